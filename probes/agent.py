@@ -1,0 +1,1047 @@
+#!/usr/bin/env python3
+"""rigwatch agent: reads a GPU host and streams protocol-v1 NDJSON on stdout.
+
+One file, standard library only, Python >= 3.8, so it can be sent to any host's
+stock ``python3`` over an SSH channel and run without writing a file.  It uses
+``pynvml`` (nvidia-ml-py) and ``psutil`` when the host has them and falls back
+to ``nvidia-smi`` and ``/proc``.  It is read-only: it never writes files, changes
+GPU settings or needs root.  Every GPU call runs off the main thread with a
+deadline, so a hung driver never stops host and disk samples.
+
+Run it as ``python3 -m probes.agent``, ``python3 - --once < agent.py``, or through
+the console's bootstrap, which sends this source over stdin and keeps stdin open:
+with ``--stdin-eof-exit`` the agent exits as soon as the console goes away.
+The protocol is described in ``probes/PROTOCOL.md``; the simulator (``--simulate``)
+emits the same protocol for a realistic 8-GPU host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import platform
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import warnings
+
+AGENT_VERSION = "0.1.0"
+PROTOCOL_VERSION = 1
+SMI_TIMEOUT_S = 5.0
+GPU_DEADLINE_S = 4.0
+MAX_TAIL_BYTES_PER_TICK = 64 * 1024
+MAX_EVENT_LINE = 8192
+
+# Bit values of nvmlClocksEventReason* (same bits as the older ThrottleReason names).
+CLOCK_REASON_BITS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+NA_MARKERS = ("n/a", "[n/a]", "[not supported]", "not supported", "", "[unknown error]",
+              "[requested functionality has been deprecated]", "unknown error")
+
+
+# --------------------------------------------------------------------------- output
+
+class Writer(object):
+    """Writes one JSON object per line; exits the process when stdout is gone."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def send(self, obj):
+        line = json.dumps(obj, separators=(",", ":"), sort_keys=False) + "\n"
+        with self._lock:
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                os._exit(0)
+
+
+def watch_stdin_eof():
+    """Exit when the console closes our stdin, so no orphan stays on the host."""
+
+    def run():
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        os._exit(0)
+
+    t = threading.Thread(target=run, name="stdin-eof", daemon=True)
+    t.start()
+
+
+# --------------------------------------------------------------------------- commands
+
+def run_command(argv, timeout):
+    """Run a read-only command with a deadline.
+
+    Returns (returncode, stdout, stderr); returncode None means it timed out.  A
+    child stuck in D state cannot be reaped, so after the kill we wait only
+    briefly and abandon it rather than block the stream.
+    """
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        return -1, "", str(exc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            out, err = proc.communicate(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return None, "", "timed out after %gs (process abandoned)" % timeout
+        return None, _text(out), "timed out after %gs" % timeout
+    return proc.returncode, _text(out), _text(err)
+
+
+def _text(data):
+    if data is None:
+        return ""
+    return data.decode("utf-8", "replace")
+
+
+def read_text(path):
+    try:
+        with open(path, "r") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+# --------------------------------------------------------------------------- value parsing
+
+def parse_number(text):
+    """A measured value from nvidia-smi CSV: strip units, None for N/A markers."""
+    if text is None:
+        return None
+    s = text.strip()
+    if s.lower() in NA_MARKERS:
+        return None
+    m = re.match(r"^[-+]?\d+(?:\.\d+)?", s)
+    if not m:
+        return None
+    value = float(m.group(0))
+    return value if math.isfinite(value) else None
+
+
+def parse_int(text):
+    v = parse_number(text)
+    return int(v) if v is not None else None
+
+
+def parse_str(text):
+    if text is None:
+        return None
+    s = text.strip()
+    return None if s.lower() in NA_MARKERS else s
+
+
+def decode_reasons(mask):
+    if mask is None:
+        return []
+    return [name for bit, name in CLOCK_REASON_BITS if mask & bit]
+
+
+def normalise_bus_id(bus_id):
+    """'00000000:3B:00.0' -> '0000:3b:00.0' (the contract's form)."""
+    if not bus_id:
+        return bus_id
+    b = bus_id.strip().lower()
+    parts = b.split(":")
+    if len(parts) == 3 and len(parts[0]) > 4 and set(parts[0][:-4]) <= {"0"}:
+        parts[0] = parts[0][-4:]
+    elif len(parts) == 2:
+        parts.insert(0, "0000")
+    return ":".join(parts)
+
+
+# --------------------------------------------------------------------------- host (/proc)
+
+def read_cpu_times():
+    text = read_text("/proc/stat")
+    if not text:
+        return None
+    fields = text.splitlines()[0].split()
+    if not fields or fields[0] != "cpu":
+        return None
+    vals = [int(x) for x in fields[1:9]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    return sum(vals), idle
+
+
+def read_meminfo():
+    text = read_text("/proc/meminfo") or ""
+    info = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith(":"):
+            try:
+                info[parts[0][:-1]] = int(parts[1]) * 1024
+            except ValueError:
+                pass
+    return info
+
+
+def read_loadavg():
+    text = read_text("/proc/loadavg")
+    if not text:
+        return None, None, None
+    parts = text.split()
+    try:
+        return float(parts[0]), float(parts[1]), float(parts[2])
+    except (IndexError, ValueError):
+        return None, None, None
+
+
+def whole_disks():
+    """Names of whole block devices (no partitions, loops or RAM disks)."""
+    try:
+        names = os.listdir("/sys/block")
+    except OSError:
+        return None
+    skip = ("loop", "ram", "zram", "fd", "sr")
+    return set(n for n in names if not n.startswith(skip))
+
+
+def read_diskstats(allowed):
+    """/proc/diskstats -> {name: [fields 4..20 as ints]} for the allowed devices."""
+    text = read_text("/proc/diskstats")
+    out = {}
+    if not text:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 14:
+            continue
+        name = parts[2]
+        if allowed is not None and name not in allowed:
+            continue
+        if allowed is None and (re.search(r"\d$", name) and not name.startswith(("nvme", "dm-", "md"))
+                                or name.startswith(("loop", "ram"))):
+            continue
+        try:
+            nums = [int(x) for x in parts[3:]]
+        except ValueError:
+            continue
+        nums += [0] * (17 - len(nums))
+        out[name] = nums
+    return out
+
+
+def disk_rates(old, new, dt):
+    """iostat -x figures from two /proc/diskstats readings dt seconds apart (sysstat formulas)."""
+    out = {}
+    if dt <= 0:
+        return out
+    for name, n in new.items():
+        o = old.get(name)
+        if o is None:
+            continue
+        d = [max(0, b - a) for a, b in zip(o, n)]
+        reads, rsect, rms = d[0], d[2], d[3]
+        writes, wsect, wms = d[4], d[6], d[7]
+        io_ticks, in_queue = d[9], d[10]
+        out[name] = {
+            "r_s": round(reads / dt, 2),
+            "w_s": round(writes / dt, 2),
+            "rkb_s": round(rsect / 2.0 / dt, 2),
+            "wkb_s": round(wsect / 2.0 / dt, 2),
+            "r_await": round(rms / float(reads), 2) if reads else 0.0,
+            "w_await": round(wms / float(writes), 2) if writes else 0.0,
+            "aqu_sz": round(in_queue / (dt * 1000.0), 2),
+            "util": round(min(100.0, io_ticks / (dt * 1000.0) * 100.0), 2),
+        }
+    return out
+
+
+def cpu_model():
+    text = read_text("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.lower().startswith(("model name", "hardware", "cpu model")):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def physical_cores():
+    text = read_text("/proc/cpuinfo") or ""
+    cores = set()
+    phys = core = None
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if phys is not None or core is not None:
+                cores.add((phys, core))
+            phys = core = None
+        elif line.startswith("physical id"):
+            phys = line.split(":", 1)[1].strip()
+        elif line.startswith("core id"):
+            core = line.split(":", 1)[1].strip()
+    return len(cores) or None
+
+
+def os_name():
+    text = read_text("/etc/os-release") or ""
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.M)
+    return m.group(1) if m else platform.system()
+
+
+class HostReader(object):
+    """CPU %, load, memory, swap and disks from /proc (psutil only for memory when present)."""
+
+    def __init__(self):
+        self._cpu = read_cpu_times()
+        self._disks_allowed = whole_disks()
+        self._disk = read_diskstats(self._disks_allowed)
+        self._t = time.monotonic()
+
+    def sample(self):
+        now = time.monotonic()
+        dt = now - self._t
+        cpu = read_cpu_times()
+        cpu_pct = None
+        if cpu and self._cpu and cpu[0] > self._cpu[0]:
+            total = cpu[0] - self._cpu[0]
+            idle = cpu[1] - self._cpu[1]
+            cpu_pct = round(100.0 * (total - idle) / total, 1)
+        self._cpu = cpu
+        disk = read_diskstats(self._disks_allowed)
+        disks = disk_rates(self._disk, disk, dt)
+        self._disk = disk
+        self._t = now
+        mem = read_meminfo()
+        total = mem.get("MemTotal")
+        avail = mem.get("MemAvailable", mem.get("MemFree"))
+        swap_total = mem.get("SwapTotal")
+        swap_free = mem.get("SwapFree")
+        l1, l5, l15 = read_loadavg()
+        host = {
+            "cpu_pct": cpu_pct, "load1": l1, "load5": l5, "load15": l15,
+            "mem_used_bytes": total - avail if total is not None and avail is not None else None,
+            "mem_total_bytes": total,
+            "swap_used_bytes": (swap_total - swap_free
+                                if swap_total is not None and swap_free is not None else None),
+            "swap_total_bytes": swap_total,
+        }
+        return host, disks
+
+
+def host_facts():
+    mem = read_meminfo()
+    uname = platform.uname()
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": uname.release,
+        "os": os_name(),
+        "python": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "cpu_cores_logical": os.cpu_count(),
+        "cpu_cores_physical": physical_cores(),
+        "mem_total_bytes": mem.get("MemTotal"),
+        "swap_total_bytes": mem.get("SwapTotal"),
+        "driver_version": None,
+        "cuda_version": None,
+    }
+
+
+# --------------------------------------------------------------------------- GPUs: nvidia-smi
+
+SMI_FIELDS = (
+    ("index", ()), ("uuid", ()), ("pci.bus_id", ()), ("name", ()),
+    ("memory.total", ()), ("memory.used", ()),
+    ("utilization.gpu", ()), ("utilization.memory", ()), ("temperature.gpu", ()),
+    ("power.draw", ()), ("enforced.power.limit", ("power.limit",)),
+    ("clocks.sm", ()), ("clocks.max.sm", ()),
+    ("clocks_event_reasons.active", ("clocks_throttle_reasons.active",)),
+    ("pcie.link.gen.gpucurrent", ("pcie.link.gen.current",)), ("pcie.link.gen.max", ()),
+    ("pcie.link.width.current", ()), ("pcie.link.width.max", ()),
+)
+_INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
+_NO_HANDLE = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)")
+
+
+class SmiBackend(object):
+    """GPUs through ``nvidia-smi --query-gpu``, learning which field names this driver accepts."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, path):
+        self.path = path
+        self.fields = [(f, list(alts)) for f, alts in SMI_FIELDS]
+        self.known = {}
+
+    def _query(self):
+        """Run the query; drop or rename fields the driver rejects (older/newer drivers)."""
+        for _ in range(len(self.fields) + 1):
+            names = [f for f, _ in self.fields]
+            rc, out, err = run_command(
+                [self.path, "--query-gpu=" + ",".join(names), "--format=csv,noheader,nounits"],
+                SMI_TIMEOUT_S)
+            if rc is None:
+                raise ProbeTimeout("nvidia-smi " + err)
+            m = _INVALID_FIELD.search(out + err)
+            if m and rc != 0:
+                self._replace_field(m.group(1))
+                continue
+            return names, rc, out, err
+        raise ProbeFailed("nvidia-smi rejected every field")
+
+    def _replace_field(self, bad):
+        for i, (f, alts) in enumerate(self.fields):
+            if f == bad:
+                if alts:
+                    self.fields[i] = (alts[0], alts[1:])
+                else:
+                    del self.fields[i]
+                return
+        raise ProbeFailed("nvidia-smi rejected field %r" % bad)
+
+    def sample(self):
+        names, rc, out, err = self._query()
+        canon = dict((f, SMI_CANON.get(f, f)) for f in names)
+        lost = [normalise_bus_id(b) for b in _NO_HANDLE.findall(out + "\n" + err)]
+        gpus = []
+        for row in csv.reader(out.splitlines(), skipinitialspace=True):
+            if len(row) != len(names):
+                continue
+            values = dict((canon[n], v) for n, v in zip(names, row))
+            gpu = smi_row_to_gpu(values)
+            if gpu is not None:
+                gpus.append(gpu)
+        if rc != 0 and not gpus and not lost:
+            raise ProbeFailed("nvidia-smi exit %s: %s" % (rc, (err or out).strip()[:300]))
+        by_bus = dict((g.get("bus_id"), g) for g in gpus)
+        for bus in lost:
+            known = self.known.get(bus)
+            if bus not in by_bus:
+                gpus.append({"index": known["index"] if known else -1, "uuid":
+                             known.get("uuid") if known else None, "bus_id": bus,
+                             "state": "lost"})
+        return gpus
+
+    def facts(self):
+        gpus = [g for g in self.sample() if g.get("state") != "lost"]
+        self.known = dict((g["bus_id"], g) for g in gpus)
+        rc, out, _ = run_command([self.path, "--query-gpu=driver_version",
+                                  "--format=csv,noheader"], SMI_TIMEOUT_S)
+        driver = parse_str(out.splitlines()[0]) if rc == 0 and out.strip() else None
+        rc, out, _ = run_command([self.path], SMI_TIMEOUT_S)
+        m = re.search(r"CUDA Version:\s*([\d.]+)", out or "")
+        info = [dict((k, g.get(k)) for k in ("index", "uuid", "bus_id", "name", "mem_total_mib"))
+                for g in gpus]
+        return {"driver_version": driver, "cuda_version": m.group(1) if m else None,
+                "gpus": info}
+
+
+SMI_CANON = {
+    "power.limit": "enforced.power.limit",
+    "clocks_throttle_reasons.active": "clocks_event_reasons.active",
+    "pcie.link.gen.current": "pcie.link.gen.gpucurrent",
+}
+
+
+def smi_row_to_gpu(v):
+    index = parse_int(v.get("index"))
+    if index is None:
+        return None
+    mask = None
+    reasons_text = parse_str(v.get("clocks_event_reasons.active"))
+    if reasons_text:
+        try:
+            mask = int(reasons_text, 16)
+        except ValueError:
+            mask = None
+    return {
+        "index": index,
+        "uuid": parse_str(v.get("uuid")),
+        "bus_id": normalise_bus_id(parse_str(v.get("pci.bus_id"))),
+        "name": parse_str(v.get("name")),
+        "state": "ok",
+        "mem_used_mib": parse_number(v.get("memory.used")),
+        "mem_total_mib": parse_number(v.get("memory.total")),
+        "util_pct": parse_number(v.get("utilization.gpu")),
+        "mem_util_pct": parse_number(v.get("utilization.memory")),
+        "temp_c": parse_number(v.get("temperature.gpu")),
+        "power_w": parse_number(v.get("power.draw")),
+        "power_limit_w": parse_number(v.get("enforced.power.limit")),
+        "sm_clock_mhz": parse_number(v.get("clocks.sm")),
+        "sm_clock_max_mhz": parse_number(v.get("clocks.max.sm")),
+        "clock_reasons": decode_reasons(mask),
+        "pcie_gen": parse_int(v.get("pcie.link.gen.gpucurrent")),
+        "pcie_gen_max": parse_int(v.get("pcie.link.gen.max")),
+        "pcie_width": parse_int(v.get("pcie.link.width.current")),
+        "pcie_width_max": parse_int(v.get("pcie.link.width.max")),
+    }
+
+
+# --------------------------------------------------------------------------- GPUs: NVML
+
+class NvmlBackend(object):
+    """GPUs through NVML (``pynvml`` from nvidia-ml-py), the cheap path when the host has it."""
+
+    name = "nvml"
+
+    def __init__(self, nvml):
+        self.nv = nvml
+        self.nv.nvmlInit()
+        self.handles = [self.nv.nvmlDeviceGetHandleByIndex(i)
+                        for i in range(self.nv.nvmlDeviceGetCount())]
+        self.static = {}
+
+    def _q(self, fn, *args, **kwargs):
+        """One NVML call: unsupported or unavailable values become None, a lost GPU raises."""
+        func = getattr(self.nv, fn, None)
+        if func is None:
+            return None
+        try:
+            return func(*args, **kwargs)
+        except self.nv.NVMLError as exc:
+            lost = [getattr(self.nv, n, None) for n in ("NVMLError_GpuIsLost",
+                                                        "NVMLError_ResetRequired")]
+            if any(c is not None and isinstance(exc, c) for c in lost):
+                raise GpuLost(str(exc))
+            return None
+
+    def _text(self, value):
+        if isinstance(value, bytes):
+            return value.decode("utf-8", "replace")
+        return value
+
+    def _memory(self, h):
+        mem = None
+        v2 = getattr(self.nv, "nvmlMemory_v2", None)
+        if v2 is not None:
+            try:
+                mem = self.nv.nvmlDeviceGetMemoryInfo(h, version=v2)
+            except (TypeError, self.nv.NVMLError):
+                mem = None
+        if mem is None:
+            mem = self._q("nvmlDeviceGetMemoryInfo", h)
+        if mem is None:
+            return None, None
+        return round(mem.used / 1048576.0, 1), round(mem.total / 1048576.0, 1)
+
+    def _reasons(self, h):
+        mask = self._q("nvmlDeviceGetCurrentClocksEventReasons", h)
+        if mask is None:
+            mask = self._q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+        return decode_reasons(mask)
+
+    def _gpu(self, i, h):
+        nv = self.nv
+        st = self.static.get(i) or {}
+        try:
+            used, total = self._memory(h)
+            util = self._q("nvmlDeviceGetUtilizationRates", h)
+            power = self._q("nvmlDeviceGetPowerUsage", h)
+            limit = self._q("nvmlDeviceGetEnforcedPowerLimit", h)
+            gpu = {
+                "index": i, "uuid": st.get("uuid"), "state": "ok",
+                "mem_used_mib": used, "mem_total_mib": total,
+                "util_pct": float(util.gpu) if util is not None else None,
+                "mem_util_pct": float(util.memory) if util is not None else None,
+                "temp_c": self._q("nvmlDeviceGetTemperature", h,
+                                  getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+                "power_w": round(power / 1000.0, 2) if power is not None else None,
+                "power_limit_w": round(limit / 1000.0, 2) if limit is not None else None,
+                "sm_clock_mhz": self._q("nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)),
+                "sm_clock_max_mhz": self._q("nvmlDeviceGetMaxClockInfo", h,
+                                            getattr(nv, "NVML_CLOCK_SM", 1)),
+                "clock_reasons": self._reasons(h),
+                "pcie_gen": self._q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+                "pcie_gen_max": self._q("nvmlDeviceGetMaxPcieLinkGeneration", h),
+                "pcie_width": self._q("nvmlDeviceGetCurrPcieLinkWidth", h),
+                "pcie_width_max": self._q("nvmlDeviceGetMaxPcieLinkWidth", h),
+            }
+        except GpuLost:
+            return {"index": i, "uuid": st.get("uuid"), "state": "lost"}
+        return gpu
+
+    def sample(self):
+        return [self._gpu(i, h) for i, h in enumerate(self.handles)]
+
+    def facts(self):
+        gpus = []
+        for i, h in enumerate(self.handles):
+            pci = self._q("nvmlDeviceGetPciInfo", h)
+            bus = self._text(getattr(pci, "busId", None)) if pci is not None else None
+            try:
+                _, total = self._memory(h)
+            except GpuLost:
+                total = None
+            info = {"index": i, "uuid": self._text(self._q("nvmlDeviceGetUUID", h)),
+                    "bus_id": normalise_bus_id(bus), "name": self._text(self._q("nvmlDeviceGetName", h)),
+                    "mem_total_mib": total}
+            self.static[i] = info
+            gpus.append(info)
+        cuda = self._q("nvmlSystemGetCudaDriverVersion")
+        return {"driver_version": self._text(self._q("nvmlSystemGetDriverVersion")),
+                "cuda_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
+                "gpus": gpus}
+
+
+class GpuLost(Exception):
+    pass
+
+
+class ProbeTimeout(Exception):
+    pass
+
+
+class ProbeFailed(Exception):
+    pass
+
+
+def open_gpu_backend():
+    """Pick NVML, else nvidia-smi, else none; say why each is or is not available."""
+    probes = {}
+    backend = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pynvml  # noqa: PLC0415 - optional on the host
+        try:
+            backend = NvmlBackend(pynvml)
+            probes["nvml"] = {"available": True}
+        except Exception as exc:  # any NVMLError: library missing, driver not loaded, mismatch
+            probes["nvml"] = {"available": False, "reason": "nvmlInit failed: %s" % exc}
+    except ImportError:
+        probes["nvml"] = {"available": False, "reason": "pynvml not importable"}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        probes["nvidia-smi"] = {"available": True}
+        if backend is None:
+            backend = SmiBackend(smi)
+    else:
+        probes["nvidia-smi"] = {"available": False, "reason": "nvidia-smi not on PATH"}
+    return backend, probes
+
+
+class GpuWatchdog(object):
+    """Runs GPU collection on a worker thread with a deadline.
+
+    A call that does not return in time is abandoned (a hung driver cannot be
+    interrupted); until it returns, no new call is started and the GPUs are
+    reported ``unresponsive`` while the rest of the sample goes on.
+    """
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self._busy = None
+
+    def call(self, fn):
+        """Returns (ok, value_or_message)."""
+        if self._busy is not None and self._busy.is_alive():
+            return False, "previous GPU probe call still hung"
+        box = {}
+
+        def run():
+            try:
+                box["value"] = fn()
+            except Exception as exc:  # reported as an error line, never fatal
+                box["error"] = "%s: %s" % (type(exc).__name__, exc)
+
+        t = threading.Thread(target=run, name="gpu-probe", daemon=True)
+        t.start()
+        t.join(self.deadline)
+        if t.is_alive():
+            self._busy = t
+            return False, "GPU probe timed out after %gs" % self.deadline
+        self._busy = None
+        if "error" in box:
+            return False, box["error"]
+        return True, box.get("value")
+
+
+# --------------------------------------------------------------------------- log tailing
+
+class FileTail(object):
+    """Follows a log file read-only from its end, surviving rotation and truncation."""
+
+    def __init__(self, path):
+        self.path = path
+        self._f = None
+        self._ino = None
+        self._partial = b""
+        self._open(at_end=True)
+
+    def _open(self, at_end):
+        try:
+            f = open(self.path, "rb")
+        except OSError:
+            self._f = None
+            return
+        st = os.fstat(f.fileno())
+        if at_end:
+            f.seek(0, os.SEEK_END)
+        self._f, self._ino = f, st.st_ino
+
+    def lines(self):
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return []
+        if self._f is None or st.st_ino != self._ino or st.st_size < self._f.tell():
+            if self._f is not None:
+                self._f.close()
+            self._open(at_end=False)
+            if self._f is None:
+                return []
+        data = self._partial + self._f.read(MAX_TAIL_BYTES_PER_TICK)
+        parts = data.split(b"\n")
+        self._partial = parts.pop()[-MAX_EVENT_LINE:]
+        return [p[:MAX_EVENT_LINE].decode("utf-8", "replace").rstrip("\r") for p in parts if p]
+
+
+# --------------------------------------------------------------------------- simulator
+
+SIM_BUS_IDS = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
+               "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0")
+SIM_MEM_TOTAL = 81559.0
+SIM_SM_MAX = 1980.0
+SIM_POWER_LIMIT = 700.0
+SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
+                 "link-downgrade")
+SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
+SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
+LEAK_MIB_PER_H = 48.0
+THROTTLE_TAU_S = 600.0
+
+
+def parse_scenarios(text):
+    """'leak:3,xid79:6@120' -> [{'name': 'leak', 'gpu': 3, 'at': None}, ...]."""
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.match(r"^([a-z0-9-]+)(?::(\d+))?(?:@(\d+(?:\.\d+)?))?$", item)
+        if not m or m.group(1) not in SIM_SCENARIOS:
+            raise ValueError("unknown scenario %r (known: %s; form NAME[:GPU][@SECONDS])"
+                             % (item, ", ".join(SIM_SCENARIOS)))
+        name = m.group(1)
+        gpu = int(m.group(2)) if m.group(2) else SIM_DEFAULT_GPU.get(name)
+        if gpu is not None and not 0 <= gpu < len(SIM_BUS_IDS):
+            raise ValueError("scenario %r: GPU index must be 0-%d" % (item, len(SIM_BUS_IDS) - 1))
+        at = float(m.group(3)) if m.group(3) else SIM_DEFAULT_AT.get(name)
+        out.append({"name": name, "gpu": gpu, "at": at})
+    return out or [{"name": "healthy", "gpu": None, "at": None}]
+
+
+class Simulator(object):
+    """A realistic 8x H100 host whose trouble follows the given scenarios; deterministic per seed."""
+
+    def __init__(self, scenarios, seed, hostname):
+        self.scen = scenarios
+        self.names = set(s["name"] for s in scenarios)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.hostname = hostname or "sim-%d" % seed
+        ids = random.Random("uuid-%d" % seed)
+        self.uuids = ["GPU-%08x-%04x-%04x-%04x-%012x" % (
+            ids.getrandbits(32), ids.getrandbits(16), ids.getrandbits(16),
+            ids.getrandbits(16), ids.getrandbits(48)) for _ in SIM_BUS_IDS]
+        self.base_mem = [60000.0 + 512.0 * ((seed * 7 + i * 3) % 9) for i in range(8)]
+        self.fired = set()
+
+    def _get(self, name):
+        for s in self.scen:
+            if s["name"] == name:
+                return s
+        return None
+
+    def facts(self):
+        facts = {
+            "hostname": self.hostname, "kernel": "5.15.0-119-generic",
+            "os": "Ubuntu 22.04.4 LTS", "python": platform.python_version(),
+            "driver_version": "550.90.07", "cuda_version": "12.4",
+            "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_cores_logical": 224,
+            "cpu_cores_physical": 112, "mem_total_bytes": 2 * 1024 ** 4,
+            "swap_total_bytes": 8 * 1024 ** 3,
+        }
+        gpus = [{"index": i, "uuid": self.uuids[i], "bus_id": b, "name": "NVIDIA H100 80GB HBM3",
+                 "mem_total_mib": SIM_MEM_TOTAL} for i, b in enumerate(SIM_BUS_IDS)]
+        return facts, gpus
+
+    def _util(self, t):
+        if "disk-saturated" in self.names:
+            phase = t % 20.0
+            return 97.0 if phase < 12.0 else 3.0
+        return 96.0
+
+    def sample(self, t):
+        r = self.rng
+        lost = self._get("xid79")
+        nccl = self._get("nccl-timeout")
+        hung = nccl is not None and t >= nccl["at"]
+        gpus = []
+        for i in range(len(SIM_BUS_IDS)):
+            if lost is not None and lost["gpu"] == i and t >= lost["at"]:
+                continue
+            util = min(100.0, max(0.0, self._util(t) + r.uniform(-2.5, 2.5)))
+            if hung:
+                util = 100.0
+            temp = 52.0 + 14.0 * util / 100.0 + r.uniform(-1.0, 1.0)
+            power = 150.0 + 480.0 * util / 100.0 + r.uniform(-20.0, 20.0)
+            if hung:
+                power = 160.0 + r.uniform(-5.0, 5.0)
+            clock = SIM_SM_MAX
+            reasons = [] if util > 5 else ["gpu_idle"]
+            mem = self.base_mem[i]
+            th = self._get("throttle")
+            if th is not None and th["gpu"] == i:
+                temp = 62.0 + 28.5 * (1.0 - math.exp(-t / THROTTLE_TAU_S)) + r.uniform(-0.5, 0.5)
+                if temp >= 85.0:
+                    reasons = ["sw_thermal_slowdown"] + (["hw_thermal_slowdown"] if temp >= 88.0 else [])
+                    clock = max(1100.0, SIM_SM_MAX - (temp - 84.0) * 110.0)
+                    power *= clock / SIM_SM_MAX
+            lk = self._get("leak")
+            if lk is not None and lk["gpu"] == i:
+                grown = LEAK_MIB_PER_H * t / 3600.0
+                mem = min(SIM_MEM_TOTAL - 2.0, mem + 2.0 * math.floor(grown / 2.0))
+            dn = self._get("link-downgrade")
+            width = 8 if dn is not None and dn["gpu"] == i else 16
+            gpus.append({
+                "index": i, "uuid": self.uuids[i], "state": "ok",
+                "mem_used_mib": mem, "mem_total_mib": SIM_MEM_TOTAL,
+                "util_pct": round(util, 1), "mem_util_pct": round(util * 0.55, 1),
+                "temp_c": round(temp, 1), "power_w": round(power, 1),
+                "power_limit_w": SIM_POWER_LIMIT, "sm_clock_mhz": round(clock),
+                "sm_clock_max_mhz": SIM_SM_MAX, "clock_reasons": reasons,
+                "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": width, "pcie_width_max": 16,
+            })
+        return gpus, self._host(t), self._disks(t)
+
+    def _host(self, t):
+        r = self.rng
+        return {
+            "cpu_pct": round(34.0 + r.uniform(-4.0, 4.0), 1),
+            "load1": round(41.0 + r.uniform(-3, 3), 2), "load5": 40.5, "load15": 40.1,
+            "mem_used_bytes": int(420 * 1024 ** 3 + r.uniform(0, 2) * 1024 ** 3),
+            "mem_total_bytes": 2 * 1024 ** 4, "swap_used_bytes": 0,
+            "swap_total_bytes": 8 * 1024 ** 3,
+        }
+
+    def _disks(self, t):
+        r = self.rng
+        if "disk-saturated" in self.names:
+            data = {"r_s": round(24000 + r.uniform(-800, 800), 1), "w_s": 2.0,
+                    "rkb_s": round(3.1e6 + r.uniform(-1e5, 1e5), 1), "wkb_s": 16.0,
+                    "r_await": round(28.0 + r.uniform(-6, 6), 2), "w_await": 0.4,
+                    "aqu_sz": round(31.0 + r.uniform(-4, 4), 2),
+                    "util": round(min(100.0, 99.0 + r.uniform(0, 1)), 1)}
+        else:
+            data = {"r_s": round(820 + r.uniform(-60, 60), 1), "w_s": 3.0,
+                    "rkb_s": round(2.1e5 + r.uniform(-1e4, 1e4), 1), "wkb_s": 24.0,
+                    "r_await": round(0.4 + r.uniform(0, 0.1), 2), "w_await": 0.3,
+                    "aqu_sz": 0.33, "util": round(18.0 + r.uniform(-3, 3), 1)}
+        quiet = {"r_s": 0.0, "w_s": round(12 + r.uniform(-2, 2), 1), "rkb_s": 0.0,
+                 "wkb_s": round(180 + r.uniform(-20, 20), 1), "r_await": 0.0, "w_await": 0.6,
+                 "aqu_sz": 0.01, "util": 0.8}
+        return {"nvme0n1": data, "nvme1n1": dict(quiet), "sda": dict(quiet)}
+
+    def events(self, t):
+        out = []
+        lost = self._get("xid79")
+        if lost is not None and t >= lost["at"] and "xid79" not in self.fired:
+            self.fired.add("xid79")
+            bus = SIM_BUS_IDS[lost["gpu"]]
+            out.append(("kernel", "NVRM: Xid (PCI:%s): 79, pid='<unknown>', name=<unknown>, "
+                                  "GPU has fallen off the bus." % bus[:-2]))
+            out.append(("kernel", "NVRM: GPU %s: GPU has fallen off the bus." % bus))
+        nccl = self._get("nccl-timeout")
+        if nccl is not None and t >= nccl["at"] and "nccl" not in self.fired:
+            self.fired.add("nccl")
+            out.append(("job:/var/log/train/rank3.log",
+                        "[rank3]:[E1202 03:14:07.123456 140213 ProcessGroupNCCL.cpp:616] "
+                        "[Rank 3] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, NumelIn=262144000, "
+                        "NumelOut=262144000, Timeout(ms)=600000) ran for 600081 milliseconds "
+                        "before timing out."))
+        return out
+
+
+# --------------------------------------------------------------------------- main loop
+
+class Agent(object):
+    def __init__(self, args, writer):
+        self.args = args
+        self.w = writer
+        self.seq = 0
+        self.sim = None
+        self.gpu = None
+        self.watchdog = GpuWatchdog(args.gpu_deadline)
+        self.gpu_list = []
+        self.tails = [FileTail(p) for p in args.tail]
+        self.errors_seen = {}
+
+    def error(self, probe, message):
+        """Report a probe error; the same message repeats at most once a minute."""
+        key = (probe, message)
+        now = time.monotonic()
+        if now - self.errors_seen.get(key, -1e9) < 60.0:
+            return
+        self.errors_seen[key] = now
+        self.w.send({"type": "error", "v": PROTOCOL_VERSION, "ts": time.time(), "probe": probe,
+                     "message": message[:2000]})
+
+    def hello(self):
+        if self.args.simulate is not None:
+            self.sim = Simulator(parse_scenarios(self.args.simulate), self.args.seed,
+                                 self.args.hostname)
+            facts, gpus = self.sim.facts()
+            probes = {"simulator": {"available": True}}
+            simulated = [s["name"] for s in self.sim.scen]
+        else:
+            facts = host_facts()
+            if self.args.hostname:
+                facts["hostname"] = self.args.hostname
+            self.gpu, probes = open_gpu_backend()
+            gpus = []
+            if self.gpu is not None:
+                ok, value = self.watchdog.call(self.gpu.facts)
+                if ok:
+                    facts["driver_version"] = value.get("driver_version")
+                    facts["cuda_version"] = value.get("cuda_version")
+                    gpus = value.get("gpus") or []
+                else:
+                    probes[self.gpu.name] = {"available": False, "reason": value}
+                    self.error(self.gpu.name, value)
+            simulated = []
+            probes["psutil"] = {"available": _has_module("psutil")}
+            probes["diskstats"] = ({"available": True} if os.path.exists("/proc/diskstats")
+                                   else {"available": False, "reason": "no /proc/diskstats"})
+        self.gpu_list = gpus
+        self.w.send({"type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION,
+                     "ts": time.time(), "host": facts, "gpus": gpus, "probes": probes,
+                     "simulated": simulated})
+
+    def sim_time(self):
+        return self.seq * self.args.interval * self.args.speed
+
+    def gpus_now(self):
+        if self.gpu is None:
+            return []
+        ok, value = self.watchdog.call(self.gpu.sample)
+        if ok:
+            return value
+        self.error(self.gpu.name, value)
+        state = "unresponsive" if "hung" in value or "timed out" in value else "unknown"
+        return [{"index": g["index"], "uuid": g.get("uuid"), "state": state}
+                for g in self.gpu_list]
+
+    def sample(self, host_reader):
+        ts = time.time()
+        if self.sim is not None:
+            t = self.sim_time()
+            for source, line in self.sim.events(t):
+                self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts, "source": source,
+                             "line": line})
+            gpus, host, disks = self.sim.sample(t)
+        else:
+            gpus = self.gpus_now()
+            host, disks = host_reader.sample()
+        for tail in self.tails:
+            for line in tail.lines():
+                self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts,
+                             "source": "job:" + tail.path, "line": line})
+        self.w.send({"type": "sample", "v": PROTOCOL_VERSION, "seq": self.seq, "ts": ts,
+                     "gpus": gpus, "host": host, "disks": disks})
+        self.seq += 1
+
+    def run(self):
+        host_reader = HostReader() if self.args.simulate is None else None
+        self.hello()
+        if self.args.once:
+            if host_reader is not None:
+                time.sleep(0.25)
+            self.sample(host_reader)
+            return
+        count = 0
+        next_tick = time.monotonic() + (self.args.interval if host_reader else 0.0)
+        while self.args.count is None or count < self.args.count:
+            delay = next_tick - time.monotonic()
+            if delay > 0 and not self.args.fast:
+                time.sleep(delay)
+            self.sample(host_reader)
+            count += 1
+            next_tick += self.args.interval
+            if next_tick < time.monotonic():
+                next_tick = time.monotonic() + self.args.interval
+
+
+def _has_module(name):
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="rigwatch-agent",
+                                description="Stream a GPU host's state as NDJSON (read-only).")
+    p.add_argument("--once", action="store_true", help="print one hello and one sample, then exit")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
+    p.add_argument("--count", type=int, default=None, help="stop after N samples")
+    p.add_argument("--simulate", metavar="SCENARIO[,SCENARIO...]", default=None,
+                   help="emit a simulated 8-GPU host: " + ", ".join(SIM_SCENARIOS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
+    p.add_argument("--fast", action="store_true",
+                   help="do not wait between samples (simulator and tests: time is simulated)")
+    p.add_argument("--hostname", default=None, help="name to report instead of the real one")
+    p.add_argument("--tail", action="append", default=[], metavar="PATH",
+                   help="follow a job log read-only and send its new lines as events")
+    p.add_argument("--gpu-deadline", type=float, default=GPU_DEADLINE_S,
+                   help="seconds before a GPU probe call counts as hung")
+    p.add_argument("--stdin-eof-exit", action="store_true",
+                   help="exit when stdin closes (the console went away)")
+    args = p.parse_args(argv)
+    if args.interval < 0 or args.speed <= 0:
+        p.error("--interval must be >= 0 and --speed > 0")
+    if args.simulate is not None:
+        try:
+            parse_scenarios(args.simulate)
+        except ValueError as exc:
+            p.error(str(exc))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.stdin_eof_exit:
+        watch_stdin_eof()
+    try:
+        Agent(args, Writer(sys.stdout)).run()
+    except KeyboardInterrupt:
+        pass
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The console's picture of the fleet: per-host state folded from session items.
+
+Pure and synchronous: the app applies items here from its message handlers and
+hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from probes.findings import Finding, Severity, event_findings, sample_findings
+from probes.fleet import HostSpec
+from probes.samples import Hello, HostSample, LogEvent, ProbeError
+from probes.session_events import Connected, Disconnected, SessionItem
+
+HISTORY_POINTS = 3600
+"""Per-GPU memory points kept for the first-cut chart (an hour at 1 Hz)."""
+STALE_AFTER_INTERVALS = 3.0
+STALE_MIN_S = 5.0
+
+
+class HostStatus(str, Enum):
+    """Where a host's stream stands."""
+
+    CONNECTING = "connecting"
+    STREAMING = "streaming"
+    STALE = "stale"
+    DOWN = "down"
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One host's line on the fleet screen: already computed, ready to render."""
+
+    name: str
+    tags: tuple[str, ...]
+    status: HostStatus
+    stale_s: float | None
+    gpus_ok: int
+    gpus_expected: int | None
+    max_temp_c: float | None
+    mem_used_pct: float | None
+    mean_util_pct: float | None
+    power_w: float | None
+    findings: int
+    worst: Severity | None
+    worst_summary: str | None
+    simulated: bool
+
+
+@dataclass
+class HostState:
+    """Everything the console knows about one host; owned by the app's thread."""
+
+    spec: HostSpec
+    status: HostStatus = HostStatus.CONNECTING
+    hello: Hello | None = None
+    last: HostSample | None = None
+    last_seen: float | None = None
+    """Console wall time of the newest item from this host (agent clocks may be skewed)."""
+    down_reason: str | None = None
+    mem_history: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)
+    events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
+    errors: deque[ProbeError] = field(default_factory=lambda: deque(maxlen=100))
+    sticky: dict[tuple[str, str, int | None, int | None], Finding] = field(default_factory=dict)
+    """Findings from events and from GPUs that vanished: they stay until acknowledged."""
+    current: tuple[Finding, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The host's name in the fleet."""
+        return self.spec.name
+
+    def apply(self, item: SessionItem, now: float) -> None:
+        """Fold one session item, received at console wall time ``now``."""
+        self.last_seen = now
+        if isinstance(item, HostSample):
+            self._apply_sample(item)
+        elif isinstance(item, Hello):
+            self.hello = item
+            self.status = HostStatus.STREAMING
+        elif isinstance(item, LogEvent):
+            self.events.append(item)
+            for f in event_findings(self.name, item):
+                self.sticky.setdefault(f.key, f)
+        elif isinstance(item, ProbeError):
+            self.errors.append(item)
+        elif isinstance(item, Connected):
+            self.status = HostStatus.CONNECTING
+            self.down_reason = None
+        elif isinstance(item, Disconnected):
+            self.status = HostStatus.DOWN
+            self.down_reason = item.reason
+
+    def _apply_sample(self, sample: HostSample) -> None:
+        self.last = sample
+        self.status = HostStatus.STREAMING
+        for gpu in sample.gpus:
+            if gpu.mem_used_mib is not None:
+                ring = self.mem_history.get(gpu.index)
+                if ring is None:
+                    ring = self.mem_history[gpu.index] = deque(maxlen=HISTORY_POINTS)
+                ring.append((sample.ts, gpu.mem_used_mib))
+        found = sample_findings(self.name, self.hello, sample)
+        for f in found:
+            if f.code == "gpu-lost":
+                self.sticky.setdefault(f.key, f)
+        self.current = tuple(f for f in found if f.code != "gpu-lost")
+
+    def findings(self) -> list[Finding]:
+        """Current and sticky findings, worst first, one per incident."""
+        merged = {f.key: f for f in self.current}
+        merged.update(self.sticky)
+        return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))
+
+    def refresh_status(self, now: float) -> None:
+        """Mark a streaming host stale when it has been silent too long."""
+        if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None:
+            limit = max(STALE_MIN_S, STALE_AFTER_INTERVALS * self.spec.interval_s)
+            silent = now - self.last_seen
+            self.status = HostStatus.STALE if silent > limit else HostStatus.STREAMING
+
+    def row(self, now: float) -> FleetRow:
+        """This host's fleet-screen row as of ``now`` (wall time)."""
+        self.refresh_status(now)
+        gpus = self.last.gpus if self.last else ()
+        temps = [g.temp_c for g in gpus if g.temp_c is not None]
+        used = sum(g.mem_used_mib or 0.0 for g in gpus)
+        total = sum(g.mem_total_mib or 0.0 for g in gpus if g.mem_used_mib is not None)
+        utils = [g.util_pct for g in gpus if g.util_pct is not None]
+        powers = [g.power_w for g in gpus if g.power_w is not None]
+        found = self.findings()
+        expected = self.spec.expect_gpus
+        if expected is None and self.hello is not None:
+            expected = len(self.hello.facts.gpus)
+        return FleetRow(
+            name=self.name,
+            tags=self.spec.tags,
+            status=self.status,
+            stale_s=(now - self.last_seen) if self.status is HostStatus.STALE and self.last_seen
+            else None,
+            gpus_ok=sum(1 for g in gpus if g.state.value == "ok"),
+            gpus_expected=expected,
+            max_temp_c=max(temps) if temps else None,
+            mem_used_pct=100.0 * used / total if total else None,
+            mean_util_pct=sum(utils) / len(utils) if utils else None,
+            power_w=sum(powers) if powers else None,
+            findings=len(found),
+            worst=found[0].severity if found else None,
+            worst_summary=found[0].summary if found else None,
+            simulated=bool(self.spec.simulate),
+        )
+
+
+class FleetState:
+    """All hosts, in inventory order."""
+
+    def __init__(self, specs: list[HostSpec]) -> None:
+        self.hosts: dict[str, HostState] = {s.name: HostState(s) for s in specs}
+
+    def apply(self, host: str, item: SessionItem, now: float) -> None:
+        """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
+        state = self.hosts.get(host)
+        if state is not None:
+            state.apply(item, now)
+
+    def rows(self, now: float) -> list[FleetRow]:
+        """One row per host, in inventory order."""
+        return [h.row(now) for h in self.hosts.values()]
+
+    def totals(self, now: float) -> dict[str, int]:
+        """Counts for the header: hosts by status, GPUs, findings by severity."""
+        out = {s.value: 0 for s in HostStatus}
+        out.update({s.value: 0 for s in Severity})
+        out["gpus"] = 0
+        for row in self.rows(now):
+            out[row.status.value] += 1
+            out["gpus"] += row.gpus_ok
+        for h in self.hosts.values():
+            for f in h.findings():
+                out[f.severity.value] += 1
+        return out

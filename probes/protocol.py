@@ -1,0 +1,304 @@
+"""Reading the agent's wire protocol v1: newline-delimited JSON, one object per line.
+
+The reader is tolerant by design: unknown fields and unknown message types are
+ignored, and a garbled, partial or over-long line is counted and skipped.  A host
+that prints junk (a login banner, a Python warning, a half-written line when the
+link drops) must never take the console down.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from probes.errors import ProtocolError
+from probes.samples import (
+    AgentMessage,
+    DiskStats,
+    GpuInfo,
+    GpuSample,
+    GpuState,
+    Hello,
+    HostFacts,
+    HostSample,
+    HostStats,
+    LogEvent,
+    ProbeError,
+    ProbeStatus,
+)
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 256 * 1024
+"""A hello for a 16-GPU host is about 5 KiB; anything this long is not ours."""
+
+
+@dataclass
+class StreamStats:
+    """Counters of what the reader skipped, shown per host so junk is visible."""
+
+    lines: int = 0
+    garbled: int = 0
+    overlong: int = 0
+    unknown_type: int = 0
+
+
+class LineSplitter:
+    """Split a byte stream into lines with a bounded buffer.
+
+    An over-long line is dropped as it arrives (its bytes are never all held),
+    and reading resumes at the next newline.
+    """
+
+    def __init__(self, stats: StreamStats, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._buf = bytearray()
+        self._discarding = False
+        self._max = max_line_bytes
+        self._stats = stats
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        """Yield the complete lines that ``chunk`` finishes, without their newline."""
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                self._keep(chunk[start:])
+                return
+            piece = chunk[start:nl]
+            start = nl + 1
+            if self._discarding:
+                self._discarding = False
+                self._buf.clear()
+                continue
+            if len(self._buf) + len(piece) > self._max:
+                self._stats.overlong += 1
+                self._buf.clear()
+                continue
+            self._buf += piece
+            line = bytes(self._buf)
+            self._buf.clear()
+            yield line
+
+    def flush(self) -> Iterator[bytes]:
+        """Yield a final line that had no newline (the stream ended)."""
+        if self._buf and not self._discarding:
+            yield bytes(self._buf)
+        self._buf.clear()
+        self._discarding = False
+
+    def _keep(self, rest: bytes) -> None:
+        if self._discarding:
+            return
+        if len(self._buf) + len(rest) > self._max:
+            self._stats.overlong += 1
+            self._buf.clear()
+            self._discarding = True
+            return
+        self._buf += rest
+
+
+class MessageReader:
+    """Turn raw stream chunks into typed messages, counting what is skipped."""
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.stats = StreamStats()
+        self._splitter = LineSplitter(self.stats, max_line_bytes)
+
+    def feed(self, chunk: bytes) -> list[AgentMessage]:
+        """Decode every complete line in ``chunk``."""
+        return [m for line in self._splitter.feed(chunk) if (m := self._decode(line)) is not None]
+
+    def close(self) -> list[AgentMessage]:
+        """Decode what is left when the stream ends."""
+        return [m for line in self._splitter.flush() if (m := self._decode(line)) is not None]
+
+    def _decode(self, line: bytes) -> AgentMessage | None:
+        if not line.strip():
+            return None
+        self.stats.lines += 1
+        try:
+            return decode_line(line)
+        except UnknownMessageType:
+            self.stats.unknown_type += 1
+        except ProtocolError:
+            self.stats.garbled += 1
+        return None
+
+
+class UnknownMessageType(ProtocolError):
+    """A well-formed line of a type this console does not know (a newer agent)."""
+
+
+def decode_line(line: bytes | str) -> AgentMessage:
+    """Decode one wire line.
+
+    Args:
+        line: one line, with or without its newline.
+
+    Returns:
+        The typed message.
+
+    Raises:
+        UnknownMessageType: valid JSON object with a ``type`` we do not know.
+        ProtocolError: not JSON, not an object, or a known type with unusable fields.
+    """
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("not a JSON object")
+    kind = obj.get("type")
+    decoder = _DECODERS.get(kind) if isinstance(kind, str) else None
+    if decoder is None:
+        raise UnknownMessageType(f"unknown message type {kind!r}")
+    try:
+        return decoder(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"bad {kind} message: {exc!r}") from None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _int(value: Any) -> int | None:
+    f = _num(value)
+    return int(f) if f is not None else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _decode_hello(obj: dict[str, Any]) -> Hello:
+    host = _dict(obj.get("host"))
+    gpus = tuple(
+        GpuInfo(
+            index=int(g["index"]),
+            uuid=_str(g.get("uuid")),
+            bus_id=_str(g.get("bus_id")),
+            name=_str(g.get("name")),
+            mem_total_mib=_num(g.get("mem_total_mib")),
+        )
+        for g in _list(obj.get("gpus"))
+        if isinstance(g, dict) and _int(g.get("index")) is not None
+    )
+    probes = tuple(
+        ProbeStatus(name=name, available=bool(_dict(p).get("available")),
+                    reason=_str(_dict(p).get("reason")))
+        for name, p in _dict(obj.get("probes")).items()
+    )
+    facts = HostFacts(
+        hostname=_str(host.get("hostname")) or "?",
+        kernel=_str(host.get("kernel")),
+        os_name=_str(host.get("os")),
+        python=_str(host.get("python")),
+        driver_version=_str(host.get("driver_version")),
+        cuda_version=_str(host.get("cuda_version")),
+        cpu_model=_str(host.get("cpu_model")),
+        cpu_cores_logical=_int(host.get("cpu_cores_logical")),
+        cpu_cores_physical=_int(host.get("cpu_cores_physical")),
+        mem_total_bytes=_int(host.get("mem_total_bytes")),
+        swap_total_bytes=_int(host.get("swap_total_bytes")),
+        gpus=gpus,
+        probes=probes,
+        simulated=tuple(s for s in _list(obj.get("simulated")) if isinstance(s, str)),
+    )
+    protocol = _int(obj.get("v"))
+    if protocol is None:
+        raise ValueError("hello without protocol version 'v'")
+    return Hello(ts=_num(obj.get("ts")) or 0.0, protocol=protocol,
+                 agent_version=_str(obj.get("agent")) or "?", facts=facts)
+
+
+def _gpu_state(value: Any) -> GpuState:
+    try:
+        return GpuState(value)
+    except ValueError:
+        return GpuState.UNKNOWN
+
+
+def _decode_gpu(g: dict[str, Any]) -> GpuSample:
+    return GpuSample(
+        index=int(g["index"]),
+        uuid=_str(g.get("uuid")),
+        state=_gpu_state(g.get("state", "ok")),
+        mem_used_mib=_num(g.get("mem_used_mib")),
+        mem_total_mib=_num(g.get("mem_total_mib")),
+        util_pct=_num(g.get("util_pct")),
+        mem_util_pct=_num(g.get("mem_util_pct")),
+        temp_c=_num(g.get("temp_c")),
+        power_w=_num(g.get("power_w")),
+        power_limit_w=_num(g.get("power_limit_w")),
+        sm_clock_mhz=_num(g.get("sm_clock_mhz")),
+        sm_clock_max_mhz=_num(g.get("sm_clock_max_mhz")),
+        clock_reasons=tuple(r for r in _list(g.get("clock_reasons")) if isinstance(r, str)),
+        pcie_gen=_int(g.get("pcie_gen")),
+        pcie_gen_max=_int(g.get("pcie_gen_max")),
+        pcie_width=_int(g.get("pcie_width")),
+        pcie_width_max=_int(g.get("pcie_width_max")),
+    )
+
+
+def _decode_disk(name: str, d: dict[str, Any]) -> DiskStats:
+    return DiskStats(
+        name=name,
+        **{k: _num(d.get(k)) for k in
+           ("r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util")},
+    )
+
+
+def _decode_sample(obj: dict[str, Any]) -> HostSample:
+    host = _dict(obj.get("host"))
+    stats = HostStats(
+        cpu_pct=_num(host.get("cpu_pct")),
+        load1=_num(host.get("load1")),
+        load5=_num(host.get("load5")),
+        load15=_num(host.get("load15")),
+        mem_used_bytes=_int(host.get("mem_used_bytes")),
+        mem_total_bytes=_int(host.get("mem_total_bytes")),
+        swap_used_bytes=_int(host.get("swap_used_bytes")),
+        swap_total_bytes=_int(host.get("swap_total_bytes")),
+    )
+    gpus = tuple(_decode_gpu(g) for g in _list(obj.get("gpus"))
+                 if isinstance(g, dict) and _int(g.get("index")) is not None)
+    disks = tuple(_decode_disk(n, d) for n, d in _dict(obj.get("disks")).items()
+                  if isinstance(d, dict))
+    ts = _num(obj.get("ts"))
+    if ts is None:
+        raise ValueError("sample without 'ts'")
+    return HostSample(ts=ts, seq=_int(obj.get("seq")) or 0, gpus=gpus, host=stats, disks=disks)
+
+
+def _decode_event(obj: dict[str, Any]) -> LogEvent:
+    line = obj["line"]
+    if not isinstance(line, str):
+        raise TypeError("event 'line' is not a string")
+    return LogEvent(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?", line=line)
+
+
+def _decode_error(obj: dict[str, Any]) -> ProbeError:
+    return ProbeError(ts=_num(obj.get("ts")) or 0.0, probe=_str(obj.get("probe")) or "?",
+                      message=_str(obj.get("message")) or "")
+
+
+_DECODERS = {
+    "hello": _decode_hello,
+    "sample": _decode_sample,
+    "event": _decode_event,
+    "error": _decode_error,
+}

@@ -1,0 +1,180 @@
+"""Typed samples decoded from the agent's wire protocol (see ``probes/PROTOCOL.md``).
+
+Every quantity carries its unit in its name; ``None`` means "not available on this
+host or GPU", never zero.  Docstrings name the command-line equivalent, which is
+also what the agent's nvidia-smi fallback reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class GpuState(str, Enum):
+    """Whether a GPU answered this tick."""
+
+    OK = "ok"
+    LOST = "lost"
+    """NVML says GpuIsLost, or nvidia-smi cannot determine the device handle."""
+    UNKNOWN = "unknown"
+    """The GPU probe timed out or failed this tick; the GPU may be fine."""
+    UNRESPONSIVE = "unresponsive"
+    """A probe call is still hung from an earlier tick."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """A GPU as listed in the agent's hello (``nvidia-smi -L`` plus bus id and memory)."""
+
+    index: int
+    uuid: str | None
+    bus_id: str | None
+    name: str | None
+    mem_total_mib: float | None
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    """Whether one probe (nvml, nvidia-smi, psutil, diskstats, …) is usable, and why not."""
+
+    name: str
+    available: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What a host is: sent once in ``hello``."""
+
+    hostname: str
+    kernel: str | None
+    os_name: str | None
+    python: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    cpu_model: str | None
+    cpu_cores_logical: int | None
+    cpu_cores_physical: int | None
+    mem_total_bytes: int | None
+    swap_total_bytes: int | None
+    gpus: tuple[GpuInfo, ...] = ()
+    probes: tuple[ProbeStatus, ...] = ()
+    simulated: tuple[str, ...] = ()
+    """Simulator scenarios; empty for a real host."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The first line from an agent."""
+
+    ts: float
+    protocol: int
+    agent_version: str
+    facts: HostFacts
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one tick (``nvidia-smi --query-gpu=…``)."""
+
+    index: int
+    uuid: str | None = None
+    state: GpuState = GpuState.OK
+    mem_used_mib: float | None = None
+    """``memory.used``"""
+    mem_total_mib: float | None = None
+    """``memory.total``"""
+    util_pct: float | None = None
+    """``utilization.gpu``"""
+    mem_util_pct: float | None = None
+    """``utilization.memory``"""
+    temp_c: float | None = None
+    """``temperature.gpu``"""
+    power_w: float | None = None
+    """``power.draw``"""
+    power_limit_w: float | None = None
+    """``enforced.power.limit``"""
+    sm_clock_mhz: float | None = None
+    """``clocks.sm``"""
+    sm_clock_max_mhz: float | None = None
+    """``clocks.max.sm``"""
+    clock_reasons: tuple[str, ...] = ()
+    """Active clock-event (throttle) reasons by name, ``clocks_event_reasons.active`` decoded."""
+    pcie_gen: int | None = None
+    """``pcie.link.gen.gpucurrent``"""
+    pcie_gen_max: int | None = None
+    """``pcie.link.gen.max``"""
+    pcie_width: int | None = None
+    """``pcie.link.width.current``"""
+    pcie_width_max: int | None = None
+    """``pcie.link.width.max``"""
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        """Memory used as a percentage of total."""
+        if self.mem_used_mib is None or not self.mem_total_mib:
+            return None
+        return 100.0 * self.mem_used_mib / self.mem_total_mib
+
+
+@dataclass(frozen=True)
+class HostStats:
+    """CPU, load, memory and swap of the host (``top``, ``/proc/loadavg``, ``free -b``)."""
+
+    cpu_pct: float | None = None
+    load1: float | None = None
+    load5: float | None = None
+    load15: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    swap_total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class DiskStats:
+    """One block device over the last interval (``iostat -x``), from ``/proc/diskstats`` deltas."""
+
+    name: str
+    r_s: float | None = None
+    w_s: float | None = None
+    rkb_s: float | None = None
+    wkb_s: float | None = None
+    r_await: float | None = None
+    w_await: float | None = None
+    aqu_sz: float | None = None
+    util: float | None = None
+    """%util: share of the interval the device was busy."""
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """Everything about one host at one tick, with one timestamp."""
+
+    ts: float
+    seq: int
+    gpus: tuple[GpuSample, ...] = ()
+    host: HostStats = field(default_factory=HostStats)
+    disks: tuple[DiskStats, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """A log line the agent saw, with where it came from (``kernel``, ``job:<path>``)."""
+
+    ts: float
+    source: str
+    line: str
+
+
+@dataclass(frozen=True)
+class ProbeError:
+    """A probe failed or timed out on the host; the stream goes on."""
+
+    ts: float
+    probe: str
+    message: str
+
+
+AgentMessage = Hello | HostSample | LogEvent | ProbeError

@@ -1,0 +1,28 @@
+"""What a host session reports beside the agent's own messages: connects and disconnects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.protocol import StreamStats
+from probes.samples import AgentMessage
+
+
+@dataclass(frozen=True)
+class Connected:
+    """The agent was started and its stream is open."""
+
+    ts: float
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    """The stream ended; the session will retry after ``retry_in_s``."""
+
+    ts: float
+    reason: str
+    retry_in_s: float | None = None
+    stats: StreamStats | None = None
+
+
+SessionItem = AgentMessage | Connected | Disconnected

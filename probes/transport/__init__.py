@@ -1,0 +1,1 @@
+"""Transports: how the agent's source reaches a host and its stream comes back."""

@@ -1,0 +1,1 @@
+"""The rigwatch console: app factory, screens, workers, CLI."""
