@@ -165,12 +165,12 @@ def decode_reasons(mask):
 
 
 def normalise_bus_id(bus_id):
-    """'00000000:3B:00.0' -> '0000:3b:00.0' (the contract's form)."""
+    """'00000000:3B:00.0' -> '0000:3b:00.0': lowercase, an all-zero domain cut to 4 digits."""
     if not bus_id:
         return bus_id
     b = bus_id.strip().lower()
     parts = b.split(":")
-    if len(parts) == 3 and len(parts[0]) > 4 and set(parts[0][:-4]) <= {"0"}:
+    if len(parts) == 3 and len(parts[0]) > 4 and set(parts[0]) <= {"0"}:
         parts[0] = parts[0][-4:]
     elif len(parts) == 2:
         parts.insert(0, "0000")
@@ -377,7 +377,8 @@ SMI_FIELDS = (
     ("pcie.link.width.current", ()), ("pcie.link.width.max", ()),
 )
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
-_NO_HANDLE = re.compile(r"Unable to determine the device handle for GPU\s*([0-9A-Fa-f:.]+)")
+_NO_HANDLE = re.compile(
+    r"Unable to determine the device handle for GPU\s*((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 
 
 class SmiBackend(object):

@@ -97,8 +97,9 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[
 def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
     out: list[Finding] = []
     if gpu.state is GpuState.LOST:
+        name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
         out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
-                           f"GPU {gpu.index} is lost", host, gpu=gpu.index, ts=ts))
+                           f"GPU {name} is lost", host, gpu=gpu.index, ts=ts))
         return out
     if gpu.state is GpuState.UNRESPONSIVE:
         out.append(Finding(Step.GPU, "gpu-unresponsive", Severity.WARNING,

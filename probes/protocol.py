@@ -237,6 +237,7 @@ def _decode_gpu(g: dict[str, Any]) -> GpuSample:
         index=int(g["index"]),
         uuid=_str(g.get("uuid")),
         state=_gpu_state(g.get("state", "ok")),
+        bus_id=_str(g.get("bus_id")),
         mem_used_mib=_num(g.get("mem_used_mib")),
         mem_total_mib=_num(g.get("mem_total_mib")),
         util_pct=_num(g.get("util_pct")),

@@ -79,8 +79,11 @@ class GpuSample:
     """One GPU at one tick (``nvidia-smi --query-gpu=…``)."""
 
     index: int
+    """``index``; -1 when a lost GPU is known only by its bus id."""
     uuid: str | None = None
     state: GpuState = GpuState.OK
+    bus_id: str | None = None
+    """Set when the GPU is known by bus id only (a lost GPU reported by nvidia-smi)."""
     mem_used_mib: float | None = None
     """``memory.used``"""
     mem_total_mib: float | None = None

@@ -1,0 +1,243 @@
+"""The agent as a host runs it: bare stdlib Python, fake nvidia-smi binaries, lifetime rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from probes import agent as agent_mod
+from probes.transport.bootstrap import agent_source, bootstrap_argv
+from tests.conftest import AGENT, REPO
+
+
+def run_agent(args: list[str], *, python: str = sys.executable, env: dict[str, str] | None = None,
+              timeout: float = 30.0, isolated: bool = True) -> tuple[list[dict], str, float]:
+    """Run the agent from stdin as ``python3 -I - ARGS < agent.py``; returns (lines, stderr, secs)."""
+    flags = ["-I"] if isolated else []
+    t0 = time.monotonic()
+    proc = subprocess.run([python, *flags, "-", *args], input=AGENT.read_bytes(),
+                          capture_output=True, env=env, timeout=timeout, check=False)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    return lines, proc.stderr.decode(), elapsed
+
+
+def by_type(lines: list[dict], kind: str) -> list[dict]:
+    return [m for m in lines if m["type"] == kind]
+
+
+class TestBareHost:
+    def test_once_on_stock_python_without_site_packages(self, bare_python: str) -> None:
+        """`python3 -I -S - --once < agent.py` works with the standard library alone."""
+        proc = subprocess.run([bare_python, "-I", "-S", "-", "--once"], input=AGENT.read_bytes(),
+                              capture_output=True, timeout=30, check=True)
+        lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+        assert [m["type"] for m in lines] == ["hello", "sample"]
+        hello, sample = lines
+        assert hello["v"] == 1
+        assert hello["host"]["hostname"]
+        assert hello["host"]["cpu_cores_logical"] >= 1
+        assert hello["host"]["mem_total_bytes"] > 0
+        assert hello["probes"]["nvml"] == {"available": False, "reason": "pynvml not importable"}
+        assert hello["probes"]["nvidia-smi"]["available"] is False
+        assert hello["gpus"] == []
+        assert sample["gpus"] == []
+        assert 0.0 <= sample["host"]["cpu_pct"] <= 100.0
+        assert sample["host"]["mem_used_bytes"] <= sample["host"]["mem_total_bytes"]
+        for disk in sample["disks"].values():
+            assert set(disk) == {"r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await",
+                                 "aqu_sz", "util"}
+            assert 0.0 <= disk["util"] <= 100.0
+        assert proc.stderr == b""
+
+    def test_runs_as_module(self) -> None:
+        proc = subprocess.run([sys.executable, "-m", "probes.agent", "--simulate", "healthy",
+                               "--once"], cwd=REPO, capture_output=True, timeout=30, check=True)
+        kinds = [json.loads(x)["type"] for x in proc.stdout.decode().splitlines()]
+        assert kinds == ["hello", "sample"]
+
+    def test_bad_scenario_is_a_usage_error(self) -> None:
+        proc = subprocess.run([sys.executable, "-I", "-", "--simulate", "leek"],
+                              input=AGENT.read_bytes(), capture_output=True, timeout=30)
+        assert proc.returncode == 2
+        assert "unknown scenario 'leek'" in proc.stderr.decode()
+
+
+class TestNvidiaSmiFallback:
+    def test_csv_values_from_a_real_capture(self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        lines, stderr, _ = run_agent(["--once"], env=fake_smi("csv"))
+        hello = by_type(lines, "hello")[0]
+        assert hello["host"]["driver_version"] == "590.48.01"
+        assert hello["host"]["cuda_version"] == "13.1"
+        assert [g["bus_id"] for g in hello["gpus"]][:2] == ["0000:18:00.0", "0000:2a:00.0"]
+        assert hello["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+        gpus = by_type(lines, "sample")[0]["gpus"]
+        assert [g["index"] for g in gpus] == list(range(8))
+        g = gpus[2]
+        assert g["state"] == "ok"
+        assert g["mem_used_mib"] == 3000.0
+        assert g["mem_total_mib"] == 81559.0
+        assert g["util_pct"] == 0.0
+        assert g["temp_c"] == 34.0
+        assert g["power_w"] == 71.42
+        assert g["power_limit_w"] == 700.0
+        assert g["sm_clock_mhz"] == 345.0
+        assert g["sm_clock_max_mhz"] == 1980.0
+        assert g["clock_reasons"] == ["gpu_idle"]
+        assert (g["pcie_gen"], g["pcie_gen_max"], g["pcie_width"], g["pcie_width_max"]) == (
+            5, 5, 16, 16)
+        assert by_type(lines, "error") == []
+
+    def test_older_driver_field_names(self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        """A driver that rejects the new names gets the old ones, and the values still arrive."""
+        lines, _, _ = run_agent(["--once"], env=fake_smi("old"))
+        g = by_type(lines, "sample")[0]["gpus"][0]
+        assert g["clock_reasons"] == ["gpu_idle"]
+        assert g["pcie_gen"] == 5
+
+    def test_unable_to_determine_device_handle(
+            self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        lines, _, _ = run_agent(["--once"], env=fake_smi("nohandle"))
+        gpus = by_type(lines, "sample")[0]["gpus"]
+        ok = [g for g in gpus if g["state"] == "ok"]
+        lost = [g for g in gpus if g["state"] == "lost"]
+        assert len(ok) == 7
+        assert [g["bus_id"] for g in lost] == ["0000:8a:00.0"]
+
+    def test_every_gpu_gone(self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        lines, _, _ = run_agent(["--once"], env=fake_smi("allgone"))
+        gpus = by_type(lines, "sample")[0]["gpus"]
+        assert [(g["state"], g["bus_id"]) for g in gpus] == [("lost", "0000:8a:00.0")]
+
+    def test_hung_nvidia_smi_never_stops_the_stream(
+            self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        lines, _, elapsed = run_agent(
+            ["--interval", "0.3", "--count", "4", "--gpu-deadline", "0.5"], env=fake_smi("hang"))
+        samples = by_type(lines, "sample")
+        assert len(samples) == 4
+        assert all(s["host"]["cpu_pct"] is not None for s in samples)
+        errors = by_type(lines, "error")
+        assert errors and errors[0]["probe"] == "nvidia-smi"
+        assert "timed out" in errors[0]["message"]
+        hello = by_type(lines, "hello")[0]
+        assert hello["probes"]["nvidia-smi"]["available"] is False
+        assert elapsed < 8.0
+
+    def test_hang_after_start_marks_gpus_unresponsive(
+            self, fake_smi: Callable[[str], dict[str, str]], tmp_path: Path) -> None:
+        mode_file = tmp_path / "mode"
+        mode_file.write_text("csv")
+        env = fake_smi("csv")
+        env["FAKE_SMI_MODE_FILE"] = str(mode_file)
+        proc = subprocess.Popen([sys.executable, "-I", "-", "--interval", "0.3",
+                                 "--gpu-deadline", "0.5", "--count", "8"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(AGENT.read_bytes())
+        proc.stdin.close()
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "hello" and len(first["gpus"]) == 8
+        mode_file.write_text("hang")
+        rest = [json.loads(x) for x in proc.stdout.read().decode().splitlines()]
+        proc.wait(timeout=30)
+        states = [tuple(g["state"] for g in s["gpus"]) for s in by_type(rest, "sample")]
+        assert len(states) == 8
+        assert states[-1] == ("unresponsive",) * 8
+        assert all(s["host"]["load1"] is not None for s in by_type(rest, "sample"))
+
+
+class TestLifetime:
+    def _start(self, args: list[str]) -> subprocess.Popen[bytes]:
+        source = agent_source()
+        proc = subprocess.Popen(bootstrap_argv(sys.executable, args, len(source)),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert proc.stdin is not None
+        proc.stdin.write(source)
+        proc.stdin.flush()
+        return proc
+
+    def test_exits_when_stdin_closes(self) -> None:
+        """The bootstrap keeps stdin open; closing it (console gone) ends the agent."""
+        proc = self._start(["--simulate", "healthy", "--interval", "30"])
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["type"] == "hello"
+        time.sleep(0.3)
+        assert proc.poll() is None
+        t0 = time.monotonic()
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=5)
+        assert time.monotonic() - t0 < 3.0
+
+    def test_exits_when_stdout_closes(self) -> None:
+        proc = self._start(["--simulate", "healthy", "--interval", "0.2"])
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        proc.stdout.close()
+        proc.wait(timeout=5)
+        assert proc.returncode == 0
+
+
+class TestParsing:
+    def test_disk_rates_follow_sysstat_formulas(self) -> None:
+        old = {"nvme0n1": [100, 0, 8000, 50, 10, 0, 160, 20, 0, 1000, 3000] + [0] * 6}
+        new = {"nvme0n1": [300, 0, 12000, 250, 30, 0, 560, 60, 0, 1900, 7500] + [0] * 6}
+        d = agent_mod.disk_rates(old, new, 2.0)["nvme0n1"]
+        assert d["r_s"] == 100.0
+        assert d["rkb_s"] == 1000.0
+        assert d["r_await"] == 1.0
+        assert d["w_s"] == 10.0
+        assert d["w_await"] == 2.0
+        assert d["util"] == 45.0
+        assert d["aqu_sz"] == 2.25
+
+    def test_counter_going_backwards_is_not_negative(self) -> None:
+        old = {"sda": [500] * 17}
+        new = {"sda": [100] * 17}
+        d = agent_mod.disk_rates(old, new, 1.0)["sda"]
+        assert min(d.values()) == 0.0
+
+    @pytest.mark.parametrize(("text", "value"), [
+        ("81559 MiB", 81559.0), ("71.42", 71.42), ("[N/A]", None), ("N/A", None),
+        ("[Not Supported]", None), ("[Requested functionality has been deprecated]", None),
+        ("", None), ("38 %", 38.0), ("garbage", None),
+    ])
+    def test_parse_number(self, text: str, value: float | None) -> None:
+        assert agent_mod.parse_number(text) == value
+
+    @pytest.mark.parametrize(("raw", "norm"), [
+        ("00000000:3B:00.0", "0000:3b:00.0"), ("00008ED0:00:00.0", "00008ed0:00:00.0"),
+        ("0004:01:00.0", "0004:01:00.0"), ("4e:00.0", "0000:4e:00.0"),
+    ])
+    def test_bus_ids_in_contract_form(self, raw: str, norm: str) -> None:
+        assert agent_mod.normalise_bus_id(raw) == norm
+
+    def test_clock_reason_bits(self) -> None:
+        assert agent_mod.decode_reasons(0x61) == ["gpu_idle", "sw_thermal_slowdown",
+                                                  "hw_thermal_slowdown"]
+
+    def test_agent_source_is_python38_syntax(self) -> None:
+        """The agent must parse as Python 3.8 (a host's stock interpreter)."""
+        import ast
+
+        ast.parse(AGENT.read_text(), feature_version=(3, 8))
+
+    def test_agent_imports_only_stdlib(self) -> None:
+        import ast
+
+        tree = ast.parse(AGENT.read_text())
+        names = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for a in node.names}
+        names |= {node.module.split(".")[0] for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module}
+        optional = {"pynvml"}
+        assert names - optional <= set(sys.stdlib_module_names)
+        assert os.path.getsize(AGENT) < 120 * 1024

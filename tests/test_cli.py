@@ -1,0 +1,69 @@
+"""The command line as scripts use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+V1_GPU_FIELDS = {"index", "uuid", "state", "mem_used_mib", "mem_total_mib", "util_pct",
+                 "mem_util_pct", "temp_c", "power_w", "power_limit_w", "sm_clock_mhz",
+                 "sm_clock_max_mhz", "clock_reasons", "pcie_gen", "pcie_gen_max", "pcie_width",
+                 "pcie_width_max"}
+V1_HOST_FIELDS = {"cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "mem_total_bytes",
+                  "swap_used_bytes", "swap_total_bytes"}
+V1_DISK_FIELDS = {"r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"}
+
+
+def rigwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_snapshot_demo_json_has_every_v1_field() -> None:
+    proc = rigwatch("snapshot", "--demo", "--json")
+    assert proc.returncode == 0, proc.stderr
+    snap = json.loads(proc.stdout)
+    assert snap["version"] == 1 and snap["demo"] is True
+    hosts = snap["hosts"]
+    assert len(hosts) >= 6
+    assert len({h["name"] for h in hosts}) == len(hosts)
+    for h in hosts:
+        assert h["ok"], h["error"]
+        facts = h["hello"]["facts"]
+        for key in ("hostname", "kernel", "driver_version", "cuda_version", "cpu_model",
+                    "cpu_cores_logical", "mem_total_bytes"):
+            assert facts[key] is not None, key
+        assert len(facts["gpus"]) == 8
+        assert all(g["uuid"] and g["bus_id"] and g["name"] and g["mem_total_mib"]
+                   for g in facts["gpus"])
+        sample = h["sample"]
+        assert len(sample["gpus"]) == 8
+        for g in sample["gpus"]:
+            assert V1_GPU_FIELDS <= set(g)
+            assert all(g[k] is not None for k in V1_GPU_FIELDS - {"clock_reasons"})
+        assert set(sample["host"]) == V1_HOST_FIELDS
+        assert sample["disks"] and all(V1_DISK_FIELDS <= set(d) for d in sample["disks"])
+    by_name = {h["name"]: h for h in hosts}
+    assert {f["code"] for f in by_name["gpu-a04"]["findings"]} == {"pcie-link-downgraded"}
+    assert {f["code"] for f in by_name["gpu-b01"]["findings"]} == {"disk-saturated"}
+
+
+def test_snapshot_text_lists_hosts() -> None:
+    proc = rigwatch("snapshot", "--demo")
+    assert proc.returncode == 0
+    assert len(proc.stdout.splitlines()) == 8 and "gpu-a01" in proc.stdout
+
+
+def test_bad_speed_is_a_usage_error() -> None:
+    proc = rigwatch("--demo", "--speed", "0")
+    assert proc.returncode == 2
+    assert "--speed must be > 0" in proc.stderr
+
+
+def test_agent_subcommand_passes_through() -> None:
+    proc = rigwatch("agent", "--simulate", "healthy", "--once")
+    assert proc.returncode == 0
+    assert [json.loads(x)["type"] for x in proc.stdout.splitlines()] == ["hello", "sample"]

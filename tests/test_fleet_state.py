@@ -1,0 +1,128 @@
+"""The console's fleet model and first-cut findings, fed typed items."""
+
+from __future__ import annotations
+
+from probes.findings import Severity, Step, event_findings, sample_findings
+from probes.fleet import HostSpec
+from probes.fleet_state import FleetState, HostStatus
+from probes.samples import (
+    DiskStats,
+    GpuInfo,
+    GpuSample,
+    GpuState,
+    Hello,
+    HostFacts,
+    HostSample,
+    LogEvent,
+)
+from probes.session_events import Connected, Disconnected
+
+
+def hello(n: int = 8) -> Hello:
+    gpus = tuple(GpuInfo(i, f"GPU-{i}", f"0000:{i:02x}:00.0", "H100", 81559.0) for i in range(n))
+    facts = HostFacts("h", None, None, None, "550", "12.4", None, 8, 8, 1, 0, gpus)
+    return Hello(ts=0.0, protocol=1, agent_version="0.1.0", facts=facts)
+
+
+def gpu(i: int, **kw: object) -> GpuSample:
+    base: dict[str, object] = dict(mem_used_mib=40000.0, mem_total_mib=80000.0, util_pct=95.0,
+                                   temp_c=60.0, power_w=600.0, power_limit_w=700.0,
+                                   sm_clock_mhz=1980.0, sm_clock_max_mhz=1980.0, pcie_gen=5,
+                                   pcie_gen_max=5, pcie_width=16, pcie_width_max=16)
+    base.update(kw)
+    return GpuSample(index=i, **base)  # type: ignore[arg-type]
+
+
+def sample(gpus: tuple[GpuSample, ...], ts: float = 100.0, disks: tuple = ()) -> HostSample:
+    return HostSample(ts=ts, seq=1, gpus=gpus, disks=disks)
+
+
+def codes(findings: list) -> set[tuple[str, str]]:
+    return {(f.step.value, f.code) for f in findings}
+
+
+def test_healthy_host_has_no_findings() -> None:
+    assert sample_findings("h", hello(), sample(tuple(gpu(i) for i in range(8)))) == []
+
+
+def test_missing_gpu_is_lost_and_stays_lost() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    fleet.apply("h", sample(tuple(gpu(i) for i in range(8) if i != 6)), now=2.0)
+    host = fleet.hosts["h"]
+    lost = [f for f in host.findings() if f.code == "gpu-lost"]
+    assert [(f.gpu, f.severity) for f in lost] == [(6, Severity.CRITICAL)]
+    fleet.apply("h", sample(tuple(gpu(i) for i in range(8))), now=3.0)
+    assert any(f.code == "gpu-lost" for f in host.findings())
+    row = fleet.rows(now=3.0)[0]
+    assert row.worst is Severity.CRITICAL and row.gpus_ok == 8 and row.gpus_expected == 8
+
+
+def test_throttle_link_and_disk_findings() -> None:
+    gpus = (gpu(0, clock_reasons=("sw_thermal_slowdown",), sm_clock_mhz=1400.0),
+            gpu(1, pcie_width=8),
+            gpu(2, util_pct=0.0, clock_reasons=("gpu_idle", "sw_power_cap"), pcie_gen=1),
+            gpu(3, clock_reasons=("sw_power_cap",)))
+    disks = (DiskStats("nvme0n1", util=99.5, aqu_sz=30.0), DiskStats("sda", util=3.0))
+    found = sample_findings("h", None, sample(gpus, disks=disks))
+    assert {(f.code, f.gpu) for f in found} == {
+        ("clocks-throttled", 0), ("pcie-link-downgraded", 1), ("clocks-throttled", 3),
+        ("disk-saturated", None)}
+    assert all(f.step is Step.GPU for f in found)
+
+
+def test_event_findings_follow_the_contract_codes() -> None:
+    xid = LogEvent(1.0, "kernel", "NVRM: Xid (PCI:0000:ba:00): 79, pid='<unknown>', "
+                                  "name=<unknown>, GPU has fallen off the bus.")
+    [f] = event_findings("h", xid)
+    assert (f.step, f.code, f.xid, f.severity) == (Step.SYSLOG, "xid", 79, Severity.CRITICAL)
+    off = LogEvent(1.0, "kernel", "NVRM: GPU 0000:ba:00.0: GPU has fallen off the bus.")
+    assert codes(event_findings("h", off)) == {("syslog", "gpu-fallen-off-bus")}
+    wd = LogEvent(1.0, "job:x", "[rank3]: Watchdog caught collective operation timeout: ...")
+    assert codes(event_findings("h", wd)) == {("nccl", "nccl-timeout")}
+    assert event_findings("h", LogEvent(1.0, "kernel", "eth0: link up")) == []
+
+
+def test_repeated_events_are_one_finding() -> None:
+    fleet = FleetState([HostSpec("h")])
+    line = "NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"
+    for t in range(5):
+        fleet.apply("h", LogEvent(float(t), "kernel", line), now=float(t))
+    assert len(fleet.hosts["h"].findings()) == 1
+    assert len(fleet.hosts["h"].events) == 5
+
+
+def test_status_streaming_stale_down() -> None:
+    fleet = FleetState([HostSpec("h", interval_s=1.0)])
+    assert fleet.rows(0.0)[0].status is HostStatus.CONNECTING
+    fleet.apply("h", Connected(1.0), now=1.0)
+    fleet.apply("h", hello(), now=1.0)
+    fleet.apply("h", sample(tuple(gpu(i) for i in range(8))), now=2.0)
+    assert fleet.rows(3.0)[0].status is HostStatus.STREAMING
+    row = fleet.rows(44.0)[0]
+    assert row.status is HostStatus.STALE and row.stale_s == 42.0
+    fleet.apply("h", sample(tuple(gpu(i) for i in range(8))), now=45.0)
+    assert fleet.rows(45.5)[0].status is HostStatus.STREAMING
+    fleet.apply("h", Disconnected(46.0, "connection reset", 2.0), now=46.0)
+    assert fleet.rows(46.0)[0].status is HostStatus.DOWN
+    assert fleet.hosts["h"].down_reason == "connection reset"
+
+
+def test_row_aggregates() -> None:
+    fleet = FleetState([HostSpec("h")])
+    fleet.apply("h", hello(2), now=1.0)
+    fleet.apply("h", sample((gpu(0, temp_c=70.0, util_pct=80.0, mem_used_mib=20000.0),
+                             gpu(1, temp_c=50.0, util_pct=40.0, mem_used_mib=60000.0))), now=1.0)
+    row = fleet.rows(1.0)[0]
+    assert row.max_temp_c == 70.0
+    assert row.mean_util_pct == 60.0
+    assert row.mem_used_pct == 50.0
+    assert row.power_w == 1200.0
+    assert row.gpus_expected == 2
+    assert len(fleet.hosts["h"].mem_history[1]) == 1
+
+
+def test_lost_state_from_the_agent() -> None:
+    g = GpuSample(index=-1, state=GpuState.LOST, bus_id="0000:8a:00.0")
+    [f] = sample_findings("h", None, sample((g,)))
+    assert f.code == "gpu-lost" and "0000:8a:00.0" in f.summary

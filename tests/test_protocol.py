@@ -1,0 +1,122 @@
+"""Wire protocol v1: round trip from the real agent, and a reader that survives junk."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from probes.errors import ProtocolError
+from probes.protocol import MessageReader, UnknownMessageType, decode_line
+from probes.samples import GpuState, Hello, HostSample, LogEvent, ProbeError
+from tests.conftest import AGENT
+
+
+@pytest.fixture(scope="module")
+def agent_lines() -> list[bytes]:
+    """A real stream: simulated host with a GPU drop-out (so events appear)."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-", "--simulate", "xid79:6@60,throttle:5", "--interval", "30",
+         "--fast", "--count", "6", "--seed", "4"],
+        input=AGENT.read_bytes(), capture_output=True, check=True, timeout=30)
+    return proc.stdout.splitlines()
+
+
+def test_round_trip_of_every_field(agent_lines: list[bytes]) -> None:
+    reader = MessageReader()
+    msgs = reader.feed(b"\n".join(agent_lines) + b"\n")
+    assert reader.stats.garbled == reader.stats.overlong == reader.stats.unknown_type == 0
+    raw = [json.loads(x) for x in agent_lines]
+    assert len(msgs) == len(raw)
+    for msg, obj in zip(msgs, raw, strict=True):
+        if obj["type"] == "hello":
+            assert isinstance(msg, Hello)
+            assert msg.protocol == 1
+            assert msg.facts.hostname == obj["host"]["hostname"]
+            assert msg.facts.driver_version == obj["host"]["driver_version"]
+            assert msg.facts.cpu_cores_physical == obj["host"]["cpu_cores_physical"]
+            assert [g.uuid for g in msg.facts.gpus] == [g["uuid"] for g in obj["gpus"]]
+            assert [g.bus_id for g in msg.facts.gpus] == [g["bus_id"] for g in obj["gpus"]]
+            assert msg.facts.simulated == ("xid79", "throttle")
+        elif obj["type"] == "sample":
+            assert isinstance(msg, HostSample)
+            assert msg.seq == obj["seq"]
+            for g, o in zip(msg.gpus, obj["gpus"], strict=True):
+                for key in ("mem_used_mib", "mem_total_mib", "util_pct", "temp_c", "power_w",
+                            "power_limit_w", "sm_clock_mhz", "sm_clock_max_mhz", "pcie_gen",
+                            "pcie_gen_max", "pcie_width", "pcie_width_max"):
+                    assert getattr(g, key) == o[key], key
+                assert list(g.clock_reasons) == o["clock_reasons"]
+                assert g.state is GpuState.OK
+            assert msg.host.load1 == obj["host"]["load1"]
+            assert {d.name: d.util for d in msg.disks} == {
+                n: d["util"] for n, d in obj["disks"].items()}
+        elif obj["type"] == "event":
+            assert isinstance(msg, LogEvent)
+            assert msg.line == obj["line"] and msg.source == obj["source"]
+    assert any(isinstance(m, LogEvent) and "Xid" in m.line for m in msgs)
+
+
+def test_error_message_decodes() -> None:
+    msg = decode_line(b'{"type":"error","v":1,"ts":5,"probe":"nvml","message":"GpuIsLost"}')
+    assert msg == ProbeError(ts=5.0, probe="nvml", message="GpuIsLost")
+
+
+def test_unknown_fields_and_types_are_ignored() -> None:
+    msg = decode_line(json.dumps({"type": "sample", "v": 1, "ts": 1.0, "seq": 3, "new": [1],
+                                  "gpus": [{"index": 0, "temp_c": 50, "quantum": True}]}))
+    assert isinstance(msg, HostSample) and msg.gpus[0].temp_c == 50.0
+    with pytest.raises(UnknownMessageType):
+        decode_line(b'{"type":"telemetry2","v":2}')
+
+
+@pytest.mark.parametrize("line", [
+    b"Welcome to gpu-07! Authorized use only.",
+    b'{"type":"sample","v":1,"ts":1,"gpus":[{"ind',
+    b"[1, 2, 3]",
+    b'{"type":"sample","v":1}',
+    b'{"type":"event","v":1,"ts":1,"source":"kernel","line":42}',
+    b"\xff\xfe\x00garbage",
+    b'{"type":"hello","host":{}}',
+])
+def test_garbage_is_a_protocol_error(line: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        decode_line(line)
+
+
+def test_non_numbers_become_none() -> None:
+    msg = decode_line(b'{"type":"sample","v":1,"ts":1,"gpus":[{"index":0,"temp_c":"hot",'
+                      b'"power_w":true,"util_pct":1e999}]}')
+    assert isinstance(msg, HostSample)
+    g = msg.gpus[0]
+    assert (g.temp_c, g.power_w, g.util_pct) == (None, None, None)
+
+
+def test_reader_survives_garbage_partial_and_huge_lines(agent_lines: list[bytes]) -> None:
+    reader = MessageReader()
+    hello, sample = agent_lines[0], agent_lines[1]
+    stream = (b"banner line\n" + hello + b"\n" + b"x" * (1024 * 1024) + b"\n"
+              + b'{"type":"nope"}\n' + sample + b"\n" + b'{"broken": \n')
+    got = []
+    for i in range(0, len(stream), 4093):  # chunk boundaries fall inside lines
+        got += reader.feed(stream[i:i + 4093])
+    got += reader.close()
+    assert [type(m) for m in got] == [Hello, HostSample]
+    assert reader.stats.overlong == 1
+    assert reader.stats.garbled == 2
+    assert reader.stats.unknown_type == 1
+
+
+def test_huge_line_in_one_chunk_then_valid_line(agent_lines: list[bytes]) -> None:
+    reader = MessageReader()
+    got = reader.feed(b"{" + b"9" * (1024 * 1024) + b"}\n" + agent_lines[1] + b"\n")
+    assert [type(m) for m in got] == [HostSample]
+    assert reader.stats.overlong == 1
+
+
+def test_final_line_without_newline_is_kept(agent_lines: list[bytes]) -> None:
+    reader = MessageReader()
+    assert reader.feed(agent_lines[1]) == []
+    assert [type(m) for m in reader.close()] == [HostSample]
