@@ -238,7 +238,8 @@ def read_diskstats(allowed):
         name = parts[2]
         if allowed is not None and name not in allowed:
             continue
-        if allowed is None and (re.search(r"\d$", name) and not name.startswith(("nvme", "dm-", "md"))
+        partition = re.search(r"\d$", name) and not name.startswith(("nvme", "dm-", "md"))
+        if allowed is None and (partition
                                 or name.startswith(("loop", "ram"))):
             continue
         try:
@@ -378,7 +379,8 @@ SMI_FIELDS = (
 )
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _NO_HANDLE = re.compile(
-    r"Unable to determine the device handle for GPU\s*((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
+    r"Unable to determine the device handle for GPU\s*"
+    r"((?:[0-9A-Fa-f]+:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])")
 
 
 class SmiBackend(object):
@@ -520,7 +522,7 @@ class NvmlBackend(object):
             lost = [getattr(self.nv, n, None) for n in ("NVMLError_GpuIsLost",
                                                         "NVMLError_ResetRequired")]
             if any(c is not None and isinstance(exc, c) for c in lost):
-                raise GpuLost(str(exc))
+                raise GpuLost(str(exc)) from None
             return None
 
     def _text(self, value):
@@ -565,7 +567,8 @@ class NvmlBackend(object):
                                   getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
                 "power_w": round(power / 1000.0, 2) if power is not None else None,
                 "power_limit_w": round(limit / 1000.0, 2) if limit is not None else None,
-                "sm_clock_mhz": self._q("nvmlDeviceGetClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1)),
+                "sm_clock_mhz": self._q("nvmlDeviceGetClockInfo", h,
+                                        getattr(nv, "NVML_CLOCK_SM", 1)),
                 "sm_clock_max_mhz": self._q("nvmlDeviceGetMaxClockInfo", h,
                                             getattr(nv, "NVML_CLOCK_SM", 1)),
                 "clock_reasons": self._reasons(h),
@@ -591,7 +594,8 @@ class NvmlBackend(object):
             except GpuLost:
                 total = None
             info = {"index": i, "uuid": self._text(self._q("nvmlDeviceGetUUID", h)),
-                    "bus_id": normalise_bus_id(bus), "name": self._text(self._q("nvmlDeviceGetName", h)),
+                    "bus_id": normalise_bus_id(bus),
+                    "name": self._text(self._q("nvmlDeviceGetName", h)),
                     "mem_total_mib": total}
             self.static[i] = info
             gpus.append(info)
@@ -620,7 +624,7 @@ def open_gpu_backend():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import pynvml  # noqa: PLC0415 - optional on the host
+            import pynvml
         try:
             backend = NvmlBackend(pynvml)
             probes["nvml"] = {"available": True}
@@ -750,7 +754,7 @@ def parse_scenarios(text):
 
 
 class Simulator(object):
-    """A realistic 8x H100 host whose trouble follows the given scenarios; deterministic per seed."""
+    """A realistic 8x H100 host whose trouble follows its scenarios; deterministic per seed."""
 
     def __init__(self, scenarios, seed, hostname):
         self.scen = scenarios
@@ -813,7 +817,9 @@ class Simulator(object):
             if th is not None and th["gpu"] == i:
                 temp = 62.0 + 28.5 * (1.0 - math.exp(-t / THROTTLE_TAU_S)) + r.uniform(-0.5, 0.5)
                 if temp >= 85.0:
-                    reasons = ["sw_thermal_slowdown"] + (["hw_thermal_slowdown"] if temp >= 88.0 else [])
+                    reasons = ["sw_thermal_slowdown"]
+                    if temp >= 88.0:
+                        reasons.append("hw_thermal_slowdown")
                     clock = max(1100.0, SIM_SM_MAX - (temp - 84.0) * 110.0)
                     power *= clock / SIM_SM_MAX
             lk = self._get("leak")

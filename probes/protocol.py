@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,7 +297,7 @@ def _decode_error(obj: dict[str, Any]) -> ProbeError:
                       message=_str(obj.get("message")) or "")
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
     "hello": _decode_hello,
     "sample": _decode_sample,
     "event": _decode_event,

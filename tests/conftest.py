@@ -18,7 +18,8 @@ BARE_PYTHON = "/usr/bin/python3"
 
 
 @pytest.fixture(autouse=True)
-def _no_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_user_config(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep the developer's own config and ssh settings out of every test."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))

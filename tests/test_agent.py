@@ -19,7 +19,7 @@ from tests.conftest import AGENT, REPO
 
 def run_agent(args: list[str], *, python: str = sys.executable, env: dict[str, str] | None = None,
               timeout: float = 30.0, isolated: bool = True) -> tuple[list[dict], str, float]:
-    """Run the agent from stdin as ``python3 -I - ARGS < agent.py``; returns (lines, stderr, secs)."""
+    """Run ``python3 -I - ARGS < agent.py``; returns (lines, stderr, seconds)."""
     flags = ["-I"] if isolated else []
     t0 = time.monotonic()
     proc = subprocess.run([python, *flags, "-", *args], input=AGENT.read_bytes(),
@@ -72,8 +72,9 @@ class TestBareHost:
 
 
 class TestNvidiaSmiFallback:
-    def test_csv_values_from_a_real_capture(self, fake_smi: Callable[[str], dict[str, str]]) -> None:
-        lines, stderr, _ = run_agent(["--once"], env=fake_smi("csv"))
+    def test_csv_values_from_a_real_capture(
+            self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        lines, _, _ = run_agent(["--once"], env=fake_smi("csv"))
         hello = by_type(lines, "hello")[0]
         assert hello["host"]["driver_version"] == "590.48.01"
         assert hello["host"]["cuda_version"] == "13.1"
