@@ -242,3 +242,53 @@ class TestParsing:
         optional = {"pynvml"}
         assert names - optional <= set(sys.stdlib_module_names)
         assert os.path.getsize(AGENT) < 120 * 1024
+
+
+class TestNvmlPath:
+    """The NVML backend against a stand-in ``pynvml`` with nvidia-ml-py's names and errors."""
+
+    FAKE = str(REPO / "tests" / "data" / "fake_pynvml")
+
+    def _run(self, flags: str, args: list[str]) -> list[dict]:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": self.FAKE, "FAKE_NVML": flags}
+        lines, _, _ = run_agent(args, env=env, isolated=False)
+        return lines
+
+    def test_values_units_and_reasons(self) -> None:
+        lines = self._run("nopower1", ["--once"])
+        hello = by_type(lines, "hello")[0]
+        assert hello["probes"]["nvml"] == {"available": True}
+        assert hello["host"]["driver_version"] == "550.90.07"
+        assert hello["host"]["cuda_version"] == "12.4"
+        assert [g["bus_id"] for g in hello["gpus"]] == [
+            "0000:18:00.0", "0000:19:00.0", "0000:1a:00.0", "0000:1b:00.0"]
+        gpus = by_type(lines, "sample")[0]["gpus"]
+        assert gpus[0]["mem_used_mib"] == 1000.0 and gpus[0]["mem_total_mib"] == 81559.0
+        assert gpus[0]["power_w"] == 612.35 and gpus[0]["power_limit_w"] == 700.0
+        assert gpus[1]["power_w"] is None  # NotSupported is absent, not zero
+        assert gpus[0]["pcie_width"] == 8
+        assert gpus[3]["clock_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+        assert gpus[3]["sm_clock_mhz"] == 1410
+
+    def test_lost_gpu_is_a_state_not_a_crash(self) -> None:
+        gpus = by_type(self._run("lost2", ["--once"]), "sample")[0]["gpus"]
+        assert [g["state"] for g in gpus] == ["ok", "ok", "lost", "ok"]
+
+    def test_old_binding_falls_back_to_throttle_reasons(self) -> None:
+        gpus = by_type(self._run("oldreasons", ["--once"]), "sample")[0]["gpus"]
+        assert gpus[3]["clock_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+
+    def test_driver_not_loaded_is_explained(self) -> None:
+        hello = by_type(self._run("noinit", ["--once"]), "hello")[0]
+        assert hello["probes"]["nvml"]["available"] is False
+        assert "Driver Not Loaded" in hello["probes"]["nvml"]["reason"]
+
+    def test_hung_nvml_call_marks_gpus_unresponsive_and_host_data_goes_on(self) -> None:
+        lines = self._run("hangutil", ["--interval", "0.3", "--count", "4",
+                                       "--gpu-deadline", "0.5"])
+        samples = by_type(lines, "sample")
+        assert len(samples) == 4
+        assert {g["state"] for s in samples for g in s["gpus"]} <= {"unknown", "unresponsive"}
+        assert samples[-1]["gpus"][0]["state"] == "unresponsive"
+        assert all(s["host"]["cpu_pct"] is not None for s in samples)
+        assert any("timed out" in e["message"] for e in by_type(lines, "error"))
