@@ -1,0 +1,21 @@
+"""Benchmarks stay runnable: each runs in --quick mode and prints well-formed figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def test_agent_bench_quick() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_agent.py"),
+                           "--quick"], capture_output=True, text=True, timeout=120, check=True)
+    first, summary = proc.stdout.splitlines()
+    data = json.loads(first)
+    for mode in ("simulated-8gpu", "proc-only"):
+        r = data["results"][mode]
+        assert r["stream_cpu_ms_per_sample"] > 0
+        assert r["exec_per_poll_cpu_ms"] > r["stream_cpu_ms_per_sample"]
+    assert summary.startswith("agent: ")
