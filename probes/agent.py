@@ -901,6 +901,7 @@ class Agent(object):
         self.gpu_list = []
         self.tails = [FileTail(p) for p in args.tail]
         self.errors_seen = {}
+        self.t0 = time.time()
 
     def error(self, probe, message):
         """Report a probe error; the same message repeats at most once a minute."""
@@ -961,6 +962,7 @@ class Agent(object):
         ts = time.time()
         if self.sim is not None:
             t = self.sim_time()
+            ts = self.t0 + t  # simulated clock: a leak reads in simulated MiB/h
             for source, line in self.sim.events(t):
                 self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts, "source": source,
                              "line": line})
