@@ -72,7 +72,7 @@ class Writer(object):
                 self._stream.write(line)
                 self._stream.flush()
             except (BrokenPipeError, OSError, ValueError):
-                os._exit(0)
+                exit_now(0)
 
 
 def watch_stdin_eof():
@@ -84,13 +84,28 @@ def watch_stdin_eof():
                 pass
         except OSError:
             pass
-        os._exit(0)
+        exit_now(0)
 
     t = threading.Thread(target=run, name="stdin-eof", daemon=True)
     t.start()
 
 
 # --------------------------------------------------------------------------- commands
+
+_CHILDREN = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def exit_now(code=0):
+    """Leave at once, killing commands still running so none outlives the agent."""
+    with _CHILDREN_LOCK:
+        for proc in list(_CHILDREN):
+            try:
+                proc.kill()
+            except OSError:
+                pass
+    os._exit(code)
+
 
 def run_command(argv, timeout):
     """Run a read-only command with a deadline.
@@ -104,6 +119,8 @@ def run_command(argv, timeout):
                                 stderr=subprocess.PIPE)
     except OSError as exc:
         return -1, "", str(exc)
+    with _CHILDREN_LOCK:
+        _CHILDREN.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -113,6 +130,10 @@ def run_command(argv, timeout):
         except subprocess.TimeoutExpired:
             return None, "", "timed out after %gs (process abandoned)" % timeout
         return None, _text(out), "timed out after %gs" % timeout
+    finally:
+        if proc.poll() is not None:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(proc)
     return proc.returncode, _text(out), _text(err)
 
 
@@ -1049,7 +1070,7 @@ def main(argv=None):
         sys.stdout.flush()
     except (BrokenPipeError, OSError, ValueError):
         pass
-    os._exit(0)
+    exit_now(0)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,13 @@ def run_agent(args: list[str], *, python: str = sys.executable, env: dict[str, s
     return lines, proc.stderr.decode(), elapsed
 
 
+def _environ(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def by_type(lines: list[dict], kind: str) -> list[dict]:
     return [m for m in lines if m["type"] == kind]
 
@@ -131,6 +138,15 @@ class TestNvidiaSmiFallback:
         hello = by_type(lines, "hello")[0]
         assert hello["probes"]["nvidia-smi"]["available"] is False
         assert elapsed < 8.0
+
+    def test_no_nvidia_smi_outlives_the_agent(
+            self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        env = fake_smi("hang")
+        marker = env["FAKE_SMI_FIXTURE"]
+        run_agent(["--interval", "0.2", "--count", "2", "--gpu-deadline", "0.3"], env=env)
+        time.sleep(0.3)
+        left = subprocess.run(["pgrep", "-f", "bin/nvidia-smi"], capture_output=True, text=True)
+        assert [pid for pid in left.stdout.split() if marker in _environ(pid)] == []
 
     def test_hang_after_start_marks_gpus_unresponsive(
             self, fake_smi: Callable[[str], dict[str, str]], tmp_path: Path) -> None:
