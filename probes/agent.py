@@ -92,7 +92,7 @@ def watch_stdin_eof():
 
 # --------------------------------------------------------------------------- commands
 
-_CHILDREN = set()
+_CHILDREN = set()  # type: set[subprocess.Popen]
 _CHILDREN_LOCK = threading.Lock()
 
 

@@ -1,0 +1,105 @@
+"""End to end in a real terminal: tmux runs ``rigwatch --demo``, keys go in, the screen is read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from probes.fleet import demo_fleet
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.tmux
+
+RIGWATCH = Path(sys.executable).with_name("rigwatch")
+HOSTS = [s.name for s in demo_fleet()]
+FIRST_PAINT_LIMIT_S = 2.0
+
+
+class Tmux:
+    """One detached tmux session on its own server socket."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.socket = f"rw-{uuid.uuid4().hex[:8]}"
+        self.width, self.height = width, height
+
+    def cmd(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, check=True, timeout=10).stdout
+
+    def start(self, command: str) -> None:
+        self.cmd("new-session", "-d", "-x", str(self.width), "-y", str(self.height),
+                 "-s", "t", command)
+
+    def screen(self) -> str:
+        return self.cmd("capture-pane", "-p", "-t", "t")
+
+    def keys(self, *keys: str) -> None:
+        self.cmd("send-keys", "-t", "t", *keys)
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", "t"],
+                              capture_output=True, timeout=10).returncode == 0
+
+    def wait_for(self, ok: Callable[[str], bool], timeout: float) -> tuple[str, float]:
+        """Poll the screen until ``ok``; returns (screen, seconds waited)."""
+        t0 = time.monotonic()
+        screen = ""
+        while time.monotonic() - t0 < timeout:
+            screen = self.screen()
+            if ok(screen):
+                return screen, time.monotonic() - t0
+            time.sleep(0.05)
+        raise AssertionError(f"screen never matched within {timeout} s:\n{screen}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True,
+                       timeout=10)
+
+
+@pytest.fixture(params=[(80, 24), (200, 50)], ids=["80x24", "200x50"])
+def term(request: pytest.FixtureRequest) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (.ci/run installs it)")
+    if not RIGWATCH.exists():
+        pytest.skip(f"{RIGWATCH} missing: install the package first")
+    t = Tmux(*request.param)
+    yield t
+    t.kill()
+
+
+def test_demo_fleet_in_a_real_terminal(term: Tmux) -> None:
+    env = f"cd {REPO} && TERM=xterm-256color COLORTERM=truecolor TEXTUAL_ANIMATIONS=none"
+    t0 = time.monotonic()
+    term.start(f"{env} {RIGWATCH} --demo")
+    screen, _ = term.wait_for(lambda s: all(h in s for h in HOSTS), timeout=10.0)
+    first_paint = time.monotonic() - t0
+    assert "demo fleet" in screen
+    print(f"\n{term.width}x{term.height}: demo fleet on screen after {first_paint:.2f} s")
+    assert first_paint < FIRST_PAINT_LIMIT_S + (3.0 if os.environ.get("CI") else 0.0)
+
+    # The cursor starts on the first host; Down moves to the second, Enter opens it.
+    term.keys("Down")
+    time.sleep(0.3)
+    term.keys("Enter")
+    screen, _ = term.wait_for(lambda s: "gpu-a02" in s and "GPU" in s and "gpu-a01" not in s,
+                              timeout=5.0)
+    assert "H100" in screen
+    term.keys("?")
+    term.wait_for(lambda s: "Enter" in s and "quit" in s.lower(), timeout=5.0)
+    term.keys("Escape")
+    time.sleep(0.3)
+    term.keys("Escape")
+    term.wait_for(lambda s: all(h in s for h in HOSTS), timeout=5.0)
+    term.keys("q")
+    deadline = time.monotonic() + 5.0
+    while term.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not term.alive(), "rigwatch did not quit on q"

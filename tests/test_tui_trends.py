@@ -1,0 +1,48 @@
+"""The console's pure reductions: memory slope and chart series."""
+
+from __future__ import annotations
+
+import pytest
+
+from probes.fleet import HostSpec
+from probes.fleet_state import HostState
+from tests.tui_fakes import hello, sample
+from tui.trends import RISING_MIB_H, memory_series, slope_per_hour
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        ([], None),
+        ([(0.0, 100.0)], None),
+        ([(0.0, 100.0), (5.0, 200.0)], None),  # under MIN_SPAN_S: not a trend yet
+        ([(0.0, 100.0), (3600.0, 1100.0)], 1000.0),
+        ([(float(t), 5000.0) for t in range(60)], 0.0),
+        ([(float(t), 5000.0 - 2.0 * t) for t in range(60)], -7200.0),
+        # Noise around a climb of 1 MiB/s still fits close to 3,600 MiB/h.
+        ([(float(t), t + (3.0 if t % 2 else -3.0)) for t in range(600)], 3600.0),
+    ],
+)
+def test_slope_per_hour(points: list[tuple[float, float]], expected: float | None) -> None:
+    got = slope_per_hour(points)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, rel=0.01, abs=1e-6)
+
+
+def test_memory_series_flags_only_the_climbing_gpu() -> None:
+    state = HostState(HostSpec("h"))
+    state.apply(hello("h"), now=0.0)
+    for step in range(30):
+        state.apply(sample("h", step, leak_gpu=5), now=float(step))
+    series = memory_series(state)
+    assert [s.index for s in series] == list(range(8))
+    assert len(series[5].points_mib) == 30
+    slope = series[5].slope_mib_h
+    assert slope is not None
+    assert slope == pytest.approx(40 * 3600)
+    assert slope >= RISING_MIB_H
+    assert series[5].rising
+    assert not any(s.rising for i, s in enumerate(series) if i != 5)
+    assert series[0].current_mib == 60_000.0

@@ -1,0 +1,39 @@
+"""What every data screen shares: the header bar and the way the app draws it."""
+
+from __future__ import annotations
+
+from textual.screen import Screen
+
+from probes.fleet_state import FleetState
+from tui.messages import ViewRequested
+from widgets.header_bar import HeaderBar
+
+
+class DataScreen(Screen[None]):
+    """A screen that shows part of the fleet state.
+
+    The app calls ``show`` on the active data screen only, every tick and on demand;
+    hidden screens are not drawn but the state they read keeps being collected.
+    """
+
+    def __init__(self, subtitle: str) -> None:
+        super().__init__()
+        self.subtitle = subtitle
+
+    def header(self) -> HeaderBar:
+        """The header bar to yield from ``compose``."""
+        return HeaderBar(self.subtitle)
+
+    def on_screen_resume(self) -> None:
+        """Ask to be drawn now: after a push or a pop the data may be a tick old."""
+        self.post_message(ViewRequested())
+
+    def show(self, fleet: FleetState, now: float) -> None:
+        """Push the current state into this screen's widgets."""
+        for bar in self.query(HeaderBar):
+            bar.totals = fleet.totals(now)
+        self.show_state(fleet, now)
+
+    def show_state(self, fleet: FleetState, now: float) -> None:
+        """Screen-specific part of ``show``."""
+        raise NotImplementedError

@@ -1,0 +1,1 @@
+"""Dumb reactive panels: each takes already-computed data and only formats it."""

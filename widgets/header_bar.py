@@ -1,0 +1,63 @@
+"""The top line of every data screen: who we are, what we watch, fleet totals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Label
+
+_COUNT_VARIABLE = {
+    "stale": "$status-stale",
+    "down": "$status-down",
+    "connecting": "$status-connecting",
+    "critical": "$sev-critical",
+    "warning": "$sev-warning",
+    "info": "$sev-info",
+}
+
+
+def _count(n: int, word: str) -> str:
+    return f"[{_COUNT_VARIABLE[word]}]{n} {word}[/]" if n else ""
+
+
+def totals_content(totals: Mapping[str, int]) -> Content:
+    """``6/8 streaming, 1 stale, 1 down │ 62 GPUs │ 2 critical, 3 warning``."""
+    hosts = sum(totals.get(k, 0) for k in ("streaming", "stale", "down", "connecting"))
+    parts = [f"[$status-streaming]{totals.get('streaming', 0)}/{hosts} streaming[/]"]
+    parts += [c for w in ("stale", "down", "connecting") if (c := _count(totals.get(w, 0), w))]
+    found = [c for w in ("critical", "warning", "info") if (c := _count(totals.get(w, 0), w))]
+    markup = ", ".join(parts) + f" │ {totals.get('gpus', 0)} GPUs │ "
+    markup += ", ".join(found) if found else "no findings"
+    return Content.from_markup(markup)
+
+
+class HeaderBar(Horizontal):
+    """App name, what is being watched (``demo fleet``, a title) and the fleet totals."""
+
+    totals: reactive[Mapping[str, int] | None] = reactive(None, init=False)
+    """Counts from ``FleetState.totals``; a fresh mapping each refresh, never mutated."""
+
+    def __init__(self, subtitle: str = "") -> None:
+        super().__init__()
+        self._subtitle = subtitle
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        """Brand, subtitle, totals."""
+        yield Label("rigwatch", id="brand")
+        yield Label(self._subtitle, id="subtitle", classes="" if self._subtitle else "-empty")
+        yield Label("waiting for hosts…", id="totals")
+
+    def on_mount(self) -> None:
+        """Show totals that arrived before mounting."""
+        self._ready = True
+        self.watch_totals(self.totals)
+
+    def watch_totals(self, totals: Mapping[str, int] | None) -> None:
+        """Re-render the totals."""
+        if totals is not None and self._ready:
+            self.query_one("#totals", Label).update(totals_content(totals))
