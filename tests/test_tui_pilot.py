@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from textual.message import Message
 from textual.widgets import Label
 from textual.widgets._toast import Toast
 
+from probes.backend import AgentFleetBackend
 from probes.errors import TransportError
 from probes.fleet import demo_fleet
 from probes.fleet_state import HostStatus
@@ -243,13 +242,7 @@ async def test_layouts_at_small_and_large_sizes(
 
 # ---- real agents -------------------------------------------------------------------------
 
-HAS_SESSION = importlib.util.find_spec("probes.session") is not None
-
-
-@pytest.mark.skipif(not HAS_SESSION, reason="probes/session.py is not written yet")
 async def test_demo_fleet_streams_through_real_agents() -> None:
-    from probes.backend import AgentFleetBackend
-
     app = make_app(AgentFleetBackend(demo_fleet()), demo=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: all(h.status is HostStatus.STREAMING
