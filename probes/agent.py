@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import json
 import math
 import os
@@ -39,6 +40,8 @@ SMI_TIMEOUT_S = 5.0
 GPU_DEADLINE_S = 4.0
 MAX_TAIL_BYTES_PER_TICK = 64 * 1024
 MAX_EVENT_LINE = 8192
+MAX_TAILED_FILES = 64
+LOG_GLOB_EVERY_S = 10.0
 
 # Bit values of nvmlClocksEventReason* (same bits as the older ThrottleReason names).
 CLOCK_REASON_BITS = (
@@ -704,12 +707,12 @@ class GpuWatchdog(object):
 class FileTail(object):
     """Follows a log file read-only from its end, surviving rotation and truncation."""
 
-    def __init__(self, path):
+    def __init__(self, path, at_end=True):
         self.path = path
         self._f = None
         self._ino = None
         self._partial = b""
-        self._open(at_end=True)
+        self._open(at_end=at_end)
 
     def _open(self, at_end):
         try:
@@ -920,9 +923,22 @@ class Agent(object):
         self.gpu = None
         self.watchdog = GpuWatchdog(args.gpu_deadline)
         self.gpu_list = []
-        self.tails = [FileTail(p) for p in args.tail]
+        self.tails = {}
+        self._next_glob = 0.0
+        self._scan_logs(first=True)
         self.errors_seen = {}
         self.t0 = time.time()
+
+    def _scan_logs(self, first=False):
+        """Expand the --tail globs; files that appear later are read from their start."""
+        now = time.monotonic()
+        if now < self._next_glob:
+            return
+        self._next_glob = now + LOG_GLOB_EVERY_S
+        for pattern in self.args.tail:
+            for path in sorted(glob.glob(pattern))[:MAX_TAILED_FILES]:
+                if path not in self.tails and len(self.tails) < MAX_TAILED_FILES:
+                    self.tails[path] = FileTail(path, at_end=first)
 
     def error(self, probe, message):
         """Report a probe error; the same message repeats at most once a minute."""
@@ -991,7 +1007,8 @@ class Agent(object):
         else:
             gpus = self.gpus_now()
             host, disks = host_reader.sample()
-        for tail in self.tails:
+        self._scan_logs()
+        for tail in self.tails.values():
             for line in tail.lines():
                 self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts,
                              "source": "job:" + tail.path, "line": line})
@@ -1041,8 +1058,8 @@ def parse_args(argv):
     p.add_argument("--fast", action="store_true",
                    help="do not wait between samples (simulator and tests: time is simulated)")
     p.add_argument("--hostname", default=None, help="name to report instead of the real one")
-    p.add_argument("--tail", action="append", default=[], metavar="PATH",
-                   help="follow a job log read-only and send its new lines as events")
+    p.add_argument("--tail", action="append", default=[], metavar="GLOB",
+                   help="follow job logs matching GLOB read-only; new lines become events")
     p.add_argument("--gpu-deadline", type=float, default=GPU_DEADLINE_S,
                    help="seconds before a GPU probe call counts as hung")
     p.add_argument("--stdin-eof-exit", action="store_true",

@@ -5,9 +5,41 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
+from enum import Enum
 
 DEMO_SPEED = 60.0
 """Demo hosts run their scenarios one simulated minute per real second."""
+
+
+class HostKeyChecking(str, Enum):
+    """OpenSSH's StrictHostKeyChecking meanings (asyncssh has no accept-new of its own)."""
+
+    STRICT = "strict"
+    ACCEPT_NEW = "accept-new"
+    OFF = "off"
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """How to reach a host over SSH; every field may come from the inventory or ssh config."""
+
+    address: str | None = None
+    """Host name or IP to connect to; None means the host's name (or its ssh-config HostName)."""
+    user: str | None = None
+    port: int | None = None
+    jump: tuple[str, ...] = ()
+    """ProxyJump hops, outermost first, each ``[user@]host[:port]``."""
+    identity: str | None = None
+    """Private key file; None uses the ssh agent and the default keys."""
+    ssh_config: bool = False
+    """Read ``~/.ssh/config`` Host entries through asyncssh's own config support."""
+    known_hosts: str | None = None
+    """known_hosts file; None means ``~/.ssh/known_hosts``."""
+    host_key_checking: HostKeyChecking = HostKeyChecking.STRICT
+    connect_timeout_s: float = 10.0
+    login_timeout_s: float = 30.0
+    keepalive_interval_s: float = 5.0
+    keepalive_count_max: int = 3
 
 
 @dataclass(frozen=True)
@@ -16,9 +48,9 @@ class HostSpec:
 
     name: str
     transport: str = "local"
-    """``local`` runs the agent as a subprocess here; ``ssh`` arrives with the fleet issue."""
+    """``local`` runs the agent as a subprocess here; ``ssh`` over an SSH connection."""
     python: str | None = None
-    """Interpreter for the agent; None means this console's own for local hosts."""
+    """Interpreter for the agent; None means this console's own (local) or ``python3`` (ssh)."""
     interval_s: float = 1.0
     simulate: tuple[str, ...] = ()
     """Simulator scenarios; empty reads the host's real GPUs."""
@@ -26,6 +58,9 @@ class HostSpec:
     speed: float = 1.0
     tags: tuple[str, ...] = ()
     expect_gpus: int | None = None
+    logs: tuple[str, ...] = ()
+    """Globs of job logs the agent follows (read-only) for NCCL and model triage."""
+    ssh: SshOptions = field(default_factory=SshOptions)
     extra_args: tuple[str, ...] = field(default=())
 
     def agent_args(self, once: bool = False) -> list[str]:
@@ -34,6 +69,8 @@ class HostSpec:
         if self.simulate:
             args += ["--simulate", ",".join(self.simulate), "--seed", str(self.seed),
                      "--speed", f"{self.speed:g}", "--hostname", self.name]
+        for pattern in self.logs:
+            args += ["--tail", pattern]
         if once:
             args.append("--once")
         args += list(self.extra_args)

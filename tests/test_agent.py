@@ -308,3 +308,23 @@ class TestNvmlPath:
         assert samples[-1]["gpus"][0]["state"] == "unresponsive"
         assert all(s["host"]["cpu_pct"] is not None for s in samples)
         assert any("timed out" in e["message"] for e in by_type(lines, "error"))
+
+
+def test_tail_follows_globbed_job_logs(tmp_path: Path) -> None:
+    """Lines already there are skipped, new complete lines arrive as events."""
+    log = tmp_path / "rank0.log"
+    log.write_text("old line before start\n")
+    proc = subprocess.Popen([sys.executable, "-I", "-", "--interval", "0.2", "--count", "15",
+                             "--tail", str(tmp_path / "rank*.log")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(AGENT.read_bytes())
+    proc.stdin.close()
+    proc.stdout.readline()  # hello: tails are open
+    with log.open("a") as f:
+        f.write("NCCL WARN Net : Connection closed by remote peer\npartial")
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
+    events = [m for m in map(json.loads, out.decode().splitlines()) if m["type"] == "event"]
+    assert [(e["source"], e["line"]) for e in events] == [
+        (f"job:{log}", "NCCL WARN Net : Connection closed by remote peer")]
