@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from probes.fleet import HostSpec
 from probes.session_events import SessionItem
+
+if TYPE_CHECKING:
+    from probes.session import SessionPolicy
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""
@@ -26,14 +29,23 @@ class Backend(Protocol):
         """Produce items until cancelled."""
 
 
+MAX_CONCURRENT_CONNECTS = 32
+"""Handshakes are CPU-bound: 1000 hosts connecting at once would stampede the bastion."""
+
+
 class AgentFleetBackend:
     """Run one supervised agent session per host, all concurrently."""
 
-    def __init__(self, specs: list[HostSpec]) -> None:
+    def __init__(self, specs: list[HostSpec], max_connecting: int = MAX_CONCURRENT_CONNECTS,
+                 policy: SessionPolicy | None = None) -> None:
         self.specs = specs
+        self.max_connecting = max_connecting
+        self.policy = policy
 
     async def run(self, emit: Emit) -> None:
         """Run every host's session until cancelled."""
         from probes.session import run_session
 
-        await asyncio.gather(*(run_session(spec, emit) for spec in self.specs))
+        gate = asyncio.Semaphore(self.max_connecting)
+        await asyncio.gather(*(run_session(spec, emit, self.policy, gate)
+                               for spec in self.specs))

@@ -28,6 +28,18 @@ class HostStatus(str, Enum):
     STREAMING = "streaming"
     STALE = "stale"
     DOWN = "down"
+    UNREACHABLE = "unreachable"
+    AUTH_FAILED = "auth-failed"
+    HOST_KEY_REFUSED = "host-key-refused"
+    AGENT_FAILED = "agent-failed"
+
+    @property
+    def is_down(self) -> bool:
+        """Not streaming because of a failure (as opposed to connecting or stale)."""
+        return self not in (HostStatus.CONNECTING, HostStatus.STREAMING, HostStatus.STALE)
+
+
+_DOWN_KINDS = {s.value: s for s in HostStatus if s.is_down}
 
 
 @dataclass(frozen=True)
@@ -91,7 +103,7 @@ class HostState:
             self.status = HostStatus.CONNECTING
             self.down_reason = None
         elif isinstance(item, Disconnected):
-            self.status = HostStatus.DOWN
+            self.status = _DOWN_KINDS.get(item.kind, HostStatus.DOWN)
             self.down_reason = item.reason
 
     def _apply_sample(self, sample: HostSample) -> None:
@@ -177,6 +189,8 @@ class FleetState:
         out["gpus"] = 0
         for row in self.rows(now):
             out[row.status.value] += 1
+            if row.status.is_down and row.status is not HostStatus.DOWN:
+                out[HostStatus.DOWN.value] += 1
             out["gpus"] += row.gpus_ok
         for h in self.hosts.values():
             for f in h.findings():

@@ -7,6 +7,7 @@ item with a reason the operator can act on, followed by a retry.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -20,8 +21,13 @@ from probes.samples import AgentMessage, Hello, HostSample, LogEvent, ProbeError
 from probes.session_events import Connected, Disconnected
 from probes.transport.local import LocalTransport
 
-BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
 ONCE_TIMEOUT_S = 20.0
+MAX_BAD_LINES_IN_A_ROW = 50
+"""This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
+REFUSED_KINDS = frozenset({"auth-failed", "host-key-refused"})
+"""Failures that retrying soon cannot fix: wait the full cap, so no retry storm."""
 
 
 class Transport(Protocol):
@@ -40,7 +46,44 @@ class Transport(Protocol):
         """Stop the agent and release the channel."""
 
 
-def make_transport(spec: HostSpec, once: bool = False) -> Transport:
+@dataclass(frozen=True)
+class SessionPolicy:
+    """Timing of one host's supervision; the defaults suit a 1 Hz soak watch."""
+
+    backoff_base_s: float = BACKOFF_BASE_S
+    backoff_cap_s: float = BACKOFF_CAP_S
+    jitter: float = 0.2
+    """Each delay is spread by up to this fraction, so hosts do not retry in lockstep."""
+    stall_s: float | None = None
+    """Reconnect after this long without a byte; None means max(15 s, 10 intervals)."""
+
+    def delay(self, attempt: int, kind: str, rng: random.Random) -> float:
+        """Seconds to wait before attempt ``attempt + 1``."""
+        if kind in REFUSED_KINDS:
+            base = self.backoff_cap_s
+        else:
+            base = min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
+        return base * (1.0 + rng.uniform(-self.jitter, self.jitter))
+
+    def stall_for(self, spec: HostSpec) -> float:
+        """The silence after which a connection counts as dead."""
+        return self.stall_s if self.stall_s is not None else max(15.0, 10.0 * spec.interval_s)
+
+
+class StreamStalled(TransportError):
+    """Connected, but nothing arrived for too long."""
+
+    kind = "stalled"
+
+
+class StreamGarbled(TransportError):
+    """The other end is sending lines that are not protocol v1."""
+
+    kind = "garbled"
+
+
+def make_transport(spec: HostSpec, once: bool = False,
+                   gate: asyncio.Semaphore | None = None) -> Transport:
     """The transport a host spec asks for.
 
     Raises:
@@ -48,45 +91,80 @@ def make_transport(spec: HostSpec, once: bool = False) -> Transport:
     """
     if spec.transport == "local":
         return LocalTransport(spec.agent_args(once=once), python=spec.python)
+    if spec.transport == "ssh":
+        from probes.transport.ssh import SshTransport
+
+        return SshTransport(spec, spec.agent_args(once=once), gate=gate)
     raise TransportError(f"{spec.name}: transport {spec.transport!r} is not available")
 
 
+async def _chunks_with_deadline(transport: Transport, stall_s: float) -> AsyncIterator[bytes]:
+    it = transport.chunks().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(it.__anext__(), stall_s)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise StreamStalled(f"no data for {stall_s:g} s") from None
+        yield chunk
+
+
 async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
-                       reader: MessageReader) -> tuple[str, bool]:
-    """Run one connection to its end; returns (reason, whether any message came)."""
+                       reader: MessageReader, stall_s: float) -> tuple[str, str, bool]:
+    """Run one connection to its end; returns (kind, reason, whether any message came)."""
     got_any = False
     try:
         await transport.start()
+        for note in getattr(transport, "notes", ()):
+            emit(spec.name, ProbeError(time.time(), "transport", note))
         emit(spec.name, Connected(time.time()))
-        async for chunk in transport.chunks():
-            for msg in reader.feed(chunk):
+        bad_before = 0
+        async for chunk in _chunks_with_deadline(transport, stall_s):
+            msgs = reader.feed(chunk)
+            for msg in msgs:
                 got_any = True
                 emit(spec.name, msg)
+            bad = reader.stats.garbled + reader.stats.overlong
+            bad_before = bad if msgs else bad_before
+            if bad - bad_before > MAX_BAD_LINES_IN_A_ROW:
+                raise StreamGarbled(f"{bad - bad_before} unusable lines in a row")
         for msg in reader.close():
             emit(spec.name, msg)
-        return await transport.exit_reason(), got_any
+        return "down", await transport.exit_reason(), got_any
     except TransportError as exc:
-        return exc.msg, got_any
+        return getattr(exc, "kind", "down"), exc.msg, got_any
     finally:
         await transport.stop()
 
 
-async def run_session(spec: HostSpec, emit: Emit, backoff: tuple[float, ...] = BACKOFF_S) -> None:
-    """Keep one host's agent streaming until cancelled, reconnecting with backoff."""
+async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None = None,
+                      gate: asyncio.Semaphore | None = None) -> None:
+    """Keep one host's agent streaming until cancelled, reconnecting with backoff.
+
+    Args:
+        spec: the host.
+        emit: where items go; must not block.
+        policy: backoff and stall timing.
+        gate: shared limit on concurrent connection attempts (SSH handshakes).
+    """
+    policy = policy or SessionPolicy()
+    rng = random.Random(spec.name)
     attempt = 0
     while True:
         reader = MessageReader()
         try:
-            transport = make_transport(spec)
+            transport = make_transport(spec, gate=gate)
         except TransportError as exc:
-            emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats))
+            emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats, "down"))
             return
-        reason, got_any = await _stream_once(spec, emit, transport, reader)
+        kind, reason, got_any = await _stream_once(spec, emit, transport, reader,
+                                                   policy.stall_for(spec))
         if got_any:
             attempt = 0
-        delay = backoff[min(attempt, len(backoff) - 1)]
+        delay = policy.delay(attempt, kind, rng)
         attempt += 1
-        emit(spec.name, Disconnected(time.time(), reason, delay, reader.stats))
+        emit(spec.name, Disconnected(time.time(), reason, delay, reader.stats, kind))
         await asyncio.sleep(delay)
 
 
@@ -113,7 +191,8 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
 
     try:
         transport = make_transport(spec, once=True)
-        reason, _ = await asyncio.wait_for(_stream_once(spec, keep, transport, reader), timeout_s)
+        _, reason, _ = await asyncio.wait_for(
+            _stream_once(spec, keep, transport, reader, timeout_s), timeout_s)
     except TransportError as exc:
         reason = exc.msg
     except asyncio.TimeoutError:

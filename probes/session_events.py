@@ -23,6 +23,9 @@ class Disconnected:
     reason: str
     retry_in_s: float | None = None
     stats: StreamStats | None = None
+    kind: str = "down"
+    """``unreachable``, ``auth-failed``, ``host-key-refused``, ``agent-failed``, ``stalled``,
+    ``garbled`` or ``down`` (the stream simply ended)."""
 
 
 SessionItem = AgentMessage | Connected | Disconnected

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from probes.fleet import HostSpec, demo_fleet
 from probes.samples import Hello, HostSample
-from probes.session import collect_once, run_session
+from probes.session import SessionPolicy, collect_once, run_session
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.transport.local import LocalTransport
 
@@ -43,7 +43,7 @@ async def test_session_reconnects_after_the_agent_exits() -> None:
     spec = HostSpec(name="h1", simulate=("healthy",), interval_s=0.05,
                     extra_args=("--count", "2"))
     task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i),
-                                           backoff=(0.05,)))
+                                           SessionPolicy(0.05, 0.05, jitter=0.0)))
     for _ in range(200):
         await asyncio.sleep(0.05)
         if sum(isinstance(i, Disconnected) for i in items) >= 2:
@@ -61,7 +61,7 @@ async def test_unstartable_interpreter_is_reported_not_raised() -> None:
     items: list[SessionItem] = []
     spec = HostSpec(name="h2", python="/nonexistent/python3", simulate=("healthy",))
     task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i),
-                                           backoff=(0.05, 0.1)))
+                                           SessionPolicy(0.05, 1.0, jitter=0.0)))
     await asyncio.sleep(0.5)
     task.cancel()
     drops = [i for i in items if isinstance(i, Disconnected)]

@@ -14,7 +14,6 @@ STATUS_CLASS = {
     HostStatus.STREAMING: "cell--ok",
     HostStatus.CONNECTING: "cell--connecting",
     HostStatus.STALE: "cell--stale",
-    HostStatus.DOWN: "cell--down",
 }
 
 
@@ -31,9 +30,9 @@ def status_cell(row: FleetRow, down_reason: str | None = None) -> Cell:
     text = row.status.value
     if row.status is HostStatus.STALE and row.stale_s is not None:
         text = f"stale {row.stale_s:.0f} s"
-    elif row.status is HostStatus.DOWN and down_reason:
-        text = f"down: {down_reason}"
-    return text, STATUS_CLASS[row.status]
+    elif row.status.is_down and down_reason:
+        text = f"{row.status.value}: {down_reason}"
+    return text, STATUS_CLASS.get(row.status, "cell--down")
 
 
 class FleetTable(StyledTable):

@@ -1,0 +1,285 @@
+"""SSH transport: one asyncssh connection per host, the agent sent over the session's stdin.
+
+Nothing is copied to or installed on the host: the exec request is the bootstrap
+command (every word ``shlex.quote``d), the agent's source follows on stdin, and stdin
+stays open so the agent exits when the channel closes.  Host keys are verified
+against known_hosts unless the inventory says otherwise; ``accept-new`` records a
+first-seen key (asyncssh has no such mode, so it is done here) and a changed key is
+always refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from probes.errors import TransportError
+from probes.fleet import HostKeyChecking, HostSpec
+from probes.transport.bootstrap import agent_source, bootstrap_command
+
+READ_CHUNK = 64 * 1024
+STDERR_KEEP = 4096
+log = logging.getLogger(__name__)
+
+
+class HostUnreachable(TransportError):
+    """TCP connect, handshake or login did not complete."""
+
+    title = "Host unreachable"
+    kind = "unreachable"
+
+
+class AuthFailed(TransportError):
+    """The server refused every key we offered."""
+
+    title = "Authentication failed"
+    kind = "auth-failed"
+
+
+class HostKeyRefused(TransportError):
+    """The server's host key is unknown (strict) or has changed."""
+
+    title = "Host key refused"
+    kind = "host-key-refused"
+
+
+class AgentFailed(TransportError):
+    """The connection works but the agent could not run (no python, crashed)."""
+
+    title = "Agent failed"
+    kind = "agent-failed"
+
+
+def _hop(text: str, default_user: str | None) -> tuple[str | None, str, int]:
+    """``[user@]host[:port]`` -> (user, host, port)."""
+    user, _, rest = text.rpartition("@")
+    host, port = rest, 22
+    if rest.startswith("["):
+        host, _, tail = rest[1:].partition("]")
+        port = int(tail[1:]) if tail.startswith(":") else 22
+    elif rest.count(":") == 1:
+        host, p = rest.split(":")
+        port = int(p)
+    return (user or default_user), host, port
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    """The name known_hosts uses for a host: ``[host]:port`` unless the port is 22."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _known_hosts_path(spec: HostSpec) -> Path:
+    return Path(os.path.expanduser(spec.ssh.known_hosts or "~/.ssh/known_hosts"))
+
+
+def _has_entry(path: Path, name: str) -> bool:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return False
+    return any(name in line.split(maxsplit=1)[0].split(",") for line in lines
+               if line.strip() and not line.startswith(("#", "|")))
+
+
+class SshTransport:
+    """Start the agent on a host over SSH and read its stdout in chunks."""
+
+    def __init__(self, spec: HostSpec, agent_args: list[str],
+                 gate: asyncio.Semaphore | None = None) -> None:
+        self.spec = spec
+        self.agent_args = agent_args
+        self._gate = gate
+        self._conns: list[asyncssh.SSHClientConnection] = []
+        self._proc: asyncssh.SSHClientProcess[bytes] | None = None
+        self._stderr = bytearray()
+        self._stderr_task: asyncio.Task[None] | None = None
+        self.notes: list[str] = []
+        """Things the operator should know (a recorded new host key, checking off)."""
+
+    # ---- connecting -----------------------------------------------------------------
+
+    def _options(self, user: str | None) -> dict[str, Any]:
+        o = self.spec.ssh
+        opts: dict[str, Any] = {
+            "username": user,
+            "connect_timeout": o.connect_timeout_s,
+            "login_timeout": o.login_timeout_s,
+            "keepalive_interval": o.keepalive_interval_s,
+            "keepalive_count_max": o.keepalive_count_max,
+            "config": () if o.ssh_config else None,
+        }
+        if o.identity:
+            opts["client_keys"] = [os.path.expanduser(o.identity)]
+        if o.host_key_checking is HostKeyChecking.OFF:
+            opts["known_hosts"] = None
+        elif o.known_hosts:
+            opts["known_hosts"] = os.path.expanduser(o.known_hosts)
+        return {k: v for k, v in opts.items() if v is not None or k in ("known_hosts", "config")}
+
+    async def _connect_one(self, user: str | None, host: str, port: int,
+                           tunnel: asyncssh.SSHClientConnection | None
+                           ) -> asyncssh.SSHClientConnection:
+        opts = self._options(user)
+        try:
+            return await self._connect_checked(host, port, tunnel, opts)
+        except asyncssh.PermissionDenied as exc:
+            raise AuthFailed(f"{user or '?'}@{host}:{port}: permission denied "
+                             f"({exc.reason}); check the key or the ssh agent") from None
+        except asyncssh.HostKeyNotVerifiable:
+            raise self._key_refusal(host, port) from None
+        except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
+            raise HostUnreachable(f"{host}:{port}: {_reason(exc)}") from None
+
+    async def _connect_checked(self, host: str, port: int,
+                               tunnel: asyncssh.SSHClientConnection | None,
+                               opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
+        try:
+            return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
+        except asyncssh.HostKeyNotVerifiable:
+            if self.spec.ssh.host_key_checking is not HostKeyChecking.ACCEPT_NEW:
+                raise
+            path = _known_hosts_path(self.spec)
+            if _has_entry(path, known_hosts_name(host, port)):
+                raise
+            await self._record_new_key(host, port, tunnel, opts, path)
+            return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
+
+    async def _record_new_key(self, host: str, port: int,
+                              tunnel: asyncssh.SSHClientConnection | None,
+                              opts: dict[str, Any], path: Path) -> None:
+        key = await asyncio.wait_for(
+            asyncssh.get_server_host_key(host, port, tunnel=tunnel or (), config=opts["config"]),
+            opts["connect_timeout"])
+        if key is None:
+            raise HostUnreachable(f"{host}:{port}: no host key offered")
+        line = f"{known_hosts_name(host, port)} {key.export_public_key().decode().strip()}\n"
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a") as f:
+            f.write(line)
+        note = (f"recorded new host key for {known_hosts_name(host, port)} "
+                f"({key.get_fingerprint()}) in {path}")
+        self.notes.append(note)
+        log.warning("%s", note)
+
+    def _key_refusal(self, host: str, port: int) -> HostKeyRefused:
+        path = _known_hosts_path(self.spec)
+        name = known_hosts_name(host, port)
+        if _has_entry(path, name):
+            return HostKeyRefused(
+                f"REMOTE HOST IDENTIFICATION HAS CHANGED for {name}: the key it offers is not "
+                f"the one in {path} (someone may be intercepting, or the host was reinstalled). "
+                f"Refused. If the change is expected: ssh-keygen -R '{name}' -f {path}")
+        return HostKeyRefused(
+            f"no host key for {name} in {path}. Verify it, then: "
+            f"ssh-keyscan -p {port} {host} >> {path}; or set host_key_checking: accept-new")
+
+    async def _connect(self) -> asyncssh.SSHClientConnection:
+        o = self.spec.ssh
+        tunnel: asyncssh.SSHClientConnection | None = None
+        for hop in o.jump:
+            user, host, port = _hop(hop, o.user)
+            tunnel = await self._connect_one(user, host, port, tunnel)
+            self._conns.append(tunnel)
+        conn = await self._connect_one(o.user, o.address or self.spec.name, o.port or 22, tunnel)
+        self._conns.append(conn)
+        return conn
+
+    async def start(self) -> None:
+        """Connect (through any jump hosts), start the agent and send its source.
+
+        Raises:
+            HostUnreachable, AuthFailed, HostKeyRefused: connecting failed.
+            AgentFailed: the exec request or the source write failed.
+        """
+        if self.spec.ssh.host_key_checking is HostKeyChecking.OFF:
+            self.notes.append(f"{self.spec.name}: host key checking is OFF; the connection "
+                              "is not protected against interception")
+        if self._gate is not None:
+            async with self._gate:
+                conn = await self._connect()
+        else:
+            conn = await self._connect()
+        source = agent_source()
+        cmd = bootstrap_command(self.spec.python or "python3", self.agent_args, len(source))
+        try:
+            self._proc = await conn.create_process(cmd, encoding=None)
+            self._stderr_task = asyncio.create_task(self._drain_stderr())
+            self._proc.stdin.write(source)
+            await self._proc.stdin.drain()
+        except (asyncssh.Error, OSError) as exc:
+            raise AgentFailed(f"cannot start the agent: {_reason(exc)}") from None
+
+    # ---- streaming ------------------------------------------------------------------
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Yield raw stdout chunks until the channel or the agent's stdout closes."""
+        assert self._proc is not None
+        while True:
+            try:
+                chunk = await self._proc.stdout.read(READ_CHUNK)
+            except (asyncssh.Error, OSError) as exc:
+                raise HostUnreachable(f"stream broke: {_reason(exc)}") from None
+            if not chunk:
+                return
+            yield chunk
+
+    async def _drain_stderr(self) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(asyncssh.Error, OSError):
+            while chunk := await self._proc.stderr.read(READ_CHUNK):
+                self._stderr += chunk
+                del self._stderr[:-STDERR_KEEP]
+
+    def stderr_tail(self) -> str:
+        """The agent's last stderr line (a missing python, a traceback's last line)."""
+        text = self._stderr.decode("utf-8", "replace").strip()
+        return text.splitlines()[-1] if text else ""
+
+    async def exit_reason(self) -> str:
+        """Why the stream ended; raises AgentFailed when the agent itself failed."""
+        proc = self._proc
+        if proc is None:
+            return "not started"
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(proc.wait_closed(), 2.0)
+        if self._stderr_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        status, tail = proc.exit_status, self.stderr_tail()
+        if status not in (None, 0):
+            raise AgentFailed(f"agent exited with status {status}" + (f": {tail}" if tail else ""))
+        if status is None:
+            return "connection closed"
+        return "agent exited with status 0"
+
+    async def stop(self) -> None:
+        """Close the agent's stdin and every connection; the agent exits at EOF."""
+        if self._proc is not None:
+            with contextlib.suppress(asyncssh.Error, OSError):
+                self._proc.stdin.write_eof()
+            self._proc.close()
+        for conn in reversed(self._conns):
+            conn.close()
+            with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
+                await asyncio.wait_for(conn.wait_closed(), 3.0)
+        self._conns.clear()
+        if self._stderr_task is not None:
+            self._stderr_task.cancel()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    if isinstance(exc, asyncssh.DisconnectError):
+        return exc.reason or type(exc).__name__
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,172 @@
+"""The SSH path against a real OpenSSH sshd on 127.0.0.1 (and a second one as a jump target)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from probes.backend import AgentFleetBackend
+from probes.fleet import HostSpec, SshOptions
+from probes.fleet_state import FleetState, HostStatus
+from probes.session import SessionPolicy, run_session
+from probes.session_events import Connected, Disconnected, SessionItem
+from probes.transport.ssh import SshTransport
+from tests.sshd import SSHD, Sshd, agent_pids, keygen, make_sshd
+
+pytestmark = pytest.mark.skipif(not os.access(SSHD, os.X_OK),
+                                reason="openssh-server is not installed (.ci/run installs it)")
+HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
+
+
+@dataclass
+class SshWorld:
+    target: Sshd
+    jump: Sshd
+    client_key: Path
+    known_hosts: Path
+
+    def spec(self, name: str, *scenarios: str, **kw: object) -> HostSpec:
+        ssh = SshOptions(address="127.0.0.1", port=self.target.port, user="root",
+                         identity=str(self.client_key), known_hosts=str(self.known_hosts),
+                         connect_timeout_s=5.0, login_timeout_s=10.0,
+                         keepalive_interval_s=1.0, keepalive_count_max=3)
+        spec = HostSpec(name=name, transport="ssh", python=HOST_PYTHON, interval_s=0.2,
+                        simulate=scenarios or ("healthy",), speed=60.0, ssh=ssh)
+        return replace(spec, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshWorld]:
+    root = tmp_path_factory.mktemp("ssh")
+    key = root / "client_ed25519"
+    keygen(key)
+    known = root / "known_hosts"
+    target = make_sshd(root / "target", key, known)
+    jump = make_sshd(root / "jump", key, known)
+    yield SshWorld(target, jump, key, known)
+    target.stop()
+    jump.stop()
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def no_agents_within(seconds: float) -> None:
+    await wait_for(lambda: agent_pids() == [], seconds, f"agents gone: {agent_pids()}")
+
+
+async def test_fleet_streams_and_each_host_shows_its_scenario(world: SshWorld) -> None:
+    specs = [world.spec("n1", "healthy"), world.spec("n2", "link-downgrade:2"),
+             world.spec("n3", "disk-saturated"), world.spec("n4", "xid79:6@30")]
+    fleet = FleetState(specs)
+    backend = AgentFleetBackend(specs)
+    t0 = time.monotonic()
+    task = asyncio.create_task(backend.run(lambda h, i: fleet.apply(h, i, time.time())))
+    try:
+        await wait_for(lambda: all(h.last is not None for h in fleet.hosts.values()), 20,
+                       "every host streaming")
+        print(f"\n4 hosts streaming over sshd after {time.monotonic() - t0:.2f} s")
+        await wait_for(lambda: any(f.code == "xid" for f in fleet.hosts["n4"].findings()), 10,
+                       "the xid79 host's kernel line")
+        codes = {n: {f.code for f in h.findings()} for n, h in fleet.hosts.items()}
+        assert codes["n1"] == set()
+        assert codes["n2"] == {"pcie-link-downgraded"}
+        assert codes["n3"] == {"disk-saturated"}
+        assert {"xid", "gpu-lost", "gpu-fallen-off-bus"} <= codes["n4"]
+        assert all(h.status is HostStatus.STREAMING for h in fleet.hosts.values())
+        assert fleet.hosts["n2"].hello is not None
+        assert fleet.hosts["n2"].hello.facts.hostname == "n2"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await no_agents_within(5.0)
+
+
+async def test_proxyjump_through_a_bastion(world: SshWorld) -> None:
+    """Target reached only through the jump sshd (its port given as the hop)."""
+    spec = world.spec("behind-bastion", "healthy")
+    spec = replace(spec, ssh=replace(spec.ssh, port=world.target.port,
+                                     jump=(f"root@127.0.0.1:{world.jump.port}",)))
+    items: list[SessionItem] = []
+    task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i)))
+    try:
+        await wait_for(lambda: sum(type(i).__name__ == "HostSample" for i in items) >= 2, 20,
+                       "samples through the jump host")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not any(isinstance(i, Disconnected) for i in items)
+    t = SshTransport(spec, spec.agent_args())
+    await t.start()
+    try:
+        hop, final = t._conns
+        assert hop.get_extra_info("peername")[1] == world.jump.port
+        # Tunnelled: the target's connection rides the hop's TCP socket, not one of its own.
+        assert final.get_extra_info("sockname") == hop.get_extra_info("sockname")
+        assert final.get_extra_info("peername")[1] != world.target.port
+    finally:
+        await t.stop()
+    await no_agents_within(5.0)
+
+
+async def test_dropped_connection_leaves_no_agent(world: SshWorld) -> None:
+    spec = world.spec("dropper", "healthy")
+    t = SshTransport(spec, spec.agent_args())
+    await t.start()
+    first = await anext(aiter(t.chunks()))
+    assert first.startswith(b'{"type":"hello"')
+    assert agent_pids()
+    t._conns[-1].abort()  # the network goes away: no clean close, no EOF sent by us
+    await no_agents_within(5.0)
+    await t.stop()
+
+
+def _kill_tree(pid: int) -> None:
+    children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    for child in children:
+        _kill_tree(child)
+    os.kill(pid, signal.SIGKILL)
+
+
+async def test_sshd_killed_and_restarted_resumes_within_the_cap(world: SshWorld) -> None:
+    spec = world.spec("restart", "healthy")
+    items: list[SessionItem] = []
+    policy = SessionPolicy(backoff_base_s=0.2, backoff_cap_s=1.0, jitter=0.0, stall_s=3.0)
+    task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i), policy))
+    try:
+        await wait_for(lambda: any(type(i).__name__ == "HostSample" for i in items), 20,
+                       "first samples")
+        assert world.target.proc is not None
+        _kill_tree(world.target.proc.pid)
+        world.target.proc.wait()
+        await wait_for(lambda: any(isinstance(i, Disconnected) for i in items), 10, "the drop")
+        await asyncio.sleep(2.0)  # a few failed attempts while it is down
+        world.target.start()
+        restarted = time.monotonic()
+        n = len(items)
+        await wait_for(lambda: any(type(i).__name__ == "HostSample" for i in items[n:]), 15,
+                       "samples after the restart")
+        resumed = time.monotonic() - restarted
+        print(f"\nresumed {resumed:.2f} s after sshd came back (cap 1 s)")
+        assert resumed < 1.0 * 1.2 + 3.0  # cap plus connect and first sample
+        drops = [i for i in items if isinstance(i, Disconnected)]
+        assert drops[0].kind in ("down", "unreachable", "stalled")
+        assert any(d.kind == "unreachable" for d in drops[1:])
+        assert all(d.retry_in_s is not None and d.retry_in_s <= 1.0 for d in drops)
+        assert sum(isinstance(i, Connected) for i in items) >= 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await no_agents_within(5.0)
