@@ -58,8 +58,11 @@ class LineSplitter:
         self._max = max_line_bytes
         self._stats = stats
 
-    def feed(self, chunk: bytes) -> Iterator[bytes]:
-        """Yield the complete lines that ``chunk`` finishes, without their newline."""
+    def feed(self, chunk: bytes) -> Iterator[bytes | None]:
+        """Yield the complete lines that ``chunk`` finishes, without their newline.
+
+        An over-long line yields ``None`` where it ended, so readers see it in order.
+        """
         start = 0
         while True:
             nl = chunk.find(b"\n", start)
@@ -71,10 +74,12 @@ class LineSplitter:
             if self._discarding:
                 self._discarding = False
                 self._buf.clear()
+                yield None
                 continue
             if len(self._buf) + len(piece) > self._max:
                 self._stats.overlong += 1
                 self._buf.clear()
+                yield None
                 continue
             self._buf += piece
             line = bytes(self._buf)
@@ -105,6 +110,8 @@ class MessageReader:
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.stats = StreamStats()
         self._splitter = LineSplitter(self.stats, max_line_bytes)
+        self.bad_streak = 0
+        """Garbled or over-long lines since the last good message."""
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:
         """Decode every complete line in ``chunk``."""
@@ -114,17 +121,24 @@ class MessageReader:
         """Decode what is left when the stream ends."""
         return [m for line in self._splitter.flush() if (m := self._decode(line)) is not None]
 
-    def _decode(self, line: bytes) -> AgentMessage | None:
+    def _decode(self, line: bytes | None) -> AgentMessage | None:
+        if line is None:
+            self.bad_streak += 1
+            return None
         if not line.strip():
             return None
         self.stats.lines += 1
         try:
-            return decode_line(line)
+            msg = decode_line(line)
         except UnknownMessageType:
             self.stats.unknown_type += 1
+            return None
         except ProtocolError:
             self.stats.garbled += 1
-        return None
+            self.bad_streak += 1
+            return None
+        self.bad_streak = 0
+        return msg
 
 
 class UnknownMessageType(ProtocolError):

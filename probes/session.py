@@ -119,16 +119,12 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
         for note in getattr(transport, "notes", ()):
             emit(spec.name, ProbeError(time.time(), "transport", note))
         emit(spec.name, Connected(time.time()))
-        bad_before = 0
         async for chunk in _chunks_with_deadline(transport, stall_s):
-            msgs = reader.feed(chunk)
-            for msg in msgs:
+            for msg in reader.feed(chunk):
                 got_any = True
                 emit(spec.name, msg)
-            bad = reader.stats.garbled + reader.stats.overlong
-            bad_before = bad if msgs else bad_before
-            if bad - bad_before > MAX_BAD_LINES_IN_A_ROW:
-                raise StreamGarbled(f"{bad - bad_before} unusable lines in a row")
+            if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
+                raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
         for msg in reader.close():
             emit(spec.name, msg)
         return "down", await transport.exit_reason(), got_any
@@ -136,6 +132,14 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
         return getattr(exc, "kind", "down"), exc.msg, got_any
     finally:
         await transport.stop()
+
+
+def _raise_if_cancelled() -> None:
+    """Honour a cancel that ``asyncio.wait_for`` swallowed (a race in Python < 3.12)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
 
 
 async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None = None,
@@ -160,6 +164,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
             return
         kind, reason, got_any = await _stream_once(spec, emit, transport, reader,
                                                    policy.stall_for(spec))
+        _raise_if_cancelled()
         if got_any:
             attempt = 0
         delay = policy.delay(attempt, kind, rng)

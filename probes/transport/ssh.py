@@ -119,6 +119,9 @@ class SshTransport:
             opts["client_keys"] = [os.path.expanduser(o.identity)]
         if o.host_key_checking is HostKeyChecking.OFF:
             opts["known_hosts"] = None
+        elif not _known_hosts_path(self.spec).exists():
+            # No file yet: every key is unknown (asyncssh would fail on the missing file).
+            opts["known_hosts"] = asyncssh.import_known_hosts("")
         elif o.known_hosts:
             opts["known_hosts"] = os.path.expanduser(o.known_hosts)
         return {k: v for k, v in opts.items() if v is not None or k in ("known_hosts", "config")}
@@ -149,6 +152,7 @@ class SshTransport:
             if _has_entry(path, known_hosts_name(host, port)):
                 raise
             await self._record_new_key(host, port, tunnel, opts, path)
+            opts = {**opts, "known_hosts": str(path)}
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
 
     async def _record_new_key(self, host: str, port: int,
@@ -211,11 +215,16 @@ class SshTransport:
         cmd = bootstrap_command(self.spec.python or "python3", self.agent_args, len(source))
         try:
             self._proc = await conn.create_process(cmd, encoding=None)
-            self._stderr_task = asyncio.create_task(self._drain_stderr())
-            self._proc.stdin.write(source)
-            await self._proc.stdin.drain()
         except (asyncssh.Error, OSError) as exc:
             raise AgentFailed(f"cannot start the agent: {_reason(exc)}") from None
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        try:
+            self._proc.stdin.write(source)
+            await self._proc.stdin.drain()
+        except (asyncssh.Error, OSError, BrokenPipeError):
+            # It died before reading its source (no python there): say why it died.
+            await self.exit_reason()
+            raise AgentFailed("agent exited before it started") from None
 
     # ---- streaming ------------------------------------------------------------------
 
