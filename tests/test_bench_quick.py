@@ -19,3 +19,19 @@ def test_agent_bench_quick() -> None:
         assert r["stream_cpu_ms_per_sample"] > 0
         assert r["exec_per_poll_cpu_ms"] > r["stream_cpu_ms_per_sample"]
     assert summary.startswith("agent: ")
+
+
+def test_ssh_fanout_bench_quick() -> None:
+    import os
+
+    import pytest
+
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        pytest.skip("openssh-server is not installed")
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ssh_fanout.py"),
+                           "--quick"], capture_output=True, text=True, timeout=120, check=True)
+    first, summary = proc.stdout.splitlines()
+    data = json.loads(first)
+    assert data["streaming"]["host_samples"] >= data["hosts"]
+    assert data["exec_per_poll"]["host_samples"] > 0
+    assert summary.startswith("ssh fan-out: ")

@@ -1,0 +1,153 @@
+"""SSH fan-out: N hosts over a real loopback sshd, streaming vs exec-per-poll, in one run.
+
+Measures the time until every host streams, and the console's CPU (user+sys of this
+process) per host-sample for (a) rigwatch's streaming agents and (b) the pattern other
+tools use: one exec of the agent with ``--once`` per host per interval over kept
+connections.  Host-side CPU (sshd, shells, agents: everything but this process) is the
+machine's busy time over the window minus the console's own; sshd and the console share
+this machine, so close the other work before trusting it.
+
+    python tests/bench/bench_ssh_fanout.py [--quick] [--hosts N] [--seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import asyncssh  # noqa: E402
+
+from probes.backend import AgentFleetBackend  # noqa: E402
+from probes.fleet import HostSpec, SshOptions  # noqa: E402
+from probes.session_events import SessionItem  # noqa: E402
+from probes.transport.bootstrap import agent_source  # noqa: E402
+from tests.sshd import keygen, make_sshd  # noqa: E402
+
+HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
+
+
+def self_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def machine_busy() -> float:
+    """Busy CPU seconds of the whole machine so far (/proc/stat), all cores."""
+    vals = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    return (sum(vals) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def specs(n: int, port: int, key: Path, known: Path, interval: float) -> list[HostSpec]:
+    ssh = SshOptions(address="127.0.0.1", port=port, user="root", identity=str(key),
+                     known_hosts=str(known), keepalive_interval_s=5.0)
+    return [HostSpec(name=f"h{i:03d}", transport="ssh", python=HOST_PYTHON, interval_s=interval,
+                     simulate=("healthy",), seed=i, ssh=ssh) for i in range(n)]
+
+
+async def streaming(hosts: list[HostSpec], seconds: float) -> dict[str, float]:
+    samples = 0
+    first: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def emit(host: str, item: SessionItem) -> None:
+        nonlocal samples
+        if type(item).__name__ == "HostSample":
+            samples += 1
+            first.setdefault(host, time.monotonic() - t0)
+
+    task = asyncio.create_task(AgentFleetBackend(hosts).run(emit))
+    while len(first) < len(hosts) and time.monotonic() - t0 < 60:
+        await asyncio.sleep(0.02)
+    all_streaming = time.monotonic() - t0
+    cpu0, busy0, n0 = self_cpu(), machine_busy(), samples
+    await asyncio.sleep(seconds)
+    cpu, n = self_cpu() - cpu0, samples - n0
+    host_cpu = machine_busy() - busy0 - cpu
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return {"all_streaming_s": round(all_streaming, 3), "host_samples": n,
+            "console_cpu_ms_per_sample": round(1000 * cpu / max(n, 1), 4),
+            "host_cpu_ms_per_sample": round(1000 * host_cpu / max(n, 1), 4)}
+
+
+async def exec_per_poll(hosts: list[HostSpec], seconds: float) -> dict[str, float]:
+    """One connection per host (kept), one exec of ``agent --once`` per interval."""
+    o = hosts[0].ssh
+    conns = await asyncio.gather(*(asyncssh.connect(
+        "127.0.0.1", o.port, username="root", client_keys=[o.identity],
+        known_hosts=o.known_hosts, config=None) for _ in hosts))
+    source = agent_source()
+    samples = 0
+
+    async def poll(spec: HostSpec, conn: asyncssh.SSHClientConnection) -> None:
+        nonlocal samples
+        # The classic pattern: ``python3 - < agent.py`` per poll (stdin EOF ends the source).
+        cmd = shlex.join([HOST_PYTHON, "-u", "-", *spec.agent_args(once=True)])
+        while True:
+            start = time.monotonic()
+            result = await conn.run(cmd, input=source, encoding=None, timeout=30)
+            if b'"type":"sample"' in (result.stdout or b""):
+                samples += 1
+            await asyncio.sleep(max(0.0, spec.interval_s - (time.monotonic() - start)))
+
+    cpu0, busy0 = self_cpu(), machine_busy()
+    tasks = [asyncio.create_task(poll(s, c)) for s, c in zip(hosts, conns, strict=True)]
+    await asyncio.sleep(seconds)
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    cpu = self_cpu() - cpu0
+    host_cpu = machine_busy() - busy0 - cpu
+    for c in conns:
+        c.close()
+    return {"host_samples": samples,
+            "console_cpu_ms_per_sample": round(1000 * cpu / max(samples, 1), 4),
+            "host_cpu_ms_per_sample": round(1000 * host_cpu / max(samples, 1), 4)}
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--hosts", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--interval", type=float, default=1.0)
+    args = p.parse_args()
+    if args.quick:
+        args.hosts, args.seconds = 4, 3.0
+    root = Path(tempfile.mkdtemp(prefix="rw-bench-"))
+    key = root / "client"
+    keygen(key)
+    known = root / "known_hosts"
+    sshd = make_sshd(root / "sshd", key, known)
+    try:
+        hosts = specs(args.hosts, sshd.port, key, known, args.interval)
+        stream = await streaming(hosts, args.seconds)
+        polled = await exec_per_poll(hosts, args.seconds)
+    finally:
+        sshd.stop()
+    ratio_console = polled["console_cpu_ms_per_sample"] / max(
+        stream["console_cpu_ms_per_sample"], 1e-6)
+    out = {"bench": "ssh-fanout", "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+           "machine": platform.machine(), "hosts": args.hosts, "seconds": args.seconds,
+           "interval_s": args.interval, "quick": args.quick, "streaming": stream,
+           "exec_per_poll": polled, "console_ratio": round(ratio_console, 1)}
+    print(json.dumps(out))
+    print(f"ssh fan-out: {args.hosts} hosts streaming after {stream['all_streaming_s']} s; "
+          f"console {stream['console_cpu_ms_per_sample']} ms CPU per host-sample streaming vs "
+          f"{polled['console_cpu_ms_per_sample']} ms exec-per-poll ({out['console_ratio']}x)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
