@@ -170,3 +170,76 @@ async def test_sshd_killed_and_restarted_resumes_within_the_cap(world: SshWorld)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     await no_agents_within(5.0)
+
+
+def _inventory(world: SshWorld, path: Path) -> Path:
+    path.write_text(f"""
+defaults:
+  port: {world.target.port}
+  user: root
+  identity: {world.client_key}
+  known_hosts: {world.known_hosts}
+  python: {HOST_PYTHON}
+  interval: 0.5
+  speed: 60
+hosts:
+  - name: inv-healthy
+    address: 127.0.0.1
+    simulate: healthy
+  - name: inv-link
+    address: 127.0.0.1
+    simulate: link-downgrade:2
+  - name: inv-disk
+    address: 127.0.0.1
+    simulate: disk-saturated
+""")
+    return path
+
+
+def test_snapshot_over_ssh_from_an_inventory(world: SshWorld, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    inv = _inventory(world, tmp_path / "inv.yaml")
+    proc = subprocess.run([sys.executable, "-m", "tui.cli", "snapshot", "--inventory", str(inv),
+                           "--json"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    hosts = {h["name"]: h for h in json.loads(proc.stdout)["hosts"]}
+    assert set(hosts) == {"inv-healthy", "inv-link", "inv-disk"}
+    assert all(h["ok"] and len(h["sample"]["gpus"]) == 8 for h in hosts.values())
+    assert {f["code"] for f in hosts["inv-link"]["findings"]} == {"pcie-link-downgraded"}
+    assert {f["code"] for f in hosts["inv-disk"]["findings"]} == {"disk-saturated"}
+    assert hosts["inv-healthy"]["findings"] == []
+
+
+def test_console_over_ssh_in_a_real_terminal(world: SshWorld, tmp_path: Path) -> None:
+    import shutil
+
+    from tests.test_tmux_e2e import RIGWATCH, Tmux
+
+    if shutil.which("tmux") is None or not RIGWATCH.exists():
+        pytest.skip("tmux or the installed rigwatch script is missing")
+    inv = _inventory(world, tmp_path / "inv.yaml")
+    term = Tmux(160, 30)
+    try:
+        term.start(f"TERM=xterm-256color {RIGWATCH} --inventory {inv}")
+        screen, waited = term.wait_for(
+            lambda s: s.count("streaming") >= 4 and "inv-disk" in s, timeout=20)
+        print(f"\n3 ssh hosts streaming on screen after {waited:.2f} s")
+        assert "inv.yaml" in screen
+        assert "PCIe x8" in screen and "nvme0n1" in screen
+        assert agent_pids()
+        term.keys("q")
+        deadline = time.monotonic() + 8
+        while term.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not term.alive()
+    finally:
+        term.kill()
+    deadline = time.monotonic() + 5
+    while agent_pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert agent_pids() == [], "an agent outlived the console"
