@@ -243,3 +243,26 @@ def test_console_over_ssh_in_a_real_terminal(world: SshWorld, tmp_path: Path) ->
     while agent_pids() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert agent_pids() == [], "an agent outlived the console"
+
+
+async def test_ssh_config_host_needs_only_its_name(world: SshWorld, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """User, HostName, Port and IdentityFile come from ~/.ssh/config via asyncssh."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host gpu-from-config\n  HostName 127.0.0.1\n  Port {world.target.port}\n"
+        f"  User root\n  IdentityFile {world.client_key}\n")
+    monkeypatch.setenv("HOME", str(home))
+    spec = HostSpec(name="gpu-from-config", transport="ssh", python=HOST_PYTHON,
+                    interval_s=0.2, simulate=("healthy",),
+                    ssh=SshOptions(ssh_config=True, known_hosts=str(world.known_hosts)))
+    items: list[SessionItem] = []
+    task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i)))
+    try:
+        await wait_for(lambda: any(type(i).__name__ == "HostSample" for i in items), 20,
+                       "samples from a host known only by its ssh-config name")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert not any(isinstance(i, Disconnected) for i in items)

@@ -126,21 +126,22 @@ class SshTransport:
             opts["known_hosts"] = os.path.expanduser(o.known_hosts)
         return {k: v for k, v in opts.items() if v is not None or k in ("known_hosts", "config")}
 
-    async def _connect_one(self, user: str | None, host: str, port: int,
+    async def _connect_one(self, user: str | None, host: str, port: int | tuple[()],
                            tunnel: asyncssh.SSHClientConnection | None
                            ) -> asyncssh.SSHClientConnection:
         opts = self._options(user)
+        shown = port if isinstance(port, int) else 22
         try:
             return await self._connect_checked(host, port, tunnel, opts)
         except asyncssh.PermissionDenied as exc:
-            raise AuthFailed(f"{user or '?'}@{host}:{port}: permission denied "
+            raise AuthFailed(f"{user or '?'}@{host}:{shown}: permission denied "
                              f"({exc.reason}); check the key or the ssh agent") from None
         except asyncssh.HostKeyNotVerifiable:
-            raise self._key_refusal(host, port) from None
+            raise self._key_refusal(host, shown) from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
-            raise HostUnreachable(f"{host}:{port}: {_reason(exc)}") from None
+            raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
 
-    async def _connect_checked(self, host: str, port: int,
+    async def _connect_checked(self, host: str, port: int | tuple[()],
                                tunnel: asyncssh.SSHClientConnection | None,
                                opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
         try:
@@ -149,8 +150,8 @@ class SshTransport:
             if self.spec.ssh.host_key_checking is not HostKeyChecking.ACCEPT_NEW:
                 raise
             path = _known_hosts_path(self.spec)
-            if _has_entry(path, known_hosts_name(host, port)):
-                raise
+            if not isinstance(port, int) or _has_entry(path, known_hosts_name(host, port)):
+                raise  # accept-new needs the real port; with ssh_config give it explicitly
             await self._record_new_key(host, port, tunnel, opts, path)
             opts = {**opts, "known_hosts": str(path)}
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
@@ -189,10 +190,12 @@ class SshTransport:
         o = self.spec.ssh
         tunnel: asyncssh.SSHClientConnection | None = None
         for hop in o.jump:
-            user, host, port = _hop(hop, o.user)
-            tunnel = await self._connect_one(user, host, port, tunnel)
+            user, host, hop_port = _hop(hop, o.user)
+            tunnel = await self._connect_one(user, host, hop_port, tunnel)
             self._conns.append(tunnel)
-        conn = await self._connect_one(o.user, o.address or self.spec.name, o.port or 22, tunnel)
+        # With ssh_config, an unset port (and user, jump, key) is left to ~/.ssh/config.
+        target_port: int | tuple[()] = o.port or (() if o.ssh_config else 22)
+        conn = await self._connect_one(o.user, o.address or self.spec.name, target_port, tunnel)
         self._conns.append(conn)
         return conn
 
