@@ -16,8 +16,9 @@ def test_agent_bench_quick() -> None:
     data = json.loads(first)
     for mode in ("simulated-8gpu", "proc-only"):
         r = data["results"][mode]
-        assert r["stream_cpu_ms_per_sample"] > 0
-        assert r["exec_per_poll_cpu_ms"] > r["stream_cpu_ms_per_sample"]
+        # Tiny per-sample costs can round to 0 in a short run; the comparison is what holds.
+        assert r["stream_cpu_ms_per_sample"] >= 0
+        assert r["exec_per_poll_cpu_ms"] > 10 * r["stream_cpu_ms_per_sample"]
     assert summary.startswith("agent: ")
 
 

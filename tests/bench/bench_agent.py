@@ -51,14 +51,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="few iterations, to keep it working")
     args = p.parse_args()
-    samples, polls = (50, 3) if args.quick else (2000, 30)
+    samples, polls = (400, 3) if args.quick else (2000, 30)
     results = {}
     for name, mode in (("simulated-8gpu", ["--simulate", "healthy"]), ("proc-only", [])):
         stream = streaming_cpu_per_sample(mode, samples)
         per_poll = exec_cpu_per_poll(mode, polls)
         results[name] = {
-            "stream_cpu_ms_per_sample": round(stream * 1000, 3),
-            "stream_core_pct_at_1hz": round(stream * 100, 3),
+            "stream_cpu_ms_per_sample": round(stream * 1000, 4),
+            "stream_core_pct_at_1hz": round(stream * 100, 4),
             "exec_per_poll_cpu_ms": round(per_poll * 1000, 3),
             "exec_over_stream_ratio": round(per_poll / stream, 1),
         }
