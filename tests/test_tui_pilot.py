@@ -240,6 +240,22 @@ async def test_layouts_at_small_and_large_sizes(
         assert gpus.region.width <= size[0]
 
 
+async def test_resize_drops_columns_and_keeps_cursor(
+    fake: tuple[FakeBackend, FrozenClock, RigwatchApp],
+) -> None:
+    backend, _, app = fake
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settled(pilot, backend)
+        await pilot.press("down", "down")
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        table = fleet_table(app)
+        assert "tags" not in [str(k.value) for k in table.columns]
+        assert table.row_count == len(HOSTS)
+        assert table.cursor_row == 2
+        assert cell(app, "gpu-t02", "temp") == "88 °C"
+
+
 # ---- real agents -------------------------------------------------------------------------
 
 async def test_demo_fleet_streams_through_real_agents() -> None:

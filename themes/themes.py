@@ -12,6 +12,7 @@ from __future__ import annotations
 from textual.theme import Theme
 
 SEMANTIC_VARIABLES = (
+    "text-dim",
     "sev-critical",
     "sev-warning",
     "sev-info",
@@ -28,7 +29,11 @@ SEMANTIC_VARIABLES = (
     "chart-high",
     "chart-low",
 )
-"""Variables the stylesheet uses beyond Textual's own (``$error``, ``$primary``, …)."""
+"""Variables the stylesheet uses beyond Textual's own (``$error``, ``$primary``, …).
+
+``text-dim`` is a solid colour on purpose: Textual's ``$text-muted`` is ``auto 60%``,
+which markup (``Content``) cannot blend and renders at full brightness.
+"""
 
 RIGWATCH_DARK = Theme(
     name="rigwatch-dark",
@@ -44,6 +49,7 @@ RIGWATCH_DARK = Theme(
     panel="#22272E",
     dark=True,
     variables={
+        "text-dim": "#8B949E",
         "sev-critical": "#F47067",
         "sev-warning": "#E8A33D",
         "sev-info": "#6CB6FF",
@@ -79,6 +85,7 @@ RIGWATCH_HIGH_CONTRAST = Theme(
     luminosity_spread=0.3,
     text_alpha=1.0,
     variables={
+        "text-dim": "#C0C0C0",
         "sev-critical": "#FF3333",
         "sev-warning": "#FFFF00",
         "sev-info": "#00FFFF",

@@ -15,7 +15,7 @@ def event_line(e: LogEvent) -> Content:
     """``12:04:31 kernel  NVRM: Xid …``, in the console's local time."""
     stamp = time.strftime("%H:%M:%S", time.localtime(e.ts))
     return Content.from_markup(
-        "[$text-muted]$stamp $source[/] $line", stamp=stamp, source=e.source, line=e.line,
+        "[$text-dim]$stamp $source[/] $line", stamp=stamp, source=e.source, line=e.line,
     )
 
 
@@ -32,6 +32,6 @@ class EventLog(Static):
     def watch_events(self, events: tuple[LogEvent, ...]) -> None:
         """Re-render the lines."""
         if not events:
-            self.update(Content.from_markup("[$text-muted]no log events yet[/]"))
+            self.update(Content.from_markup("[$text-dim]no log events yet[/]"))
             return
         self.update(Content("\n").join(event_line(e) for e in events))

@@ -13,7 +13,7 @@ from widgets._format import SEVERITY_VARIABLE
 def finding_line(f: Finding) -> Content:
     """``CRITICAL gpu  Xid 79 on 0000:3b:00.0`` with the severity word coloured."""
     return Content.from_markup(
-        f"[bold {SEVERITY_VARIABLE[f.severity]}]$sev[/] [$text-muted]$step[/] $summary",
+        f"[bold {SEVERITY_VARIABLE[f.severity]}]$sev[/] [$text-dim]$step[/] $summary",
         sev=f"{f.severity.value:<8}", step=f"{f.step.value:<6}", summary=f.summary,
     )
 
@@ -31,6 +31,6 @@ class FindingsList(Static):
     def watch_findings(self, findings: tuple[Finding, ...]) -> None:
         """Re-render the list."""
         if not findings:
-            self.update(Content.from_markup("[$text-muted]no findings[/]"))
+            self.update(Content.from_markup("[$text-dim]no findings[/]"))
             return
         self.update(Content("\n").join(finding_line(f) for f in findings))

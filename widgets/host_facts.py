@@ -76,11 +76,11 @@ class HostFactsBar(Static):
             markup += f"  [{_STATUS_VARIABLE[cls or 'cell--ok']}]$status[/]"
             values["status"] = text
         if self.facts is None:
-            markup += "  [$text-muted]waiting for the agent's hello[/]"
+            markup += "  [$text-dim]waiting for the agent's hello[/]"
         else:
-            markup += "  [$text-muted]$facts[/]"
+            markup += "  [$text-dim]$facts[/]"
             values["facts"] = " · ".join(fact_parts(self.facts))
             if self.facts.simulated:
-                markup += "\n[$text-muted]simulated:[/] $scenarios"
+                markup += "\n[$text-dim]simulated:[/] $scenarios"
                 values["scenarios"] = ", ".join(self.facts.simulated)
         self.update(Content.from_markup(markup, **values))
