@@ -299,3 +299,58 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
     assert cmd.startswith("python3 -u -c 'import sys;exec(compile(sys.stdin.buffer.read(")
     assert "'/var/log/job'\"'\"'s $(rm -rf x).log'" in cmd
     assert int(commands[1]) == len(AGENT.read_bytes())  # the whole source came on stdin
+
+
+async def test_connection_attempts_are_bounded(tmp_path: Path, canned: list[bytes]) -> None:
+    """Six hosts, a gate of two: never more than two handshakes at once on the server."""
+    from probes.backend import AgentFleetBackend
+
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    identity = tmp_path / "id"
+    client_key.write_private_key(str(identity))
+    active = peak = done = 0
+
+    class SlowAuth(asyncssh.SSHServer):
+        def begin_auth(self, username: str) -> bool:
+            return True
+
+        def public_key_auth_supported(self) -> bool:
+            return True
+
+        async def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+            nonlocal active, peak, done
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.3)
+            active -= 1
+            done += 1
+            return key.public_data == client_key.public_data
+
+    async def handler(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        for line in canned[:3]:
+            process.stdout.write(line)
+        await asyncio.sleep(3600)
+
+    server = await asyncssh.listen("127.0.0.1", 0, server_host_keys=[host_key],
+                                   server_factory=SlowAuth, process_factory=handler,
+                                   encoding=None)
+    port = server.get_port()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {host_key.export_public_key().decode().strip()}\n")
+    ssh = SshOptions(address="127.0.0.1", port=port, user="ops", identity=str(identity),
+                     known_hosts=str(known))
+    specs = [HostSpec(name=f"h{i}", transport="ssh", ssh=ssh) for i in range(6)]
+    hellos: set[str] = set()
+    task = asyncio.create_task(AgentFleetBackend(specs, max_connecting=2).run(
+        lambda h, i: hellos.add(h) if isinstance(i, Hello) else None))
+    try:
+        deadline = time.monotonic() + 15
+        while len(hellos) < 6 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        server.close()
+    assert len(hellos) == 6
+    assert done >= 6 and peak == 2
