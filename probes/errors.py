@@ -7,6 +7,8 @@ notification or a host status.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class RigwatchError(Exception):
     """Base of every error rigwatch raises on purpose."""
@@ -40,3 +42,32 @@ class ProbeFailure(RigwatchError):
     """A probe could not collect what it was asked for."""
 
     title = "Probe failed"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a config file, where it is: what a user fixes in one edit."""
+
+    path: str
+    line: int
+    """1-based; 0 when the problem is the file itself (unreadable, not YAML text)."""
+    col: int
+    key: str | None
+    """The key at fault, if any (``port``, ``hosts``)."""
+    message: str
+    hint: str = ""
+    """What to do about it, shown after a dash (a close match, the allowed values)."""
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}:{self.col}" if self.line else self.path
+        return f"{self.message} at {where}" + (f" — {self.hint}" if self.hint else "")
+
+
+class InventoryError(ConfigError):
+    """The inventory cannot be used; ``problems`` lists every reason, in file order."""
+
+    title = "Inventory error"
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems

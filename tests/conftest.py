@@ -25,6 +25,7 @@ def _no_user_config(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("RIGWATCH_CONFIG", raising=False)
+    monkeypatch.delenv("RIGWATCH_INVENTORY", raising=False)
 
 
 @pytest.fixture

@@ -227,7 +227,8 @@ def test_console_over_ssh_in_a_real_terminal(world: SshWorld, tmp_path: Path) ->
     try:
         term.start(f"TERM=xterm-256color {RIGWATCH} --inventory {inv}")
         screen, waited = term.wait_for(
-            lambda s: s.count("streaming") >= 4 and "inv-disk" in s, timeout=20)
+            lambda s: s.count("streaming") >= 4 and "PCIe x8" in s and "nvme0n1" in s,
+            timeout=20)
         print(f"\n3 ssh hosts streaming on screen after {waited:.2f} s")
         assert "inv.yaml" in screen
         assert "PCIe x8" in screen and "nvme0n1" in screen

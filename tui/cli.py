@@ -1,4 +1,4 @@
-"""Command line: ``rigwatch`` (the console), ``rigwatch snapshot``, ``rigwatch agent``.
+"""Command line: ``rigwatch`` (the console), ``snapshot``, ``check-inventory``, ``agent``.
 
 Textual is imported only for the console itself, so the other commands run on a
 machine without a terminal.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
-from pathlib import Path
 
 from probes.errors import ConfigError
 from probes.fleet import (
@@ -21,7 +21,7 @@ from probes.fleet import (
     local_has_nvidia_gpu,
     localhost_spec,
 )
-from probes.inventory import default_inventory_path, load_inventory
+from probes.inventory import choose_inventory_path, default_inventory_path, load_inventory
 
 EXIT_USAGE = 2
 
@@ -35,9 +35,7 @@ def _fleet(args: argparse.Namespace) -> tuple[list[HostSpec], bool]:
     """
     if args.demo:
         return demo_fleet(speed=args.speed), True
-    path = args.inventory
-    if path is None and default_inventory_path().is_file():
-        path = str(default_inventory_path())
+    path = choose_inventory_path(args.inventory)
     if path is not None:
         return list(load_inventory(path).hosts), False
     if not local_has_nvidia_gpu():
@@ -54,21 +52,38 @@ def _warn_insecure(specs: list[HostSpec]) -> None:
               "are not protected against interception", file=sys.stderr)
 
 
+def _host_line(spec: HostSpec, width: int, unresolved: str) -> str:
+    """One host of ``check-inventory``; ``unresolved`` stands for what ssh config would set."""
+    if spec.transport == "local":
+        where = "address=(local) user=- port=- jump=-"
+    else:
+        o = spec.ssh
+        where = (f"address={o.address or unresolved or spec.name} "
+                 f"user={o.user or unresolved or '(local user)'} "
+                 f"port={o.port or unresolved or 22} jump={','.join(o.jump) or '-'}")
+    return (f"{spec.name:<{width}}  {where} python={spec.python or '(this python)'} "
+            f"tags={','.join(spec.tags) or '-'} simulate={','.join(spec.simulate) or '-'}")
+
+
 def _run_check_inventory(args: argparse.Namespace) -> int:
-    inv = load_inventory(args.file)
-    for s in inv.hosts:
-        o = s.ssh
-        target = o.address or (f"{s.name} (from ssh config)" if o.ssh_config else s.name)
-        if s.transport == "local":
-            target = "local"
-        user = f"{o.user}@" if o.user else ""
-        port = f":{o.port}" if o.port else ""
-        jump = f" via {' -> '.join(o.jump)}" if o.jump else ""
-        extra = f" simulate={','.join(s.simulate)}" if s.simulate else ""
-        tags = ",".join(s.tags) or "-"
-        print(f"{s.name:<24} {user}{target}{port}{jump}  python={s.python or 'this'}  "
-              f"tags={tags}{extra}")
-    print(f"{len(inv.hosts)} hosts", file=sys.stderr)
+    from probes.ssh_config import resolve_ssh_config
+
+    path = args.file or default_inventory_path()
+    inv = load_inventory(path)
+    width = min(max(len(s.name) for s in inv.hosts), 32)
+    config_broken = False
+    for spec in inv.hosts:
+        unresolved = ""
+        if spec.ssh.ssh_config and spec.transport == "ssh" and not config_broken:
+            try:
+                spec = dataclasses.replace(spec, ssh=resolve_ssh_config(spec))
+            except ConfigError as exc:
+                print(f"rigwatch: {exc.msg}; ssh-config values are not shown", file=sys.stderr)
+                config_broken = True
+        if spec.ssh.ssh_config and config_broken:
+            unresolved = "(from ssh config)"
+        print(_host_line(spec, width, unresolved))
+    print(f"{len(inv.hosts)} hosts in {path}", file=sys.stderr)
     _warn_insecure(list(inv.hosts))
     return 0
 
@@ -79,8 +94,8 @@ def _run_console(args: argparse.Namespace) -> int:
 
     specs, demo = _fleet(args)
     _warn_insecure(specs)
-    app = make_app(AgentFleetBackend(specs), demo=demo,
-                   title=Path(args.inventory).name if args.inventory else None)
+    path = None if demo else choose_inventory_path(args.inventory)
+    app = make_app(AgentFleetBackend(specs), demo=demo, title=path.name if path else None)
     if args.theme:
         app.theme = args.theme
     app.run()
@@ -130,9 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--pretty", action="store_true", help="indent the JSON")
     snap.add_argument("--demo", action="store_true", help="snapshot the demo fleet")
     snap.add_argument("--speed", type=float, default=DEMO_SPEED, help=argparse.SUPPRESS)
-    snap.add_argument("--inventory", metavar="FILE", default=None, help="hosts to snapshot")
-    check = sub.add_parser("check-inventory", help="validate an inventory, print its hosts")
-    check.add_argument("file")
+    # SUPPRESS: "rigwatch --inventory F snapshot" keeps F (a subparser default would win)
+    snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
+                      help="hosts to snapshot (YAML)")
+    check = sub.add_parser("check-inventory", help="check an inventory, print its hosts "
+                           "(exit 2 and every problem on stderr if it has any)")
+    check.add_argument("file", nargs="?", default=None,
+                       help="the inventory (default: the one the console would use)")
     sub.add_parser("agent", help="run the host agent here (arguments pass through)",
                    add_help=False)
     return p
@@ -146,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.speed <= 0:
         print("rigwatch: --speed must be > 0", file=sys.stderr)
+        return EXIT_USAGE
+    if getattr(args, "demo", False) and getattr(args, "inventory", None):
+        print("rigwatch: --demo and --inventory cannot be used together", file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.command == "check-inventory":
