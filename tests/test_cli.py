@@ -67,3 +67,10 @@ def test_agent_subcommand_passes_through() -> None:
     proc = rigwatch("agent", "--simulate", "healthy", "--once")
     assert proc.returncode == 0
     assert [json.loads(x)["type"] for x in proc.stdout.splitlines()] == ["hello", "sample"]
+
+
+def test_unknown_theme_is_a_usage_error() -> None:
+    proc = rigwatch("--demo", "--theme", "no-such-theme")
+    assert proc.returncode == 2
+    assert "unknown theme 'no-such-theme'" in proc.stderr
+    assert "rigwatch-high-contrast" in proc.stderr

@@ -97,6 +97,9 @@ def _run_console(args: argparse.Namespace) -> int:
     path = None if demo else choose_inventory_path(args.inventory)
     app = make_app(AgentFleetBackend(specs), demo=demo, title=path.name if path else None)
     if args.theme:
+        if args.theme not in app.available_themes:
+            names = ", ".join(sorted(app.available_themes))
+            raise ConfigError(f"rigwatch: unknown theme {args.theme!r} (available: {names})")
         app.theme = args.theme
     app.run()
     return app.return_code or 0
