@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 from probes.errors import TransportError
 from probes.transport.bootstrap import agent_source, bootstrap_argv
+from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
-STDERR_KEEP = 4096
 
 
 class LocalTransport:
@@ -21,8 +21,7 @@ class LocalTransport:
         self.agent_args = agent_args
         self.python = python or sys.executable
         self._proc: asyncio.subprocess.Process | None = None
-        self._stderr = bytearray()
-        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr = StderrTail()
 
     async def start(self) -> None:
         """Spawn the agent and send it its source.
@@ -39,7 +38,7 @@ class LocalTransport:
         except OSError as exc:
             raise TransportError(f"cannot start {self.python}: {exc.strerror or exc}") from None
         assert self._proc.stdin is not None and self._proc.stderr is not None
-        self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc.stderr))
+        self._stderr.follow(self._proc.stderr)
         try:
             self._proc.stdin.write(source)
             await self._proc.stdin.drain()
@@ -55,15 +54,9 @@ class LocalTransport:
                 return
             yield chunk
 
-    async def _drain_stderr(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(READ_CHUNK):
-            self._stderr += chunk
-            del self._stderr[:-STDERR_KEEP]
-
     def stderr_tail(self) -> str:
-        """The last lines the agent wrote on stderr, for the "why did it stop" message."""
-        text = self._stderr.decode("utf-8", "replace").strip()
-        return text.splitlines()[-1] if text else ""
+        """The last line the agent wrote on stderr, for the "why did it stop" message."""
+        return self._stderr.last_line()
 
     async def exit_reason(self) -> str:
         """Why the stream ended, once it has."""
@@ -73,9 +66,7 @@ class LocalTransport:
             rc = await asyncio.wait_for(self._proc.wait(), 2.0)
         except asyncio.TimeoutError:
             return "agent closed its output"
-        if self._stderr_task is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        await self._stderr.settle()
         tail = self.stderr_tail()
         return f"agent exited with status {rc}" + (f": {tail}" if tail else "")
 
@@ -93,5 +84,4 @@ class LocalTransport:
                 proc.kill()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(proc.wait(), 2.0)
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
+        self._stderr.stop()

@@ -23,9 +23,9 @@ import asyncssh
 from probes.errors import TransportError
 from probes.fleet import HostKeyChecking, HostSpec
 from probes.transport.bootstrap import agent_source, bootstrap_command
+from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
-STDERR_KEEP = 4096
 log = logging.getLogger(__name__)
 
 
@@ -98,8 +98,7 @@ class SshTransport:
         self._gate = gate
         self._conns: list[asyncssh.SSHClientConnection] = []
         self._proc: asyncssh.SSHClientProcess[bytes] | None = None
-        self._stderr = bytearray()
-        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr = StderrTail()
         self.notes: list[str] = []
         """Things the operator should know (a recorded new host key, checking off)."""
 
@@ -220,7 +219,7 @@ class SshTransport:
             self._proc = await conn.create_process(cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:
             raise AgentFailed(f"cannot start the agent: {_reason(exc)}") from None
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._stderr.follow(self._proc.stderr, (asyncssh.Error, OSError))
         try:
             self._proc.stdin.write(source)
             await self._proc.stdin.drain()
@@ -243,17 +242,9 @@ class SshTransport:
                 return
             yield chunk
 
-    async def _drain_stderr(self) -> None:
-        assert self._proc is not None
-        with contextlib.suppress(asyncssh.Error, OSError):
-            while chunk := await self._proc.stderr.read(READ_CHUNK):
-                self._stderr += chunk
-                del self._stderr[:-STDERR_KEEP]
-
     def stderr_tail(self) -> str:
         """The agent's last stderr line (a missing python, a traceback's last line)."""
-        text = self._stderr.decode("utf-8", "replace").strip()
-        return text.splitlines()[-1] if text else ""
+        return self._stderr.last_line()
 
     async def exit_reason(self) -> str:
         """Why the stream ended; raises AgentFailed when the agent itself failed."""
@@ -262,9 +253,7 @@ class SshTransport:
             return "not started"
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(proc.wait_closed(), 2.0)
-        if self._stderr_task is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        await self._stderr.settle()
         status, tail = proc.exit_status, self.stderr_tail()
         if status not in (None, 0):
             raise AgentFailed(f"agent exited with status {status}" + (f": {tail}" if tail else ""))
@@ -283,8 +272,7 @@ class SshTransport:
             with contextlib.suppress(asyncio.TimeoutError, asyncssh.Error, OSError):
                 await asyncio.wait_for(conn.wait_closed(), 3.0)
         self._conns.clear()
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
+        self._stderr.stop()
 
 
 def _reason(exc: BaseException) -> str:
