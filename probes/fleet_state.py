@@ -60,6 +60,8 @@ class FleetRow:
     worst: Severity | None
     worst_summary: str | None
     simulated: bool
+    by_severity: tuple[int, int, int] = (0, 0, 0)
+    """Findings counted as (critical, warning, info), for the header totals."""
 
 
 @dataclass
@@ -160,10 +162,17 @@ class HostState:
             mean_util_pct=sum(utils) / len(utils) if utils else None,
             power_w=sum(powers) if powers else None,
             findings=len(found),
+            by_severity=_count_by_severity(found),
             worst=found[0].severity if found else None,
             worst_summary=found[0].summary if found else None,
             simulated=bool(self.spec.simulate),
         )
+
+
+def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:
+    levels = [f.severity for f in found]
+    return (levels.count(Severity.CRITICAL), levels.count(Severity.WARNING),
+            levels.count(Severity.INFO))
 
 
 class FleetState:
@@ -171,16 +180,25 @@ class FleetState:
 
     def __init__(self, specs: list[HostSpec]) -> None:
         self.hosts: dict[str, HostState] = {s.name: HostState(s) for s in specs}
+        self._version = 0
+        self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
         state = self.hosts.get(host)
         if state is not None:
             state.apply(item, now)
+            self._version += 1
 
     def rows(self, now: float) -> list[FleetRow]:
-        """One row per host, in inventory order."""
-        return [h.row(now) for h in self.hosts.values()]
+        """One row per host, in inventory order.
+
+        A redraw asks for rows and for totals at the same ``now``: they are computed once.
+        """
+        key = (now, self._version)
+        if self._rows is None or self._rows[0] != key:
+            self._rows = (key, [h.row(now) for h in self.hosts.values()])
+        return self._rows[1]
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
@@ -192,7 +210,7 @@ class FleetState:
             if row.status.is_down and row.status is not HostStatus.DOWN:
                 out[HostStatus.DOWN.value] += 1
             out["gpus"] += row.gpus_ok
-        for h in self.hosts.values():
-            for f in h.findings():
-                out[f.severity.value] += 1
+            for sev, n in zip((Severity.CRITICAL, Severity.WARNING, Severity.INFO),
+                              row.by_severity, strict=True):
+                out[sev.value] += n
         return out
