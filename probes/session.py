@@ -33,6 +33,9 @@ REFUSED_KINDS = frozenset({"auth-failed", "host-key-refused"})
 class Transport(Protocol):
     """What a session needs from a transport."""
 
+    notes: list[str]
+    """Things the operator should hear about after ``start`` (a recorded host key)."""
+
     async def start(self) -> None:
         """Start the agent; raise TransportError when that fails."""
 
@@ -116,7 +119,7 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
     got_any = False
     try:
         await transport.start()
-        for note in getattr(transport, "notes", ()):
+        for note in transport.notes:
             emit(spec.name, ProbeError(time.time(), "transport", note))
         emit(spec.name, Connected(time.time()))
         async for chunk in _chunks_with_deadline(transport, stall_s):

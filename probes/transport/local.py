@@ -22,6 +22,8 @@ class LocalTransport:
         self.python = python or sys.executable
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr = StderrTail()
+        self.notes: list[str] = []
+        """Nothing to report for a local process; kept for the session's interface."""
 
     async def start(self) -> None:
         """Spawn the agent and send it its source.
