@@ -1,0 +1,1 @@
+"""Rules that read logs: kernel (``syslog`` step), NCCL (``nccl``), training (``model``)."""
