@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import glob
 import json
 import math
@@ -41,6 +42,10 @@ GPU_DEADLINE_S = 4.0
 MAX_TAIL_BYTES_PER_TICK = 64 * 1024
 MAX_EVENT_LINE = 8192
 MAX_TAILED_FILES = 64
+MAX_PROCESSES = 64
+NVML_SLOW_EVERY = 10
+NVML_PROCS_EVERY = 5
+PCIE_EVERY_TICKS = 30
 LOG_GLOB_EVERY_S = 10.0
 
 # Bit values of nvmlClocksEventReason* (same bits as the older ThrottleReason names).
@@ -182,6 +187,19 @@ def parse_str(text):
     return None if s.lower() in NA_MARKERS else s
 
 
+def parse_yes(text):
+    """'Yes'/'Enabled'/'1' -> True, 'No'/'Disabled'/'0' -> False, markers -> None."""
+    value = parse_str(text)
+    if value is None:
+        return None
+    low = value.lower()
+    if low in ("yes", "enabled", "1", "true", "active"):
+        return True
+    if low in ("no", "disabled", "0", "false", "not active"):
+        return False
+    return None
+
+
 def decode_reasons(mask):
     if mask is None:
         return []
@@ -251,7 +269,12 @@ def whole_disks():
 
 def read_diskstats(allowed):
     """/proc/diskstats -> {name: [fields 4..20 as ints]} for the allowed devices."""
-    text = read_text("/proc/diskstats")
+    return parse_diskstats(read_text("/proc/diskstats"), allowed)
+
+
+def parse_diskstats(text, allowed):
+    """The text of /proc/diskstats -> {name: [fields 4..20 as ints]}; partitions,
+    loop and RAM devices are left out unless ``allowed`` names them."""
     out = {}
     if not text:
         return out
@@ -338,6 +361,7 @@ class HostReader(object):
         self._cpu = read_cpu_times()
         self._disks_allowed = whole_disks()
         self._disk = read_diskstats(self._disks_allowed)
+        self._swap = read_vmstat()
         self._t = time.monotonic()
 
     def sample(self):
@@ -353,6 +377,12 @@ class HostReader(object):
         disk = read_diskstats(self._disks_allowed)
         disks = disk_rates(self._disk, disk, dt)
         self._disk = disk
+        swap = read_vmstat()
+        swap_in = swap_out = None
+        if swap is not None and self._swap is not None and dt > 0:
+            swap_in = round(max(0, swap[0] - self._swap[0]) / dt, 2)
+            swap_out = round(max(0, swap[1] - self._swap[1]) / dt, 2)
+        self._swap = swap
         self._t = now
         mem = read_meminfo()
         total = mem.get("MemTotal")
@@ -367,6 +397,7 @@ class HostReader(object):
             "swap_used_bytes": (swap_total - swap_free
                                 if swap_total is not None and swap_free is not None else None),
             "swap_total_bytes": swap_total,
+            "swap_in_pages_s": swap_in, "swap_out_pages_s": swap_out,
         }
         return host, disks
 
@@ -389,6 +420,145 @@ def host_facts():
     }
 
 
+# ------------------------------------------------------------------- sysfs: PCIe, NUMA, NICs
+
+_BDF_NAME = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+def _sys_value(path):
+    text = read_text(path)
+    return text.strip() if text is not None else None
+
+
+def link_speed_gts(text):
+    """'16.0 GT/s PCIe' -> 16.0; 'Unknown' or absent -> None."""
+    m = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    return float(m.group(1)) if m else None
+
+
+def numa_of(path):
+    value = parse_int(_sys_value(os.path.join(path, "numa_node")))
+    return value if value is not None and value >= 0 else None
+
+
+def pci_link(path):
+    """One PCI function's link from sysfs: what it trained at and what it can do."""
+    return {
+        "address": normalise_bus_id(os.path.basename(path)),
+        "speed_gts": link_speed_gts(_sys_value(os.path.join(path, "current_link_speed"))),
+        "width": parse_int(_sys_value(os.path.join(path, "current_link_width"))),
+        "max_speed_gts": link_speed_gts(_sys_value(os.path.join(path, "max_link_speed"))),
+        "max_width": parse_int(_sys_value(os.path.join(path, "max_link_width"))),
+        "numa_node": numa_of(path),
+        "local_cpulist": _sys_value(os.path.join(path, "local_cpulist")),
+    }
+
+
+def pci_chain(sys_root, bus_id):
+    """The GPU's link and those of the bridges above it, GPU first, up to the root port."""
+    if not bus_id:
+        return []
+    start = os.path.join(sys_root, "bus", "pci", "devices", bus_id)
+    if not os.path.exists(start):
+        return []
+    path = os.path.realpath(start)
+    chain = []
+    while _BDF_NAME.match(os.path.basename(path)) and len(chain) < 16:
+        chain.append(pci_link(path))
+        path = os.path.dirname(path)
+    return chain
+
+
+def pci_device_of(sys_root, class_dir):
+    """A /sys/class/<x>/<dev> entry's PCI function path, or None for virtual devices."""
+    dev = os.path.join(class_dir, "device")
+    if not os.path.exists(dev):
+        return None
+    path = os.path.realpath(dev)
+    return path if _BDF_NAME.match(os.path.basename(path)) else None
+
+
+def list_dir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def read_nics(sys_root):
+    """InfiniBand HCAs (ports, state, rate) and physical network interfaces, with NUMA."""
+    nics = []
+    ib_root = os.path.join(sys_root, "class", "infiniband")
+    for name in list_dir(ib_root):
+        base = os.path.join(ib_root, name)
+        pci = pci_device_of(sys_root, base)
+        ports = []
+        for port in list_dir(os.path.join(base, "ports")):
+            p = os.path.join(base, "ports", port)
+            ports.append({"port": parse_int(port), "state": _sys_value(os.path.join(p, "state")),
+                          "rate": _sys_value(os.path.join(p, "rate")),
+                          "link_layer": _sys_value(os.path.join(p, "link_layer"))})
+        nics.append({"name": name, "kind": "infiniband",
+                     "address": normalise_bus_id(os.path.basename(pci)) if pci else None,
+                     "numa_node": numa_of(pci) if pci else None, "ports": ports})
+    net_root = os.path.join(sys_root, "class", "net")
+    for name in list_dir(net_root):
+        base = os.path.join(net_root, name)
+        pci = pci_device_of(sys_root, base)
+        if pci is None:
+            continue
+        nics.append({"name": name, "kind": "net",
+                     "address": normalise_bus_id(os.path.basename(pci)),
+                     "numa_node": numa_of(pci),
+                     "state": _sys_value(os.path.join(base, "operstate")),
+                     "speed_mbps": parse_int(_sys_value(os.path.join(base, "speed")))})
+    return nics[:64]
+
+
+def numa_nodes(sys_root):
+    names = list_dir(os.path.join(sys_root, "devices", "system", "node"))
+    count = len([n for n in names if re.match(r"^node\d+$", n)])
+    return count or None
+
+
+def block_device_of(sys_root, path):
+    """The whole disk (as /proc/diskstats names it) that holds ``path``; None if unknown."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return None
+    link = os.path.join(sys_root, "dev", "block", "%d:%d" % (os.major(dev), os.minor(dev)))
+    if not os.path.exists(link):
+        return None
+    real = os.path.realpath(link)
+    if os.path.exists(os.path.join(real, "partition")):
+        real = os.path.dirname(real)
+    return os.path.basename(real)
+
+
+def read_vmstat():
+    """Pages swapped in and out since boot (pswpin, pswpout)."""
+    text = read_text("/proc/vmstat") or ""
+    found = dict(re.findall(r"^(pswpin|pswpout) (\d+)$", text, re.M))
+    if "pswpin" not in found:
+        return None
+    return int(found["pswpin"]), int(found.get("pswpout", 0))
+
+
+TOPO_TIMEOUT_S = 10.0
+MAX_TOPO_BYTES = 64 * 1024
+
+
+def capture_topology(smi):
+    """``nvidia-smi topo -m`` as printed; the console parses it.  None when it fails."""
+    if not smi:
+        return None
+    rc, out, _ = run_command([smi, "topo", "-m"], TOPO_TIMEOUT_S)
+    if rc != 0 or not out.strip():
+        return None
+    return out[:MAX_TOPO_BYTES]
+
+
 # --------------------------------------------------------------------------- GPUs: nvidia-smi
 
 SMI_FIELDS = (
@@ -400,7 +570,15 @@ SMI_FIELDS = (
     ("clocks_event_reasons.active", ("clocks_throttle_reasons.active",)),
     ("pcie.link.gen.gpucurrent", ("pcie.link.gen.current",)), ("pcie.link.gen.max", ()),
     ("pcie.link.width.current", ()), ("pcie.link.width.max", ()),
+    ("temperature.memory", ()), ("clocks.current.memory", ("clocks.mem",)),
+    ("clocks.max.memory", ("clocks.max.mem",)), ("pstate", ()),
+    ("ecc.errors.corrected.volatile.total", ()), ("ecc.errors.uncorrected.volatile.total", ()),
+    ("ecc.errors.corrected.aggregate.total", ()), ("ecc.errors.uncorrected.aggregate.total", ()),
+    ("retired_pages.pending", ()), ("remapped_rows.correctable", ()),
+    ("remapped_rows.uncorrectable", ()), ("remapped_rows.pending", ()),
+    ("remapped_rows.failure", ()), ("persistence_mode", ()),
 )
+"""What the fallback asks for; a field an older driver rejects is renamed or dropped."""
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _NO_HANDLE = re.compile(
     r"Unable to determine the device handle for GPU\s*"
@@ -484,6 +662,8 @@ SMI_CANON = {
     "power.limit": "enforced.power.limit",
     "clocks_throttle_reasons.active": "clocks_event_reasons.active",
     "pcie.link.gen.current": "pcie.link.gen.gpucurrent",
+    "clocks.mem": "clocks.current.memory",
+    "clocks.max.mem": "clocks.max.memory",
 }
 
 
@@ -518,6 +698,20 @@ def smi_row_to_gpu(v):
         "pcie_gen_max": parse_int(v.get("pcie.link.gen.max")),
         "pcie_width": parse_int(v.get("pcie.link.width.current")),
         "pcie_width_max": parse_int(v.get("pcie.link.width.max")),
+        "temp_mem_c": parse_number(v.get("temperature.memory")),
+        "mem_clock_mhz": parse_number(v.get("clocks.current.memory")),
+        "mem_clock_max_mhz": parse_number(v.get("clocks.max.memory")),
+        "pstate": parse_str(v.get("pstate")),
+        "ecc_corrected_volatile": parse_int(v.get("ecc.errors.corrected.volatile.total")),
+        "ecc_uncorrected_volatile": parse_int(v.get("ecc.errors.uncorrected.volatile.total")),
+        "ecc_corrected_aggregate": parse_int(v.get("ecc.errors.corrected.aggregate.total")),
+        "ecc_uncorrected_aggregate": parse_int(v.get("ecc.errors.uncorrected.aggregate.total")),
+        "retired_pages_pending": parse_yes(v.get("retired_pages.pending")),
+        "remap_correctable": parse_int(v.get("remapped_rows.correctable")),
+        "remap_uncorrectable": parse_int(v.get("remapped_rows.uncorrectable")),
+        "remap_pending": parse_yes(v.get("remapped_rows.pending")),
+        "remap_failure": parse_yes(v.get("remapped_rows.failure")),
+        "persistence": parse_yes(v.get("persistence_mode")),
     }
 
 
@@ -534,6 +728,9 @@ class NvmlBackend(object):
         self.handles = [self.nv.nvmlDeviceGetHandleByIndex(i)
                         for i in range(self.nv.nvmlDeviceGetCount())]
         self.static = {}
+        self.slow = {}
+        self.procs = {}
+        self.ticks = {}
 
     def _q(self, fn, *args, **kwargs):
         """One NVML call: unsupported or unavailable values become None, a lost GPU raises."""
@@ -574,59 +771,183 @@ class NvmlBackend(object):
             mask = self._q("nvmlDeviceGetCurrentClocksThrottleReasons", h)
         return decode_reasons(mask)
 
-    def _gpu(self, i, h):
-        nv = self.nv
+    def _const(self, name, default):
+        return getattr(self.nv, name, default)
+
+    def _fast(self, i, h):
+        """Fields that move every second: memory, load, thermals, power, clocks, link."""
         st = self.static.get(i) or {}
+        used, total = self._memory(h)
+        util = self._q("nvmlDeviceGetUtilizationRates", h)
+        power = self._q("nvmlDeviceGetPowerUsage", h)
+        limit = self._q("nvmlDeviceGetEnforcedPowerLimit", h)
+        pstate = self._q("nvmlDeviceGetPerformanceState", h)
+        sm = self._const("NVML_CLOCK_SM", 1)
+        mem = self._const("NVML_CLOCK_MEM", 2)
+        return {
+            "index": i, "uuid": st.get("uuid"), "state": "ok",
+            "mem_used_mib": used, "mem_total_mib": total,
+            "util_pct": float(util.gpu) if util is not None else None,
+            "mem_util_pct": float(util.memory) if util is not None else None,
+            "temp_c": self._q("nvmlDeviceGetTemperature", h,
+                              self._const("NVML_TEMPERATURE_GPU", 0)),
+            "power_w": round(power / 1000.0, 2) if power is not None else None,
+            "power_limit_w": round(limit / 1000.0, 2) if limit is not None else None,
+            "sm_clock_mhz": self._q("nvmlDeviceGetClockInfo", h, sm),
+            "sm_clock_max_mhz": self._cached(i, "sm_max", "nvmlDeviceGetMaxClockInfo", h, sm),
+            "mem_clock_mhz": self._q("nvmlDeviceGetClockInfo", h, mem),
+            "mem_clock_max_mhz": self._cached(i, "mem_max", "nvmlDeviceGetMaxClockInfo", h, mem),
+            "clock_reasons": self._reasons(h),
+            "pstate": "P%d" % pstate if isinstance(pstate, int) and 0 <= pstate < 32 else None,
+            "pcie_gen": self._q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            "pcie_gen_max": self._cached(i, "gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h),
+            "pcie_width": self._q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            "pcie_width_max": self._cached(i, "width_max", "nvmlDeviceGetMaxPcieLinkWidth", h),
+        }
+
+    def _cached(self, i, key, fn, *args):
+        """A value that cannot change while the driver is loaded: ask once."""
+        box = self.static.setdefault(i, {})
+        if box.get(key) is None:
+            box[key] = self._q(fn, *args)
+        return box[key]
+
+    def _ecc(self, h):
+        corr = self._const("NVML_MEMORY_ERROR_TYPE_CORRECTED", 0)
+        unc = self._const("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+        vol = self._const("NVML_VOLATILE_ECC", 0)
+        agg = self._const("NVML_AGGREGATE_ECC", 1)
+        get = "nvmlDeviceGetTotalEccErrors"
+        return {"ecc_corrected_volatile": self._q(get, h, corr, vol),
+                "ecc_uncorrected_volatile": self._q(get, h, unc, vol),
+                "ecc_corrected_aggregate": self._q(get, h, corr, agg),
+                "ecc_uncorrected_aggregate": self._q(get, h, unc, agg)}
+
+    def _nvlink(self, h):
+        """(links up, links present); (None, None) on GPUs without NVLink."""
+        up = present = 0
+        for link in range(self._const("NVML_NVLINK_MAX_LINKS", 18)):
+            state = self._q("nvmlDeviceGetNvLinkState", h, link)
+            if state is None:
+                continue
+            present += 1
+            up += 1 if state else 0
+        return (up, present) if present else (None, None)
+
+    def _memory_temp(self, h):
+        """HBM temperature through field values (NVML_FI_DEV_MEMORY_TEMP); None if absent."""
+        field_id = self._const("NVML_FI_DEV_MEMORY_TEMP", 82)
+        values = self._q("nvmlDeviceGetFieldValues", h, [field_id])
         try:
-            used, total = self._memory(h)
-            util = self._q("nvmlDeviceGetUtilizationRates", h)
-            power = self._q("nvmlDeviceGetPowerUsage", h)
-            limit = self._q("nvmlDeviceGetEnforcedPowerLimit", h)
-            gpu = {
-                "index": i, "uuid": st.get("uuid"), "state": "ok",
-                "mem_used_mib": used, "mem_total_mib": total,
-                "util_pct": float(util.gpu) if util is not None else None,
-                "mem_util_pct": float(util.memory) if util is not None else None,
-                "temp_c": self._q("nvmlDeviceGetTemperature", h,
-                                  getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
-                "power_w": round(power / 1000.0, 2) if power is not None else None,
-                "power_limit_w": round(limit / 1000.0, 2) if limit is not None else None,
-                "sm_clock_mhz": self._q("nvmlDeviceGetClockInfo", h,
-                                        getattr(nv, "NVML_CLOCK_SM", 1)),
-                "sm_clock_max_mhz": self._q("nvmlDeviceGetMaxClockInfo", h,
-                                            getattr(nv, "NVML_CLOCK_SM", 1)),
-                "clock_reasons": self._reasons(h),
-                "pcie_gen": self._q("nvmlDeviceGetCurrPcieLinkGeneration", h),
-                "pcie_gen_max": self._q("nvmlDeviceGetMaxPcieLinkGeneration", h),
-                "pcie_width": self._q("nvmlDeviceGetCurrPcieLinkWidth", h),
-                "pcie_width_max": self._q("nvmlDeviceGetMaxPcieLinkWidth", h),
-            }
+            v = values[0]
+            if getattr(v, "nvmlReturn", 1) != 0:
+                return None
+            temp = v.value.uiVal
+        except (TypeError, IndexError, AttributeError):
+            return None
+        return float(temp) if 0 < temp < 200 else None
+
+    def _slow(self, h):
+        """Fields that change rarely or cost more (the PCIe throughput call samples 20 ms)."""
+        out = self._ecc(h)
+        pending = self._q("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        out["retired_pages_pending"] = bool(pending) if pending is not None else None
+        rows = self._q("nvmlDeviceGetRemappedRows", h)
+        if rows is not None and len(rows) >= 4:
+            out.update({"remap_correctable": rows[0], "remap_uncorrectable": rows[1],
+                        "remap_pending": bool(rows[2]), "remap_failure": bool(rows[3])})
+        else:
+            out.update({"remap_correctable": None, "remap_uncorrectable": None,
+                        "remap_pending": None, "remap_failure": None})
+        out["nvlink_up"], out["nvlink_links"] = self._nvlink(h)
+        mode = self._q("nvmlDeviceGetPersistenceMode", h)
+        out["persistence"] = bool(mode) if mode is not None else None
+        out["pcie_replay"] = self._q("nvmlDeviceGetPcieReplayCounter", h)
+        tx = self._q("nvmlDeviceGetPcieThroughput", h, self._const("NVML_PCIE_UTIL_TX_BYTES", 0))
+        rx = self._q("nvmlDeviceGetPcieThroughput", h, self._const("NVML_PCIE_UTIL_RX_BYTES", 1))
+        out["pcie_tx_kbs"], out["pcie_rx_kbs"] = tx, rx
+        out["temp_mem_c"] = self._memory_temp(h)
+        return out
+
+    def _processes(self, h):
+        procs = self._q("nvmlDeviceGetComputeRunningProcesses", h)
+        if procs is None:
+            return None
+        out = []
+        for p in procs[:MAX_PROCESSES]:
+            pid = getattr(p, "pid", None)
+            used = getattr(p, "usedGpuMemory", None)
+            name, user = process_owner(pid)
+            out.append({"pid": pid, "name": name, "user": user,
+                        "used_mib": round(used / 1048576.0, 1) if isinstance(used, int) else None})
+        return out
+
+    def sample_gpu(self, i):
+        """One GPU; slow fields and the process list are refreshed every few ticks."""
+        h = self.handles[i]
+        tick = self.ticks.get(i, 0)
+        self.ticks[i] = tick + 1
+        try:
+            gpu = self._fast(i, h)
+            if tick % NVML_SLOW_EVERY == 0 or i not in self.slow:
+                self.slow[i] = self._slow(h)
+            if tick % NVML_PROCS_EVERY == 0 or i not in self.procs:
+                self.procs[i] = self._processes(h)
         except GpuLost:
-            return {"index": i, "uuid": st.get("uuid"), "state": "lost"}
+            return {"index": i, "uuid": (self.static.get(i) or {}).get("uuid"), "state": "lost"}
+        gpu.update(self.slow[i])
+        gpu["processes"] = self.procs[i]
         return gpu
 
+    def gpu_indices(self):
+        return list(range(len(self.handles)))
+
     def sample(self):
-        return [self._gpu(i, h) for i, h in enumerate(self.handles)]
+        return [self.sample_gpu(i) for i in self.gpu_indices()]
 
     def facts(self):
         gpus = []
+        shutdown = self._const("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0)
+        slowdown = self._const("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)
         for i, h in enumerate(self.handles):
             pci = self._q("nvmlDeviceGetPciInfo", h)
             bus = self._text(getattr(pci, "busId", None)) if pci is not None else None
             try:
                 _, total = self._memory(h)
+                temps = (self._q("nvmlDeviceGetTemperatureThreshold", h, slowdown),
+                         self._q("nvmlDeviceGetTemperatureThreshold", h, shutdown))
+                gen_gpu = self._q("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)
             except GpuLost:
-                total = None
+                total, temps, gen_gpu = None, (None, None), None
             info = {"index": i, "uuid": self._text(self._q("nvmlDeviceGetUUID", h)),
                     "bus_id": normalise_bus_id(bus),
                     "name": self._text(self._q("nvmlDeviceGetName", h)),
-                    "mem_total_mib": total}
-            self.static[i] = info
+                    "mem_total_mib": total,
+                    "temp_slowdown_c": temps[0], "temp_shutdown_c": temps[1],
+                    "pcie_gen_max_gpu": gen_gpu}
+            self.static.setdefault(i, {}).update(info)
             gpus.append(info)
         cuda = self._q("nvmlSystemGetCudaDriverVersion")
         return {"driver_version": self._text(self._q("nvmlSystemGetDriverVersion")),
                 "cuda_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
                 "gpus": gpus}
+
+
+def process_owner(pid):
+    """(command name, user name) of a pid from /proc; None where it cannot be seen."""
+    if not isinstance(pid, int):
+        return None, None
+    name = read_text("/proc/%d/comm" % pid)
+    user = None
+    status = read_text("/proc/%d/status" % pid) or ""
+    m = re.search(r"^Uid:\s+(\d+)", status, re.M)
+    if m:
+        try:
+            import pwd
+            user = pwd.getpwuid(int(m.group(1))).pw_name
+        except (ImportError, KeyError):
+            user = m.group(1)
+    return (name.strip() if name else None), user
 
 
 class GpuLost(Exception):
@@ -667,39 +988,55 @@ def open_gpu_backend():
 
 
 class GpuWatchdog(object):
-    """Runs GPU collection on a worker thread with a deadline.
+    """Runs GPU collection on worker threads with a deadline, one thread per key (GPU).
 
     A call that does not return in time is abandoned (a hung driver cannot be
-    interrupted); until it returns, no new call is started and the GPUs are
-    reported ``unresponsive`` while the rest of the sample goes on.
+    interrupted); until it returns, no new call is started for that key and that GPU is
+    reported ``unresponsive``, while the other GPUs and the rest of the sample go on.
     """
 
     def __init__(self, deadline):
         self.deadline = deadline
-        self._busy = None
+        self._busy = {}
 
-    def call(self, fn):
+    def call_many(self, calls):
+        """[(key, fn)] -> {key: (ok, value_or_message)}; calls run in parallel."""
+        results = {}
+        started = []
+        for key, fn in calls:
+            busy = self._busy.get(key)
+            if busy is not None and busy.is_alive():
+                results[key] = (False, "previous GPU probe call still hung")
+                continue
+            box = {}
+            t = threading.Thread(target=_run_into, args=(fn, box), name="gpu-probe-%s" % key)
+            t.daemon = True
+            t.start()
+            started.append((key, t, box))
+        end = time.monotonic() + self.deadline
+        for key, t, box in started:
+            t.join(max(0.0, end - time.monotonic()))
+            if t.is_alive():
+                self._busy[key] = t
+                results[key] = (False, "GPU probe timed out after %gs" % self.deadline)
+                continue
+            self._busy.pop(key, None)
+            if "error" in box:
+                results[key] = (False, box["error"])
+            else:
+                results[key] = (True, box.get("value"))
+        return results
+
+    def call(self, fn, key="all"):
         """Returns (ok, value_or_message)."""
-        if self._busy is not None and self._busy.is_alive():
-            return False, "previous GPU probe call still hung"
-        box = {}
+        return self.call_many([(key, fn)])[key]
 
-        def run():
-            try:
-                box["value"] = fn()
-            except Exception as exc:  # reported as an error line, never fatal
-                box["error"] = "%s: %s" % (type(exc).__name__, exc)
 
-        t = threading.Thread(target=run, name="gpu-probe", daemon=True)
-        t.start()
-        t.join(self.deadline)
-        if t.is_alive():
-            self._busy = t
-            return False, "GPU probe timed out after %gs" % self.deadline
-        self._busy = None
-        if "error" in box:
-            return False, box["error"]
-        return True, box.get("value")
+def _run_into(fn, box):
+    try:
+        box["value"] = fn()
+    except Exception as exc:  # reported as an error line, never fatal
+        box["error"] = "%s: %s" % (type(exc).__name__, exc)
 
 
 # --------------------------------------------------------------------------- log tailing
@@ -777,6 +1114,37 @@ def parse_scenarios(text):
     return out or [{"name": "healthy", "gpu": None, "at": None}]
 
 
+def sim_topo_text():
+    """``nvidia-smi topo -m`` of an HGX H100 with one NDR HCA per GPU."""
+    n = 8
+    head = ["GPU%d" % i for i in range(n)] + ["NIC%d" % i for i in range(n)]
+    lines = ["\t" + "\t".join(head) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+
+    def path(a, b):
+        if a == b:
+            return "X"
+        return "NODE" if (a < 4) == (b < 4) else "SYS"
+
+    for i in range(n):
+        cells = ["X" if i == j else "NV18" for j in range(n)]
+        cells += ["PIX" if i == j else path(i, j) for j in range(n)]
+        aff = "0-55,112-167\t0" if i < 4 else "56-111,168-223\t1"
+        lines.append("GPU%d\t" % i + "\t".join(cells) + "\t" + aff + "\t\tN/A")
+    for i in range(n):
+        cells = ["PIX" if i == j else path(i, j) for j in range(n)]
+        cells += [path(i, j) for j in range(n)]
+        lines.append("NIC%d\t" % i + "\t".join(cells))
+    lines += ["", "Legend:", "", "  X    = Self",
+              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between "
+              "NUMA nodes (e.g., QPI/UPI)",
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe "
+              "Host Bridges within a NUMA node",
+              "  PIX  = Connection traversing at most a single PCIe bridge",
+              "  NV#  = Connection traversing a bonded set of # NVLinks", "", "NIC Legend:", ""]
+    lines += ["  NIC%d: mlx5_%d" % (i, i) for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
 class Simulator(object):
     """A realistic 8x H100 host whose trouble follows its scenarios; deterministic per seed."""
 
@@ -808,8 +1176,10 @@ class Simulator(object):
             "cpu_cores_physical": 112, "mem_total_bytes": 2 * 1024 ** 4,
             "swap_total_bytes": 8 * 1024 ** 3,
         }
+        facts["numa_nodes"] = 2
         gpus = [{"index": i, "uuid": self.uuids[i], "bus_id": b, "name": "NVIDIA H100 80GB HBM3",
-                 "mem_total_mib": SIM_MEM_TOTAL} for i, b in enumerate(SIM_BUS_IDS)]
+                 "mem_total_mib": SIM_MEM_TOTAL, "temp_slowdown_c": 90, "temp_shutdown_c": 92,
+                 "pcie_gen_max_gpu": 5} for i, b in enumerate(SIM_BUS_IDS)]
         return facts, gpus
 
     def _util(self, t):
@@ -817,6 +1187,38 @@ class Simulator(object):
             phase = t % 20.0
             return 97.0 if phase < 12.0 else 3.0
         return 96.0
+
+    def _chain(self, i, t):
+        """GPU behind a PCIe switch behind a root port, as on an HGX baseboard."""
+        bus = SIM_BUS_IDS[i]
+        dn = self._get("link-downgrade")
+        width = 8 if dn is not None and dn["gpu"] == i else 16
+        node = 0 if i < 4 else 1
+        cpus = "0-55,112-167" if node == 0 else "56-111,168-223"
+        b = int(bus[5:7], 16)
+        return [
+            {"address": bus, "speed_gts": 32.0, "width": width, "max_speed_gts": 32.0,
+             "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:00.0" % (b - 1), "speed_gts": 32.0, "width": width,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:00.0" % (b - 2), "speed_gts": 32.0, "width": 16,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:01.0" % (b - 3), "speed_gts": 32.0, "width": 16,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+        ]
+
+    def pcie(self, t):
+        return dict((SIM_BUS_IDS[i], self._chain(i, t)) for i in range(len(SIM_BUS_IDS)))
+
+    def topology(self):
+        """What a real HGX H100 host's hello carries beyond the GPU list."""
+        nics = [{"name": "mlx5_%d" % i, "kind": "infiniband",
+                 "address": "0000:%02x:00.0" % (int(SIM_BUS_IDS[i][5:7], 16) + 1),
+                 "numa_node": 0 if i < 4 else 1,
+                 "ports": [{"port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)",
+                            "link_layer": "InfiniBand"}]} for i in range(8)]
+        return {"pcie": self.pcie(0.0), "nics": nics, "topo_text": sim_topo_text(),
+                "datasets": [{"path": "/data", "device": "nvme0n1"}]}
 
     def sample(self, t):
         r = self.rng
@@ -860,6 +1262,15 @@ class Simulator(object):
                 "power_limit_w": SIM_POWER_LIMIT, "sm_clock_mhz": round(clock),
                 "sm_clock_max_mhz": SIM_SM_MAX, "clock_reasons": reasons,
                 "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": width, "pcie_width_max": 16,
+                "temp_mem_c": round(temp + 6.0, 1), "mem_clock_mhz": 2619.0,
+                "mem_clock_max_mhz": 2619.0, "pstate": "P0",
+                "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0,
+                "ecc_corrected_aggregate": 0, "ecc_uncorrected_aggregate": 0,
+                "retired_pages_pending": None, "remap_correctable": 0,
+                "remap_uncorrectable": 0, "remap_pending": False, "remap_failure": False,
+                "nvlink_up": 18, "nvlink_links": 18, "persistence": True, "pcie_replay": 0,
+                "processes": [{"pid": 41000 + i, "name": "python", "user": "train",
+                               "used_mib": round(mem - 520.0, 1)}],
             })
         return gpus, self._host(t), self._disks(t)
 
@@ -870,7 +1281,7 @@ class Simulator(object):
             "load1": round(41.0 + r.uniform(-3, 3), 2), "load5": 40.5, "load15": 40.1,
             "mem_used_bytes": int(420 * 1024 ** 3 + r.uniform(0, 2) * 1024 ** 3),
             "mem_total_bytes": 2 * 1024 ** 4, "swap_used_bytes": 0,
-            "swap_total_bytes": 8 * 1024 ** 3,
+            "swap_total_bytes": 8 * 1024 ** 3, "swap_in_pages_s": 0.0, "swap_out_pages_s": 0.0,
         }
 
     def _disks(self, t):
@@ -927,6 +1338,7 @@ class Agent(object):
         self._next_glob = 0.0
         self._scan_logs(first=True)
         self.errors_seen = {}
+        self.extra_hello = {}
         self.t0 = time.time()
 
     def _scan_logs(self, first=False):
@@ -973,13 +1385,35 @@ class Agent(object):
                     probes[self.gpu.name] = {"available": False, "reason": value}
                     self.error(self.gpu.name, value)
             simulated = []
+            self.static_hello(facts, gpus)
             probes["psutil"] = {"available": _has_module("psutil")}
             probes["diskstats"] = ({"available": True} if os.path.exists("/proc/diskstats")
                                    else {"available": False, "reason": "no /proc/diskstats"})
         self.gpu_list = gpus
-        self.w.send({"type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION,
-                     "ts": time.time(), "host": facts, "gpus": gpus, "probes": probes,
-                     "simulated": simulated})
+        if self.sim is None:
+            self.extra_hello["pcie"] = self.pcie_links()
+        else:
+            self.extra_hello.update(self.sim.topology())
+        hello = {"type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION,
+                 "ts": time.time(), "host": facts, "gpus": gpus, "probes": probes,
+                 "simulated": simulated}
+        hello.update(self.extra_hello)
+        self.w.send(hello)
+
+    def static_hello(self, facts, gpus):
+        """Topology facts that only change with hardware: PCIe chains, NICs, NUMA, datasets."""
+        root = self.args.sys_root
+        facts["numa_nodes"] = numa_nodes(root)
+        self.extra_hello["pcie"] = self.pcie_links()
+        self.extra_hello["nics"] = read_nics(root)
+        smi = shutil.which("nvidia-smi") if gpus else None
+        self.extra_hello["topo_text"] = capture_topology(smi)
+        self.extra_hello["datasets"] = [{"path": d, "device": block_device_of(root, d)}
+                                        for d in self.args.dataset]
+
+    def pcie_links(self):
+        return dict((g["bus_id"], pci_chain(self.args.sys_root, g["bus_id"]))
+                    for g in self.gpu_list if g.get("bus_id"))
 
     def sim_time(self):
         return self.seq * self.args.interval * self.args.speed
@@ -987,13 +1421,31 @@ class Agent(object):
     def gpus_now(self):
         if self.gpu is None:
             return []
-        ok, value = self.watchdog.call(self.gpu.sample)
-        if ok:
-            return value
-        self.error(self.gpu.name, value)
-        state = "unresponsive" if "hung" in value or "timed out" in value else "unknown"
-        return [{"index": g["index"], "uuid": g.get("uuid"), "state": state}
-                for g in self.gpu_list]
+        per_gpu = getattr(self.gpu, "sample_gpu", None)
+        if per_gpu is None:
+            ok, value = self.watchdog.call(self.gpu.sample)
+            if ok:
+                return value
+            self.error(self.gpu.name, value)
+            return [self._not_answered(g, value) for g in self.gpu_list]
+        indices = self.gpu.gpu_indices()
+        results = self.watchdog.call_many(
+            [(i, functools.partial(per_gpu, i)) for i in indices])
+        gpus = []
+        for i in indices:
+            ok, value = results[i]
+            if ok:
+                gpus.append(value)
+                continue
+            self.error(self.gpu.name, "GPU %d: %s" % (i, value))
+            known = next((g for g in self.gpu_list if g.get("index") == i), {"index": i})
+            gpus.append(self._not_answered(known, value))
+        return gpus
+
+    def _not_answered(self, gpu, message):
+        hung = "hung" in message or "timed out" in message
+        return {"index": gpu["index"], "uuid": gpu.get("uuid"),
+                "state": "unresponsive" if hung else "unknown"}
 
     def sample(self, host_reader):
         ts = time.time()
@@ -1012,8 +1464,11 @@ class Agent(object):
             for line in tail.lines():
                 self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts,
                              "source": "job:" + tail.path, "line": line})
-        self.w.send({"type": "sample", "v": PROTOCOL_VERSION, "seq": self.seq, "ts": ts,
-                     "gpus": gpus, "host": host, "disks": disks})
+        msg = {"type": "sample", "v": PROTOCOL_VERSION, "seq": self.seq, "ts": ts,
+               "gpus": gpus, "host": host, "disks": disks}
+        if self.seq > 0 and self.seq % PCIE_EVERY_TICKS == 0:
+            msg["pcie"] = self.pcie_links() if self.sim is None else self.sim.pcie(t)
+        self.w.send(msg)
         self.seq += 1
 
     def run(self):
@@ -1062,6 +1517,9 @@ def parse_args(argv):
                    help="follow job logs matching GLOB read-only; new lines become events")
     p.add_argument("--gpu-deadline", type=float, default=GPU_DEADLINE_S,
                    help="seconds before a GPU probe call counts as hung")
+    p.add_argument("--dataset", action="append", default=[], metavar="PATH",
+                   help="report which block device holds PATH (repeatable)")
+    p.add_argument("--sys-root", default="/sys", help=argparse.SUPPRESS)
     p.add_argument("--stdin-eof-exit", action="store_true",
                    help="exit when stdin closes (the console went away)")
     args = p.parse_args(argv)

@@ -17,8 +17,10 @@ from typing import Any
 from probes.errors import ProtocolError
 from probes.samples import (
     AgentMessage,
+    DatasetDevice,
     DiskStats,
     GpuInfo,
+    GpuProcess,
     GpuSample,
     GpuState,
     Hello,
@@ -26,12 +28,16 @@ from probes.samples import (
     HostSample,
     HostStats,
     LogEvent,
+    Nic,
+    NicPort,
+    PcieLink,
     ProbeError,
     ProbeStatus,
 )
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 256 * 1024
+MAX_TOPO_CHARS = 64 * 1024
 """A hello for a 16-GPU host is about 5 KiB; anything this long is not ours."""
 
 
@@ -207,6 +213,9 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
             bus_id=_str(g.get("bus_id")),
             name=_str(g.get("name")),
             mem_total_mib=_num(g.get("mem_total_mib")),
+            temp_slowdown_c=_num(g.get("temp_slowdown_c")),
+            temp_shutdown_c=_num(g.get("temp_shutdown_c")),
+            pcie_gen_max_gpu=_int(g.get("pcie_gen_max_gpu")),
         )
         for g in _list(obj.get("gpus"))
         if isinstance(g, dict) and _int(g.get("index")) is not None
@@ -229,14 +238,46 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
         mem_total_bytes=_int(host.get("mem_total_bytes")),
         swap_total_bytes=_int(host.get("swap_total_bytes")),
         gpus=gpus,
+        numa_nodes=_int(host.get("numa_nodes")),
         probes=probes,
         simulated=tuple(s for s in _list(obj.get("simulated")) if isinstance(s, str)),
     )
     protocol = _int(obj.get("v"))
     if protocol is None:
         raise ValueError("hello without protocol version 'v'")
+    topo = _str(obj.get("topo_text"))
     return Hello(ts=_num(obj.get("ts")) or 0.0, protocol=protocol,
-                 agent_version=_str(obj.get("agent")) or "?", facts=facts)
+                 agent_version=_str(obj.get("agent")) or "?", facts=facts,
+                 pcie=_decode_chains(obj.get("pcie")) or {},
+                 nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))
+                            if isinstance(n, dict) and _str(n.get("name"))),
+                 topo_text=topo[:MAX_TOPO_CHARS] if topo else None,
+                 datasets=tuple(DatasetDevice(path=d["path"], device=_str(d.get("device")))
+                                for d in _list(obj.get("datasets"))
+                                if isinstance(d, dict) and _str(d.get("path"))))
+
+
+def _decode_link(d: dict[str, Any]) -> PcieLink:
+    return PcieLink(address=_str(d.get("address")), speed_gts=_num(d.get("speed_gts")),
+                    width=_int(d.get("width")), max_speed_gts=_num(d.get("max_speed_gts")),
+                    max_width=_int(d.get("max_width")), numa_node=_int(d.get("numa_node")),
+                    local_cpulist=_str(d.get("local_cpulist")))
+
+
+def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
+    if not isinstance(value, dict):
+        return None
+    return {bus: tuple(_decode_link(d) for d in _list(chain) if isinstance(d, dict))
+            for bus, chain in value.items() if isinstance(bus, str)}
+
+
+def _decode_nic(n: dict[str, Any]) -> Nic:
+    ports = tuple(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
+                          rate=_str(p.get("rate")), link_layer=_str(p.get("link_layer")))
+                  for p in _list(n.get("ports")) if isinstance(p, dict))
+    return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
+               address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),
+               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports)
 
 
 def _gpu_state(value: Any) -> GpuState:
@@ -266,7 +307,39 @@ def _decode_gpu(g: dict[str, Any]) -> GpuSample:
         pcie_gen_max=_int(g.get("pcie_gen_max")),
         pcie_width=_int(g.get("pcie_width")),
         pcie_width_max=_int(g.get("pcie_width_max")),
+        temp_mem_c=_num(g.get("temp_mem_c")),
+        mem_clock_mhz=_num(g.get("mem_clock_mhz")),
+        mem_clock_max_mhz=_num(g.get("mem_clock_max_mhz")),
+        pstate=_str(g.get("pstate")),
+        ecc_corrected_volatile=_int(g.get("ecc_corrected_volatile")),
+        ecc_uncorrected_volatile=_int(g.get("ecc_uncorrected_volatile")),
+        ecc_corrected_aggregate=_int(g.get("ecc_corrected_aggregate")),
+        ecc_uncorrected_aggregate=_int(g.get("ecc_uncorrected_aggregate")),
+        retired_pages_pending=_bool(g.get("retired_pages_pending")),
+        remap_correctable=_int(g.get("remap_correctable")),
+        remap_uncorrectable=_int(g.get("remap_uncorrectable")),
+        remap_pending=_bool(g.get("remap_pending")),
+        remap_failure=_bool(g.get("remap_failure")),
+        nvlink_up=_int(g.get("nvlink_up")),
+        nvlink_links=_int(g.get("nvlink_links")),
+        persistence=_bool(g.get("persistence")),
+        pcie_replay=_int(g.get("pcie_replay")),
+        pcie_tx_kbs=_num(g.get("pcie_tx_kbs")),
+        pcie_rx_kbs=_num(g.get("pcie_rx_kbs")),
+        processes=_decode_processes(g.get("processes")),
     )
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _decode_processes(value: Any) -> tuple[GpuProcess, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(GpuProcess(pid=_int(p.get("pid")), name=_str(p.get("name")),
+                            user=_str(p.get("user")), used_mib=_num(p.get("used_mib")))
+                 for p in value if isinstance(p, dict))
 
 
 def _decode_disk(name: str, d: dict[str, Any]) -> DiskStats:
@@ -288,6 +361,8 @@ def _decode_sample(obj: dict[str, Any]) -> HostSample:
         mem_total_bytes=_int(host.get("mem_total_bytes")),
         swap_used_bytes=_int(host.get("swap_used_bytes")),
         swap_total_bytes=_int(host.get("swap_total_bytes")),
+        swap_in_pages_s=_num(host.get("swap_in_pages_s")),
+        swap_out_pages_s=_num(host.get("swap_out_pages_s")),
     )
     gpus = tuple(_decode_gpu(g) for g in _list(obj.get("gpus"))
                  if isinstance(g, dict) and _int(g.get("index")) is not None)
@@ -296,7 +371,8 @@ def _decode_sample(obj: dict[str, Any]) -> HostSample:
     ts = _num(obj.get("ts"))
     if ts is None:
         raise ValueError("sample without 'ts'")
-    return HostSample(ts=ts, seq=_int(obj.get("seq")) or 0, gpus=gpus, host=stats, disks=disks)
+    return HostSample(ts=ts, seq=_int(obj.get("seq")) or 0, gpus=gpus, host=stats, disks=disks,
+                      pcie=_decode_chains(obj.get("pcie")))
 
 
 def _decode_event(obj: dict[str, Any]) -> LogEvent:

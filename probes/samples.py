@@ -7,6 +7,7 @@ also what the agent's nvidia-smi fallback reads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -32,6 +33,56 @@ class GpuInfo:
     bus_id: str | None
     name: str | None
     mem_total_mib: float | None
+    temp_slowdown_c: float | None = None
+    """Where the driver starts slowing the GPU for heat (NVML slowdown threshold)."""
+    temp_shutdown_c: float | None = None
+    pcie_gen_max_gpu: int | None = None
+    """The GPU's own best PCIe generation; ``GpuSample.pcie_gen_max`` also counts the slot."""
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """One PCI function's link as sysfs shows it (``current_link_speed`` … ``numa_node``)."""
+
+    address: str | None
+    speed_gts: float | None = None
+    width: int | None = None
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+    numa_node: int | None = None
+    local_cpulist: str | None = None
+
+
+@dataclass(frozen=True)
+class NicPort:
+    """An InfiniBand port (``/sys/class/infiniband/<hca>/ports/<n>``)."""
+
+    port: int | None
+    state: str | None
+    rate: str | None
+    link_layer: str | None
+
+
+@dataclass(frozen=True)
+class Nic:
+    """A physical NIC or HCA with where it sits on the PCI tree."""
+
+    name: str
+    kind: str
+    """``infiniband`` (an HCA) or ``net`` (a network interface)."""
+    address: str | None
+    numa_node: int | None
+    state: str | None = None
+    speed_mbps: int | None = None
+    ports: tuple[NicPort, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetDevice:
+    """Which block device holds a configured dataset path (None: could not tell)."""
+
+    path: str
+    device: str | None
 
 
 @dataclass(frozen=True)
@@ -59,6 +110,7 @@ class HostFacts:
     mem_total_bytes: int | None
     swap_total_bytes: int | None
     gpus: tuple[GpuInfo, ...] = ()
+    numa_nodes: int | None = None
     probes: tuple[ProbeStatus, ...] = ()
     simulated: tuple[str, ...] = ()
     """Simulator scenarios; empty for a real host."""
@@ -72,6 +124,22 @@ class Hello:
     protocol: int
     agent_version: str
     facts: HostFacts
+    pcie: Mapping[str, tuple[PcieLink, ...]] = field(default_factory=dict)
+    """GPU bus id -> its link and the bridges above it, GPU first."""
+    nics: tuple[Nic, ...] = ()
+    topo_text: str | None = None
+    """``nvidia-smi topo -m`` as the host printed it (parsed by ``probes.parsers.topo``)."""
+    datasets: tuple[DatasetDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU (``--query-compute-apps``) with its owner from /proc."""
+
+    pid: int | None
+    name: str | None
+    user: str | None
+    used_mib: float | None
 
 
 @dataclass(frozen=True)
@@ -112,6 +180,39 @@ class GpuSample:
     """``pcie.link.width.current``"""
     pcie_width_max: int | None = None
     """``pcie.link.width.max``"""
+    temp_mem_c: float | None = None
+    """``temperature.memory`` (HBM)"""
+    mem_clock_mhz: float | None = None
+    """``clocks.mem``"""
+    mem_clock_max_mhz: float | None = None
+    """``clocks.max.mem``"""
+    pstate: str | None = None
+    """``pstate``: P0 is full performance, P8 idle."""
+    ecc_corrected_volatile: int | None = None
+    """``ecc.errors.corrected.volatile.total`` (since the driver loaded)"""
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    """``ecc.errors.corrected.aggregate.total`` (lifetime)"""
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_pending: bool | None = None
+    """``retired_pages.pending``: a page waits for the next driver reload to be retired."""
+    remap_correctable: int | None = None
+    """``remapped_rows.correctable``"""
+    remap_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    """``remapped_rows.pending``: the GPU needs a reset to apply a remap."""
+    remap_failure: bool | None = None
+    """``remapped_rows.failure``: no spare rows left; the GPU needs service."""
+    nvlink_up: int | None = None
+    nvlink_links: int | None = None
+    persistence: bool | None = None
+    """``persistence_mode``"""
+    pcie_replay: int | None = None
+    """PCIe replay counter: link-level retransmissions since boot."""
+    pcie_tx_kbs: float | None = None
+    pcie_rx_kbs: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    """Compute processes; None when the probe cannot list them."""
 
     @property
     def mem_used_pct(self) -> float | None:
@@ -133,6 +234,9 @@ class HostStats:
     mem_total_bytes: int | None = None
     swap_used_bytes: int | None = None
     swap_total_bytes: int | None = None
+    swap_in_pages_s: float | None = None
+    """``vmstat`` si: pages swapped in per second; steady swapping starves a training job."""
+    swap_out_pages_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +264,8 @@ class HostSample:
     gpus: tuple[GpuSample, ...] = ()
     host: HostStats = field(default_factory=HostStats)
     disks: tuple[DiskStats, ...] = ()
+    pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
+    """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ by FAKE_NVML: comma-separated flags
   nopower1     GPU 1 raises NVMLError_NotSupported for power
   oldreasons   no nvmlDeviceGetCurrentClocksEventReasons (pre-12.535 binding)
   hangutil     nvmlDeviceGetUtilizationRates blocks (a hung driver)
+  hangutil1    the same, on GPU 1 only
+  memtrouble1  GPU 1 has uncorrectable ECC errors, a row-remap failure, pages pending
   noinit       nvmlInit raises NVMLError_DriverNotLoaded
 """
 import os
@@ -16,6 +18,16 @@ from collections import namedtuple
 FLAGS = set(filter(None, os.environ.get("FAKE_NVML", "").split(",")))
 NVML_TEMPERATURE_GPU = 0
 NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_NVLINK_MAX_LINKS = 18
+NVML_PCIE_UTIL_TX_BYTES = 0
+NVML_PCIE_UTIL_RX_BYTES = 1
 nvmlMemory_v2 = 0x02000028
 
 
@@ -35,9 +47,14 @@ class NVMLError_DriverNotLoaded(NVMLError):
     pass
 
 
+class NVMLError_InvalidArgument(NVMLError):
+    pass
+
+
 Memory = namedtuple("Memory", "total reserved free used")
 Util = namedtuple("Util", "gpu memory")
 Pci = namedtuple("Pci", "busId")
+Proc = namedtuple("Proc", "pid usedGpuMemory")
 
 
 def _check(h):
@@ -86,7 +103,7 @@ def nvmlDeviceGetMemoryInfo(h, version=None):
 
 def nvmlDeviceGetUtilizationRates(h):
     _check(h)
-    if "hangutil" in FLAGS:
+    if "hangutil" in FLAGS or ("hangutil1" in FLAGS and h == 1):
         time.sleep(3600)
     return Util(90 + h, 40)
 
@@ -146,3 +163,68 @@ def nvmlDeviceGetCurrPcieLinkWidth(h):
 def nvmlDeviceGetMaxPcieLinkWidth(h):
     _check(h)
     return 16
+
+
+def nvmlDeviceGetGpuMaxPcieLinkGeneration(h):
+    _check(h)
+    return 5
+
+
+def nvmlDeviceGetPerformanceState(h):
+    _check(h)
+    return 0
+
+
+def nvmlDeviceGetTemperatureThreshold(h, kind):
+    _check(h)
+    return {NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89}[kind]
+
+
+def _trouble(h):
+    return "memtrouble1" in FLAGS and h == 1
+
+
+def nvmlDeviceGetTotalEccErrors(h, error_type, counter_type):
+    _check(h)
+    if error_type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED:
+        return 3 if _trouble(h) else 0
+    return 12 if counter_type == NVML_AGGREGATE_ECC else 1
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(h):
+    _check(h)
+    if not _trouble(h):
+        raise NVMLError_NotSupported("Not Supported")  # Hopper: row remapping instead
+    return 1
+
+
+def nvmlDeviceGetRemappedRows(h):
+    _check(h)
+    return (0, 2, 0, 1) if _trouble(h) else (0, 0, 0, 0)
+
+
+def nvmlDeviceGetNvLinkState(h, link):
+    _check(h)
+    if link >= 18:
+        raise NVMLError_InvalidArgument("Invalid Argument")
+    return 0 if (h == 2 and link == 5) else 1
+
+
+def nvmlDeviceGetPersistenceMode(h):
+    _check(h)
+    return 1
+
+
+def nvmlDeviceGetPcieReplayCounter(h):
+    _check(h)
+    return 7 if h == 0 else 0
+
+
+def nvmlDeviceGetPcieThroughput(h, counter):
+    _check(h)
+    return 1200 if counter == NVML_PCIE_UTIL_TX_BYTES else 3400
+
+
+def nvmlDeviceGetComputeRunningProcesses(h):
+    _check(h)
+    return [Proc(os.getpid(), 900 * 1024 * 1024)] if h == 0 else []
