@@ -8,32 +8,13 @@ history (leaks, starvation) and the full Xid / NCCL catalogs build on this.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 
-from probes.samples import GpuSample, GpuState, Hello, HostSample, LogEvent
-
-
-class Step(str, Enum):
-    """The fixed triage order: GPU state, then system log, then NCCL, then model code."""
-
-    GPU = "gpu"
-    SYSLOG = "syslog"
-    NCCL = "nccl"
-    MODEL = "model"
-
-
-class Severity(str, Enum):
-    """How urgent a finding is."""
-
-    CRITICAL = "critical"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        """Higher is worse; for sorting and "worst finding" columns."""
-        return {"critical": 3, "warning": 2, "info": 1}[self.value]
+from probes.parsers import topo
+from probes.parsers.pcie import gen_shortfall, link_shortfall
+from probes.samples import GpuSample, GpuState, Hello, HostSample, LogEvent, PcieLink
+from probes.triage import DISK_SATURATED_UTIL, Severity, Step
 
 
 @dataclass(frozen=True)
@@ -61,7 +42,7 @@ THROTTLE_REASONS = frozenset({
 })
 """Reasons that slow a GPU whatever its load; ``sw_power_cap`` counts only when busy."""
 BUSY_UTIL_PCT = 50.0
-DISK_SATURATED_UTIL = 90.0
+
 
 
 def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[Finding]:
@@ -116,15 +97,114 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
         out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
                            f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
                            host, gpu=gpu.index, ts=ts))
-    if gpu.pcie_width is not None and gpu.pcie_width_max and gpu.pcie_width < gpu.pcie_width_max:
+    link = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    if link is Severity.WARNING:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
                            f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
                            f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts))
-    elif busy and gpu.pcie_gen is not None and gpu.pcie_gen_max and gpu.pcie_gen < gpu.pcie_gen_max:
+    elif link is Severity.INFO and busy:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
                            f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
                            f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts))
+    out.extend(_memory_health(host, gpu, ts))
+    if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
+        out.append(Finding(Step.GPU, "nvlink-down", Severity.WARNING,
+                           f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "
+                           f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts))
     return out
+
+
+def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+    """ECC, row remapping and page retirement: the card's memory is failing or needs a reset."""
+    out = []
+    if gpu.ecc_uncorrected_volatile:
+        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.CRITICAL,
+                           f"GPU {gpu.index}: {gpu.ecc_uncorrected_volatile} uncorrectable ECC "
+                           "errors since the driver loaded", host, gpu=gpu.index, ts=ts))
+    elif gpu.ecc_uncorrected_aggregate:
+        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.INFO,
+                           f"GPU {gpu.index}: {gpu.ecc_uncorrected_aggregate} uncorrectable ECC "
+                           "errors in its lifetime (none since the driver loaded)",
+                           host, gpu=gpu.index, ts=ts))
+    if gpu.remap_failure:
+        out.append(Finding(Step.GPU, "row-remap-failure", Severity.CRITICAL,
+                           f"GPU {gpu.index}: row remapping failed (no spare rows); the card "
+                           "needs service", host, gpu=gpu.index, ts=ts))
+    elif gpu.remap_pending:
+        out.append(Finding(Step.GPU, "row-remap-pending", Severity.WARNING,
+                           f"GPU {gpu.index}: a row remap waits for a GPU reset",
+                           host, gpu=gpu.index, ts=ts))
+    if gpu.retired_pages_pending:
+        out.append(Finding(Step.GPU, "retired-pages-pending", Severity.WARNING,
+                           f"GPU {gpu.index}: retired pages wait for a driver reload",
+                           host, gpu=gpu.index, ts=ts))
+    return out
+
+
+SWAP_PAGES_S = 256.0
+"""Sustained swap-in above this (1 MiB/s of 4 KiB pages) stalls data loaders."""
+
+
+def host_findings(host: str, sample: HostSample) -> list[Finding]:
+    """Host-level trouble that starves GPUs: swapping."""
+    swap = sample.host.swap_in_pages_s
+    if swap is not None and swap >= SWAP_PAGES_S:
+        return [Finding(Step.GPU, "host-swapping", Severity.WARNING,
+                        f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts)]
+    return []
+
+
+def link_chain_findings(host: str, hello: Hello,
+                        chains: Mapping[str, tuple[PcieLink, ...]]) -> list[Finding]:
+    """A GPU's link or a bridge above it trained narrower than it can (sysfs, no root).
+
+    Only width counts here: links train down in speed when idle, which the per-sample
+    check judges with the GPU's load; lanes lost stay lost.
+    """
+    index = {g.bus_id: g.index for g in hello.facts.gpus if g.bus_id}
+    out = []
+    for bus, chain in chains.items():
+        for link in chain:
+            if link_shortfall(None, link.max_width, None, link.width) is not Severity.WARNING:
+                continue
+            what = "its link" if link.address == bus else f"bridge {link.address} above it"
+            out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
+                               f"GPU {index.get(bus, '?')} ({bus}): {what} runs x{link.width} "
+                               f"of x{link.max_width}", host, gpu=index.get(bus)))
+            break
+    return out
+
+
+def topology_findings(host: str, hello: Hello) -> list[Finding]:
+    """``nvidia-smi topo -m`` from the hello, judged by the same parser as ``explain``.
+
+    Live, the whole matrix is known: when every GPU also has a NIC on its own socket,
+    the SYS GPU–NIC cells are the far NICs NCCL will not pick, so they are information.
+    """
+    if not hello.topo_text:
+        return []
+    result = topo.explain(hello.topo_text.splitlines())
+    matrix = topo.parse_topo(hello.topo_text.splitlines())
+    out = []
+    for f in result.findings:
+        severity = f.severity
+        if severity is Severity.WARNING and _every_gpu_has_a_local_nic(matrix):
+            severity = Severity.INFO
+        out.append(Finding(Step.GPU, f.code, severity, f.summary, host, evidence=f.evidence))
+    return out
+
+
+_LOCAL_PATHS = frozenset({"PIX", "PXB", "PHB", "NODE"})
+
+
+def _every_gpu_has_a_local_nic(matrix: topo.TopoMatrix) -> bool:
+    if not matrix.nics:
+        return False
+    for gpu in matrix.gpus:
+        row = matrix.links.get(gpu, {})
+        if not any(row.get(nic) in _LOCAL_PATHS for nic in matrix.nics):
+            return False
+    return True
 
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+|\.\.\.)\): (\d+)")

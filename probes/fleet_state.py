@@ -10,7 +10,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from probes.findings import Finding, Severity, event_findings, sample_findings
+from probes.findings import (
+    Finding,
+    Severity,
+    event_findings,
+    host_findings,
+    link_chain_findings,
+    sample_findings,
+    topology_findings,
+)
 from probes.fleet import HostSpec
 from probes.samples import Hello, HostSample, LogEvent, ProbeError
 from probes.session_events import Connected, Disconnected, SessionItem
@@ -81,6 +89,8 @@ class HostState:
     sticky: dict[tuple[str, str, int | None, int | None], Finding] = field(default_factory=dict)
     """Findings from events and from GPUs that vanished: they stay until acknowledged."""
     current: tuple[Finding, ...] = ()
+    layout: tuple[Finding, ...] = ()
+    """Findings about how the host is built (topology, PCIe chains), kept until they change."""
 
     @property
     def name(self) -> str:
@@ -95,6 +105,8 @@ class HostState:
         elif isinstance(item, Hello):
             self.hello = item
             self.status = HostStatus.STREAMING
+            self.layout = tuple(topology_findings(self.name, item)
+                                + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
             self.events.append(item)
             for f in event_findings(self.name, item):
@@ -117,7 +129,11 @@ class HostState:
                 if ring is None:
                     ring = self.mem_history[gpu.index] = deque(maxlen=HISTORY_POINTS)
                 ring.append((sample.ts, gpu.mem_used_mib))
-        found = sample_findings(self.name, self.hello, sample)
+        found = sample_findings(self.name, self.hello, sample) + host_findings(self.name, sample)
+        if sample.pcie is not None and self.hello is not None:
+            chains = link_chain_findings(self.name, self.hello, sample.pcie)
+            self.layout = tuple(f for f in self.layout if f.code != "pcie-link-downgraded")
+            self.layout += tuple(chains)
         for f in found:
             if f.code == "gpu-lost":
                 self.sticky.setdefault(f.key, f)
@@ -125,7 +141,8 @@ class HostState:
 
     def findings(self) -> list[Finding]:
         """Current and sticky findings, worst first, one per incident."""
-        merged = {f.key: f for f in self.current}
+        merged = {f.key: f for f in self.layout}
+        merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
         return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))
 

@@ -13,8 +13,8 @@ BDF_IN_TEXT = re.compile(
 def normalize_bus_id(text: str | None) -> str | None:
     """``00000000:3B:00.0`` → ``0000:3b:00.0``; ``4e:00.0`` → ``0000:4e:00.0``; else None.
 
-    A domain whose leading digits are zeros is cut to its last four hex digits; a non-zero
-    wider domain (``00008ED0``) is kept whole, lowercased.
+    An all-zero domain is cut to four digits; any other domain wider than four
+    (``00008ED0``) is kept whole, lowercased, as the contract's example shows.
     """
     if text is None:
         return None
@@ -23,7 +23,7 @@ def normalize_bus_id(text: str | None) -> str | None:
         return None
     domain, bus, dev, fn = m.groups()
     domain = (domain or "0").lower()
-    if len(domain) > 4 and set(domain[:-4]) <= {"0"}:
-        domain = domain[-4:]
+    if len(domain) > 4 and set(domain) <= {"0"}:
+        domain = "0000"
     domain = domain.rjust(4, "0")
     return f"{domain}:{bus.lower().rjust(2, '0')}:{dev.lower().rjust(2, '0')}.{fn}"

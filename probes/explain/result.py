@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from probes.findings import Severity, Step
+from probes.triage import Severity, Step
 
 
 @dataclass(frozen=True)

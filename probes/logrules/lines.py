@@ -19,20 +19,29 @@ _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # grep over several files: "/var/log/syslog.1:" or "kern.log:"
-    ("file", re.compile(r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*):(?=\S)")),
+    ("file", re.compile(
+        r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*):(?=\S)")),
     # CloudWatch / table exports: "| 1700000000000 | msg |"
     ("time", re.compile(r"^\|\s*(?P<v>[\d\-T:.+Z ]{10,40}?)\s*\|\s*")),
     # dmesg -T: "[Sat Nov  8 03:17:44 2025] " (the opening bracket is sometimes lost)
     ("time", re.compile(rf"^\[?(?P<v>{_DAYS} {_MONTHS} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\]\s?")),
-    # syslog / journalctl: "Sep  3 02:11:58 host kernel: " (also "Sep 03", and CJK months)
+    # syslog / journalctl: "Sep  3 02:11:58 host kernel: " (also "Sep 03", fractional
+    # seconds of short-precise, short-full's "Sat 2025-11-08 03:17:44 UTC", CJK months)
     ("time", re.compile(
-        rf"^(?P<v>(?:{_MONTHS}|\d{{1,2}}月) ?[ \d]?\d日? \d\d:\d\d:\d\d)\s+(?P<host>[\w.\-]+)\s+"
-        r"(?:kernel|[\w.\-/]+(?:\[\d+\])?):\s?")),
+        rf"^(?P<v>(?:{_MONTHS}|\d{{1,2}}月) ?[ \d]?\d日? \d\d:\d\d:\d\d(?:\.\d+)?|"
+        rf"{_DAYS} \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{{2,5}})?|"
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+        r"\s+(?P<host>[\w.\-]+)\s+(?:kernel|[\w.\-/]+(?:\[\d+\])?):\s?")),
     # ISO / Python logging time: "2022-06-21 09:14:07,552 " or "2025-11-08T03:17:44.123+00:00 "
     ("time", re.compile(
-        r"^(?P<v>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:[|\-:]\s*)?")),
-    # kernel monotonic time: "[  211.408317] "
-    ("mono", re.compile(r"^\[\s*(?P<v>\d+\.\d+)\]\s?")),
+        r"^(?P<v>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+        r"\s*(?:[|\-:]\s*)?")),
+    # kernel monotonic time: "[  211.408317] ", also after dmesg -r "<4>" / -x "kern  :warn  : "
+    ("mono", re.compile(
+        r"^(?:<\d>|[a-z]+\s*:[a-z]+\s*:\s)?\[\s*(?P<v>\d+\.\d+)\]\s?"
+        r"(?:[\w.\-]+ kernel: )?(?:\[\s*\d+\.\d+\]\s?)?")),
+    # journal lines with host and time cut: "kernel: NVRM: …"
+    ("tag", re.compile(r"^(?P<v>kernel): ")),
     # torch rank prefix: "[rank3]:" / "[Rank 3]: "
     ("rank", re.compile(r"^\[[Rr]ank ?(?P<v>\d+)\]:\s?")),
     # pdsh / launcher host or IP: "gpu017: ", "198.51.100.23: ", "ip-10-0-0-1: "
@@ -83,6 +92,8 @@ def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
                 time = value
             elif kind == "rank" and rank is None:
                 rank = int(value)
+            elif kind == "tag":
+                pass
             elif kind == "host" and host is None:
                 host = value
             text = text[m.end():].lstrip()
