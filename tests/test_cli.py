@@ -13,7 +13,7 @@ V1_GPU_FIELDS = {"index", "uuid", "state", "mem_used_mib", "mem_total_mib", "uti
                  "sm_clock_max_mhz", "clock_reasons", "pcie_gen", "pcie_gen_max", "pcie_width",
                  "pcie_width_max"}
 V1_HOST_FIELDS = {"cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "mem_total_bytes",
-                  "swap_used_bytes", "swap_total_bytes"}
+                  "swap_used_bytes", "swap_total_bytes", "swap_in_pages_s", "swap_out_pages_s"}
 V1_DISK_FIELDS = {"r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"}
 
 

@@ -18,6 +18,7 @@ from probes.fleet_state import FleetState, HostStatus
 from probes.session import SessionPolicy, run_session
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.transport.ssh import SshTransport
+from probes.triage import Severity
 from tests.sshd import SSHD, Sshd, agent_pids, keygen, make_sshd
 
 pytestmark = pytest.mark.skipif(not os.access(SSHD, os.X_OK),
@@ -80,8 +81,10 @@ async def test_fleet_streams_and_each_host_shows_its_scenario(world: SshWorld) -
         print(f"\n4 hosts streaming over sshd after {time.monotonic() - t0:.2f} s")
         await wait_for(lambda: any(f.code == "xid" for f in fleet.hosts["n4"].findings()), 10,
                        "the xid79 host's kernel line")
-        codes = {n: {f.code for f in h.findings()} for n, h in fleet.hosts.items()}
+        codes = {n: {f.code for f in h.findings() if f.severity is not Severity.INFO}
+                 for n, h in fleet.hosts.items()}
         assert codes["n1"] == set()
+        assert {f.code for f in fleet.hosts["n1"].findings()} == {"topology-cross-numa"}
         assert codes["n2"] == {"pcie-link-downgraded"}
         assert codes["n3"] == {"disk-saturated"}
         assert {"xid", "gpu-lost", "gpu-fallen-off-bus"} <= codes["n4"]
