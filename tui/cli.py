@@ -1,4 +1,5 @@
-"""Command line: ``rigwatch`` (the console), ``snapshot``, ``check-inventory``, ``agent``.
+"""Command line: ``rigwatch`` (the console), ``snapshot``, ``explain``, ``check-inventory``,
+``agent``.
 
 Textual is imported only for the console itself, so the other commands run on a
 machine without a terminal.
@@ -122,6 +123,32 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     return 0 if all(h["ok"] for h in snap["hosts"]) else 1
 
 
+def _run_explain(args: argparse.Namespace) -> int:
+    from probes.explain.detect import KINDS
+    from probes.explain.render import render_text
+    from probes.explain.run import ExplainInputError, explain_bytes, read_input, to_document
+
+    if args.kind is not None and args.kind not in KINDS:
+        print(f"rigwatch explain: unknown --kind {args.kind!r} (known: {', '.join(KINDS)})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.files.count("-") > 1:
+        print("rigwatch explain: standard input ('-') can be read only once", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        raws = [(path, read_input(path)) for path in args.files]
+    except ExplainInputError as exc:
+        print(f"rigwatch explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    explained = [explain_bytes(path, raw, args.kind) for path, raw in raws]
+    if args.json:
+        json.dump(to_document(explained), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(explained))
+    return 0
+
+
 def _run_agent(rest: list[str]) -> int:
     from probes import agent
 
@@ -151,6 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     # SUPPRESS: "rigwatch --inventory F snapshot" keeps F (a subparser default would win)
     snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
                       help="hosts to snapshot (YAML)")
+    explain = sub.add_parser(
+        "explain", help="recognise and explain pasted nvidia-smi / lspci / iostat / topo "
+        "output or a kernel, NCCL or training log, in triage order")
+    explain.add_argument("--json", action="store_true",
+                         help="print one JSON object (shared/EXPLAIN-CONTRACT.md, version 1)")
+    explain.add_argument("--kind", default=None,
+                         help="treat every input as this kind instead of detecting it")
+    explain.add_argument("files", nargs="+", metavar="FILE", help="inputs; '-' is stdin")
     check = sub.add_parser("check-inventory", help="check an inventory, print its hosts "
                            "(exit 2 and every problem on stderr if it has any)")
     check.add_argument("file", nargs="?", default=None,
@@ -177,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_check_inventory(args)
         if args.command == "snapshot":
             return _run_snapshot(args)
+        if args.command == "explain":
+            return _run_explain(args)
         return _run_console(args)
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)

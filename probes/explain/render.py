@@ -1,0 +1,56 @@
+"""The readable ``explain`` report: findings grouped under the four triage steps, in order."""
+
+from __future__ import annotations
+
+from probes.explain.run import ExplainedInput, ordered
+from probes.triage import Step
+
+STEP_TITLES = {
+    Step.GPU: "1. GPU state (devices, clocks, PCIe, memory health, disks)",
+    Step.SYSLOG: "2. System log (NVRM Xid, AER, OOM killer, GSP, thermal)",
+    Step.NCCL: "3. NCCL (collectives and transports)",
+    Step.MODEL: "4. Model code (OOM, illegal access, asserts, NaN, loss scale)",
+}
+EVIDENCE_WIDTH = 160
+
+
+def _summary_of(inp: ExplainedInput) -> str:
+    parsed = inp.result.parsed
+    parts = []
+    for key in ("gpus", "devices", "rows", "nics", "errors"):
+        value = parsed.get(key)
+        if isinstance(value, list | dict) and value:
+            parts.append(f"{len(value)} {key}")
+    if "lines" in parsed:
+        parts.append(f"{parsed['lines']} lines")
+    return f"{inp.path}: {inp.result.kind}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def render_text(inputs: list[ExplainedInput]) -> str:
+    """Plain text for a terminal or a ticket; the steps with nothing found say so."""
+    out = [_summary_of(i) for i in inputs]
+    pairs = ordered(inputs)
+    for step in Step:
+        mine = [(src, f) for src, f in pairs if f.step is step]
+        out.append("")
+        out.append(STEP_TITLES[step])
+        if not mine:
+            out.append("   nothing found")
+            continue
+        for src, f in mine:
+            where = f"{src}:{f.line}"
+            more = f" (×{f.count})" if f.count > 1 else ""
+            out.append(f"   {f.severity.value.upper():8} {f.code}{more}  {where}")
+            out.append(f"            {f.summary}")
+            evidence = f.evidence if len(f.evidence) <= EVIDENCE_WIDTH else (
+                f.evidence[:EVIDENCE_WIDTH - 1] + "…")
+            out.append(f"            > {evidence}")
+            out.append(f"            action: {f.action}")
+    first = next((f for _, f in pairs if f.severity.rank >= 2), None)
+    out.append("")
+    if first is None:
+        out.append("Nothing above info: look at the next step of the run, or collect more.")
+    else:
+        out.append(f"Start with {first.code}: earlier steps explain later ones "
+                   "(GPU state → system log → NCCL → model code).")
+    return "\n".join(out) + "\n"
