@@ -379,11 +379,12 @@ def test_iostat_comma_decimals_de_locale_sysstat12() -> None:
     assert _keys(got) == {("gpu", "disk-saturated", None)}
 
 
-@pytest.mark.xfail(strict=True, reason="iostat: choosing the last complete report is unfinished")
 def test_iostat_two_reports_picks_the_last() -> None:
-    got = iostat.explain(_lines(TWO_REPORTS))
+    lines = _lines(TWO_REPORTS)
+    got = iostat.explain(lines)
     assert got.parsed["devices"]["sda"]["r_s"] == 500.0  # type: ignore[index]
-    assert got.findings[0].line == 10
+    (f,) = got.findings
+    assert f.line == 7 and lines[f.line - 1].startswith("sda") and "97" in lines[f.line - 1]
 
 
 def test_iostat_last_report_cut_off_uses_the_one_before() -> None:
@@ -432,7 +433,6 @@ def test_iostat_basic_report_and_launcher_prefix() -> None:
     assert d == DiskStats("sda", rkb_s=0.0, wkb_s=46.0)
 
 
-@pytest.mark.xfail(strict=True, reason="iostat: choosing the last complete report is unfinished")
 def test_iostat_json_sysstat12_megabytes_last_statistics_entry() -> None:
     def stat(r: float, util: float) -> str:
         return ('{"disk": [\n{"disk_device": "nvme0n1", "r/s": %s, "w/s": 2.00, "rMB/s": 0.50, '
@@ -445,8 +445,10 @@ def test_iostat_json_sysstat12_megabytes_last_statistics_entry() -> None:
         "r_s": 900.0, "w_s": 2.0, "rkb_s": 512.0, "wkb_s": 1024.0, "r_await": 0.1,
         "w_await": 0.2, "aqu_sz": 0.0, "util": 99.0}}
     assert _keys(got) == {("gpu", "disk-saturated", None)}
-    cut = text[:text.rindex("]}")]
-    rep = iostat.parse_iostat(_lines(cut))
+    closed_disk_array = text[:text.rindex("]}")]
+    assert iostat.parse_iostat(_lines(closed_disk_array)).devices[0].r_s == 900.0
+    cut_inside_last_row = text[:text.rindex('"util"')]
+    rep = iostat.parse_iostat(_lines(cut_inside_last_row))
     assert rep.devices[0].r_s == 1.0
 
 
