@@ -1,20 +1,26 @@
 """Findings: what rigwatch tells the operator, tagged with the triage step it belongs to.
 
-This is the first cut of the rules: instant checks on one sample and a few log-line
-patterns.  Codes and steps follow ``shared/EXPLAIN-CONTRACT.md``; detectors over
-history (leaks, starvation) and the full Xid / NCCL catalogs build on this.
+Instant checks on one sample, the host's layout (topology, PCIe chains), and the log rules'
+hits turned into the console's findings.  Codes and steps follow
+``shared/EXPLAIN-CONTRACT.md`` and are the ones ``rigwatch explain`` reports; detectors over
+history (leaks, starvation) build on this.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from probes.explain.busid import normalize_bus_id
 from probes.parsers import topo
 from probes.parsers.pcie import gen_shortfall, link_shortfall
-from probes.samples import GpuSample, GpuState, Hello, HostSample, LogEvent, PcieLink
+from probes.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 from probes.triage import DISK_SATURATED_UTIL, Severity, Step
+
+if TYPE_CHECKING:
+    from probes.logrules.live import LiveHit
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,14 @@ class Finding:
     xid: int | None = None
     evidence: str | None = None
     ts: float | None = None
+    """Agent time the finding was first seen (the log line's, or the first sample showing it)."""
+    action: str | None = None
+    """What the operator should do next, from the rule or the Xid catalog."""
+    source: str | None = None
+    """Where the evidence came from: ``kernel``, ``job:<path>``; None for samples."""
+    count: int = 1
+    extra: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
+    """Details a rule parsed (ranks, timeouts, amounts), for the triage screen and reports."""
 
     @property
     def key(self) -> tuple[str, str, int | None, int | None]:
@@ -207,33 +221,42 @@ def _every_gpu_has_a_local_nic(matrix: topo.TopoMatrix) -> bool:
     return True
 
 
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+|\.\.\.)\): (\d+)")
-_OFF_BUS = re.compile(r"fallen off the bus", re.IGNORECASE)
-_NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout")
-CRITICAL_XIDS = frozenset({48, 62, 64, 74, 79, 92, 94, 95, 109, 119, 120, 140, 143})
+def _gpu_index(hello: Hello | None, gpu: str | None) -> int | None:
+    """A rule's GPU (a bus id, possibly without its function, or ``GPU3``) as a GPU index."""
+    if gpu is None:
+        return None
+    m = _GPU_NAME.match(gpu)
+    if m:
+        return int(m.group(1))
+    if hello is None:
+        return None
+    want = normalize_bus_id(gpu) or gpu.lower()
+    for info in hello.facts.gpus:
+        have = normalize_bus_id(info.bus_id or "")
+        if have and (have == want or have.startswith(want.rstrip(".") + ".")):
+            return info.index
+    return None
 
 
-def event_findings(host: str, event: LogEvent) -> list[Finding]:
-    """Findings from one log line: the handful of patterns the first cut knows.
+_GPU_NAME = re.compile(r"^GPU\s?(\d+)$")
+
+
+def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Finding]:
+    """Live findings from the log rules' hits on one host's kernel and job logs.
 
     Args:
         host: the host's name in the fleet.
-        event: a log line from the agent.
+        hello: the host's hello, to turn a rule's bus id into a GPU index.
+        hits: what ``LiveLogScanner.scan`` returned.
 
     Returns:
-        Zero or more findings for that line.
+        One finding per hit, carrying the rule's summary, action, evidence and source.
     """
-    line = event.line
-    m = _XID.search(line)
-    if m:
-        xid = int(m.group(2))
-        sev = Severity.CRITICAL if xid in CRITICAL_XIDS else Severity.WARNING
-        return [Finding(Step.SYSLOG, "xid", sev, f"Xid {xid} on {m.group(1)}", host, xid=xid,
-                        evidence=line, ts=event.ts)]
-    if _OFF_BUS.search(line):
-        return [Finding(Step.SYSLOG, "gpu-fallen-off-bus", Severity.CRITICAL,
-                        "a GPU has fallen off the bus", host, evidence=line, ts=event.ts)]
-    if _NCCL_TIMEOUT.search(line):
-        return [Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL,
-                        "NCCL collective watchdog timeout", host, evidence=line, ts=event.ts)]
-    return []
+    out = []
+    for hit in hits:
+        f = hit.finding
+        out.append(Finding(f.step, f.code, f.severity, f.summary, host,
+                           gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
+                           ts=hit.ts, action=f.action, source=hit.source, count=f.count,
+                           extra=dict(f.extra)))
+    return out

@@ -86,7 +86,8 @@ def demo_fleet(speed: float = DEMO_SPEED) -> list[HostSpec]:
         ("gpu-a04", ("link-downgrade:2",), "rack-a"),
         ("gpu-b01", ("disk-saturated",), "rack-b"),
         ("gpu-b02", ("xid79:6@600",), "rack-b"),
-        ("gpu-b03", ("nccl-timeout@900",), "rack-b"),
+        # its collective waits on gpu-b02's lost GPU until the 600 s watchdog fires
+        ("gpu-b03", ("nccl-timeout@1200",), "rack-b"),
         ("gpu-b04", ("healthy",), "rack-b"),
     ]
     return [

@@ -7,19 +7,20 @@ hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from probes.findings import (
     Finding,
     Severity,
-    event_findings,
     host_findings,
     link_chain_findings,
+    log_findings,
     sample_findings,
     topology_findings,
 )
 from probes.fleet import HostSpec
+from probes.logrules.live import LiveLogScanner
 from probes.samples import Hello, HostSample, LogEvent, ProbeError
 from probes.session_events import Connected, Disconnected, SessionItem
 
@@ -91,6 +92,9 @@ class HostState:
     current: tuple[Finding, ...] = ()
     layout: tuple[Finding, ...] = ()
     """Findings about how the host is built (topology, PCIe chains), kept until they change."""
+    logs: LiveLogScanner = field(default_factory=LiveLogScanner)
+    since: dict[tuple[str, str, int | None, int | None], float] = field(default_factory=dict)
+    """When each current finding was first seen, so triage can order incidents in time."""
 
     @property
     def name(self) -> str:
@@ -109,8 +113,8 @@ class HostState:
                                 + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
             self.events.append(item)
-            for f in event_findings(self.name, item):
-                self.sticky.setdefault(f.key, f)
+            if self.logs.add(item.source, item.line, item.ts):
+                self.scan_logs()
         elif isinstance(item, ProbeError):
             self.errors.append(item)
         elif isinstance(item, Connected):
@@ -137,10 +141,37 @@ class HostState:
         for f in found:
             if f.code == "gpu-lost":
                 self.sticky.setdefault(f.key, f)
-        self.current = tuple(f for f in found if f.code != "gpu-lost")
+        current = []
+        for f in found:
+            if f.code == "gpu-lost":
+                continue
+            first = self.since.setdefault(f.key, sample.ts)
+            current.append(f if f.ts == first else replace(f, ts=first))
+        keys = {f.key for f in current}
+        for key in [k for k in self.since if k not in keys]:
+            del self.since[key]
+        self.current = tuple(current)
+
+    def kernel_log_summary(self) -> str:
+        """How this host's kernel log is read, for triage's "what was checked"."""
+        if self.spec.simulate:
+            return "simulated"
+        return "not reported by the agent"
+
+    def scan_logs(self) -> None:
+        """Run the log rules over the lines queued since the last scan."""
+        if not self.logs.pending:
+            return
+        for f in log_findings(self.name, self.hello, self.logs.scan()):
+            kept = self.sticky.get(f.key)
+            if kept is None:
+                self.sticky[f.key] = f
+            else:
+                self.sticky[f.key] = replace(kept, count=kept.count + f.count)
 
     def findings(self) -> list[Finding]:
         """Current and sticky findings, worst first, one per incident."""
+        self.scan_logs()
         merged = {f.key: f for f in self.layout}
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)

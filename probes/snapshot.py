@@ -8,8 +8,9 @@ import time
 from enum import Enum
 from typing import Any
 
-from probes.findings import event_findings, sample_findings
+from probes.findings import log_findings, sample_findings
 from probes.fleet import HostSpec
+from probes.logrules.live import LiveLogScanner
 from probes.session import OnceResult, collect_once
 
 SNAPSHOT_VERSION = 1
@@ -35,8 +36,10 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
     findings = []
     if result.sample is not None:
         findings = sample_findings(spec.name, result.hello, result.sample)
+    scanner = LiveLogScanner()
     for ev in result.events:
-        findings.extend(event_findings(spec.name, ev))
+        scanner.add(ev.source, ev.line, ev.ts)
+    findings.extend(log_findings(spec.name, result.hello, scanner.scan()))
     return {
         "name": spec.name,
         "tags": list(spec.tags),

@@ -1,34 +1,51 @@
-"""Every sample in ``shared/fixtures`` gives its expected answer through ``explain``."""
+"""Every sample in ``shared/fixtures`` gives its expected answer through ``rigwatch explain``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from probes.explain.run import explain_bytes, to_document
 from tests.conftest import SHARED
 from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tui.cli import main
 
 SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []
 
 
-def _explain(path: Path) -> dict[str, object]:
-    return to_document([explain_bytes(path.name, fixture_input(path))])
+UNWRITTEN = {"nvidia-smi-q", "nvidia-smi-csv", "dmon", "pmon"}
+"""Kinds whose parsers are not written yet; their samples are expected to fail."""
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_fixture_gives_its_expected_answer(sample: Path) -> None:
+def _param(sample: Path) -> object:
     want = expectation(sample)
-    doc = _explain(sample)
-    inputs = doc["inputs"]
-    assert isinstance(inputs, list)
-    got = inputs[0]
+    if want["kind"] in UNWRITTEN or (sample.parent.name == "training" and want["findings"]):
+        return pytest.param(sample, marks=pytest.mark.xfail(
+            strict=True, reason=f"{sample.parent.name}: parser or rules not written yet"))
+    return sample
+
+
+@pytest.mark.parametrize("sample", [_param(s) for s in SAMPLES],
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_fixture_gives_its_expected_answer(sample: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    want = expectation(sample)
+    given = tmp_path / sample.name
+    given.write_bytes(fixture_input(sample))
+    assert main(["explain", "--json", str(given)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    doc = json.loads(captured.out)
+    assert doc["version"] == 1
+    (got,) = doc["inputs"]
+    assert got["path"] == str(given)
     assert got["kind"] == want["kind"]
     assert subset_mismatches(want["parsed"], got["parsed"]) == []
-    findings = doc["findings"]
-    assert isinstance(findings, list)
-    assert finding_set(findings) == finding_set(want["findings"])
+    assert finding_set(doc["findings"]) == finding_set(want["findings"])
+    for f in doc["findings"]:
+        assert f["source"] == str(given) and f["severity"] in ("critical", "warning", "info")
+        assert isinstance(f["line"], int) and f["line"] >= 1 and f["evidence"]
 
 
 def test_there_are_samples_to_check() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probes.findings import Severity, Step, event_findings, sample_findings
+from probes.findings import Severity, Step, sample_findings
 from probes.fleet import HostSpec
 from probes.fleet_state import FleetState, HostStatus
 from probes.samples import (
@@ -71,16 +71,36 @@ def test_throttle_link_and_disk_findings() -> None:
     assert all(f.step is Step.GPU for f in found)
 
 
-def test_event_findings_follow_the_contract_codes() -> None:
-    xid = LogEvent(1.0, "kernel", "NVRM: Xid (PCI:0000:ba:00): 79, pid='<unknown>', "
-                                  "name=<unknown>, GPU has fallen off the bus.")
-    [f] = event_findings("h", xid)
-    assert (f.step, f.code, f.xid, f.severity) == (Step.SYSLOG, "xid", 79, Severity.CRITICAL)
-    off = LogEvent(1.0, "kernel", "NVRM: GPU 0000:ba:00.0: GPU has fallen off the bus.")
-    assert codes(event_findings("h", off)) == {("syslog", "gpu-fallen-off-bus")}
-    wd = LogEvent(1.0, "job:x", "[rank3]: Watchdog caught collective operation timeout: ...")
-    assert codes(event_findings("h", wd)) == {("nccl", "nccl-timeout")}
-    assert event_findings("h", LogEvent(1.0, "kernel", "eth0: link up")) == []
+def _events(*lines: tuple[str, str], ts: float = 1.0) -> FleetState:
+    fleet = FleetState([HostSpec("h")])
+    fleet.apply("h", hello(), now=0.0)
+    for source, line in lines:
+        fleet.apply("h", LogEvent(ts, source, line), now=ts)
+    return fleet
+
+
+def test_live_log_lines_go_through_the_explain_rules() -> None:
+    fleet = _events(("kernel", "NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', "
+                               "name=<unknown>, GPU has fallen off the bus."),
+                    ("kernel", "NVRM: GPU 0000:05:00.0: GPU has fallen off the bus."))
+    found = fleet.hosts["h"].findings()
+    xid = next(f for f in found if f.code == "xid")
+    assert (xid.step, xid.xid, xid.severity, xid.gpu) == (Step.SYSLOG, 79, Severity.CRITICAL, 5)
+    assert xid.source == "kernel" and xid.ts == 1.0 and xid.action
+    assert {f.code for f in found} == {"xid", "gpu-fallen-off-bus"}
+    assert _events(("kernel", "eth0: link up")).hosts["h"].findings() == []
+
+
+def test_kernel_rules_do_not_read_job_logs_as_the_kernel() -> None:
+    quoted = "see dmesg: NVRM: Xid (PCI:0000:05:00): 79, pid=1, GPU has fallen off the bus."
+    assert _events(("job:/var/log/train.log", quoted)).hosts["h"].findings() == []
+
+
+def test_a_message_split_over_two_scans_is_still_found() -> None:
+    fleet = _events(("kernel", "NVRM: GPU 0000:05:00.0: GPU has fallen"))
+    assert fleet.hosts["h"].findings() == []
+    fleet.apply("h", LogEvent(2.0, "kernel", "               off the bus."), now=2.0)
+    assert {f.code for f in fleet.hosts["h"].findings()} == {"gpu-fallen-off-bus"}
 
 
 def test_repeated_events_are_one_finding() -> None:

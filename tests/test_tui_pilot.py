@@ -203,7 +203,7 @@ async def test_q_quits(fake: tuple[FakeBackend, FrozenClock, RigwatchApp]) -> No
     assert app.return_code == 0
 
 
-async def test_t_cycles_themes_and_restyles_cells(
+async def test_shift_t_cycles_themes_and_restyles_cells(
     fake: tuple[FakeBackend, FrozenClock, RigwatchApp],
 ) -> None:
     backend, _, app = fake
@@ -211,12 +211,12 @@ async def test_t_cycles_themes_and_restyles_cells(
         await settled(pilot, backend)
         assert app.theme == "rigwatch-dark"
         dark_style = fleet_table(app).get_cell("gpu-t02", "temp").style
-        await pilot.press("t")
+        await pilot.press("T")
         await pilot.pause()
         assert app.theme == "rigwatch-high-contrast"
         await wait_until(pilot, lambda: fleet_table(app).get_cell("gpu-t02", "temp").style
                          != dark_style)
-        await pilot.press("t")
+        await pilot.press("T")
         assert app.theme == "rigwatch-dark"
 
 

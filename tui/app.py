@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on, work
@@ -21,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from probes.backend import Backend
 from probes.fleet_state import FleetState
+from probes.incident import TriageRecord
 from probes.samples import Hello
 from probes.session_events import Connected, Disconnected, SessionItem
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
@@ -29,6 +31,7 @@ from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
+from tui.screens.triage import TriageScreen
 
 REFRESH_S = 1.0
 QUIT_GRACE_S = 3.0
@@ -44,7 +47,8 @@ class RigwatchApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("t", "next_theme", "Theme"),
+        Binding("t", "triage", "Triage"),
+        Binding("T", "next_theme", "Theme"),
     ]
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock) -> None:
@@ -55,6 +59,10 @@ class RigwatchApp(App[None]):
         self.sub_title = subtitle
         self._clock = clock
         self._redraw_pending = False
+        self.triage_records: dict[str | None, TriageRecord] = {}
+        """One operator record per scope (None: the fleet), kept while the console runs."""
+        self.reports_dir: Path | None = None
+        """Where triage writes reports; None is the user's data dir."""
         for theme in THEMES:
             self.register_theme(theme)
         self.theme = DEFAULT_THEME
@@ -132,6 +140,14 @@ class RigwatchApp(App[None]):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(waits, QUIT_GRACE_S)
         self.exit()
+
+    def action_triage(self) -> None:
+        """Open guided triage: for the host on screen, else for the whole fleet."""
+        if isinstance(self.screen, TriageScreen):
+            return
+        host = self.screen.host if isinstance(self.screen, HostScreen) else None
+        record = self.triage_records.setdefault(host, TriageRecord())
+        self.push_screen(TriageScreen(self.subtitle, record, host, self.reports_dir))
 
     def action_help(self) -> None:
         """Show the key reference."""

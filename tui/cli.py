@@ -1,5 +1,5 @@
-"""Command line: ``rigwatch`` (the console), ``snapshot``, ``explain``, ``check-inventory``,
-``agent``.
+"""Command line: ``rigwatch`` (the console), ``snapshot``, ``explain``, ``report``,
+``check-inventory``, ``agent``.
 
 Textual is imported only for the console itself, so the other commands run on a
 machine without a terminal.
@@ -149,6 +149,34 @@ def _run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from probes.report import ReportError, find_report, list_reports, reports_dir
+
+    where = Path(args.dir) if args.dir else reports_dir()
+    if args.name is None:
+        entries = list_reports(where)
+        if not entries:
+            print(f"no reports in {where} (press r on the triage screen to write one)",
+                  file=sys.stderr)
+            return 0
+        for i, e in enumerate(entries, 1):
+            print(f"{i:>3}  {e.created}  {e.path.name}  {e.first_failure}")
+        return 0
+    try:
+        path = find_report(args.name, where)
+        sys.stdout.write((path.with_suffix(".json") if args.json else path).read_text(
+            encoding="utf-8"))
+    except ReportError as exc:
+        print(f"rigwatch report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"rigwatch report: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
 def _run_agent(rest: list[str]) -> int:
     from probes import agent
 
@@ -186,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--kind", default=None,
                          help="treat every input as this kind instead of detecting it")
     explain.add_argument("files", nargs="+", metavar="FILE", help="inputs; '-' is stdin")
+    report = sub.add_parser("report", help="list incident reports written from the triage "
+                            "screen, or print one")
+    report.add_argument("name", nargs="?", default=None,
+                        help="list number (1 = newest) or file name; omitted: list them all")
+    report.add_argument("--json", action="store_true", help="print the JSON form")
+    report.add_argument("--dir", default=None, help="reports directory (default: the data dir)")
     check = sub.add_parser("check-inventory", help="check an inventory, print its hosts "
                            "(exit 2 and every problem on stderr if it has any)")
     check.add_argument("file", nargs="?", default=None,
@@ -214,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_snapshot(args)
         if args.command == "explain":
             return _run_explain(args)
+        if args.command == "report":
+            return _run_report(args)
         return _run_console(args)
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)

@@ -15,21 +15,18 @@ from probes.explain.result import KindResult
 
 _MODULES: tuple[tuple[str, str], ...] = (
     ("nvidia-smi-table", "probes.parsers.smi_table"),
-    ("nvidia-smi-q", "probes.parsers.smi_q"),
     ("topo", "probes.parsers.topo"),
     ("lspci", "probes.parsers.lspci"),
     ("iostat", "probes.parsers.iostat"),
-    ("dmon", "probes.parsers.dmon"),
-    ("nvidia-smi-csv", "probes.parsers.smi_csv"),
 )
 LOG = "log"
 UNKNOWN = "unknown"
-KINDS: tuple[str, ...] = (*(k for k, _ in _MODULES), "pmon", LOG)
-"""Every kind ``--kind`` accepts; ``pmon`` is parsed by the dmon module."""
+KINDS: tuple[str, ...] = (*(k for k, _ in _MODULES), LOG)
+"""Every kind ``--kind`` accepts.  The ``-q``, CSV and dmon/pmon parsers are not written yet."""
 
 
 def _module(kind: str) -> ModuleType:
-    name = dict(_MODULES, pmon="probes.parsers.dmon")[kind]
+    name = dict(_MODULES)[kind]
     return importlib.import_module(name)
 
 

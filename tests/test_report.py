@@ -1,0 +1,103 @@
+"""Incident reports: content, 0600 files in a 0700 directory, listing and look-up."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from probes.incident import HostView, TriageRecord, Verdict, first_failure, review
+from probes.report import ReportError, build_report, find_report, list_reports, write_report
+from probes.triage import Step
+from tests.test_incident import T, watchdog, xid79
+from tests.tui_fakes import hello
+
+
+def _report(tmp: Path, title: str = "soak run 12") -> tuple[Path, Path]:
+    findings = [xid79("gpu-t01", T), watchdog("gpu-t02", T + 600)]
+    record = TriageRecord()
+    record.mark(Step.GPU, Verdict.CLEAR)
+    record.mark(Step.SYSLOG, Verdict.SUSPECT)
+    record.notes[Step.SYSLOG] = "drained gpu-t01, RMA ticket 4411"
+    hosts = [HostView(h, True, 8, "via journalctl", ()) for h in ("gpu-t01", "gpu-t02", "gpu-t03")]
+    facts = {h: hello(h).facts for h in ("gpu-t01", "gpu-t02", "gpu-t03")}
+    rep = build_report(title, review(findings, hosts, record), first_failure(findings), findings,
+                       facts, now=T + 900)
+    return write_report(rep, tmp / "reports")
+
+
+def test_report_files_are_private_and_hold_the_triage(tmp_path: Path) -> None:
+    md, js = _report(tmp_path)
+    for p in (md, js):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    assert stat.S_IMODE(md.parent.stat().st_mode) == 0o700
+    assert md.name == "20251202T184140Z-soak-run-12.md"
+    data = json.loads(js.read_text())
+    assert data["version"] == 1 and data["title"] == "soak run 12"
+    assert data["first_failure"]["finding"]["code"] == "xid"
+    assert data["first_failure"]["consequences"] == 1
+    assert [s["verdict"] for s in data["steps"]] == ["clear", "suspect", "open", "open"]
+    assert data["steps"][1]["note"] == "drained gpu-t01, RMA ticket 4411"
+    assert [f["host"] for f in data["timeline"]] == ["gpu-t01", "gpu-t02"]
+    assert sorted(data["hosts"]) == ["gpu-t01", "gpu-t02"]  # only the hosts involved
+    assert data["hosts"]["gpu-t01"]["driver"] == "550.54.15"
+    text = md.read_text()
+    assert "## 2. System log: suspect" in text
+    assert "Operator's note: drained gpu-t01, RMA ticket 4411" in text
+    assert text.index("## First failure") < text.index("## 1. GPU state") < text.index(
+        "## Timeline") < text.index("## Hosts")
+    assert "Xid 79 on gpu-t01 GPU3 at 18:26:40" in text
+
+
+def test_a_second_report_never_overwrites_the_first(tmp_path: Path) -> None:
+    first, _ = _report(tmp_path)
+    second, _ = _report(tmp_path)
+    assert first != second and first.exists() and second.exists()
+    entries = list_reports(tmp_path / "reports")
+    assert len(entries) == 2 and all(e.title == "soak run 12" for e in entries)
+    assert find_report("1", tmp_path / "reports") == entries[0].path
+    assert find_report(first.stem, tmp_path / "reports") == first
+
+
+def test_unsafe_titles_become_safe_file_names(tmp_path: Path) -> None:
+    md, _ = _report(tmp_path, title="../../etc/passwd; rm -rf /")
+    assert md.parent == tmp_path / "reports"
+    assert "/" not in md.name[len("20251202T184140Z-"):] and ";" not in md.name
+
+
+def test_unwritable_directory_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "reports"
+    blocker.write_text("a file where the directory should be")
+    with pytest.raises(ReportError, match="cannot write the report"):
+        _report(tmp_path)
+
+
+def test_missing_report_and_unreadable_json(tmp_path: Path) -> None:
+    where = tmp_path / "reports"
+    where.mkdir()
+    (where / "broken.json").write_text("{not json")
+    (entry,) = list_reports(where)
+    assert entry.first_failure.startswith("unreadable")
+    with pytest.raises(ReportError, match="no report 'nope'"):
+        find_report("nope", where)
+
+
+def test_report_command_lists_and_prints(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    where = tmp_path / "reports"
+    assert main(["report", "--dir", str(where)]) == 0
+    assert "no reports in" in capsys.readouterr().err
+    md, _ = _report(tmp_path)
+    assert main(["report", "--dir", str(where)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("  1  2025-12-02T18:41:40Z  " + md.name) and "Xid 79 on gpu-t01" in out
+    assert main(["report", "1", "--dir", str(where)]) == 0
+    assert capsys.readouterr().out == md.read_text()
+    assert main(["report", "1", "--json", "--dir", str(where)]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "soak run 12"
+    assert main(["report", "7", "--dir", str(where)]) == 2
+    assert "no report '7'" in capsys.readouterr().err

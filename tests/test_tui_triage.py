@@ -1,0 +1,112 @@
+"""The triage screen in the running app: the real demo fleet, marks, notes and a report."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from textual.widgets import Input
+
+from probes.backend import AgentFleetBackend
+from probes.fleet import demo_fleet
+from probes.incident import Verdict
+from probes.triage import Step
+from tests.tui_fakes import FrozenClock, fake_fleet, settled, wait_until
+from tui.app import RigwatchApp, make_app
+from tui.screens.host import HostScreen
+from tui.screens.note import NoteScreen
+from tui.screens.triage import TriageScreen
+from widgets.first_failure import FirstFailureBanner
+from widgets.step_detail import StepDetail
+from widgets.triage_steps import TriageSteps
+
+DEMO_SPEED = 600.0
+"""Xid 79 at simulated 600 s arrives after 1 s; the NCCL timeout at 1200 s after 2 s."""
+
+
+def banner(app: RigwatchApp) -> str:
+    return str(app.screen.query_one(FirstFailureBanner).render())
+
+
+def detail(app: RigwatchApp) -> str:
+    return str(app.screen.query_one(StepDetail).render())
+
+
+async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path: Path) -> None:
+    app = make_app(AgentFleetBackend(demo_fleet(speed=DEMO_SPEED)), demo=True)
+    app.reports_dir = tmp_path / "reports"
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await wait_until(pilot, lambda: any(f.code == "nccl-timeout" for f in
+                                            app.fleet.hosts["gpu-b03"].findings()), timeout_s=20)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        app.refresh_view()
+        await wait_until(pilot, lambda: "Xid 79" in banner(app))
+        text = banner(app)
+        assert "First failure: Xid 79 on gpu-b02 GPU6 at" in text
+        assert "NCCL watchdog timeouts on gpu-b03 from" in text and "its consequence" in text
+        # GPU state first: the demo has throttling, a leak-free lost GPU, a slow link...
+        assert "1. GPU state" in str(app.screen.query_one(TriageSteps).render())
+        assert "Next: 1." in text
+        await pilot.press("c")  # GPU state clear (for this walk)
+        await wait_until(pilot, lambda: "Next: 2." in banner(app))
+        await pilot.press("g")
+        await wait_until(pilot, lambda: "System log" in detail(app).splitlines()[0])
+        assert "Xid 79 on gpu-b02 GPU6" in detail(app) and "→" in detail(app)
+        await pilot.press("x")  # system log suspect: the walk stops here
+        await wait_until(pilot, lambda: "marked suspect" in banner(app))
+        await pilot.press("3")
+        await wait_until(pilot, lambda: "NCCL" in detail(app).splitlines()[0])
+        assert "nccl-timeout on gpu-b03" in detail(app)
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.screen.last_report is not None)  # type: ignore[attr-defined]
+        report = app.screen.last_report  # type: ignore[attr-defined]
+        assert stat.S_IMODE(report.stat().st_mode) == 0o600
+        body = report.read_text()
+        assert "## 2. System log: suspect" in body and "Xid 79 on gpu-b02 GPU6" in body
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, TriageScreen))
+        await pilot.press("q")
+
+
+async def test_marks_and_notes_survive_leaving_and_reopening(tmp_path: Path) -> None:
+    backend, clock = fake_fleet()
+    app = make_app(backend, demo=True, clock=clock)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settled(pilot, backend)
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        await pilot.press("down", "x", "n")
+        await wait_until(pilot, lambda: isinstance(app.screen, NoteScreen))
+        app.screen.query_one(Input).value = "reseated GPU 3 on gpu-t02"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        await wait_until(pilot, lambda: "reseated GPU 3" in detail(app))
+        await pilot.press("escape")
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        record = app.triage_records[None]
+        assert record.verdict(Step.SYSLOG) is Verdict.SUSPECT
+        assert record.notes[Step.SYSLOG] == "reseated GPU 3 on gpu-t02"
+        steps = str(app.screen.query_one(TriageSteps).render())
+        assert "suspect" in steps
+
+
+async def test_triage_from_a_host_screen_covers_only_that_host() -> None:
+    backend, clock = fake_fleet()
+    app = make_app(backend, demo=True, clock=FrozenClock(clock.now))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settled(pilot, backend)
+        await pilot.press("down", "enter")  # gpu-t02: the throttled GPU and the Xid
+        await wait_until(pilot, lambda: isinstance(app.screen, HostScreen))
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        app.refresh_view()
+        await wait_until(pilot, lambda: "gpu-t02" in detail(app))
+        screen = app.screen
+        assert isinstance(screen, TriageScreen) and screen.host == "gpu-t02"
+        assert "gpu-t01" not in detail(app) and "gpu-t03" not in detail(app)
+        # the throttled GPU was seen from the first sample, before the Xid 20 s later
+        assert "First failure: clocks-throttled on gpu-t02 GPU3" in banner(app)
+        await pilot.press("2")
+        await wait_until(pilot, lambda: "Xid 79 on gpu-t02" in detail(app))

@@ -1,0 +1,37 @@
+"""A one-line note for a triage step, typed in a small modal."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Label
+
+
+class NoteScreen(ModalScreen[str | None]):
+    """Returns the note (Enter) or None (Esc); an empty note clears the step's note."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        """A titled box holding the input."""
+        with Vertical(id="note-box"):
+            yield Label(f"Note for {self.title_text}", classes="panel-title")
+            yield Input(self.text, placeholder="what you checked, what you think", id="note-input")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        """Leave the note as it was."""
+        self.dismiss(None)

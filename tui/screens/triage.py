@@ -1,0 +1,166 @@
+"""Guided triage: GPU state → system log → NCCL → model code, for the fleet or one host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Footer
+
+from probes.findings import Finding
+from probes.fleet_state import FleetState, HostState
+from probes.incident import (
+    STEP_ORDER,
+    HostView,
+    StepReview,
+    TriageRecord,
+    Verdict,
+    first_failure,
+    propose_next,
+    review,
+)
+from probes.report import ReportError, build_report, write_report
+from tui.screens.base import DataScreen
+from tui.screens.note import NoteScreen
+from widgets.first_failure import FirstFailureBanner
+from widgets.step_detail import StepDetail
+from widgets.triage_steps import TriageSteps
+
+
+def host_view(state: HostState) -> HostView:
+    """What the triage steps say was checked on a host."""
+    gpus = len(state.last.gpus) if state.last else 0
+    return HostView(state.name, state.last is not None and not state.status.is_down, gpus,
+                    state.kernel_log_summary(), state.spec.logs)
+
+
+class TriageScreen(DataScreen):
+    """The four steps, the first failure and the next step; marks, notes and a report."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("1", "pick(0)", show=False),
+        Binding("2", "pick(1)", show=False),
+        Binding("3", "pick(2)", show=False),
+        Binding("4", "pick(3)", show=False),
+        Binding("c", "mark('clear')", "Clear"),
+        Binding("x", "mark('suspect')", "Suspect"),
+        Binding("n", "note", "Note"),
+        Binding("g", "go_next", "Go to next"),
+        Binding("r", "report", "Report"),
+    ]
+
+    def __init__(self, subtitle: str, record: TriageRecord, host: str | None = None,
+                 reports: Path | None = None) -> None:
+        super().__init__(subtitle)
+        self.record = record
+        self.host = host
+        self.reports = reports
+        self.selected = 0
+        self._reviews: list[StepReview] = []
+        self._findings: list[Finding] = []
+        self._fleet: FleetState | None = None
+        self.last_report: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        """Banner, then the step list beside the selected step's detail."""
+        yield self.header()
+        yield FirstFailureBanner(id="first-failure")
+        with Horizontal(id="triage-body"):
+            yield TriageSteps(id="triage-steps")
+            with VerticalScroll(id="triage-detail-scroll"):
+                yield StepDetail(id="triage-detail")
+        yield Footer()
+
+    def _states(self, fleet: FleetState) -> list[HostState]:
+        if self.host is not None:
+            return [fleet.hosts[self.host]] if self.host in fleet.hosts else []
+        return list(fleet.hosts.values())
+
+    def show_state(self, fleet: FleetState, now: float) -> None:
+        """Recompute the steps and the first failure from every host's findings."""
+        self._fleet = fleet
+        states = self._states(fleet)
+        self._findings = [f for s in states for f in s.findings()]
+        self._redraw([host_view(s) for s in states])
+
+    def _redraw(self, hosts: list[HostView] | None = None) -> None:
+        if hosts is None and self._fleet is not None:
+            hosts = [host_view(s) for s in self._states(self._fleet)]
+        self._reviews = review(self._findings, hosts or [], self.record)
+        steps = self.query_one(TriageSteps)
+        steps.reviews = tuple(self._reviews)
+        steps.selected = self.selected
+        self.query_one(StepDetail).review = self._reviews[self.selected]
+        banner = self.query_one(FirstFailureBanner)
+        banner.first = first_failure(self._findings)
+        step, why = propose_next(self._reviews)
+        banner.proposal = (f"{STEP_ORDER.index(step) + 1}. {why}" if step is not None else why)
+
+    def action_move(self, delta: int) -> None:
+        """Select the step above or below."""
+        self.action_pick(max(0, min(len(STEP_ORDER) - 1, self.selected + delta)))
+
+    def action_pick(self, index: int) -> None:
+        """Select a step by position."""
+        self.selected = index
+        if self._reviews:
+            self._redraw()
+
+    @on(TriageSteps.Picked)
+    def _picked(self, event: TriageSteps.Picked) -> None:
+        self.action_pick(event.index)
+
+    def action_mark(self, verdict: str) -> None:
+        """Mark the selected step clear or suspect (again: back to open)."""
+        self.record.mark(STEP_ORDER[self.selected], Verdict(verdict))
+        self._redraw()
+
+    def action_go_next(self) -> None:
+        """Select the step the screen proposes."""
+        step, _ = propose_next(self._reviews)
+        if step is not None:
+            self.action_pick(STEP_ORDER.index(step))
+
+    def action_note(self) -> None:
+        """Type a note for the selected step."""
+        step = STEP_ORDER[self.selected]
+
+        def done(text: str | None) -> None:
+            if text is None:
+                return
+            if text:
+                self.record.notes[step] = text
+            else:
+                self.record.notes.pop(step, None)
+            self._redraw()
+
+        self.app.push_screen(NoteScreen(self._reviews[self.selected].title
+                                        if self._reviews else step.value,
+                                        self.record.notes.get(step, "")), done)
+
+    def action_report(self) -> None:
+        """Write the incident report (Markdown and JSON, 0600) and say where."""
+        fleet = self._fleet
+        facts = {} if fleet is None else {s.name: s.hello.facts for s in self._states(fleet)
+                                          if s.hello is not None}
+        title = self.host or (self.subtitle or "fleet")
+        report = build_report(title, self._reviews, first_failure(self._findings),
+                              self._findings, facts)
+        try:
+            md, _ = write_report(report, self.reports)
+        except ReportError as e:
+            self.notify(str(e), title="Report not written", severity="error", timeout=15)
+            return
+        self.last_report = md
+        self.notify(f"{md} (and .json)", title="Report written", timeout=10)
+
+    def action_back(self) -> None:
+        """Back to where triage was opened from."""
+        self.dismiss()
