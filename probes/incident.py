@@ -114,9 +114,11 @@ def _step_index(f: Finding) -> int:
 def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstFailure | None:
     """The root incident across hosts, or None when nothing has happened.
 
-    A GPU or kernel fault is the root when it came no later than ``slack_s`` after the onset
-    of the earliest communication or model symptom (a collective is issued, then the GPU under
-    it dies); otherwise the earliest incident by onset is.  Ties go to the earlier triage step.
+    Only critical incidents compete when there are any: warnings such as a narrow link are
+    chronic conditions, not what broke the run.  A GPU or kernel fault is the root when it came
+    no later than ``slack_s`` after the onset of the earliest communication or model symptom (a
+    collective is issued, then the GPU under it dies); otherwise the earliest incident by onset
+    is.  At the same moment an Xid, which says why, wins over the GPU-state finding it explains.
 
     Args:
         findings: every host's findings.
@@ -128,8 +130,12 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstF
     events = incidents(findings)
     if not events:
         return None
+    critical = [f for f in events if f.severity is Severity.CRITICAL]
+    if critical:
+        # a narrow link or a busy disk is a chronic condition, not what broke the run
+        events = critical
     causes = sorted((f for f in events if f.step in CAUSE_STEPS),
-                    key=lambda f: (onset(f), _step_index(f), -f.severity.rank))
+                    key=lambda f: (onset(f), f.xid is None, _step_index(f)))
     symptoms = sorted((f for f in events if f.step not in CAUSE_STEPS),
                       key=lambda f: (onset(f), _step_index(f)))
     root: Finding

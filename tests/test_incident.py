@@ -112,3 +112,11 @@ def test_notes_travel_with_their_step() -> None:
     record.notes[Step.NCCL] = "IB switch port 12 flapped at 03:10"
     steps = review([], HOSTS[:1], record)
     assert steps[2].note == "IB switch port 12 flapped at 03:10" and steps[0].note == ""
+
+
+def test_chronic_warnings_do_not_outrank_a_critical_fault() -> None:
+    narrow = Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING, "x8", "gpu001",
+                     ts=T - 3600)
+    first = first_failure([narrow, xid79(), watchdog("gpu002", T + 600)])
+    assert first is not None and first.finding.code == "xid"
+    assert [f.code for f in first.consequences] == ["nccl-timeout"]
