@@ -11,6 +11,8 @@ deadline, so a hung driver never stops host and disk samples.
 Run it as ``python3 -m probes.agent``, ``python3 - --once < agent.py``, or through
 the console's bootstrap, which sends this source over stdin and keeps stdin open:
 with ``--stdin-eof-exit`` the agent exits as soon as the console goes away.
+The kernel log is followed read-only through ``journalctl``, else ``dmesg``, else a
+syslog file, and the agent says which (and what refused it) in a ``logsource`` message.
 The protocol is described in ``probes/PROTOCOL.md``; the simulator (``--simulate``)
 emits the same protocol for a realistic 8-GPU host.
 """
@@ -18,7 +20,9 @@ emits the same protocol for a realistic 8-GPU host.
 from __future__ import annotations
 
 import argparse
+import calendar
 import csv
+import errno
 import functools
 import glob
 import json
@@ -27,6 +31,7 @@ import os
 import platform
 import random
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -1042,16 +1047,21 @@ def _run_into(fn, box):
 # --------------------------------------------------------------------------- log tailing
 
 class FileTail(object):
-    """Follows a log file read-only from its end, surviving rotation and truncation."""
+    """Follows a log file read-only from its end, surviving rotation and truncation.
 
-    def __init__(self, path, at_end=True):
+    With ``lookback`` it starts that many bytes before the end (seeking there, never
+    reading the whole file) and drops the cut line it lands in.
+    """
+
+    def __init__(self, path, at_end=True, lookback=0):
         self.path = path
         self._f = None
         self._ino = None
         self._partial = b""
-        self._open(at_end=at_end)
+        self._skip_cut = False
+        self._open(at_end=at_end, lookback=lookback)
 
-    def _open(self, at_end):
+    def _open(self, at_end, lookback=0):
         try:
             f = open(self.path, "rb")
         except OSError:
@@ -1059,10 +1069,12 @@ class FileTail(object):
             return
         st = os.fstat(f.fileno())
         if at_end:
-            f.seek(0, os.SEEK_END)
+            start = max(0, st.st_size - max(0, lookback))
+            f.seek(start)
+            self._skip_cut = lookback > 0 and start > 0
         self._f, self._ino = f, st.st_ino
 
-    def lines(self):
+    def lines(self, budget=MAX_TAIL_BYTES_PER_TICK):
         try:
             st = os.stat(self.path)
         except OSError:
@@ -1070,13 +1082,490 @@ class FileTail(object):
         if self._f is None or st.st_ino != self._ino or st.st_size < self._f.tell():
             if self._f is not None:
                 self._f.close()
+            self._skip_cut = False
+            self._partial = b""
             self._open(at_end=False)
             if self._f is None:
                 return []
-        data = self._partial + self._f.read(MAX_TAIL_BYTES_PER_TICK)
+        data = self._partial + self._f.read(budget)
+        if self._skip_cut:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._partial = b""
+                return []
+            data = data[nl + 1:]
+            self._skip_cut = False
         parts = data.split(b"\n")
         self._partial = parts.pop()[-MAX_EVENT_LINE:]
         return [p[:MAX_EVENT_LINE].decode("utf-8", "replace").rstrip("\r") for p in parts if p]
+
+
+# --------------------------------------------------------------------------- kernel log
+
+KERNEL_LOG_MODES = ("auto", "journal", "dmesg", "file", "off")
+KERNEL_LOG_ORDER = {"auto": ("journalctl", "dmesg", "file"), "journal": ("journalctl",),
+                    "dmesg": ("dmesg",), "file": ("file",)}
+KERNEL_LOOKBACK_LINES = 2000
+KERNEL_FILE_LOOKBACK_BYTES = 256 * 1024
+KERNEL_BYTES_PER_TICK = 512 * 1024
+KERNEL_READ_WAIT_S = 0.05
+KERNEL_PROBE_S = 0.6
+MAX_JOURNAL_LINE = 64 * 1024
+KERNEL_LOG_FILES = ("/var/log/kern.log", "/var/log/messages", "/var/log/syslog")
+JOURNAL_DIRS = ("/run/log/journal", "/var/log/journal")
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+# What journalctl and dmesg print when they refuse (matched with LC_ALL=C).
+JOURNAL_DENIED = ("insufficient permissions", "not seeing messages from other users",
+                  "permission denied")
+JOURNAL_NONE = ("no journal files were found",)
+DMESG_DENIED = ("operation not permitted", "permission denied")
+_DMESG_MONO = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
+_SYSLOG_KERNEL = re.compile(r"\skernel:\s")
+_ISO_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?"
+                     r"(Z|[+-]\d\d:?\d\d)?\s")
+_BSD_TS = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\s")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def journal_argv(lookback, after_cursor=None):
+    """The journalctl command line (an argument list: no shell ever sees it)."""
+    argv = ["journalctl", "-k", "-o", "json", "--no-pager", "--follow"]
+    if after_cursor:
+        argv.append("--after-cursor=" + after_cursor)
+    else:
+        argv.append("--lines=%d" % max(0, int(lookback)))
+    return argv
+
+
+def dmesg_argv():
+    return ["dmesg", "-w"]
+
+
+def rooted(root, path):
+    """``path`` under ``root`` (the hidden --log-root test option; "/" on a host)."""
+    if not root or root == "/":
+        return path
+    return os.path.join(root, path.lstrip("/"))
+
+
+def one_line(text, limit=300):
+    return " ".join((text or "").split())[:limit]
+
+
+def journal_entry(raw):
+    """One ``journalctl -o json`` line -> (line, ts, boot, cursor); None for an entry
+    without a message.  Raises ValueError when the line is not a JSON object."""
+    entry = json.loads(raw.decode("utf-8", "replace"))
+    if not isinstance(entry, dict):
+        raise ValueError("not a JSON object")
+    msg = entry.get("MESSAGE")
+    if isinstance(msg, list):  # not UTF-8: journalctl sends the bytes
+        try:
+            msg = bytes(bytearray(msg)).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            raise ValueError("MESSAGE is not a byte array") from None
+    if not isinstance(msg, str):
+        return None  # null: journalctl leaves out fields over 4 KiB
+    try:
+        ts = int(entry.get("__REALTIME_TIMESTAMP")) / 1e6
+    except (TypeError, ValueError):
+        ts = None
+    boot = entry.get("_BOOT_ID")
+    cursor = entry.get("__CURSOR")
+    return (msg.rstrip("\n")[:MAX_EVENT_LINE], ts,
+            boot if isinstance(boot, str) else None,
+            cursor if isinstance(cursor, str) else None)
+
+
+def syslog_ts(line, now):
+    """The time at the start of a syslog line (RFC 3339 or "Dec  2 03:14:07"), else now."""
+    m = _ISO_TS.match(line)
+    if m:
+        y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+        frac = float(m.group(7)) if m.group(7) else 0.0
+        zone = m.group(8)
+        if zone is None:
+            return time.mktime((y, mo, d, h, mi, s, 0, 0, -1)) + frac
+        offset = 0
+        if zone != "Z":
+            z = zone.replace(":", "")
+            offset = (int(z[1:3]) * 3600 + int(z[3:5]) * 60) * (1 if z[0] == "+" else -1)
+        return calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) + frac - offset
+    m = _BSD_TS.match(line)
+    if m and m.group(1) in _MONTHS:
+        mo = _MONTHS.index(m.group(1)) + 1
+        d, h, mi, s = (int(x) for x in m.groups()[1:])
+        year = time.localtime(now).tm_year
+        try:
+            t = time.mktime((year, mo, d, h, mi, s, 0, 0, -1))
+            if t > now + 86400:  # "Dec 31" read on Jan 1: last year
+                t = time.mktime((year - 1, mo, d, h, mi, s, 0, 0, -1))
+        except (OverflowError, ValueError):
+            return now
+        return t
+    return now
+
+
+def journal_files(log_root):
+    """Whether journald has left any journal file: True, False, or None (cannot look).
+
+    journalctl in JSON follow mode says nothing when there are none, so look first.
+    """
+    unknown = False
+    for top in JOURNAL_DIRS:
+        base = rooted(log_root, top)
+        try:
+            names = os.listdir(base)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            unknown = True
+            continue
+        for name in names:
+            if name.endswith((".journal", ".journal~")):
+                return True
+            try:
+                inner = os.listdir(os.path.join(base, name))
+            except OSError as exc:
+                unknown = unknown or not isinstance(exc, (FileNotFoundError, NotADirectoryError))
+                continue
+            if any(n.endswith((".journal", ".journal~")) for n in inner):
+                return True
+    return None if unknown else False
+
+
+def _user_name():
+    try:
+        import pwd
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError, OSError):
+        return os.environ.get("USER") or "USER"
+
+
+class ChildLines(object):
+    """A following command (journalctl, dmesg) read without blocking: bounded bytes
+    per tick, the partial line kept, lines cut like FileTail cuts them."""
+
+    def __init__(self, argv, max_line):
+        self.argv = list(argv)
+        self.max_line = max_line
+        self.proc = None
+        self.eof = False
+        self._partial = b""
+        self._err = b""
+
+    def start(self):
+        """Start the command; returns None, or why it could not be started."""
+        env = dict(os.environ)
+        env["LC_ALL"] = "C"  # refusals are recognised by their English text
+        env["SYSTEMD_COLORS"] = "0"
+        try:
+            proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                return "not installed"
+            return exc.strerror or str(exc)
+        with _CHILDREN_LOCK:
+            _CHILDREN.add(proc)
+        self.proc = proc
+        os.set_blocking(proc.stdout.fileno(), False)
+        os.set_blocking(proc.stderr.fileno(), False)
+        return None
+
+    def _read(self, stream, budget, wait):
+        """Up to ``budget`` bytes that are there now, waiting at most ``wait`` s in all
+        for more while they keep coming.  Returns (data, eof)."""
+        fd = stream.fileno()
+        chunks = []
+        total = 0
+        deadline = time.monotonic() + wait
+        while total < budget:
+            try:
+                data = os.read(fd, min(65536, budget - total))
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    ready = select.select([fd], [], [], min(left, 0.005))[0]
+                except (OSError, ValueError):
+                    break
+                if not ready:
+                    break
+                continue
+            except OSError:
+                return b"".join(chunks), True
+            if not data:
+                return b"".join(chunks), True
+            chunks.append(data)
+            total += len(data)
+        return b"".join(chunks), False
+
+    def lines(self, budget=KERNEL_BYTES_PER_TICK, wait=KERNEL_READ_WAIT_S):
+        """Complete lines read this tick (bytes, cut at ``max_line``)."""
+        if self.proc is None or self.eof:
+            return []
+        data, eof = self._read(self.proc.stdout, budget, wait)
+        data = self._partial + data
+        parts = data.split(b"\n")
+        self._partial = parts.pop()[-self.max_line:]
+        if eof:
+            self.eof = True
+            if self._partial:
+                parts.append(self._partial)
+            self._partial = b""
+        return [p[:self.max_line].rstrip(b"\r") for p in parts if p.strip()]
+
+    def stderr_text(self):
+        """What the command has printed on stderr so far (the last 8 KiB)."""
+        if self.proc is not None:
+            data, _ = self._read(self.proc.stderr, 16384, 0.0)
+            if data:
+                self._err = (self._err + data)[-8192:]
+        return self._err.decode("utf-8", "replace")
+
+    def exited(self):
+        """The exit status once the command has ended and its output is read, else None."""
+        if self.proc is None:
+            return -1
+        code = self.proc.poll()
+        return code if code is not None and self.eof else None
+
+    def stop(self):
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
+        for stream in (proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if proc.poll() is not None:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(proc)
+
+
+class KernelLog(object):
+    """The host's kernel log, read-only and without root: journalctl, else dmesg, else a
+    syslog file, whichever this user may read.  ``send`` gets the event and logsource
+    messages in order; ``error`` gets (probe, message) to report."""
+
+    def __init__(self, mode, send, error, lookback=KERNEL_LOOKBACK_LINES, log_root="/",
+                 after_cursor=None):
+        self.mode = mode
+        self.send = send
+        self.error = error
+        self.lookback = lookback
+        self.log_root = log_root
+        self.after_cursor = after_cursor
+        self.todo = list(KERNEL_LOG_ORDER.get(mode, ()))
+        self.refused = []  # (name, "denied" | "missing" | "failed", what it said)
+        self.via = None
+        self.child = None
+        self.tail = None
+        self.kernel_only = False
+        self.boot = None
+        self.bad_json = 0
+        self._bad_reported = False
+        self._held = []
+
+    # -- choosing a source
+
+    def start(self):
+        """Try the sources in order until one works; then send the logsource message."""
+        while self.todo and self.via is None:
+            name = self.todo.pop(0)
+            if name == "journalctl":
+                if shutil.which("journalctl") is None:
+                    self.refused.append(("journalctl", "missing", "not installed"))
+                    continue
+                if journal_files(self.log_root) is False:
+                    self.refused.append(("journalctl", "missing", "No journal files were found "
+                                         "(%s hold none)" % ", ".join(JOURNAL_DIRS)))
+                    continue
+                self._try_child("journalctl", journal_argv(self.lookback, self.after_cursor),
+                                MAX_JOURNAL_LINE)
+            elif name == "dmesg":
+                self.boot = (read_text(rooted(self.log_root, BOOT_ID_PATH)) or "").strip() or None
+                self._try_child("dmesg", dmesg_argv(), MAX_EVENT_LINE)
+            else:
+                self._try_files()
+        self.send(self.message())
+        held, self._held = self._held, []
+        for raw in held:
+            self._emit(raw)
+
+    def _try_child(self, name, argv, max_line):
+        child = ChildLines(argv, max_line)
+        why = child.start()
+        if why is not None:
+            self.refused.append((name, "missing" if why == "not installed" else "failed", why))
+            return
+        deadline = time.monotonic() + KERNEL_PROBE_S
+        while True:
+            self._held += child.lines(wait=0.0)
+            refusal = self._refusal(name, child)
+            if refusal is not None:
+                child.stop()
+                self._held = []
+                self.refused.append(refusal)
+                return
+            if self._held or time.monotonic() >= deadline:
+                break  # it answers, or it runs and has nothing to say yet
+            time.sleep(0.02)
+        self.child, self.via = child, name
+
+    def _refusal(self, name, child):
+        """(name, kind, text) when the command has refused or ended, else None."""
+        err = child.stderr_text()
+        low = err.lower()
+        denied = JOURNAL_DENIED if name == "journalctl" else DMESG_DENIED
+        for line in err.splitlines():
+            if any(m in line.lower() for m in denied):
+                return name, "denied", one_line(line)
+        if name == "journalctl" and any(m in low for m in JOURNAL_NONE):
+            return name, "missing", "No journal files were found"
+        code = child.exited()
+        if code is None:
+            return None
+        last = [x for x in err.splitlines() if x.strip()]
+        said = ": " + one_line(last[-1]) if last else ""
+        return name, "failed", "exited with status %s%s" % (code, said)
+
+    def _try_files(self):
+        for path in KERNEL_LOG_FILES:
+            full = rooted(self.log_root, path)
+            try:
+                with open(full, "rb"):
+                    pass
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    self.refused.append(("file:" + path, "denied", "Permission denied"))
+                elif exc.errno != errno.ENOENT:
+                    self.refused.append(("file:" + path, "failed", exc.strerror or str(exc)))
+                continue
+            self.tail = FileTail(full, at_end=True, lookback=KERNEL_FILE_LOOKBACK_BYTES)
+            self.kernel_only = not path.endswith("kern.log")
+            self.via = "file:" + path
+            return
+        if not any(r[0].startswith("file:") for r in self.refused):
+            self.refused.append(("files", "missing", "none of %s exists" % ", ".join(
+                KERNEL_LOG_FILES)))
+
+    # -- reporting
+
+    def state(self):
+        if self.via is not None:
+            return "ok"
+        if any(kind == "denied" for _, kind, _ in self.refused):
+            return "denied"
+        return "unavailable"
+
+    def detail(self):
+        return "; ".join("%s: %s" % (name, text) for name, _, text in self.refused)[:1000]
+
+    def fix(self):
+        """What an operator could do about the refusals (text only: nothing is changed)."""
+        denied = [name for name, kind, _ in self.refused if kind == "denied"]
+        if not denied:
+            return None
+        user = _user_name()
+        out = []
+        if "journalctl" in denied:
+            out.append("add %s to the systemd-journal or adm group (usermod -aG "
+                       "systemd-journal %s) and reconnect" % (user, user))
+        if "dmesg" in denied:
+            out.append("allow dmesg for users: sysctl kernel.dmesg_restrict=0 (persist it in "
+                       "/etc/sysctl.d/)")
+        files = [name[5:] for name in denied if name.startswith("file:")]
+        if files:
+            out.append("let %s read %s (usermod -aG adm %s)" % (user, ", ".join(files), user))
+        return "; or ".join(out)
+
+    def message(self):
+        return {"type": "logsource", "v": PROTOCOL_VERSION, "ts": time.time(),
+                "source": "kernel", "state": self.state(), "via": self.via,
+                "detail": self.detail(), "fix": self.fix()}
+
+    # -- reading
+
+    def poll(self):
+        """Send what arrived since the last tick; fall back when the source gives out."""
+        if self.tail is not None:
+            now = time.time()
+            for line in self.tail.lines(KERNEL_BYTES_PER_TICK):
+                if self.kernel_only and not _SYSLOG_KERNEL.search(line):
+                    continue
+                self.send(self._event(line, syslog_ts(line, now)))
+            return
+        if self.child is None:
+            return
+        for raw in self.child.lines():
+            self._emit(raw)
+        refusal = self._refusal(self.via, self.child)
+        if self.bad_json and not self._bad_reported:
+            self._bad_reported = True
+            self.error("kernel-log", "journalctl printed %d line(s) that are not JSON; they "
+                                     "are skipped (counted, reported once)" % self.bad_json)
+        if refusal is not None:
+            self.child.stop()
+            self.child = self.via = None
+            self.refused.append(refusal)
+            self.start()
+
+    def _emit(self, raw):
+        if self.via == "journalctl":
+            if raw.startswith(b"-- "):  # "-- No entries --", "-- Boot …": not entries
+                return
+            try:
+                entry = journal_entry(raw)
+            except ValueError:
+                self.bad_json += 1
+                return
+            if entry is None:
+                return
+            line, ts, boot, cursor = entry
+            ev = self._event(line, ts if ts is not None else time.time())
+            if boot:
+                ev["boot"] = boot
+            if cursor:
+                ev["cursor"] = cursor
+                self.after_cursor = cursor
+            self.send(ev)
+            return
+        line = raw.decode("utf-8", "replace")
+        ev = self._event(line, self._dmesg_ts(line))
+        if self.boot:
+            ev["boot"] = self.boot
+        self.send(ev)
+
+    def _dmesg_ts(self, line):
+        now = time.time()
+        m = _DMESG_MONO.match(line)
+        up = (read_text(rooted(self.log_root, "/proc/uptime")) or "").split()
+        try:
+            ts = now - float(up[0]) + float(m.group(1)) if m else now
+        except (IndexError, ValueError):
+            return now
+        return ts if ts <= now + 1.0 else now
+
+    def _event(self, line, ts):
+        return {"type": "event", "v": PROTOCOL_VERSION, "ts": ts, "source": "kernel",
+                "line": line}
+
+    def stop(self):
+        if self.child is not None:
+            self.child.stop()
 
 
 # --------------------------------------------------------------------------- simulator
@@ -1340,6 +1829,7 @@ class Agent(object):
         self.errors_seen = {}
         self.extra_hello = {}
         self.t0 = time.time()
+        self.klog = None
 
     def _scan_logs(self, first=False):
         """Expand the --tail globs; files that appear later are read from their start."""
@@ -1399,6 +1889,29 @@ class Agent(object):
                  "simulated": simulated}
         hello.update(self.extra_hello)
         self.w.send(hello)
+        self.start_kernel_log()
+
+    def start_kernel_log(self):
+        """Pick the kernel-log source and say which (the logsource message)."""
+        mode = kernel_log_mode(self.args)
+        if mode is None:
+            return
+        if self.sim is not None or mode == "off":
+            state = "simulated" if self.sim is not None else "off"
+            if self.sim is not None:
+                detail = "simulated kernel events"
+            elif self.args.kernel_log is None:
+                detail = "not asked for (a bare run: pass --kernel-log auto)"
+            else:
+                detail = "--kernel-log off"
+            self.w.send({"type": "logsource", "v": PROTOCOL_VERSION, "ts": time.time(),
+                         "source": "kernel", "state": state, "via": None, "detail": detail,
+                         "fix": None})
+            return
+        self.klog = KernelLog(mode, self.w.send, self.error, lookback=self.args.kernel_lookback,
+                              log_root=self.args.log_root,
+                              after_cursor=self.args.kernel_after_cursor)
+        self.klog.start()
 
     def static_hello(self, facts, gpus):
         """Topology facts that only change with hardware: PCIe chains, NICs, NUMA, datasets."""
@@ -1459,6 +1972,8 @@ class Agent(object):
         else:
             gpus = self.gpus_now()
             host, disks = host_reader.sample()
+        if self.klog is not None:
+            self.klog.poll()
         self._scan_logs()
         for tail in self.tails.values():
             for line in tail.lines():
@@ -1500,6 +2015,21 @@ def _has_module(name):
         return False
 
 
+def kernel_log_mode(args):
+    """The kernel-log mode to run, or None for none and no logsource message.
+
+    Asked for with --kernel-log; otherwise ``auto`` when the console runs the agent
+    (--stdin-eof-exit, which its bootstrap always passes) and ``off`` for a bare run.
+    ``--once`` (one hello, one sample) and a simulated host send no logsource message
+    unless --kernel-log asks (a simulated host's is then ``simulated``).
+    """
+    if args.kernel_log is not None:
+        return args.kernel_log
+    if args.once or args.simulate is not None:
+        return None
+    return "auto" if args.stdin_eof_exit else "off"
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="rigwatch-agent",
                                 description="Stream a GPU host's state as NDJSON (read-only).")
@@ -1519,12 +2049,23 @@ def parse_args(argv):
                    help="seconds before a GPU probe call counts as hung")
     p.add_argument("--dataset", action="append", default=[], metavar="PATH",
                    help="report which block device holds PATH (repeatable)")
+    p.add_argument("--kernel-log", choices=KERNEL_LOG_MODES, default=None,
+                   help="where to read the kernel log: auto tries journalctl, dmesg, then "
+                        "/var/log/kern.log|messages|syslog (default: auto when the console "
+                        "runs the agent, off otherwise)")
+    p.add_argument("--kernel-lookback", type=int, default=KERNEL_LOOKBACK_LINES, metavar="N",
+                   help="journal lines of the current boot to send first (default %(default)s)")
+    p.add_argument("--kernel-after-cursor", default=None, metavar="CURSOR",
+                   help="start the journal after this cursor instead (no repeats on reconnect)")
     p.add_argument("--sys-root", default="/sys", help=argparse.SUPPRESS)
+    p.add_argument("--log-root", default="/", help=argparse.SUPPRESS)
     p.add_argument("--stdin-eof-exit", action="store_true",
                    help="exit when stdin closes (the console went away)")
     args = p.parse_args(argv)
     if args.interval < 0 or args.speed <= 0:
         p.error("--interval must be >= 0 and --speed > 0")
+    if args.kernel_lookback < 0:
+        p.error("--kernel-lookback must be >= 0")
     if args.simulate is not None:
         try:
             parse_scenarios(args.simulate)

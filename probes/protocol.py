@@ -28,6 +28,8 @@ from probes.samples import (
     HostSample,
     HostStats,
     LogEvent,
+    LogSourceState,
+    LogSourceStatus,
     Nic,
     NicPort,
     PcieLink,
@@ -379,7 +381,24 @@ def _decode_event(obj: dict[str, Any]) -> LogEvent:
     line = obj["line"]
     if not isinstance(line, str):
         raise TypeError("event 'line' is not a string")
-    return LogEvent(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?", line=line)
+    return LogEvent(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?", line=line,
+                    boot=_str(obj.get("boot")), cursor=_str(obj.get("cursor")))
+
+
+def _log_status(value: Any) -> LogSourceStatus:
+    try:
+        return LogSourceStatus(value)
+    except ValueError:
+        return LogSourceStatus.UNAVAILABLE
+
+
+def _decode_logsource(obj: dict[str, Any]) -> LogSourceState:
+    state = obj["state"]
+    if not isinstance(state, str):
+        raise TypeError("logsource 'state' is not a string")
+    return LogSourceState(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?",
+                          state=_log_status(state), via=_str(obj.get("via")),
+                          detail=_str(obj.get("detail")) or "", fix=_str(obj.get("fix")))
 
 
 def _decode_error(obj: dict[str, Any]) -> ProbeError:
@@ -392,4 +411,5 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
     "sample": _decode_sample,
     "event": _decode_event,
     "error": _decode_error,
+    "logsource": _decode_logsource,
 }

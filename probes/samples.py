@@ -275,6 +275,40 @@ class LogEvent:
     ts: float
     source: str
     line: str
+    boot: str | None = None
+    """The boot the line belongs to (``_BOOT_ID`` / ``/proc/sys/kernel/random/boot_id``)."""
+    cursor: str | None = None
+    """The journal's ``__CURSOR`` of the entry (kernel lines read through journalctl)."""
+
+
+class LogSourceStatus(str, Enum):
+    """Whether the agent can read a log (``logsource`` message ``state``)."""
+
+    OK = "ok"
+    """One source works; ``via`` names it."""
+    DENIED = "denied"
+    """At least one source refused this user and none works; ``fix`` says what to grant."""
+    UNAVAILABLE = "unavailable"
+    """No source exists or every one failed (or a newer agent's state this console lacks)."""
+    OFF = "off"
+    """Not read: ``--kernel-log off``, or a bare run that did not ask."""
+    SIMULATED = "simulated"
+    """A simulated host: its kernel lines come from the simulator."""
+
+
+@dataclass(frozen=True)
+class LogSourceState:
+    """How the agent reads a log (``kernel``), sent after the hello and on every change."""
+
+    ts: float
+    source: str
+    state: LogSourceStatus
+    via: str | None = None
+    """``journalctl``, ``dmesg`` or ``file:<path>``; None unless ``state`` is ok."""
+    detail: str = ""
+    """What each refused source said, on one line (also set when ``state`` is ok)."""
+    fix: str | None = None
+    """What an operator could grant (group membership, sysctl): text, never applied."""
 
 
 @dataclass(frozen=True)
@@ -286,4 +320,4 @@ class ProbeError:
     message: str
 
 
-AgentMessage = Hello | HostSample | LogEvent | ProbeError
+AgentMessage = Hello | HostSample | LogEvent | LogSourceState | ProbeError

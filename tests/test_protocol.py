@@ -10,7 +10,15 @@ import pytest
 
 from probes.errors import ProtocolError
 from probes.protocol import MessageReader, UnknownMessageType, decode_line
-from probes.samples import GpuState, Hello, HostSample, LogEvent, ProbeError
+from probes.samples import (
+    GpuState,
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    LogSourceStatus,
+    ProbeError,
+)
 from tests.conftest import AGENT
 
 
@@ -19,9 +27,13 @@ def agent_lines() -> list[bytes]:
     """A real stream: simulated host with a GPU drop-out (so events appear)."""
     proc = subprocess.run(
         [sys.executable, "-I", "-", "--simulate", "xid79:6@60,throttle:5", "--interval", "30",
-         "--fast", "--count", "6", "--seed", "4"],
+         "--fast", "--count", "6", "--seed", "4", "--kernel-log", "auto"],
         input=AGENT.read_bytes(), capture_output=True, check=True, timeout=30)
     return proc.stdout.splitlines()
+
+
+def _first(lines: list[bytes], kind: str) -> bytes:
+    return next(x for x in lines if json.loads(x)["type"] == kind)
 
 
 def test_round_trip_of_every_field(agent_lines: list[bytes]) -> None:
@@ -56,12 +68,55 @@ def test_round_trip_of_every_field(agent_lines: list[bytes]) -> None:
         elif obj["type"] == "event":
             assert isinstance(msg, LogEvent)
             assert msg.line == obj["line"] and msg.source == obj["source"]
+        elif obj["type"] == "logsource":
+            assert isinstance(msg, LogSourceState)
+            assert msg.state is LogSourceStatus.SIMULATED and msg.via is None
     assert any(isinstance(m, LogEvent) and "Xid" in m.line for m in msgs)
+    assert sum(isinstance(m, LogSourceState) for m in msgs) == 1
 
 
 def test_error_message_decodes() -> None:
     msg = decode_line(b'{"type":"error","v":1,"ts":5,"probe":"nvml","message":"GpuIsLost"}')
     assert msg == ProbeError(ts=5.0, probe="nvml", message="GpuIsLost")
+
+
+def test_logsource_message_decodes() -> None:
+    msg = decode_line(json.dumps({
+        "type": "logsource", "v": 1, "ts": 7.5, "source": "kernel", "state": "denied",
+        "via": None, "detail": "journalctl: No journal files were opened due to insufficient "
+        "permissions.; dmesg: read kernel buffer failed: Operation not permitted",
+        "fix": "add ops to the systemd-journal or adm group", "future": 1}))
+    assert msg == LogSourceState(
+        ts=7.5, source="kernel", state=LogSourceStatus.DENIED, via=None,
+        detail="journalctl: No journal files were opened due to insufficient permissions.; "
+               "dmesg: read kernel buffer failed: Operation not permitted",
+        fix="add ops to the systemd-journal or adm group")
+    ok = decode_line(b'{"type":"logsource","v":1,"ts":1,"source":"kernel","state":"ok",'
+                     b'"via":"file:/var/log/kern.log","detail":"","fix":null}')
+    assert isinstance(ok, LogSourceState)
+    assert (ok.state, ok.via, ok.detail, ok.fix) == (
+        LogSourceStatus.OK, "file:/var/log/kern.log", "", None)
+    assert ok.state == "ok"  # a str enum: compares with the wire value
+
+
+def test_logsource_from_a_newer_agent_and_broken_ones() -> None:
+    newer = decode_line(b'{"type":"logsource","v":1,"ts":1,"source":"kernel","state":"paused"}')
+    assert isinstance(newer, LogSourceState) and newer.state is LogSourceStatus.UNAVAILABLE
+    assert (newer.via, newer.detail, newer.fix) == (None, "", None)
+    for line in (b'{"type":"logsource","v":1,"ts":1,"source":"kernel"}',
+                 b'{"type":"logsource","v":1,"ts":1,"source":"kernel","state":3}'):
+        with pytest.raises(ProtocolError, match="bad logsource message"):
+            decode_line(line)
+
+
+def test_event_boot_and_cursor() -> None:
+    msg = decode_line(b'{"type":"event","v":1,"ts":2,"source":"kernel","line":"NVRM: Xid 79",'
+                      b'"boot":"5d1e","cursor":"s=ab;i=9"}')
+    assert msg == LogEvent(ts=2.0, source="kernel", line="NVRM: Xid 79", boot="5d1e",
+                           cursor="s=ab;i=9")
+    plain = decode_line(b'{"type":"event","v":1,"ts":2,"source":"job:/x","line":"a",'
+                        b'"boot":7}')
+    assert isinstance(plain, LogEvent) and (plain.boot, plain.cursor) == (None, None)
 
 
 def test_unknown_fields_and_types_are_ignored() -> None:
@@ -96,7 +151,7 @@ def test_non_numbers_become_none() -> None:
 
 def test_reader_survives_garbage_partial_and_huge_lines(agent_lines: list[bytes]) -> None:
     reader = MessageReader()
-    hello, sample = agent_lines[0], agent_lines[1]
+    hello, sample = _first(agent_lines, "hello"), _first(agent_lines, "sample")
     stream = (b"banner line\n" + hello + b"\n" + b"x" * (1024 * 1024) + b"\n"
               + b'{"type":"nope"}\n' + sample + b"\n" + b'{"broken": \n')
     got = []
@@ -111,12 +166,13 @@ def test_reader_survives_garbage_partial_and_huge_lines(agent_lines: list[bytes]
 
 def test_huge_line_in_one_chunk_then_valid_line(agent_lines: list[bytes]) -> None:
     reader = MessageReader()
-    got = reader.feed(b"{" + b"9" * (1024 * 1024) + b"}\n" + agent_lines[1] + b"\n")
+    got = reader.feed(b"{" + b"9" * (1024 * 1024) + b"}\n" + _first(agent_lines, "sample")
+                      + b"\n")
     assert [type(m) for m in got] == [HostSample]
     assert reader.stats.overlong == 1
 
 
 def test_final_line_without_newline_is_kept(agent_lines: list[bytes]) -> None:
     reader = MessageReader()
-    assert reader.feed(agent_lines[1]) == []
+    assert reader.feed(_first(agent_lines, "sample")) == []
     assert [type(m) for m in reader.close()] == [HostSample]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from probes.explain.result import ExplainFinding, merge_same
-from probes.logrules import kernel, nccl
+from probes.logrules import kernel, nccl, training
 from probes.logrules.lines import LogLine, peel
 
 CONTEXT_LINES = 40
@@ -48,11 +48,10 @@ def rules_for(source: str) -> tuple[str, ...]:
     Keeping them apart is what stops a training log that quotes an ``NVRM`` line from being
     read as the host's own kernel speaking, and a kernel line from counting as a job error.
     """
-    return ("kernel",) if source == KERNEL else ("nccl",)
+    return ("kernel",) if source == KERNEL else ("nccl", "training")
 
 
-_RULES = {"kernel": kernel.scan, "nccl": nccl.scan}
-"""The model-code rules (``training``) are not written yet; job logs get the NCCL rules."""
+_RULES = {"kernel": kernel.scan, "nccl": nccl.scan, "training": training.scan}
 
 
 class LiveLogScanner:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from probes.explain.result import ExplainFinding, KindResult, merge_same
-from probes.logrules import kernel, nccl
+from probes.logrules import kernel, nccl, training
 from probes.logrules.lines import LogLine, log_lines
 
 
 def scan_log_lines(lines: list[LogLine]) -> list[ExplainFinding]:
     """Findings of every step from already-peeled lines (the live console's entry point)."""
     found: list[ExplainFinding] = []
-    for rules in (kernel, nccl):  # the model-code rules are not written yet
+    for rules in (kernel, nccl, training):
         found.extend(rules.scan(lines))
     return merge_same(found)
 
