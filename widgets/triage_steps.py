@@ -54,13 +54,13 @@ class TriageSteps(Static):
             count = len(r.findings)
             worst = r.worst
             sev = (f"[bold {SEVERITY_VARIABLE[worst]}]$worst[/]" if worst is not None
-                   else "[$text-dim]$worst[/]")
+                   else "[$text-dim]$worst[/]")  # "none" when nothing was found
             lines.append(Content.from_markup(
                 f"$cursor $n. [bold]$title[/] [{colour}]$glyph $word[/]  $count " + sev,
                 cursor="▶" if i == self.selected else " ", n=str(i + 1),
                 title=f"{r.title:<11}", glyph=glyph, word=f"{word:<7}",
-                count=f"{count} finding{'s' if count != 1 else ' '}",
-                worst=worst.value if worst is not None else "nothing found"))
+                count=f"{count:>3}",
+                worst=worst.value if worst is not None else "none"))
         self.update(Content("\n").join(lines))
 
     def on_click(self, event: events.Click) -> None:
