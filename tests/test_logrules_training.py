@@ -219,8 +219,8 @@ def test_old_thc_and_cached_wordings() -> None:
 def test_two_ranks_interleaved_are_one_finding_listing_both_gpus() -> None:
     text = ("[rank0]: Traceback (most recent call last):\n"
             "[rank1]: Traceback (most recent call last):\n"
-            '[rank0]:   File "/work/train.py", line 51, in <module>\n'
-            '[rank1]:   File "/work/train.py", line 51, in <module>\n'
+            '[rank0]:   File "/srv/jobs/train.py", line 51, in <module>\n'
+            '[rank1]:   File "/srv/jobs/train.py", line 51, in <module>\n'
             "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
             "GPU 0 has a total capacity of 79.11 GiB of which 1.02 GiB is free. Including non-"
             "PyTorch memory, this process has 78.07 GiB memory in use.\n"
@@ -232,7 +232,7 @@ def test_two_ranks_interleaved_are_one_finding_listing_both_gpus() -> None:
     assert f.extra["gpus"] == ["GPU0", "GPU1"]
     assert f.extra["ranks"] == [0, 1]
     assert "2 GPUs (GPU0, GPU1)" in f.summary and "ranks 0, 1" in f.summary
-    assert f.extra["frame"] == "/work/train.py:51 in <module>"
+    assert f.extra["frame"] == "/srv/jobs/train.py:51 in <module>"
 
 
 def test_record_glued_to_a_progress_bar_keeps_its_own_time() -> None:
