@@ -63,9 +63,15 @@ class HostSpec:
     ssh: SshOptions = field(default_factory=SshOptions)
     extra_args: tuple[str, ...] = field(default=())
 
-    def agent_args(self, once: bool = False) -> list[str]:
-        """Command-line arguments for the agent on this host."""
+    def agent_args(self, once: bool = False, kernel_after: str | None = None) -> list[str]:
+        """Command-line arguments for the agent on this host.
+
+        ``kernel_after`` is the journal cursor of the last kernel line already received: a
+        reconnect starts after it instead of sending the look-back again.
+        """
         args = ["--interval", f"{self.interval_s:g}"]
+        if kernel_after:
+            args += ["--kernel-after-cursor", kernel_after]
         if self.simulate:
             args += ["--simulate", ",".join(self.simulate), "--seed", str(self.seed),
                      "--speed", f"{self.speed:g}", "--hostname", self.name]

@@ -21,13 +21,26 @@ from probes.findings import (
 )
 from probes.fleet import HostSpec
 from probes.logrules.live import LiveLogScanner
-from probes.samples import Hello, HostSample, LogEvent, ProbeError
+from probes.samples import (
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    LogSourceStatus,
+    ProbeError,
+)
 from probes.session_events import Connected, Disconnected, SessionItem
+from probes.triage import Step
 
 HISTORY_POINTS = 3600
 """Per-GPU memory points kept for the first-cut chart (an hour at 1 Hz)."""
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
+SEEN_KERNEL_LINES = 20000
+"""Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
+KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
+ACTION_KERNEL_LOG = ("Read the kernel log by hand (sudo dmesg -T | grep -E 'NVRM|AER|Out of "
+                     "memory') until the agent's user may read it")
 
 
 class HostStatus(str, Enum):
@@ -95,6 +108,11 @@ class HostState:
     logs: LiveLogScanner = field(default_factory=LiveLogScanner)
     since: dict[tuple[str, str, int | None, int | None], float] = field(default_factory=dict)
     """When each current finding was first seen, so triage can order incidents in time."""
+    log_source: LogSourceState | None = None
+    """How the agent reads this host's kernel log, from its latest ``logsource`` message."""
+    seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
+    """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
+    dmesg's whole ring buffer, and the same Xid must not count twice."""
 
     @property
     def name(self) -> str:
@@ -112,9 +130,14 @@ class HostState:
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
+            if item.source == "kernel" and self._seen_before(item):
+                return
             self.events.append(item)
             if self.logs.add(item.source, item.line, item.ts):
                 self.scan_logs()
+        elif isinstance(item, LogSourceState):
+            if item.source == "kernel":
+                self.log_source = item
         elif isinstance(item, ProbeError):
             self.errors.append(item)
         elif isinstance(item, Connected):
@@ -152,11 +175,45 @@ class HostState:
             del self.since[key]
         self.current = tuple(current)
 
+    def _seen_before(self, event: LogEvent) -> bool:
+        """Whether this kernel line already arrived (remembering it if not).
+
+        The journal's cursor names an entry exactly; a dmesg line carries its own
+        monotonic stamp, so within one boot its text is its identity.
+        """
+        key = (event.boot, event.cursor or event.line)
+        if key in self.seen_kernel:
+            return True
+        self.seen_kernel[key] = None
+        if len(self.seen_kernel) > SEEN_KERNEL_LINES:
+            del self.seen_kernel[next(iter(self.seen_kernel))]
+        return False
+
     def kernel_log_summary(self) -> str:
         """How this host's kernel log is read, for triage's "what was checked"."""
-        if self.spec.simulate:
+        src = self.log_source
+        if src is None:
+            return "simulated" if self.spec.simulate else "not reported by the agent"
+        if src.state is LogSourceStatus.OK:
+            return f"read via {src.via}" if src.via else "read"
+        if src.state is LogSourceStatus.OFF:
+            return "not read (kernel log off)"
+        if src.state is LogSourceStatus.SIMULATED:
             return "simulated"
-        return "not reported by the agent"
+        word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"
+        return f"{word}: {src.fix}" if src.fix else f"{word}: {src.detail or 'no source'}"
+
+    def _log_source_findings(self) -> list[Finding]:
+        """A kernel log the agent cannot read leaves triage's second step blind: say so."""
+        src = self.log_source
+        if src is None or src.state not in (LogSourceStatus.DENIED, LogSourceStatus.UNAVAILABLE):
+            return []
+        word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"
+        action = ACTION_KERNEL_LOG + (f"; to let the agent read it: {src.fix}" if src.fix else "")
+        return [Finding(Step.SYSLOG, KERNEL_LOG_UNREADABLE, Severity.WARNING,
+                        f"kernel log {word}: Xid, AER and OOM-killer lines cannot be seen",
+                        self.name, evidence=src.detail or None, ts=src.ts, action=action,
+                        source="kernel")]
 
     def scan_logs(self) -> None:
         """Run the log rules over the lines queued since the last scan."""
@@ -173,6 +230,7 @@ class HostState:
         """Current and sticky findings, worst first, one per incident."""
         self.scan_logs()
         merged = {f.key: f for f in self.layout}
+        merged.update({f.key: f for f in self._log_source_findings()})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
         return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))

@@ -17,8 +17,8 @@ from probes.backend import Emit
 from probes.errors import TransportError
 from probes.fleet import HostSpec
 from probes.protocol import MessageReader
-from probes.samples import AgentMessage, Hello, HostSample, LogEvent, ProbeError
-from probes.session_events import Connected, Disconnected
+from probes.samples import AgentMessage, Hello, HostSample, LogEvent, LogSourceState, ProbeError
+from probes.session_events import Connected, Disconnected, SessionItem
 from probes.transport.local import LocalTransport
 
 BACKOFF_BASE_S = 1.0
@@ -86,18 +86,20 @@ class StreamGarbled(TransportError):
 
 
 def make_transport(spec: HostSpec, once: bool = False,
-                   gate: asyncio.Semaphore | None = None) -> Transport:
+                   gate: asyncio.Semaphore | None = None,
+                   kernel_after: str | None = None) -> Transport:
     """The transport a host spec asks for.
 
     Raises:
         TransportError: the spec names a transport this build does not have.
     """
+    args = spec.agent_args(once=once, kernel_after=kernel_after)
     if spec.transport == "local":
-        return LocalTransport(spec.agent_args(once=once), python=spec.python)
+        return LocalTransport(args, python=spec.python)
     if spec.transport == "ssh":
         from probes.transport.ssh import SshTransport
 
-        return SshTransport(spec, spec.agent_args(once=once), gate=gate)
+        return SshTransport(spec, args, gate=gate)
     raise TransportError(f"{spec.name}: transport {spec.transport!r} is not available")
 
 
@@ -158,14 +160,22 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
     policy = policy or SessionPolicy()
     rng = random.Random(spec.name)
     attempt = 0
+    cursor: str | None = None
+
+    def emit_noting_cursor(host: str, item: SessionItem) -> None:
+        nonlocal cursor
+        if isinstance(item, LogEvent) and item.source == "kernel" and item.cursor:
+            cursor = item.cursor
+        emit(host, item)
+
     while True:
         reader = MessageReader()
         try:
-            transport = make_transport(spec, gate=gate)
+            transport = make_transport(spec, gate=gate, kernel_after=cursor)
         except TransportError as exc:
             emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats, "down"))
             return
-        kind, reason, got_any = await _stream_once(spec, emit, transport, reader,
+        kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
                                                    policy.stall_for(spec))
         _raise_if_cancelled()
         if got_any:
@@ -185,6 +195,7 @@ class OnceResult:
     sample: HostSample | None = None
     events: list[LogEvent] = field(default_factory=list)
     errors: list[ProbeError] = field(default_factory=list)
+    log_source: LogSourceState | None = None
     failure: str | None = None
     garbled: int = 0
 
@@ -221,3 +232,5 @@ def _file(result: OnceResult, item: object) -> None:
         result.events.append(msg)
     elif isinstance(msg, ProbeError):
         result.errors.append(msg)
+    elif isinstance(msg, LogSourceState):
+        result.log_source = msg

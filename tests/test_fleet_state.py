@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from probes.findings import Severity, Step, sample_findings
 from probes.fleet import HostSpec
-from probes.fleet_state import FleetState, HostStatus
+from probes.fleet_state import FleetState, HostState, HostStatus
+from probes.incident import first_failure
 from probes.samples import (
     DiskStats,
     GpuInfo,
@@ -14,6 +15,8 @@ from probes.samples import (
     HostFacts,
     HostSample,
     LogEvent,
+    LogSourceState,
+    LogSourceStatus,
 )
 from probes.session_events import Connected, Disconnected
 
@@ -105,11 +108,64 @@ def test_a_message_split_over_two_scans_is_still_found() -> None:
 
 def test_repeated_events_are_one_finding() -> None:
     fleet = FleetState([HostSpec("h")])
-    line = "NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"
+    line = "[{:>5}.000000] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"
     for t in range(5):
-        fleet.apply("h", LogEvent(float(t), "kernel", line), now=float(t))
-    assert len(fleet.hosts["h"].findings()) == 1
+        fleet.apply("h", LogEvent(float(t), "kernel", line.format(t)), now=float(t))
+    (found,) = fleet.hosts["h"].findings()
+    assert found.count == 5
     assert len(fleet.hosts["h"].events) == 5
+
+
+def test_a_reconnect_that_resends_the_kernel_log_counts_nothing_twice() -> None:
+    fleet = FleetState([HostSpec("h")])
+    ring = [f"[{t:>5}.000000] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception" for t in range(3)]
+    for _ in range(2):  # dmesg's whole ring buffer again after the reconnect
+        fleet.apply("h", Connected(0.0), now=0.0)
+        for t, line in enumerate(ring):
+            fleet.apply("h", LogEvent(float(t), "kernel", line, boot="b1"), now=float(t))
+    # the same text after a reboot is a new line
+    fleet.apply("h", LogEvent(9.0, "kernel", ring[0], boot="b2"), now=9.0)
+    # journal entries are told apart by their cursor, not their text
+    for c in ("s=1;i=1", "s=1;i=2", "s=1;i=1"):
+        fleet.apply("h", LogEvent(10.0, "kernel", "NVRM: Xid (PCI:0000:3b:00): 13, x", "b2", c),
+                    now=10.0)
+    (found,) = fleet.hosts["h"].findings()
+    assert found.count == 3 + 1 + 2
+    assert len(fleet.hosts["h"].events) == 6
+
+
+def _with_source(state: LogSourceStatus, via: str | None = None, fix: str | None = None,
+                 detail: str = "") -> HostState:
+    fleet = FleetState([HostSpec("h")])
+    fleet.apply("h", hello(), now=0.0)
+    fleet.apply("h", LogSourceState(5.0, "kernel", state, via, detail, fix), now=5.0)
+    return fleet.hosts["h"]
+
+
+def test_kernel_log_source_is_what_triage_says_was_checked() -> None:
+    assert FleetState([HostSpec("h")]).hosts["h"].kernel_log_summary() == \
+        "not reported by the agent"
+    assert _with_source(LogSourceStatus.OK, "journalctl").kernel_log_summary() == \
+        "read via journalctl"
+    assert _with_source(LogSourceStatus.OK, "journalctl").findings() == []
+    assert _with_source(LogSourceStatus.OFF).findings() == []
+    assert "off" in _with_source(LogSourceStatus.OFF).kernel_log_summary()
+
+
+def test_an_unreadable_kernel_log_is_a_syslog_warning_with_the_fix() -> None:
+    fix = "add ops to the systemd-journal group (usermod -aG systemd-journal ops) and reconnect"
+    host = _with_source(LogSourceStatus.DENIED, fix=fix,
+                        detail="dmesg: read kernel buffer failed: Operation not permitted")
+    assert host.kernel_log_summary() == f"refused: {fix}"
+    (f,) = host.findings()
+    assert (f.step, f.code, f.severity) == (Step.SYSLOG, "kernel-log-unreadable",
+                                             Severity.WARNING)
+    assert f.action is not None and fix in f.action and "dmesg" in (f.evidence or "")
+    # watching blind is not what broke the run
+    assert first_failure(host.findings()) is None
+    # a later logsource that works clears it
+    host.apply(LogSourceState(6.0, "kernel", LogSourceStatus.OK, "dmesg"), now=6.0)
+    assert host.findings() == []
 
 
 def test_status_streaming_stale_down() -> None:

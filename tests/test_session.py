@@ -7,8 +7,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from probes.fleet import HostSpec, demo_fleet
-from probes.samples import Hello, HostSample
+from probes.samples import Hello, HostSample, LogEvent
 from probes.session import SessionPolicy, collect_once, run_session
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.transport.local import LocalTransport
@@ -91,3 +93,35 @@ async def test_collect_once_times_out_on_a_silent_host(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 6.0
     assert r.sample is None
     assert r.failure == "no complete answer within 1 s"
+
+
+async def test_a_reconnect_resumes_the_journal_after_the_last_cursor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second connection asks journalctl for what came after the last line it got."""
+    from tests.test_agent_kernel_log import FAKE_JOURNALCTL, _exe
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _exe(bindir / "journalctl", FAKE_JOURNALCTL)
+    root = tmp_path / "root"
+    (root / "var" / "log" / "journal" / "m").mkdir(parents=True)
+    (root / "var" / "log" / "journal" / "m" / "system.journal").write_bytes(b"")
+    (root / "proc" / "sys" / "kernel" / "random").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "random" / "boot_id").write_text("b007b007\n")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    spec = HostSpec(name="h1", interval_s=0.3,
+                    extra_args=("--count", "4", "--log-root", str(root), "--kernel-log", "journal"))
+    items: list[SessionItem] = []
+    task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i),
+                                           SessionPolicy(0.05, 0.05, jitter=0.0)))
+    try:
+        for _ in range(300):
+            await asyncio.sleep(0.05)
+            argv = [i.line for i in items if isinstance(i, LogEvent) and i.line.startswith("argv")]
+            if len(argv) >= 2:
+                break
+    finally:
+        task.cancel()
+    assert len(argv) >= 2, items
+    assert argv[0].endswith("--follow --lines=2000")
+    assert argv[1].endswith("--follow --after-cursor=s=abc;i=4")

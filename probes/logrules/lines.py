@@ -18,9 +18,12 @@ _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # grep over several files: "/var/log/syslog.1:" or "kern.log:"
+    # grep over several files: "/var/log/syslog.1:" or "kern.log:"; not a source file's
+    # "Loss.cu:250:" of an assert message, whose line number is no srun label
     ("file", re.compile(
-        r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*):(?=\S)")),
+        r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*)"
+        r"(?<!\.cu)(?<!\.cuh)(?<!\.c)(?<!\.cc)(?<!\.cpp)(?<!\.h)(?<!\.hpp)(?<!\.py)"
+        r":(?=\S)")),
     # CloudWatch / table exports: "| 1700000000000 | msg |"
     ("time", re.compile(r"^\|\s*(?P<v>[\d\-T:.+Z ]{10,40}?)\s*\|\s*")),
     # dmesg -T: "[Sat Nov  8 03:17:44 2025] " (the opening bracket is sometimes lost)
