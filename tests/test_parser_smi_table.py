@@ -456,3 +456,17 @@ def test_random_garbage_never_raises() -> None:
             assert f.line >= 1
     raw = bytes(rng.randrange(256) for _ in range(5000))
     smi_table.explain(split_lines(decode(raw)))
+
+
+def test_a_job_log_that_printed_the_table_at_start_is_a_log() -> None:
+    from probes.explain.detect import detect_kind
+
+    table = split_lines(decode(fixture_input(
+        FIXTURES / "nvidia-smi" / "08-h100-default-table-load-processes.txt")))
+    log = [f"2025-11-08 03:17:{i % 60:02d},552 INFO step {i} loss 2.{i:03d}" for i in range(200)]
+    log.append("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert looks_like(table) and detect_kind(table) == smi_table.KIND
+    assert not looks_like(table + log)
+    assert detect_kind(table + log) == "log"
+    # a table with a few lines of prompt and notes around it is still the table
+    assert looks_like(["$ nvidia-smi", *table, "note: GPU3 was reset yesterday", "$ "])

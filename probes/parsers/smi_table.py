@@ -36,6 +36,8 @@ ERR_CRITICAL_CELLS = 3
 """ERR! cells from which a GPU counts as lost outright rather than as a failing read."""
 ERROR_ONLY_OTHER_LINES = 2
 """Unrelated lines an error-only paste may carry (a stray prompt, ``Segmentation fault``)."""
+TABLE_IN_LOG_LINES = 20
+"""Lines beyond twice the table's own that make an input a log that printed a table."""
 
 _UNAVAILABLE = frozenset({"N/A", "ERR!", "[N/A]", "Unknown", "[Unknown]", "-", ""})
 _ERR = "ERR!"
@@ -641,19 +643,22 @@ def explain(lines: list[str]) -> KindResult:
 
 
 def looks_like(lines: list[str]) -> bool:
-    """The version header, a border plus a GPU row, or nvidia-smi's error-only output."""
+    """The version header, a border plus a GPU row, or nvidia-smi's error-only output.
+
+    A job log that printed the table at start-up is still a log: when lines outside the
+    table's box outnumber it clearly, the log rules must read them.
+    """
     border = row = False
     error_only = False
-    others = 0
+    others = boxes = 0
     for line in clean_lines(lines[:LOOKS_LIKE_LINES]):
         box = _box_line(line)
         if box is not None:
+            boxes += 1
             if _HEADER.search(box) and "Driver Version" in box:
-                return True
+                border = row = True
             border = border or bool(re.match(r"^[+|]-{5,}", box))
             row = row or bool(_ROW1_LOOSE.match(box))
-            if border and row:
-                return True
             continue
         text = _LEADING_FENCE.sub("", line.strip())
         if not text:
@@ -663,6 +668,8 @@ def looks_like(lines: list[str]) -> bool:
         elif not (_ERROR_LINE.search(text) or "nvidia-smi" in text.lower()
                   or _TIMESTAMP.match(text) or re.match(r"^\S*[#$>%]\s*$", text)):
             others += 1
+    if border and row:
+        return others <= boxes * 2 + TABLE_IN_LOG_LINES
     return error_only and others <= ERROR_ONLY_OTHER_LINES
 
 
