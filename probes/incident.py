@@ -66,6 +66,11 @@ class FirstFailure:
     consequences: tuple[Finding, ...]
     explanation: str
 
+    @property
+    def is_failure(self) -> bool:
+        """A critical root broke something; a warning root is only the earliest condition."""
+        return self.finding.severity is Severity.CRITICAL
+
 
 @dataclass
 class TriageRecord:
@@ -144,8 +149,12 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstF
     else:
         root = min(events, key=lambda f: (onset(f), _step_index(f)))
     assert root.ts is not None
+    if root.severity is not Severity.CRITICAL:
+        # a narrow link does not make another host's disk busy: warnings explain nothing
+        others = [f for f in events if f is not root]
+        return FirstFailure(root, (), explain_earliest(root, others))
     later = [f for f in events if f is not root and (f.ts or 0.0) >= root.ts
-             and (f.host == root.host or _step_index(f) >= _step_index(root))]
+             and (f.host == root.host or _step_index(f) > _step_index(root))]
     return FirstFailure(root, tuple(sorted(later, key=lambda f: f.ts or 0.0)),
                         explain_root(root, later, bool(causes)))
 
@@ -189,6 +198,17 @@ def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -
                  ". GPU and kernel faults came later")
         head += f": read {root.host}'s job log and model code"
     return head + "."
+
+
+def explain_earliest(root: Finding, others: Sequence[Finding]) -> str:
+    """The earliest warning when nothing critical happened, and how many others stand."""
+    assert root.ts is not None
+    head = f"{describe(root)} at {_clock(root.ts)}"
+    if others:
+        hosts = sorted({f.host for f in others})
+        on = f"{len(hosts)} hosts" if len(hosts) > 3 else ", ".join(hosts)
+        head += f"; {len(others)} more warning{'s' if len(others) > 1 else ''} on {on}"
+    return head + "; nothing critical so far."
 
 
 def _checked(step: Step, hosts: Sequence[HostView]) -> tuple[str, ...]:

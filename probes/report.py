@@ -61,6 +61,7 @@ class IncidentReport:
             "first_failure": None if self.first is None else {
                 "finding": _finding_json(self.first.finding),
                 "explanation": self.first.explanation,
+                "critical": self.first.is_failure,
                 "consequences": len(self.first.consequences),
             },
             "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
@@ -75,7 +76,9 @@ class IncidentReport:
         """The report for people: first failure, the steps with verdicts, timeline, hosts."""
         out = [f"# Incident report: {self.title}", "", f"Written {_iso(self.created)} by rigwatch.",
                ""]
-        out += ["## First failure", ""]
+        heading = ("Earliest warning" if self.first and not self.first.is_failure
+                   else "First failure")
+        out += [f"## {heading}", ""]
         out.append(self.first.explanation if self.first else "No incident was seen.")
         out.append("")
         for i, r in enumerate(self.steps, 1):

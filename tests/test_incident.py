@@ -120,3 +120,29 @@ def test_chronic_warnings_do_not_outrank_a_critical_fault() -> None:
     first = first_failure([narrow, xid79(), watchdog("gpu002", T + 600)])
     assert first is not None and first.finding.code == "xid"
     assert [f.code for f in first.consequences] == ["nccl-timeout"]
+
+
+def _warn(code: str, host: str, at: float, gpu: int | None = None) -> Finding:
+    return Finding(Step.GPU, code, Severity.WARNING, code, host, gpu=gpu, ts=at)
+
+
+def test_warnings_alone_have_an_earliest_but_explain_nothing() -> None:
+    link = _warn("pcie-link-downgraded", "gpu-a04", T, gpu=2)
+    disk = _warn("disk-saturated", "gpu-b01", T + 5)
+    first = first_failure([disk, link])
+    assert first is not None and not first.is_failure
+    assert first.finding is link and first.consequences == ()
+    assert first.explanation == ("pcie-link-downgraded on gpu-a04 GPU2 at 18:26:40; 1 more "
+                                 "warning on gpu-b01; nothing critical so far.")
+
+
+def test_a_gpu_fault_does_not_explain_another_hosts_gpu_state() -> None:
+    root = xid79("gpu017", T)
+    same_host = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "lost", "gpu017", gpu=3,
+                        ts=T + 1)
+    other_host_gpu = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "lost", "gpu020", gpu=0,
+                             ts=T + 30)
+    other_host_nccl = watchdog("gpu020", T + 601)
+    first = first_failure([root, same_host, other_host_gpu, other_host_nccl])
+    assert first is not None and first.is_failure and first.finding is root
+    assert set(first.consequences) == {same_host, other_host_nccl}

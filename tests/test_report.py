@@ -38,6 +38,7 @@ def test_report_files_are_private_and_hold_the_triage(tmp_path: Path) -> None:
     assert data["version"] == 1 and data["title"] == "soak run 12"
     assert data["first_failure"]["finding"]["code"] == "xid"
     assert data["first_failure"]["consequences"] == 1
+    assert data["first_failure"]["critical"] is True
     assert [s["verdict"] for s in data["steps"]] == ["clear", "suspect", "open", "open"]
     assert data["steps"][1]["note"] == "drained gpu-t01, RMA ticket 4411"
     assert [f["host"] for f in data["timeline"]] == ["gpu-t01", "gpu-t02"]

@@ -98,6 +98,19 @@ def test_demo_fleet_in_a_real_terminal(term: Tmux) -> None:
     time.sleep(0.3)
     term.keys("Escape")
     term.wait_for(lambda s: all(h in s for h in HOSTS), timeout=5.0)
+
+    # Triage: the four steps in their fixed order, a step picked by number, a mark.
+    term.keys("t")
+    screen, _ = term.wait_for(lambda s: "Model code" in s and "Next:" in s, timeout=5.0)
+    order = [screen.index(w) for w in ("GPU state", "System log", "NCCL", "Model code")]
+    assert order == sorted(order)
+    assert "First failure:" in screen or "Earliest warning:" in screen
+    term.keys("2")
+    term.wait_for(lambda s: "▶ 2 System log" in s and "checked: kernel log" in s, timeout=5.0)
+    term.keys("c")
+    term.wait_for(lambda s: "2 System log  ✓ clear" in s, timeout=5.0)
+    term.keys("Escape")
+    term.wait_for(lambda s: all(h in s for h in HOSTS), timeout=5.0)
     term.keys("q")
     deadline = time.monotonic() + 5.0
     while term.alive() and time.monotonic() < deadline:

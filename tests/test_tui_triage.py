@@ -46,7 +46,8 @@ async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path:
         assert "First failure: Xid 79 on gpu-b02 GPU6 at" in text
         assert "NCCL watchdog timeouts on gpu-b03 from" in text and "its consequence" in text
         # GPU state first: the demo has throttling, a leak-free lost GPU, a slow link...
-        assert "1. GPU state" in str(app.screen.query_one(TriageSteps).render())
+        steps = str(app.screen.query_one(TriageSteps).render())
+        assert "▶ 1 GPU state" in steps and "2 System log  · open    2 crit" in steps
         assert "Next: 1." in text
         await pilot.press("c")  # GPU state clear (for this walk)
         await wait_until(pilot, lambda: "Next: 2." in banner(app))

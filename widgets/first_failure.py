@@ -30,8 +30,11 @@ class FirstFailureBanner(Static):
     def _draw(self) -> None:
         if self.first is None:
             head = Content.from_markup("[bold]First failure:[/] [$text-dim]none seen yet[/]")
-        else:
+        elif self.first.is_failure:
             head = Content.from_markup("[bold]First failure:[/] [bold $sev-critical]$x[/]",
+                                       x=self.first.explanation)
+        else:
+            head = Content.from_markup("[bold]Earliest warning:[/] [bold $sev-warning]$x[/]",
                                        x=self.first.explanation)
         nxt = Content.from_markup("[bold]Next:[/] $p", p=self.proposal or "…")
         self.update(Content("\n").join([head, nxt]))

@@ -1,4 +1,4 @@
-"""The four triage steps in their fixed order, with verdict, findings count and the cursor."""
+"""The four triage steps in their fixed order: verdict, findings by severity, the cursor."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from probes.incident import StepReview, Verdict
+from probes.triage import Severity
 from widgets._format import SEVERITY_VARIABLE
 
 VERDICT_MARK = {
@@ -17,6 +18,8 @@ VERDICT_MARK = {
     Verdict.SUSPECT: ("✗", "suspect", "$sev-critical"),
 }
 """Glyph, word and colour: the word is always there, so no status is told by colour alone."""
+SEVERITY_SHORT = {Severity.CRITICAL: "crit", Severity.WARNING: "warn", Severity.INFO: "info"}
+"""Findings at the step's worst severity are counted by name; the rest follow as ``+N``."""
 
 
 class TriageSteps(Static):
@@ -51,16 +54,20 @@ class TriageSteps(Static):
         lines = []
         for i, r in enumerate(self.reviews):
             glyph, word, colour = VERDICT_MARK[r.verdict]
-            count = len(r.findings)
             worst = r.worst
-            sev = (f"[bold {SEVERITY_VARIABLE[worst]}]$worst[/]" if worst is not None
-                   else "[$text-dim]$worst[/]")  # "none" when nothing was found
+            if worst is None:
+                found = Content.from_markup("[$text-dim]none[/]")
+            else:
+                at_worst = sum(1 for f in r.findings if f.severity is worst)
+                rest = len(r.findings) - at_worst
+                found = Content.from_markup(
+                    f"[bold {SEVERITY_VARIABLE[worst]}]$n $sev[/][$text-dim]$rest[/]",
+                    n=str(at_worst), sev=SEVERITY_SHORT[worst],
+                    rest=f" +{rest}" if rest else "")
             lines.append(Content.from_markup(
-                f"$cursor $n. [bold]$title[/] [{colour}]$glyph $word[/]  $count " + sev,
+                f"$cursor $n [bold]$title[/] [{colour}]$glyph $word[/] ",
                 cursor="▶" if i == self.selected else " ", n=str(i + 1),
-                title=f"{r.title:<11}", glyph=glyph, word=f"{word:<7}",
-                count=f"{count:>3}",
-                worst=worst.value if worst is not None else "none"))
+                title=f"{r.title:<11}", glyph=glyph, word=f"{word:<7}") + found)
         self.update(Content("\n").join(lines))
 
     def on_click(self, event: events.Click) -> None:
