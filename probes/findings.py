@@ -44,6 +44,8 @@ class Finding:
     count: int = 1
     extra: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
     """Details a rule parsed (ranks, timeouts, amounts), for the triage screen and reports."""
+    context: tuple[str, ...] = field(default=(), compare=False)
+    """Log lines just before the evidence line, as the operator would see them in the log."""
 
     @property
     def key(self) -> tuple[str, str, int | None, int | None]:
@@ -258,5 +260,5 @@ def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Fi
         out.append(Finding(f.step, f.code, f.severity, f.summary, host,
                            gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
                            ts=hit.ts, action=f.action, source=hit.source, count=f.count,
-                           extra=dict(f.extra)))
+                           extra=dict(f.extra), context=hit.context))
     return out

@@ -92,7 +92,11 @@ class IncidentReport:
             for f in r.findings:
                 out.append(f"- **{f.severity.value}** `{f.code}` {describe(f)}: {f.summary}"
                            + (f" ({_iso(f.ts)})" if f.ts is not None else ""))
-                if f.evidence:
+                if f.evidence and f.context:
+                    out += ["  - evidence, after the lines before it:", "", "    ~~~"]
+                    out += [f"    {_one_line(c)}" for c in (*f.context, f.evidence)]
+                    out += ["    ~~~", ""]
+                elif f.evidence:
                     out.append(f"  - evidence: `{_one_line(f.evidence)}`")
                 if f.action:
                     out.append(f"  - action: {f.action}")
@@ -129,6 +133,8 @@ def _finding_json(f: Finding) -> dict[str, object]:
         out["time"] = _iso(f.ts)
     if f.count > 1:
         out["count"] = f.count
+    if f.context:
+        out["context"] = list(f.context)
     return out
 
 

@@ -202,3 +202,19 @@ def test_lost_state_from_the_agent() -> None:
     g = GpuSample(index=-1, state=GpuState.LOST, bus_id="0000:8a:00.0")
     [f] = sample_findings("h", None, sample((g,)))
     assert f.code == "gpu-lost" and "0000:8a:00.0" in f.summary
+
+
+def test_a_log_finding_carries_the_lines_before_its_evidence() -> None:
+    fleet = _events(
+        ("kernel", "eth0: link up"),
+        ("kernel", "pcieport 0000:b8:01.0: AER: Uncorrected (Fatal) error received: 0000:ba:00.0"),
+        ("kernel", "nvidia 0000:ba:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal)"),
+        ("kernel", "nvidia 0000:ba:00.0:   device [10de:2330] error status/mask=00000020"),
+        ("kernel", "NVRM: Xid (PCI:0000:ba:00): 79, pid=1, GPU has fallen off the bus."))
+    xid = next(f for f in fleet.hosts["h"].findings() if f.code == "xid")
+    assert xid.context == (
+        "pcieport 0000:b8:01.0: AER: Uncorrected (Fatal) error received: 0000:ba:00.0",
+        "nvidia 0000:ba:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal)",
+        "nvidia 0000:ba:00.0:   device [10de:2330] error status/mask=00000020")
+    first = next(f for f in fleet.hosts["h"].findings() if f.code == "pcie-aer")
+    assert first.context == ("eth0: link up",)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from tests.tui_fakes import hello
 
 
 def _report(tmp: Path, title: str = "soak run 12") -> tuple[Path, Path]:
-    findings = [xid79("gpu-t01", T), watchdog("gpu-t02", T + 600)]
+    xid = replace(xid79("gpu-t01", T), evidence="NVRM: Xid (PCI:0000:18:00): 79, `x`",
+                  context=("nvidia 0000:18:00.0: AER: PCIe Bus Error: severity=Uncorrected",))
+    findings = [xid, watchdog("gpu-t02", T + 600)]
     record = TriageRecord()
     record.mark(Step.GPU, Verdict.CLEAR)
     record.mark(Step.SYSLOG, Verdict.SUSPECT)
@@ -50,6 +53,11 @@ def test_report_files_are_private_and_hold_the_triage(tmp_path: Path) -> None:
     assert text.index("## First failure") < text.index("## 1. GPU state") < text.index(
         "## Timeline") < text.index("## Hosts")
     assert "Xid 79 on gpu-t01 GPU3 at 18:26:40" in text
+    # the evidence keeps the line before it, in a block that backquotes cannot break
+    assert ("    ~~~\n    nvidia 0000:18:00.0: AER: PCIe Bus Error: severity=Uncorrected\n"
+            "    NVRM: Xid (PCI:0000:18:00): 79, 'x'\n    ~~~") in text
+    assert data["timeline"][0]["context"] == [
+        "nvidia 0000:18:00.0: AER: PCIe Bus Error: severity=Uncorrected"]
 
 
 def test_a_second_report_never_overwrites_the_first(tmp_path: Path) -> None:

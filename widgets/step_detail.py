@@ -22,11 +22,14 @@ def _clock(ts: float | None) -> str:
 
 
 def finding_block(f: Finding) -> list[Content]:
-    """Time, severity, where, summary; then the evidence line and the action, indented."""
+    """Time, severity, where, summary; then the lines before the evidence, the evidence line
+    and the action, indented."""
     out = [Content.from_markup(
         f"$ts [bold {SEVERITY_VARIABLE[f.severity]}]$sev[/] [bold]$where[/] $summary$count",
         ts=_clock(f.ts), sev=f"{f.severity.value:<8}", where=describe(f), summary=f.summary,
         count=f" (×{f.count})" if f.count > 1 else "")]
+    for line in f.context:
+        out.append(Content.from_markup("         [$text-dim]  $ln[/]", ln=line[:400]))
     if f.evidence:
         src = f"{f.source}: " if f.source else ""
         out.append(Content.from_markup("         [$text-dim]$src$ev[/]", src=src,

@@ -20,6 +20,9 @@ from probes.logrules.lines import LogLine, peel
 
 CONTEXT_LINES = 40
 """Lines before the new ones that a scan re-reads, for messages spread over lines."""
+CONTEXT_BEFORE = 3
+"""Lines shown before a finding's evidence line (an AER burst before the Xid, the frames
+before an error)."""
 MAX_PENDING = 2000
 """Lines queued before a scan is forced, so memory stays bounded however fast a log grows."""
 KERNEL = "kernel"
@@ -32,6 +35,8 @@ class LiveHit:
     finding: ExplainFinding
     source: str
     ts: float
+    context: tuple[str, ...] = ()
+    """The raw lines just before the evidence line, oldest first."""
 
 
 @dataclass
@@ -89,6 +94,7 @@ class LiveLogScanner:
             window = [*src.tail, *src.pending]
             first_new = src.pending[0][0].number
             ts_of = {line.number: ts for line, ts in window}
+            raw_of = {line.number: line.raw for line, _ in window}
             lines: Sequence[LogLine] = [line for line, _ in window]
             found: list[ExplainFinding] = []
             for rules in rules_for(name):
@@ -96,7 +102,9 @@ class LiveLogScanner:
             for f in merge_same(found):
                 if f.line >= first_new or f.key not in src.reported:
                     src.reported.add(f.key)
-                    hits.append(LiveHit(f, name, ts_of.get(f.line, window[-1][1])))
+                    before = tuple(raw_of[n].rstrip() for n in
+                                   range(f.line - CONTEXT_BEFORE, f.line) if n in raw_of)
+                    hits.append(LiveHit(f, name, ts_of.get(f.line, window[-1][1]), before))
             src.tail.extend(src.pending)
             src.pending = []
         return hits
