@@ -14,19 +14,7 @@ from tui.cli import main
 SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []
 
 
-UNWRITTEN = {"nvidia-smi-q", "nvidia-smi-csv", "dmon", "pmon"}
-"""Kinds whose parsers are not written yet; their samples are expected to fail."""
-
-
-def _param(sample: Path) -> object:
-    want = expectation(sample)
-    if want["kind"] in UNWRITTEN:
-        return pytest.param(sample, marks=pytest.mark.xfail(
-            strict=True, reason=f"{sample.parent.name}: parser or rules not written yet"))
-    return sample
-
-
-@pytest.mark.parametrize("sample", [_param(s) for s in SAMPLES],
+@pytest.mark.parametrize("sample", SAMPLES,
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,19 +14,27 @@ from types import ModuleType
 from probes.explain.result import KindResult
 
 _MODULES: tuple[tuple[str, str], ...] = (
+    ("nvidia-smi-csv", "probes.parsers.smi_csv"),
+    ("dmon", "probes.parsers.dmon"),
     ("nvidia-smi-table", "probes.parsers.smi_table"),
+    ("nvidia-smi-q", "probes.parsers.smi_q"),
     ("topo", "probes.parsers.topo"),
     ("lspci", "probes.parsers.lspci"),
     ("iostat", "probes.parsers.iostat"),
 )
+"""Recognisers in the order tried.  CSV and dmon come first because they demand nvidia-smi's
+own field names or ``# gpu`` headers, while the table's error-only form (one "Unable to
+determine the device handle" line) would also claim a short CSV that ends in that error."""
+_ALIASES = {"pmon": "dmon"}
+"""Kinds served by another kind's module (``dmon`` parses both and says which)."""
 LOG = "log"
 UNKNOWN = "unknown"
-KINDS: tuple[str, ...] = (*(k for k, _ in _MODULES), LOG)
-"""Every kind ``--kind`` accepts.  The ``-q``, CSV and dmon/pmon parsers are not written yet."""
+KINDS: tuple[str, ...] = (*(k for k, _ in _MODULES), *_ALIASES, LOG)
+"""Every kind ``--kind`` accepts."""
 
 
 def _module(kind: str) -> ModuleType:
-    name = dict(_MODULES)[kind]
+    name = dict(_MODULES)[_ALIASES.get(kind, kind)]
     return importlib.import_module(name)
 
 
@@ -35,9 +43,11 @@ def detect_kind(lines: list[str]) -> str:
     if not any(line.strip() for line in lines):
         return UNKNOWN
     for kind, _ in _MODULES:
-        looks_like: Callable[[list[str]], bool] = _module(kind).looks_like
+        module = _module(kind)
+        looks_like: Callable[[list[str]], bool] = module.looks_like
         if looks_like(lines):
-            return kind
+            kind_of: Callable[[list[str]], str] | None = getattr(module, "kind_of", None)
+            return kind_of(lines) if kind_of is not None else kind
     return LOG
 
 

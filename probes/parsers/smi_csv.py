@@ -12,7 +12,8 @@ Judgement calls:
   ``--query-gpu=a,b,c`` names the cells for findings only.
 * A row with fewer cells than the header (or the query's field list) was cut: its last cell
   may be a fragment (``700.00 W`` cut to ``7``), so it is dropped and the row is kept with the
-  cells before it.  A row left with no cell is dropped.
+  cells before it.  A row left with no cell is dropped.  A cut inside the last cell of a
+  full-width row (``27412 MiB`` cut to ``2741``) cannot be told from a value and is read as one.
 * A second, different header starts another block (two queries pasted together): ``parsed``
   reports the first block and every later block with the same header; findings come from all.
 * Rows of ``--query-retired-pages`` whose address is ``[N/A]`` are the per-cause placeholder
@@ -28,9 +29,8 @@ from dataclasses import dataclass, field
 from probes.explain.busid import BDF_IN_TEXT, normalize_bus_id
 from probes.explain.result import ExplainFinding, KindResult
 from probes.explain.text import clean_lines
-from probes.findings import THROTTLE_REASONS
 from probes.parsers.pcie import gen_shortfall
-from probes.parsers.smi_cells import Cell, cell_value, to_number
+from probes.parsers.smi_cells import Cell, cell_value
 from probes.triage import Severity, Step
 
 KIND = "nvidia-smi-csv"
@@ -43,11 +43,17 @@ LOST_CRITICAL_CELLS = 3
 IDLE_PSTATE = 8
 """P-state from which a GPU is idle (P8 and deeper): a slow link there is power saving."""
 
+THROTTLE_REASONS = frozenset({
+    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
+})
+"""Reasons that slow a GPU whatever its load (``sw_power_cap`` counts only under load); the
+live rules' set (``probes.findings``), kept here so parsers import no rule module."""
+
 _PREFIX = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]{0,63}|\[[^\]\s]{1,64}\]):\s+(?=\S)")
 """A launcher prefix (pdsh ``gpu01: ``, srun ``13: ``, ``[host]: ``) before the output."""
 _FENCE = re.compile(r"^`{3,}")
 _UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
-_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*(?: \[[^\[\]]{1,16}\])?$")
+_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\[\]]{1,16}\])?$")
 _COMMAND = re.compile(r"(?:^|[\s/\\$#>%;|&(])nvidia-smi(?:\.exe)?(?:\s|$)", re.IGNORECASE)
 _QUERY = re.compile(r"--query-(?P<what>[a-z][a-z-]*)(?:=|\s+)"
                     r"(?:\"(?P<dq>[^\"]*)\"?|'(?P<sq>[^']*)'?|(?P<bare>[^\s\"']+))")
@@ -58,6 +64,7 @@ _ERROR_LINE = re.compile(
     r"|NVIDIA-SMI has failed|Failed to initialize NVML|Driver/library version mismatch"
     r"|is not a valid field to query|Invalid combination of input arguments", re.IGNORECASE)
 """What nvidia-smi prints instead of (or between) its rows when NVML or the query fails."""
+_BRACKETS = re.compile(r"\[[^\[\]]*\]")
 _LOST = re.compile(r"Unable to determine the device handle for GPU|\bGPU is lost\b",
                    re.IGNORECASE)
 _BDF_CELL = re.compile(r"^(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
@@ -323,7 +330,7 @@ def parse_smi_csv(lines: list[str]) -> SmiCsv:
             continued = ""
         if not text or _PROMPT.match(text):
             continue
-        if _ERROR_LINE.search(text):
+        if _ERROR_LINE.search(_BRACKETS.sub("", text)):  # not a row's [GPU is lost] cell
             errors.append(text)
             error_lines.append(no)
             continue
@@ -387,10 +394,9 @@ def _int(v: Cell) -> int | None:
 
 def _gpu_of(row: SmiCsvRow) -> str | None:
     """The row's bus id in contract form, else ``GPU<index>``, else a bus-id-shaped cell."""
-    for name in ("pci.bus_id",):
-        bus = normalize_bus_id(row.raw(name))
-        if bus is not None:
-            return bus
+    bus = normalize_bus_id(row.raw("pci.bus_id"))
+    if bus is not None:
+        return bus
     idx = _int(row.value("index"))
     if idx is not None:
         return f"GPU{idx}"

@@ -65,6 +65,7 @@ _PREFIX = re.compile(r"^(?:[\w.\-]{1,64}|\[[^\]]{1,64}\]): ")
 """A launcher or host prefix (``gpu01: ``, ``[rank3]: ``, ``10: ``) glued before a line."""
 _LEADING_FENCE = re.compile(r"^`{3,}")
 _LOST = re.compile(r"Unable to determine the device handle|\bGPU is lost\b", re.IGNORECASE)
+_LOST_VALUE = re.compile(r"\bGPU is lost\b", re.IGNORECASE)
 _ERROR_LINE = re.compile(
     r"Unable to determine the device handle|\bGPU is lost\b|No devices were found"
     r"|NVIDIA-SMI has failed|Failed to initialize NVML", re.IGNORECASE)
@@ -285,12 +286,12 @@ class _Ecc:
     new_sum: int | None = None
     old_total: int | None = None
     old_parts: int | None = None
-    first: tuple[int, str] | None = None
+    lines: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def add(self, attr: str, n: int, no: int, text: str) -> None:
         setattr(self, attr, (getattr(self, attr) or 0) + n)
-        if n > 0 and self.first is None:
-            self.first = (no, text)
+        if n > 0:
+            self.lines.setdefault(attr, (no, text))
 
     @property
     def total(self) -> int | None:
@@ -298,6 +299,13 @@ class _Ecc:
         if self.new_sum is None and old is None:
             return None
         return (self.new_sum or 0) + (old or 0)
+
+    @property
+    def first(self) -> tuple[int, str] | None:
+        """The line that shows the count: a new-style key, else the Double Bit total (or,
+        without one, its first non-zero part)."""
+        old = "old_total" if self.old_total is not None else "old_parts"
+        return self.lines.get("new_sum") or self.lines.get(old)
 
 
 @dataclass
@@ -494,7 +502,9 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
         if indent == 0:
             stack = []
             if kv is None:
-                continue  # a prompt, a command echo, a grep ``--`` separator
+                if text != "--":  # grep's group separator: the same GPU goes on
+                    cur = None  # a prompt, a command echo, a GPU line cut short
+                continue
             key0 = kv.group("key").strip().lower()
             if key0 in _REPORT_KEYS:
                 report[key0] = (kv.group("val") or "").strip()
@@ -521,40 +531,57 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
             if key in _REASON_SECTIONS and cur.reasons is None:
                 cur.reasons = []
             continue
-        if val is not None and re.search(r"\bGPU is lost\b", val, re.IGNORECASE):
+        if val is not None and _LOST_VALUE.search(val):
             cur.lost.append((no, text))
         _field(cur, path, key, raw_key, val, no, text)
     frozen = [b.freeze() for b in blocks]
-    return SmiQReport(tuple(_merge(frozen)), tuple(frozen), _avail(report.get("driver version")),
-                      _avail(report.get("cuda version")), _int(report.get("attached gpus")),
+    return SmiQReport(tuple(_views(tuple(frozen))[1]), tuple(frozen),
+                      _avail(report.get("driver version")), _avail(report.get("cuda version")),
+                      _int(report.get("attached gpus")),
                       _avail(report.get("timestamp")), tuple(errors))
 
 
-def _merge(blocks: list[SmiQGpu]) -> list[SmiQGpu]:
-    """One entry per bus id, in first-seen order; a later block's readings win, but its
-    nulls (a ``-d`` report that lacks the section) do not erase earlier ones."""
-    out: list[SmiQGpu] = []
+def _overlay(old: SmiQGpu, new: SmiQGpu) -> SmiQGpu:
+    """``old`` updated with ``new``'s readings; ``new``'s nulls (a ``-d`` report that lacks
+    the section) do not erase earlier ones.  The first block's line is kept."""
+    kw: dict[str, Any] = {}
+    for f in fields(SmiQGpu):
+        value = getattr(new, f.name)
+        if f.name not in ("line", "evidence", "reason_lines") and value is not None:
+            kw[f.name] = value
+    if new.clock_event_reasons_active is not None:
+        kw["reason_lines"] = new.reason_lines
+    kw["evidence"] = {**old.evidence, **new.evidence}
+    return replace(old, **kw)
+
+
+def _views(blocks: tuple[SmiQGpu, ...]) -> tuple[list[tuple[int, SmiQGpu]], list[SmiQGpu]]:
+    """For each block, its GPU's position and the GPU as known after it; and the final list.
+
+    Blocks of the same bus id fold into one entry in first-seen order, later readings winning;
+    anonymous excerpts each stay their own.
+    """
+    merged: list[SmiQGpu] = []
     index: dict[str, int] = {}
+    views: list[tuple[int, SmiQGpu]] = []
     for g in blocks:
-        if g.bus_id is None or g.bus_id not in index:
+        if g.bus_id is not None and g.bus_id in index:
+            pos = index[g.bus_id]
+            merged[pos] = _overlay(merged[pos], g)
+        else:
+            pos = len(merged)
             if g.bus_id is not None:
-                index[g.bus_id] = len(out)
-            out.append(g)
-            continue
-        old = out[index[g.bus_id]]
-        kw: dict[str, Any] = {}
-        for f in fields(SmiQGpu):
-            new = getattr(g, f.name)
-            if f.name != "line" and new is not None and new != () and new != {}:
-                kw[f.name] = new
-        kw["evidence"] = {**old.evidence, **g.evidence}
-        out[index[g.bus_id]] = replace(old, **kw)
-    return out
+                index[g.bus_id] = pos
+            merged.append(g)
+        views.append((pos, merged[pos]))
+    return views, merged
 
 
 # --- findings ----------------------------------------------------------------------------------
 
 def _label(g: SmiQGpu, ordinal: int) -> str:
+    """The finding's ``gpu``: the bus id, else the excerpt's PCI Bus Id, else ``GPU<n>`` by
+    position in the input (nvidia-smi's index is not printed in -q)."""
     return g.bus_id or g.pci_bus_id or f"GPU{ordinal}"
 
 
@@ -564,8 +591,7 @@ def _ev(g: SmiQGpu, name: str) -> tuple[int, str]:
 
 def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
     out: list[ExplainFinding] = []
-    who = _label(g, ordinal)
-    gpu = g.bus_id or g.pci_bus_id or f"GPU{ordinal}"
+    who = gpu = _label(g, ordinal)
     load = (f"{g.pstate or 'P?'}, "
             f"{'?' if g.util_gpu_pct is None else g.util_gpu_pct} % util")
 
@@ -653,8 +679,8 @@ def _findings(report: SmiQReport) -> list[ExplainFinding]:
     """Every block's findings, plus handle-lost error lines; one finding per code, its
     evidence the worst (then first) case, with every GPU it was seen on in ``gpus``."""
     found: list[ExplainFinding] = []
-    for i, g in enumerate(report.blocks):
-        found.extend(_gpu_findings(g, i))
+    for pos, view in _views(report.blocks)[0]:
+        found.extend(_gpu_findings(view, pos))
     claimed = {no for g in report.blocks for no, _ in g.lost_lines}
     for no, text in report.errors:
         if no in claimed or not _LOST.search(text):
@@ -667,7 +693,8 @@ def _findings(report: SmiQReport) -> list[ExplainFinding]:
             f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}"
             + (f" ({why})" if why and why != text else "") + ": NVML has lost it",
             ACTION_LOST, gpu=bus, time=report.timestamp))
-    found.sort(key=lambda f: (-f.severity.rank, f.line))
+    unique = {(f.code, f.gpu, f.line): f for f in found}
+    found = sorted(unique.values(), key=lambda f: (-f.severity.rank, f.line))
     gpus: dict[str, list[str]] = {}
     for f in found:
         seen = gpus.setdefault(f.code, [])
