@@ -238,8 +238,8 @@ def read_cpu_times():
     return sum(vals), idle
 
 
-def read_meminfo():
-    text = read_text("/proc/meminfo") or ""
+def read_meminfo(root="/"):
+    text = read_text(rooted(root, "/proc/meminfo")) or ""
     info = {}
     for line in text.splitlines():
         parts = line.split()
@@ -407,9 +407,10 @@ class HostReader(object):
         return host, disks
 
 
-def host_facts():
-    mem = read_meminfo()
+def host_facts(root="/"):
+    mem = read_meminfo(root)
     uname = platform.uname()
+    swap_total, swap_free = mem.get("SwapTotal"), mem.get("SwapFree")
     return {
         "hostname": socket.gethostname(),
         "kernel": uname.release,
@@ -419,7 +420,9 @@ def host_facts():
         "cpu_cores_logical": os.cpu_count(),
         "cpu_cores_physical": physical_cores(),
         "mem_total_bytes": mem.get("MemTotal"),
-        "swap_total_bytes": mem.get("SwapTotal"),
+        "swap_total_bytes": swap_total,
+        "swap_used_bytes": (max(0, swap_total - swap_free)
+                            if swap_total is not None and swap_free is not None else None),
         "driver_version": None,
         "cuda_version": None,
     }
@@ -550,6 +553,177 @@ def read_vmstat():
     return int(found["pswpin"]), int(found.get("pswpout", 0))
 
 
+MAX_BLOCK_DEVICES = 64
+_BLOCK_SKIP = ("loop", "ram", "zram", "fd", "sr", "dm-", "nbd")
+_TRANSPORT_PARTS = (("ata", "sata"), ("usb", "usb"), ("end_device-", "sas"),
+                    ("session", "iscsi"), ("virtio", "virtio"))
+
+
+def disk_transport(name, real):
+    """How a disk is attached: from its name, else from where sysfs places it (an
+    ``ata1`` parent is SATA, ``end_device-*`` SAS, …); None when sysfs does not say."""
+    if name.startswith("nvme"):
+        return "nvme"
+    if name.startswith("vd"):
+        return "virtio"
+    if name.startswith("xvd"):
+        return "xen"
+    for part in real.split(os.sep):
+        for prefix, kind in _TRANSPORT_PARTS:
+            if part.startswith(prefix) and (prefix.endswith("-") or part[len(prefix):].isdigit()):
+                return kind
+    return None
+
+
+def read_block_devices(sys_root):
+    """Whole disks from /sys/block with size, kind and model.  Loop, RAM, floppy, optical,
+    network-block and device-mapper devices are left out (a dm volume sits on disks that
+    are listed), and so is a device of size 0 (nothing attached)."""
+    base = os.path.join(sys_root, "block")
+    out = []
+    for name in list_dir(base):
+        if name.startswith(_BLOCK_SKIP):
+            continue
+        path = os.path.join(base, name)
+        sectors = parse_int(_sys_value(os.path.join(path, "size")))
+        if sectors == 0:
+            continue
+        rotational = _sys_value(os.path.join(path, "queue", "rotational"))
+        model = " ".join((_sys_value(os.path.join(path, "device", "model")) or "").split())
+        out.append({"name": name,
+                    "size_bytes": sectors * 512 if sectors is not None else None,
+                    "rotational": {"0": False, "1": True}.get(rotational),
+                    "model": model or None,
+                    "transport": disk_transport(name, os.path.realpath(path))})
+        if len(out) >= MAX_BLOCK_DEVICES:
+            break
+    return out
+
+
+DATASET_TIMEOUT_S = 3.0
+
+
+def dataset_facts(sys_root, path):
+    """A --dataset path: the disk under it and the space left on its file system."""
+    free = total = None
+    try:
+        st = os.statvfs(path)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    return {"path": path, "device": block_device_of(sys_root, path), "free_bytes": free,
+            "total_bytes": total}
+
+
+def datasets_facts(sys_root, paths, timeout=DATASET_TIMEOUT_S):
+    """dataset_facts of each path, in parallel with a deadline: stat on a hung NFS or
+    Lustre mount never returns, and it must not hold up the hello."""
+    done = GpuWatchdog(timeout).call_many(
+        [(i, functools.partial(dataset_facts, sys_root, p)) for i, p in enumerate(paths)])
+    return [done[i][1] if done[i][0] else {"path": p, "device": None, "free_bytes": None,
+                                           "total_bytes": None} for i, p in enumerate(paths)]
+
+
+# ----------------------------------------------------------------- software versions
+
+SOFTWARE_TIMEOUT_S = 3.0
+CONTAINER_RUNTIMES = ("docker", "podman", "containerd", "nvidia-container-cli", "enroot",
+                      "apptainer", "singularity")
+NCCL_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/local/cuda/lib64",
+                 "/usr/lib/aarch64-linux-gnu")
+_NVCC_RELEASE = re.compile(r"release\s+([\d.]+)(?:,\s*V(\d+(?:\.\d+)+))?")
+_VERSION = re.compile(r"\b(\d+\.\d+(?:\.\d+)*)\b")
+_NCCL_LIB = re.compile(r"^libnccl\.so\.(\d+)\.(\d+)\.(\d+)$")
+
+
+def package_version(*names):
+    """The installed version of the first of these Python distributions that exists, read
+    from its metadata (nothing is imported); None before 3.8 or when none is installed."""
+    try:
+        from importlib import metadata
+    except ImportError:
+        return None
+    for name in names:
+        try:
+            return metadata.version(name)
+        except Exception:  # PackageNotFoundError, or a broken dist-info
+            continue
+    return None
+
+
+def tool_output(argv):
+    """stdout and stderr of ``argv`` when it exits 0 within SOFTWARE_TIMEOUT_S, else None."""
+    rc, out, err = run_command(argv, SOFTWARE_TIMEOUT_S)
+    return out + "\n" + err if rc == 0 else None
+
+
+def parse_nvcc_version(text):
+    """'Cuda compilation tools, release 12.4, V12.4.131' -> '12.4.131' (else '12.4')."""
+    m = _NVCC_RELEASE.search(text or "")
+    if not m:
+        return None
+    return m.group(2) or m.group(1)
+
+
+def nvcc_version(root):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        fallback = rooted(root, "/usr/local/cuda/bin/nvcc")
+        nvcc = fallback if os.access(fallback, os.X_OK) else None
+    return parse_nvcc_version(tool_output([nvcc, "--version"])) if nvcc else None
+
+
+def nccl_version(root):
+    """NCCL of the pip wheels, else the highest ``libnccl.so.2.X.Y`` in the usual lib dirs."""
+    version = package_version("nvidia-nccl-cu12", "nvidia-nccl-cu11")
+    if version:
+        return version
+    found = []
+    for top in NCCL_LIB_DIRS:
+        for path in glob.glob(os.path.join(rooted(root, top), "libnccl.so.*")):
+            m = _NCCL_LIB.match(os.path.basename(path))
+            if m:
+                found.append(tuple(int(x) for x in m.groups()))
+    return ".".join(str(x) for x in max(found)) if found else None
+
+
+def cuda_runtime_version(root):
+    """CUDA runtime of the pip wheels, else /usr/local/cuda's version.json (its cudart
+    entry, which numbers like the wheel: 12.4.127; else the toolkit's 12.4.1), else
+    version.txt (CUDA 10 and 11.0)."""
+    version = package_version("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11")
+    if version:
+        return version
+    text = read_text(rooted(root, "/usr/local/cuda/version.json"))
+    try:
+        doc = json.loads(text) if text else {}
+    except ValueError:
+        doc = {}
+    for key in ("cuda_cudart", "cuda"):
+        entry = doc.get(key) if isinstance(doc, dict) else None
+        value = entry.get("version") if isinstance(entry, dict) else None
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    m = re.search(r"CUDA Version\s+(\d+(?:\.\d+)*)",
+                  read_text(rooted(root, "/usr/local/cuda/version.txt")) or "")
+    return m.group(1) if m else None
+
+
+def fabric_manager_version():
+    fm = shutil.which("nv-fabricmanager")
+    m = _VERSION.search(tool_output([fm, "--version"]) or "") if fm else None
+    return m.group(1) if m else None
+
+
+def software_versions(root):
+    """Versions a training job depends on, found without importing or running its code:
+    package metadata, library file names, ``--version`` of a tool (each bounded)."""
+    return {"nvcc": nvcc_version(root), "nccl": nccl_version(root),
+            "torch": package_version("torch"), "cuda_runtime": cuda_runtime_version(root),
+            "container_runtimes": [n for n in CONTAINER_RUNTIMES if shutil.which(n)],
+            "fabric_manager": fabric_manager_version()}
+
+
 TOPO_TIMEOUT_S = 10.0
 MAX_TOPO_BYTES = 64 * 1024
 
@@ -649,18 +823,54 @@ class SmiBackend(object):
                              "state": "lost"})
         return gpus
 
+    def _fact_rows(self):
+        """The hello-time query (SMI_FACT_FIELDS) as {field: text} per GPU; a field this
+        driver rejects is dropped and the query asked again."""
+        names = list(SMI_FACT_FIELDS)
+        for _ in range(len(SMI_FACT_FIELDS)):
+            rc, out, err = run_command(
+                [self.path, "--query-gpu=" + ",".join(names), "--format=csv,noheader,nounits"],
+                SMI_TIMEOUT_S)
+            m = _INVALID_FIELD.search(out + err)
+            if rc is not None and rc != 0 and m and m.group(1) in names[1:]:
+                names.remove(m.group(1))
+                continue
+            return [dict(zip(names, row)) for row in csv.reader(out.splitlines(),
+                                                                skipinitialspace=True)
+                    if len(row) == len(names)]
+        return []
+
     def facts(self):
         gpus = [g for g in self.sample() if g.get("state") != "lost"]
         self.known = dict((g["bus_id"], g) for g in gpus)
-        rc, out, _ = run_command([self.path, "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], SMI_TIMEOUT_S)
-        driver = parse_str(out.splitlines()[0]) if rc == 0 and out.strip() else None
-        rc, out, _ = run_command([self.path], SMI_TIMEOUT_S)
+        rows = self._fact_rows()
+        driver = parse_str(rows[0].get("driver_version")) if rows else None
+        by_index = dict((parse_int(r.get("index")), r) for r in rows)
+        _, out, _ = run_command([self.path], SMI_TIMEOUT_S)
         m = re.search(r"CUDA Version:\s*([\d.]+)", out or "")
-        info = [dict((k, g.get(k)) for k in ("index", "uuid", "bus_id", "name", "mem_total_mib"))
-                for g in gpus]
+        info = []
+        for g in gpus:
+            one = dict((k, g.get(k)) for k in ("index", "uuid", "bus_id", "name", "mem_total_mib"))
+            one.update(smi_gpu_facts(by_index.get(g["index"]) or {}))
+            info.append(one)
         return {"driver_version": driver, "cuda_version": m.group(1) if m else None,
                 "gpus": info}
+
+
+SMI_FACT_FIELDS = ("index", "driver_version", "serial", "vbios_version", "persistence_mode",
+                   "ecc.mode.current", "ecc.mode.pending", "mig.mode.current",
+                   "power.default_limit")
+"""Asked once for the hello; ``index`` first: it is never dropped."""
+
+
+def smi_gpu_facts(v):
+    """One row of the hello-time query -> the GPU's static facts ([N/A] -> None)."""
+    return {"serial": parse_str(v.get("serial")), "vbios": parse_str(v.get("vbios_version")),
+            "persistence_mode": parse_yes(v.get("persistence_mode")),
+            "ecc_mode": parse_yes(v.get("ecc.mode.current")),
+            "ecc_mode_pending": parse_yes(v.get("ecc.mode.pending")),
+            "mig_mode": parse_yes(v.get("mig.mode.current")),
+            "power_limit_default_w": parse_number(v.get("power.default_limit"))}
 
 
 SMI_CANON = {
@@ -910,6 +1120,19 @@ class NvmlBackend(object):
     def sample(self):
         return [self.sample_gpu(i) for i in self.gpu_indices()]
 
+    def _static_facts(self, h):
+        """Serial, VBIOS and the modes a preflight compares across GPUs (None: unsupported)."""
+        persistence = self._q("nvmlDeviceGetPersistenceMode", h)
+        ecc = _mode_pair(self._q("nvmlDeviceGetEccMode", h))
+        mig = _mode_pair(self._q("nvmlDeviceGetMigMode", h))
+        default = self._q("nvmlDeviceGetPowerManagementDefaultLimit", h)
+        return {"serial": self._text(self._q("nvmlDeviceGetSerial", h)),
+                "vbios": self._text(self._q("nvmlDeviceGetVbiosVersion", h)),
+                "persistence_mode": bool(persistence) if persistence is not None else None,
+                "ecc_mode": ecc[0], "ecc_mode_pending": ecc[1], "mig_mode": mig[0],
+                "power_limit_default_w": (round(default / 1000.0, 2)
+                                          if isinstance(default, (int, float)) else None)}
+
     def facts(self):
         gpus = []
         shutdown = self._const("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0)
@@ -922,20 +1145,34 @@ class NvmlBackend(object):
                 temps = (self._q("nvmlDeviceGetTemperatureThreshold", h, slowdown),
                          self._q("nvmlDeviceGetTemperatureThreshold", h, shutdown))
                 gen_gpu = self._q("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)
+                static = self._static_facts(h)
             except GpuLost:
-                total, temps, gen_gpu = None, (None, None), None
+                total, temps, gen_gpu, static = None, (None, None), None, {}
             info = {"index": i, "uuid": self._text(self._q("nvmlDeviceGetUUID", h)),
                     "bus_id": normalise_bus_id(bus),
                     "name": self._text(self._q("nvmlDeviceGetName", h)),
                     "mem_total_mib": total,
                     "temp_slowdown_c": temps[0], "temp_shutdown_c": temps[1],
                     "pcie_gen_max_gpu": gen_gpu}
+            for key in ("serial", "vbios", "persistence_mode", "ecc_mode", "ecc_mode_pending",
+                        "mig_mode", "power_limit_default_w"):
+                info[key] = static.get(key)
             self.static.setdefault(i, {}).update(info)
             gpus.append(info)
         cuda = self._q("nvmlSystemGetCudaDriverVersion")
         return {"driver_version": self._text(self._q("nvmlSystemGetDriverVersion")),
                 "cuda_version": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
                 "gpus": gpus}
+
+
+def _mode_pair(value):
+    """NVML's (current, pending) mode pair -> two booleans; None where not given."""
+    try:
+        current, pending = value
+    except (TypeError, ValueError):
+        return None, None
+    return ((bool(current) if isinstance(current, int) else None),
+            (bool(pending) if isinstance(pending, int) else None))
 
 
 def process_owner(pid):
@@ -1142,7 +1379,8 @@ def dmesg_argv():
 
 
 def rooted(root, path):
-    """``path`` under ``root`` (the hidden --log-root test option; "/" on a host)."""
+    """``path`` under ``root`` (the hidden --log-root test option, for /proc, /var and /usr
+    look-ups; "/" on a host)."""
     if not root or root == "/":
         return path
     return os.path.join(root, path.lstrip("/"))
@@ -1576,11 +1814,28 @@ SIM_MEM_TOTAL = 81559.0
 SIM_SM_MAX = 1980.0
 SIM_POWER_LIMIT = 700.0
 SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
-                 "link-downgrade")
+                 "link-downgrade", "low-ram", "driver-skew")
 SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
 SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
 LEAK_MIB_PER_H = 48.0
 THROTTLE_TAU_S = 600.0
+SIM_MEM_BYTES = 2 * 1024 ** 4
+SIM_LOW_RAM_BYTES = 768 * 1024 ** 3
+"""``low-ram``: 1.2x the GPUs' 637 GiB, under the 1.5x a preflight asks for."""
+SIM_SOFTWARE = {"nvcc": "12.4.131", "nccl": "2.21.5", "torch": "2.4.0",
+                "cuda_runtime": "12.4.127", "fabric_manager": "550.54.15",
+                "container_runtimes": ["docker", "nvidia-container-cli"]}
+SIM_SKEW = {"driver_version": "535.183.01", "cuda_version": "12.2",
+            "fabric_manager": "535.183.01", "nccl": "2.18.3"}
+"""``driver-skew``: an older driver stack than the rest of a simulated fleet."""
+SIM_BLOCK_DEVICES = (
+    {"name": "nvme0n1", "size_bytes": 3840755982336, "rotational": False,
+     "model": "SAMSUNG MZQL23T8HCLS-00A07", "transport": "nvme"},
+    {"name": "nvme1n1", "size_bytes": 3840755982336, "rotational": False,
+     "model": "SAMSUNG MZQL23T8HCLS-00A07", "transport": "nvme"},
+    {"name": "sda", "size_bytes": 480103981056, "rotational": False,
+     "model": "SAMSUNG MZ7L3480HCHQ-00A07", "transport": "sata"},
+)
 
 
 def parse_scenarios(text):
@@ -1648,6 +1903,9 @@ class Simulator(object):
             ids.getrandbits(32), ids.getrandbits(16), ids.getrandbits(16),
             ids.getrandbits(16), ids.getrandbits(48)) for _ in SIM_BUS_IDS]
         self.base_mem = [60000.0 + 512.0 * ((seed * 7 + i * 3) % 9) for i in range(8)]
+        serials = random.Random("serial-%d" % seed).getrandbits(24)
+        self.serials = ["1654%09d" % ((serials * 8 + i) % 10 ** 9) for i in range(8)]
+        self.mem_bytes = SIM_LOW_RAM_BYTES if "low-ram" in self.names else SIM_MEM_BYTES
         self.fired = set()
 
     def _get(self, name):
@@ -1657,18 +1915,29 @@ class Simulator(object):
         return None
 
     def facts(self):
+        """Two Xeon 8480+ sockets (112 cores: 14 per GPU), 2 TiB RAM (768 GiB with
+        ``low-ram``), an HGX H100 board with NVSwitches (hence a fabric manager)."""
+        skew = "driver-skew" in self.names
+        software = dict(SIM_SOFTWARE, container_runtimes=list(SIM_SOFTWARE["container_runtimes"]))
+        if skew:
+            software.update(fabric_manager=SIM_SKEW["fabric_manager"], nccl=SIM_SKEW["nccl"])
         facts = {
             "hostname": self.hostname, "kernel": "5.15.0-119-generic",
             "os": "Ubuntu 22.04.4 LTS", "python": platform.python_version(),
-            "driver_version": "550.90.07", "cuda_version": "12.4",
+            "driver_version": SIM_SKEW["driver_version"] if skew else "550.90.07",
+            "cuda_version": SIM_SKEW["cuda_version"] if skew else "12.4",
             "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_cores_logical": 224,
-            "cpu_cores_physical": 112, "mem_total_bytes": 2 * 1024 ** 4,
-            "swap_total_bytes": 8 * 1024 ** 3,
+            "cpu_cores_physical": 112, "mem_total_bytes": self.mem_bytes,
+            "swap_total_bytes": 8 * 1024 ** 3, "swap_used_bytes": 0,
+            "software": software, "block_devices": [dict(d) for d in SIM_BLOCK_DEVICES],
         }
         facts["numa_nodes"] = 2
         gpus = [{"index": i, "uuid": self.uuids[i], "bus_id": b, "name": "NVIDIA H100 80GB HBM3",
                  "mem_total_mib": SIM_MEM_TOTAL, "temp_slowdown_c": 90, "temp_shutdown_c": 92,
-                 "pcie_gen_max_gpu": 5} for i, b in enumerate(SIM_BUS_IDS)]
+                 "pcie_gen_max_gpu": 5, "serial": self.serials[i], "vbios": "96.00.89.00.01",
+                 "persistence_mode": True, "ecc_mode": True, "ecc_mode_pending": True,
+                 "mig_mode": False, "power_limit_default_w": SIM_POWER_LIMIT}
+                for i, b in enumerate(SIM_BUS_IDS)]
         return facts, gpus
 
     def _util(self, t):
@@ -1707,7 +1976,8 @@ class Simulator(object):
                  "ports": [{"port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)",
                             "link_layer": "InfiniBand"}]} for i in range(8)]
         return {"pcie": self.pcie(0.0), "nics": nics, "topo_text": sim_topo_text(),
-                "datasets": [{"path": "/data", "device": "nvme0n1"}]}
+                "datasets": [{"path": "/data", "device": "nvme0n1", "free_bytes": 1911260446720,
+                              "total_bytes": 3777893457920}]}
 
     def sample(self, t):
         r = self.rng
@@ -1769,7 +2039,7 @@ class Simulator(object):
             "cpu_pct": round(34.0 + r.uniform(-4.0, 4.0), 1),
             "load1": round(41.0 + r.uniform(-3, 3), 2), "load5": 40.5, "load15": 40.1,
             "mem_used_bytes": int(420 * 1024 ** 3 + r.uniform(0, 2) * 1024 ** 3),
-            "mem_total_bytes": 2 * 1024 ** 4, "swap_used_bytes": 0,
+            "mem_total_bytes": self.mem_bytes, "swap_used_bytes": 0,
             "swap_total_bytes": 8 * 1024 ** 3, "swap_in_pages_s": 0.0, "swap_out_pages_s": 0.0,
         }
 
@@ -1860,7 +2130,7 @@ class Agent(object):
             probes = {"simulator": {"available": True}}
             simulated = [s["name"] for s in self.sim.scen]
         else:
-            facts = host_facts()
+            facts = host_facts(self.args.log_root)
             if self.args.hostname:
                 facts["hostname"] = self.args.hostname
             self.gpu, probes = open_gpu_backend()
@@ -1914,15 +2184,17 @@ class Agent(object):
         self.klog.start()
 
     def static_hello(self, facts, gpus):
-        """Topology facts that only change with hardware: PCIe chains, NICs, NUMA, datasets."""
+        """Facts that change with hardware or installs: PCIe chains, NICs, NUMA, disks,
+        datasets, software versions."""
         root = self.args.sys_root
         facts["numa_nodes"] = numa_nodes(root)
+        facts["block_devices"] = read_block_devices(root)
+        facts["software"] = software_versions(self.args.log_root)
         self.extra_hello["pcie"] = self.pcie_links()
         self.extra_hello["nics"] = read_nics(root)
         smi = shutil.which("nvidia-smi") if gpus else None
         self.extra_hello["topo_text"] = capture_topology(smi)
-        self.extra_hello["datasets"] = [{"path": d, "device": block_device_of(root, d)}
-                                        for d in self.args.dataset]
+        self.extra_hello["datasets"] = datasets_facts(root, self.args.dataset)
 
     def pcie_links(self):
         return dict((g["bus_id"], pci_chain(self.args.sys_root, g["bus_id"]))

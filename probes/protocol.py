@@ -17,6 +17,7 @@ from typing import Any
 from probes.errors import ProtocolError
 from probes.samples import (
     AgentMessage,
+    BlockDevice,
     DatasetDevice,
     DiskStats,
     GpuInfo,
@@ -35,6 +36,7 @@ from probes.samples import (
     PcieLink,
     ProbeError,
     ProbeStatus,
+    SoftwareVersions,
 )
 
 PROTOCOL_VERSION = 1
@@ -218,6 +220,13 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
             temp_slowdown_c=_num(g.get("temp_slowdown_c")),
             temp_shutdown_c=_num(g.get("temp_shutdown_c")),
             pcie_gen_max_gpu=_int(g.get("pcie_gen_max_gpu")),
+            serial=_str(g.get("serial")),
+            vbios=_str(g.get("vbios")),
+            persistence_mode=_bool(g.get("persistence_mode")),
+            ecc_mode=_bool(g.get("ecc_mode")),
+            ecc_mode_pending=_bool(g.get("ecc_mode_pending")),
+            mig_mode=_bool(g.get("mig_mode")),
+            power_limit_default_w=_num(g.get("power_limit_default_w")),
         )
         for g in _list(obj.get("gpus"))
         if isinstance(g, dict) and _int(g.get("index")) is not None
@@ -243,6 +252,10 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
         numa_nodes=_int(host.get("numa_nodes")),
         probes=probes,
         simulated=tuple(s for s in _list(obj.get("simulated")) if isinstance(s, str)),
+        software=_decode_software(host.get("software")),
+        block_devices=tuple(_decode_block_device(d) for d in _list(host.get("block_devices"))
+                            if isinstance(d, dict) and _str(d.get("name"))),
+        swap_used_bytes=_int(host.get("swap_used_bytes")),
     )
     protocol = _int(obj.get("v"))
     if protocol is None:
@@ -254,9 +267,28 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
                  nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))
                             if isinstance(n, dict) and _str(n.get("name"))),
                  topo_text=topo[:MAX_TOPO_CHARS] if topo else None,
-                 datasets=tuple(DatasetDevice(path=d["path"], device=_str(d.get("device")))
+                 datasets=tuple(DatasetDevice(path=d["path"], device=_str(d.get("device")),
+                                              free_bytes=_int(d.get("free_bytes")),
+                                              total_bytes=_int(d.get("total_bytes")))
                                 for d in _list(obj.get("datasets"))
                                 if isinstance(d, dict) and _str(d.get("path"))))
+
+
+def _decode_software(value: Any) -> SoftwareVersions:
+    """An older agent sends no ``software``: every version is then unknown."""
+    d = _dict(value)
+    return SoftwareVersions(
+        nvcc=_str(d.get("nvcc")), nccl=_str(d.get("nccl")), torch=_str(d.get("torch")),
+        cuda_runtime=_str(d.get("cuda_runtime")),
+        container_runtimes=tuple(r for r in _list(d.get("container_runtimes"))
+                                 if isinstance(r, str)),
+        fabric_manager=_str(d.get("fabric_manager")))
+
+
+def _decode_block_device(d: dict[str, Any]) -> BlockDevice:
+    return BlockDevice(name=str(d["name"]), size_bytes=_int(d.get("size_bytes")),
+                       rotational=_bool(d.get("rotational")), model=_str(d.get("model")),
+                       transport=_str(d.get("transport")))
 
 
 def _decode_link(d: dict[str, Any]) -> PcieLink:

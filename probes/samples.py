@@ -38,6 +38,17 @@ class GpuInfo:
     temp_shutdown_c: float | None = None
     pcie_gen_max_gpu: int | None = None
     """The GPU's own best PCIe generation; ``GpuSample.pcie_gen_max`` also counts the slot."""
+    serial: str | None = None
+    vbios: str | None = None
+    persistence_mode: bool | None = None
+    """``persistence_mode``: off means every job start pays the driver's init."""
+    ecc_mode: bool | None = None
+    """``ecc.mode.current``; None where the GPU has no ECC."""
+    ecc_mode_pending: bool | None = None
+    """``ecc.mode.pending``: differs from current until the next reset."""
+    mig_mode: bool | None = None
+    """``mig.mode.current``; None where the GPU has no MIG."""
+    power_limit_default_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,41 @@ class DatasetDevice:
 
     path: str
     device: str | None
+    free_bytes: int | None = None
+    """``statvfs`` space available to unprivileged users on the path's file system."""
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """A whole disk (``/sys/block``, partitions, loop and ram devices left out)."""
+
+    name: str
+    size_bytes: int | None = None
+    rotational: bool | None = None
+    model: str | None = None
+    transport: str | None = None
+    """``nvme``, ``sata``, ``sas``, ``virtio``…; ``nvme`` for an ``nvme*`` device."""
+
+
+@dataclass(frozen=True)
+class SoftwareVersions:
+    """Versions the preflight and the manifest compare, looked up without running training
+    code: package metadata, library file names, ``--version`` of a tool (None: not found)."""
+
+    nvcc: str | None = None
+    """``nvcc --version`` release, e.g. ``12.4.131`` (PATH, then /usr/local/cuda/bin)."""
+    nccl: str | None = None
+    """From ``nvidia-nccl-cu*`` package metadata, else a ``libnccl.so.2.x.y`` file name."""
+    torch: str | None = None
+    """``torch`` package metadata of the host's python3 (never imported)."""
+    cuda_runtime: str | None = None
+    """``nvidia-cuda-runtime-cu*`` package metadata or ``/usr/local/cuda/version.json``."""
+    container_runtimes: tuple[str, ...] = ()
+    """Runtimes found on PATH: docker, podman, containerd, nvidia-container-cli, enroot,
+    apptainer, singularity."""
+    fabric_manager: str | None = None
+    """``nv-fabricmanager --version`` where installed (NVSwitch systems)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +160,10 @@ class HostFacts:
     probes: tuple[ProbeStatus, ...] = ()
     simulated: tuple[str, ...] = ()
     """Simulator scenarios; empty for a real host."""
+    software: SoftwareVersions = field(default_factory=SoftwareVersions)
+    block_devices: tuple[BlockDevice, ...] = ()
+    swap_used_bytes: int | None = None
+    """Swap in use when the hello was sent (``SwapTotal - SwapFree``)."""
 
 
 @dataclass(frozen=True)

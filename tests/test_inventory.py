@@ -15,7 +15,7 @@ from probes.hostlist import HostlistError, count_hostlist, expand_hostlist
 from probes.inventory import load_inventory
 
 SCENARIOS = ("known: healthy, leak, throttle, xid79, nccl-timeout, disk-saturated, "
-             "link-downgrade; form NAME[:GPU][@SECONDS]")
+             "link-downgrade, low-ram, driver-skew; form NAME[:GPU][@SECONDS]")
 PASSWORD = "passwords are not accepted in the inventory; use the ssh agent or a key file"
 
 

@@ -11,6 +11,8 @@ import pytest
 from probes.errors import ProtocolError
 from probes.protocol import MessageReader, UnknownMessageType, decode_line
 from probes.samples import (
+    BlockDevice,
+    DatasetDevice,
     GpuState,
     Hello,
     HostSample,
@@ -18,6 +20,7 @@ from probes.samples import (
     LogSourceState,
     LogSourceStatus,
     ProbeError,
+    SoftwareVersions,
 )
 from tests.conftest import AGENT
 
@@ -52,6 +55,7 @@ def test_round_trip_of_every_field(agent_lines: list[bytes]) -> None:
             assert [g.uuid for g in msg.facts.gpus] == [g["uuid"] for g in obj["gpus"]]
             assert [g.bus_id for g in msg.facts.gpus] == [g["bus_id"] for g in obj["gpus"]]
             assert msg.facts.simulated == ("xid79", "throttle")
+            _assert_hello_facts(msg, obj)
         elif obj["type"] == "sample":
             assert isinstance(msg, HostSample)
             assert msg.seq == obj["seq"]
@@ -73,6 +77,40 @@ def test_round_trip_of_every_field(agent_lines: list[bytes]) -> None:
             assert msg.state is LogSourceStatus.SIMULATED and msg.via is None
     assert any(isinstance(m, LogEvent) and "Xid" in m.line for m in msgs)
     assert sum(isinstance(m, LogSourceState) for m in msgs) == 1
+
+
+def _assert_hello_facts(msg: Hello, obj: dict) -> None:
+    """The per-GPU facts, software, disks, swap and dataset space as the agent sent them."""
+    gpu_keys = ("serial", "vbios", "persistence_mode", "ecc_mode", "ecc_mode_pending",
+                "mig_mode", "power_limit_default_w")
+    for g, o in zip(msg.facts.gpus, obj["gpus"], strict=True):
+        assert {k: getattr(g, k) for k in gpu_keys} == {k: o[k] for k in gpu_keys}
+    sw = obj["host"]["software"]
+    assert msg.facts.software == SoftwareVersions(
+        nvcc=sw["nvcc"], nccl=sw["nccl"], torch=sw["torch"], cuda_runtime=sw["cuda_runtime"],
+        container_runtimes=tuple(sw["container_runtimes"]), fabric_manager=sw["fabric_manager"])
+    assert msg.facts.block_devices == tuple(BlockDevice(**d)
+                                            for d in obj["host"]["block_devices"])
+    assert msg.facts.swap_used_bytes == obj["host"]["swap_used_bytes"] == 0
+    assert msg.datasets == tuple(DatasetDevice(**d) for d in obj["datasets"])
+    assert msg.datasets[0].free_bytes is not None
+
+
+def test_hello_without_the_newer_facts_decodes_with_defaults() -> None:
+    """An older agent's hello: no GPU modes, software, disks, swap in use or dataset space."""
+    msg = decode_line(json.dumps({
+        "type": "hello", "v": 1, "agent": "0.0.9", "ts": 1.0,
+        "host": {"hostname": "old", "mem_total_bytes": 1024, "swap_total_bytes": 0},
+        "gpus": [{"index": 0, "uuid": "GPU-1", "bus_id": "0000:18:00.0", "name": "H100",
+                  "mem_total_mib": 81559.0}],
+        "datasets": [{"path": "/data", "device": "nvme0n1"}]}))
+    assert isinstance(msg, Hello)
+    g = msg.facts.gpus[0]
+    assert (g.serial, g.vbios, g.persistence_mode, g.ecc_mode, g.ecc_mode_pending, g.mig_mode,
+            g.power_limit_default_w) == (None,) * 7
+    assert msg.facts.software == SoftwareVersions()
+    assert (msg.facts.block_devices, msg.facts.swap_used_bytes) == ((), None)
+    assert msg.datasets == (DatasetDevice("/data", "nvme0n1"),)
 
 
 def test_error_message_decodes() -> None:
