@@ -60,6 +60,8 @@ class HostSpec:
     expect_gpus: int | None = None
     logs: tuple[str, ...] = ()
     """Globs of job logs the agent follows (read-only) for NCCL and model triage."""
+    datasets: tuple[str, ...] = ()
+    """Paths whose device and free space the preflight checks (the training data's home)."""
     ssh: SshOptions = field(default_factory=SshOptions)
     extra_args: tuple[str, ...] = field(default=())
 
@@ -77,6 +79,8 @@ class HostSpec:
                      "--speed", f"{self.speed:g}", "--hostname", self.name]
         for pattern in self.logs:
             args += ["--tail", pattern]
+        for path in self.datasets:
+            args += ["--dataset", path]
         if once:
             args.append("--once")
         args += list(self.extra_args)
@@ -90,11 +94,12 @@ def demo_fleet(speed: float = DEMO_SPEED) -> list[HostSpec]:
         ("gpu-a02", ("leak:3",), "rack-a"),
         ("gpu-a03", ("throttle:5",), "rack-a"),
         ("gpu-a04", ("link-downgrade:2",), "rack-a"),
-        ("gpu-b01", ("disk-saturated",), "rack-b"),
+        # an older driver stack than the rest: preflight's odd one out
+        ("gpu-b01", ("disk-saturated", "driver-skew"), "rack-b"),
         ("gpu-b02", ("xid79:6@600",), "rack-b"),
         # its collective waits on gpu-b02's lost GPU until the 600 s watchdog fires
         ("gpu-b03", ("nccl-timeout@1200",), "rack-b"),
-        ("gpu-b04", ("healthy",), "rack-b"),
+        ("gpu-b04", ("low-ram",), "rack-b"),  # runs fine, fails preflight on memory
     ]
     return [
         HostSpec(name=name, simulate=scen, seed=i + 1, speed=speed, tags=(tag,), expect_gpus=8)

@@ -44,7 +44,7 @@ _SSH_FIELDS = {"address": "address", "user": "user", "port": "port", "jump": "ju
                "keepalive_count": "keepalive_count_max"}
 _SPEC_FIELDS = {"python": "python", "interval": "interval_s", "simulate": "simulate",
                 "seed": "seed", "speed": "speed", "expect_gpus": "expect_gpus",
-                "logs": "logs"}
+                "logs": "logs", "datasets": "datasets"}
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MERGE = "tag:yaml.org,2002:merge"
 

@@ -205,6 +205,7 @@ SETTINGS: dict[str, Callable[[yaml.Node], Any]] = {
     "tags": text_list,
     "expect_gpus": integer(0),
     "logs": text_list,
+    "datasets": text_list,
     "interval": number("a positive number of seconds", zero_ok=False),
     "simulate": simulate,
     "seed": integer(),

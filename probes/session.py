@@ -24,6 +24,8 @@ from probes.transport.local import LocalTransport
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
 ONCE_TIMEOUT_S = 20.0
+ONCE_CONCURRENCY = 64
+"""``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
 REFUSED_KINDS = frozenset({"auth-failed", "host-key-refused"})
@@ -220,6 +222,18 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
     if result.sample is None:
         result.failure = reason
     return result
+
+
+async def collect_all(specs: list[HostSpec],
+                      concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
+    """``collect_once`` for every host, ``concurrency`` at a time, in the specs' order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(spec: HostSpec) -> OnceResult:
+        async with gate:
+            return await collect_once(spec)
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
 
 
 def _file(result: OnceResult, item: object) -> None:

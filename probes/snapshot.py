@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from enum import Enum
@@ -11,7 +10,7 @@ from typing import Any
 from probes.findings import log_findings, sample_findings
 from probes.fleet import HostSpec
 from probes.logrules.live import LiveLogScanner
-from probes.session import OnceResult, collect_once
+from probes.session import OnceResult, collect_all
 
 SNAPSHOT_VERSION = 1
 MAX_CONCURRENT = 64
@@ -56,12 +55,6 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
 
 async def take_snapshot(specs: list[HostSpec], *, demo: bool = False) -> dict[str, Any]:
     """Collect one hello and one sample from every host concurrently."""
-    gate = asyncio.Semaphore(MAX_CONCURRENT)
-
-    async def one(spec: HostSpec) -> OnceResult:
-        async with gate:
-            return await collect_once(spec)
-
-    results = await asyncio.gather(*(one(s) for s in specs))
+    results = await collect_all(specs, MAX_CONCURRENT)
     return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
             "hosts": [host_entry(r) for r in results]}

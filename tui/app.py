@@ -31,6 +31,7 @@ from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
+from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
 
 REFRESH_S = 1.0
@@ -48,6 +49,7 @@ class RigwatchApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("t", "triage", "Triage"),
+        Binding("p", "preflight", "Preflight"),
         Binding("T", "next_theme", "Theme"),
     ]
 
@@ -148,6 +150,11 @@ class RigwatchApp(App[None]):
         host = self.screen.host if isinstance(self.screen, HostScreen) else None
         record = self.triage_records.setdefault(host, TriageRecord())
         self.push_screen(TriageScreen(self.subtitle, record, host, self.reports_dir))
+
+    def action_preflight(self) -> None:
+        """Open the preflight checklist for the whole fleet."""
+        if not isinstance(self.screen, PreflightScreen):
+            self.push_screen(PreflightScreen(self.subtitle))
 
     def action_help(self) -> None:
         """Show the key reference."""

@@ -1,5 +1,5 @@
 """Command line: ``rigwatch`` (the console), ``snapshot``, ``explain``, ``report``,
-``check-inventory``, ``agent``.
+``preflight``, ``manifest``, ``check-inventory``, ``agent``.
 
 Textual is imported only for the console itself, so the other commands run on a
 machine without a terminal.
@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from probes.errors import ConfigError
 from probes.fleet import (
@@ -23,6 +24,10 @@ from probes.fleet import (
     localhost_spec,
 )
 from probes.inventory import choose_inventory_path, default_inventory_path, load_inventory
+
+if TYPE_CHECKING:
+    from probes.preflight import HostInput
+    from probes.session import OnceResult
 
 EXIT_USAGE = 2
 
@@ -177,6 +182,107 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _collect(specs: list[HostSpec]) -> list[OnceResult]:
+    from probes.session import collect_all
+
+    return asyncio.run(collect_all(specs))
+
+
+def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult]) -> list[HostInput]:
+    from probes.preflight import HostInput
+
+    return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=s.expect_gpus,
+                      failure=r.failure if r.hello is None else None)
+            for s, r in zip(specs, results, strict=True)]
+
+
+def _run_preflight(args: argparse.Namespace) -> int:
+    from probes.preflight import by_host, check_fleet, exit_status, worst
+    from probes.settings import default_settings_path, load_settings
+
+    settings_path = args.settings or default_settings_path()
+    limits = load_settings(settings_path).preflight if settings_path else None
+    specs, _ = _fleet(args)
+    _warn_insecure(specs)
+    results = check_fleet(_preflight_inputs(specs, _collect(specs)), limits)
+    status = exit_status(results)
+    grouped = by_host(results)
+    if args.json:
+        doc = {"version": 1, "verdict": worst(results).value, "exit": status,
+               "hosts": [{"name": name, "verdict": worst(checks).value,
+                          "checks": [c.to_json() for c in checks]}
+                         for name, checks in grouped.items()]}
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return status
+    width = min(max((len(n) for n in grouped), default=8), 32)
+    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
+    for name, checks in grouped.items():
+        verdict = worst(checks)
+        counts[verdict.value] += 1
+        print(f"{name:<{width}}  {verdict.value.upper() if verdict.rank > 1 else verdict.value}")
+        for c in checks:
+            if c.verdict.rank > 1:
+                print(f"{'':<{width}}    {c.verdict.value:<4} {c.check}: {c.detail}")
+    print(f"{len(grouped)} hosts: {counts['pass']} pass, {counts['warn']} warn, "
+          f"{counts['fail']} fail", file=sys.stderr)
+    return status
+
+
+def _run_manifest(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from probes.manifest import (
+        IDENTITY_LEAVES,
+        diff,
+        diff_documents,
+        dump,
+        fleet_manifest,
+        load_manifest,
+        write_manifest,
+    )
+
+    if args.diff:
+        a, b = args.diff
+        if Path(a).exists() and Path(b).exists():
+            changes = diff_documents(load_manifest(Path(a)), load_manifest(Path(b)))
+        else:
+            specs, _ = _fleet(args)
+            wanted = [s for s in specs if s.name in (a, b)]
+            missing = [n for n in (a, b) if n not in {s.name for s in wanted}]
+            if missing:
+                raise ConfigError(f"rigwatch: {', '.join(missing)}: neither a manifest file "
+                                  "nor a host of the fleet")
+            got = {r.spec.name: r for r in _collect(wanted)}
+            for name in (a, b):
+                if got[name].hello is None:
+                    raise ConfigError(f"rigwatch: {name}: no answer: {got[name].failure}")
+            doc = fleet_manifest({n: r.hello for n, r in got.items() if r.hello}, {})
+            changes = {f"{a} → {b}": diff(doc["hosts"][a], doc["hosts"][b],
+                                          ignore_leaves=IDENTITY_LEAVES)}
+            changes = {k: v for k, v in changes.items() if v}
+        for host, items in changes.items():
+            print(f"{host}:")
+            for change in items:
+                print(f"  {change.line()}")
+        if not changes:
+            print("no differences", file=sys.stderr)
+        return 1 if changes else 0
+    specs, _ = _fleet(args)
+    _warn_insecure(specs)
+    results = _collect(specs)
+    doc = fleet_manifest({r.spec.name: r.hello for r in results if r.hello is not None},
+                         {r.spec.name: r.failure or "no hello" for r in results
+                          if r.hello is None})
+    if args.output:
+        write_manifest(doc, Path(args.output), args.format)
+        print(f"manifest of {len(doc['hosts'])} hosts written to {args.output}",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(dump(doc, args.format))
+    return 1 if doc["unreachable"] else 0
+
+
 def _run_agent(rest: list[str]) -> int:
     from probes import agent
 
@@ -220,6 +326,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="list number (1 = newest) or file name; omitted: list them all")
     report.add_argument("--json", action="store_true", help="print the JSON form")
     report.add_argument("--dir", default=None, help="reports directory (default: the data dir)")
+    pre = sub.add_parser("preflight", help="check every host against the training-server "
+                         "rules of thumb (exit 0 pass, 1 warnings, 2 failures)")
+    pre.add_argument("--json", action="store_true", help="every check with value, threshold "
+                     "and verdict, as JSON")
+    pre.add_argument("--settings", metavar="FILE", default=None,
+                     help="thresholds (YAML 'preflight:' section); default: "
+                          "$RIGWATCH_SETTINGS or <config dir>/rigwatch/settings.yaml")
+    man = sub.add_parser("manifest", help="the full hardware/software version list per host, "
+                         "or the difference between two manifests or two hosts")
+    man.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    man.add_argument("-o", "--output", metavar="FILE", default=None,
+                     help="write it here (mode 0600) instead of standard output")
+    man.add_argument("--diff", nargs=2, metavar=("A", "B"), default=None,
+                     help="compare two manifest files, or two hosts of the fleet "
+                          "(exit 1 when they differ)")
+    for cmd in (pre, man):
+        cmd.add_argument("--demo", action="store_true", help="the demo fleet")
+        cmd.add_argument("--speed", type=float, default=DEMO_SPEED, help=argparse.SUPPRESS)
+        cmd.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
+                         help="hosts (YAML)")
     check = sub.add_parser("check-inventory", help="check an inventory, print its hosts "
                            "(exit 2 and every problem on stderr if it has any)")
     check.add_argument("file", nargs="?", default=None,
@@ -250,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run_explain(args)
         if args.command == "report":
             return _run_report(args)
+        if args.command == "preflight":
+            return _run_preflight(args)
+        if args.command == "manifest":
+            return _run_manifest(args)
         return _run_console(args)
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)

@@ -17,6 +17,7 @@ KEYS = (
     ("t", "guided triage (fleet, or the host on screen)"),
     ("c / x", "triage: mark the step clear / suspect"),
     ("n / g / r", "triage: note, go to the proposed step, write a report"),
+    ("p", "preflight: every host against the training-server checklist"),
     ("T", "next theme (dark, high contrast)"),
     ("?", "this help"),
     ("Ctrl+P", "command palette"),

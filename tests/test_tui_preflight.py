@@ -1,0 +1,52 @@
+"""The preflight screen in the running app, on the real demo fleet's agents."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+from probes.backend import AgentFleetBackend
+from probes.fleet import demo_fleet
+from probes.preflight import CheckVerdict
+from tests.tui_fakes import wait_until
+from tui.app import RigwatchApp, make_app
+from tui.screens.preflight import PreflightScreen
+from widgets.check_list import CheckList
+from widgets.preflight_table import PreflightTable
+
+
+def _lines(app: RigwatchApp) -> dict[str, tuple[CheckVerdict, str]]:
+    return {line.host: (line.verdict, line.first_problem)
+            for line in app.screen.query_one(PreflightTable).hosts}
+
+
+async def test_preflight_screen_names_the_failing_hosts_and_shows_their_checks() -> None:
+    app = make_app(AgentFleetBackend(demo_fleet()), demo=True)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: all(h.hello is not None and h.last is not None
+                                            for h in app.fleet.hosts.values()), timeout_s=20)
+        await pilot.press("p")
+        await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        app.refresh_view()
+        await wait_until(pilot, lambda: len(_lines(app)) == 8)
+        lines = _lines(app)
+        failing = {h for h, (v, _) in lines.items() if v is CheckVerdict.FAIL}
+        assert failing == {"gpu-a04", "gpu-b01", "gpu-b04"}
+        assert lines["gpu-a04"][1].startswith("pcie-link: trained below capability: GPU2")
+        assert lines["gpu-b04"][1].startswith("system-memory: 768 GiB RAM")
+        summary = str(app.screen.query_one("#preflight-summary", Static).render())
+        assert "5 pass, 0 warn, 3 fail" in summary
+        assert "odd one out: gpu-b01 (driver 535.183.01, cuda 12.2" in summary
+        # the cursor's host's checks, problems first
+        table = app.screen.query_one(PreflightTable)
+        table.focus()
+        for _ in range(3):
+            await pilot.press("down")
+        await wait_until(pilot, lambda: app.screen.query_one(CheckList).checks[0].host
+                         == "gpu-a04")
+        checks = app.screen.query_one(CheckList).checks
+        rendered = str(app.screen.query_one(CheckList).render())
+        assert rendered.index("fail pcie-link") < rendered.index("pass gpu-count")
+        assert "threshold: max generation and x16" in rendered
+        assert any(c.check == "pcie-link" and c.verdict is CheckVerdict.FAIL for c in checks)
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, PreflightScreen))
