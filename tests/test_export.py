@@ -1,0 +1,95 @@
+"""Export: dcgm-exporter-named Prometheus text, the textfile, CSV, JSON lines, OpenMetrics."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from probes.export import (
+    GPU_METRICS,
+    HostExport,
+    export_csv,
+    export_jsonl,
+    export_openmetrics,
+    prometheus_text,
+    write_textfile,
+)
+from probes.findings import Finding
+from probes.fleet import HostSpec
+from probes.session import OnceResult, collect_once
+from probes.triage import Severity, Step
+
+SAMPLE_LINE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>(?:[A-Za-z_]\w*="'
+                         r'(?:[^"\\]|\\.)*",?)*)\} (?P<value>-?[0-9.e+-]+)(?: (?P<ts>\d+))?$')
+
+
+@pytest.fixture(scope="module")
+def host() -> OnceResult:
+    r = asyncio.run(collect_once(HostSpec(name="gpu-a01", simulate=("healthy",), seed=1)))
+    assert r.hello is not None and r.sample is not None
+    return r
+
+
+def _export(r: OnceResult, **kw: object) -> HostExport:
+    return HostExport(r.spec.name, r.hello, r.sample, **kw)  # type: ignore[arg-type]
+
+
+def test_prometheus_text_uses_dcgm_names_and_labels(host: OnceResult) -> None:
+    xid = Finding(Step.SYSLOG, "xid", Severity.CRITICAL, "Xid 79", "gpu-a01", gpu=3, xid=79)
+    text = prometheus_text([_export(host, findings=(xid,)),
+                            HostExport('odd"host\\', None, None, streaming=False)])
+    lines = [x for x in text.splitlines() if x and not x.startswith("#")]
+    for line in lines:
+        assert SAMPLE_LINE.match(line), line
+    util = [x for x in lines if x.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    assert len(util) == 8
+    assert util[0].startswith('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-')
+    assert 'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-a01"}' in util[0]
+    assert float(util[0].rsplit(" ", 1)[1]) == host.sample.gpus[0].util_pct  # type: ignore[union-attr]
+    # every family is announced once, before its samples
+    for m in GPU_METRICS:
+        if any(x.startswith(m.name + "{") for x in lines):
+            assert text.count(f"# TYPE {m.name} gauge") == 1
+            assert text.index(f"# TYPE {m.name} gauge") < text.index(m.name + "{")
+    assert 'rigwatch_host_up{Hostname="odd\\"host\\\\"} 0' in lines
+    assert ('rigwatch_findings{Hostname="gpu-a01",step="syslog",code="xid",severity="critical"}'
+            ' 1') in lines
+
+
+def test_the_textfile_is_replaced_atomically(tmp_path: Path, host: OnceResult) -> None:
+    path = tmp_path / "rigwatch.prom"
+    path.write_text("old\n")
+    write_textfile(path, prometheus_text([_export(host)]))
+    assert path.read_text().startswith("# HELP DCGM_FI_DEV_GPU_UTIL")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["rigwatch.prom"]
+
+
+def test_csv_has_a_row_per_gpu_per_sample(host: OnceResult) -> None:
+    assert host.sample is not None and host.hello is not None
+    items = [("gpu-a01", 0.0, host.hello), ("gpu-a01", 1.0, host.sample),
+             ("gpu-a01", 2.0, host.sample)]
+    rows = list(csv.DictReader(io.StringIO("".join(export_csv(items)))))
+    assert len(rows) == 16
+    assert rows[0]["host"] == "gpu-a01" and rows[0]["gpu"] == "0"
+    assert float(rows[3]["mem_used_mib"]) == host.sample.gpus[3].mem_used_mib
+
+
+def test_jsonl_and_openmetrics(host: OnceResult) -> None:
+    assert host.sample is not None and host.hello is not None
+    items = [("gpu-a01", 0.0, host.hello), ("gpu-a01", 1.0, host.sample)]
+    lines = list(export_jsonl(items, lambda i: {"t": type(i).__name__}))
+    assert [json.loads(x)["item"]["t"] for x in lines] == ["Hello", "HostSample"]
+    om = "".join(export_openmetrics(items))
+    assert om.endswith("# EOF\n")
+    body = [x for x in om.splitlines() if x and not x.startswith("#")]
+    assert all(x.endswith(f" {host.sample.ts:.3f}") for x in body)
+    names = [x.split("{")[0] for x in body]
+    assert names == sorted(names, key=[m.name for m in GPU_METRICS].index)  # grouped
