@@ -213,11 +213,16 @@ async def test_shift_t_cycles_themes_and_restyles_cells(
         dark_style = fleet_table(app).get_cell("gpu-t02", "temp").style
         await pilot.press("T")
         await pilot.pause()
-        assert app.theme == "rigwatch-high-contrast"
+        assert app.theme == "rigwatch-light"
         await wait_until(pilot, lambda: fleet_table(app).get_cell("gpu-t02", "temp").style
                          != dark_style)
-        await pilot.press("T")
-        assert app.theme == "rigwatch-dark"
+        seen = [app.theme]
+        for _ in range(3):
+            await pilot.press("T")
+            await pilot.pause()
+            seen.append(app.theme)
+        assert seen == ["rigwatch-light", "rigwatch-high-contrast", "rigwatch-colour-safe",
+                        "rigwatch-dark"]
 
 
 # ---- layouts -----------------------------------------------------------------------------

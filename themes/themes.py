@@ -107,7 +107,78 @@ RIGWATCH_HIGH_CONTRAST = Theme(
     },
 )
 
-THEMES = (RIGWATCH_DARK, RIGWATCH_HIGH_CONTRAST)
+RIGWATCH_LIGHT = Theme(
+    name="rigwatch-light",
+    primary="#0969DA",
+    secondary="#1F4E8C",
+    accent="#9A6700",
+    warning="#9A6700",
+    error="#CF222E",
+    success="#1A7F37",
+    foreground="#1F2328",
+    background="#FFFFFF",
+    surface="#F6F8FA",
+    panel="#EAEEF2",
+    dark=False,
+    variables={
+        "text-dim": "#57606A",
+        "sev-critical": "#CF222E",
+        "sev-warning": "#9A6700",
+        "sev-info": "#0969DA",
+        "status-streaming": "#1A7F37",
+        "status-connecting": "#6E7781",
+        "status-stale": "#9A6700",
+        "status-down": "#CF222E",
+        "gpu-hot": "#CF222E",
+        "gpu-warm": "#BC4C00",
+        "mem-high": "#8250DF",
+        "mem-rising": "#9A6700",
+        "link-degraded": "#BC4C00",
+        "clock-throttled": "#BC4C00",
+        "chart-high": "#0969DA",
+        "chart-low": "#B6E3FF",
+        "footer-key-foreground": "#9A6700",
+    },
+)
+
+RIGWATCH_COLOUR_SAFE = Theme(
+    name="rigwatch-colour-safe",
+    primary="#56B4E9",
+    secondary="#0072B2",
+    accent="#E69F00",
+    warning="#E69F00",
+    error="#D55E00",
+    success="#0072B2",
+    foreground="#E6E6E6",
+    background="#111111",
+    surface="#1A1A1A",
+    panel="#262626",
+    dark=True,
+    variables={
+        # Okabe–Ito: told apart with any common colour-vision deficiency; "ok" is blue, not
+        # green, so ok and failed never differ by red against green alone (and every status
+        # is also written as a word or a glyph)
+        "text-dim": "#9E9E9E",
+        "sev-critical": "#D55E00",
+        "sev-warning": "#E69F00",
+        "sev-info": "#56B4E9",
+        "status-streaming": "#0072B2",
+        "status-connecting": "#9E9E9E",
+        "status-stale": "#E69F00",
+        "status-down": "#D55E00",
+        "gpu-hot": "#D55E00",
+        "gpu-warm": "#E69F00",
+        "mem-high": "#CC79A7",
+        "mem-rising": "#F0E442",
+        "link-degraded": "#CC79A7",
+        "clock-throttled": "#CC79A7",
+        "chart-high": "#56B4E9",
+        "chart-low": "#234A5E",
+        "footer-key-foreground": "#E69F00",
+    },
+)
+
+THEMES = (RIGWATCH_DARK, RIGWATCH_LIGHT, RIGWATCH_HIGH_CONTRAST, RIGWATCH_COLOUR_SAFE)
 THEME_CYCLE = tuple(t.name for t in THEMES)
 """Order the ``t`` key steps through."""
 DEFAULT_THEME = RIGWATCH_DARK.name

@@ -18,7 +18,7 @@ KEYS = (
     ("c / x", "triage: mark the step clear / suspect"),
     ("n / g / r", "triage: note, go to the proposed step, write a report"),
     ("p", "preflight: every host against the training-server checklist"),
-    ("T", "next theme (dark, high contrast)"),
+    ("T", "next theme (dark, light, high contrast, colour-blind safe)"),
     ("?", "this help"),
     ("Ctrl+P", "command palette"),
     ("q", "quit"),
