@@ -1,10 +1,12 @@
-"""The settings file: thresholds for preflight (and, later, the detectors), strictly checked.
+"""The settings file: preflight thresholds and alert policy, strictly checked.
 
 ```yaml
 preflight:
   mem_ratio_warn: 2.0
-  cores_per_gpu_min: 8
   require_ib: false
+alerts:
+  hook: [/usr/local/bin/page-oncall, --team, gpu]
+  clear_after_s: 300
 ```
 
 Like the inventory, it is read from YAML nodes so every problem names its file, line and
@@ -25,8 +27,10 @@ import platformdirs
 import yaml
 
 from probes import inventory_values as v
+from probes.alerts import AlertPolicy
 from probes.errors import InventoryError, Problem
 from probes.preflight import PreflightLimits
+from probes.triage import Severity
 
 ENV_VAR = "RIGWATCH_SETTINGS"
 
@@ -42,6 +46,7 @@ class Settings:
     """Everything the settings file can set."""
 
     preflight: PreflightLimits = field(default_factory=PreflightLimits)
+    alerts: AlertPolicy = field(default_factory=AlertPolicy)
 
 
 def default_settings_path(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -64,10 +69,21 @@ def _reader(kind: Any) -> Callable[[yaml.Node], Any]:
         return v.text
     if kind in ("tuple[str, ...]",):
         return v.text_list
+    if kind in ("Severity",):
+        choose = v.choice(*(s.value for s in Severity))
+        return lambda node: Severity(choose(node))
     raise TypeError(f"no settings reader for {kind!r}")
 
 
-_PREFLIGHT = {f.name: _reader(f.type) for f in dataclasses.fields(PreflightLimits)}
+def _readers(cls: type) -> dict[str, Callable[[yaml.Node], Any]]:
+    return {f.name: _reader(f.type) for f in dataclasses.fields(cls)}
+
+
+SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
+    "preflight": (PreflightLimits, _readers(PreflightLimits)),
+    "alerts": (AlertPolicy, _readers(AlertPolicy)),
+}
+"""Each section of the file: the dataclass it fills and a reader per field."""
 
 
 def load_settings(path: str | Path) -> Settings:
@@ -98,36 +114,39 @@ def load_settings(path: str | Path) -> Settings:
         problems.append(Problem(name, node.start_mark.line + 1, node.start_mark.column + 1,
                                 key, message, hint))
 
-    values: dict[str, Any] = {}
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     if root is None:
         return Settings()
     if not isinstance(root, yaml.MappingNode):
-        add(root, None, "the settings file must be a mapping with a 'preflight:' section")
+        add(root, None, "the settings file must be a mapping of sections (preflight, alerts)")
         raise SettingsError(problems)
     for knode, vnode in root.value:
         key = knode.value
-        if key != "preflight":
-            add(knode, key, f"unknown section '{key}'", "expected: preflight")
+        if key not in SECTIONS:
+            close = difflib.get_close_matches(str(key), SECTIONS, n=1)
+            add(knode, key, f"unknown section '{key}'", f"did you mean '{close[0]}'?" if close
+                else "expected: " + ", ".join(SECTIONS))
             continue
         if not isinstance(vnode, yaml.MappingNode):
-            add(vnode, key, "'preflight' must be a mapping of threshold: value")
+            add(vnode, key, f"'{key}' must be a mapping of setting: value")
             continue
+        readers = SECTIONS[key][1]
         for k2, v2 in vnode.value:
-            read = _PREFLIGHT.get(k2.value)
+            read = readers.get(k2.value)
             if read is None:
-                close = difflib.get_close_matches(str(k2.value), _PREFLIGHT, n=1)
-                add(k2, k2.value, f"unknown preflight threshold '{k2.value}'",
+                close = difflib.get_close_matches(str(k2.value), readers, n=1)
+                add(k2, k2.value, f"unknown {key} setting '{k2.value}'",
                     f"did you mean '{close[0]}'?" if close else "")
                 continue
             try:
-                values[k2.value] = read(v2)
+                values[key][k2.value] = read(v2)
             except v.Bad as bad:
                 add(bad.node or v2, k2.value, bad.message or f"'{k2.value}' must be "
                     f"{bad.expected}, got {v.got(bad.node or v2)}", bad.hint)
     if problems:
         raise SettingsError(problems)
-    limits = PreflightLimits(**values)
+    limits = PreflightLimits(**values["preflight"])
     if limits.mem_ratio_fail > limits.mem_ratio_warn:
         raise SettingsError([Problem(name, 0, 0, "mem_ratio_fail",
                                      "mem_ratio_fail must not exceed mem_ratio_warn")])
-    return Settings(preflight=limits)
+    return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]))

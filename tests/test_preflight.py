@@ -247,19 +247,35 @@ def test_settings_file_sets_thresholds(tmp_path: Path) -> None:
             limits.expect_gpu_model) == (3.0, False, ("driver", "kernel"), "H100")
 
 
+def test_settings_alerts_section(tmp_path: Path) -> None:
+    path = tmp_path / "settings.yaml"
+    path.write_text("alerts:\n  hook: [/usr/local/bin/page, --team, gpu]\n"
+                    "  min_severity: critical\n  clear_after_s: 300\n  bell: false\n")
+    alerts = load_settings(path).alerts
+    assert alerts.hook == ("/usr/local/bin/page", "--team", "gpu")
+    assert alerts.min_severity.value == "critical" and alerts.clear_after_s == 300.0
+    assert alerts.bell is False
+    path.write_text("alerts:\n  min_severity: loud\n  hook: /bin/page --all\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(path)
+    assert str(err.value).splitlines() == [
+        f"'min_severity' must be one of critical, warning, info, got 'loud' at {path}:2:17",
+        f"'hook' must be a list of strings, got '/bin/page --all' at {path}:3:9"]
+
+
 def test_settings_problems_name_file_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "settings.yaml"
     path.write_text("preflight:\n  mem_ratio_wran: 3\n  require_ib: maybe\n  cores_per_gpu_min: x\n"
-                    "alerts: {}\n")
+                    "alert: {}\n")
     with pytest.raises(SettingsError) as err:
         load_settings(path)
     lines = str(err.value).splitlines()
     assert lines == [
-        f"unknown preflight threshold 'mem_ratio_wran' at {path}:2:3 — did you mean "
+        f"unknown preflight setting 'mem_ratio_wran' at {path}:2:3 — did you mean "
         "'mem_ratio_warn'?",
         f"'require_ib' must be true or false, got 'maybe' at {path}:3:15",
         f"'cores_per_gpu_min' must be a number ≥ 0, got 'x' at {path}:4:22",
-        f"unknown section 'alerts' at {path}:5:1 — expected: preflight",
+        f"unknown section 'alert' at {path}:5:1 — did you mean 'alerts'?",
     ]
 
 
@@ -291,5 +307,5 @@ def test_preflight_text_and_a_bad_settings_file(tmp_path: Path,
     bad = tmp_path / "s.yaml"
     bad.write_text("preflight: [1]\n")
     assert main(["preflight", "--demo", "--settings", str(bad)]) == 2
-    assert f"'preflight' must be a mapping of threshold: value at {bad}:1:12" in \
+    assert f"'preflight' must be a mapping of setting: value at {bad}:1:12" in \
         capsys.readouterr().err
