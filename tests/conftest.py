@@ -26,6 +26,7 @@ def _no_user_config(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("RIGWATCH_CONFIG", raising=False)
     monkeypatch.delenv("RIGWATCH_INVENTORY", raising=False)
+    monkeypatch.delenv("RIGWATCH_SETTINGS", raising=False)
 
 
 @pytest.fixture

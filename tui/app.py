@@ -20,11 +20,15 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
+from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
 from probes.backend import Backend
 from probes.fleet_state import FleetState
 from probes.incident import TriageRecord
+from probes.recording_backend import RecordingBackend
+from probes.replay import ReplayBackend, ReplayError, parse_seek
 from probes.samples import Hello
 from probes.session_events import Connected, Disconnected, SessionItem
+from probes.triage import Severity
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
 from tui.messages import HostChosen, HostItemReceived, ViewRequested
 from tui.screens.base import DataScreen
@@ -51,12 +55,28 @@ class RigwatchApp(App[None]):
         Binding("t", "triage", "Triage"),
         Binding("p", "preflight", "Preflight"),
         Binding("T", "next_theme", "Theme"),
+        Binding("space", "replay_pause", "Pause", show=False),
+        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False),
+        Binding("minus", "replay_speed(-1)", "Slower", show=False),
+        Binding("right_square_bracket", "replay_step(600)", "+10 min", show=False),
+        Binding("left_square_bracket", "replay_step(-600)", "-10 min", show=False),
+        Binding("greater_than_sign", "replay_finding(1)", "Next finding", show=False),
+        Binding("less_than_sign", "replay_finding(-1)", "Prev finding", show=False),
+        Binding("at", "replay_seek", "Seek", show=False),
     ]
 
-    def __init__(self, backend: Backend, *, subtitle: str, clock: Clock) -> None:
+    def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
+                 alerts: AlertPolicy | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.fleet = FleetState(backend.specs)
+        self.alert_policy = alerts or AlertPolicy()
+        self.alerts = AlertTracker(self.alert_policy)
+        self.hook_results: list[HookResult] = []
+        """Finished hook runs, newest last (kept for tests and the status line)."""
+        if isinstance(backend, ReplayBackend):
+            backend.on_rewind = self._rewind
+            clock = backend.clock
         self.subtitle = subtitle
         self.sub_title = subtitle
         self._clock = clock
@@ -79,7 +99,7 @@ class RigwatchApp(App[None]):
 
     def on_mount(self) -> None:
         """Start the backend and the redraw tick."""
-        self.set_interval(REFRESH_S, self.refresh_view)
+        self.set_interval(REFRESH_S, self._tick)
         self._run_backend()
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
@@ -108,7 +128,106 @@ class RigwatchApp(App[None]):
         self._redraw_pending = False
         screen = self.screen
         if isinstance(screen, DataScreen) and screen.is_mounted:
-            screen.show(self.fleet, self._clock())
+            screen.show(self.fleet, self._clock(), self.mode_text())
+
+    def mode_text(self) -> str:
+        """The header's note on where the data comes from: a replay position or recording."""
+        if isinstance(self.backend, ReplayBackend):
+            return self.backend.position.describe()
+        if isinstance(self.backend, RecordingBackend):
+            status = self.backend.recorder.status
+            if status.state == "recording":
+                return "● rec"
+            return f"not recording: {status.reason}" if status.reason else "not recording"
+        return ""
+
+    def check_alerts(self) -> None:
+        """Raise new alerts: a notification, the bell, the hook, and a mark in the recording.
+
+        A replay raises none: it would page people for the past.
+        """
+        if isinstance(self.backend, ReplayBackend):
+            return
+        now = self._clock()
+        findings = [f for s in self.fleet.hosts.values() for f in s.findings()]
+        for alert in self.alerts.update(findings, now):
+            f = alert.finding
+            self.notify(f.summary, title=f"{f.host}: {f.code}", timeout=15,
+                        severity="error" if f.severity is Severity.CRITICAL else "warning")
+            if self.alert_policy.bell:
+                self.bell()
+            if self.alert_policy.hook:
+                self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
+            if isinstance(self.backend, RecordingBackend):
+                self.backend.recorder.record(f.host, f.ts if f.ts is not None else now, f)
+
+    async def _hook(self, alert: Alert) -> None:
+        result = await run_hook(self.alert_policy.hook, alert, self.alert_policy.hook_timeout_s)
+        self.hook_results.append(result)
+        if not result.ok:
+            self.notify(result.error or "the alert hook failed", title="Alert hook",
+                        severity="warning", timeout=15)
+
+    def _rewind(self) -> None:
+        """A replay seek starts over: a fresh picture of the fleet."""
+        self.fleet = FleetState(self.backend.specs)
+        self.alerts = AlertTracker(self.alert_policy)
+
+    def _tick(self) -> None:
+        self.refresh_view()
+        self.check_alerts()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Replay keys exist only in a replay."""
+        if action.startswith("replay_"):
+            return isinstance(self.backend, ReplayBackend)
+        return True
+
+    def _replay(self) -> ReplayBackend | None:
+        return self.backend if isinstance(self.backend, ReplayBackend) else None
+
+    def action_replay_pause(self) -> None:
+        """Pause or resume the replay."""
+        if (r := self._replay()) is not None:
+            r.toggle_pause()
+            self.refresh_view()
+
+    def action_replay_speed(self, step: int) -> None:
+        """Replay faster or slower (×1 … ×600)."""
+        if (r := self._replay()) is not None:
+            r.faster(step)
+            self.refresh_view()
+
+    def action_replay_step(self, seconds: float) -> None:
+        """Seek the replay by ``seconds``."""
+        if (r := self._replay()) is not None:
+            r.seek(r.clock.t + seconds)
+
+    def action_replay_finding(self, direction: int) -> None:
+        """Jump to the next (or previous) recorded finding."""
+        if (r := self._replay()) is None:
+            return
+        t = r.next_finding() if direction > 0 else r.previous_finding()
+        if t is None:
+            self.notify("no recorded finding that way", timeout=4)
+
+    def action_replay_seek(self) -> None:
+        """Ask for a time and seek there (+10m, -1h, 03:12, an ISO time)."""
+        if (r := self._replay()) is None:
+            return
+        from tui.screens.note import NoteScreen
+
+        def done(text: str | None) -> None:
+            if not text:
+                return
+            try:
+                r.seek(parse_seek(text, r.clock.t, r.start))
+            except ReplayError as exc:
+                self.notify(str(exc), severity="warning", timeout=8)
+
+        self.push_screen(NoteScreen("seek", "", heading="Seek the replay to",
+                                    placeholder="+10m, -1h, 03:12 (UTC) or 2026-12-03T03:12:07"),
+                         done)
 
     def on_view_requested(self, _message: ViewRequested) -> None:
         """A data screen became active."""
@@ -171,7 +290,8 @@ class RigwatchApp(App[None]):
 
 
 def make_app(
-    backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time
+    backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
+    alerts: AlertPolicy | None = None,
 ) -> RigwatchApp:
     """Build the console.
 
@@ -179,10 +299,12 @@ def make_app(
         backend: where items come from (live agents, a recording, fixed test data).
         demo: whether the fleet is the built-in simulated one; the header says so.
         title: what is being watched (an inventory name), shown next to "rigwatch".
-        clock: wall-clock source for staleness; tests pass a frozen one.
+        clock: wall-clock source for staleness; tests pass a frozen one (a replay brings
+            its own).
+        alerts: how findings become notifications and hook runs.
 
     Returns:
         The app, not yet running.
     """
     subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
-    return RigwatchApp(backend, subtitle=subtitle, clock=clock)
+    return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts)

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probes.errors import ConfigError
@@ -26,8 +27,10 @@ from probes.fleet import (
 from probes.inventory import choose_inventory_path, default_inventory_path, load_inventory
 
 if TYPE_CHECKING:
+    from probes.backend import Backend
     from probes.preflight import HostInput
     from probes.session import OnceResult
+    from probes.settings import Settings
 
 EXIT_USAGE = 2
 
@@ -94,14 +97,64 @@ def _run_check_inventory(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_console(args: argparse.Namespace) -> int:
+RESUME_MAX_AGE_S = 6 * 3600.0
+"""A recording whose last item is older than this is not resumed: a new one is started."""
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from probes.settings import Settings, default_settings_path, load_settings
+
+    path = getattr(args, "settings", None) or default_settings_path()
+    return load_settings(path) if path else Settings()
+
+
+def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
+                       args: argparse.Namespace) -> Backend:
+    """The live backend, recording unless ``--no-record`` (and resuming a recent recording
+    of the same inventory; a demo always starts a new one, its clock being simulated)."""
     from probes.backend import AgentFleetBackend
+    from probes.recording import (
+        Recorder,
+        RecordingError,
+        RecordingReader,
+        default_directory,
+        find_resumable,
+        fleet_fingerprint,
+        new_recording_path,
+    )
+    from probes.recording_backend import RecordingBackend
+
+    live = AgentFleetBackend(specs)
+    if args.no_record:
+        return live
+    directory = Path(args.record_dir) if args.record_dir else default_directory()
+    key = fleet_fingerprint([f"{s.name} {s.transport}" for s in specs] + (["demo"] if demo
+                                                                           else []))
+    resume = None if demo else find_resumable(directory, key, RESUME_MAX_AGE_S)
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = resume or new_recording_path(directory, name)
+        recorder = Recorder(path, key, [s.name for s in specs])
+        reader = RecordingReader(path) if resume else None
+    except (RecordingError, OSError) as exc:
+        print(f"rigwatch: not recording: {exc}", file=sys.stderr)
+        return live
+    if resume:
+        print(f"rigwatch: resuming the recording {path}", file=sys.stderr)
+    return RecordingBackend(live, recorder, resume_from=reader)
+
+
+def _run_console(args: argparse.Namespace) -> int:
     from tui.app import make_app
 
     specs, demo = _fleet(args)
     _warn_insecure(specs)
+    settings = _settings(args)
     path = None if demo else choose_inventory_path(args.inventory)
-    app = make_app(AgentFleetBackend(specs), demo=demo, title=path.name if path else None)
+    name = "demo" if demo else path.stem if path else specs[0].name
+    backend = _recording_backend(specs, demo, name, args)
+    app = make_app(backend, demo=demo, title=path.name if path else None,
+                   alerts=settings.alerts)
     if args.theme:
         if args.theme not in app.available_themes:
             names = ", ".join(sorted(app.available_themes))
@@ -109,6 +162,49 @@ def _run_console(args: argparse.Namespace) -> int:
         app.theme = args.theme
     app.run()
     return app.return_code or 0
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from probes.recording import RecordingError, default_directory
+    from probes.replay import ReplayBackend, ReplayError
+    from tui.app import make_app
+
+    if args.file is None:
+        files = sorted(default_directory().glob("*.sqlite3"), reverse=True)
+        for f in files:
+            print(f)
+        print(f"{len(files)} recordings in {default_directory()}", file=sys.stderr)
+        return 0
+    try:
+        backend = ReplayBackend(args.file, speed=args.speed)
+    except (RecordingError, ReplayError) as exc:
+        raise ConfigError(f"rigwatch: {exc}") from None
+    app = make_app(backend, demo=False, title=Path(args.file).name)
+    app.run()
+    return app.return_code or 0
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from probes.codec import encode
+    from probes.export import export_csv, export_jsonl, export_openmetrics
+    from probes.recording import RecordingError, RecordingReader
+
+    try:
+        reader = RecordingReader(args.file)
+    except RecordingError as exc:
+        raise ConfigError(f"rigwatch: {exc}") from None
+    with reader:
+        items = reader.items()
+        chunks = (export_csv(items) if args.format == "csv" else
+                  export_openmetrics(items) if args.format == "prometheus" else
+                  export_jsonl(items, encode))  # type: ignore[arg-type]
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+        try:
+            out.writelines(chunks)
+        finally:
+            if args.output:
+                out.close()
+    return 0
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
@@ -155,8 +251,6 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from probes.report import ReportError, find_report, list_reports, reports_dir
 
     where = Path(args.dir) if args.dir else reports_dir()
@@ -198,10 +292,8 @@ def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult]) -> list[
 
 def _run_preflight(args: argparse.Namespace) -> int:
     from probes.preflight import by_host, check_fleet, exit_status, worst
-    from probes.settings import default_settings_path, load_settings
 
-    settings_path = args.settings or default_settings_path()
-    limits = load_settings(settings_path).preflight if settings_path else None
+    limits = _settings(args).preflight
     specs, _ = _fleet(args)
     _warn_insecure(specs)
     results = check_fleet(_preflight_inputs(specs, _collect(specs)), limits)
@@ -230,8 +322,6 @@ def _run_preflight(args: argparse.Namespace) -> int:
 
 
 def _run_manifest(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from probes.manifest import (
         IDENTITY_LEAVES,
         diff,
@@ -303,6 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inventory", metavar="FILE", default=None,
                    help="hosts to watch (YAML); default: $RIGWATCH_INVENTORY or "
                         "<config dir>/rigwatch/inventory.yaml when it exists")
+    p.add_argument("--settings", metavar="FILE", default=None,
+                   help="thresholds and alerts (YAML); default: $RIGWATCH_SETTINGS or "
+                        "<config dir>/rigwatch/settings.yaml when it exists")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record this session (recording is on by default)")
+    p.add_argument("--record-dir", metavar="DIR", default=None,
+                   help="where recordings go (default: <data dir>/rigwatch/recordings)")
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -330,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "rules of thumb (exit 0 pass, 1 warnings, 2 failures)")
     pre.add_argument("--json", action="store_true", help="every check with value, threshold "
                      "and verdict, as JSON")
-    pre.add_argument("--settings", metavar="FILE", default=None,
+    pre.add_argument("--settings", metavar="FILE", default=argparse.SUPPRESS,
                      help="thresholds (YAML 'preflight:' section); default: "
                           "$RIGWATCH_SETTINGS or <config dir>/rigwatch/settings.yaml")
     man = sub.add_parser("manifest", help="the full hardware/software version list per host, "
@@ -350,6 +447,17 @@ def build_parser() -> argparse.ArgumentParser:
                            "(exit 2 and every problem on stderr if it has any)")
     check.add_argument("file", nargs="?", default=None,
                        help="the inventory (default: the one the console would use)")
+    rep = sub.add_parser("replay", help="replay a recording through the same screens "
+                         "(space pause, +/- speed, [ ] 10 min, < > findings, @ seek); "
+                         "without FILE, list the recordings")
+    rep.add_argument("file", nargs="?", default=None, metavar="FILE")
+    rep.add_argument("--speed", type=float, default=60.0,
+                     help="recording seconds per real second (default %(default)g)")
+    exp = sub.add_parser("export", help="a recording as JSON lines, CSV (a row per GPU per "
+                         "sample) or Prometheus/OpenMetrics text for backfill")
+    exp.add_argument("file", metavar="RECORDING")
+    exp.add_argument("--format", choices=("jsonl", "csv", "prometheus"), default="jsonl")
+    exp.add_argument("-o", "--output", metavar="FILE", default=None)
     sub.add_parser("agent", help="run the host agent here (arguments pass through)",
                    add_help=False)
     return p
@@ -376,6 +484,10 @@ def main(argv: list[str] | None = None) -> int:
             return _run_explain(args)
         if args.command == "report":
             return _run_report(args)
+        if args.command == "replay":
+            return _run_replay(args)
+        if args.command == "export":
+            return _run_export(args)
         if args.command == "preflight":
             return _run_preflight(args)
         if args.command == "manifest":

@@ -40,6 +40,8 @@ class HeaderBar(Horizontal):
 
     totals: reactive[Mapping[str, int] | None] = reactive(None, init=False)
     """Counts from ``FleetState.totals``; a fresh mapping each refresh, never mutated."""
+    mode: reactive[str] = reactive("", init=False)
+    """``● rec``, ``not recording: disk full`` or a replay position; empty hides it."""
 
     def __init__(self, subtitle: str = "") -> None:
         super().__init__()
@@ -50,12 +52,22 @@ class HeaderBar(Horizontal):
         """Brand, subtitle, totals."""
         yield Label("rigwatch", id="brand")
         yield Label(self._subtitle, id="subtitle", classes="" if self._subtitle else "-empty")
+        yield Label("", id="mode", classes="-empty")
         yield Label("waiting for hosts…", id="totals")
 
     def on_mount(self) -> None:
         """Show totals that arrived before mounting."""
         self._ready = True
         self.watch_totals(self.totals)
+        self.watch_mode(self.mode)
+
+    def watch_mode(self, mode: str) -> None:
+        """Show where the data comes from."""
+        if self._ready:
+            label = self.query_one("#mode", Label)
+            label.update(mode)
+            label.set_class(not mode, "-empty")
+            label.set_class(mode.startswith("not recording"), "-warning")
 
     def watch_totals(self, totals: Mapping[str, int] | None) -> None:
         """Re-render the totals."""

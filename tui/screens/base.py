@@ -28,10 +28,12 @@ class DataScreen(Screen[None]):
         """Ask to be drawn now: after a push or a pop the data may be a tick old."""
         self.post_message(ViewRequested())
 
-    def show(self, fleet: FleetState, now: float) -> None:
-        """Push the current state into this screen's widgets."""
+    def show(self, fleet: FleetState, now: float, mode: str = "") -> None:
+        """Push the current state into this screen's widgets; ``mode`` is the header's
+        recording or replay note."""
         for bar in self.query(HeaderBar):
             bar.totals = fleet.totals(now)
+            bar.mode = mode
         self.show_state(fleet, now)
 
     def show_state(self, fleet: FleetState, now: float) -> None:

@@ -17,16 +17,19 @@ class NoteScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, text: str) -> None:
+    def __init__(self, title: str, text: str, *, heading: str | None = None,
+                 placeholder: str = "what you checked, what you think") -> None:
         super().__init__()
         self.title_text = title
         self.text = text
+        self.heading = heading if heading is not None else f"Note for {title}"
+        self.placeholder = placeholder
 
     def compose(self) -> ComposeResult:
         """A titled box holding the input."""
         with Vertical(id="note-box"):
-            yield Label(f"Note for {self.title_text}", classes="panel-title")
-            yield Input(self.text, placeholder="what you checked, what you think", id="note-input")
+            yield Label(self.heading, classes="panel-title")
+            yield Input(self.text, placeholder=self.placeholder, id="note-input")
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:
