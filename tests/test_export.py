@@ -93,3 +93,25 @@ def test_jsonl_and_openmetrics(host: OnceResult) -> None:
     assert all(x.endswith(f" {host.sample.ts:.3f}") for x in body)
     names = [x.split("{")[0] for x in body]
     assert names == sorted(names, key=[m.name for m in GPU_METRICS].index)  # grouped
+
+
+async def test_the_scrape_endpoint_serves_metrics_on_localhost_only() -> None:
+    from probes.metrics_server import serve_metrics
+
+    server = await serve_metrics(0, lambda: "rigwatch_host_up{Hostname=\"h\"} 1\n")
+    port = server.sockets[0].getsockname()[1]
+    assert server.sockets[0].getsockname()[0] == "127.0.0.1"
+    try:
+        async def get(path: str) -> bytes:
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            data = await r.read()
+            w.close()
+            return data
+        ok = await get("/metrics")
+        assert ok.startswith(b"HTTP/1.1 200 OK") and b"version=0.0.4" in ok
+        assert ok.endswith(b'rigwatch_host_up{Hostname="h"} 1\n')
+        assert (await get("/")).startswith(b"HTTP/1.1 404")
+    finally:
+        server.close()
+        await server.wait_closed()

@@ -22,8 +22,10 @@ from textual.worker import Worker, WorkerState
 
 from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
 from probes.backend import Backend
-from probes.fleet_state import FleetState
+from probes.export import HostExport, prometheus_text, write_textfile
+from probes.fleet_state import FleetState, HostStatus
 from probes.incident import TriageRecord
+from probes.metrics_server import serve_metrics
 from probes.recording_backend import RecordingBackend
 from probes.replay import ReplayBackend, ReplayError, parse_seek
 from probes.samples import Hello
@@ -39,6 +41,8 @@ from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
 
 REFRESH_S = 1.0
+METRICS_EVERY_S = 15.0
+"""Textfile refresh: node_exporter reads it on its own scrape interval (15 s typical)."""
 QUIT_GRACE_S = 3.0
 """How long quitting waits for the backend to stop its agents before leaving anyway."""
 Clock = Callable[[], float]
@@ -74,6 +78,12 @@ class RigwatchApp(App[None]):
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
         """Finished hook runs, newest last (kept for tests and the status line)."""
+        self.metrics_textfile: Path | None = None
+        """Where to write Prometheus text every ``METRICS_EVERY_S`` (node_exporter's textfile
+        collector), if anywhere."""
+        self.metrics_port: int | None = None
+        """Serve ``/metrics`` on 127.0.0.1 at this port, if set."""
+        self._metrics_server: asyncio.Server | None = None
         if isinstance(backend, ReplayBackend):
             backend.on_rewind = self._rewind
             clock = backend.clock
@@ -97,10 +107,36 @@ class RigwatchApp(App[None]):
         """The fleet overview is the bottom of the screen stack."""
         return FleetScreen(self.subtitle)
 
-    def on_mount(self) -> None:
-        """Start the backend and the redraw tick."""
+    async def on_mount(self) -> None:
+        """Start the backend, the redraw tick and the metrics exports that were asked for."""
         self.set_interval(REFRESH_S, self._tick)
         self._run_backend()
+        if self.metrics_textfile is not None:
+            self.set_interval(METRICS_EVERY_S, self._write_metrics)
+        if self.metrics_port is not None:
+            try:
+                self._metrics_server = await serve_metrics(self.metrics_port,
+                                                           self.metrics_text)
+            except OSError as exc:
+                self.notify(f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: "
+                            f"{exc.strerror or exc}", severity="error", timeout=30)
+
+    def metrics_text(self) -> str:
+        """The fleet now, in Prometheus text format (dcgm-exporter names)."""
+        return prometheus_text(
+            HostExport(s.name, s.hello, s.last, tuple(s.findings()),
+                       s.status is HostStatus.STREAMING) for s in self.fleet.hosts.values())
+
+    async def _write_metrics(self) -> None:
+        path = self.metrics_textfile
+        if path is None:
+            return
+        try:
+            await asyncio.to_thread(write_textfile, path, self.metrics_text())
+        except OSError as exc:
+            self.metrics_textfile = None
+            self.notify(f"stopped writing {path}: {exc.strerror or exc}", severity="error",
+                        timeout=30)
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
     async def _run_backend(self) -> None:

@@ -155,6 +155,8 @@ def _run_console(args: argparse.Namespace) -> int:
     backend = _recording_backend(specs, demo, name, args)
     app = make_app(backend, demo=demo, title=path.name if path else None,
                    alerts=settings.alerts)
+    app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
+    app.metrics_port = args.metrics_port
     if args.theme:
         if args.theme not in app.available_themes:
             names = ", ".join(sorted(app.available_themes))
@@ -400,6 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not record this session (recording is on by default)")
     p.add_argument("--record-dir", metavar="DIR", default=None,
                    help="where recordings go (default: <data dir>/rigwatch/recordings)")
+    p.add_argument("--metrics-textfile", metavar="PATH", default=None,
+                   help="write Prometheus text (dcgm-exporter names) here every 15 s, for "
+                        "node_exporter's textfile collector")
+    p.add_argument("--metrics-port", metavar="PORT", type=int, default=None,
+                   help="serve /metrics on 127.0.0.1:PORT")
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")
