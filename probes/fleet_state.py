@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from probes.detectors import DEFAULT_LIMITS, DetectorLimits, run_detectors
 from probes.findings import (
     Finding,
     Severity,
@@ -20,6 +21,7 @@ from probes.findings import (
     topology_findings,
 )
 from probes.fleet import HostSpec
+from probes.history import HostHistory
 from probes.logrules.live import LiveLogScanner
 from probes.samples import (
     Hello,
@@ -32,8 +34,8 @@ from probes.samples import (
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.triage import Step
 
-HISTORY_POINTS = 3600
-"""Per-GPU memory points kept for the first-cut chart (an hour at 1 Hz)."""
+DETECT_EVERY_S = 10.0
+"""Agent seconds between detector runs on a host: they read minutes of history, not a tick."""
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
 SEEN_KERNEL_LINES = 20000
@@ -97,7 +99,12 @@ class HostState:
     last_seen: float | None = None
     """Console wall time of the newest item from this host (agent clocks may be skewed)."""
     down_reason: str | None = None
-    mem_history: dict[int, deque[tuple[float, float]]] = field(default_factory=dict)
+    history: HostHistory = field(default_factory=HostHistory)
+    """Every series of the host in tiers (1 s for 2 h, 15 s for 2 days, 5 min for 30 days)."""
+    detected: tuple[Finding, ...] = ()
+    """What the soak detectors found at their last run (leaks, sustained throttling …)."""
+    limits: DetectorLimits = DEFAULT_LIMITS
+    _detected_at: float | None = None
     events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
     errors: deque[ProbeError] = field(default_factory=lambda: deque(maxlen=100))
     sticky: dict[tuple[str, str, int | None, int | None], Finding] = field(default_factory=dict)
@@ -150,12 +157,11 @@ class HostState:
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
         self.status = HostStatus.STREAMING
-        for gpu in sample.gpus:
-            if gpu.mem_used_mib is not None:
-                ring = self.mem_history.get(gpu.index)
-                if ring is None:
-                    ring = self.mem_history[gpu.index] = deque(maxlen=HISTORY_POINTS)
-                ring.append((sample.ts, gpu.mem_used_mib))
+        self.history.add(sample)
+        if self._detected_at is None or not 0 <= sample.ts - self._detected_at < DETECT_EVERY_S:
+            self._detected_at = sample.ts
+            self.detected = tuple(run_detectors(self.name, self.history, self.hello, sample,
+                                                self.limits))
         found = sample_findings(self.name, self.hello, sample) + host_findings(self.name, sample)
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)
@@ -231,6 +237,7 @@ class HostState:
         self.scan_logs()
         merged = {f.key: f for f in self.layout}
         merged.update({f.key: f for f in self._log_source_findings()})
+        merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
         return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))
@@ -270,7 +277,9 @@ class HostState:
             findings=len(found),
             by_severity=_count_by_severity(found),
             worst=found[0].severity if found else None,
-            worst_summary=found[0].summary if found else None,
+            # an info finding (a far NIC) is no headline: the column stays for trouble
+            worst_summary=found[0].summary if found and found[0].severity is not
+            Severity.INFO else None,
             simulated=bool(self.spec.simulate),
         )
 

@@ -551,6 +551,8 @@ class Recorder:
                         next_retention = time.monotonic()
                 if self._stopping:
                     self._flush()
+                    if self._max_age_s is not None or self._max_bytes is not None:
+                        self._apply_retention()  # the last batch may have crossed the limit
                     return
                 self._wake.wait(max(0.0, next_flush - time.monotonic()))
                 self._wake.clear()

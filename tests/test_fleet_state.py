@@ -5,6 +5,7 @@ from __future__ import annotations
 from probes.findings import Severity, Step, sample_findings
 from probes.fleet import HostSpec
 from probes.fleet_state import FleetState, HostState, HostStatus
+from probes.history import gpu_key
 from probes.incident import first_failure
 from probes.samples import (
     DiskStats,
@@ -195,7 +196,8 @@ def test_row_aggregates() -> None:
     assert row.mem_used_pct == 50.0
     assert row.power_w == 1200.0
     assert row.gpus_expected == 2
-    assert len(fleet.hosts["h"].mem_history[1]) == 1
+    series = fleet.hosts["h"].history.series(gpu_key(1, "mem_used_mib"))
+    assert series is not None and [p.mean for p in series.points()] == [60000.0]
 
 
 def test_lost_state_from_the_agent() -> None:
