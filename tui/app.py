@@ -18,6 +18,7 @@ from typing import ClassVar
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.worker import Worker, WorkerState
 
 from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
@@ -32,7 +33,10 @@ from probes.samples import Hello
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.triage import Severity
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
+from tui.commands import WINDOWS, CommandError, parse_command, resolve_host
+from tui.fleet_view import SORT_KEYS
 from tui.messages import HostChosen, HostItemReceived, ViewRequested
+from tui.palette import RigwatchCommands
 from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
@@ -59,6 +63,7 @@ class RigwatchApp(App[None]):
         Binding("t", "triage", "Triage"),
         Binding("p", "preflight", "Preflight"),
         Binding("T", "next_theme", "Theme"),
+        Binding("colon", "command_line", "Command", key_display=":", show=False),
         Binding("space", "replay_pause", "Pause", show=False),
         Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False),
         Binding("minus", "replay_speed(-1)", "Slower", show=False),
@@ -68,6 +73,9 @@ class RigwatchApp(App[None]):
         Binding("less_than_sign", "replay_finding(-1)", "Prev finding", show=False),
         Binding("at", "replay_seek", "Seek", show=False),
     ]
+
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
+        App.COMMANDS | {RigwatchCommands})
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None) -> None:
@@ -84,6 +92,8 @@ class RigwatchApp(App[None]):
         self.metrics_port: int | None = None
         """Serve ``/metrics`` on 127.0.0.1 at this port, if set."""
         self._metrics_server: asyncio.Server | None = None
+        self.window_s = 3600.0
+        """The charts' time window (``:window``); 0 shows everything kept."""
         if isinstance(backend, ReplayBackend):
             backend.on_rewind = self._rewind
             clock = backend.clock
@@ -186,12 +196,22 @@ class RigwatchApp(App[None]):
             return
         now = self._clock()
         findings = [f for s in self.fleet.hosts.values() for f in s.findings()]
-        for alert in self.alerts.update(findings, now):
+        raised = self.alerts.update(findings, now)
+        by_host: dict[str, list[Alert]] = {}
+        for alert in raised:
+            by_host.setdefault(alert.finding.host, []).append(alert)
+        for host, alerts in by_host.items():
+            # one incident shows as several findings (Xid, fallen off the bus, GPU lost):
+            # one notification per host, worst first
+            alerts.sort(key=lambda a: -a.finding.severity.rank)
+            top = alerts[0].finding
+            more = f" (+{len(alerts) - 1} more)" if len(alerts) > 1 else ""
+            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8,
+                        severity="error" if top.severity is Severity.CRITICAL else "warning")
+        if raised and self.alert_policy.bell:
+            self.bell()
+        for alert in raised:
             f = alert.finding
-            self.notify(f.summary, title=f"{f.host}: {f.code}", timeout=15,
-                        severity="error" if f.severity is Severity.CRITICAL else "warning")
-            if self.alert_policy.bell:
-                self.bell()
             if self.alert_policy.hook:
                 self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
             if isinstance(self.backend, RecordingBackend):
@@ -315,6 +335,67 @@ class RigwatchApp(App[None]):
         """Show the key reference."""
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_command_line(self) -> None:
+        """``:`` — type a command (``host gpu017``, ``theme light``, ``window 6h`` …)."""
+        from tui.screens.note import NoteScreen
+
+        def done(text: str | None) -> None:
+            if text:
+                self.run_command(text)
+
+        self.push_screen(NoteScreen("command", "", heading=":",
+                                    placeholder="host NAME · theme light · triage · preflight"
+                                                " · window 6h · sort worst · filter TEXT · wall"
+                                                " · help · quit"), done)
+
+    def run_command(self, text: str) -> None:
+        """Run one command line; a mistake is a notification saying what would work."""
+        try:
+            cmd = parse_command(text)
+            self._run(cmd.name, cmd.arg)
+        except CommandError as exc:
+            self.notify(str(exc), severity="warning", timeout=6)
+
+    def _run(self, name: str, arg: str) -> None:
+        if name == "host":
+            host = resolve_host(arg, list(self.fleet.hosts))
+            self._to_fleet()
+            self.push_screen(HostScreen(host, self.subtitle))
+        elif name == "theme":
+            theme = arg if arg.startswith("rigwatch-") else f"rigwatch-{arg}"
+            if theme not in self.available_themes:
+                raise CommandError(f"no theme {arg!r}: dark, light, high-contrast, colour-safe")
+            self.theme = theme
+        elif name == "triage":
+            self.action_triage()
+        elif name == "preflight":
+            self.action_preflight()
+        elif name == "help":
+            self.action_help()
+        elif name == "quit":
+            self.run_worker(self.action_quit(), group="quit")
+        elif name == "window":
+            self.window_s = WINDOWS[arg]
+            self.refresh_view()
+        elif name in ("sort", "filter", "wall"):
+            fleet = self._to_fleet()
+            if name == "sort":
+                if arg not in SORT_KEYS:
+                    raise CommandError(f":sort takes one of {', '.join(SORT_KEYS)}")
+                fleet.set_sort(arg)
+            elif name == "filter":
+                fleet.set_filter(arg)
+            else:
+                fleet.action_toggle_wall()
+
+    def _to_fleet(self) -> FleetScreen:
+        """Pop back to the fleet screen and return it."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, FleetScreen):
+            self.pop_screen()
+        screen = self.screen
+        assert isinstance(screen, FleetScreen)
+        return screen
 
     def action_next_theme(self) -> None:
         """Step to the next rigwatch theme."""

@@ -1,30 +1,144 @@
-"""The fleet overview: one line per host; Enter opens the host."""
+"""The fleet overview: one line per host (or the wall of GPUs); Enter opens the host.
+
+``s`` steps through sort orders and ``/`` filters; both are the screen's own state, applied
+to the rows the fleet state gives, so the widgets stay render-only.
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Input
 
 from probes.fleet_state import FleetState
+from tui.fleet_view import SORT_KEYS, filter_rows, sort_rows
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen
+from tui.wall_view import METRICS, wall_view
 from widgets.fleet_table import FleetLine, FleetTable
+from widgets.fleet_wall import FleetWall
 
 
 class FleetScreen(DataScreen):
     """All hosts at a glance; the app's default screen."""
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("w", "toggle_wall", "Wall"),
+        Binding("m", "cycle_metric", "Metric", show=False),
+    ]
+
+    def __init__(self, subtitle: str) -> None:
+        super().__init__(subtitle)
+        self.sort_key = "inventory"
+        self.query_text = ""
+        self.wall = False
+        self.metric = "mem"
+        self._fleet: FleetState | None = None
+        self._now = 0.0
+
     def compose(self) -> ComposeResult:
-        """Header, the fleet table, key hints."""
+        """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
         yield self.header()
         yield FleetTable(id="fleet-table")
+        yield FleetWall(id="fleet-wall", classes="-hidden")
+        yield Input(placeholder="filter: words that must all appear (!word excludes); "
+                                "Esc clears", id="fleet-filter", classes="-hidden")
         yield Footer()
 
     def show_state(self, fleet: FleetState, now: float) -> None:
-        """Replace the table's rows."""
-        self.query_one(FleetTable).hosts = tuple(
-            FleetLine(row, fleet.hosts[row.name].down_reason) for row in fleet.rows(now)
-        )
+        """Replace the table's rows, sorted and filtered as chosen."""
+        self._fleet, self._now = fleet, now
+        rows = sort_rows(filter_rows(fleet.rows(now), self.query_text), self.sort_key)
+        if self.wall:
+            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now,
+                                                       [r.name for r in rows])
+        else:
+            self.query_one(FleetTable).hosts = tuple(
+                FleetLine(row, fleet.hosts[row.name].down_reason) for row in rows)
+        self.sub_title_note()
+
+    def sub_title_note(self) -> None:
+        """Say in the table's border title how the rows are chosen."""
+        parts = []
+        if self.sort_key != "inventory":
+            parts.append(f"sorted by {self.sort_key}")
+        if self.query_text:
+            parts.append(f"filter: {self.query_text}")
+        self.query_one(FleetTable).border_title = " · ".join(parts) or None
+
+    def _redraw(self) -> None:
+        if self._fleet is not None:
+            self.show_state(self._fleet, self._now)
+
+    def action_toggle_wall(self) -> None:
+        """Switch between the table and the wall (one cell per GPU)."""
+        self.wall = not self.wall
+        table, wall = self.query_one(FleetTable), self.query_one(FleetWall)
+        table.set_class(self.wall, "-hidden")
+        wall.set_class(not self.wall, "-hidden")
+        (wall if self.wall else table).focus()
+        self._redraw()
+
+    def action_cycle_metric(self) -> None:
+        """The wall's colour: memory %, temperature, utilisation, status."""
+        self.metric = METRICS[(METRICS.index(self.metric) + 1) % len(METRICS)]
+        if not self.wall:
+            self.action_toggle_wall()
+        self._redraw()
+        self.notify(f"wall shows {self.metric}", timeout=2)
+
+    @on(FleetWall.HostSelected)
+    def _wall_pick(self, event: FleetWall.HostSelected) -> None:
+        event.stop()
+        self.post_message(HostChosen(event.host))
+
+    def action_cycle_sort(self) -> None:
+        """Next sort order."""
+        self.set_sort(SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)])
+
+    def set_sort(self, key: str) -> None:
+        """Sort by ``key`` (one of ``SORT_KEYS``)."""
+        self.sort_key = key
+        self._redraw()
+        self.notify(f"sorted by {key}", timeout=2)
+
+    def set_filter(self, text: str) -> None:
+        """Show only hosts matching ``text`` (empty: all)."""
+        self.query_text = text.strip()
+        box = self.query_one("#fleet-filter", Input)
+        box.value = self.query_text
+        self._redraw()
+
+    def action_filter(self) -> None:
+        """Open the filter line."""
+        box = self.query_one("#fleet-filter", Input)
+        box.remove_class("-hidden")
+        box.focus()
+
+    @on(Input.Changed, "#fleet-filter")
+    def _typed(self, event: Input.Changed) -> None:
+        self.query_text = event.value.strip()
+        self._redraw()
+
+    @on(Input.Submitted, "#fleet-filter")
+    def _done(self, _event: Input.Submitted) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        if not box.value.strip():
+            box.add_class("-hidden")
+        self.query_one(FleetTable).focus()
+
+    def key_escape(self) -> None:
+        """Esc in the filter clears and closes it."""
+        box = self.query_one("#fleet-filter", Input)
+        if box.has_focus or self.query_text:
+            self.set_filter("")
+            box.add_class("-hidden")
+            self.query_one(FleetTable).focus()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""

@@ -1,0 +1,59 @@
+"""How the fleet screen orders and filters its hosts: pure functions over ``FleetRow``s.
+
+Kept out of the widgets (which only render) and out of ``probes`` (which knows nothing of
+what an operator chose to look at).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from probes.fleet_state import FleetRow
+
+SORT_KEYS = ("inventory", "worst", "temp", "mem", "util", "power", "name")
+"""What ``s`` steps through; ``inventory`` keeps the file's order."""
+
+
+def _worst_rank(row: FleetRow) -> tuple[int, int, str]:
+    down = 1 if row.status.is_down else 0
+    sev = row.worst.rank if row.worst is not None else -1
+    return (-down, -sev, row.name)
+
+
+def sort_rows(rows: Sequence[FleetRow], key: str) -> list[FleetRow]:
+    """``rows`` in the chosen order: worst first for the health keys, unknowns last."""
+    if key == "inventory":
+        return list(rows)
+    if key == "name":
+        return sorted(rows, key=lambda r: r.name)
+    if key == "worst":
+        return sorted(rows, key=_worst_rank)
+    attr = {"temp": "max_temp_c", "mem": "mem_used_pct", "util": "mean_util_pct",
+            "power": "power_w"}[key]
+
+    def by(row: FleetRow) -> tuple[int, float, str]:
+        v = getattr(row, attr)
+        return (1, 0.0, row.name) if v is None else (0, -float(v), row.name)
+
+    return sorted(rows, key=by)
+
+
+def matches(row: FleetRow, query: str) -> bool:
+    """Whether a host passes the filter: every word must appear in its name, tags, status
+    or worst finding (case-insensitive); ``!word`` excludes."""
+    hay = " ".join([row.name, *row.tags, row.status.value, row.worst_summary or "",
+                    row.worst.value if row.worst else "",
+                    "down" if row.status.is_down else ""]).lower()
+    for word in query.lower().split():
+        if word.startswith("!") and len(word) > 1:
+            if word[1:] in hay:
+                return False
+        elif word not in hay:
+            return False
+    return True
+
+
+def filter_rows(rows: Sequence[FleetRow], query: str) -> list[FleetRow]:
+    """The rows that match ``query`` (all of them for an empty query)."""
+    return [r for r in rows if matches(r, query)] if query.strip() else list(rows)
+
