@@ -155,7 +155,8 @@ async def test_the_console_resumes_its_recording(recording: Path, tmp_path: Path
     path.write_bytes(recording.read_bytes())
 
     class Live:
-        specs = [HostSpec("gpu-r01"), HostSpec("gpu-r02")]
+        def __init__(self) -> None:
+            self.specs = [HostSpec("gpu-r01"), HostSpec("gpu-r02")]
 
         async def run(self, emit: object) -> None:
             last = _agent("gpu-r01", "healthy", 1)
