@@ -1817,7 +1817,9 @@ SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-s
                  "link-downgrade", "low-ram", "driver-skew")
 SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
 SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
-LEAK_MIB_PER_H = 48.0
+LEAK_MIB_PER_H = 600.0
+SIM_STARVE_PERIOD_S = 120.0
+"""``disk-saturated``: the GPUs wait on the loader for 40 % of every two minutes."""
 THROTTLE_TAU_S = 600.0
 SIM_MEM_BYTES = 2 * 1024 ** 4
 SIM_LOW_RAM_BYTES = 768 * 1024 ** 3
@@ -1942,8 +1944,8 @@ class Simulator(object):
 
     def _util(self, t):
         if "disk-saturated" in self.names:
-            phase = t % 20.0
-            return 97.0 if phase < 12.0 else 3.0
+            phase = t % SIM_STARVE_PERIOD_S
+            return 97.0 if phase < 0.6 * SIM_STARVE_PERIOD_S else 3.0
         return 96.0
 
     def _chain(self, i, t):

@@ -12,7 +12,7 @@ from YAML).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from probes.findings import Finding
@@ -82,7 +82,7 @@ class DetectorLimits:
     """Corrected (volatile) ECC errors gained during the run before it is worth a warning;
     uncorrectable ones count from the first."""
 
-    starve_window_s: float = 300.0
+    starve_window_s: float = 600.0
     """Window for the data-starvation saw-tooth."""
     starve_idle_util_pct: float = 10.0
     """Utilisation below which a sample counts as an idle gap."""
@@ -728,6 +728,44 @@ DETECTORS: tuple[Detector, ...] = (
     detect_throttled_while_busy, detect_temp_near_slowdown, detect_power_pinned,
     detect_link_downgrade_appeared, detect_data_starvation, detect_swap_activity,
 )
+
+
+EVERY_S: Mapping[Detector, float] = {
+    detect_gpu_dropout: 60.0, detect_counters_increasing: 60.0,
+    detect_link_downgrade_appeared: 60.0, detect_swap_activity: 60.0,
+    detect_throttled_while_busy: 120.0, detect_temp_near_slowdown: 120.0,
+    detect_power_pinned: 120.0, detect_data_starvation: 120.0,
+    detect_memory_leak: 300.0,
+}
+"""How often (agent seconds) each detector needs to run: its verdict is about a window of
+minutes (sustained throttling) to an hour (a leak), so running it every tick only costs CPU.
+A drop-out is also reported from the sample itself at once."""
+
+
+class DetectorSchedule:
+    """Runs each detector of one host when it is due, keeping its last verdict between runs."""
+
+    def __init__(self, limits: DetectorLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._due: dict[Detector, float] = {}
+        self._found: dict[Detector, list[Finding]] = {}
+
+    def run(self, host: str, history: HostHistory, hello: Hello | None,
+            sample: HostSample) -> tuple[Finding, ...] | None:
+        """The findings after the detectors due at ``sample.ts`` ran; None when none was."""
+        ran = False
+        for det in DETECTORS:
+            due = self._due.get(det)
+            if due is not None and 0 <= due - sample.ts <= EVERY_S[det]:
+                continue
+            self._due[det] = sample.ts + EVERY_S[det]
+            self._found[det] = det(host, history, hello, sample, self.limits)
+            ran = True
+        if not ran:
+            return None
+        out = [f for found in self._found.values() for f in found]
+        out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
+        return tuple(out)
 
 
 def run_detectors(host: str, history: HostHistory, hello: Hello | None = None,

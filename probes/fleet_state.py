@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from probes.detectors import DEFAULT_LIMITS, DetectorLimits, run_detectors
+from probes.detectors import DetectorSchedule
 from probes.findings import (
     Finding,
     Severity,
@@ -34,8 +34,6 @@ from probes.samples import (
 from probes.session_events import Connected, Disconnected, SessionItem
 from probes.triage import Step
 
-DETECT_EVERY_S = 10.0
-"""Agent seconds between detector runs on a host: they read minutes of history, not a tick."""
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
 SEEN_KERNEL_LINES = 20000
@@ -103,8 +101,8 @@ class HostState:
     """Every series of the host in tiers (1 s for 2 h, 15 s for 2 days, 5 min for 30 days)."""
     detected: tuple[Finding, ...] = ()
     """What the soak detectors found at their last run (leaks, sustained throttling …)."""
-    limits: DetectorLimits = DEFAULT_LIMITS
-    _detected_at: float | None = None
+    detectors: DetectorSchedule = field(default_factory=DetectorSchedule)
+    """Runs each detector when due (every 1–5 agent minutes), not every tick."""
     events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
     errors: deque[ProbeError] = field(default_factory=lambda: deque(maxlen=100))
     sticky: dict[tuple[str, str, int | None, int | None], Finding] = field(default_factory=dict)
@@ -158,10 +156,9 @@ class HostState:
         self.last = sample
         self.status = HostStatus.STREAMING
         self.history.add(sample)
-        if self._detected_at is None or not 0 <= sample.ts - self._detected_at < DETECT_EVERY_S:
-            self._detected_at = sample.ts
-            self.detected = tuple(run_detectors(self.name, self.history, self.hello, sample,
-                                                self.limits))
+        detected = self.detectors.run(self.name, self.history, self.hello, sample)
+        if detected is not None:
+            self.detected = detected
         found = sample_findings(self.name, self.hello, sample) + host_findings(self.name, sample)
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)

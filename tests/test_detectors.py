@@ -424,9 +424,8 @@ class TestSimulatorScenarios:
             ("temp-near-slowdown", 5), ("throttled-while-busy", 5)]
 
     def test_disk_saturated(self) -> None:
-        # At --interval 10 the simulator's 20 s saw-tooth is sampled in phase (always busy);
-        # at 1 s the idle gaps show.
-        first, h = agent_history("disk-saturated", 400, 1)
+        # the simulator's loader stalls for 48 s of every 120 s
+        first, h = agent_history("disk-saturated", 60, 10)
         found = run_detectors("h", h, first)
         assert codes(found) == [("data-starvation", None)]
         assert "nvme0n1" in found[0].summary

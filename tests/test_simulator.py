@@ -50,7 +50,8 @@ def test_leak_grows_on_one_gpu_only() -> None:
     first, last = ticks[0][1], ticks[-1][1]
     grown = last[3]["mem_used_mib"] - first[3]["mem_used_mib"]
     assert grown == pytest.approx(6 * LEAK_MIB_PER_H, abs=2.0)
-    assert 10 <= LEAK_MIB_PER_H <= 99  # "tens of MiB/h"
+    # a leak that fills an 80 GB card in about a day and a half: what a soak must catch
+    assert 256 <= LEAK_MIB_PER_H <= 2000
     for i in (0, 1, 2, 4, 5, 6, 7):
         assert last[i]["mem_used_mib"] == first[i]["mem_used_mib"]
     series = [t[1][3]["mem_used_mib"] for t in ticks]
