@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from textual.message import Message
-from textual.widgets import Label
+from textual.widgets import Label, Static
 from textual.widgets._toast import Toast
 
 from probes.backend import AgentFleetBackend
@@ -31,7 +31,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
 from widgets.fleet_table import FleetTable
 from widgets.gpu_table import GpuTable
-from widgets.memory_chart import MemoryRow
+from widgets.memory_growth import GpuGrowthRow, MemoryGrowth
 
 # ---- helpers ---------------------------------------------------------------------------
 
@@ -153,7 +153,7 @@ async def test_enter_opens_host_and_escape_returns(
         await wait_until(pilot, lambda: gpus.row_count == 8)
         assert gpus.get_cell("3", "temp").plain == "88 °C"
         assert gpus.get_cell("3", "pcie").plain == "Gen5 x8 < Gen5 x16"
-        await wait_until(pilot, lambda: len(screen.query(MemoryRow)) == 8)
+        await wait_until(pilot, lambda: len(screen.query(GpuGrowthRow)) == 8)
         await pilot.press("escape")
         assert isinstance(app.screen, FleetScreen)
         assert fleet_table(app).cursor_row == 1
@@ -169,14 +169,14 @@ async def test_host_screen_shows_memory_slope(
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("down", "down", "enter")
-        await wait_until(pilot, lambda: len(app.screen.query(MemoryRow)) == 8)
-        rows = list(app.screen.query(MemoryRow))
-        leaking = rows[5].query_one(Label)
-        await wait_until(pilot, lambda: "/h" in str(leaking.render()))
+        await wait_until(pilot, lambda: len(app.screen.query(GpuGrowthRow)) == 8)
+        panel = app.screen.query_one(MemoryGrowth)
         # gpu-t03's GPU 5 gains 40 MiB per sample at 1 Hz: 144,000 MiB/h.
-        assert "+144,000/h" in str(leaking.render())
-        assert leaking.has_class("-rising")
-        assert not rows[0].query_one(Label).has_class("-rising")
+        await wait_until(pilot, lambda: panel.view.gpus[5].slope_mib_h is not None)
+        assert panel.view.gpus[5].slope_mib_h == pytest.approx(144_000, rel=0.01)
+        rows = list(app.screen.query(GpuGrowthRow))
+        assert "144,000" in str(rows[5].query_one(Static).render())
+        assert "144,000" not in str(rows[0].query_one(Static).render())
 
 
 async def test_help_opens_and_closes(fake: tuple[FakeBackend, FrozenClock, RigwatchApp]) -> None:

@@ -16,7 +16,7 @@ from tests.tui_fakes import FakeBackend, fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.host import HostScreen
 from widgets.gpu_table import GpuTable
-from widgets.memory_chart import MemoryRow
+from widgets.memory_growth import GpuGrowthRow
 
 SnapCompare = Callable[..., bool]
 
@@ -51,7 +51,7 @@ def _until_host_drawn(backend: FakeBackend) -> Callable[[Pilot[None]], Awaitable
         app = pilot.app
         await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
                          and app.screen.query_one(GpuTable).row_count == 8
-                         and len(app.screen.query(MemoryRow)) == 8)
+                         and len(app.screen.query(GpuGrowthRow)) == 8)
         await pilot.pause()
 
     return run_before

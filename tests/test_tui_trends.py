@@ -7,7 +7,8 @@ import pytest
 from probes.fleet import HostSpec
 from probes.fleet_state import HostState
 from tests.tui_fakes import hello, sample
-from tui.trends import RISING_MIB_H, memory_series, slope_per_hour
+from tui.host_views import memory_growth_view
+from tui.trends import slope_per_hour
 
 
 @pytest.mark.parametrize(
@@ -31,18 +32,22 @@ def test_slope_per_hour(points: list[tuple[float, float]], expected: float | Non
         assert got == pytest.approx(expected, rel=0.01, abs=1e-6)
 
 
-def test_memory_series_flags_only_the_climbing_gpu() -> None:
+def test_memory_growth_view_measures_the_climbing_gpu() -> None:
     state = HostState(HostSpec("h"))
     state.apply(hello("h"), now=0.0)
     for step in range(30):
         state.apply(sample("h", step, leak_gpu=5), now=float(step))
-    series = memory_series(state)
-    assert [s.index for s in series] == list(range(8))
-    assert len(series[5].points_mib) == 30
-    slope = series[5].slope_mib_h
-    assert slope is not None
+    view = memory_growth_view(state, 3600.0, None)
+    assert [g.index for g in view.gpus] == list(range(8))
+    assert view.window == "1 h"
+    assert len(view.gpus[5].points) == 30
+    slope = view.gpus[5].slope_mib_h
     assert slope == pytest.approx(40 * 3600)
-    assert slope >= RISING_MIB_H
-    assert series[5].rising
-    assert not any(s.rising for i, s in enumerate(series) if i != 5)
-    assert series[0].current_mib == 60_000.0
+    gpu5 = view.gpus[5]
+    assert gpu5.total_mib is not None and gpu5.current_mib is not None
+    assert gpu5.hours_to_full == pytest.approx((gpu5.total_mib - gpu5.current_mib) / slope)
+    assert all(abs(g.slope_mib_h or 0.0) < 1.0 for g in view.gpus if g.index != 5)
+    assert view.gpus[0].current_mib == 60_000.0
+    # 30 s of history is no verdict: the leak detector waits for half an hour
+    assert not any(g.leaking for g in view.gpus)
+    assert view.selected_gpu == 0

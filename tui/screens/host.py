@@ -1,52 +1,93 @@
-"""One host in detail: facts, GPUs, memory over time, findings and recent log lines."""
+"""One host in detail: facts and GPUs on top, then the six panels, each toggled by its number.
+
+1 memory growth · 2 thermals and power · 3 PCIe topology · 4 iostat · 5 processes · 6 host.
+Tab moves between the shown panels; the chart window follows ``:window``.
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Footer, Label
 
 from probes.fleet_state import FleetState
+from tui.host_views import (
+    host_view,
+    iostat_view,
+    memory_growth_view,
+    process_rows,
+    thermal_view,
+    topo_view,
+)
 from tui.screens.base import DataScreen
-from tui.trends import memory_series
 from widgets.event_log import EventLog
-from widgets.findings_list import FindingsList
 from widgets.gpu_table import GpuTable
 from widgets.host_facts import HostFactsBar
-from widgets.memory_chart import MemoryChart
+from widgets.host_stats import HostStatsPanel
+from widgets.iostat_panel import IostatPanel
+from widgets.memory_growth import MemoryGrowth
+from widgets.process_table import ProcessPanel
+from widgets.thermal_panel import ThermalPanel
+from widgets.topo_matrix import TopoPanel
 
 EVENTS_SHOWN = 50
+PANELS = ("memory", "thermal", "topology", "iostat", "processes", "host")
+"""Panel ids in number-key order."""
+SHOWN_AT_START = frozenset({"memory", "thermal"})
 
 
 class HostScreen(DataScreen):
     """Everything the console knows about one host."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        *(Binding(str(i + 1), f"toggle_panel('{p}')", p.capitalize(), show=False)
+          for i, p in enumerate(PANELS)),
+        Binding("tab", "next_panel", "Next panel", show=False),
+    ]
 
     def __init__(self, host: str, subtitle: str) -> None:
         super().__init__(subtitle)
         self.host = host
+        self.shown = set(SHOWN_AT_START)
+        self.selected_gpu: int | None = None
+        self._fleet: FleetState | None = None
+        self._now = 0.0
 
     def compose(self) -> ComposeResult:
-        """Header, facts, GPU table, then chart beside findings and events."""
+        """Header, facts, GPU table, the panels (hidden ones kept, not drawn), events."""
         yield self.header()
         with VerticalScroll(id="host-body"):
             yield HostFactsBar(id="host-facts")
             yield GpuTable(id="gpu-table")
-            with Horizontal(id="host-lower"):
-                yield MemoryChart(id="memory-chart")
-                with Vertical(id="host-side"):
-                    yield Label("Findings", classes="panel-title")
-                    yield FindingsList(id="findings")
-                    yield Label("Recent events", classes="panel-title")
-                    yield EventLog(id="events")
+            yield Label("1 memory · 2 thermals · 3 topology · 4 iostat · 5 processes · "
+                        "6 host — number keys show or hide a panel", id="panel-keys")
+            yield MemoryGrowth(id="panel-memory", classes="panel")
+            yield ThermalPanel(id="panel-thermal", classes="panel")
+            yield TopoPanel(id="panel-topology", classes="panel")
+            yield IostatPanel(id="panel-iostat", classes="panel")
+            yield ProcessPanel(id="panel-processes", classes="panel")
+            yield HostStatsPanel(id="panel-host", classes="panel")
+            yield Label("Recent events", classes="panel-title")
+            yield EventLog(id="events")
         yield Footer()
 
+    def on_mount(self) -> None:
+        """Hide the panels not shown at start."""
+        for p in PANELS:
+            self._panel(p).set_class(p not in self.shown, "-hidden")
+
+    def _panel(self, name: str) -> Widget:
+        return self.query_one(f"#panel-{name}")
+
     def show_state(self, fleet: FleetState, now: float) -> None:
-        """Push this host's state into the panels."""
+        """Push this host's state into the shown panels only."""
+        self._fleet, self._now = fleet, now
         state = fleet.hosts.get(self.host)
         if state is None:
             return
@@ -55,9 +96,52 @@ class HostScreen(DataScreen):
         facts.facts = state.hello.facts if state.hello else None
         facts.down_reason = state.down_reason
         self.query_one(GpuTable).gpus = state.last.gpus if state.last else ()
-        self.query_one(MemoryChart).series = memory_series(state)
-        self.query_one(FindingsList).findings = tuple(state.findings())
+        window = getattr(self.app, "window_s", 3600.0)
+        if "memory" in self.shown:
+            self.query_one(MemoryGrowth).view = memory_growth_view(state, window,
+                                                                   self.selected_gpu)
+        if "thermal" in self.shown:
+            self.query_one(ThermalPanel).view = thermal_view(state)
+        if "topology" in self.shown:
+            self.query_one(TopoPanel).topo = topo_view(state)
+        if "iostat" in self.shown:
+            self.query_one(IostatPanel).iostat = iostat_view(state)
+        if "processes" in self.shown:
+            self.query_one(ProcessPanel).processes = process_rows(state)
+        if "host" in self.shown:
+            self.query_one(HostStatsPanel).host = host_view(state)
         self.query_one(EventLog).events = tuple(state.events)[-EVENTS_SHOWN:]
+
+    def _redraw(self) -> None:
+        if self._fleet is not None:
+            self.show_state(self._fleet, self._now)
+
+    def action_toggle_panel(self, name: str) -> None:
+        """Show or hide one panel."""
+        self.shown ^= {name}
+        panel = self._panel(name)
+        panel.set_class(name not in self.shown, "-hidden")
+        self._redraw()
+        if name in self.shown:
+            panel.scroll_visible(animate=False)
+
+    def action_next_panel(self) -> None:
+        """Scroll to the next shown panel."""
+        shown = [p for p in PANELS if p in self.shown]
+        if not shown:
+            return
+        body = self.query_one("#host-body", VerticalScroll)
+        y = body.scroll_y
+        for p in shown:
+            if self._panel(p).virtual_region.y > y + 1:
+                body.scroll_to(y=self._panel(p).virtual_region.y, animate=False)
+                return
+        body.scroll_to(y=self._panel(shown[0]).virtual_region.y, animate=False)
+
+    @on(MemoryGrowth.GpuPicked)
+    def _pick_gpu(self, event: MemoryGrowth.GpuPicked) -> None:
+        self.selected_gpu = event.index
+        self._redraw()
 
     def action_back(self) -> None:
         """Return to the fleet."""

@@ -1,0 +1,175 @@
+"""The host panel: CPU, load, memory, swap (swapping marked), cores per GPU, findings."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePath
+
+import pytest
+from rich.color import Color
+from textual.app import App, ComposeResult
+
+from probes.findings import SWAP_PAGES_S, Finding
+from probes.samples import HostStats
+from probes.triage import Severity, Step
+from themes import DEFAULT_THEME, THEMES, fallback_variables
+from widgets import host_stats
+from widgets.host_stats import (
+    HostStatsPanel,
+    HostView,
+    cores_per_gpu,
+    render_host,
+    swapping,
+    used_pct,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1024 ** 3
+
+STYLES: list[str | PurePath] = [ROOT / "themes" / "rigwatch.tcss",
+                                ROOT / "themes" / "host_stats.tcss"]
+"""The console's stylesheet and this panel's own."""
+
+
+class PanelApp(App[None]):
+    """The panel alone, styled as the console styles it."""
+
+    CSS_PATH = STYLES
+
+    def __init__(self) -> None:
+        super().__init__()
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.theme = DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return fallback_variables()
+
+    def compose(self) -> ComposeResult:
+        yield HostStatsPanel(id="host")
+
+
+SWAP_FINDING = Finding(Step.GPU, "host-swapping", Severity.WARNING,
+                       "host swapping in 900 pages/s", "gpu-a1")
+INFO_FINDING = Finding(Step.GPU, "topology-cross-numa", Severity.INFO, "GPU0–NIC3 path is SYS",
+                       "gpu-a1")
+
+
+def busy_view() -> HostView:
+    stats = HostStats(cpu_pct=37.4, load1=12.5, load5=10.25, load15=9.0,
+                      mem_used_bytes=412 * GIB, mem_total_bytes=1024 * GIB,
+                      swap_used_bytes=3 * GIB, swap_total_bytes=8 * GIB,
+                      swap_in_pages_s=900.0, swap_out_pages_s=12.0)
+    return HostView.from_stats(stats, cores_physical=96, cores_logical=192, gpu_count=8,
+                               findings=(SWAP_FINDING, INFO_FINDING))
+
+
+def screen_lines(panel: HostStatsPanel) -> list[str]:
+    return [s.text for s in panel.render_lines(panel.region.reset_offset)]
+
+
+def line(lines: list[str], label: str) -> str:
+    (found,) = [x for x in lines if x.split()[:1] == [label]]
+    return found
+
+
+def test_pure_helpers() -> None:
+    assert used_pct(1, 4) == 25.0 and used_pct(None, 4) is None and used_pct(1, 0) is None
+    assert swapping(HostView(swap_in_pages_s=SWAP_PAGES_S))
+    assert swapping(HostView(swap_out_pages_s=SWAP_PAGES_S * 2))
+    assert not swapping(HostView(swap_in_pages_s=SWAP_PAGES_S - 1, swap_out_pages_s=0.0))
+    assert not swapping(HostView())
+    assert cores_per_gpu(HostView(cores_physical=96, gpu_count=8)) == 12.0
+    assert cores_per_gpu(HostView(cores_physical=96, gpu_count=0)) is None
+    assert cores_per_gpu(HostView(gpu_count=8)) is None
+
+
+async def test_busy_host_at_160_and_80_columns() -> None:
+    for size in ((160, 30), (80, 24)):
+        app = PanelApp()
+        async with app.run_test(size=size) as pilot:
+            panel = app.query_one(HostStatsPanel)
+            panel.host = busy_view()
+            await pilot.pause()
+            lines = screen_lines(panel)
+            assert lines[0].strip() == "Host"
+            cpu = line(lines, "CPU")
+            assert "37 %" in cpu and "12.50 / 10.25 / 9.00" in cpu and "192 logical" in cpu
+            assert "overloaded" not in cpu
+            mem = line(lines, "Memory")
+            assert "412.0 / 1,024.0 GiB" in mem and "40 %" in mem and "high" not in mem
+            swap = line(lines, "Swap")
+            assert "3.0 / 8.0 GiB" in swap and "in 900" in swap and "out 12" in swap
+            assert "▲ swapping" in swap
+            cores = line(lines, "Cores")
+            assert "12.0 per GPU" in cores and "96 physical / 8 GPUs" in cores
+            assert "few" not in cores
+            assert any(x.strip() == "Findings" for x in lines)
+            (crit,) = [x for x in lines if "host swapping in 900 pages/s" in x]
+            assert crit.split()[:2] == ["warning", "gpu"]
+            assert any("GPU0–NIC3 path is SYS" in x for x in lines)
+            assert all(len(x.rstrip()) <= size[0] for x in lines)
+
+
+async def test_marks_are_coloured_from_the_theme() -> None:
+    view = HostView(cpu_pct=100.0, load1=300.0, cores_logical=192,
+                    mem_used_bytes=1000 * GIB, mem_total_bytes=1024 * GIB,
+                    swap_in_pages_s=5000.0, cores_physical=16, gpu_count=8)
+    app = PanelApp()
+    async with app.run_test(size=(100, 24)) as pilot:
+        panel = app.query_one(HostStatsPanel)
+        panel.host = view
+        await pilot.pause()
+        lines = screen_lines(panel)
+        assert "▲ overloaded" in line(lines, "CPU")
+        assert "98 %" in line(lines, "Memory") and "▲ high" in line(lines, "Memory")
+        assert "2.0 per GPU" in line(lines, "Cores") and "▼ few" in line(lines, "Cores")
+        for theme in ("rigwatch-dark", "rigwatch-high-contrast"):
+            app.theme = theme
+            await pilot.pause()
+            warn = Color.parse(app.get_css_variables()["sev-warning"])
+            segs = [seg for s in panel.render_lines(panel.region.reset_offset) for seg in s
+                    if seg.text.strip() in ("▲ swapping", "▲ overloaded", "▼ few")]
+            assert len(segs) == 3
+            assert all(seg.style and seg.style.color == warn for seg in segs)
+
+
+async def test_none_values_and_empty_states() -> None:
+    app = PanelApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        panel = app.query_one(HostStatsPanel)
+        await pilot.pause()
+        assert [x.strip() for x in screen_lines(panel)] == [
+            "Host", "no host statistics reported"]
+        panel.host = HostView()
+        await pilot.pause()
+        lines = screen_lines(panel)
+        assert line(lines, "CPU").split() == ["CPU", "–", "load", "–", "/", "–", "/", "–"]
+        assert line(lines, "Memory").split() == ["Memory", "–"]
+        assert line(lines, "Swap").split() == ["Swap", "–", "in", "–", "out", "–", "pages/s"]
+        assert line(lines, "Cores").split()[:4] == ["Cores", "–", "per", "GPU"]
+        assert "– physical / – GPUs" in line(lines, "Cores")
+        assert any(x.strip() == "no host findings" for x in lines)
+        assert "▲" not in "".join(lines) and "▼" not in "".join(lines)
+
+
+async def test_equal_view_is_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    real = host_stats.render_host
+
+    def counting(view: HostView | None) -> object:
+        calls.append(view)
+        return real(view)
+
+    monkeypatch.setattr(host_stats, "render_host", counting)
+    app = PanelApp()
+    async with app.run_test(size=(100, 24)) as pilot:
+        panel = app.query_one(HostStatsPanel)
+        panel.host = busy_view()
+        await pilot.pause()
+        before = len(calls)
+        for _ in range(3):
+            panel.host = busy_view()
+            await pilot.pause()
+        assert len(calls) == before
+        text = str(render_host(busy_view()))
+        assert "host swapping" in text

@@ -1,0 +1,242 @@
+"""Thermals and power panel: throttled GPUs say so in words, bars against each board's limit."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from textual._path import CSSPathType
+from textual.app import App, ComposeResult
+from textual.widgets import Sparkline
+
+from themes import DEFAULT_THEME, THEMES, fallback_variables
+from widgets.thermal_panel import (
+    BAR_CELLS,
+    GpuThermal,
+    ThermalPanel,
+    ThermalRow,
+    ThermalView,
+    bar,
+    gpu_line,
+    reasons_line,
+    summary,
+    temp_variable,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class ThermalApp(App[None]):
+    """Just the panel, with the app's themes and both stylesheets."""
+
+    CSS_PATH: ClassVar[CSSPathType | None] = [
+        REPO / "themes" / "rigwatch.tcss", REPO / "themes" / "thermal_panel.tcss"]
+
+    def __init__(self) -> None:
+        super().__init__()
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.theme = DEFAULT_THEME
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return fallback_variables()
+
+    def compose(self) -> ComposeResult:
+        yield ThermalPanel()
+
+
+def gpu(index: int, *, temp: float | None = 61.0, reasons: tuple[str, ...] = (),
+        fan: float | None = None, power: float | None = 412.0, clock: float | None = 1980.0,
+        slowdown: float | None = 90.0) -> GpuThermal:
+    return GpuThermal(index, temp, slowdown, 70.0, power, 700.0, clock, 1980.0, reasons, fan,
+                      tuple(55.0 + (i % 9) for i in range(120)))
+
+
+HOT = ("SW thermal slowdown", "HW power brake")
+
+
+def rack(n: int = 8, throttled: tuple[int, ...] = (2, 5)) -> ThermalView:
+    return ThermalView(tuple(
+        gpu(g, temp=88.0, reasons=HOT, power=699.0, clock=1410.0) if g in throttled
+        else gpu(g, temp=60.0 + g) for g in range(n)))
+
+
+def screen_lines(app: App[None]) -> list[str]:
+    strips = app.screen._compositor.render_strips()
+    return ["".join(seg.text for seg in strip) for strip in strips]
+
+
+def line_with(lines: list[str], needle: str) -> str:
+    found = [line for line in lines if needle in line]
+    assert found, f"{needle!r} not on screen:\n" + "\n".join(lines)
+    return found[0]
+
+
+# ---- pure ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "top", "text"), [
+    (0.0, 100.0, "·" * 8), (100.0, 100.0, "█" * 8), (150.0, 100.0, "█" * 8),
+    (50.0, 100.0, "████····"), (-5.0, 100.0, "·" * 8), (1.0, 0.0, "·" * 8),
+])
+def test_bar(value: float, top: float, text: str) -> None:
+    assert bar(value, top) == text
+    assert len(bar(value, top)) == BAR_CELLS
+
+
+def test_bar_has_eighths() -> None:
+    assert bar(53.0, 100.0) == "████▎···"
+
+
+def test_temperature_is_judged_against_the_boards_own_slowdown() -> None:
+    assert temp_variable(86.0, 90.0) == "$gpu-hot"
+    assert temp_variable(80.0, 90.0) == "$gpu-warm"
+    assert temp_variable(80.0, 105.0) == "$foreground"
+    assert temp_variable(86.0, None) == "$gpu-hot"
+    assert temp_variable(None, 90.0) == "$text-dim"
+
+
+def test_benign_reasons_are_not_throttling() -> None:
+    idle = gpu(0, reasons=("GPU idle", "Applications clocks setting"))
+    assert not idle.throttled and idle.throttling_reasons == ()
+    brake = gpu(1, reasons=("GPU idle", "HW power brake"))
+    assert brake.throttled and brake.throttling_reasons == ("HW power brake",)
+    assert not gpu(2).throttled
+
+
+def test_throttled_line_has_glyph_word_and_numbers() -> None:
+    g = gpu(2, temp=88.0, reasons=HOT, power=699.0, clock=1410.0)
+    text = gpu_line(g).plain
+    assert text.startswith("GPU2 ↓ THROTTLED")
+    assert "88°C" in text and " 90 " in text
+    assert "699/700 W" in text and "1410/1980 MHz" in text
+    assert "clock-throttled" in repr(gpu_line(g).spans)
+    ok = gpu_line(gpu(0)).plain
+    assert ok.startswith("GPU0 ✓ ok") and "THROTTLED" not in ok
+    assert len(ok) == len(text) <= 78
+    assert "fan" not in ok
+    with_fan = gpu_line(gpu(0, fan=60.0)).plain
+    assert with_fan.endswith("fan  60%") and len(with_fan) <= 78
+
+
+def test_missing_readings_show_dashes() -> None:
+    g = GpuThermal(0, None, None, None, None, None, None, None)
+    text = gpu_line(g).plain
+    assert "–/– W" in text and "–/– MHz" in text and "mem     –" in text
+    assert reasons_line(g) is None
+
+
+def test_reasons_line_names_them() -> None:
+    line = reasons_line(gpu(1, reasons=("GPU idle", "SW thermal slowdown")))
+    assert line is not None
+    assert line.plain.strip() == "└ GPU idle, SW thermal slowdown"
+
+
+def test_summary() -> None:
+    assert summary(ThermalView()).plain == "Thermals and power"
+    assert "✓ no throttling" in summary(rack(throttled=())).plain
+    assert "↓ 2 throttled: GPU2, GPU5" in summary(rack()).plain
+
+
+# ---- mounted ---------------------------------------------------------------------------
+
+
+async def test_empty_state() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert "Thermals and power" in lines[0]
+        line_with(lines, "no thermal data yet")
+
+
+async def test_80x24_every_gpu_and_reasons_visible() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.query_one(ThermalPanel).view = rack()
+        await pilot.pause()
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert "↓ 2 throttled: GPU2, GPU5" in lines[0]
+        for g in range(8):
+            line_with(lines, f"GPU{g} ")
+        hot = line_with(lines[1:], "GPU2 ")
+        assert "↓ THROTTLED" in hot and "1410/1980 MHz" in hot
+        below = lines[lines.index(hot) + 1]
+        assert "SW thermal slowdown, HW power brake" in below
+        assert sum("THROTTLED" in line for line in lines) == 2
+        assert app.query_one(ThermalPanel).has_class("-narrow")
+        assert not any(s.display for s in app.query(Sparkline))
+
+
+async def test_78x14_scrolls_rather_than_squashes() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(78, 14)) as pilot:
+        app.query_one(ThermalPanel).view = rack(throttled=(0, 1, 2, 3, 4, 5, 6, 7))
+        await pilot.pause()
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert "↓ 8 throttled" in lines[0]
+        assert line_with(lines, "GPU0 ").startswith(" GPU0 ↓ THROTTLED")
+        assert len(lines) == 14
+
+
+async def test_160x48_has_history_sparklines() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.query_one(ThermalPanel).view = rack()
+        await pilot.pause()
+        await pilot.pause()
+        lines = screen_lines(app)
+        assert not app.query_one(ThermalPanel).has_class("-narrow")
+        sparks = list(app.query(Sparkline))
+        assert len(sparks) == 8 and all(s.display and s.size.width > 40 for s in sparks)
+        row = line_with(lines[1:], "GPU0 ")
+        assert any(ch in "▁▂▃▄▅▆▇█" for ch in row[75:])
+        starts = {s.region.x for s in sparks}
+        assert len(starts) == 1, "history columns line up"
+
+
+async def test_rows_update_in_place_and_follow_count() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(120, 24)) as pilot:
+        panel = app.query_one(ThermalPanel)
+        panel.view = rack(4, throttled=())
+        await pilot.pause()
+        first = list(app.query(ThermalRow))
+        panel.view = rack(4, throttled=(1,))
+        await pilot.pause()
+        assert list(app.query(ThermalRow)) == first
+        assert first[1].has_class("-throttled") and not first[0].has_class("-throttled")
+        panel.view = rack(2, throttled=())
+        await pilot.pause()
+        await pilot.pause()
+        assert len(app.query(ThermalRow)) == 2
+        assert not any("THROTTLED" in line for line in screen_lines(app))
+
+
+@pytest.mark.parametrize("theme", [t.name for t in THEMES])
+async def test_every_theme_renders(theme: str) -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(120, 24)) as pilot:
+        app.theme = theme
+        app.query_one(ThermalPanel).view = rack()
+        await pilot.pause()
+        await pilot.pause()
+        line_with(screen_lines(app), "↓ THROTTLED")
+
+
+async def test_render_time() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        panel = app.query_one(ThermalPanel)
+        panel.view = rack()
+        await pilot.pause()
+        t0 = time.perf_counter()
+        for k in range(10):
+            panel.view = rack(throttled=(k % 8,))
+            await pilot.pause()
+        ms = (time.perf_counter() - t0) * 100
+        print(f"\nthermal panel, 8 GPUs at 160x48: {ms:.1f} ms per view (incl. event loop)")

@@ -1,0 +1,261 @@
+"""Thermals and power on the host screen: how close each GPU is to slowing itself down.
+
+A temperature alone says little, since slowdown thresholds differ per board; so each
+GPU's temperature is drawn as a bar towards its own slowdown threshold with both
+numbers, next to power against its limit and the SM clock against its maximum.  When
+the driver reports a clock-event reason that costs performance the row says
+``↓ THROTTLED`` (glyph, word and ``$clock-throttled``) and names the reasons on the line
+beneath; reasons that are not throttling (idle, application clocks) are listed dimmed.
+A temperature sparkline per GPU fills the spare width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Sparkline, Static
+
+from widgets._format import HOT_C, WARM_C
+
+THROTTLED_MARK = ("↓", "THROTTLED")
+OK_MARK = ("✓", "ok")
+BENIGN_REASONS = frozenset({
+    "gpu idle", "idle", "applications clocks setting", "application clocks setting",
+    "display clock setting", "sync boost", "none",
+})
+"""Clock-event reasons that do not mean the GPU is being held back (lower-cased)."""
+HOT_MARGIN_C = 5.0
+WARM_MARGIN_C = 15.0
+"""Distance below the slowdown threshold at which a temperature reads hot / warm."""
+POWER_HIGH = 0.95
+"""Fraction of the power limit from which the power reading is highlighted."""
+BAR_CELLS = 8
+BAR_FLOOR_C = 25.0
+"""The temperature bar runs from about room temperature to the slowdown threshold."""
+PARTIAL = " ▏▎▍▌▋▊▉"
+STATS_WIDTH = 78
+"""Cells of the numbers line; the temperature sparkline gets the width beyond it."""
+
+
+@dataclass(frozen=True)
+class GpuThermal:
+    """One GPU's thermal and power state; None where the driver reported nothing."""
+
+    index: int
+    temp_c: float | None
+    temp_slowdown_c: float | None
+    temp_mem_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+    reasons: tuple[str, ...] = ()
+    """Active clock-event reasons by name, e.g. ``SW thermal slowdown``, ``HW power brake``."""
+    fan_pct: float | None = None
+    """None on passively cooled boards (most data-centre GPUs)."""
+    temp_points: tuple[float, ...] = ()
+    """Recent GPU temperatures, oldest first, for the history sparkline."""
+
+    @property
+    def throttling_reasons(self) -> tuple[str, ...]:
+        """The reasons that actually hold the clock back."""
+        return tuple(r for r in self.reasons if r.strip().lower() not in BENIGN_REASONS)
+
+    @property
+    def throttled(self) -> bool:
+        """Whether any active reason costs performance."""
+        return bool(self.throttling_reasons)
+
+
+@dataclass(frozen=True)
+class ThermalView:
+    """Everything the panel draws; an equal view costs no redraw."""
+
+    gpus: tuple[GpuThermal, ...] = ()
+
+
+# ---- pure formatting -----------------------------------------------------------------
+
+
+def temp_variable(temp: float | None, slowdown: float | None) -> str:
+    """Theme variable for a temperature, judged against the board's own threshold."""
+    if temp is None:
+        return "$text-dim"
+    hot, warm = (HOT_C, WARM_C) if slowdown is None else (
+        slowdown - HOT_MARGIN_C, slowdown - WARM_MARGIN_C)
+    return "$gpu-hot" if temp >= hot else "$gpu-warm" if temp >= warm else "$foreground"
+
+
+def bar(value: float, top: float, cells: int = BAR_CELLS, floor: float = 0.0) -> str:
+    """``█████▌··``: ``value`` from ``floor`` to ``top`` in eighths of a cell, clamped."""
+    span = top - floor
+    frac = 0.0 if span <= 0 else max(0.0, min(1.0, (value - floor) / span))
+    eighths = round(frac * cells * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (PARTIAL[part] if part and full < cells else "")
+    return text + "·" * (cells - len(text))
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "–" if value is None else f"{value:.0f}{unit}"
+
+
+def temp_part(g: GpuThermal) -> Content:
+    """``81°C ██████▌· 87``: the bar fills as the GPU nears its slowdown threshold."""
+    colour = temp_variable(g.temp_c, g.temp_slowdown_c)
+    if g.temp_c is None:
+        return Content.from_markup("[$text-dim]$t[/]", t=f"{'–':>4} {' ' * BAR_CELLS} {'':>3}")
+    if g.temp_slowdown_c is None:
+        return Content.from_markup(f"[{colour}]$t[/]", t=f"{_num(g.temp_c, '°C'):>5}"
+                                   f" {' ' * BAR_CELLS}    ")
+    return Content.from_markup(
+        f"[{colour}]$t $bar[/] [$text-dim]$slow[/]", t=f"{_num(g.temp_c, '°C'):>5}",
+        bar=bar(g.temp_c, g.temp_slowdown_c, floor=BAR_FLOOR_C),
+        slow=f"{g.temp_slowdown_c:>3.0f}")
+
+
+def power_part(g: GpuThermal) -> Content:
+    """``412/700 W``, highlighted near the limit."""
+    high = (g.power_w is not None and g.power_limit_w is not None and g.power_limit_w > 0
+            and g.power_w >= POWER_HIGH * g.power_limit_w)
+    text = f"{_num(g.power_w)}/{_num(g.power_limit_w)} W"
+    return Content.from_markup("[bold $sev-warning]$t[/]" if high else "$t", t=f"{text:>9}")
+
+
+def clock_part(g: GpuThermal) -> Content:
+    """``1410/1980 MHz``; in the throttled colour while a throttle reason is active."""
+    text = f"{_num(g.sm_clock_mhz)}/{_num(g.sm_clock_max_mhz)} MHz"
+    return Content.from_markup("[bold $clock-throttled]$t[/]" if g.throttled else "$t",
+                               t=f"{text:>13}")
+
+
+def gpu_line(g: GpuThermal) -> Content:
+    """The numbers for one GPU at fixed widths (69 cells, 78 with a fan), so rows line up."""
+    glyph, word = THROTTLED_MARK if g.throttled else OK_MARK
+    state = ("[bold $clock-throttled]$glyph $word[/]" if g.throttled
+             else "[$status-streaming]$glyph $word[/]")
+    head = Content.from_markup(f"[bold]$gpu[/]{state}$pad ", gpu=f"GPU{g.index:<2}",
+                               glyph=glyph, word=word,
+                               pad=" " * (len(THROTTLED_MARK[1]) - len(word)))
+    mem = Content.from_markup(
+        f"[$text-dim]mem[/] [{temp_variable(g.temp_mem_c, None)}]$t[/]",
+        t=f"{_num(g.temp_mem_c, '°C'):>5}")
+    parts = [head + temp_part(g), mem, power_part(g), clock_part(g)]
+    if g.fan_pct is not None:
+        parts.append(Content.from_markup("[$text-dim]fan[/] $f", f=f"{_num(g.fan_pct, '%'):>4}"))
+    return Content(" ").join(parts)
+
+
+def reasons_line(g: GpuThermal) -> Content | None:
+    """``└ SW thermal slowdown, HW power brake``; benign reasons dimmed; None if none."""
+    if not g.reasons:
+        return None
+    parts = [Content.from_markup("[bold $clock-throttled]$r[/]" if r in g.throttling_reasons
+                                 else "[$text-dim]$r[/]", r=r) for r in g.reasons]
+    return Content.from_markup("       [$text-dim]└[/] ") + Content(", ").join(parts)
+
+
+def summary(view: ThermalView) -> Content:
+    """Title line: how many GPUs are throttled, and which."""
+    title = Content.from_markup("[bold $primary]Thermals and power[/]")
+    if not view.gpus:
+        return title
+    hot = [g for g in view.gpus if g.throttled]
+    if not hot:
+        return title + Content.from_markup("  [$status-streaming]$g no throttling[/]",
+                                           g=OK_MARK[0])
+    names = ", ".join(f"GPU{g.index}" for g in hot)
+    return title + Content.from_markup("  [bold $clock-throttled]$g $n $w: $names[/]",
+                                       g=THROTTLED_MARK[0], n=str(len(hot)),
+                                       w=THROTTLED_MARK[1].lower(), names=names)
+
+
+# ---- widgets -------------------------------------------------------------------------
+
+
+class ThermalRow(Horizontal):
+    """One GPU: numbers and reasons on the left, its temperature history on the right."""
+
+    def __init__(self, g: GpuThermal) -> None:
+        super().__init__(classes="th-row")
+        self._gpu = g
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        """Numbers, reasons, history."""
+        with Vertical(classes="th-text"):
+            yield Static(classes="th-stats")
+            yield Static(classes="th-reasons")
+        yield Sparkline((), classes="th-history")
+
+    def on_mount(self) -> None:
+        """Show the GPU given at construction."""
+        self._ready = True
+        self._draw()
+
+    def show(self, g: GpuThermal) -> None:
+        """Display ``g``; a no-op when it is unchanged."""
+        if g == self._gpu and self._ready:
+            return
+        self._gpu = g
+        self._draw()
+
+    def _draw(self) -> None:
+        if not self._ready:
+            return
+        g = self._gpu
+        self.query_one(".th-stats", Static).update(gpu_line(g))
+        reasons = self.query_one(".th-reasons", Static)
+        line = reasons_line(g)
+        reasons.display = line is not None
+        reasons.update(line or "")
+        self.query_one(Sparkline).data = g.temp_points
+        self.set_class(g.throttled, "-throttled")
+
+
+class ThermalPanel(Vertical):
+    """Panel: a title with the throttle summary, then one row per GPU (scrolls if needed)."""
+
+    view: reactive[ThermalView] = reactive(ThermalView, init=False)
+    """Replaced as a whole each refresh; the reactive skips equal views."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._ready = False
+
+    def compose(self) -> ComposeResult:
+        """Rows are mounted once the GPU count is known."""
+        yield Static(classes="th-title")
+        yield Static(classes="th-empty")
+        yield VerticalScroll(classes="th-rows")
+
+    def on_mount(self) -> None:
+        """Show what arrived before mounting."""
+        self._ready = True
+        self.watch_view(self.view)
+
+    def on_resize(self) -> None:
+        """The history sparkline only gets a column when there is width beyond the numbers."""
+        self.set_class(self.content_size.width < STATS_WIDTH + 10, "-narrow")
+
+    def watch_view(self, view: ThermalView) -> None:
+        """Update rows in place; add or drop rows only when the GPU count changes."""
+        if not self._ready:
+            return
+        self.query_one(".th-title", Static).update(summary(view))
+        self.set_class(any(g.fan_pct is not None for g in view.gpus), "-fan")
+        empty = self.query_one(".th-empty", Static)
+        empty.display = not view.gpus
+        empty.update(Content.from_markup("[$text-dim]no thermal data yet[/]"))
+        box = self.query_one(".th-rows", VerticalScroll)
+        rows = list(box.query_children(ThermalRow))
+        for row in rows[len(view.gpus):]:
+            row.remove()
+        for row, g in zip(rows, view.gpus, strict=False):
+            row.show(g)
+        if len(view.gpus) > len(rows):
+            box.mount_all(ThermalRow(g) for g in view.gpus[len(rows):])
