@@ -116,3 +116,30 @@ def test_demo_fleet_in_a_real_terminal(term: Tmux) -> None:
     while term.alive() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not term.alive(), "rigwatch did not quit on q"
+
+
+def test_host_panels_in_a_real_terminal() -> None:
+    """Open the throttling host, toggle panels by number, read their titles and the reason."""
+    if shutil.which("tmux") is None or not RIGWATCH.exists():
+        pytest.skip("tmux or the installed rigwatch is missing")
+    term = Tmux(140, 45)
+    try:
+        env = f"cd {REPO} && TERM=xterm-256color TEXTUAL_ANIMATIONS=none"
+        # at 600× the throttle scenario's GPU passes 85 °C within two seconds
+        term.start(f"{env} {RIGWATCH} --demo --no-record --speed 600")
+        term.wait_for(lambda s: all(h in s for h in HOSTS), timeout=10.0)
+        term.keys(":")
+        term.wait_for(lambda s: "host NAME" in s, timeout=5.0)
+        term.keys("host gpu-a03", "Enter")
+        term.wait_for(lambda s: "GPU memory growth" in s, timeout=10.0)
+        term.keys("1")  # hide memory growth: thermals move up
+        screen, _ = term.wait_for(lambda s: "GPU memory growth" not in s and "Thermals and "
+                                  "power" in s and "SW thermal slowdown" in s, timeout=15.0)
+        assert "THROTTLED" in screen
+        term.keys("3")
+        term.wait_for(lambda s: "PCIe topology" in s, timeout=5.0)
+        term.keys("4")
+        term.wait_for(lambda s: "nvme0n1" in s, timeout=5.0)
+        term.keys("q")
+    finally:
+        term.kill()

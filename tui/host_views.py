@@ -17,6 +17,14 @@ from widgets.process_table import ProcessRow
 from widgets.thermal_panel import GpuThermal, ThermalView
 from widgets.topo_matrix import GpuLink, TopoView
 
+REASON_NAMES = {
+    "gpu_idle": "GPU idle", "applications_clocks_setting": "Applications clocks setting",
+    "sw_power_cap": "SW power cap", "hw_slowdown": "HW slowdown",
+    "sync_boost": "Sync boost", "sw_thermal_slowdown": "SW thermal slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
+    "display_clock_setting": "Display clock setting",
+}
+"""NVML's clock-event reason names as ``nvidia-smi -q`` prints them."""
 CHART_POINTS = 240
 STRIP_POINTS = 60
 IOSTAT_WINDOW_S = 600.0
@@ -101,7 +109,9 @@ def thermal_view(state: HostState) -> ThermalView:
         # the agent does not sample fan speed (data-centre GPUs are cooled by the chassis)
         out.append(GpuThermal(g.index, g.temp_c, info.temp_slowdown_c if info else None,
                               g.temp_mem_c, g.power_w, g.power_limit_w, g.sm_clock_mhz,
-                              g.sm_clock_max_mhz, tuple(g.clock_reasons), None, temps))
+                              g.sm_clock_max_mhz,
+                              tuple(REASON_NAMES.get(r, r) for r in g.clock_reasons), None,
+                              temps))
     return ThermalView(tuple(out))
 
 
