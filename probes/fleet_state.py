@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from probes.detectors import DetectorSchedule
+from probes.detectors import DEFAULT_LIMITS, DetectorLimits, DetectorSchedule
 from probes.findings import (
     Finding,
     Severity,
@@ -290,8 +290,10 @@ def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:
 class FleetState:
     """All hosts, in inventory order."""
 
-    def __init__(self, specs: list[HostSpec]) -> None:
-        self.hosts: dict[str, HostState] = {s.name: HostState(s) for s in specs}
+    def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None) -> None:
+        self.hosts: dict[str, HostState] = {
+            s.name: HostState(s, detectors=DetectorSchedule(limits or DEFAULT_LIMITS))
+            for s in specs}
         self._version = 0
         self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
 

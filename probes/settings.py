@@ -28,6 +28,7 @@ import yaml
 
 from probes import inventory_values as v
 from probes.alerts import AlertPolicy
+from probes.detectors import DetectorLimits
 from probes.errors import InventoryError, Problem
 from probes.preflight import PreflightLimits
 from probes.triage import Severity
@@ -42,11 +43,23 @@ class SettingsError(InventoryError):
 
 
 @dataclass(frozen=True)
+class RecordingLimits:
+    """Retention of recordings (``recording:`` section)."""
+
+    max_age_days: float = 30.0
+    max_size_gib: float = 20.0
+    """Per recording file; the oldest items go first."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the settings file can set."""
 
     preflight: PreflightLimits = field(default_factory=PreflightLimits)
     alerts: AlertPolicy = field(default_factory=AlertPolicy)
+    detectors: DetectorLimits = field(default_factory=DetectorLimits)
+    recording: RecordingLimits = field(default_factory=RecordingLimits)
+
 
 
 def default_settings_path(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -82,6 +95,8 @@ def _readers(cls: type) -> dict[str, Callable[[yaml.Node], Any]]:
 SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "preflight": (PreflightLimits, _readers(PreflightLimits)),
     "alerts": (AlertPolicy, _readers(AlertPolicy)),
+    "detectors": (DetectorLimits, _readers(DetectorLimits)),
+    "recording": (RecordingLimits, _readers(RecordingLimits)),
 }
 """Each section of the file: the dataclass it fills and a reader per field."""
 
@@ -149,4 +164,6 @@ def load_settings(path: str | Path) -> Settings:
     if limits.mem_ratio_fail > limits.mem_ratio_warn:
         raise SettingsError([Problem(name, 0, 0, "mem_ratio_fail",
                                      "mem_ratio_fail must not exceed mem_ratio_warn")])
-    return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]))
+    return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]),
+                    detectors=DetectorLimits(**values["detectors"]),
+                    recording=RecordingLimits(**values["recording"]))

@@ -309,3 +309,20 @@ def test_preflight_text_and_a_bad_settings_file(tmp_path: Path,
     assert main(["preflight", "--demo", "--settings", str(bad)]) == 2
     assert f"'preflight' must be a mapping of setting: value at {bad}:1:12" in \
         capsys.readouterr().err
+
+
+def test_settings_detector_thresholds_and_recording_retention(tmp_path: Path) -> None:
+    from probes.fleet import HostSpec
+    from probes.fleet_state import FleetState
+
+    path = tmp_path / "settings.yaml"
+    path.write_text("detectors:\n  leak_min_mib_h: 64\n  starve_window_s: 900\n"
+                    "recording:\n  max_age_days: 7\n  max_size_gib: 2.5\n")
+    s = load_settings(path)
+    assert (s.detectors.leak_min_mib_h, s.detectors.starve_window_s) == (64.0, 900.0)
+    assert (s.recording.max_age_days, s.recording.max_size_gib) == (7.0, 2.5)
+    fleet = FleetState([HostSpec("h")], s.detectors)
+    assert fleet.hosts["h"].detectors.limits.leak_min_mib_h == 64.0
+    path.write_text("detectors:\n  leak_min_mibh: 64\n")
+    with pytest.raises(SettingsError, match="did you mean 'leak_min_mib_h'"):
+        load_settings(path)

@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 
 from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
 from probes.backend import Backend
+from probes.detectors import DetectorLimits
 from probes.export import HostExport, prometheus_text, write_textfile
 from probes.fleet_state import FleetState, HostStatus
 from probes.incident import TriageRecord
@@ -78,10 +79,12 @@ class RigwatchApp(App[None]):
         App.COMMANDS | {RigwatchCommands})
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
-                 alerts: AlertPolicy | None = None) -> None:
+                 alerts: AlertPolicy | None = None,
+                 detectors: DetectorLimits | None = None) -> None:
         super().__init__()
         self.backend = backend
-        self.fleet = FleetState(backend.specs)
+        self.detector_limits = detectors
+        self.fleet = FleetState(backend.specs, detectors)
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -226,7 +229,7 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
-        self.fleet = FleetState(self.backend.specs)
+        self.fleet = FleetState(self.backend.specs, self.detector_limits)
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:
@@ -408,7 +411,7 @@ class RigwatchApp(App[None]):
 
 def make_app(
     backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
-    alerts: AlertPolicy | None = None,
+    alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
 ) -> RigwatchApp:
     """Build the console.
 
@@ -419,9 +422,11 @@ def make_app(
         clock: wall-clock source for staleness; tests pass a frozen one (a replay brings
             its own).
         alerts: how findings become notifications and hook runs.
+        detectors: the soak detectors' thresholds.
 
     Returns:
         The app, not yet running.
     """
     subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
-    return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts)
+    return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts,
+                       detectors=detectors)

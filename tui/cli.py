@@ -109,7 +109,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
-                       args: argparse.Namespace) -> Backend:
+                       args: argparse.Namespace, settings: Settings) -> Backend:
     """The live backend, recording unless ``--no-record`` (and resuming a recent recording
     of the same inventory; a demo always starts a new one, its clock being simulated)."""
     from probes.backend import AgentFleetBackend
@@ -134,7 +134,10 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = resume or new_recording_path(directory, name)
-        recorder = Recorder(path, key, [s.name for s in specs])
+        keep = settings.recording
+        recorder = Recorder(path, key, [s.name for s in specs],
+                            max_age_s=keep.max_age_days * 86400.0,
+                            max_bytes=int(keep.max_size_gib * 2**30))
         reader = RecordingReader(path) if resume else None
     except (RecordingError, OSError) as exc:
         print(f"rigwatch: not recording: {exc}", file=sys.stderr)
@@ -152,9 +155,9 @@ def _run_console(args: argparse.Namespace) -> int:
     settings = _settings(args)
     path = None if demo else choose_inventory_path(args.inventory)
     name = "demo" if demo else path.stem if path else specs[0].name
-    backend = _recording_backend(specs, demo, name, args)
+    backend = _recording_backend(specs, demo, name, args, settings)
     app = make_app(backend, demo=demo, title=path.name if path else None,
-                   alerts=settings.alerts)
+                   alerts=settings.alerts, detectors=settings.detectors)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     if args.theme:
