@@ -26,6 +26,8 @@ HOOK_OUTPUT_LIMIT = 4096
 class AlertPolicy:
     """How findings become alerts; settable under ``alerts:`` in the settings YAML."""
 
+    notify: bool = True
+    """In-app notifications (off for tests that compare screens)."""
     min_severity: Severity = Severity.WARNING
     clear_after_s: float = 120.0
     """A finding must stay away this long before it can alert again."""

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import pytest
 from textual.pilot import Pilot
 
+from probes.alerts import AlertPolicy
 from tests.tui_fakes import FakeBackend, fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.host import HostScreen
@@ -33,7 +34,10 @@ def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def _app() -> tuple[RigwatchApp, FakeBackend]:
     backend, clock = fake_fleet()
-    return make_app(backend, demo=True, clock=clock), backend
+    # alerts pop up on the 1 s tick: a toast in one run and not the next would make the
+    # comparison a race
+    quiet = AlertPolicy(notify=False, bell=False)
+    return make_app(backend, demo=True, clock=clock, alerts=quiet), backend
 
 
 def _until_settled(backend: FakeBackend) -> Callable[[Pilot[None]], Awaitable[None]]:

@@ -203,7 +203,7 @@ class RigwatchApp(App[None]):
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
             by_host.setdefault(alert.finding.host, []).append(alert)
-        for host, alerts in by_host.items():
+        for host, alerts in by_host.items() if self.alert_policy.notify else ():
             # one incident shows as several findings (Xid, fallen off the bus, GPU lost):
             # one notification per host, worst first
             alerts.sort(key=lambda a: -a.finding.severity.rank)
