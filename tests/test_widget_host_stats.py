@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePath
-
 import pytest
 from rich.color import Color
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 
 from probes.findings import SWAP_PAGES_S, Finding
 from probes.samples import HostStats
 from probes.triage import Severity, Step
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
 from widgets import host_stats
 from widgets.host_stats import (
     HostStatsPanel,
@@ -22,27 +20,11 @@ from widgets.host_stats import (
     used_pct,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
 
-STYLES: list[str | PurePath] = [ROOT / "themes" / "rigwatch.tcss",
-                                ROOT / "themes" / "host_stats.tcss"]
-"""The console's stylesheet and this panel's own."""
 
-
-class PanelApp(App[None]):
+class PanelApp(ThemedApp):
     """The panel alone, styled as the console styles it."""
-
-    CSS_PATH = STYLES
-
-    def __init__(self) -> None:
-        super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
 
     def compose(self) -> ComposeResult:
         yield HostStatsPanel(id="host")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path, PurePath
 
 import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
 
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
 from widgets import iostat_panel
 from widgets.iostat_panel import (
     COLUMNS,
@@ -28,28 +27,12 @@ from widgets.iostat_panel import (
     util_bar,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 48
 """Points per series in these tests: one a second, fewer than the strip is wide at 160 columns."""
 
-STYLES: list[str | PurePath] = [ROOT / "themes" / "rigwatch.tcss",
-                                ROOT / "themes" / "iostat_panel.tcss"]
-"""The console's stylesheet and this panel's own."""
 
-
-class PanelApp(App[None]):
+class PanelApp(ThemedApp):
     """The panel alone, styled as the console styles it."""
-
-    CSS_PATH = STYLES
-
-    def __init__(self) -> None:
-        super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
 
     def compose(self) -> ComposeResult:
         yield IostatPanel(id="iostat")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path, PurePath
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
 from widgets.process_table import (
     COMMAND_WIDTH,
     EMPTY,
@@ -17,26 +16,9 @@ from widgets.process_table import (
     sort_key,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 
-STYLES: list[str | PurePath] = [ROOT / "themes" / "rigwatch.tcss",
-                                ROOT / "themes" / "process_table.tcss"]
-"""The console's stylesheet and this panel's own."""
-
-
-class PanelApp(App[None]):
+class PanelApp(ThemedApp):
     """The panel alone, styled as the console styles it."""
-
-    CSS_PATH = STYLES
-
-    def __init__(self) -> None:
-        super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
 
     def compose(self) -> ComposeResult:
         yield ProcessPanel(id="processes")

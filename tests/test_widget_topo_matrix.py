@@ -4,7 +4,6 @@ and how it fits 160 and 80 columns."""
 from __future__ import annotations
 
 import time
-from pathlib import Path, PurePath
 
 import pytest
 from rich.color import Color
@@ -12,7 +11,7 @@ from textual.app import App, ComposeResult
 
 from probes.parsers.topo import parse_topo
 from probes.triage import Severity
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
 from widgets import topo_matrix
 from widgets.topo_matrix import (
     GpuLink,
@@ -27,28 +26,12 @@ from widgets.topo_matrix import (
     short_cell,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 GPUS = tuple(f"GPU{i}" for i in range(8))
 NICS = tuple(f"NIC{i}" for i in range(10))
 
-STYLES: list[str | PurePath] = [ROOT / "themes" / "rigwatch.tcss",
-                                ROOT / "themes" / "topo_matrix.tcss"]
-"""The console's stylesheet and this panel's own."""
 
-
-class PanelApp(App[None]):
+class PanelApp(ThemedApp):
     """The panel alone, styled as the console styles it."""
-
-    CSS_PATH = STYLES
-
-    def __init__(self) -> None:
-        super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
 
     def compose(self) -> ComposeResult:
         yield TopoPanel(id="topo")
