@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,20 @@ def subset_mismatches(expected: Any, actual: Any, where: str = "parsed") -> list
 def finding_set(findings: list[dict[str, Any]]) -> set[tuple[str, str, int | None]]:
     """The distinct (step, code, xid) of a findings list."""
     return {(f["step"], f["code"], f.get("xid")) for f in findings}
+
+
+def garble(rng: random.Random, lines: list[str], alphabet: str,
+           max_junk: int = 120) -> list[str]:
+    """A copy of ``lines`` with 1–6 bursts of junk spliced into lines or inserted between
+    them: what a fuzz test feeds a parser, which must never raise on it."""
+    out = list(lines)
+    for _ in range(rng.randint(1, 6)):
+        i = rng.randrange(len(out) + 1)
+        junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, max_junk)))
+        if rng.random() < 0.5 and out:
+            j = rng.randrange(len(out))
+            pos = rng.randint(0, len(out[j]))
+            out[j] = out[j][:pos] + junk + out[j][pos:]
+        else:
+            out.insert(i, junk)
+    return out

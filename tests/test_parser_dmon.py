@@ -17,7 +17,7 @@ from probes.parsers import dmon
 from probes.parsers.dmon import explain, kind_of, looks_like, parse_dmon
 from probes.triage import Severity, Step
 from tests.conftest import REPO, SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
@@ -277,16 +277,7 @@ def test_random_garbage_never_raises() -> None:
     alphabet = "# gpuIdxpidC/G%WMHz0123456789-:.\t\ufffd`>"
     base = _corpus()
     for _ in range(300):
-        lines = list(rng.choice(base))
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(len(lines) + 1)
-            junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 100)))
-            if rng.random() < 0.5 and lines:
-                j = rng.randrange(len(lines))
-                pos = rng.randint(0, len(lines[j]))
-                lines[j] = lines[j][:pos] + junk + lines[j][pos:]
-            else:
-                lines.insert(i, junk)
+        lines = garble(rng, list(rng.choice(base)), alphabet, 100)
         looks_like(lines)
         kind_of(lines)
         res = explain(lines)

@@ -18,7 +18,7 @@ from probes.parsers.smi_cells import UNIT_NAMES, cell_value, is_unavailable, to_
 from probes.parsers.smi_csv import looks_like, normalize_field, parse_smi_csv, split_cells
 from probes.triage import Severity, Step
 from tests.conftest import REPO, SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
@@ -463,16 +463,7 @@ def test_random_garbage_never_raises() -> None:
     alphabet = ',"[] N/A%WMiB0123456789x:.-_\t\ufffd`$\\=Active'
     base = _corpus()
     for _ in range(300):
-        lines = list(rng.choice(base))
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(len(lines) + 1)
-            junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
-            if rng.random() < 0.5 and lines:
-                j = rng.randrange(len(lines))
-                pos = rng.randint(0, len(lines[j]))
-                lines[j] = lines[j][:pos] + junk + lines[j][pos:]
-            else:
-                lines.insert(i, junk)
+        lines = garble(rng, list(rng.choice(base)), alphabet)
         looks_like(lines)
         res = smi_csv.explain(lines)
         json.dumps(res.parsed)

@@ -14,7 +14,7 @@ from probes.parsers import smi_table
 from probes.parsers.smi_table import SmiTableGpu, looks_like, parse_smi_table
 from probes.triage import Severity, Step
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
@@ -439,16 +439,7 @@ def test_random_garbage_never_raises() -> None:
     alphabet = "| +-=/%CWMiB0123456789 NA!ERPxX:.\t\ufffd>`"
     base = _corpus()
     for _ in range(400):
-        lines = list(rng.choice(base))
-        for _ in range(rng.randint(1, 6)):
-            i = rng.randrange(len(lines) + 1)
-            junk = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
-            if rng.random() < 0.5 and lines:
-                j = rng.randrange(len(lines))
-                pos = rng.randint(0, len(lines[j]))
-                lines[j] = lines[j][:pos] + junk + lines[j][pos:]
-            else:
-                lines.insert(i, junk)
+        lines = garble(rng, list(rng.choice(base)), alphabet)
         looks_like(lines)
         res = smi_table.explain(lines)
         json.dumps(res.parsed)
