@@ -2128,6 +2128,7 @@ class Agent(object):
         if self.args.simulate is not None:
             self.sim = Simulator(parse_scenarios(self.args.simulate), self.args.seed,
                                  self.args.hostname)
+            self.t0 -= self.backlog_samples() * self.args.interval * self.args.speed
             facts, gpus = self.sim.facts()
             probes = {"simulator": {"available": True}}
             simulated = [s["name"] for s in self.sim.scen]
@@ -2205,6 +2206,13 @@ class Agent(object):
     def sim_time(self):
         return self.seq * self.args.interval * self.args.speed
 
+    def backlog_samples(self):
+        """Samples of --sim-history, sent before the live ones; their clock ends at now."""
+        step = self.args.interval * self.args.speed
+        if self.sim is None or step <= 0:
+            return 0
+        return int(self.args.sim_history // step)
+
     def gpus_now(self):
         if self.gpu is None:
             return []
@@ -2269,6 +2277,8 @@ class Agent(object):
             self.sample(host_reader)
             return
         count = 0
+        for _ in range(self.backlog_samples()):
+            self.sample(host_reader)
         next_tick = time.monotonic() + (self.args.interval if host_reader else 0.0)
         while self.args.count is None or count < self.args.count:
             delay = next_tick - time.monotonic()
@@ -2309,13 +2319,16 @@ def parse_args(argv):
                                 description="Stream a GPU host's state as NDJSON (read-only).")
     p.add_argument("--once", action="store_true", help="print one hello and one sample, then exit")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-    p.add_argument("--count", type=int, default=None, help="stop after N samples")
+    p.add_argument("--count", type=int, default=None, help="stop after N live samples (--sim-history's come on top)")
     p.add_argument("--simulate", metavar="SCENARIO[,SCENARIO...]", default=None,
                    help="emit a simulated 8-GPU host: " + ", ".join(SIM_SCENARIOS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per real second")
     p.add_argument("--fast", action="store_true",
                    help="do not wait between samples (simulator and tests: time is simulated)")
+    p.add_argument("--sim-history", type=float, default=0.0, metavar="SECONDS",
+                   help="simulated seconds already run at start, sent at once (the demo's "
+                        "charts and soak detectors then have the history a watcher would)")
     p.add_argument("--hostname", default=None, help="name to report instead of the real one")
     p.add_argument("--tail", action="append", default=[], metavar="GLOB",
                    help="follow job logs matching GLOB read-only; new lines become events")
@@ -2338,6 +2351,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.interval < 0 or args.speed <= 0:
         p.error("--interval must be >= 0 and --speed > 0")
+    if args.sim_history < 0 or (args.sim_history and args.simulate is None):
+        p.error("--sim-history needs --simulate and a value >= 0")
     if args.kernel_lookback < 0:
         p.error("--kernel-lookback must be >= 0")
     if args.simulate is not None:

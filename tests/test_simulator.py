@@ -127,3 +127,28 @@ def test_healthy_host_has_h100_like_numbers() -> None:
 def test_bad_scenarios_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="scenario"):
         parse_scenarios(bad)
+
+
+def test_sim_history_sends_the_run_so_far_at_once_ending_now() -> None:
+    import time
+
+    before = time.time()
+    msgs = stream(["--simulate", "xid79:6@600", "--speed", "60", "--sim-history", "2700",
+                   "--fast", "--count", "2"])
+    samples = [m for m in msgs if m["type"] == "sample"]
+    # 45 simulated minutes at 60 s per sample, then the 2 live ones
+    assert len(samples) == 45 + 2
+    assert [m["seq"] for m in samples] == list(range(47))
+    assert samples[1]["ts"] - samples[0]["ts"] == pytest.approx(60.0)
+    # the backlog's clock ends at the start time, so the live samples carry on from now
+    assert samples[45]["ts"] == pytest.approx(before, abs=5.0)
+    # the Xid of the scenario fell inside the history: already in the stream
+    xid = [m for m in msgs if m["type"] == "event" and "Xid" in m["line"]]
+    assert len(xid) == 1 and xid[0]["ts"] < before
+    assert len(samples[-1]["gpus"]) == 7
+
+
+def test_sim_history_needs_the_simulator() -> None:
+    proc = subprocess.run([sys.executable, "-I", "-", "--once", "--sim-history", "60"],
+                          input=AGENT.read_bytes(), capture_output=True, timeout=60)
+    assert proc.returncode == 2 and b"--sim-history needs --simulate" in proc.stderr
