@@ -102,7 +102,8 @@ def test_demo_fleet_in_a_real_terminal(term: Tmux) -> None:
     # Triage: the four steps in their fixed order, a step picked by number, a mark.
     term.keys("t")
     screen, _ = term.wait_for(lambda s: "Model code" in s and "Next:" in s, timeout=5.0)
-    order = [screen.index(w) for w in ("GPU state", "System log", "NCCL", "Model code")]
+    # numbered as in the step list: a banner or toast may name a step too
+    order = [screen.index(w) for w in ("1 GPU state", "2 System log", "3 NCCL", "4 Model code")]
     assert order == sorted(order)
     assert "First failure:" in screen or "Earliest warning:" in screen
     term.keys("2")

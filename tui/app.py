@@ -48,6 +48,8 @@ from tui.screens.triage import TriageScreen
 REFRESH_S = 1.0
 METRICS_EVERY_S = 15.0
 """Textfile refresh: node_exporter reads it on its own scrape interval (15 s typical)."""
+MAX_TOASTS = 2
+"""More hosts raising alerts in one tick than this share one toast."""
 QUIT_GRACE_S = 3.0
 """How long quitting waits for the backend to stop its agents before leaving anyway."""
 Clock = Callable[[], float]
@@ -203,14 +205,8 @@ class RigwatchApp(App[None]):
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
             by_host.setdefault(alert.finding.host, []).append(alert)
-        for host, alerts in by_host.items() if self.alert_policy.notify else ():
-            # one incident shows as several findings (Xid, fallen off the bus, GPU lost):
-            # one notification per host, worst first
-            alerts.sort(key=lambda a: -a.finding.severity.rank)
-            top = alerts[0].finding
-            more = f" (+{len(alerts) - 1} more)" if len(alerts) > 1 else ""
-            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8,
-                        severity="error" if top.severity is Severity.CRITICAL else "warning")
+        if self.alert_policy.notify:
+            self._notify_alerts(by_host)
         if raised and self.alert_policy.bell:
             self.bell()
         for alert in raised:
@@ -219,6 +215,30 @@ class RigwatchApp(App[None]):
                 self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
             if isinstance(self.backend, RecordingBackend):
                 self.backend.recorder.record(f.host, f.ts if f.ts is not None else now, f)
+
+    def _notify_alerts(self, by_host: dict[str, list[Alert]]) -> None:
+        """One toast per host, worst finding first; many hosts at once make one toast.
+
+        One incident shows as several findings (Xid, fallen off the bus, GPU lost), and a
+        rack losing power, or a console starting on a troubled fleet, raises many hosts in
+        one tick: a stack of toasts would hide the screen that already lists them.
+        """
+        tops = []
+        for host, alerts in by_host.items():
+            alerts.sort(key=lambda a: -a.finding.severity.rank)
+            tops.append((host, alerts[0].finding, len(alerts)))
+        if len(tops) > MAX_TOASTS:
+            tops.sort(key=lambda t: (-t[1].severity.rank, t[0]))
+            names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
+            worst = tops[0][1].severity
+            self.notify(f"{names} and {len(tops) - MAX_TOASTS} more — t for triage",
+                        title=f"{len(tops)} hosts with new findings", timeout=8,
+                        severity="error" if worst is Severity.CRITICAL else "warning")
+            return
+        for host, top, count in tops:
+            more = f" (+{count - 1} more)" if count > 1 else ""
+            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8,
+                        severity="error" if top.severity is Severity.CRITICAL else "warning")
 
     async def _hook(self, alert: Alert) -> None:
         result = await run_hook(self.alert_policy.hook, alert, self.alert_policy.hook_timeout_s)

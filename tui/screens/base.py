@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+
+from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from probes.fleet_state import FleetState
@@ -34,7 +37,9 @@ class DataScreen(Screen[None]):
         for bar in self.query(HeaderBar):
             bar.totals = fleet.totals(now)
             bar.mode = mode
-        self.show_state(fleet, now)
+        # pushed but not composed yet: the next tick draws it
+        with contextlib.suppress(NoMatches):
+            self.show_state(fleet, now)
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Screen-specific part of ``show``."""

@@ -1,0 +1,52 @@
+"""Alert toasts in the console: one per host, and one for many hosts raised at once."""
+
+from __future__ import annotations
+
+from textual.widgets._toast import Toast
+
+from probes.samples import LogEvent
+from tests.tui_fakes import (
+    T0,
+    FakeBackend,
+    FrozenClock,
+    fleet_items,
+    fleet_specs,
+    settled,
+    wait_until,
+)
+from tui.app import MAX_TOASTS, make_app
+
+XID = "NVRM: Xid (PCI:0000:48:00): 79, pid=0, GPU has fallen off the bus."
+
+
+def _toasts(app: object) -> list[str]:
+    screen = app.screen  # type: ignore[attr-defined]
+    return [str(t.render()) for t in screen.query(Toast)]
+
+
+async def test_one_troubled_host_gets_its_own_toast_with_the_worst_finding() -> None:
+    backend = FakeBackend(fleet_specs(), fleet_items())
+    app = make_app(backend, demo=True, clock=FrozenClock())
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await settled(pilot, backend)
+        await wait_until(pilot, lambda: bool(_toasts(app)))
+        text = " ".join(_toasts(app))
+        # gpu-t02 has an Xid 79 (critical) and a throttled GPU: the Xid leads, the rest counted
+        assert "gpu-t02" in text and "more)" in text
+        assert "hosts with new findings" not in text
+
+
+async def test_many_hosts_at_once_share_one_toast_that_names_the_worst() -> None:
+    extra = [(h, LogEvent(T0 + 25, "kernel", XID)) for h in ("gpu-t01", "gpu-t03")]
+    backend = FakeBackend(fleet_specs(), fleet_items() + extra)
+    app = make_app(backend, demo=True, clock=FrozenClock())
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await settled(pilot, backend)
+        await wait_until(pilot, lambda: bool(_toasts(app)))
+        await pilot.pause(0.3)
+        toasts = _toasts(app)
+        assert len(toasts) == 1, toasts
+        assert "3 hosts with new findings" in toasts[0]
+        assert f"and {3 - MAX_TOASTS} more" in toasts[0] and "t for triage" in toasts[0]
+        # critical hosts are named first, in name order
+        assert "gpu-t01" in toasts[0] and "gpu-t02" in toasts[0]
