@@ -7,14 +7,17 @@ Not a conftest: the TUI tests import it explicitly, so shared fixtures added to
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot
 
+from probes.agent import AGENT_VERSION, PROTOCOL_VERSION, Simulator, parse_scenarios
 from probes.backend import Emit
 from probes.fleet import HostSpec
+from probes.protocol import decode_line
 from probes.samples import GpuInfo, GpuSample, Hello, HostFacts, HostSample, HostStats, LogEvent
 from probes.session_events import Connected, SessionItem
 from tui.app import RigwatchApp
@@ -143,3 +146,46 @@ async def settled(pilot: Pilot[None], backend: FakeBackend) -> None:
         h.last is not None and h.last.seq == SAMPLES - 1 for h in app.fleet.hosts.values()))
     app.refresh_view()
     await wait_until(pilot, lambda: app.screen.query_one(FleetTable).row_count == len(HOSTS))
+
+
+SIM_STEP_S = 60.0
+"""Simulated seconds between samples of ``sim_items``: the demo's one minute per tick."""
+
+
+def sim_items(host: str, scenarios: str, *, seed: int, minutes: int) -> list[SessionItem]:
+    """A fixed simulated stream: the agent's own simulator, through the wire format.
+
+    Messages are built as the agent builds them (hello with topology, then events and
+    samples), with timestamps from ``T0`` instead of the wall clock, and decoded by the
+    console's decoder, so every panel gets real-shaped data that is the same on every run.
+    """
+    sim = Simulator(parse_scenarios(scenarios), seed, host)
+    facts, gpus = sim.facts()
+    hello_msg: dict[str, object] = {
+        "type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION, "ts": T0,
+        "host": facts, "gpus": gpus, "probes": {"simulator": {"available": True}},
+        "simulated": [s["name"] for s in sim.scen]}
+    hello_msg.update(sim.topology())
+    messages: list[dict[str, object]] = [hello_msg]
+    for seq in range(minutes + 1):
+        t = seq * SIM_STEP_S
+        messages += [{"type": "event", "v": PROTOCOL_VERSION, "ts": T0 + t, "source": source,
+                      "line": line} for source, line in sim.events(t)]
+        g, h, disks = sim.sample(t)
+        messages.append({"type": "sample", "v": PROTOCOL_VERSION, "seq": seq, "ts": T0 + t,
+                         "gpus": g, "host": h, "disks": disks})
+    items: list[SessionItem] = [Connected(T0)]
+    for m in messages:
+        item = decode_line(json.dumps(m))
+        assert item is not None, m
+        items.append(item)
+    return items
+
+
+def sim_fleet(specs: list[tuple[str, str]], minutes: int = 45) -> tuple[FakeBackend, FrozenClock]:
+    """A backend playing ``sim_items`` for each (host, scenarios), and a clock frozen at
+    the last sample."""
+    items = [(host, item) for i, (host, scen) in enumerate(specs)
+             for item in sim_items(host, scen, seed=i + 1, minutes=minutes)]
+    hosts = [HostSpec(name=h, tags=("rack-s",), expect_gpus=8) for h, _ in specs]
+    return FakeBackend(hosts, items), FrozenClock(T0 + minutes * SIM_STEP_S + 1.0)
