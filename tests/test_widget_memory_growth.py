@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
-from typing import ClassVar
 
 import pytest
 from rich.style import Style
-from textual._path import CSSPathType
 from textual.app import App, ComposeResult
 from textual.color import Color
 
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
+from themes import THEMES
 from widgets.memory_growth import (
     CHART_MIN_ROWS,
     AgoFormatter,
@@ -32,25 +30,15 @@ from widgets.memory_growth import (
     reduce_points,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 BRAILLE = {chr(c) for c in range(0x2801, 0x2900)}
 
 
-class GrowthApp(App[None]):
-    """Just the panel, with the app's themes and both stylesheets."""
-
-    CSS_PATH: ClassVar[CSSPathType | None] = [
-        REPO / "themes" / "rigwatch.tcss", REPO / "themes" / "memory_growth.tcss"]
+class GrowthApp(ThemedApp):
+    """Just the panel, styled and themed as the console styles it."""
 
     def __init__(self) -> None:
         super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
         self.picked: list[int] = []
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
 
     def compose(self) -> ComposeResult:
         yield MemoryGrowth()

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from textual._path import CSSPathType
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline
 
-from themes import DEFAULT_THEME, THEMES, fallback_variables
+from tests.widget_app import ThemedApp
+from themes import THEMES
 from widgets.thermal_panel import (
     BAR_CELLS,
     GpuThermal,
@@ -25,23 +23,9 @@ from widgets.thermal_panel import (
     temp_variable,
 )
 
-REPO = Path(__file__).resolve().parent.parent
 
-
-class ThermalApp(App[None]):
-    """Just the panel, with the app's themes and both stylesheets."""
-
-    CSS_PATH: ClassVar[CSSPathType | None] = [
-        REPO / "themes" / "rigwatch.tcss", REPO / "themes" / "thermal_panel.tcss"]
-
-    def __init__(self) -> None:
-        super().__init__()
-        for theme in THEMES:
-            self.register_theme(theme)
-        self.theme = DEFAULT_THEME
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        return fallback_variables()
+class ThermalApp(ThemedApp):
+    """Just the panel, styled and themed as the console styles it."""
 
     def compose(self) -> ComposeResult:
         yield ThermalPanel()
