@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -19,6 +19,7 @@ from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.filter import LineFilter
 from textual.worker import Worker, WorkerState
 
 from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
@@ -36,6 +37,7 @@ from probes.triage import Severity
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
 from tui.commands import WINDOWS, CommandError, parse_command, resolve_host
 from tui.fleet_view import SORT_KEYS
+from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, HostItemReceived, ViewRequested
 from tui.palette import RigwatchCommands
 from tui.screens.base import DataScreen
@@ -99,6 +101,9 @@ class RigwatchApp(App[None]):
         self._metrics_server: asyncio.Server | None = None
         self.window_s = 3600.0
         """The charts' time window (``:window``); 0 shows everything kept."""
+        self.ascii_glyphs = False
+        """Draw plain ASCII instead of braille, blocks and boxes (``tui.glyphs``)."""
+        self._ascii_filter = AsciiGlyphs()
         if isinstance(backend, ReplayBackend):
             backend.on_rewind = self._rewind
             clock = backend.clock
@@ -255,6 +260,11 @@ class RigwatchApp(App[None]):
     def _tick(self) -> None:
         self.refresh_view()
         self.check_alerts()
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters (NO_COLOR among them), then plain glyphs when asked for."""
+        filters = super().get_line_filters()
+        return [*filters, self._ascii_filter] if self.ascii_glyphs else filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys exist only in a replay."""

@@ -149,6 +149,7 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
 
 def _run_console(args: argparse.Namespace) -> int:
     from tui.app import make_app
+    from tui.glyphs import wants_ascii
 
     specs, demo = _fleet(args)
     _warn_insecure(specs)
@@ -160,6 +161,7 @@ def _run_console(args: argparse.Namespace) -> int:
                    alerts=settings.alerts, detectors=settings.detectors)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
+    app.ascii_glyphs = args.ascii or wants_ascii()
     if args.theme:
         if args.theme not in app.available_themes:
             names = ", ".join(sorted(app.available_themes))
@@ -173,6 +175,7 @@ def _run_replay(args: argparse.Namespace) -> int:
     from probes.recording import RecordingError, default_directory
     from probes.replay import ReplayBackend, ReplayError
     from tui.app import make_app
+    from tui.glyphs import wants_ascii
 
     if args.file is None:
         files = sorted(default_directory().glob("*.sqlite3"), reverse=True)
@@ -185,6 +188,7 @@ def _run_replay(args: argparse.Namespace) -> int:
     except (RecordingError, ReplayError) as exc:
         raise ConfigError(f"rigwatch: {exc}") from None
     app = make_app(backend, demo=False, title=Path(args.file).name)
+    app.ascii_glyphs = args.ascii or wants_ascii()
     app.run()
     return app.return_code or 0
 
@@ -395,6 +399,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=DEMO_SPEED,
                    help="demo: simulated seconds per real second (default %(default)g)")
     p.add_argument("--theme", default=None, help="start with this theme")
+    p.add_argument("--ascii", action="store_true",
+                   help="plain ASCII glyphs instead of braille, blocks and boxes (automatic "
+                        "on the Linux console and non-UTF-8 locales; RIGWATCH_ASCII=0|1)")
     p.add_argument("--inventory", metavar="FILE", default=None,
                    help="hosts to watch (YAML); default: $RIGWATCH_INVENTORY or "
                         "<config dir>/rigwatch/inventory.yaml when it exists")
@@ -463,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("file", nargs="?", default=None, metavar="FILE")
     rep.add_argument("--speed", type=float, default=60.0,
                      help="recording seconds per real second (default %(default)g)")
+    rep.add_argument("--ascii", action="store_true", default=argparse.SUPPRESS,
+                     help="plain ASCII glyphs")
     exp = sub.add_parser("export", help="a recording as JSON lines, CSV (a row per GPU per "
                          "sample) or Prometheus/OpenMetrics text for backfill")
     exp.add_argument("file", metavar="RECORDING")
