@@ -2319,7 +2319,8 @@ def parse_args(argv):
                                 description="Stream a GPU host's state as NDJSON (read-only).")
     p.add_argument("--once", action="store_true", help="print one hello and one sample, then exit")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
-    p.add_argument("--count", type=int, default=None, help="stop after N live samples (--sim-history's come on top)")
+    p.add_argument("--count", type=int, default=None,
+                   help="stop after N live samples (--sim-history's come on top)")
     p.add_argument("--simulate", metavar="SCENARIO[,SCENARIO...]", default=None,
                    help="emit a simulated 8-GPU host: " + ", ".join(SIM_SCENARIOS))
     p.add_argument("--seed", type=int, default=0)
