@@ -36,3 +36,19 @@ def test_ssh_fanout_bench_quick() -> None:
     assert data["streaming"]["host_samples"] >= data["hosts"]
     assert data["exec_per_poll"]["host_samples"] > 0
     assert summary.startswith("ssh fan-out: ")
+
+
+def test_ui_bench_quick() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ui.py"),
+                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
+    first, summary = proc.stdout.splitlines()
+    data = json.loads(first)["results"]
+    loaded = data["hosts_256"]
+    for case in (data["baseline"], data["hosts_64"], loaded):
+        # every key press reached the screen (a press not drawn within 10 s raises)
+        assert case["fleet"]["presses"] == case["host"]["presses"] == 6
+    # the console keeps up with 256 hosts at 1 Hz, and the simulated trouble shows
+    assert loaded["fleet"]["host_samples_per_s"] >= 0.9 * 256
+    assert loaded["findings"] > 0
+    assert loaded["fleet"]["cpu_pct"] < 90
+    assert summary.startswith("ui: ")

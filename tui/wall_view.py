@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from probes.fleet_state import FleetState, HostState, HostStatus
+from collections.abc import Sequence
+
+from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.samples import GpuSample, GpuState
 from widgets.fleet_wall import WallGpu, WallHost, WallView
 
@@ -25,9 +27,10 @@ def _value(g: GpuSample, metric: str) -> float | None:
     return None
 
 
-def wall_host(state: HostState, metric: str, now: float) -> WallHost:
-    """One host's cells."""
-    row = state.row(now)
+def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = None) -> WallHost:
+    """One host's cells; ``row`` is its fleet row at ``now`` when the caller has it already
+    (computing it again costs as much as the rest of the cell)."""
+    row = row if row is not None else state.row(now)
     found = state.findings()
     throttled = {f.gpu for f in found if f.code in _THROTTLE_CODES}
     leaking = {f.gpu for f in found if f.code in _LEAK_CODES}
@@ -54,7 +57,12 @@ def wall_host(state: HostState, metric: str, now: float) -> WallHost:
 
 
 def wall_view(fleet: FleetState, metric: str, now: float,
-              names: list[str] | None = None) -> WallView:
-    """The wall for ``names`` (default: every host, in inventory order)."""
+              names: list[str] | None = None,
+              rows: Sequence[FleetRow] | None = None) -> WallView:
+    """The wall for ``names``, or for the hosts of ``rows`` (their fleet rows at ``now``,
+    in the order shown), or for every host in inventory order."""
+    if rows is not None:
+        return WallView(metric, tuple(wall_host(fleet.hosts[r.name], metric, now, r)
+                                      for r in rows))
     hosts = [fleet.hosts[n] for n in names] if names is not None else fleet.hosts.values()
     return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts))

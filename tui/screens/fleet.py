@@ -55,8 +55,7 @@ class FleetScreen(DataScreen):
         self._fleet, self._now = fleet, now
         rows = sort_rows(filter_rows(fleet.rows(now), self.query_text), self.sort_key)
         if self.wall:
-            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now,
-                                                       [r.name for r in rows])
+            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows)
         else:
             self.query_one(FleetTable).hosts = tuple(
                 FleetLine(row, fleet.hosts[row.name].down_reason) for row in rows)
