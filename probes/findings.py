@@ -103,7 +103,9 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
                            f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts))
         return out
     busy = gpu.util_pct is not None and gpu.util_pct >= BUSY_UTIL_PCT
-    active = set(gpu.clock_reasons) & THROTTLE_REASONS
+    # Every check below is skipped at the cost of one comparison when its inputs are
+    # healthy: this runs for every GPU of every host every second.
+    active = set(gpu.clock_reasons) & THROTTLE_REASONS if gpu.clock_reasons else set()
     if busy and "sw_power_cap" in gpu.clock_reasons:
         active.add("sw_power_cap")
     if active:
@@ -113,7 +115,9 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
         out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
                            f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
                            host, gpu=gpu.index, ts=ts))
-    link = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    link = None
+    if gpu.pcie_width != gpu.pcie_width_max or gpu.pcie_gen != gpu.pcie_gen_max:
+        link = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
     if link is Severity.WARNING:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
                            f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
@@ -122,7 +126,9 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
                            f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
                            f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts))
-    out.extend(_memory_health(host, gpu, ts))
+    if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
+            or gpu.remap_pending or gpu.retired_pages_pending):
+        out.extend(_memory_health(host, gpu, ts))
     if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
         out.append(Finding(Step.GPU, "nvlink-down", Severity.WARNING,
                            f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "

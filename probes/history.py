@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -342,26 +343,31 @@ class _Ring:
             t = self.times[p0:p1]
             if self.width == 1:
                 v = codec.decode(c[p0:p1])
-                for ti, vi in zip(t, v, strict=True):
-                    if vi == vi:
-                        out.t.append(ti)
-                        out.lo.append(vi)
-                        out.hi.append(vi)
-                        out.mean.append(vi)
-                        out.n.append(1)
+                if any(map(math.isnan, v)):
+                    keep = [x == x for x in v]
+                    t = array("d", compress(t, keep))
+                    v = list(compress(v, keep))
+                out.t.extend(t)
+                out.lo.extend(v)
+                out.hi.extend(v)
+                out.mean.extend(v)
+                out.n.extend(itertools.repeat(1, len(t)))
                 continue
             assert self.counts is not None
             vals = codec.decode(c[3 * p0:3 * p1])
-            counts = self.counts[p0:p1]
-            for i, ti in enumerate(t):
-                m = vals[3 * i + 2]
-                if m != m:
-                    continue
-                out.t.append(ti)
-                out.lo.append(vals[3 * i])
-                out.hi.append(vals[3 * i + 1])
-                out.mean.append(m)
-                out.n.append(partial.get(ti, counts[i]) if partial else counts[i])
+            lo, hi, mean = vals[0::3], vals[1::3], vals[2::3]
+            counts: Sequence[int] = self.counts[p0:p1]
+            if partial:
+                counts = [partial.get(ti, ci) for ti, ci in zip(t, counts, strict=True)]
+            if any(map(math.isnan, mean)):
+                keep = [m == m for m in mean]
+                t, lo, hi, mean, counts = (list(compress(col, keep))  # type: ignore[assignment]
+                                           for col in (t, lo, hi, mean, counts))
+            out.t.extend(t)
+            out.lo.extend(lo)
+            out.hi.extend(hi)
+            out.mean.extend(mean)
+            out.n.extend(counts)
 
     def prune_partial(self) -> None:
         old = self.oldest()
@@ -1291,9 +1297,52 @@ class HostHistory:
 
 
 def _merge(c: Columns, bins: int) -> Columns:
-    """Merge points into ``bins`` equal time bins: min of mins, max of maxes, weighted mean."""
-    t0, t1 = c.t[0], c.t[-1]
+    """Merge points into ``bins`` equal time bins: min of mins, max of maxes, weighted mean.
+
+    A point at ``t`` falls in bin ``min(bins - 1, int((t - t0) / width))``.  Times are
+    sorted, so each bin's first point is found by bisection (then nudged to agree with that
+    formula exactly) and the bin's values are reduced by C builtins over slices: a detector
+    asks for thousands of points in tens of bins.  With only a few points a bin, one pass
+    over the points costs less than that per-bin set-up.
+    """
+    t = c.t
+    t0, t1 = t[0], t[-1]
     width = (t1 - t0) / bins or 1.0
+    n = len(t)
+    if n < _BISECT_FROM * bins:
+        return _merge_points(c, bins, t0, width)
+
+    def bin_of(i: int) -> int:
+        return min(bins - 1, int((t[i] - t0) / width))
+
+    starts = [0]
+    for b in range(1, bins):
+        i = max(starts[-1], bisect_left(t, t0 + b * width, starts[-1]))
+        while i > starts[-1] and bin_of(i - 1) >= b:
+            i -= 1
+        while i < n and bin_of(i) < b:
+            i += 1
+        if i >= n:
+            break
+        if i > starts[-1]:
+            starts.append(i)
+    starts.append(n)
+    out = Columns([], [], [], [], [])
+    for i, j in itertools.pairwise(starts):
+        weight = sum(c.n[i:j])
+        out.t.append(t[i])
+        out.lo.append(min(c.lo[i:j]))
+        out.hi.append(max(c.hi[i:j]))
+        out.n.append(weight)
+        out.mean.append(sum(map(operator.mul, c.mean[i:j], c.n[i:j])) / weight)
+    return out
+
+
+_BISECT_FROM = 6
+"""Points per bin from which ``_merge`` bisects (measured: the two cost the same at about 6)."""
+
+
+def _merge_points(c: Columns, bins: int, t0: float, width: float) -> Columns:
     out = Columns([], [], [], [], [])
     cur = -1
     s = 0.0

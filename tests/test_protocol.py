@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from probes import protocol
 from probes.errors import ProtocolError
 from probes.protocol import MessageReader, UnknownMessageType, decode_line
 from probes.samples import (
@@ -214,3 +215,55 @@ def test_final_line_without_newline_is_kept(agent_lines: list[bytes]) -> None:
     reader = MessageReader()
     assert reader.feed(_first(agent_lines, "sample")) == []
     assert [type(m) for m in reader.close()] == [HostSample]
+
+
+ODD_VALUES: list[object] = [None, True, False, 0, -1, 7, 2**40, 2**63 - 1, 1.5, -0.0, 1e300,
+                            "x", "", [], {}, [1, "a", None], {"a": 1}]
+
+
+def _both_paths(line: bytes) -> tuple[object, object]:
+    """The orjson fast path and the standard library's checked path, on one line."""
+    orjson = pytest.importorskip("orjson")
+    return protocol._fast_sample(orjson.loads(line)), protocol._decode_sample(json.loads(line))
+
+
+def test_fast_sample_path_equals_the_checked_path(agent_lines: list[bytes]) -> None:
+    samples = [x for x in agent_lines if json.loads(x)["type"] == "sample"]
+    assert samples
+    for line in samples:
+        fast, checked = _both_paths(line)
+        assert fast == checked
+        assert isinstance(fast, HostSample) and fast.gpus
+        # same types, not only equal values: an int where a float is due becomes a float
+        for a, b in zip(fast.gpus, checked.gpus, strict=True):  # type: ignore[attr-defined]
+            assert {k: type(v) for k, v in vars(a).items()} == \
+                {k: type(v) for k, v in vars(b).items()}
+
+
+def test_fast_sample_path_agrees_on_odd_values(agent_lines: list[bytes]) -> None:
+    """Every GPU, host and disk field replaced by values of every JSON type in turn."""
+    import random
+
+    rng = random.Random(5)
+    base = json.loads(_first(agent_lines, "sample"))
+    places = ([("gpus", 0, k) for k in base["gpus"][0]] + [("host", None, k) for k in base["host"]]
+              + [("disks", name, k) for name, d in base["disks"].items() for k in d])
+    places += [("gpus", 0, "processes"), ("gpus", 0, "clock_reasons"), ("gpus", 0, "state")]
+    for _ in range(400):
+        obj = json.loads(json.dumps(base))
+        for part, sub, key in rng.sample(places, 6):
+            target = obj[part] if sub is None else obj[part][sub]
+            target[key] = rng.choice(ODD_VALUES)
+        fast, checked = _both_paths(json.dumps(obj).encode())
+        assert fast == checked, obj
+
+
+def test_lines_orjson_refuses_take_the_checked_path() -> None:
+    """NaN, Infinity and overflowing numbers are not JSON; the standard library reads them."""
+    line = (b'{"type":"sample","v":1,"ts":5.0,"seq":1,"host":{"cpu_pct":NaN,"load1":1e999},'
+            b'"gpus":[{"index":0,"temp_c":Infinity,"power_w":250}]}')
+    sample = decode_line(line)
+    assert isinstance(sample, HostSample)
+    assert sample.host.cpu_pct is None and sample.host.load1 is None
+    assert sample.gpus[0].temp_c is None and sample.gpus[0].power_w == 250.0
+    assert type(sample.gpus[0].power_w) is float

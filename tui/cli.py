@@ -24,6 +24,7 @@ from probes.fleet import (
     local_has_nvidia_gpu,
     localhost_spec,
 )
+from probes.gc_policy import tune_for_streaming
 from probes.inventory import choose_inventory_path, default_inventory_path, load_inventory
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ def _run_console(args: argparse.Namespace) -> int:
             names = ", ".join(sorted(app.available_themes))
             raise ConfigError(f"rigwatch: unknown theme {args.theme!r} (available: {names})")
         app.theme = args.theme
+    tune_for_streaming()
     app.run()
     return app.return_code or 0
 
@@ -189,6 +191,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         raise ConfigError(f"rigwatch: {exc}") from None
     app = make_app(backend, demo=False, title=Path(args.file).name)
     app.ascii_glyphs = args.ascii or wants_ascii()
+    tune_for_streaming()
     app.run()
     return app.return_code or 0
 
