@@ -52,3 +52,26 @@ def test_ui_bench_quick() -> None:
     assert loaded["findings"] > 0
     assert loaded["fleet"]["cpu_pct"] < 90
     assert summary.startswith("ui: ")
+
+
+def test_memory_soak_bench_quick() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_memory_soak.py"),
+                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
+    first, summary = proc.stdout.splitlines()
+    r = json.loads(first)["results"]
+    assert r["host_samples"] == r["hosts"] * r["hours"] * 3600 / r["step_s"]
+    # every item reached the file: the recording path ran for real
+    st = r["recorder_status"]
+    assert st["state"] == "off" and st["reason"] is None
+    assert st["items_written"] == r["items_fed"] > r["host_samples"] and st["skipped"] == 0
+    assert r["recording_mb"] > 0 and r["history_mb"] > 0
+    # the leaking host's leak kept growing through the pool's repeats and was found
+    assert r["findings_by_code"].get("memory-leak", 0) >= 1
+    series = r["series"]
+    assert len(series) >= 10 and series[-1][0] == r["hours"]
+    assert r["rss_peak_mb"] >= r["rss_start_mb"] > 0
+    # loose flatness: catches gross growth (keeping each line's dict adds ~300 MB/h here),
+    # not drift; the tiers still fill in the second half of a 3 h run
+    assert r["second_half_slope_pct_per_h"] < 15
+    assert r["baseline_tuple_mb"] > 0 and r["baseline_dict_mb"] > r["baseline_tuple_mb"]
+    assert summary.startswith("memory soak: ")

@@ -122,6 +122,98 @@ async def test_a_reconnect_resumes_the_journal_after_the_last_cursor(
                 break
     finally:
         task.cancel()
+        await asyncio.gather(task, return_exceptions=True)  # its agent stopped, not orphaned
     assert len(argv) >= 2, items
     assert argv[0].endswith("--follow --lines=2000")
     assert argv[1].endswith("--follow --after-cursor=s=abc;i=4")
+
+
+class _ScriptedTransport:
+    """A transport that sends ``chunks`` ``gap_s`` apart, then hangs or ends."""
+
+    def __init__(self, chunks: list[bytes], gap_s: float, hang: bool,
+                 stop_s: float = 0.0) -> None:
+        self.notes: list[str] = []
+        self._chunks, self._gap, self._hang, self._stop_s = chunks, gap_s, hang, stop_s
+        self.stopped = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def chunks(self):  # type: ignore[no-untyped-def]
+        for c in self._chunks:
+            await asyncio.sleep(self._gap)
+            yield c
+        if self._hang:
+            await asyncio.sleep(3600)
+
+    async def exit_reason(self) -> str:
+        return "agent closed its output"
+
+    async def stop(self) -> None:
+        await asyncio.sleep(self._stop_s)
+        self.stopped += 1
+
+
+def _sample_line(seq: int) -> bytes:
+    return (f'{{"type":"sample","v":1,"ts":{1000.0 + seq},"seq":{seq},"gpus":[],'
+            f'"host":{{}}}}\n').encode()
+
+
+async def _session_with(monkeypatch: pytest.MonkeyPatch, transports: list[_ScriptedTransport],
+                        stall_s: float, until: int, limit_s: float = 10.0) -> list[SessionItem]:
+    import probes.session as session
+
+    queue = list(transports)
+    monkeypatch.setattr(session, "make_transport", lambda *_a, **_k: queue.pop(0))
+    items: list[SessionItem] = []
+    task = asyncio.create_task(run_session(
+        HostSpec(name="h1"), lambda _h, i: items.append(i),
+        SessionPolicy(0.01, 0.01, jitter=0.0, stall_s=stall_s)))
+    t0 = time.monotonic()
+    while sum(isinstance(i, Disconnected) for i in items) < until and queue:
+        assert time.monotonic() - t0 < limit_s, items
+        await asyncio.sleep(0.02)
+    while sum(isinstance(i, Disconnected) for i in items) < until:
+        assert time.monotonic() - t0 < limit_s, items
+        await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return items
+
+
+async def test_a_silent_stream_is_stalled_and_the_session_reconnects(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _ScriptedTransport([_sample_line(1)], 0.01, hang=True)
+    second = _ScriptedTransport([_sample_line(2)], 0.01, hang=True)
+    t0 = time.monotonic()
+    items = await _session_with(monkeypatch, [first, second], stall_s=0.3, until=2)
+    downs = [i for i in items if isinstance(i, Disconnected)]
+    assert [d.kind for d in downs] == ["stalled", "stalled"]
+    assert downs[0].reason == "no data for 0.3 s"
+    assert sum(isinstance(i, Connected) for i in items) == 2
+    assert [i.seq for i in items if isinstance(i, HostSample)] == [1, 2]
+    assert first.stopped == second.stopped == 1
+    assert time.monotonic() - t0 >= 0.6  # each connection got its full stall_s
+
+
+async def test_a_steady_stream_slower_than_nothing_is_never_stalled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks every 0.1 s for 1.2 s under a 0.3 s stall limit: the watchdog re-arms."""
+    steady = _ScriptedTransport([_sample_line(s) for s in range(12)], 0.1, hang=False)
+    items = await _session_with(monkeypatch, [steady], stall_s=0.3, until=1)
+    downs = [i for i in items if isinstance(i, Disconnected)]
+    assert downs[0].kind == "down" and downs[0].reason == "agent closed its output"
+    assert len([i for i in items if isinstance(i, HostSample)]) == 12
+
+
+async def test_the_stall_watch_ends_with_its_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection dropped for garbage while its stream is still open, with a stop slower
+    than the stall limit: that connection's watchdog must not cancel what comes next."""
+    garbled = _ScriptedTransport([_sample_line(1), b"junk\n" * 60], 0.01, hang=True,
+                                 stop_s=0.5)
+    stays = _ScriptedTransport([_sample_line(s) for s in range(2, 14)], 0.1, hang=False)
+    items = await _session_with(monkeypatch, [garbled, stays], stall_s=0.3, until=2)
+    assert [i.kind for i in items if isinstance(i, Disconnected)] == ["garbled", "down"]
+    assert len([i for i in items if isinstance(i, HostSample)]) == 13
+    assert garbled.stopped == 1
