@@ -75,3 +75,28 @@ def test_memory_soak_bench_quick() -> None:
     assert r["second_half_slope_pct_per_h"] < 15
     assert r["baseline_tuple_mb"] > 0 and r["baseline_dict_mb"] > r["baseline_tuple_mb"]
     assert summary.startswith("memory soak: ")
+
+
+def test_ingest_bench_quick() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ingest.py"),
+                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
+    first, summary = proc.stdout.splitlines()
+    data = json.loads(first)
+    for key in ("hosts_16", "hosts_64"):
+        r = data["results"][key]
+        # every line went through the whole path: every host has history, the
+        # schedule ran every detector on every host, the troubled templates were found
+        assert r["host_samples"] == r["hosts"] * r["seconds"]
+        assert r["hosts_with_history"] == r["hosts"]
+        assert r["detector_schedule_entries"] >= r["hosts"]
+        assert r["findings_at_end"] >= r["hosts"] // 4
+        assert r["decode_us"] >= r["parse_us"] > 0 and r["apply_us"] > r["history_add_us"] > 0
+        # the console's collector settings were in force, and few young collections ran
+        assert r["gc_thresholds"] == data["gc"]["console"]
+        assert r["gc_collections"][2] <= 2
+        # a ratio, not a timing: about 2x keeping the raw dict here; the bounds catch a
+        # broken baseline or a path gone pathological, with room for a noisy machine
+        assert 0.5 < r["over_baseline"] < 15
+    day = data["results"]["day_detectors"]
+    assert day["findings"] >= 2 and day["ms_all_detectors"] > 0
+    assert summary.startswith("ingest: ")
