@@ -157,7 +157,7 @@ class TestSimulatedFleet:
             await _sim_settled(pilot, backend, SNAP_THEMES[theme])
             await pilot.press("w")
             wall = pilot.app.screen.query_one(FleetWall)
-            await wait_until(pilot, lambda: not wall.has_class("-hidden")
+            await wait_until(pilot, lambda: wall.display
                              and len(wall.view.hosts) == len(SIM_HOSTS))
             await pilot.pause()
 

@@ -262,7 +262,7 @@ def fleet_keys(app: RigwatchApp) -> list[tuple[str, Callable[[], bool]]]:
 
             def walled(want: bool = wall) -> bool:
                 w, table = screen.query_one(FleetWall), screen.query_one(FleetTable)
-                return (screen.wall == want and w.has_class("-hidden") is not want
+                return (screen.wall == want and w.display is want
                         and settled(w, table))
             steps.append(("w", walled))
     return steps
@@ -277,7 +277,7 @@ def host_keys(app: RigwatchApp) -> list[tuple[str, Callable[[], bool]]]:
         for on in (True, False):
             def toggled(p: str = name, want: bool = on) -> bool:
                 panel = screen.query_one(f"#panel-{p}")
-                return panel.has_class("-hidden") is not want and settled(panel)
+                return panel.display is want and settled(panel)
             steps.append((str(n), toggled))
     return steps
 

@@ -80,7 +80,7 @@ class HostScreen(DataScreen):
     def on_mount(self) -> None:
         """Hide the panels not shown at start."""
         for p in PANELS:
-            self._panel(p).set_class(p not in self.shown, "-hidden")
+            self._panel(p).display = p in self.shown
 
     def _panel(self, name: str) -> Widget:
         return self.query_one(f"#panel-{name}")
@@ -120,7 +120,7 @@ class HostScreen(DataScreen):
         """Show or hide one panel."""
         self.shown ^= {name}
         panel = self._panel(name)
-        panel.set_class(name not in self.shown, "-hidden")
+        panel.display = name in self.shown  # not a class: see FleetScreen.action_toggle_wall
         self._redraw()
         if name in self.shown:
             panel.scroll_visible(animate=False)
