@@ -44,6 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+try:
+    import orjson as _orjson
+except ImportError:  # the standard library's json, slower
+    _orjson = None  # type: ignore[assignment]
+
 from probes import codec
 from probes.codec import Item
 from probes.findings import Finding
@@ -260,6 +265,19 @@ def _build_zdict() -> tuple[str, bytes]:
 
 
 def _dumps(data: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON of one encoded item.
+
+    orjson writes it nine times faster than ``json`` (7 against 67 µs for an 8-GPU sample:
+    half the writer thread's time, which holds the GIL the UI needs).  Items hold only
+    finite numbers (the protocol refuses the others), so orjson's NaN-as-null never
+    applies; what it refuses (an integer over 64 bits, a lone surrogate) goes to ``json``,
+    as before.
+    """
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(data)
+        except (TypeError, _orjson.JSONEncodeError):
+            pass
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

@@ -646,3 +646,19 @@ def test_an_item_the_codec_cannot_encode_is_skipped(rec_dir: Path) -> None:
     assert rec.status.state == "off" and rec.status.items_written == 2
     with RecordingReader(path) as r:
         assert [i for _, _, i in r.items()] == [_log(1), _log(3)]
+
+
+def test_row_json_is_the_same_with_and_without_orjson() -> None:
+    """The fast writer and the standard library write the same items, and what orjson
+    refuses (an integer past 64 bits) still gets written."""
+    from probes import codec
+
+    items = recording._typical_items()
+    assert items
+    for item in items:
+        data = codec.encode(item)
+        fast = recording._dumps(data)
+        plain = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        assert json.loads(fast) == json.loads(plain)
+    huge = {"t": "x", "n": 2**70, "s": "naïve ✓"}
+    assert json.loads(recording._dumps(huge)) == huge
