@@ -50,7 +50,8 @@ class Sshd:
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
             "StrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
-            "LogLevel ERROR\nMaxStartups 200:30:400\nMaxSessions 200\n")
+            "LogLevel ERROR\nMaxStartups 200:30:400\nMaxSessions 200\n"
+            f"SetEnv {MARK}={os.getpid()}\n")
         self.proc = subprocess.Popen([SSHD, "-f", str(config), "-D", "-e"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -81,8 +82,26 @@ def make_sshd(root: Path, client_key: Path, known_hosts: Path, port: int | None 
     return d
 
 
+MARK = "RIGWATCH_TEST_SSHD"
+"""Set by every sshd started here to the starting process's pid, for all its sessions."""
+
+
 def agent_pids() -> list[int]:
-    """PIDs of agents started by the bootstrap, on this machine (the sshd side)."""
+    """PIDs of agents started by the bootstrap through an sshd this process started.
+
+    Marked by environment, not by ancestry: an agent its session left behind has been
+    re-parented, and finding those is the point.  Agents of other processes' sshds (a
+    benchmark running beside the tests) are not ours to count.
+    """
     out = subprocess.run(["pgrep", "-f", "rigwatch-agent"], capture_output=True, text=True)
     me = os.getpid()
-    return [int(p) for p in out.stdout.split() if int(p) != me]
+    mark = f"{MARK}={me}".encode()
+    pids = []
+    for p in out.stdout.split():
+        try:
+            env = Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
+        except OSError:  # gone already
+            continue
+        if int(p) != me and mark in env:
+            pids.append(int(p))
+    return pids

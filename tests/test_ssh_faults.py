@@ -282,6 +282,23 @@ async def test_missing_python_on_the_host_is_agent_failed(server: FaultServer) -
     assert drop.reason == "agent exited with status 127: sh: 1: python3: not found"
 
 
+async def test_an_agent_killed_by_a_signal_says_which(server: FaultServer,
+                                                      canned: list[bytes]) -> None:
+    """The OOM killer takes the agent: the host says so with exit-signal, not a status."""
+    async def handler(process: asyncssh.SSHServerProcess[bytes]) -> None:
+        process.stdout.write(canned[0])
+        await asyncio.sleep(0.2)
+        process.exit_with_signal("KILL")
+
+    server.handler = handler
+    await server.start()
+    items = await run_for(server.spec(), 3, until=lambda it: any(
+        isinstance(i, Disconnected) for i in it))
+    drop = next(i for i in items if isinstance(i, Disconnected))
+    assert drop.kind == "agent-failed"
+    assert drop.reason == "agent killed by signal KILL"
+
+
 async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
                                                         canned: list[bytes]) -> None:
     commands: list[str] = []

@@ -26,6 +26,12 @@ from probes.transport.bootstrap import agent_source, bootstrap_command
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
+CIPHERS = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+           "aes256-ctr", "aes192-ctr", "aes128-ctr")
+"""asyncssh's own list, AES-GCM first: with AES instructions (every x86 and Grace server)
+it costs 3 µs per 7 KB sample packet in this process against 15 µs for ChaCha20-Poly1305,
+which asyncssh does in three calls per packet.  Both are authenticated ciphers; sshd
+takes the first one it also offers."""
 log = logging.getLogger(__name__)
 
 
@@ -114,6 +120,9 @@ class SshTransport:
             "keepalive_count_max": o.keepalive_count_max,
             "config": () if o.ssh_config else None,
         }
+        if not o.ssh_config:
+            # A user's ssh_config may name its own Ciphers; without one, AES-GCM first.
+            opts["encryption_algs"] = CIPHERS
         if o.identity:
             opts["client_keys"] = [os.path.expanduser(o.identity)]
         if o.host_key_checking is HostKeyChecking.OFF:
@@ -255,6 +264,9 @@ class SshTransport:
             await asyncio.wait_for(proc.wait_closed(), 2.0)
         await self._stderr.settle()
         status, tail = proc.exit_status, self.stderr_tail()
+        signal = proc.exit_signal[0] if proc.exit_signal else None
+        if signal:  # asyncssh's status is then -1; the signal is what the operator needs
+            raise AgentFailed(f"agent killed by signal {signal}" + (f": {tail}" if tail else ""))
         if status not in (None, 0):
             raise AgentFailed(f"agent exited with status {status}" + (f": {tail}" if tail else ""))
         if status is None:
