@@ -32,9 +32,10 @@ def test_ssh_fanout_bench_quick() -> None:
     proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ssh_fanout.py"),
                            "--quick"], capture_output=True, text=True, timeout=120, check=True)
     first, summary = proc.stdout.splitlines()
-    data = json.loads(first)
+    data = json.loads(first)["results"]["hosts_4"]
     assert data["streaming"]["host_samples"] >= data["hosts"]
     assert data["exec_per_poll"]["host_samples"] > 0
+    assert data["console_ratio"] > 0 and data["host_ratio"] > 0
     assert summary.startswith("ssh fan-out: ")
 
 

@@ -7,7 +7,7 @@ connections.  Host-side CPU (sshd, shells, agents: everything but this process) 
 machine's busy time over the window minus the console's own; sshd and the console share
 this machine, so close the other work before trusting it.
 
-    python tests/bench/bench_ssh_fanout.py [--quick] [--hosts N] [--seconds S]
+    python tests/bench/bench_ssh_fanout.py [--quick] [--hosts 32,64] [--seconds S]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -120,33 +121,41 @@ async def exec_per_poll(hosts: list[HostSpec], seconds: float) -> dict[str, floa
 async def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--hosts", type=int, default=32)
+    p.add_argument("--hosts", default="32,64", help="fleet sizes, comma-separated")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--interval", type=float, default=1.0)
     args = p.parse_args()
+    sizes = [int(x) for x in args.hosts.split(",")]
     if args.quick:
-        args.hosts, args.seconds = 4, 3.0
+        sizes, args.seconds = [4], 3.0
     root = Path(tempfile.mkdtemp(prefix="rw-bench-"))
     key = root / "client"
     keygen(key)
     known = root / "known_hosts"
     sshd = make_sshd(root / "sshd", key, known)
+    results: dict[str, Any] = {}
     try:
-        hosts = specs(args.hosts, sshd.port, key, known, args.interval)
-        stream = await streaming(hosts, args.seconds)
-        polled = await exec_per_poll(hosts, args.seconds)
+        for n in sizes:
+            hosts = specs(n, sshd.port, key, known, args.interval)
+            stream = await streaming(hosts, args.seconds)
+            polled = await exec_per_poll(hosts, args.seconds)
+            results[f"hosts_{n}"] = {
+                "hosts": n, "streaming": stream, "exec_per_poll": polled,
+                "console_ratio": round(polled["console_cpu_ms_per_sample"] / max(
+                    stream["console_cpu_ms_per_sample"], 1e-6), 1),
+                "host_ratio": round(polled["host_cpu_ms_per_sample"] / max(
+                    stream["host_cpu_ms_per_sample"], 1e-6), 1)}
     finally:
         sshd.stop()
-    ratio_console = polled["console_cpu_ms_per_sample"] / max(
-        stream["console_cpu_ms_per_sample"], 1e-6)
     out = {"bench": "ssh-fanout", "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-           "machine": platform.machine(), "hosts": args.hosts, "seconds": args.seconds,
-           "interval_s": args.interval, "quick": args.quick, "streaming": stream,
-           "exec_per_poll": polled, "console_ratio": round(ratio_console, 1)}
+           "machine": platform.machine(), "seconds": args.seconds,
+           "interval_s": args.interval, "quick": args.quick, "results": results}
     print(json.dumps(out))
-    print(f"ssh fan-out: {args.hosts} hosts streaming after {stream['all_streaming_s']} s; "
-          f"console {stream['console_cpu_ms_per_sample']} ms CPU per host-sample streaming vs "
-          f"{polled['console_cpu_ms_per_sample']} ms exec-per-poll ({out['console_ratio']}x)")
+    print("ssh fan-out: " + "; ".join(
+        f"{r['hosts']} hosts streaming after {r['streaming']['all_streaming_s']} s, console "
+        f"{r['streaming']['console_cpu_ms_per_sample']} ms CPU per host-sample streaming vs "
+        f"{r['exec_per_poll']['console_cpu_ms_per_sample']} ms exec-per-poll "
+        f"({r['console_ratio']}x; host side {r['host_ratio']}x)" for r in results.values()))
 
 
 if __name__ == "__main__":
