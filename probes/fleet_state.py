@@ -98,7 +98,7 @@ class HostState:
     """Console wall time of the newest item from this host (agent clocks may be skewed)."""
     down_reason: str | None = None
     history: HostHistory = field(default_factory=HostHistory)
-    """Every series of the host in tiers (1 s for 2 h, 15 s for 2 days, 5 min for 30 days)."""
+    """Every series of the host in tiers (1 s for 2 h, 15 s for 12 h, 5 min for 30 days)."""
     detected: tuple[Finding, ...] = ()
     """What the soak detectors found at their last run (leaks, sustained throttling …)."""
     detectors: DetectorSchedule = field(default_factory=DetectorSchedule)

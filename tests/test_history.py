@@ -227,7 +227,7 @@ class TestTiers:
             HostHistory(())
         with pytest.raises(ValueError):
             HostHistory((Tier(1, 60), Tier(15, 1000)))
-        assert DEFAULT_TIERS[1] == Tier(15.0, 2 * 86400.0)
+        assert DEFAULT_TIERS[1] == Tier(15.0, 12 * 3600.0)
 
     def test_single_tier_works(self) -> None:
         h = HostHistory((Tier(1.0, 100.0),))

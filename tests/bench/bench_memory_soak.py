@@ -29,7 +29,7 @@ Measured: RSS (``VmRSS`` of ``/proc/self/status``) every 15 agent minutes, as a 
 (agent hours, MB); the peak (``VmHWM``), the end, and the least-squares slope over the
 second half of the run in MB per agent hour (and as % of the end RSS per hour).  Alongside:
 the history's columns (``HostHistory.nbytes`` summed), whose 15 s tier keeps filling until
-it holds two days, so some second-half growth is expected and is reported next to RSS; the
+it holds 12 h, so little second-half growth is expected and is reported next to RSS; the
 recording file's size; wall and CPU seconds (CPU of the whole process, writer included).
 
 Baseline, in the same run: ``rss_start_mb`` is this process after building the pool and
