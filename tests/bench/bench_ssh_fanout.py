@@ -3,9 +3,11 @@
 Measures the time until every host streams, and the console's CPU (user+sys of this
 process) per host-sample for (a) rigwatch's streaming agents and (b) the pattern other
 tools use: one exec of the agent with ``--once`` per host per interval over kept
-connections.  Host-side CPU (sshd, shells, agents: everything but this process) is the
-machine's busy time over the window minus the console's own; sshd and the console share
-this machine, so close the other work before trusting it.
+connections.  Both decode what arrives into typed samples with the same reader, so the
+comparison is of the transport patterns, not of parsing.  Host-side CPU (sshd, shells,
+agents: everything but this process) is the machine's busy time over the window minus
+the console's own; sshd and the console share this machine, so close the other work
+before trusting it.
 
     python tests/bench/bench_ssh_fanout.py [--quick] [--hosts 32,64] [--seconds S]
 """
@@ -32,6 +34,8 @@ import asyncssh  # noqa: E402
 
 from probes.backend import AgentFleetBackend  # noqa: E402
 from probes.fleet import HostSpec, SshOptions  # noqa: E402
+from probes.protocol import MessageReader  # noqa: E402
+from probes.samples import HostSample  # noqa: E402
 from probes.session_events import SessionItem  # noqa: E402
 from probes.transport.bootstrap import agent_source  # noqa: E402
 from tests.sshd import keygen, make_sshd  # noqa: E402
@@ -99,8 +103,9 @@ async def exec_per_poll(hosts: list[HostSpec], seconds: float) -> dict[str, floa
         while True:
             start = time.monotonic()
             result = await conn.run(cmd, input=source, encoding=None, timeout=30)
-            if b'"type":"sample"' in (result.stdout or b""):
-                samples += 1
+            # decoded as streaming's are: both patterns end with typed samples
+            reader = MessageReader()
+            samples += sum(isinstance(m, HostSample) for m in reader.feed(result.stdout or b""))
             await asyncio.sleep(max(0.0, spec.interval_s - (time.monotonic() - start)))
 
     cpu0, busy0 = self_cpu(), machine_busy()
