@@ -51,6 +51,7 @@ async def test_session_reconnects_after_the_agent_exits() -> None:
         if sum(isinstance(i, Disconnected) for i in items) >= 2:
             break
     task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # its agent stopped, not left to GC
     kinds = [type(i) for i in items]
     assert kinds[:5] == [Connected, Hello, HostSample, HostSample, Disconnected]
     assert kinds.count(Connected) >= 2
@@ -66,6 +67,7 @@ async def test_unstartable_interpreter_is_reported_not_raised() -> None:
                                            SessionPolicy(0.05, 1.0, jitter=0.0)))
     await asyncio.sleep(0.5)
     task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
     drops = [i for i in items if isinstance(i, Disconnected)]
     assert len(drops) >= 2
     assert "cannot start /nonexistent/python3" in drops[0].reason
