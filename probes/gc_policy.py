@@ -3,8 +3,9 @@
 Each host-sample leaves a few hundred container objects alive for a few seconds (the
 newest sample, the history's staging batch), long enough to reach the oldest generation.
 With CPython's default thresholds (700, 10, 10) a 1024-host console then ran a full
-collection of about a million objects every second or two: 30 % of ingest CPU, and a
-stall of about 100 ms each time, which the operator sees as a key press not answered.
+collection of about a million objects every second or two: a fifth to a third of ingest
+CPU in ``tests/bench/bench_ingest.py``, and about 100 ms each time, which the operator
+sees as a key press not answered.
 
 Nearly all of that garbage is freed by reference counting; the collector is only needed
 for the rare cycle, so it can run far less often.  ``gc.freeze`` moves what exists after

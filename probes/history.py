@@ -59,7 +59,7 @@ Each tier is as long as a chart needs it: the 6 h window on a 160-column termina
 point per 67 s, which needs the 15 s buckets, while the 24 h window draws one per 270 s,
 which the 5 min buckets match.  The 15 s tier is most of a soak's memory (about 1.3 MB an
 8-GPU host for 12 h, ``bench_memory_soak.py``); at two days, as first built, a 64-host
-console grew by 7 MB an hour until it reached about 550 MB."""
+console still grew by 7 MB an hour at 24 h, on its way to about 550 MB."""
 
 
 class Point(NamedTuple):

@@ -109,8 +109,8 @@ class _StallWatch:
     """Cancels the reading task when no chunk came for ``stall_s``; ``fired`` says it did.
 
     One timer checks the time of the last chunk and re-arms itself, instead of an
-    ``asyncio.wait_for`` per chunk (a task, a timer and a future each time: at 1 Hz from
-    hundreds of hosts that was a visible share of the console's CPU).  Used as a context
+    ``asyncio.wait_for`` per chunk (a task, a timer and a future for every chunk of every
+    host).  Used as a context
     manager by the code that reads, so the timer is gone whichever way reading ends.
     """
 

@@ -29,7 +29,7 @@ READ_CHUNK = 64 * 1024
 CIPHERS = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com", "chacha20-poly1305@openssh.com",
            "aes256-ctr", "aes192-ctr", "aes128-ctr")
 """asyncssh's own list, AES-GCM first: with AES instructions (every x86 and Grace server)
-it costs 3 µs per 7 KB sample packet in this process against 15 µs for ChaCha20-Poly1305,
+encrypting a 7 KB sample packet took 3 µs here against 15 µs for ChaCha20-Poly1305,
 which asyncssh does in three calls per packet.  Both are authenticated ciphers; sshd
 takes the first one it also offers."""
 log = logging.getLogger(__name__)
