@@ -478,8 +478,8 @@ class _Filler:
     per 8-GPU sample, against 58 µs here and 15 µs for orjson's parse.  Here one loop
     over the object's own items keeps what has the right type (an int where a float is
     due becomes a float, as ``_num`` does) and the instance's ``__dict__`` is filled at
-    once.  The result equals the checked
-    decoders' (a test holds them to it); fields with other types are left to the caller.
+    once.  The result equals the checked decoders' (a test holds them to it); fields
+    with other types are left to the caller.
     """
 
     def __init__(self, cls: type[Any], skip: tuple[str, ...] = ()) -> None:
