@@ -9,10 +9,17 @@ import sys
 from tests.conftest import REPO
 
 
-def test_agent_bench_quick() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_agent.py"),
-                           "--quick"], capture_output=True, text=True, timeout=120, check=True)
+def _quick(bench: str, timeout: int) -> tuple[str, str]:
+    """Run ``tests/bench/<bench>.py --quick``: its JSON line and its summary line."""
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / f"{bench}.py"),
+                           "--quick"], capture_output=True, text=True, timeout=timeout,
+                          check=True)
     first, summary = proc.stdout.splitlines()
+    return first, summary
+
+
+def test_agent_bench_quick() -> None:
+    first, summary = _quick("bench_agent", timeout=120)
     data = json.loads(first)
     for mode in ("simulated-8gpu", "proc-only"):
         r = data["results"][mode]
@@ -29,9 +36,7 @@ def test_ssh_fanout_bench_quick() -> None:
 
     if not os.access("/usr/sbin/sshd", os.X_OK):
         pytest.skip("openssh-server is not installed")
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ssh_fanout.py"),
-                           "--quick"], capture_output=True, text=True, timeout=120, check=True)
-    first, summary = proc.stdout.splitlines()
+    first, summary = _quick("bench_ssh_fanout", timeout=120)
     data = json.loads(first)["results"]["hosts_4"]
     assert data["streaming"]["host_samples"] >= data["hosts"]
     assert data["exec_per_poll"]["host_samples"] > 0
@@ -40,9 +45,7 @@ def test_ssh_fanout_bench_quick() -> None:
 
 
 def test_ui_bench_quick() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ui.py"),
-                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
-    first, summary = proc.stdout.splitlines()
+    first, summary = _quick("bench_ui", timeout=240)
     data = json.loads(first)["results"]
     loaded = data["hosts_256"]
     for case in (data["baseline"], data["hosts_64"], loaded):
@@ -56,9 +59,7 @@ def test_ui_bench_quick() -> None:
 
 
 def test_memory_soak_bench_quick() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_memory_soak.py"),
-                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
-    first, summary = proc.stdout.splitlines()
+    first, summary = _quick("bench_memory_soak", timeout=240)
     r = json.loads(first)["results"]
     assert r["host_samples"] == r["hosts"] * r["hours"] * 3600 / r["step_s"]
     # every item reached the file: the recording path ran for real
@@ -79,9 +80,7 @@ def test_memory_soak_bench_quick() -> None:
 
 
 def test_ingest_bench_quick() -> None:
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "bench" / "bench_ingest.py"),
-                           "--quick"], capture_output=True, text=True, timeout=240, check=True)
-    first, summary = proc.stdout.splitlines()
+    first, summary = _quick("bench_ingest", timeout=240)
     data = json.loads(first)
     for key in ("hosts_16", "hosts_64"):
         r = data["results"][key]
