@@ -59,6 +59,7 @@ from probes import agent
 from probes.alerts import AlertPolicy
 from probes.backend import Emit
 from probes.fleet import HostSpec
+from probes.gc_policy import tune_for_streaming
 from probes.protocol import decode_line
 from probes.samples import Hello, HostSample, LogSourceState
 from probes.session_events import Connected
@@ -411,11 +412,12 @@ def main() -> None:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
+    tune_for_streaming()  # as ``rigwatch`` does before it runs the app
     cases = asyncio.run(main_async(args))
     out = {"bench": "ui", "python": sys.version.split()[0], "machine": platform.machine(),
            "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d"), "quick": args.quick,
            "size": list(SIZE), "seconds_per_screen": args.seconds, "presses": args.presses,
-           "hz": 1, "batches_per_s": 10, "gpus_per_host": 8,
+           "hz": 1, "batches_per_s": 10, "gpus_per_host": 8, "gc": list(gc.get_threshold()),
            "total_s": round(time.perf_counter() - t, 1), "results": cases}
     print(json.dumps(out))
     parts = []
