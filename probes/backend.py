@@ -43,9 +43,23 @@ class AgentFleetBackend:
         self.policy = policy
 
     async def run(self, emit: Emit) -> None:
-        """Run every host's session until cancelled."""
+        """Run every host's session until cancelled; on cancel, return only once every
+        session has stopped its agent.
+
+        A plain ``gather`` would not do: cancelled, it finishes with the first session to
+        end, while the others are still closing their agents' pipes and channels.
+        """
         from probes.session import run_session
 
         gate = asyncio.Semaphore(self.max_connecting)
-        await asyncio.gather(*(run_session(spec, emit, self.policy, gate)
-                               for spec in self.specs))
+        tasks = [asyncio.create_task(run_session(spec, emit, self.policy, gate),
+                                     name=f"session {spec.name}") for spec in self.specs]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                # a second cancel would interrupt a session already stopping its agent
+                cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+                if cancelling is None or not cancelling():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -219,3 +219,23 @@ async def test_the_stall_watch_ends_with_its_connection(monkeypatch: pytest.Monk
     assert [i.kind for i in items if isinstance(i, Disconnected)] == ["garbled", "down"]
     assert len([i for i in items if isinstance(i, HostSample)]) == 13
     assert garbled.stopped == 1
+
+
+async def test_a_cancelled_fleet_returns_once_every_agent_is_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quitting waits for the backend: it must not return while sessions still close."""
+    import probes.session as session
+    from probes.backend import AgentFleetBackend
+
+    transports = [_ScriptedTransport([_sample_line(1)], 0.01, hang=True, stop_s=0.05 * i)
+                  for i in range(1, 7)]
+    queue = list(transports)
+    monkeypatch.setattr(session, "make_transport", lambda *_a, **_k: queue.pop(0))
+    items: list[tuple[str, SessionItem]] = []
+    backend = AgentFleetBackend([HostSpec(name=f"h{i}") for i in range(6)])
+    task = asyncio.create_task(backend.run(lambda h, i: items.append((h, i))))
+    while sum(isinstance(i, HostSample) for _, i in items) < 6:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert [t.stopped for t in transports] == [1] * 6

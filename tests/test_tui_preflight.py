@@ -50,3 +50,4 @@ async def test_preflight_screen_names_the_failing_hosts_and_shows_their_checks()
         assert any(c.check == "pcie-link" and c.verdict is CheckVerdict.FAIL for c in checks)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, PreflightScreen))
+        await app.action_quit()  # as q does: the agents are stopped inside the test's loop
