@@ -268,16 +268,21 @@ async def test_auth_failure_is_reported_without_a_retry_storm(server: FaultServe
     assert server.connections == 1
 
 
+async def _first_drop(server: FaultServer, handler: Handler) -> Disconnected:
+    """Serve every exec with ``handler``; the session's first Disconnected."""
+    server.handler = handler
+    await server.start()
+    items = await run_for(server.spec(), 3, until=lambda it: any(
+        isinstance(i, Disconnected) for i in it))
+    return next(i for i in items if isinstance(i, Disconnected))
+
+
 async def test_missing_python_on_the_host_is_agent_failed(server: FaultServer) -> None:
     async def handler(process: asyncssh.SSHServerProcess[bytes]) -> None:
         process.stderr.write(b"sh: 1: python3: not found\n")
         process.exit(127)
 
-    server.handler = handler
-    await server.start()
-    items = await run_for(server.spec(), 3, until=lambda it: any(
-        isinstance(i, Disconnected) for i in it))
-    drop = next(i for i in items if isinstance(i, Disconnected))
+    drop = await _first_drop(server, handler)
     assert drop.kind == "agent-failed"
     assert drop.reason == "agent exited with status 127: sh: 1: python3: not found"
 
@@ -290,11 +295,7 @@ async def test_an_agent_killed_by_a_signal_says_which(server: FaultServer,
         await asyncio.sleep(0.2)
         process.exit_with_signal("KILL")
 
-    server.handler = handler
-    await server.start()
-    items = await run_for(server.spec(), 3, until=lambda it: any(
-        isinstance(i, Disconnected) for i in it))
-    drop = next(i for i in items if isinstance(i, Disconnected))
+    drop = await _first_drop(server, handler)
     assert drop.kind == "agent-failed"
     assert drop.reason == "agent killed by signal KILL"
 
