@@ -13,7 +13,7 @@ the console's bootstrap, which sends this source over stdin and keeps stdin open
 with ``--stdin-eof-exit`` the agent exits as soon as the console goes away.
 The kernel log is followed read-only through ``journalctl``, else ``dmesg``, else a
 syslog file, and the agent says which (and what refused it) in a ``logsource`` message.
-The protocol is described in ``probes/PROTOCOL.md``; the simulator (``--simulate``)
+The protocol is described in ``probes/wire/PROTOCOL.md``; the simulator (``--simulate``)
 emits the same protocol for a realistic 8-GPU host.
 """
 

@@ -10,8 +10,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from probes.detectors import DEFAULT_LIMITS, DetectorLimits, DetectorSchedule
-from probes.findings import (
+from probes.analysis.detectors import DEFAULT_LIMITS, DetectorLimits, DetectorSchedule
+from probes.analysis.findings import (
     Finding,
     Severity,
     host_findings,
@@ -20,10 +20,12 @@ from probes.findings import (
     sample_findings,
     topology_findings,
 )
-from probes.fleet import HostSpec
+from probes.config.fleet import HostSpec
 from probes.history import HostHistory
-from probes.logrules.live import LiveLogScanner
-from probes.samples import (
+from probes.rules.logrules.live import LiveLogScanner
+from probes.triage import Step
+from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.samples import (
     Hello,
     HostSample,
     LogEvent,
@@ -31,8 +33,6 @@ from probes.samples import (
     LogSourceStatus,
     ProbeError,
 )
-from probes.session_events import Connected, Disconnected, SessionItem
-from probes.triage import Step
 
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0

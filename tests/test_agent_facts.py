@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from probes import agent as agent_mod
-from probes.protocol import decode_line
-from probes.samples import BlockDevice, DatasetDevice, Hello, SoftwareVersions
+from probes.wire.protocol import decode_line
+from probes.wire.samples import BlockDevice, DatasetDevice, Hello, SoftwareVersions
 from tests.conftest import AGENT, REPO
 from tests.test_agent import by_type
 from tests.test_agent_kernel_log import _tree
@@ -239,7 +239,7 @@ class TestSimulatedFacts:
             agent_mod.parse_scenarios(bad)
 
     def test_scenarios_are_listed_in_the_protocol_doc(self) -> None:
-        doc = (REPO / "probes" / "PROTOCOL.md").read_text()
+        doc = (REPO / "probes" / "wire" / "PROTOCOL.md").read_text()
         for name in agent_mod.SIM_SCENARIOS:
             assert f"`{name}" in doc
 

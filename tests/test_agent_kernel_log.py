@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from probes import agent as agent_mod
-from probes.protocol import MessageReader
-from probes.samples import LogEvent, LogSourceState, LogSourceStatus
 from probes.transport.bootstrap import agent_source, bootstrap_argv
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import LogEvent, LogSourceState, LogSourceStatus
 from tests.conftest import AGENT
 from tests.test_agent import by_type
 

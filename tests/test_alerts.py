@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from probes.alerts import Alert, AlertPolicy, AlertTracker, run_hook
-from probes.findings import Finding
+from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker, run_hook
+from probes.analysis.findings import Finding
 from probes.triage import Severity, Step
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED
-from tests.explain_expect import fixture_input
+from tests.support.explain_expect import fixture_input
 from tui.cli import main
 
 FIX = SHARED / "fixtures"

@@ -1,4 +1,5 @@
-"""probes.codec: every recordable item survives JSON, old data still decodes, bad data is named."""
+"""probes.store.codec: every recordable item survives JSON, old data still decodes, bad data
+is named."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from typing import Any
 
 import pytest
 
-import probes.samples as samples_module
-from probes import codec
-from probes.codec import CodecError, decode, encode
-from probes.findings import Finding
-from probes.protocol import StreamStats, decode_line
-from probes.samples import (
+import probes.wire.samples as samples_module
+from probes.analysis.findings import Finding
+from probes.store import codec
+from probes.store.codec import CodecError, decode, encode
+from probes.triage import Severity, Step
+from probes.wire.events import Connected, Disconnected
+from probes.wire.protocol import StreamStats, decode_line
+from probes.wire.samples import (
     BlockDevice,
     DatasetDevice,
     DiskStats,
@@ -38,8 +41,6 @@ from probes.samples import (
     ProbeStatus,
     SoftwareVersions,
 )
-from probes.session_events import Connected, Disconnected
-from probes.triage import Severity, Step
 from tests.conftest import AGENT
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.recording import RecordingReader
+from probes.store.recording import RecordingReader
 from tests.conftest import REPO
 from tests.test_tmux_e2e import RIGWATCH, Tmux
 

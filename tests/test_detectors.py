@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from probes import agent as agent_mod
-from probes.detectors import (
+from probes.analysis.detectors import (
     DEFAULT_LIMITS,
     DetectorLimits,
     detect_counters_increasing,
@@ -28,10 +28,11 @@ from probes.detectors import (
     leak_estimate,
     run_detectors,
 )
-from probes.findings import Finding
+from probes.analysis.findings import Finding
 from probes.history import HostHistory, gpu_key
-from probes.protocol import decode_line
-from probes.samples import (
+from probes.triage import Severity, Step
+from probes.wire.protocol import decode_line
+from probes.wire.samples import (
     DatasetDevice,
     DiskStats,
     GpuInfo,
@@ -43,7 +44,6 @@ from probes.samples import (
     HostSample,
     HostStats,
 )
-from probes.triage import Severity, Step
 from tests.conftest import REPO
 
 T0 = 1_800_000_000.0

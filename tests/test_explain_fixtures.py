@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 from tui.cli import main
 
 SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []

@@ -12,7 +12,7 @@ import pytest
 from probes.explain.detect import KINDS
 from probes.explain.run import explain_bytes, to_document
 from tests.conftest import SHARED
-from tests.explain_expect import fixture_input
+from tests.support.explain_expect import fixture_input
 
 SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []
 needs_fixtures = pytest.mark.skipif(not SAMPLES, reason="shared fixtures not present")

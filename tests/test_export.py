@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.export import (
+from probes.analysis.findings import Finding
+from probes.config.fleet import HostSpec
+from probes.outputs.export import (
     GPU_METRICS,
     HostExport,
     export_csv,
@@ -21,9 +23,7 @@ from probes.export import (
     prometheus_text,
     write_textfile,
 )
-from probes.findings import Finding
-from probes.fleet import HostSpec
-from probes.session import OnceResult, collect_once
+from probes.transport.session import OnceResult, collect_once
 from probes.triage import Severity, Step
 
 SAMPLE_LINE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>(?:[A-Za-z_]\w*="'
@@ -96,7 +96,7 @@ def test_jsonl_and_openmetrics(host: OnceResult) -> None:
 
 
 async def test_the_scrape_endpoint_serves_metrics_on_localhost_only() -> None:
-    from probes.metrics_server import serve_metrics
+    from probes.outputs.metrics_server import serve_metrics
 
     server = await serve_metrics(0, lambda: "rigwatch_host_up{Hostname=\"h\"} 1\n")
     port = server.sockets[0].getsockname()[1]

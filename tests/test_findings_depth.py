@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 
 from probes.agent import sim_topo_text
-from probes.findings import (
+from probes.analysis.findings import (
     host_findings,
     link_chain_findings,
     sample_findings,
     topology_findings,
 )
-from probes.fleet import HostSpec
+from probes.config.fleet import HostSpec
 from probes.fleet_state import HostState
-from probes.samples import HostSample, HostStats, PcieLink
 from probes.triage import Severity
+from probes.wire.samples import HostSample, HostStats, PcieLink
 from tests.test_fleet_state import gpu, hello, sample
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from probes.findings import Severity, Step, sample_findings
-from probes.fleet import HostSpec
+from probes.analysis.findings import Severity, Step, sample_findings
+from probes.analysis.incident import first_failure
+from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState, HostState, HostStatus
 from probes.history import gpu_key
-from probes.incident import first_failure
-from probes.samples import (
+from probes.wire.events import Connected, Disconnected
+from probes.wire.samples import (
     DiskStats,
     GpuInfo,
     GpuSample,
@@ -19,7 +20,6 @@ from probes.samples import (
     LogSourceState,
     LogSourceStatus,
 )
-from probes.session_events import Connected, Disconnected
 
 
 def hello(n: int = 8) -> Hello:

@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
-from probes.gc_policy import STREAMING_THRESHOLDS
 from tests.conftest import REPO
+from tui.gc_policy import STREAMING_THRESHOLDS
 
 
 def test_streaming_settings_freeze_start_up_and_raise_the_thresholds() -> None:
-    code = ("import gc, json; from probes.gc_policy import tune_for_streaming; "
+    code = ("import gc, json; from tui.gc_policy import tune_for_streaming; "
             "before = tune_for_streaming(); "
             "print(json.dumps([before, gc.get_threshold(), gc.get_freeze_count()]))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,

@@ -22,7 +22,7 @@ from probes.history import (
     proc_key,
     reason_mask,
 )
-from probes.samples import DiskStats, GpuProcess, GpuSample, GpuState, HostSample, HostStats
+from probes.wire.samples import DiskStats, GpuProcess, GpuSample, GpuState, HostSample, HostStats
 
 T0 = 1_800_000_000.0
 BASE_GPU = GpuSample(index=0, mem_used_mib=60000.0, mem_total_mib=81559.0, util_pct=95.0,

@@ -11,7 +11,7 @@ import probes
 
 def test_probes_never_import_textual_or_rich() -> None:
     modules = [m.name for m in pkgutil.walk_packages(probes.__path__, "probes.")]
-    assert "probes.agent" in modules and "probes.session" in modules
+    assert "probes.agent" in modules and "probes.transport.session" in modules
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from probes.findings import Finding
-from probes.incident import (
+from probes.analysis.findings import Finding
+from probes.analysis.incident import (
     HostView,
     TriageRecord,
     Verdict,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from probes import inventory, inventory_values
+from probes.config import inventory, inventory_values
+from probes.config.fleet import HostKeyChecking, HostSpec, SshOptions
+from probes.config.hostlist import HostlistError, count_hostlist, expand_hostlist
+from probes.config.inventory import load_inventory
 from probes.errors import ConfigError, InventoryError, Problem
-from probes.fleet import HostKeyChecking, HostSpec, SshOptions
-from probes.hostlist import HostlistError, count_hostlist, expand_hostlist
-from probes.inventory import load_inventory
 
 SCENARIOS = ("known: healthy, leak, throttle, xid79, nccl-timeout, disk-saturated, "
              "link-downgrade, low-ram, driver-skew; form NAME[:GPU][@SECONDS]")

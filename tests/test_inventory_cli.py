@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from probes.config.fleet import HostSpec, SshOptions
+from probes.config.inventory import choose_inventory_path, default_inventory_path
+from probes.config.ssh_config import resolve_ssh_config
 from probes.errors import ConfigError
-from probes.fleet import HostSpec, SshOptions
-from probes.inventory import choose_inventory_path, default_inventory_path
-from probes.ssh_config import resolve_ssh_config
 from tests.conftest import REPO
 from tests.test_inventory import write
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.result import ExplainFinding
-from probes.explain.text import decode
-from probes.logrules.kernel import scan
-from probes.logrules.lines import log_lines
+from probes.rules.logrules.kernel import scan
+from probes.rules.logrules.lines import log_lines
+from probes.rules.result import ExplainFinding
+from probes.rules.text import decode
 from probes.triage import Severity, Step
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input
+from tests.support.explain_expect import expectation, finding_set, fixture_input
 
 KERNEL = SHARED / "fixtures" / "kernel"
 SAMPLES = sorted(KERNEL.glob("*.txt")) if KERNEL.is_dir() else []

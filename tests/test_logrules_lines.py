@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probes.logrules.lines import peel
+from probes.rules.logrules.lines import peel
 
 ASSERT = ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: operator(): block: [0,0,0], "
           "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.result import ExplainFinding, merge_same
-from probes.explain.text import decode, split_lines
-from probes.logrules import nccl
-from probes.logrules.lines import log_lines
+from probes.rules.logrules import nccl
+from probes.rules.logrules.lines import log_lines
+from probes.rules.result import ExplainFinding, merge_same
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
 FIXTURES = SHARED / "fixtures"
 NCCL = FIXTURES / "nccl"

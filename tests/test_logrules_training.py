@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.result import ExplainFinding, merge_same
-from probes.explain.text import decode, split_lines
-from probes.logrules import training
-from probes.logrules.lines import log_lines
+from probes.rules.logrules import training
+from probes.rules.logrules.lines import log_lines
+from probes.rules.result import ExplainFinding, merge_same
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input
+from tests.support.explain_expect import expectation, finding_set, fixture_input
 
 FIXTURES = SHARED / "fixtures"
 TRAINING = sorted((FIXTURES / "training").glob("*.txt"))

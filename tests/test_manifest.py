@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.fleet import HostSpec
-from probes.manifest import (
+from probes.config.fleet import HostSpec
+from probes.outputs.manifest import (
     IDENTITY_LEAVES,
     Change,
     ManifestError,
@@ -23,8 +23,8 @@ from probes.manifest import (
     load_manifest,
     write_manifest,
 )
-from probes.samples import Hello
-from probes.session import collect_once
+from probes.transport.session import collect_once
+from probes.wire.samples import Hello
 from tui.cli import main
 
 

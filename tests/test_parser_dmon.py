@@ -12,12 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.text import decode, split_lines
-from probes.parsers import dmon
-from probes.parsers.dmon import explain, kind_of, looks_like, parse_dmon
+from probes.rules.parsers import dmon
+from probes.rules.parsers.dmon import explain, kind_of, looks_like, parse_dmon
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import REPO, SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
+from tests.support.explain_expect import (
+    expectation,
+    finding_set,
+    fixture_input,
+    garble,
+    subset_mismatches,
+)
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []

@@ -11,14 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from probes import findings as live_findings
-from probes.explain.text import decode, split_lines
-from probes.parsers import smi_csv
-from probes.parsers.smi_cells import UNIT_NAMES, cell_value, is_unavailable, to_number
-from probes.parsers.smi_csv import looks_like, normalize_field, parse_smi_csv, split_cells
+from probes.analysis import findings as live_findings
+from probes.rules.parsers import smi_csv
+from probes.rules.parsers.smi_cells import UNIT_NAMES, cell_value, is_unavailable, to_number
+from probes.rules.parsers.smi_csv import looks_like, normalize_field, parse_smi_csv, split_cells
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import REPO, SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
+from tests.support.explain_expect import (
+    expectation,
+    finding_set,
+    fixture_input,
+    garble,
+    subset_mismatches,
+)
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []

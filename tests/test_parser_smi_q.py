@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.text import decode, split_lines
-from probes.parsers import smi_q
-from probes.parsers.smi_q import looks_like, parse_smi_q
+from probes.rules.parsers import smi_q
+from probes.rules.parsers.smi_q import looks_like, parse_smi_q
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import REPO, SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []

@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from probes.explain.text import decode, split_lines
-from probes.parsers import smi_table
-from probes.parsers.smi_table import SmiTableGpu, looks_like, parse_smi_table
+from probes.rules.parsers import smi_table
+from probes.rules.parsers.smi_table import SmiTableGpu, looks_like, parse_smi_table
+from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, garble, subset_mismatches
+from tests.support.explain_expect import (
+    expectation,
+    finding_set,
+    fixture_input,
+    garble,
+    subset_mismatches,
+)
 
 FIXTURES = SHARED / "fixtures"
 ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []

@@ -10,12 +10,12 @@ from types import ModuleType
 
 import pytest
 
-from probes.explain.text import decode, split_lines
-from probes.findings import Severity
-from probes.parsers import iostat, lspci, pcie, topo
-from probes.samples import DiskStats
+from probes.analysis.findings import Severity
+from probes.rules.parsers import iostat, lspci, pcie, topo
+from probes.rules.text import decode, split_lines
+from probes.wire.samples import DiskStats
 from tests.conftest import SHARED
-from tests.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
+from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
 MODULES: dict[str, ModuleType] = {"topo": topo, "lspci": lspci, "iostat": iostat}
 FIXTURES = SHARED / "fixtures"

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.fleet import HostSpec, demo_fleet
-from probes.preflight import (
+from probes.analysis.preflight import (
     CheckResult,
     CheckVerdict,
     HostInput,
@@ -21,10 +20,11 @@ from probes.preflight import (
     check_host,
     exit_status,
 )
-from probes.samples import DatasetDevice, Hello, HostSample, Nic, NicPort
-from probes.session import OnceResult, collect_once
-from probes.settings import SettingsError, load_settings
+from probes.config.fleet import HostSpec, demo_fleet
+from probes.transport.session import OnceResult, collect_once
+from probes.wire.samples import DatasetDevice, Hello, HostSample, Nic, NicPort
 from tui.cli import main
+from tui.settings import SettingsError, load_settings
 
 P, W, F, S = CheckVerdict.PASS, CheckVerdict.WARN, CheckVerdict.FAIL, CheckVerdict.SKIP
 
@@ -312,7 +312,7 @@ def test_preflight_text_and_a_bad_settings_file(tmp_path: Path,
 
 
 def test_settings_detector_thresholds_and_recording_retention(tmp_path: Path) -> None:
-    from probes.fleet import HostSpec
+    from probes.config.fleet import HostSpec
     from probes.fleet_state import FleetState
 
     path = tmp_path / "settings.yaml"

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from probes import protocol
 from probes.errors import ProtocolError
-from probes.protocol import MessageReader, UnknownMessageType, decode_line
-from probes.samples import (
+from probes.wire import protocol
+from probes.wire.protocol import MessageReader, UnknownMessageType, decode_line
+from probes.wire.samples import (
     BlockDevice,
     DatasetDevice,
     GpuState,

@@ -1,4 +1,4 @@
-"""probes.recording: items survive, the UI never waits or sees an exception, and a killed
+"""probes.store.recording: items survive, the UI never waits or sees an exception, and a killed
 console loses at most the last flush interval."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import recording
-from probes.findings import Finding
-from probes.recording import (
+from probes.analysis.findings import Finding
+from probes.store import recording
+from probes.store.recording import (
     Recorder,
     RecordingError,
     RecordingReader,
@@ -29,8 +29,8 @@ from probes.recording import (
     fleet_fingerprint,
     new_recording_path,
 )
-from probes.samples import HostSample, LogEvent
 from probes.triage import Severity, Step
+from probes.wire.samples import HostSample, LogEvent
 from tests.conftest import REPO
 from tests.test_codec import all_items, sample_8gpu
 
@@ -148,8 +148,8 @@ def test_record_never_blocks_on_disk(rec_dir: Path) -> None:
 _KILL_CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[2])
-    from probes.recording import Recorder
-    from probes.samples import LogEvent
+    from probes.store.recording import Recorder
+    from probes.wire.samples import LogEvent
     rec = Recorder(sys.argv[1], "fleet", ["h"])
     i = 0
     while True:
@@ -283,7 +283,7 @@ def test_disk_full_stops_recording_with_a_reason(rec_dir: Path) -> None:
 _FSIZE_CHILD = textwrap.dedent("""
     import json, resource, signal, sys, time
     sys.path.insert(0, sys.argv[2])
-    from probes.recording import Recorder
+    from probes.store.recording import Recorder
     from tests.test_codec import sample_8gpu
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     rec = Recorder(sys.argv[1], "fleet", ["h"], flush_interval_s=0.05)
@@ -436,7 +436,7 @@ def test_file_is_0600_and_directory_0700(tmp_path: Path) -> None:
 _WRITER_CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[2])
-    from probes.recording import Recorder
+    from probes.store.recording import Recorder
     from tests.test_codec import sample_8gpu
     s = sample_8gpu()
     with Recorder(sys.argv[1], "fleet", ["a", "b"], flush_interval_s=0.05) as rec:
@@ -651,7 +651,7 @@ def test_an_item_the_codec_cannot_encode_is_skipped(rec_dir: Path) -> None:
 def test_row_json_is_the_same_with_and_without_orjson() -> None:
     """The fast writer and the standard library write the same items, and what orjson
     refuses (an integer past 64 bits) still gets written."""
-    from probes import codec
+    from probes.store import codec
 
     items = recording._typical_items()
     assert items

@@ -10,18 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from probes.findings import Finding
-from probes.fleet import HostSpec
+from probes.analysis.findings import Finding
+from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
-from probes.protocol import decode_line
-from probes.recording import Recorder, RecordingReader
-from probes.recording_backend import RecordingBackend
-from probes.replay import SEEK_CONTEXT_S, ReplayBackend, ReplayError, parse_seek
-from probes.samples import Hello, HostSample
-from probes.session_events import SessionItem
+from probes.store.recording import Recorder, RecordingReader
+from probes.store.recording_backend import RecordingBackend
+from probes.store.replay import SEEK_CONTEXT_S, ReplayBackend, ReplayError, parse_seek
 from probes.triage import Severity, Step
+from probes.wire.events import SessionItem
+from probes.wire.protocol import decode_line
+from probes.wire.samples import Hello, HostSample
 from tests.conftest import AGENT
-from tests.tui_fakes import wait_until
+from tests.support.tui_fakes import wait_until
 from tui.app import make_app
 
 DROP_AT = 1800

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from probes.incident import HostView, TriageRecord, Verdict, first_failure, review
-from probes.report import ReportError, build_report, find_report, list_reports, write_report
+from probes.analysis.incident import HostView, TriageRecord, Verdict, first_failure, review
+from probes.outputs.report import ReportError, build_report, find_report, list_reports, write_report
 from probes.triage import Step
+from tests.support.tui_fakes import hello
 from tests.test_incident import T, watchdog, xid79
-from tests.tui_fakes import hello
 
 
 def _report(tmp: Path, title: str = "soak run 12") -> tuple[Path, Path]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from probes.fleet import HostSpec, demo_fleet
-from probes.samples import Hello, HostSample, LogEvent
-from probes.session import SessionPolicy, collect_once, run_session
-from probes.session_events import Connected, Disconnected, SessionItem
+from probes.config.fleet import HostSpec, demo_fleet
 from probes.transport.local import LocalTransport
+from probes.transport.session import SessionPolicy, collect_once, run_session
+from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.samples import Hello, HostSample, LogEvent
 
 
 def _alive(pid: int) -> bool:
@@ -164,7 +164,7 @@ def _sample_line(seq: int) -> bytes:
 
 async def _session_with(monkeypatch: pytest.MonkeyPatch, transports: list[_ScriptedTransport],
                         stall_s: float, until: int, limit_s: float = 10.0) -> list[SessionItem]:
-    import probes.session as session
+    import probes.transport.session as session
 
     queue = list(transports)
     monkeypatch.setattr(session, "make_transport", lambda *_a, **_k: queue.pop(0))
@@ -224,8 +224,8 @@ async def test_the_stall_watch_ends_with_its_connection(monkeypatch: pytest.Monk
 async def test_a_cancelled_fleet_returns_once_every_agent_is_stopped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Quitting waits for the backend: it must not return while sessions still close."""
-    import probes.session as session
-    from probes.backend import AgentFleetBackend
+    import probes.transport.session as session
+    from probes.transport.backend import AgentFleetBackend
 
     transports = [_ScriptedTransport([_sample_line(1)], 0.01, hang=True, stop_s=0.05 * i)
                   for i in range(1, 7)]

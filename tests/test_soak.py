@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.fleet import demo_fleet
+from probes.config.fleet import demo_fleet
 from probes.fleet_state import FleetState
-from probes.protocol import MessageReader
+from probes.wire.protocol import MessageReader
 from tests.conftest import AGENT
 
 SOAK_S = 24 * 3600

@@ -15,11 +15,11 @@ import asyncssh
 import pytest
 
 from probes import fleet_state
-from probes.fleet import HostKeyChecking, HostSpec, SshOptions
+from probes.config.fleet import HostKeyChecking, HostSpec, SshOptions
 from probes.fleet_state import FleetState, HostStatus
-from probes.samples import Hello, HostSample, ProbeError
-from probes.session import SessionPolicy, run_session
-from probes.session_events import Connected, Disconnected, SessionItem
+from probes.transport.session import SessionPolicy, run_session
+from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.samples import Hello, HostSample, ProbeError
 from tests.conftest import AGENT
 
 Handler = Callable[[asyncssh.SSHServerProcess[bytes]], Awaitable[None]]
@@ -321,7 +321,7 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
 
 async def test_connection_attempts_are_bounded(tmp_path: Path, canned: list[bytes]) -> None:
     """Six hosts, a gate of two: never more than two handshakes at once on the server."""
-    from probes.backend import AgentFleetBackend
+    from probes.transport.backend import AgentFleetBackend
 
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = asyncssh.generate_private_key("ssh-ed25519")

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from probes.backend import AgentFleetBackend
-from probes.fleet import HostSpec, SshOptions
+from probes.config.fleet import HostSpec, SshOptions
 from probes.fleet_state import FleetState, HostStatus
-from probes.session import SessionPolicy, run_session
-from probes.session_events import Connected, Disconnected, SessionItem
+from probes.transport.backend import AgentFleetBackend
+from probes.transport.session import SessionPolicy, run_session
 from probes.transport.ssh import SshTransport
 from probes.triage import Severity
-from tests.sshd import SSHD, Sshd, agent_pids, keygen, make_sshd
+from probes.wire.events import Connected, Disconnected, SessionItem
+from tests.support.sshd import SSHD, Sshd, agent_pids, keygen, make_sshd
 
 pytestmark = pytest.mark.skipif(not os.access(SSHD, os.X_OK),
                                 reason="openssh-server is not installed (.ci/run installs it)")

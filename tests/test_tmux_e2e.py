@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.fleet import demo_fleet
+from probes.config.fleet import demo_fleet
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.tmux

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.widgets._toast import Toast
 
-from probes.samples import LogEvent
-from tests.tui_fakes import (
+from probes.wire.samples import LogEvent
+from tests.support.tui_fakes import (
     T0,
     FakeBackend,
     FrozenClock,

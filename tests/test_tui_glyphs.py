@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rich.cells import cell_len
 
-from probes.alerts import AlertPolicy
-from tests.tui_fakes import sim_fleet, wait_until
+from probes.analysis.alerts import AlertPolicy
+from tests.support.tui_fakes import sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.glyphs import ASCII_TABLE, wants_ascii
 from tui.messages import HostChosen

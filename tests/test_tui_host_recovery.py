@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from probes.fleet_state import HostStatus
-from probes.samples import HostSample
-from probes.session_events import Connected, Disconnected
-from tests.tui_fakes import SIM_STEP_S, sim_fleet, wait_until
+from probes.wire.events import Connected, Disconnected
+from probes.wire.samples import HostSample
+from tests.support.tui_fakes import SIM_STEP_S, sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen

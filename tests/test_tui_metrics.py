@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.tui_fakes import fake_fleet, settled
+from tests.support.tui_fakes import fake_fleet, settled
 from tui.app import make_app
 
 

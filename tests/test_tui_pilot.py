@@ -7,12 +7,12 @@ from textual.message import Message
 from textual.widgets import Label, Static
 from textual.widgets._toast import Toast
 
-from probes.backend import AgentFleetBackend
+from probes.config.fleet import demo_fleet
 from probes.errors import TransportError
-from probes.fleet import demo_fleet
 from probes.fleet_state import HostStatus
-from probes.session_events import Disconnected
-from tests.tui_fakes import (
+from probes.transport.backend import AgentFleetBackend
+from probes.wire.events import Disconnected
+from tests.support.tui_fakes import (
     HOSTS,
     NOW,
     SAMPLES,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from probes.backend import AgentFleetBackend
-from probes.fleet import demo_fleet
-from probes.preflight import CheckVerdict
-from tests.tui_fakes import wait_until
+from probes.analysis.preflight import CheckVerdict
+from probes.config.fleet import demo_fleet
+from probes.transport.backend import AgentFleetBackend
+from tests.support.tui_fakes import wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.preflight import PreflightScreen
 from widgets.check_list import CheckList

@@ -2,7 +2,7 @@
 
 The fleet, the wall and each host panel are shot at 80×24 and 160×48 in the dark and
 high-contrast themes, fed by the agent's simulator through the wire format
-(``tests.tui_fakes.sim_fleet``); two older shots use hand-made fake hosts.
+(``tests.support.tui_fakes.sim_fleet``); two older shots use hand-made fake hosts.
 
 Regenerate with ``pytest tests/test_tui_snapshots.py --snapshot-update`` after a
 deliberate visual change, and look at ``snapshot_report.html`` before committing.
@@ -17,8 +17,8 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 
-from probes.alerts import AlertPolicy
-from tests.tui_fakes import FakeBackend, fake_fleet, settled, sim_fleet, wait_until
+from probes.analysis.alerts import AlertPolicy
+from tests.support.tui_fakes import FakeBackend, fake_fleet, settled, sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import PANELS, SHOWN_AT_START, HostScreen

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes.session_events import Disconnected
-from tests.tui_fakes import fake_fleet, settled, wait_until
+from probes.wire.events import Disconnected
+from tests.support.tui_fakes import fake_fleet, settled, wait_until
 from tui.app import make_app
 from widgets.fleet_table import FleetTable
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from probes.fleet import HostSpec
+from probes.config.fleet import HostSpec
 from probes.fleet_state import HostState
-from tests.tui_fakes import hello, sample
-from tui.host_views import memory_growth_view
-from tui.trends import slope_per_hour
+from tests.support.tui_fakes import hello, sample
+from tui.views.host_views import memory_growth_view
+from tui.views.trends import slope_per_hour
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from textual.widgets import Input
 
-from probes.backend import AgentFleetBackend
-from probes.fleet import demo_fleet
-from probes.incident import Verdict
+from probes.analysis.incident import Verdict
+from probes.config.fleet import demo_fleet
+from probes.transport.backend import AgentFleetBackend
 from probes.triage import Step
-from tests.tui_fakes import FrozenClock, fake_fleet, settled, wait_until
+from tests.support.tui_fakes import FrozenClock, fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.host import HostScreen
 from tui.screens.note import NoteScreen

@@ -6,10 +6,10 @@ import pytest
 from rich.color import Color
 from textual.app import ComposeResult
 
-from probes.findings import SWAP_PAGES_S, Finding
-from probes.samples import HostStats
+from probes.analysis.findings import SWAP_PAGES_S, Finding
 from probes.triage import Severity, Step
-from tests.widget_app import ThemedApp
+from probes.wire.samples import HostStats
+from tests.support.widget_app import ThemedApp
 from widgets import host_stats
 from widgets.host_stats import (
     HostStatsPanel,

@@ -10,7 +10,7 @@ import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
 
-from tests.widget_app import ThemedApp
+from tests.support.widget_app import ThemedApp
 from widgets import iostat_panel
 from widgets.iostat_panel import (
     COLUMNS,

@@ -10,7 +10,7 @@ from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.color import Color
 
-from tests.widget_app import ThemedApp
+from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.memory_growth import (
     CHART_MIN_ROWS,

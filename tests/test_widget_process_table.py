@@ -6,7 +6,7 @@ import time
 
 from textual.app import ComposeResult
 
-from tests.widget_app import ThemedApp
+from tests.support.widget_app import ThemedApp
 from widgets.process_table import (
     COMMAND_WIDTH,
     EMPTY,

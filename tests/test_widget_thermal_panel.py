@@ -8,7 +8,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline
 
-from tests.widget_app import ThemedApp
+from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.thermal_panel import (
     BAR_CELLS,

@@ -9,9 +9,9 @@ import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
 
-from probes.parsers.topo import parse_topo
+from probes.rules.parsers.topo import parse_topo
 from probes.triage import Severity
-from tests.widget_app import ThemedApp
+from tests.support.widget_app import ThemedApp
 from widgets import topo_matrix
 from widgets.topo_matrix import (
     GpuLink,

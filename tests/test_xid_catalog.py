@@ -7,8 +7,8 @@ import typing
 
 import pytest
 
+from probes.rules.xid_catalog import XID_CATALOG, Category, XidInfo, lookup
 from probes.triage import Severity
-from probes.xid_catalog import XID_CATALOG, Category, XidInfo, lookup
 
 REQUIRED = (13, 31, 32, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120,
             121, 123, *range(136, 151), 154, 8, 44, 56, 57, 58, 59, 65, 66, 67)

@@ -22,21 +22,20 @@ from textual.command import Provider
 from textual.filter import LineFilter
 from textual.worker import Worker, WorkerState
 
-from probes.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
-from probes.backend import Backend
-from probes.detectors import DetectorLimits
-from probes.export import HostExport, prometheus_text, write_textfile
+from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
+from probes.analysis.detectors import DetectorLimits
+from probes.analysis.incident import TriageRecord
 from probes.fleet_state import FleetState, HostStatus
-from probes.incident import TriageRecord
-from probes.metrics_server import serve_metrics
-from probes.recording_backend import RecordingBackend
-from probes.replay import ReplayBackend, ReplayError, parse_seek
-from probes.samples import Hello
-from probes.session_events import Connected, Disconnected, SessionItem
+from probes.outputs.export import HostExport, prometheus_text, write_textfile
+from probes.outputs.metrics_server import serve_metrics
+from probes.store.recording_backend import RecordingBackend
+from probes.store.replay import ReplayBackend, ReplayError, parse_seek
+from probes.transport.backend import Backend
 from probes.triage import Severity
+from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
 from tui.commands import WINDOWS, CommandError, parse_command, resolve_host
-from tui.fleet_view import SORT_KEYS
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, HostItemReceived, ViewRequested
 from tui.palette import RigwatchCommands
@@ -46,6 +45,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
 from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
+from tui.views.fleet_view import SORT_KEYS
 
 REFRESH_S = 1.0
 METRICS_EVERY_S = 15.0

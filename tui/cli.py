@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probes.errors import ConfigError
-from probes.fleet import (
+from probes.config.fleet import (
     DEMO_SPEED,
     HostKeyChecking,
     HostSpec,
@@ -24,14 +23,15 @@ from probes.fleet import (
     local_has_nvidia_gpu,
     localhost_spec,
 )
-from probes.gc_policy import tune_for_streaming
-from probes.inventory import choose_inventory_path, default_inventory_path, load_inventory
+from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
+from probes.errors import ConfigError
+from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
-    from probes.backend import Backend
-    from probes.preflight import HostInput
-    from probes.session import OnceResult
-    from probes.settings import Settings
+    from probes.analysis.preflight import HostInput
+    from probes.transport.backend import Backend
+    from probes.transport.session import OnceResult
+    from tui.settings import Settings
 
 EXIT_USAGE = 2
 
@@ -76,7 +76,7 @@ def _host_line(spec: HostSpec, width: int, unresolved: str) -> str:
 
 
 def _run_check_inventory(args: argparse.Namespace) -> int:
-    from probes.ssh_config import resolve_ssh_config
+    from probes.config.ssh_config import resolve_ssh_config
 
     path = args.file or default_inventory_path()
     inv = load_inventory(path)
@@ -103,7 +103,7 @@ RESUME_MAX_AGE_S = 6 * 3600.0
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from probes.settings import Settings, default_settings_path, load_settings
+    from tui.settings import Settings, default_settings_path, load_settings
 
     path = getattr(args, "settings", None) or default_settings_path()
     return load_settings(path) if path else Settings()
@@ -113,8 +113,7 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
                        args: argparse.Namespace, settings: Settings) -> Backend:
     """The live backend, recording unless ``--no-record`` (and resuming a recent recording
     of the same inventory; a demo always starts a new one, its clock being simulated)."""
-    from probes.backend import AgentFleetBackend
-    from probes.recording import (
+    from probes.store.recording import (
         Recorder,
         RecordingError,
         RecordingReader,
@@ -123,7 +122,8 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
         fleet_fingerprint,
         new_recording_path,
     )
-    from probes.recording_backend import RecordingBackend
+    from probes.store.recording_backend import RecordingBackend
+    from probes.transport.backend import AgentFleetBackend
 
     live = AgentFleetBackend(specs)
     if args.no_record:
@@ -174,8 +174,8 @@ def _run_console(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from probes.recording import RecordingError, default_directory
-    from probes.replay import ReplayBackend, ReplayError
+    from probes.store.recording import RecordingError, default_directory
+    from probes.store.replay import ReplayBackend, ReplayError
     from tui.app import make_app
     from tui.glyphs import wants_ascii
 
@@ -197,9 +197,9 @@ def _run_replay(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from probes.codec import encode
-    from probes.export import export_csv, export_jsonl, export_openmetrics
-    from probes.recording import RecordingError, RecordingReader
+    from probes.outputs.export import export_csv, export_jsonl, export_openmetrics
+    from probes.store.codec import encode
+    from probes.store.recording import RecordingError, RecordingReader
 
     try:
         reader = RecordingReader(args.file)
@@ -220,7 +220,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
-    from probes.snapshot import take_snapshot
+    from probes.outputs.snapshot import take_snapshot
 
     specs, demo = _fleet(args)
     snap = asyncio.run(take_snapshot(specs, demo=demo))
@@ -263,7 +263,7 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    from probes.report import ReportError, find_report, list_reports, reports_dir
+    from probes.outputs.report import ReportError, find_report, list_reports, reports_dir
 
     where = Path(args.dir) if args.dir else reports_dir()
     if args.name is None:
@@ -289,13 +289,13 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _collect(specs: list[HostSpec]) -> list[OnceResult]:
-    from probes.session import collect_all
+    from probes.transport.session import collect_all
 
     return asyncio.run(collect_all(specs))
 
 
 def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult]) -> list[HostInput]:
-    from probes.preflight import HostInput
+    from probes.analysis.preflight import HostInput
 
     return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=s.expect_gpus,
                       failure=r.failure if r.hello is None else None)
@@ -303,7 +303,7 @@ def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult]) -> list[
 
 
 def _run_preflight(args: argparse.Namespace) -> int:
-    from probes.preflight import by_host, check_fleet, exit_status, worst
+    from probes.analysis.preflight import by_host, check_fleet, exit_status, worst
 
     limits = _settings(args).preflight
     specs, _ = _fleet(args)
@@ -334,7 +334,7 @@ def _run_preflight(args: argparse.Namespace) -> int:
 
 
 def _run_manifest(args: argparse.Namespace) -> int:
-    from probes.manifest import (
+    from probes.outputs.manifest import (
         IDENTITY_LEAVES,
         diff,
         diff_documents,

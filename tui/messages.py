@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from probes.session_events import SessionItem
+from probes.wire.events import SessionItem
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tui.commands import COMMANDS, WINDOWS
-from tui.fleet_view import SORT_KEYS
+from tui.views.fleet_view import SORT_KEYS
 
 if TYPE_CHECKING:
     from tui.app import RigwatchApp

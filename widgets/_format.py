@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probes.findings import Severity
+from probes.analysis.findings import Severity
 from widgets._styled_table import MISSING, Cell
 
 HOT_C = 85.0

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.preflight import CheckResult, CheckVerdict
+from probes.analysis.preflight import CheckResult, CheckVerdict
 
 VERDICT_VARIABLE = {
     CheckVerdict.FAIL: "$sev-critical",

@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.samples import LogEvent
+from probes.wire.samples import LogEvent
 
 
 def event_line(e: LogEvent) -> Content:

@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.findings import Finding
+from probes.analysis.findings import Finding
 from widgets._format import SEVERITY_VARIABLE
 
 

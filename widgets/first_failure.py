@@ -6,7 +6,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.incident import FirstFailure
+from probes.analysis.incident import FirstFailure
 
 
 class FirstFailureBanner(Static):

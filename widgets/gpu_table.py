@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.reactive import reactive
 
-from probes.findings import THROTTLE_REASONS
-from probes.samples import GpuSample, GpuState
+from probes.analysis.findings import THROTTLE_REASONS
+from probes.wire.samples import GpuSample, GpuState
 from widgets._format import MEM_HIGH_PCT, pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 

@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from probes.fleet_state import FleetRow
-from probes.samples import HostFacts
+from probes.wire.samples import HostFacts
 from widgets.fleet_table import status_cell
 
 _STATUS_VARIABLE = {

@@ -14,8 +14,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from probes.findings import SWAP_PAGES_S, Finding
-from probes.samples import HostStats
+from probes.analysis.findings import SWAP_PAGES_S, Finding
+from probes.wire.samples import HostStats
 from widgets._format import MEM_HIGH_PCT
 from widgets.findings_list import finding_line
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from textual.reactive import reactive
 
-from probes.preflight import CheckVerdict
+from probes.analysis.preflight import CheckVerdict
 from widgets._styled_table import Cell, ColumnSpec, KeyedRow, StyledTable
 
 VERDICT_CLASS = {

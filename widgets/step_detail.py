@@ -8,8 +8,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.findings import Finding
-from probes.incident import StepReview, describe
+from probes.analysis.findings import Finding
+from probes.analysis.incident import StepReview, describe
 from widgets._format import SEVERITY_VARIABLE
 from widgets.triage_steps import VERDICT_MARK
 

@@ -18,8 +18,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from probes.parsers.pcie import gen_to_gts, link_shortfall
-from probes.parsers.topo import TopoMatrix
+from probes.rules.parsers.pcie import gen_to_gts, link_shortfall
+from probes.rules.parsers.topo import TopoMatrix
 from probes.triage import Severity
 
 MISSING = "–"
@@ -80,7 +80,7 @@ class GpuLink:
 
 @dataclass(frozen=True)
 class TopoView:
-    """What the panel draws: the matrix as ``probes.parsers.topo.TopoMatrix`` holds it.
+    """What the panel draws: the matrix as ``probes.rules.parsers.topo.TopoMatrix`` holds it.
 
     ``links[row][col]`` is the printed cell (``X``, ``NV18``, ``PIX`` …); rows and columns
     are named ``GPU0`` … and ``NIC0`` … (or ``mlx5_0`` in old output).  ``links_state`` is

@@ -8,7 +8,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.incident import StepReview, Verdict
+from probes.analysis.incident import StepReview, Verdict
 from probes.triage import Severity
 from widgets._format import SEVERITY_VARIABLE
 

@@ -11,16 +11,16 @@ import importlib
 from collections.abc import Callable
 from types import ModuleType
 
-from probes.explain.result import KindResult
+from probes.rules.result import KindResult
 
 _MODULES: tuple[tuple[str, str], ...] = (
-    ("nvidia-smi-csv", "probes.parsers.smi_csv"),
-    ("dmon", "probes.parsers.dmon"),
-    ("nvidia-smi-table", "probes.parsers.smi_table"),
-    ("nvidia-smi-q", "probes.parsers.smi_q"),
-    ("topo", "probes.parsers.topo"),
-    ("lspci", "probes.parsers.lspci"),
-    ("iostat", "probes.parsers.iostat"),
+    ("nvidia-smi-csv", "probes.rules.parsers.smi_csv"),
+    ("dmon", "probes.rules.parsers.dmon"),
+    ("nvidia-smi-table", "probes.rules.parsers.smi_table"),
+    ("nvidia-smi-q", "probes.rules.parsers.smi_q"),
+    ("topo", "probes.rules.parsers.topo"),
+    ("lspci", "probes.rules.parsers.lspci"),
+    ("iostat", "probes.rules.parsers.iostat"),
 )
 """Recognisers in the order tried.  CSV and dmon come first because they demand nvidia-smi's
 own field names or ``# gpu`` headers, while the table's error-only form (one "Unable to
@@ -56,7 +56,7 @@ def parse_as(kind: str, lines: list[str]) -> KindResult:
     if kind == UNKNOWN:
         return KindResult(UNKNOWN, {})
     if kind == LOG:
-        from probes.logrules.scan import explain_log
+        from probes.rules.logrules.scan import explain_log
         return explain_log(lines)
     explain: Callable[[list[str]], KindResult] = _module(kind).explain
     return explain(lines)

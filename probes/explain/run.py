@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from probes.errors import RigwatchError
 from probes.explain.detect import KINDS, detect_kind, parse_as
-from probes.explain.result import ExplainFinding, KindResult
-from probes.explain.text import decode, split_lines
+from probes.rules.result import ExplainFinding, KindResult
+from probes.rules.text import decode, split_lines
 from probes.triage import Step
 
 CONTRACT_VERSION = 1

@@ -20,8 +20,8 @@ from typing import Any
 
 import asyncssh
 
+from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import TransportError
-from probes.fleet import HostKeyChecking, HostSpec
 from probes.transport.bootstrap import agent_source, bootstrap_command
 from probes.transport.stderr_tail import StderrTail
 

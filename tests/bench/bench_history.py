@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from probes import agent
-from probes.detectors import run_detectors
+from probes.analysis.detectors import run_detectors
 from probes.history import HostHistory, gpu_key
-from probes.protocol import decode_line
-from probes.samples import Hello, HostSample
+from probes.wire.protocol import decode_line
+from probes.wire.samples import Hello, HostSample
 
 DAY = 86400
 T0 = 1_800_000_000.0

@@ -16,7 +16,7 @@ Measured per fleet size, each over the same lines:
 * ``baseline_us``: what a first-cut monitor does with the same line: ``json.loads`` and
   append the dict to a per-host ``deque``.  ``over_baseline`` is end-to-end / baseline.
 
-The fleets run under the console's collector settings (``probes.gc_policy``); the full
+The fleets run under the console's collector settings (``tui.gc_policy``); the full
 run also feeds the largest fleet first under CPython's defaults (``…_default_gc``).
 
 ``day_detectors``: every detector over one host's 24 h history at 1 Hz (what each run
@@ -42,15 +42,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from probes import agent, protocol
-from probes.detectors import DEFAULT_LIMITS, DETECTORS, EVERY_S, run_detectors
-from probes.findings import host_findings, sample_findings
-from probes.fleet import HostSpec
+from probes import agent
+from probes.analysis.detectors import DEFAULT_LIMITS, DETECTORS, EVERY_S, run_detectors
+from probes.analysis.findings import host_findings, sample_findings
+from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
-from probes.gc_policy import STREAMING_THRESHOLDS, tune_for_streaming
 from probes.history import HostHistory
-from probes.protocol import MessageReader, decode_line
-from probes.samples import Hello, HostSample
+from probes.wire import protocol
+from probes.wire.protocol import MessageReader, decode_line
+from probes.wire.samples import Hello, HostSample
+from tui.gc_policy import STREAMING_THRESHOLDS, tune_for_streaming
 
 T0 = 1_800_000_000.0
 TEMPLATES = 16

@@ -73,13 +73,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import bench_history
 import bench_ingest
 
-from probes import agent, recording
-from probes.fleet import HostSpec
+from probes import agent
+from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
-from probes.gc_policy import tune_for_streaming
-from probes.protocol import decode_line
-from probes.samples import Hello, HostSample, LogEvent
-from probes.settings import RecordingLimits
+from probes.store import recording
+from probes.wire.protocol import decode_line
+from probes.wire.samples import Hello, HostSample, LogEvent
+from tui.gc_policy import tune_for_streaming
+from tui.settings import RecordingLimits
 
 T0 = bench_ingest.T0
 TEMPLATES = bench_ingest.TEMPLATES

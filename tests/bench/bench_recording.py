@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from probes import codec, recording  # noqa: E402
-from probes.protocol import decode_line  # noqa: E402
-from probes.samples import HostSample  # noqa: E402
+from probes.wire.protocol import decode_line  # noqa: E402
+from probes.wire.samples import HostSample  # noqa: E402
 
 AGENT = REPO / "probes" / "agent.py"
 HOSTS = 64

@@ -32,13 +32,13 @@ sys.path.insert(0, str(REPO))
 
 import asyncssh  # noqa: E402
 
-from probes.backend import AgentFleetBackend  # noqa: E402
-from probes.fleet import HostSpec, SshOptions  # noqa: E402
-from probes.protocol import MessageReader  # noqa: E402
-from probes.samples import HostSample  # noqa: E402
-from probes.session_events import SessionItem  # noqa: E402
+from probes.config.fleet import HostSpec, SshOptions  # noqa: E402
+from probes.transport.backend import AgentFleetBackend  # noqa: E402
 from probes.transport.bootstrap import agent_source  # noqa: E402
-from tests.sshd import keygen, make_sshd  # noqa: E402
+from probes.wire.events import SessionItem  # noqa: E402
+from probes.wire.protocol import MessageReader  # noqa: E402
+from probes.wire.samples import HostSample  # noqa: E402
+from tests.support.sshd import keygen, make_sshd  # noqa: E402
 
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
 

@@ -56,18 +56,18 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from probes import agent
-from probes.alerts import AlertPolicy
-from probes.backend import Emit
-from probes.fleet import HostSpec
-from probes.gc_policy import tune_for_streaming
-from probes.protocol import decode_line
-from probes.samples import Hello, HostSample, LogSourceState
-from probes.session_events import Connected
+from probes.analysis.alerts import AlertPolicy
+from probes.config.fleet import HostSpec
+from probes.transport.backend import Emit
+from probes.wire.events import Connected
+from probes.wire.protocol import decode_line
+from probes.wire.samples import Hello, HostSample, LogSourceState
 from tui.app import RigwatchApp, make_app
-from tui.fleet_view import SORT_KEYS
+from tui.gc_policy import tune_for_streaming
 from tui.messages import HostChosen
 from tui.screens.fleet import FleetScreen
 from tui.screens.host import HostScreen
+from tui.views.fleet_view import SORT_KEYS
 from widgets.fleet_table import FleetTable
 from widgets.fleet_wall import FleetWall
 

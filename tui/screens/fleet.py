@@ -14,10 +14,10 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Input
 
 from probes.fleet_state import FleetState
-from tui.fleet_view import SORT_KEYS, filter_rows, sort_rows
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen
-from tui.wall_view import METRICS, wall_view
+from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
+from tui.views.wall_view import METRICS, wall_view
 from widgets.fleet_table import FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
 

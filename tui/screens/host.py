@@ -16,7 +16,8 @@ from textual.widget import Widget
 from textual.widgets import Footer, Label
 
 from probes.fleet_state import FleetState
-from tui.host_views import (
+from tui.screens.base import DataScreen
+from tui.views.host_views import (
     host_view,
     iostat_view,
     memory_growth_view,
@@ -24,7 +25,6 @@ from tui.host_views import (
     thermal_view,
     topo_view,
 )
-from tui.screens.base import DataScreen
 from widgets.event_log import EventLog
 from widgets.gpu_table import GpuTable
 from widgets.host_facts import HostFactsBar

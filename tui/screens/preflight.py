@@ -15,8 +15,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Static
 
-from probes.fleet_state import FleetState, HostState, HostStatus
-from probes.preflight import (
+from probes.analysis.preflight import (
     CheckResult,
     CheckVerdict,
     HostInput,
@@ -25,6 +24,7 @@ from probes.preflight import (
     check_fleet,
     worst,
 )
+from probes.fleet_state import FleetState, HostState, HostStatus
 from tui.screens.base import DataScreen
 from widgets.check_list import CheckList
 from widgets.preflight_table import PreflightLine, PreflightTable

@@ -11,9 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer
 
-from probes.findings import Finding
-from probes.fleet_state import FleetState, HostState
-from probes.incident import (
+from probes.analysis.findings import Finding
+from probes.analysis.incident import (
     STEP_ORDER,
     HostView,
     StepReview,
@@ -23,7 +22,8 @@ from probes.incident import (
     propose_next,
     review,
 )
-from probes.report import ReportError, build_report, write_report
+from probes.fleet_state import FleetState, HostState
+from probes.outputs.report import ReportError, build_report, write_report
 from tui.screens.base import DataScreen
 from tui.screens.note import NoteScreen
 from widgets.first_failure import FirstFailureBanner

@@ -1,0 +1,2 @@
+"""Judgements: samples, history and rules become findings and verdicts (detectors,
+incident review, alerts, preflight). Every verdict a screen shows is decided here."""

@@ -1,0 +1,270 @@
+"""Findings: what rigwatch tells the operator, tagged with the triage step it belongs to.
+
+Instant checks on one sample, the host's layout (topology, PCIe chains), and the log rules'
+hits turned into the console's findings.  Codes and steps follow
+``shared/EXPLAIN-CONTRACT.md`` and are the ones ``rigwatch explain`` reports; detectors over
+history (leaks, starvation) build on this.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from probes.rules.busid import normalize_bus_id
+from probes.rules.parsers import topo
+from probes.rules.parsers.pcie import gen_shortfall, link_shortfall
+from probes.triage import DISK_SATURATED_UTIL, Severity, Step
+from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
+
+if TYPE_CHECKING:
+    from probes.rules.logrules.live import LiveHit
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong (or worth knowing) on one host."""
+
+    step: Step
+    code: str
+    severity: Severity
+    summary: str
+    host: str
+    gpu: int | None = None
+    xid: int | None = None
+    evidence: str | None = None
+    ts: float | None = None
+    """Agent time the finding was first seen (the log line's, or the first sample showing it)."""
+    action: str | None = None
+    """What the operator should do next, from the rule or the Xid catalog."""
+    source: str | None = None
+    """Where the evidence came from: ``kernel``, ``job:<path>``; None for samples."""
+    count: int = 1
+    extra: Mapping[str, object] = field(default_factory=dict, compare=False, hash=False)
+    """Details a rule parsed (ranks, timeouts, amounts), for the triage screen and reports."""
+    context: tuple[str, ...] = field(default=(), compare=False)
+    """Log lines just before the evidence line, as the operator would see them in the log."""
+
+    @property
+    def key(self) -> tuple[str, str, int | None, int | None]:
+        """Identity for de-duplication: one incident on many lines is one finding."""
+        return (self.step.value, self.code, self.gpu, self.xid)
+
+
+THROTTLE_REASONS = frozenset({
+    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
+})
+"""Reasons that slow a GPU whatever its load; ``sw_power_cap`` counts only when busy."""
+BUSY_UTIL_PCT = 50.0
+
+
+
+def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[Finding]:
+    """Instant findings from one sample (and the GPU list the hello promised).
+
+    Args:
+        host: the host's name in the fleet.
+        hello: the agent's hello, for the GPUs that should be there; None if not seen yet.
+        sample: the newest sample.
+
+    Returns:
+        Findings, worst first.
+    """
+    out: list[Finding] = []
+    seen = {g.index for g in sample.gpus}
+    if hello is not None:
+        for info in hello.facts.gpus:
+            if info.index not in seen:
+                out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
+                                   f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
+                                   "the samples", host, gpu=info.index, ts=sample.ts))
+    for gpu in sample.gpus:
+        out.extend(_gpu_findings(host, gpu, sample.ts))
+    for disk in sample.disks:
+        if disk.util is not None and disk.util >= DISK_SATURATED_UTIL:
+            out.append(Finding(Step.GPU, "disk-saturated", Severity.WARNING,
+                               f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
+                               host, ts=sample.ts))
+    out.sort(key=lambda f: -f.severity.rank)
+    return out
+
+
+def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+    out: list[Finding] = []
+    if gpu.state is GpuState.LOST:
+        name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
+        out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
+                           f"GPU {name} is lost", host, gpu=gpu.index, ts=ts))
+        return out
+    if gpu.state is GpuState.UNRESPONSIVE:
+        out.append(Finding(Step.GPU, "gpu-unresponsive", Severity.WARNING,
+                           f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts))
+        return out
+    busy = gpu.util_pct is not None and gpu.util_pct >= BUSY_UTIL_PCT
+    # Every check below is skipped at the cost of one comparison when its inputs are
+    # healthy: this runs for every GPU of every host every second.
+    active = set(gpu.clock_reasons) & THROTTLE_REASONS if gpu.clock_reasons else set()
+    if busy and "sw_power_cap" in gpu.clock_reasons:
+        active.add("sw_power_cap")
+    if active:
+        clocks = ""
+        if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
+            clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
+        out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
+                           f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
+                           host, gpu=gpu.index, ts=ts))
+    link = None
+    if gpu.pcie_width != gpu.pcie_width_max or gpu.pcie_gen != gpu.pcie_gen_max:
+        link = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    if link is Severity.WARNING:
+        out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
+                           f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
+                           f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts))
+    elif link is Severity.INFO and busy:
+        out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
+                           f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
+                           f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts))
+    if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
+            or gpu.remap_pending or gpu.retired_pages_pending):
+        out.extend(_memory_health(host, gpu, ts))
+    if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
+        out.append(Finding(Step.GPU, "nvlink-down", Severity.WARNING,
+                           f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "
+                           f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts))
+    return out
+
+
+def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+    """ECC, row remapping and page retirement: the card's memory is failing or needs a reset."""
+    out = []
+    if gpu.ecc_uncorrected_volatile:
+        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.CRITICAL,
+                           f"GPU {gpu.index}: {gpu.ecc_uncorrected_volatile} uncorrectable ECC "
+                           "errors since the driver loaded", host, gpu=gpu.index, ts=ts))
+    elif gpu.ecc_uncorrected_aggregate:
+        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.INFO,
+                           f"GPU {gpu.index}: {gpu.ecc_uncorrected_aggregate} uncorrectable ECC "
+                           "errors in its lifetime (none since the driver loaded)",
+                           host, gpu=gpu.index, ts=ts))
+    if gpu.remap_failure:
+        out.append(Finding(Step.GPU, "row-remap-failure", Severity.CRITICAL,
+                           f"GPU {gpu.index}: row remapping failed (no spare rows); the card "
+                           "needs service", host, gpu=gpu.index, ts=ts))
+    elif gpu.remap_pending:
+        out.append(Finding(Step.GPU, "row-remap-pending", Severity.WARNING,
+                           f"GPU {gpu.index}: a row remap waits for a GPU reset",
+                           host, gpu=gpu.index, ts=ts))
+    if gpu.retired_pages_pending:
+        out.append(Finding(Step.GPU, "retired-pages-pending", Severity.WARNING,
+                           f"GPU {gpu.index}: retired pages wait for a driver reload",
+                           host, gpu=gpu.index, ts=ts))
+    return out
+
+
+SWAP_PAGES_S = 256.0
+"""Sustained swap-in above this (1 MiB/s of 4 KiB pages) stalls data loaders."""
+
+
+def host_findings(host: str, sample: HostSample) -> list[Finding]:
+    """Host-level trouble that starves GPUs: swapping."""
+    swap = sample.host.swap_in_pages_s
+    if swap is not None and swap >= SWAP_PAGES_S:
+        return [Finding(Step.GPU, "host-swapping", Severity.WARNING,
+                        f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts)]
+    return []
+
+
+def link_chain_findings(host: str, hello: Hello,
+                        chains: Mapping[str, tuple[PcieLink, ...]]) -> list[Finding]:
+    """A GPU's link or a bridge above it trained narrower than it can (sysfs, no root).
+
+    Only width counts here: links train down in speed when idle, which the per-sample
+    check judges with the GPU's load; lanes lost stay lost.
+    """
+    index = {g.bus_id: g.index for g in hello.facts.gpus if g.bus_id}
+    out = []
+    for bus, chain in chains.items():
+        for link in chain:
+            if link_shortfall(None, link.max_width, None, link.width) is not Severity.WARNING:
+                continue
+            what = "its link" if link.address == bus else f"bridge {link.address} above it"
+            out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
+                               f"GPU {index.get(bus, '?')} ({bus}): {what} runs x{link.width} "
+                               f"of x{link.max_width}", host, gpu=index.get(bus)))
+            break
+    return out
+
+
+def topology_findings(host: str, hello: Hello) -> list[Finding]:
+    """``nvidia-smi topo -m`` from the hello, judged by the same parser as ``explain``.
+
+    Live, the whole matrix is known: when every GPU also has a NIC on its own socket,
+    the SYS GPU–NIC cells are the far NICs NCCL will not pick, so they are information.
+    """
+    if not hello.topo_text:
+        return []
+    result = topo.explain(hello.topo_text.splitlines())
+    matrix = topo.parse_topo(hello.topo_text.splitlines())
+    out = []
+    for f in result.findings:
+        severity = f.severity
+        if severity is Severity.WARNING and _every_gpu_has_a_local_nic(matrix):
+            severity = Severity.INFO
+        out.append(Finding(Step.GPU, f.code, severity, f.summary, host, evidence=f.evidence))
+    return out
+
+
+_LOCAL_PATHS = frozenset({"PIX", "PXB", "PHB", "NODE"})
+
+
+def _every_gpu_has_a_local_nic(matrix: topo.TopoMatrix) -> bool:
+    if not matrix.nics:
+        return False
+    for gpu in matrix.gpus:
+        row = matrix.links.get(gpu, {})
+        if not any(row.get(nic) in _LOCAL_PATHS for nic in matrix.nics):
+            return False
+    return True
+
+
+def _gpu_index(hello: Hello | None, gpu: str | None) -> int | None:
+    """A rule's GPU (a bus id, possibly without its function, or ``GPU3``) as a GPU index."""
+    if gpu is None:
+        return None
+    m = _GPU_NAME.match(gpu)
+    if m:
+        return int(m.group(1))
+    if hello is None:
+        return None
+    want = normalize_bus_id(gpu) or gpu.lower()
+    for info in hello.facts.gpus:
+        have = normalize_bus_id(info.bus_id or "")
+        if have and (have == want or have.startswith(want.rstrip(".") + ".")):
+            return info.index
+    return None
+
+
+_GPU_NAME = re.compile(r"^GPU\s?(\d+)$")
+
+
+def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Finding]:
+    """Live findings from the log rules' hits on one host's kernel and job logs.
+
+    Args:
+        host: the host's name in the fleet.
+        hello: the host's hello, to turn a rule's bus id into a GPU index.
+        hits: what ``LiveLogScanner.scan`` returned.
+
+    Returns:
+        One finding per hit, carrying the rule's summary, action, evidence and source.
+    """
+    out = []
+    for hit in hits:
+        f = hit.finding
+        out.append(Finding(f.step, f.code, f.severity, f.summary, host,
+                           gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
+                           ts=hit.ts, action=f.action, source=hit.source, count=f.count,
+                           extra=dict(f.extra), context=hit.context))
+    return out

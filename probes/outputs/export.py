@@ -1,0 +1,235 @@
+"""Export: Prometheus text for a live fleet, and JSON lines, CSV or OpenMetrics from a recording.
+
+Metric names follow NVIDIA's dcgm-exporter (``DCGM_FI_DEV_GPU_UTIL``, ``DCGM_FI_DEV_FB_USED``
+…) with its labels (``gpu``, ``UUID``, ``modelName``, ``Hostname``), so the Grafana
+dashboards a fleet already has for dcgm-exporter read rigwatch's numbers unchanged; what
+dcgm-exporter does not have (findings, whether a host streams) is under ``rigwatch_``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from probes.analysis.findings import Finding
+from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One exported gauge: its name, help text and how to read it from a GPU sample."""
+
+    name: str
+    help: str
+    read: Callable[[GpuSample], float | int | None]
+
+
+GPU_METRICS: tuple[Metric, ...] = (
+    Metric("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.util_pct),
+    Metric("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", lambda g: g.mem_util_pct),
+    Metric("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).",
+           lambda g: g.mem_used_mib),
+    Metric("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+           lambda g: None if g.mem_total_mib is None or g.mem_used_mib is None
+           else g.mem_total_mib - g.mem_used_mib),
+    Metric("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temp_c),
+    Metric("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", lambda g: g.temp_mem_c),
+    Metric("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: g.power_w),
+    Metric("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.sm_clock_mhz),
+    Metric("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
+           lambda g: g.mem_clock_mhz),
+    Metric("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.",
+           lambda g: g.pcie_replay),
+    Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
+           lambda g: g.ecc_uncorrected_volatile),
+    Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
+           lambda g: g.ecc_corrected_volatile),
+    Metric("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+           "Number of remapped rows for uncorrectable errors.", lambda g: g.remap_uncorrectable),
+    Metric("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+           "Number of remapped rows for correctable errors.", lambda g: g.remap_correctable),
+    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe link width.", lambda g: g.pcie_width),
+    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe link generation.", lambda g: g.pcie_gen),
+)
+
+
+@dataclass(frozen=True)
+class HostExport:
+    """One host as the exporter sees it."""
+
+    name: str
+    hello: Hello | None
+    sample: HostSample | None
+    findings: tuple[Finding, ...] = ()
+    streaming: bool = True
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: Iterable[tuple[str, object]]) -> str:
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs) + "}"
+
+
+def _gpu_labels(host: str, g: GpuSample, info: GpuInfo | None) -> str:
+    pairs: list[tuple[str, object]] = [("gpu", g.index), ("UUID", g.uuid or (info.uuid if info
+                                                                              else "") or "")]
+    if info is not None and info.bus_id:
+        pairs.append(("pci_bus_id", info.bus_id))
+    pairs += [("modelName", info.name if info and info.name else ""), ("Hostname", host)]
+    return _labels(pairs)
+
+
+def _number(v: float | int) -> str:
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> str:
+    """The text exposition format (version 0.0.4) for every host's newest sample.
+
+    With ``timestamps`` each sample line carries its agent time in milliseconds (for
+    backfilling; a live scrape should leave them off and let Prometheus stamp them).
+    """
+    hosts = list(hosts)
+    out = io.StringIO()
+    for metric in GPU_METRICS:
+        lines = []
+        for h in hosts:
+            if h.sample is None:
+                continue
+            infos = {i.index: i for i in h.hello.facts.gpus} if h.hello else {}
+            ts = f" {int(h.sample.ts * 1000)}" if timestamps else ""
+            for g in h.sample.gpus:
+                v = metric.read(g)
+                if v is not None and g.index >= 0:
+                    lines.append(f"{metric.name}{_gpu_labels(h.name, g, infos.get(g.index))} "
+                                 f"{_number(v)}{ts}\n")
+        if lines:
+            out.write(f"# HELP {metric.name} {metric.help}\n# TYPE {metric.name} gauge\n")
+            out.writelines(lines)
+    out.write("# HELP rigwatch_host_up Whether the host's agent is streaming (1) or not (0).\n"
+              "# TYPE rigwatch_host_up gauge\n")
+    for h in hosts:
+        out.write(f"rigwatch_host_up{_labels([('Hostname', h.name)])} {int(h.streaming)}\n")
+    out.write("# HELP rigwatch_findings Open findings by step, code and severity.\n"
+              "# TYPE rigwatch_findings gauge\n")
+    for h in hosts:
+        counts: dict[tuple[str, str, str], int] = {}
+        for f in h.findings:
+            k = (f.step.value, f.code, f.severity.value)
+            counts[k] = counts.get(k, 0) + 1
+        for (step, code, sev), n in sorted(counts.items()):
+            out.write(f"rigwatch_findings{_labels([('Hostname', h.name), ('step', step), ('code', code), ('severity', sev)])} {n}\n")  # noqa: E501
+    return out.getvalue()
+
+
+def write_textfile(path: Path, text: str) -> None:
+    """Replace ``path`` atomically, as node_exporter's textfile collector requires.
+
+    Mode 0644: node_exporter runs as its own user and must read it; it holds readings,
+    not secrets.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=".rigwatch-", suffix=".prom.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# --- from a recording ------------------------------------------------------------------------
+
+RecordedItem = tuple[str, float, object]
+"""(host, ts, item) as a recording reader yields them."""
+
+CSV_FIELDS = ("ts", "host", "gpu", "uuid", "state", "mem_used_mib", "mem_total_mib",
+              "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w", "power_limit_w",
+              "sm_clock_mhz", "sm_clock_max_mhz", "pcie_gen", "pcie_width",
+              "ecc_uncorrected_volatile", "remap_uncorrectable", "clock_reasons")
+
+
+def export_csv(items: Iterable[RecordedItem]) -> Iterator[str]:
+    """One CSV row per GPU per sample (header first): what a spreadsheet or pandas wants."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    yield _take(buf)
+    for host, _ts, item in items:
+        if not isinstance(item, HostSample):
+            continue
+        for g in item.gpus:
+            writer.writerow([
+                f"{item.ts:.3f}", host, g.index, g.uuid or "", g.state.value,
+                *("" if v is None else v for v in (
+                    g.mem_used_mib, g.mem_total_mib, g.util_pct, g.mem_util_pct, g.temp_c,
+                    g.temp_mem_c, g.power_w, g.power_limit_w, g.sm_clock_mhz,
+                    g.sm_clock_max_mhz, g.pcie_gen, g.pcie_width, g.ecc_uncorrected_volatile,
+                    g.remap_uncorrectable)),
+                " ".join(g.clock_reasons)])
+            yield _take(buf)
+
+
+def _take(buf: io.StringIO) -> str:
+    text = buf.getvalue()
+    buf.seek(0)
+    buf.truncate()
+    return text
+
+
+def export_jsonl(items: Iterable[RecordedItem],
+                 encode: Callable[[object], dict[str, object]]) -> Iterator[str]:
+    """One JSON object per recorded item: ``{"host", "ts", "item": <codec form>}``."""
+    for host, ts, item in items:
+        yield json.dumps({"host": host, "ts": ts, "item": encode(item)},
+                         separators=(",", ":")) + "\n"
+
+
+def export_openmetrics(items: Iterable[RecordedItem]) -> Iterator[str]:
+    """Every sample as timestamped OpenMetrics lines, ending ``# EOF``: the input of
+    ``promtool tsdb create-blocks-from openmetrics`` to backfill Prometheus.
+
+    OpenMetrics wants each family's samples together, so lines are spooled per family to
+    temporary files: memory stays flat however long the recording.
+    """
+    hellos: dict[str, Hello] = {}
+    with contextlib.ExitStack() as stack:
+        spool = {m.name: stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+                 for m in GPU_METRICS}
+        used: set[str] = set()
+        for host, _ts, item in items:
+            if isinstance(item, Hello):
+                hellos[host] = item
+            elif isinstance(item, HostSample):
+                hello = hellos.get(host)
+                infos = {i.index: i for i in hello.facts.gpus} if hello else {}
+                stamp = f"{item.ts:.3f}"
+                for g in item.gpus:
+                    if g.index < 0:
+                        continue
+                    labels = _gpu_labels(host, g, infos.get(g.index))
+                    for metric in GPU_METRICS:
+                        v = metric.read(g)
+                        if v is not None:
+                            spool[metric.name].write(f"{metric.name}{labels} {_number(v)} "
+                                                     f"{stamp}\n")
+                            used.add(metric.name)
+        for metric in GPU_METRICS:
+            if metric.name not in used:
+                continue
+            yield f"# HELP {metric.name} {metric.help}\n# TYPE {metric.name} gauge\n"
+            f = spool[metric.name]
+            f.seek(0)
+            yield from f
+    yield "# EOF\n"

@@ -1,0 +1,232 @@
+"""Incident reports: what triage found, in order, with the operator's notes and host facts.
+
+Written as a Markdown file for people and a JSON file for tools, side by side, mode 0600 in
+a 0700 directory: they quote log lines and host details that should not be world-readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from probes.analysis.findings import Finding
+from probes.analysis.incident import (
+    FirstFailure,
+    StepReview,
+    describe,
+    incidents,
+)
+from probes.errors import RigwatchError
+from probes.wire.samples import HostFacts
+
+REPORT_VERSION = 1
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ReportError(RigwatchError):
+    """A report cannot be written or read (directory not writable, file missing or bad)."""
+
+
+def reports_dir() -> Path:
+    """Where reports live by default: the user's data dir (XDG on Linux)."""
+    return Path(platformdirs.user_data_dir("rigwatch")) / "reports"
+
+
+@dataclass(frozen=True)
+class IncidentReport:
+    """Everything a report holds, independent of how it is written."""
+
+    created: float
+    title: str
+    first: FirstFailure | None
+    steps: tuple[StepReview, ...]
+    timeline: tuple[Finding, ...]
+    facts: Mapping[str, HostFacts]
+
+    def to_json(self) -> dict[str, object]:
+        """The JSON document (version 1)."""
+        return {
+            "version": REPORT_VERSION,
+            "created": _iso(self.created),
+            "title": self.title,
+            "first_failure": None if self.first is None else {
+                "finding": _finding_json(self.first.finding),
+                "explanation": self.first.explanation,
+                "critical": self.first.is_failure,
+                "consequences": len(self.first.consequences),
+            },
+            "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
+                       "note": r.note, "checked": list(r.checked),
+                       "findings": [_finding_json(f) for f in r.findings]}
+                      for r in self.steps],
+            "timeline": [_finding_json(f) for f in self.timeline],
+            "hosts": {name: _facts_json(f) for name, f in sorted(self.facts.items())},
+        }
+
+    def to_markdown(self) -> str:
+        """The report for people: first failure, the steps with verdicts, timeline, hosts."""
+        out = [f"# Incident report: {self.title}", "", f"Written {_iso(self.created)} by rigwatch.",
+               ""]
+        heading = ("Earliest warning" if self.first and not self.first.is_failure
+                   else "First failure")
+        out += [f"## {heading}", ""]
+        out.append(self.first.explanation if self.first else "No incident was seen.")
+        out.append("")
+        for i, r in enumerate(self.steps, 1):
+            out += [f"## {i}. {r.title}: {r.verdict.value}", ""]
+            out += [f"- checked: {c}" for c in r.checked]
+            if r.note:
+                out += ["", f"Operator's note: {r.note}"]
+            out.append("")
+            if not r.findings:
+                out += ["No findings.", ""]
+            for f in r.findings:
+                out.append(f"- **{f.severity.value}** `{f.code}` {describe(f)}: {f.summary}"
+                           + (f" ({_iso(f.ts)})" if f.ts is not None else ""))
+                if f.evidence and f.context:
+                    out += ["  - evidence, after the lines before it:", "", "    ~~~"]
+                    out += [f"    {_one_line(c)}" for c in (*f.context, f.evidence)]
+                    out += ["    ~~~", ""]
+                elif f.evidence:
+                    out.append(f"  - evidence: `{_one_line(f.evidence)}`")
+                if f.action:
+                    out.append(f"  - action: {f.action}")
+            out.append("")
+        out += ["## Timeline", ""]
+        out += [f"- {_iso(f.ts or 0.0)} {describe(f)}: {f.summary}" for f in self.timeline]
+        if not self.timeline:
+            out.append("Nothing happened in time order worth listing.")
+        out += ["", "## Hosts", ""]
+        for name, facts in sorted(self.facts.items()):
+            gpus = ", ".join(sorted({g.name or "?" for g in facts.gpus})) or "no GPUs"
+            out.append(f"- {name}: {facts.os_name or '?'}, kernel {facts.kernel or '?'}, "
+                       f"driver {facts.driver_version or '?'}, CUDA {facts.cuda_version or '?'}, "
+                       f"{len(facts.gpus)}× {gpus}")
+        return "\n".join(out) + "\n"
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split()).replace("`", "'")[:300]
+
+
+def _finding_json(f: Finding) -> dict[str, object]:
+    out: dict[str, object] = {"step": f.step.value, "code": f.code, "severity": f.severity.value,
+                              "host": f.host, "summary": f.summary}
+    for key, value in (("gpu", f.gpu), ("xid", f.xid), ("evidence", f.evidence),
+                       ("action", f.action), ("source", f.source)):
+        if value is not None:
+            out[key] = value
+    if f.ts is not None:
+        out["time"] = _iso(f.ts)
+    if f.count > 1:
+        out["count"] = f.count
+    if f.context:
+        out["context"] = list(f.context)
+    return out
+
+
+def _facts_json(f: HostFacts) -> dict[str, object]:
+    return {"os": f.os_name, "kernel": f.kernel, "driver": f.driver_version,
+            "cuda": f.cuda_version, "cpu": f.cpu_model, "mem_total_bytes": f.mem_total_bytes,
+            "gpus": [{"index": g.index, "name": g.name, "bus_id": g.bus_id, "uuid": g.uuid}
+                     for g in f.gpus]}
+
+
+def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
+                 findings: Sequence[Finding], facts: Mapping[str, HostFacts],
+                 now: float | None = None) -> IncidentReport:
+    """Assemble a report; the hosts listed are those with incidents (or all, when none).
+
+    The operator's verdicts and notes travel inside ``steps``.
+    """
+    timeline = tuple(sorted(incidents(findings), key=lambda f: f.ts or 0.0))
+    involved = {f.host for f in timeline} or set(facts)
+    return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
+                          timeline, {h: facts[h] for h in involved if h in facts})
+
+
+def write_report(report: IncidentReport, directory: Path | None = None) -> tuple[Path, Path]:
+    """Write ``<time>-<title>.md`` and ``.json``, each 0600, never overwriting another report.
+
+    Raises:
+        ReportError: the directory cannot be created or a file cannot be written.
+    """
+    where = directory or reports_dir()
+    stem = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(report.created)) + "-" + (
+        _SAFE.sub("-", report.title).strip("-")[:60] or "incident")
+    try:
+        where.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        for n in range(100):
+            base = where / (stem if n == 0 else f"{stem}-{n}")
+            md, js = base.with_suffix(".md"), base.with_suffix(".json")
+            if not md.exists() and not js.exists():
+                break
+        _write_private(md, report.to_markdown())
+        _write_private(js, json.dumps(report.to_json(), indent=2) + "\n")
+    except OSError as e:
+        raise ReportError(f"{where}: cannot write the report: {e.strerror or e}") from e
+    return md, js
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(path, FILE_MODE)
+
+
+@dataclass(frozen=True)
+class ReportEntry:
+    """A report on disk, for ``rigwatch report``."""
+
+    path: Path
+    title: str
+    created: str
+    first_failure: str
+
+
+def list_reports(directory: Path | None = None) -> list[ReportEntry]:
+    """Reports in ``directory``, newest first; an unreadable JSON is listed with its error."""
+    where = directory or reports_dir()
+    if not where.is_dir():
+        return []
+    out = []
+    for js in sorted(where.glob("*.json"), reverse=True):
+        try:
+            data = json.loads(js.read_text(encoding="utf-8"))
+            first = data.get("first_failure") or {}
+            out.append(ReportEntry(js.with_suffix(".md"), str(data.get("title", "?")),
+                                   str(data.get("created", "?")),
+                                   str(first.get("explanation", "no incident"))))
+        except (OSError, ValueError, AttributeError) as e:
+            out.append(ReportEntry(js.with_suffix(".md"), "?", "?", f"unreadable: {e}"))
+    return out
+
+
+def find_report(name: str, directory: Path | None = None) -> Path:
+    """A report's Markdown file by list number (1 = newest), file name or stem.
+
+    Raises:
+        ReportError: no such report.
+    """
+    entries = list_reports(directory)
+    if name.isdigit() and 1 <= int(name) <= len(entries):
+        return entries[int(name) - 1].path
+    for e in entries:
+        if name in (e.path.name, e.path.stem, e.path.with_suffix(".json").name):
+            return e.path
+    where = directory or reports_dir()
+    raise ReportError(f"{where}: no report {name!r} (run `rigwatch report` to list them)")

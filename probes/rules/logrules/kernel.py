@@ -1,0 +1,671 @@
+"""Kernel-log rules: the ``syslog`` step of triage (and PCIe link lines for the ``gpu`` step).
+
+Lines arrive peeled by ``probes.rules.logrules.lines``; every rule still matches with
+``re.search`` on the message so that a prefix the peeler does not know (``kernel: ``,
+``<4>``, a scanner's ``[XID found] "…"`` quoting) cannot hide a line.  Terminal hard-wraps
+are undone two ways: a long run of spaces inside a line is squeezed out, and a message that
+is cut between two lines is matched on the pair (only when the match spans the cut, so one
+line is never counted twice).
+
+Codes follow ``shared/EXPLAIN-CONTRACT.md``: ``xid`` (one finding per distinct Xid code,
+decoded with ``probes.rules.xid_catalog``), ``gpu-fallen-off-bus``, ``pcie-aer``, ``oom-killer``,
+``gsp-timeout``, ``cpu-thermal``, ``pcie-link-downgraded`` (step ``gpu``), and two more:
+``nvrm-api-mismatch`` and ``rm-init-adapter-failed``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
+from probes.rules.logrules.lines import LogLine
+from probes.rules.parsers.pcie import link_shortfall, parse_speed_gts, parse_width
+from probes.rules.result import ExplainFinding, merge_same
+from probes.rules.xid_catalog import XidInfo, lookup
+from probes.triage import Severity, Step
+
+CRIT = Severity.CRITICAL
+WARN = Severity.WARNING
+INFO = Severity.INFO
+
+EVIDENCE_MAX = 600
+"""Evidence is one log line; a pathological line is cut so the report stays readable."""
+
+_MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_GAP = re.compile(r" {8,}")
+_NVRM_LEAD = re.compile(r"^\s*(?:NVRM:\s*)?")
+_RAW_TIME = re.compile(
+    rf"^(?:<\d{{1,3}}>|\w+\s*:\s*\w+\s*:)?\s*\[\s*(?P<mono>\d+\.\d+)\]"
+    rf"|^(?P<sys>{_MONTHS}\s+\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?)"
+    r"|^(?P<full>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"(?: [A-Z]{2,5})?)"
+    r"|^\d+,\d+,(?P<usec>\d+),[^;]*;")
+
+_XID = re.compile(r"(?<![A-Za-z])Xid\s*\((?P<dev>[^()]{0,48})\)\s*:?\s*(?P<code>\d{1,5})(?!\d)")
+_XID_DEV = re.compile(
+    r"^\s*(?:PCI:)?(?P<bdf>(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2})"
+    r"(?P<fn>\.[0-7])?\s*$")
+_PCI_SHORT = re.compile(r"PCI:(?P<bdf>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?![.\w])")
+_GPU_NAME = re.compile(r"\bGPU ?(?P<n>\d{1,3})\b(?![:.]\d)")
+_PROC = re.compile(r"pid='?(?P<pid><unknown>|\d+)'?(?:,\s*name=(?P<name>[^,]*))?,?\s*")
+_CAUSED_BY = re.compile(r"caused by previous Xid (?P<code>\d{1,5})")
+_RECOVERY = re.compile(r"recovery action changed from .*?to\s+(?:0x[0-9A-Fa-f]+\s*)?"
+                       r"\((?P<act>[^)]+)\)", re.IGNORECASE)
+_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
+_FATAL = re.compile(r"(?<!Non-)\bFatal\b", re.IGNORECASE)
+_FAILED = re.compile(r"fail", re.IGNORECASE)
+_TIMEOUT = re.compile(r"time(?:d ?)?out", re.IGNORECASE)
+
+_RECOVERY_SEVERITY: Mapping[str, Severity] = {
+    "none": INFO, "drain p2p": WARN, "drain and reset": CRIT, "gpu reset required": CRIT,
+    "node reboot required": CRIT}
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """What one rule made of one line, before it becomes a finding."""
+
+    code: str
+    severity: Severity
+    summary: str
+    action: str
+    step: Step = Step.SYSLOG
+    gpu: str | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+
+Builder = Callable[[re.Match[str], str, Sequence[LogLine], int], _Hit | None]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    build: Builder
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _bus_id(text: str) -> str | None:
+    """``normalize_bus_id``, keeping a wide non-zero domain whole as the contract says.
+
+    ``busid.normalize_bus_id`` cuts ``00008ED0`` to ``8ed0``, against its own docstring and
+    the contract's example; this keeps the contract's ``00008ed0:00:00.0`` either way.
+    """
+    norm = normalize_bus_id(text)
+    domain = text.strip().split(":")[0] if text.count(":") == 2 else ""
+    if norm is None or len(domain) <= 4 or set(domain) <= {"0"}:
+        return norm
+    return domain.lower() + norm[norm.index(":"):]
+
+
+def _squeeze(text: str) -> str:
+    """Undo a terminal hard-wrap that left a long run of spaces inside a word."""
+    return _GAP.sub("", text) if "        " in text else text
+
+
+def _gpu_in(text: str) -> str | None:
+    """The GPU a message names: a bus id in contract form, else ``GPU3``-style, else None."""
+    m = BDF_IN_TEXT.search(text)
+    if m:
+        return _bus_id(m.group(0))
+    short = _PCI_SHORT.search(text)
+    if short:
+        return _bus_id(short.group("bdf") + ".0")
+    name = _GPU_NAME.search(text)
+    return f"GPU{int(name.group('n'))}" if name else None
+
+
+def _message_start(lines: Sequence[LogLine], i: int) -> int:
+    """First line of a message whose continuation lines are indented and carry no time."""
+    j = i
+    while j > 0 and i - j < 4 and lines[j].time is None and lines[j].raw[:1].isspace():
+        j -= 1
+    return j
+
+
+def _gpu_around(lines: Sequence[LogLine], i: int, text: str) -> str | None:
+    """``_gpu_in`` on the line, then on the earlier lines of the same split message."""
+    gpu = _gpu_in(text)
+    for j in range(i - 1, _message_start(lines, i) - 1, -1):
+        if gpu is not None:
+            break
+        gpu = _gpu_in(lines[j].text)
+    return gpu
+
+
+def _times(lines: Sequence[LogLine]) -> tuple[list[str | None], list[bool]]:
+    """Each line's time (the peeled one, a prefix the peeler left, or its message's), and
+    whether the line carried a time of its own (a line without one may be a cut-off tail)."""
+    out: list[str | None] = []
+    own: list[bool] = []
+    last: str | None = None
+    for line in lines:
+        t = line.time or _raw_time(line.raw)
+        own.append(t is not None)
+        if t is None and line.raw[:1].isspace():
+            t = last
+        out.append(t)
+        last = t or last
+    return out, own
+
+
+def _continues(lines: Sequence[LogLine], own_time: Sequence[bool], i: int) -> bool:
+    """Line ``i`` is the wrapped or indented tail of the line before it."""
+    if i == 0 or own_time[i]:
+        return False
+    return own_time[i - 1] or lines[i].raw[:1].isspace()
+
+
+def _raw_time(raw: str) -> str | None:
+    m = _RAW_TIME.match(raw.lstrip())
+    if m is None:
+        return None
+    if m.group("usec"):
+        return f"{int(m.group('usec')) / 1e6:.6f}"
+    return m.group("mono") or m.group("sys") or m.group("full")
+
+
+def _evidence(*lines: LogLine) -> str:
+    """The line as given, with terminal-wrap gaps closed up so it reads as one message."""
+    return " ".join(_squeeze(line.raw.strip()) for line in lines)[:EVIDENCE_MAX]
+
+
+# --- Xid -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _XidAcc:
+    """Every line of one Xid code folded together; the worst line is the evidence."""
+
+    info: XidInfo
+    line: LogLine
+    time: str | None
+    severity: Severity
+    detail: str
+    count: int = 0
+    gpus: list[str] = field(default_factory=list)
+    caused_by: list[int] = field(default_factory=list)
+    processes: list[str] = field(default_factory=list)
+    recovery: str | None = None
+
+
+def _xid_gpu(dev: str, rest: str) -> str | None:
+    """The Xid's ``(PCI:dddd:bb:dd)`` as a bus id; a redacted one falls back to ``GPU6``."""
+    m = _XID_DEV.match(dev)
+    if m:
+        return _bus_id(m.group("bdf") + (m.group("fn") or ".0"))
+    name = _GPU_NAME.search(rest)
+    return f"GPU{int(name.group('n'))}" if name else None
+
+
+def _xid_severity(info: XidInfo, rest: str, recovery: str | None) -> Severity:
+    """The catalog's severity, refined by what this line says about itself."""
+    if 144 <= info.code <= 150:
+        if _NONFATAL.search(rest):
+            return WARN
+        if _FATAL.search(rest):
+            return CRIT
+    if info.code in (63, 64) and _FAILED.search(rest):
+        return CRIT
+    if info.code == 154 and recovery is not None:
+        return _RECOVERY_SEVERITY.get(recovery.strip().lower(), WARN)
+    return info.severity
+
+
+def _xid_detail(rest: str) -> tuple[str, str | None]:
+    """The message after the code, without pid/name; and the process as ``name (pid)``."""
+    rest = rest.lstrip(" ,")
+    proc = None
+    m = _PROC.match(rest)
+    if m:
+        name = (m.group("name") or "").strip().strip("'\"")
+        pid = m.group("pid")
+        if name and name != "<unknown>":
+            proc = f"{name} ({pid})" if pid != "<unknown>" else name
+        elif pid != "<unknown>":
+            proc = f"pid {pid}"
+        rest = rest[m.end():]
+    detail = _CAUSED_BY.sub("", rest).strip().rstrip("\"'").strip().rstrip(".")
+    return (detail[:117] + "…" if len(detail) > 120 else detail), proc
+
+
+def _add_xid(accs: dict[int, _XidAcc], line: LogLine, time: str | None,
+             m: re.Match[str], text: str) -> _XidAcc:
+    code = int(m.group("code"))
+    info = lookup(code)
+    rest = text[m.end():]
+    detail, proc = _xid_detail(rest)
+    rec = _RECOVERY.search(rest)
+    recovery = rec.group("act").strip() if rec else None
+    severity = _xid_severity(info, rest, recovery)
+    acc = accs.get(code)
+    if acc is None:
+        acc = accs[code] = _XidAcc(info, line, time, severity, detail)
+    elif severity.rank > acc.severity.rank:
+        acc.line, acc.time, acc.severity, acc.detail = line, time, severity, detail
+    acc.count += 1
+    gpu = _xid_gpu(m.group("dev"), rest)
+    for value, bucket in ((gpu, acc.gpus), (proc, acc.processes)):
+        if value is not None and value not in bucket:
+            bucket.append(value)
+    for cause in _CAUSED_BY.finditer(rest):
+        if int(cause.group("code")) not in acc.caused_by:
+            acc.caused_by.append(int(cause.group("code")))
+    acc.recovery = recovery or acc.recovery
+    return acc
+
+
+def _xid_summary(acc: _XidAcc) -> str:
+    info = acc.info
+    out = f"Xid {info.code} ({info.name})"
+    if len(acc.gpus) == 1:
+        out += f" on {acc.gpus[0]}"
+    elif acc.gpus:
+        more = ", …" if len(acc.gpus) > 4 else ""
+        out += f" on {len(acc.gpus)} GPUs ({', '.join(acc.gpus[:4])}{more})"
+    if acc.detail and acc.detail.lower().rstrip(".") != info.name.lower():
+        out += f": {acc.detail}"
+    if acc.processes:
+        out += f"; process {', '.join(acc.processes[:3])}"
+    if acc.caused_by:
+        causes = ", ".join(f"{c} ({lookup(c).name})" for c in acc.caused_by)
+        out += f"; caused by previous Xid {causes}"
+    if acc.recovery:
+        out += f"; recovery action now: {acc.recovery}"
+    return out
+
+
+def _xid_action(acc: _XidAcc) -> str:
+    if acc.recovery:
+        return f"{acc.recovery}: the driver's own verdict on what this GPU needs [XID_154]"
+    if acc.caused_by:
+        worst = max((lookup(c) for c in acc.caused_by), key=lambda i: i.severity.rank)
+        listed = ", ".join(str(c) for c in acc.caused_by)
+        return (f"This is cleanup after Xid {listed}; act on that: Xid {worst.code}: "
+                f"{worst.action}")
+    info = acc.info
+    if info.investigate.endswith(("[IGNORE]", "[UNUSED]")) or info.investigate == info.action:
+        return info.action
+    return f"{info.action}. If it recurs: {info.investigate}"
+
+
+def _xid_finding(acc: _XidAcc) -> ExplainFinding:
+    info = acc.info
+    extra: dict[str, object] = {"xid_name": info.name, "category": info.category,
+                                "investigate": info.investigate}
+    if len(acc.gpus) > 1:
+        extra["gpus"] = list(acc.gpus)
+    if acc.caused_by:
+        extra["caused_by"] = list(acc.caused_by)
+    if acc.recovery:
+        extra["recovery_action"] = acc.recovery
+    return ExplainFinding(
+        Step.SYSLOG, "xid", acc.severity, acc.line.number, _evidence(acc.line),
+        _xid_summary(acc), _xid_action(acc), xid=info.code,
+        gpu=acc.gpus[0] if acc.gpus else None, time=acc.time, count=acc.count, extra=extra)
+
+
+def _xid_gsp(acc: _XidAcc, m: re.Match[str], text: str) -> _Hit | None:
+    """Xid 119 is a GSP RPC timeout; Xid 120 is one only when its text says so."""
+    code = acc.info.code
+    rest = text[m.end():]
+    if code != 119 and not (code == 120 and _TIMEOUT.search(rest)):
+        return None
+    gpu = _xid_gpu(m.group("dev"), rest)
+    return _Hit("gsp-timeout", CRIT, f"GSP firmware timeout (Xid {code}) on {gpu or 'a GPU'}",
+                ACTION_GSP, gpu=gpu)
+
+
+# --- other rules ---------------------------------------------------------------------------
+
+ACTION_OFF_BUS = (
+    "Reboot the node (a GPU reset seldom brings it back). If it recurs, look for PCIe AER "
+    "errors before it, check the slot, riser and power cables, then contact the vendor")
+ACTION_GSP = (
+    "Reset the GPU (nvidia-smi -r) or power-cycle the node if it persists; update the driver "
+    "(the GSP firmware ships with it); if it returns after a power cycle, follow NVIDIA's GPU "
+    "debug guidelines")
+ACTION_OOM = (
+    "Host RAM ran out: cut per-process host memory (dataloader workers, pinned buffers, "
+    "prefetch, caching datasets in RAM) or add RAM; if a memory cgroup was the limit "
+    "(CONSTRAINT_MEMCG), raise the job's memory request")
+ACTION_CPU_THERMAL = (
+    "Check CPU cooling (heatsink seating, fans, airflow, inlet temperature) and the BIOS power "
+    "limits: a throttled CPU starves the GPUs of input")
+ACTION_API_MISMATCH = (
+    "Load the matching kernel module: reboot, or unload and reload the nvidia modules. It "
+    "follows a driver upgrade without a reboot, or two installs mixed (package and .run)")
+ACTION_RM_INIT = (
+    "The driver could not bring the GPU up: read the Xid, GSP or fallen-off-the-bus lines "
+    "just before it; reset the GPU or power-cycle the node; check power cables and seating "
+    "and that this driver (open or proprietary module) supports the GPU")
+ACTION_AER: Mapping[Severity, str] = {
+    INFO: "Corrected in hardware; a steady stream points at a marginal link (slot, riser, "
+          "cable): watch the rate and reseat if it grows",
+    WARN: "A transaction was lost: check the device's health, reseat the card or riser and "
+          "look for Xid 79 or fallen-off-the-bus after it",
+    CRIT: "A fatal PCIe error takes the link down: expect the device to drop off the bus; "
+          "reboot, then reseat or replace the card or riser and check the slot",
+}
+ACTION_LINK: Mapping[Severity, str] = {
+    WARN: "Lanes are missing whatever the load: reseat the card, check the riser or cable "
+          "and the slot's lane (bifurcation) setting in the BIOS",
+    INFO: "Check the link under load (nvidia-smi -q -d PCIE, lspci -vv LnkSta): GPUs train "
+          "down when idle; if it stays low under load check the BIOS PCIe generation, risers "
+          "and retimers",
+}
+
+MEMCG = " (memory cgroup limit)"
+
+_OFF_BUS = re.compile(r"fallen\s+off\s+the\s+bus", re.IGNORECASE)
+_OOM = re.compile(
+    r"invoked oom-killer|[Oo]ut of memory: Kill(?:ed)? process|\boom-kill:"
+    r"|oom_reaper: reaped process|\bKilled process \d+ \([^)]*\).{0,40}total-vm")
+_OOM_VICTIM = re.compile(r"(?:Kill(?:ed)?|reaped) process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_OOM_INVOKER = re.compile(r"(?P<name>\S+) invoked oom-killer")
+_CPU_THERMAL = re.compile(
+    r"(?P<cpu>CPU\d+): (?P<kind>Core|Package) temperature above threshold"
+    r"|cpu clock throttled|(?P<crit>[Cc]ritical temperature reached)")
+_EVENTS = re.compile(r"total events = (?P<n>\d+)")
+_GSP = re.compile(
+    r"Timeout after \d+s of waiting for RPC response from GPU\s*\d*\s*GSP"
+    r"|_kgspIsHeartbeatTimedOut|\*{3,}\s*GSP Timeout\s*\*{3,}|\bGSP (?:RPC )?[Tt]imeout\b"
+    r"|rpcRecvPoll timedout|kgsp\w*Timeout"
+    r"|(?P<broad>\bGSP\b.*?\b(?:[Tt]imed ?out|[Tt]imeout)\b)")
+_AER = re.compile(
+    r"(?:Multiple\s+)?(?P<sev>Corrected|Uncorrect(?:ed|able)\s*\((?:Non-Fatal|Fatal)\))"
+    r" error (?:received|message)"
+    r"|PCIe Bus Error: severity=(?P<sev2>[^,]+)"
+    r"|(?P<sd>Surprise Down|\bSDES\b)|(?P<dpc>\bDPC: containment event)"
+    r"|(?P<ghes>\[Hardware Error\]:.*section_type: PCIe error)")
+_AER_SOURCE = re.compile(r"error (?:message )?received(?: from|:)\s*(?P<dev>[0-9A-Fa-f:.]+)")
+_API = re.compile(r"API mismatch: the client has the version (?P<client>[\w.\-]*\w)")
+_API_KERNEL = re.compile(r"kernel module has the version (?P<kernel>[\w.\-]*\w)")
+_RM_INIT = re.compile(r"RmInitAdapter failed|rm_init_adapter failed")
+_RM_CODE = re.compile(r"\((?P<code>0x[0-9A-Fa-f]+:0x[0-9A-Fa-f]+:\d+)\)")
+_PCIE_BW = re.compile(
+    r"available PCIe bandwidth, limited by (?P<cur>.+?) link at (?P<port>\S+?)\s*"
+    r"\(capable of [^)]*?with (?P<cap>.+?) link\)")
+
+
+def _off_bus(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    gpu = _gpu_around(lines, i, text)
+    return _Hit("gpu-fallen-off-bus", CRIT,
+                f"GPU {gpu or '(bus id not shown)'} has fallen off the bus: it no longer "
+                "answers over PCIe", ACTION_OFF_BUS, gpu=gpu)
+
+
+def _oom(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    victim = _OOM_VICTIM.search(text)
+    summary = "The kernel OOM killer ran"
+    extra: dict[str, object] = {}
+    if victim:
+        killed = f"{victim.group('name')} (pid {victim.group('pid')})"
+        summary += f" and killed {killed}"
+        extra["killed"] = [killed]
+    else:
+        invoker = _OOM_INVOKER.search(text)
+        if invoker:
+            summary += f", invoked by {invoker.group('name')}"
+    if "CONSTRAINT_MEMCG" in text or "Memory cgroup" in text:
+        summary += MEMCG
+        extra["limit"] = ["memory cgroup"]
+    return _Hit("oom-killer", CRIT, summary, ACTION_OOM, extra=extra)
+
+
+def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    if m.group("crit"):
+        return _Hit("cpu-thermal", CRIT, f"Critical temperature reached: {text.strip()[:120]}",
+                    ACTION_CPU_THERMAL)
+    cpu = m.group("cpu")
+    kind = (m.group("kind") or "CPU").lower()
+    events = _EVENTS.search(text)
+    summary = f"{cpu or 'CPU'} {kind} temperature above threshold, clock throttled"
+    if events:
+        summary += f" ({events.group('n')} events)"
+    return _Hit("cpu-thermal", WARN, summary, ACTION_CPU_THERMAL,
+                extra={"cpus": [cpu]} if cpu else {})
+
+
+def _gsp(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit | None:
+    if m.group("broad") and "NVRM" not in text:
+        return None
+    gpu = _gpu_in(text)
+    kind = "heartbeat" if "eartbeat" in m.group(0) else "RPC"
+    return _Hit("gsp-timeout", CRIT,
+                f"GSP firmware {kind} timeout on {gpu or 'a GPU'}: the GPU's firmware core "
+                "stopped answering the driver", ACTION_GSP, gpu=gpu)
+
+
+def _aer_severity(m: re.Match[str]) -> tuple[Severity, str]:
+    if m.group("sd") or m.group("dpc"):
+        return CRIT, "surprise link down" if m.group("sd") else "DPC containment"
+    if m.group("ghes"):
+        return WARN, "firmware-reported"
+    word = (m.group("sev") or m.group("sev2") or "").strip()
+    if "Non-Fatal" in word or "Non Fatal" in word:
+        return WARN, "uncorrected (non-fatal)"
+    if "Fatal" in word:
+        return CRIT, "uncorrected (fatal)"
+    return INFO, "corrected"
+
+
+def _aer(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    severity, kind = _aer_severity(m)
+    src = _AER_SOURCE.search(text)
+    dev = _bus_id(src.group("dev")) if src else None
+    if dev is None:
+        first = BDF_IN_TEXT.search(text)
+        dev = _bus_id(first.group(0)) if first else None
+    return _Hit("pcie-aer", severity, f"PCIe AER {kind} error at {dev or 'a PCIe device'}",
+                ACTION_AER[severity], extra={"device": dev} if dev else {})
+
+
+def _api_mismatch(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    kernel = None
+    for line in (text, *(ln.text for ln in lines[i + 1:i + 3])):
+        k = _API_KERNEL.search(line)
+        if k:
+            kernel = k.group("kernel")
+            break
+    summary = (f"NVIDIA driver version mismatch: a client library has {m.group('client')}, "
+               f"the loaded kernel module {kernel or 'another version'}")
+    return _Hit("nvrm-api-mismatch", CRIT, summary, ACTION_API_MISMATCH)
+
+
+def _rm_init(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+    gpu = _gpu_in(text)
+    code = _RM_CODE.search(text)
+    summary = f"GPU {gpu or '(bus id not shown)'} failed to initialise (RmInitAdapter failed"
+    summary += f", {code.group('code')})" if code else ")"
+    return _Hit("rm-init-adapter-failed", CRIT, summary, ACTION_RM_INIT, gpu=gpu)
+
+
+def _pcie_bw(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit | None:
+    cur_gts, cur_w = parse_speed_gts(m.group("cur")), parse_width(m.group("cur"))
+    cap_gts, cap_w = parse_speed_gts(m.group("cap")), parse_width(m.group("cap"))
+    severity = link_shortfall(cap_gts, cap_w, cur_gts, cur_w)
+    if severity is None:
+        return None
+    dev_m = BDF_IN_TEXT.search(text[:m.start()])
+    dev = _bus_id(dev_m.group(0)) if dev_m else None
+    what = "width" if severity is WARN else "speed"
+    summary = (f"{dev or 'PCIe device'}: PCIe link {what} below capability at enumeration "
+               f"(running {_gts(cur_gts)} GT/s x{cur_w or '?'}, capable of {_gts(cap_gts)} "
+               f"GT/s x{cap_w or '?'}; limited at {m.group('port')})")
+    return _Hit("pcie-link-downgraded", severity, summary, ACTION_LINK[severity],
+                step=Step.GPU, gpu=dev)
+
+
+def _gts(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
+_KEYWORDS = (
+    "fallen", "gsp", "heartbeat", "rpcrecvpoll", "rminitadapter", "rm_init_adapter",
+    "api mismatch", "error received", "error message", "pcie bus error", "surprise down",
+    "sdes", "dpc: containment", "section_type: pcie", "oom-kill", "oom_reaper",
+    "out of memory", "killed process", "temperature above", "clock throttled",
+    "critical temperature", "pcie bandwidth, limited")
+"""Lowercase words every rule's match contains: lines without any skip the rules."""
+
+
+def _maybe(text: str) -> bool:
+    low = text.lower()
+    return any(k in low for k in _KEYWORDS)
+
+
+SPLIT_WINDOW = 60
+"""Characters each side of a cut that a split message's keyword must fall within."""
+
+_RULES: tuple[_Rule, ...] = (
+    _Rule(_OFF_BUS, _off_bus),
+    _Rule(_GSP, _gsp),
+    _Rule(_RM_INIT, _rm_init),
+    _Rule(_API, _api_mismatch),
+    _Rule(_AER, _aer),
+    _Rule(_OOM, _oom),
+    _Rule(_CPU_THERMAL, _cpu_thermal),
+    _Rule(_PCIE_BW, _pcie_bw),
+)
+
+_ANY = re.compile("|".join(
+    ("(?i:{})" if r.pattern.flags & re.IGNORECASE else "(?:{})").format(
+        re.sub(r"\(\?P<\w+>", "(?:", r.pattern.pattern)) for r in _RULES))
+"""Any rule at all, in one pass: the cheap test before a split pair is tried rule by rule."""
+
+
+# --- scanning ------------------------------------------------------------------------------
+
+
+def _line_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
+    """Every rule that matches line ``i`` on its own (as written, or with gaps squeezed)."""
+    text = lines[i].text
+    squeezed = _squeeze(text)
+    if not _maybe(squeezed):
+        return []
+    variants = (text,) if squeezed == text else (text, squeezed)
+    hits = []
+    for rule in _RULES:
+        for variant in variants:
+            m = rule.pattern.search(variant)
+            hit = rule.build(m, variant, lines, i) if m else None
+            if hit is not None:
+                hits.append(hit)
+                break
+    return hits
+
+
+def _split_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
+    """Rules that match only across the cut between line ``i`` and the next one."""
+    if i + 1 >= len(lines) or _XID.search(lines[i + 1].text):
+        return []
+    head = _squeeze(lines[i].text).rstrip()
+    tail = _NVRM_LEAD.sub("", _squeeze(lines[i + 1].text)).lstrip()
+    if not head or not tail:
+        return []
+    edge = head[-SPLIT_WINDOW:]
+    joins = [j for j in (head + tail, f"{head} {tail}")
+             if _maybe(edge + j[len(head):len(head) + SPLIT_WINDOW + 1]) and _ANY.search(j)]
+    if not joins:
+        return []
+    rules = [r for r in _RULES if not r.pattern.search(tail)]
+    hits = []
+    for joined in joins:
+        for rule in rules:
+            for m in rule.pattern.finditer(joined):
+                if m.start() < len(head) < m.end():
+                    hit = rule.build(m, joined, lines, i)
+                    if hit is not None:
+                        hits.append(hit)
+                    break
+        if hits:
+            break
+    return hits
+
+
+def _finding(hit: _Hit, line: LogLine, time: str | None,
+             tail: LogLine | None = None) -> ExplainFinding:
+    shown = (line,) if tail is None else (line, tail)
+    return ExplainFinding(hit.step, hit.code, hit.severity, line.number, _evidence(*shown),
+                          hit.summary, hit.action, gpu=hit.gpu, time=time, extra=hit.extra)
+
+
+def _xid_lines(accs: dict[int, _XidAcc], line: LogLine, time: str | None,
+               matches: list[re.Match[str]], text: str) -> list[ExplainFinding]:
+    """Fold each Xid record of a line (a flattened log may hold several) into ``accs``;
+    returns the ``gsp-timeout`` findings that Xid 119/120 records imply."""
+    out = []
+    ends = [m.start() for m in matches[1:]] + [len(text)]
+    for m, end in zip(matches, ends, strict=True):
+        acc = _add_xid(accs, line, time, m, text[:end])
+        gsp = _xid_gsp(acc, m, text[:end])
+        if gsp is not None:
+            out.append(_finding(gsp, line, time))
+    return out
+
+
+def _merge(found: list[ExplainFinding]) -> list[ExplainFinding]:
+    """One finding per code: the first line at the worst severity is the evidence."""
+    ordered = sorted(found, key=lambda f: (-f.severity.rank, f.line))
+    lists: dict[tuple[str, str, int | None], dict[str, list[object]]] = {}
+    for f in ordered:
+        bucket = lists.setdefault(f.key, {})
+        for k, v in f.extra.items():
+            if isinstance(v, list):
+                bucket.setdefault(k, []).extend(x for x in v if x not in bucket.get(k, []))
+    out = []
+    for f in merge_same(ordered):
+        merged = {**f.extra, **lists.get(f.key, {})}
+        out.append(_retell(replace(f, extra=merged)))
+    return out
+
+
+def _retell(f: ExplainFinding) -> ExplainFinding:
+    """Summaries that speak for the whole incident rather than its first line."""
+    cpus = f.extra.get("cpus")
+    if f.code == "cpu-thermal" and isinstance(cpus, list) and len(cpus) > 1:
+        shown = ", ".join(str(c) for c in cpus[:6]) + (", …" if len(cpus) > 6 else "")
+        return replace(f, summary=f"CPU thermal throttling on {len(cpus)} CPUs ({shown}): "
+                                  f"temperature above threshold, clock throttled")
+    killed = f.extra.get("killed")
+    if f.code == "oom-killer" and isinstance(killed, list) and killed:
+        names = ", ".join(str(k) for k in killed[:4]) + (", …" if len(killed) > 4 else "")
+        memcg = MEMCG if f.extra.get("limit") else ""
+        return replace(f, summary=f"The kernel OOM killer ran and killed {names}{memcg}")
+    return f
+
+
+def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
+    """Kernel-log findings of one input, one per distinct (step, code, xid), in line order.
+
+    Args:
+        lines: the input's lines as ``probes.rules.logrules.lines.log_lines`` peeled them.
+
+    Returns:
+        Findings of the ``syslog`` step (and ``gpu``-step PCIe link findings).
+    """
+    times, own_time = _times(lines)
+    xids: dict[int, _XidAcc] = {}
+    found: list[ExplainFinding] = []
+    in_xid = False
+    for i, line in enumerate(lines):
+        text = _squeeze(line.text)
+        matches = list(_XID.finditer(text))
+        if matches:
+            found.extend(_xid_lines(xids, line, times[i], matches, text))
+            in_xid = True
+            continue
+        if in_xid and _continues(lines, own_time, i):
+            continue
+        in_xid = False
+        hits = _line_hits(lines, i)
+        found.extend(_finding(h, line, times[i]) for h in hits)
+        if not hits and i + 1 < len(lines) and not own_time[i + 1]:
+            found.extend(_finding(h, line, times[i], lines[i + 1])
+                         for h in _split_hits(lines, i))
+    out = _merge(found) + [_xid_finding(acc) for acc in xids.values()]
+    return sorted(out, key=lambda f: f.line)

@@ -1,0 +1,115 @@
+"""Log lines with the prefixes launchers and collectors glue on peeled off.
+
+A line from ``srun -l``, ``pdsh``, ``torchrun``, ``grep`` over rotated syslogs or a log
+shipper reaches rigwatch as ``/var/log/syslog.1:Jun 21 14:02:19 host kernel: [4187.5] msg``
+or ``198.51.100.23: 198.51.100.23: [rank3]: msg``.  Rules match on ``text`` (the message)
+and report ``host``, ``rank`` and ``time`` from what was peeled.  Peeling is by shape, not
+by sample: each prefix kind is tried repeatedly until none matches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from probes.rules.text import clean_line
+
+_MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+
+_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # grep over several files: "/var/log/syslog.1:" or "kern.log:"; not a source file's
+    # "Loss.cu:250:" of an assert message, whose line number is no srun label
+    ("file", re.compile(
+        r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*)"
+        r"(?<!\.cu)(?<!\.cuh)(?<!\.c)(?<!\.cc)(?<!\.cpp)(?<!\.h)(?<!\.hpp)(?<!\.py)"
+        r":(?=\S)")),
+    # CloudWatch / table exports: "| 1700000000000 | msg |"
+    ("time", re.compile(r"^\|\s*(?P<v>[\d\-T:.+Z ]{10,40}?)\s*\|\s*")),
+    # dmesg -T: "[Sat Nov  8 03:17:44 2025] " (the opening bracket is sometimes lost)
+    ("time", re.compile(rf"^\[?(?P<v>{_DAYS} {_MONTHS} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\]\s?")),
+    # syslog / journalctl: "Sep  3 02:11:58 host kernel: " (also "Sep 03", fractional
+    # seconds of short-precise, short-full's "Sat 2025-11-08 03:17:44 UTC", CJK months)
+    ("time", re.compile(
+        rf"^(?P<v>(?:{_MONTHS}|\d{{1,2}}月) ?[ \d]?\d日? \d\d:\d\d:\d\d(?:\.\d+)?|"
+        rf"{_DAYS} \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]{{2,5}})?|"
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+        r"\s+(?P<host>[\w.\-]+)\s+(?:kernel|[\w.\-/]+(?:\[\d+\])?):\s?")),
+    # ISO / Python logging time: "2022-06-21 09:14:07,552 " or "2025-11-08T03:17:44.123+00:00 "
+    ("time", re.compile(
+        r"^(?P<v>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+        r"\s*(?:[|\-:]\s*)?")),
+    # kernel monotonic time: "[  211.408317] ", also after dmesg -r "<4>" / -x "kern  :warn  : "
+    ("mono", re.compile(
+        r"^(?:<\d>|[a-z]+\s*:[a-z]+\s*:\s)?\[\s*(?P<v>\d+\.\d+)\]\s?"
+        r"(?:[\w.\-]+ kernel: )?(?:\[\s*\d+\.\d+\]\s?)?")),
+    # journal lines with host and time cut: "kernel: NVRM: …"
+    ("tag", re.compile(r"^(?P<v>kernel): ")),
+    # torch rank prefix: "[rank3]:" / "[Rank 3]: "
+    ("rank", re.compile(r"^\[[Rr]ank ?(?P<v>\d+)\]:\s?")),
+    # pdsh / launcher host or IP: "gpu017: ", "198.51.100.23: ", "ip-10-0-0-1: "
+    ("host", re.compile(
+        r"^(?P<v>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w\-]*\d[\w\-.]*|[0-9a-fA-F:]*::[0-9a-fA-F:]+):\s")),
+    # srun -l label: "13: "
+    ("rank", re.compile(r"^(?P<v>\d{1,5}):\s")),
+)
+
+
+_LAUNCHER_KINDS = frozenset({"host", "rank"})
+"""Launchers prefix the line before the log's own time; after a time these are message text."""
+_NOT_A_HOST = re.compile(r"^(?:CPU|GPU|cpu|nvme|sd[a-z]|eth|ib|mlx\d_)\d*$")
+"""Words shaped like host names that kernel messages use as their own subject."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One input line: its number, the raw text and the message with prefixes removed."""
+
+    number: int
+    raw: str
+    text: str
+    host: str | None = None
+    rank: int | None = None
+    time: str | None = None
+
+
+def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
+    """Strip launcher and collector prefixes; returns (message, host, rank, time)."""
+    text = clean_line(line).lstrip()
+    host: str | None = None
+    rank: int | None = None
+    time: str | None = None
+    for _ in range(8):
+        for kind, pattern in _PREFIXES:
+            if kind in _LAUNCHER_KINDS and time is not None:
+                continue
+            m = pattern.match(text)
+            if m is None or (kind == "host" and _NOT_A_HOST.match(m.group("v"))):
+                continue
+            value = m.group("v")
+            if kind == "time" and time is None:
+                time = value.strip()
+                if "host" in pattern.groupindex and host is None:
+                    host = m.group("host")
+            elif kind == "mono" and time is None:
+                time = value
+            elif kind == "rank" and rank is None:
+                rank = int(value)
+            elif kind == "tag":
+                pass
+            elif kind == "host" and host is None:
+                host = value
+            text = text[m.end():].lstrip()
+            break
+        else:
+            break
+    return text, host, rank, time
+
+
+def log_lines(lines: list[str]) -> list[LogLine]:
+    """Peel every line; numbering is 1-based, as the contract's ``line`` field is."""
+    out = []
+    for i, raw in enumerate(lines, 1):
+        text, host, rank, time = peel(raw)
+        out.append(LogLine(i, raw, text, host, rank, time))
+    return out

@@ -1,0 +1,73 @@
+"""A live backend that records what it emits, and resumes from the recording it left.
+
+Recording sits on the emit path, not in the app: whatever reaches the screens reaches the
+file, in the same order.  ``Recorder.record`` only queues, so the UI thread never waits on
+the disk.  After a crash the console starts again on the same inventory, finds its
+recording, plays the recent part of it back into the screens (history, findings, status)
+and appends to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from probes.analysis.findings import Finding
+from probes.config.fleet import HostSpec
+from probes.store.codec import Item
+from probes.store.recording import Recorder, RecordingReader
+from probes.transport.backend import Backend
+from probes.wire.events import Emit, SessionItem
+
+RESUME_WINDOW_S = 2 * 3600.0
+"""How much of an earlier recording is played back at start: the finest history tier."""
+YIELD_EVERY = 500
+"""Items played back between yields to the event loop, so the screens stay live."""
+
+
+def item_ts(item: SessionItem) -> float:
+    """The time an item happened (the agent's clock for its messages)."""
+    return float(getattr(item, "ts", 0.0) or 0.0)
+
+
+class RecordingBackend:
+    """Wraps a backend: plays back a resumed recording first, then tees live items to it."""
+
+    def __init__(self, inner: Backend, recorder: Recorder,
+                 resume_from: RecordingReader | None = None,
+                 resume_window_s: float = RESUME_WINDOW_S) -> None:
+        self.inner = inner
+        self.specs: list[HostSpec] = inner.specs
+        self.recorder = recorder
+        self.resume_from = resume_from
+        self.resume_window_s = resume_window_s
+        self.resumed_items = 0
+
+    def _earlier(self) -> Iterator[tuple[str, float, Item]]:
+        reader = self.resume_from
+        if reader is None:
+            return iter(())
+        span = reader.span()
+        if span is None:
+            return iter(())
+        return reader.items(since=span[1] - self.resume_window_s)
+
+    async def run(self, emit: Emit) -> None:
+        """Play back what was recorded before, then run the live backend, recording it."""
+        for n, (host, _ts, item) in enumerate(self._earlier(), 1):
+            if not isinstance(item, Finding):  # findings are derived again from the items
+                emit(host, item)
+                self.resumed_items += 1
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if self.resume_from is not None:
+            self.resume_from.close()
+
+        def tee(host: str, item: SessionItem) -> None:
+            self.recorder.record(host, item_ts(item), item)
+            emit(host, item)
+
+        try:
+            await self.inner.run(tee)
+        finally:
+            await asyncio.to_thread(self.recorder.close)

@@ -1,0 +1,303 @@
+"""Supervised host sessions: start the agent, read its stream, retry with backoff.
+
+A session never raises into its caller: every failure becomes a ``Disconnected``
+item with a reason the operator can act on, followed by a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from probes.config.fleet import HostSpec
+from probes.errors import TransportError
+from probes.transport.local import LocalTransport
+from probes.wire.events import Connected, Disconnected, Emit, SessionItem
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import (
+    AgentMessage,
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    ProbeError,
+)
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 60.0
+ONCE_TIMEOUT_S = 20.0
+ONCE_CONCURRENCY = 64
+"""``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
+MAX_BAD_LINES_IN_A_ROW = 50
+"""This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
+REFUSED_KINDS = frozenset({"auth-failed", "host-key-refused"})
+"""Failures that retrying soon cannot fix: wait the full cap, so no retry storm."""
+
+
+class Transport(Protocol):
+    """What a session needs from a transport."""
+
+    notes: list[str]
+    """Things the operator should hear about after ``start`` (a recorded host key)."""
+
+    async def start(self) -> None:
+        """Start the agent; raise TransportError when that fails."""
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Raw stdout chunks until the stream ends."""
+
+    async def exit_reason(self) -> str:
+        """Why the stream ended."""
+
+    async def stop(self) -> None:
+        """Stop the agent and release the channel."""
+
+
+@dataclass(frozen=True)
+class SessionPolicy:
+    """Timing of one host's supervision; the defaults suit a 1 Hz soak watch."""
+
+    backoff_base_s: float = BACKOFF_BASE_S
+    backoff_cap_s: float = BACKOFF_CAP_S
+    jitter: float = 0.2
+    """Each delay is spread by up to this fraction, so hosts do not retry in lockstep."""
+    stall_s: float | None = None
+    """Reconnect after this long without a byte; None means max(15 s, 10 intervals)."""
+
+    def delay(self, attempt: int, kind: str, rng: random.Random) -> float:
+        """Seconds to wait before attempt ``attempt + 1``."""
+        if kind in REFUSED_KINDS:
+            base = self.backoff_cap_s
+        else:
+            base = min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
+        return base * (1.0 + rng.uniform(-self.jitter, self.jitter))
+
+    def stall_for(self, spec: HostSpec) -> float:
+        """The silence after which a connection counts as dead."""
+        return self.stall_s if self.stall_s is not None else max(15.0, 10.0 * spec.interval_s)
+
+
+class StreamStalled(TransportError):
+    """Connected, but nothing arrived for too long."""
+
+    kind = "stalled"
+
+
+class StreamGarbled(TransportError):
+    """The other end is sending lines that are not protocol v1."""
+
+    kind = "garbled"
+
+
+def make_transport(spec: HostSpec, once: bool = False,
+                   gate: asyncio.Semaphore | None = None,
+                   kernel_after: str | None = None) -> Transport:
+    """The transport a host spec asks for.
+
+    Raises:
+        TransportError: the spec names a transport this build does not have.
+    """
+    args = spec.agent_args(once=once, kernel_after=kernel_after)
+    if spec.transport == "local":
+        return LocalTransport(args, python=spec.python)
+    if spec.transport == "ssh":
+        from probes.transport.ssh import SshTransport
+
+        return SshTransport(spec, args, gate=gate)
+    raise TransportError(f"{spec.name}: transport {spec.transport!r} is not available")
+
+
+class _StallWatch:
+    """Cancels the reading task when no chunk came for ``stall_s``; ``fired`` says it did.
+
+    One timer checks the time of the last chunk and re-arms itself, instead of an
+    ``asyncio.wait_for`` per chunk (a task, a timer and a future for every chunk of every
+    host).  Used as a context
+    manager by the code that reads, so the timer is gone whichever way reading ends.
+    """
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self.fired = False
+        self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._last = self._loop.time()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def __enter__(self) -> _StallWatch:
+        self._handle = self._loop.call_later(self.stall_s, self._check)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def fed(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        cancelling = getattr(self._task, "cancelling", None)  # Python 3.11+
+        if cancelling is not None and cancelling():
+            return  # someone else (a caller's own timeout, shutdown) cancels it already
+        idle = self._loop.time() - self._last
+        if idle >= self.stall_s:
+            self.fired = True
+            self._handle = None
+            self._task.cancel()
+        else:
+            self._handle = self._loop.call_later(self.stall_s - idle, self._check)
+
+    def stalled(self) -> StreamStalled:
+        """The error to raise for the cancel this watch caused (and the cancel undone)."""
+        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+
+        if uncancel is not None:
+            uncancel()
+        return StreamStalled(f"no data for {self.stall_s:g} s")
+
+
+async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
+                       reader: MessageReader, stall_s: float) -> tuple[str, str, bool]:
+    """Run one connection to its end; returns (kind, reason, whether any message came)."""
+    got_any = False
+    try:
+        await transport.start()
+        for note in transport.notes:
+            emit(spec.name, ProbeError(time.time(), "transport", note))
+        emit(spec.name, Connected(time.time()))
+        with _StallWatch(stall_s) as watch:
+            try:
+                async for chunk in transport.chunks():
+                    watch.fed()
+                    for msg in reader.feed(chunk):
+                        got_any = True
+                        emit(spec.name, msg)
+                    if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
+                        raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
+            except asyncio.CancelledError:
+                if not watch.fired:
+                    raise
+                raise watch.stalled() from None
+        for msg in reader.close():
+            emit(spec.name, msg)
+        return "down", await transport.exit_reason(), got_any
+    except TransportError as exc:
+        return getattr(exc, "kind", "down"), exc.msg, got_any
+    finally:
+        await transport.stop()
+
+
+def _raise_if_cancelled() -> None:
+    """Honour a cancel that ``asyncio.wait_for`` swallowed (a race in Python < 3.12)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
+
+
+async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None = None,
+                      gate: asyncio.Semaphore | None = None) -> None:
+    """Keep one host's agent streaming until cancelled, reconnecting with backoff.
+
+    Args:
+        spec: the host.
+        emit: where items go; must not block.
+        policy: backoff and stall timing.
+        gate: shared limit on concurrent connection attempts (SSH handshakes).
+    """
+    policy = policy or SessionPolicy()
+    rng = random.Random(spec.name)
+    attempt = 0
+    cursor: str | None = None
+
+    def emit_noting_cursor(host: str, item: SessionItem) -> None:
+        nonlocal cursor
+        if isinstance(item, LogEvent) and item.source == "kernel" and item.cursor:
+            cursor = item.cursor
+        emit(host, item)
+
+    while True:
+        reader = MessageReader()
+        try:
+            transport = make_transport(spec, gate=gate, kernel_after=cursor)
+        except TransportError as exc:
+            emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats, "down"))
+            return
+        kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
+                                                   policy.stall_for(spec))
+        _raise_if_cancelled()
+        if got_any:
+            attempt = 0
+        delay = policy.delay(attempt, kind, rng)
+        attempt += 1
+        emit(spec.name, Disconnected(time.time(), reason, delay, reader.stats, kind))
+        await asyncio.sleep(delay)
+
+
+@dataclass
+class OnceResult:
+    """What one ``--once`` run of the agent returned for one host."""
+
+    spec: HostSpec
+    hello: Hello | None = None
+    sample: HostSample | None = None
+    events: list[LogEvent] = field(default_factory=list)
+    errors: list[ProbeError] = field(default_factory=list)
+    log_source: LogSourceState | None = None
+    failure: str | None = None
+    garbled: int = 0
+
+
+async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
+    """Run the agent with ``--once`` on one host and gather its hello and sample."""
+    result = OnceResult(spec)
+    reader = MessageReader()
+
+    def keep(_host: str, item: object) -> None:
+        _file(result, item)
+
+    try:
+        transport = make_transport(spec, once=True)
+        # The whole run's timeout is the one that speaks; the stall watchdog only backs it.
+        _, reason, _ = await asyncio.wait_for(
+            _stream_once(spec, keep, transport, reader, 2 * timeout_s), timeout_s)
+    except TransportError as exc:
+        reason = exc.msg
+    except asyncio.TimeoutError:
+        reason = f"no complete answer within {timeout_s:g} s"
+    result.garbled = reader.stats.garbled + reader.stats.overlong
+    if result.sample is None:
+        result.failure = reason
+    return result
+
+
+async def collect_all(specs: list[HostSpec],
+                      concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
+    """``collect_once`` for every host, ``concurrency`` at a time, in the specs' order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(spec: HostSpec) -> OnceResult:
+        async with gate:
+            return await collect_once(spec)
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
+
+
+def _file(result: OnceResult, item: object) -> None:
+    msg: AgentMessage | object = item
+    if isinstance(msg, Hello):
+        result.hello = msg
+    elif isinstance(msg, HostSample):
+        result.sample = msg
+    elif isinstance(msg, LogEvent):
+        result.events.append(msg)
+    elif isinstance(msg, ProbeError):
+        result.errors.append(msg)
+    elif isinstance(msg, LogSourceState):
+        result.log_source = msg

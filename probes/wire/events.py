@@ -1,0 +1,35 @@
+"""What a host session reports beside the agent's own messages: connects and disconnects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from probes.wire.protocol import StreamStats
+from probes.wire.samples import AgentMessage
+
+
+@dataclass(frozen=True)
+class Connected:
+    """The agent was started and its stream is open."""
+
+    ts: float
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    """The stream ended; the session will retry after ``retry_in_s``."""
+
+    ts: float
+    reason: str
+    retry_in_s: float | None = None
+    stats: StreamStats | None = None
+    kind: str = "down"
+    """``unreachable``, ``auth-failed``, ``host-key-refused``, ``agent-failed``, ``stalled``,
+    ``garbled`` or ``down`` (the stream simply ended)."""
+
+
+SessionItem = AgentMessage | Connected | Disconnected
+
+Emit = Callable[[str, SessionItem], None]
+"""Called with (host name, item) for every item; must not block."""

@@ -1,0 +1,570 @@
+"""Reading the agent's wire protocol v1: newline-delimited JSON, one object per line.
+
+The reader is tolerant by design: unknown fields and unknown message types are
+ignored, and a garbled, partial or over-long line is counted and skipped.  A host
+that prints junk (a login banner, a Python warning, a half-written line when the
+link drops) must never take the console down.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import MISSING, dataclass, fields
+from typing import Any
+
+try:
+    import orjson as _orjson
+except ImportError:  # the console still works on the standard library, only slower
+    _orjson = None  # type: ignore[assignment]
+
+from probes.errors import ProtocolError
+from probes.wire.samples import (
+    AgentMessage,
+    BlockDevice,
+    DatasetDevice,
+    DiskStats,
+    GpuInfo,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    Hello,
+    HostFacts,
+    HostSample,
+    HostStats,
+    LogEvent,
+    LogSourceState,
+    LogSourceStatus,
+    Nic,
+    NicPort,
+    PcieLink,
+    ProbeError,
+    ProbeStatus,
+    SoftwareVersions,
+)
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 256 * 1024
+MAX_TOPO_CHARS = 64 * 1024
+"""A hello for a 16-GPU host is about 5 KiB; anything this long is not ours."""
+
+
+@dataclass
+class StreamStats:
+    """Counters of what the reader skipped, shown per host so junk is visible."""
+
+    lines: int = 0
+    garbled: int = 0
+    overlong: int = 0
+    unknown_type: int = 0
+
+
+class LineSplitter:
+    """Split a byte stream into lines with a bounded buffer.
+
+    An over-long line is dropped as it arrives (its bytes are never all held),
+    and reading resumes at the next newline.
+    """
+
+    def __init__(self, stats: StreamStats, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._buf = bytearray()
+        self._discarding = False
+        self._max = max_line_bytes
+        self._stats = stats
+
+    def feed(self, chunk: bytes) -> Iterator[bytes | None]:
+        """Yield the complete lines that ``chunk`` finishes, without their newline.
+
+        An over-long line yields ``None`` where it ended, so readers see it in order.
+        """
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                self._keep(chunk[start:])
+                return
+            piece = chunk[start:nl]
+            start = nl + 1
+            if self._discarding:
+                self._discarding = False
+                self._buf.clear()
+                yield None
+                continue
+            if len(self._buf) + len(piece) > self._max:
+                self._stats.overlong += 1
+                self._buf.clear()
+                yield None
+                continue
+            self._buf += piece
+            line = bytes(self._buf)
+            self._buf.clear()
+            yield line
+
+    def flush(self) -> Iterator[bytes]:
+        """Yield a final line that had no newline (the stream ended)."""
+        if self._buf and not self._discarding:
+            yield bytes(self._buf)
+        self._buf.clear()
+        self._discarding = False
+
+    def _keep(self, rest: bytes) -> None:
+        if self._discarding:
+            return
+        if len(self._buf) + len(rest) > self._max:
+            self._stats.overlong += 1
+            self._buf.clear()
+            self._discarding = True
+            return
+        self._buf += rest
+
+
+class MessageReader:
+    """Turn raw stream chunks into typed messages, counting what is skipped."""
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.stats = StreamStats()
+        self._splitter = LineSplitter(self.stats, max_line_bytes)
+        self.bad_streak = 0
+        """Garbled or over-long lines since the last good message."""
+
+    def feed(self, chunk: bytes) -> list[AgentMessage]:
+        """Decode every complete line in ``chunk``."""
+        return [m for line in self._splitter.feed(chunk) if (m := self._decode(line)) is not None]
+
+    def close(self) -> list[AgentMessage]:
+        """Decode what is left when the stream ends."""
+        return [m for line in self._splitter.flush() if (m := self._decode(line)) is not None]
+
+    def _decode(self, line: bytes | None) -> AgentMessage | None:
+        if line is None:
+            self.bad_streak += 1
+            return None
+        if not line.strip():
+            return None
+        self.stats.lines += 1
+        try:
+            msg = decode_line(line)
+        except UnknownMessageType:
+            self.stats.unknown_type += 1
+            return None
+        except ProtocolError:
+            self.stats.garbled += 1
+            self.bad_streak += 1
+            return None
+        self.bad_streak = 0
+        return msg
+
+
+class UnknownMessageType(ProtocolError):
+    """A well-formed line of a type this console does not know (a newer agent)."""
+
+
+def decode_line(line: bytes | str) -> AgentMessage:
+    """Decode one wire line.
+
+    Args:
+        line: one line, with or without its newline.
+
+    Returns:
+        The typed message.
+
+    Raises:
+        UnknownMessageType: valid JSON object with a ``type`` we do not know.
+        ProtocolError: not JSON, not an object, or a known type with unusable fields.
+    """
+    obj, finite = _loads(line)
+    if not isinstance(obj, dict):
+        raise ProtocolError("not a JSON object")
+    kind = obj.get("type")
+    decoder = None
+    if isinstance(kind, str):
+        decoder = (_FAST_DECODERS.get(kind) if finite else None) or _DECODERS.get(kind)
+    if decoder is None:
+        raise UnknownMessageType(f"unknown message type {kind!r}")
+    try:
+        return decoder(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ProtocolError(f"bad {kind} message: {exc!r}") from None
+
+
+def _loads(line: bytes | str) -> tuple[Any, bool]:
+    """Parse one line; the flag says every float in the result is finite.
+
+    orjson (a console dependency) parses a sample line three times faster than the
+    standard library and refuses NaN, Infinity and numbers that overflow a double, so
+    what it returns needs no finiteness checks.  A line it refuses gets a second chance
+    with ``json``, whose result takes the fully checked path.
+    """
+    if _orjson is not None:
+        try:
+            return _orjson.loads(line), True
+        except _orjson.JSONDecodeError:
+            pass
+    try:
+        return json.loads(line), False
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    f = _num(value)
+    return int(f) if f is not None else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _decode_hello(obj: dict[str, Any]) -> Hello:
+    host = _dict(obj.get("host"))
+    gpus = tuple(
+        GpuInfo(
+            index=int(g["index"]),
+            uuid=_str(g.get("uuid")),
+            bus_id=_str(g.get("bus_id")),
+            name=_str(g.get("name")),
+            mem_total_mib=_num(g.get("mem_total_mib")),
+            temp_slowdown_c=_num(g.get("temp_slowdown_c")),
+            temp_shutdown_c=_num(g.get("temp_shutdown_c")),
+            pcie_gen_max_gpu=_int(g.get("pcie_gen_max_gpu")),
+            serial=_str(g.get("serial")),
+            vbios=_str(g.get("vbios")),
+            persistence_mode=_bool(g.get("persistence_mode")),
+            ecc_mode=_bool(g.get("ecc_mode")),
+            ecc_mode_pending=_bool(g.get("ecc_mode_pending")),
+            mig_mode=_bool(g.get("mig_mode")),
+            power_limit_default_w=_num(g.get("power_limit_default_w")),
+        )
+        for g in _list(obj.get("gpus"))
+        if isinstance(g, dict) and _int(g.get("index")) is not None
+    )
+    probes = tuple(
+        ProbeStatus(name=name, available=bool(_dict(p).get("available")),
+                    reason=_str(_dict(p).get("reason")))
+        for name, p in _dict(obj.get("probes")).items()
+    )
+    facts = HostFacts(
+        hostname=_str(host.get("hostname")) or "?",
+        kernel=_str(host.get("kernel")),
+        os_name=_str(host.get("os")),
+        python=_str(host.get("python")),
+        driver_version=_str(host.get("driver_version")),
+        cuda_version=_str(host.get("cuda_version")),
+        cpu_model=_str(host.get("cpu_model")),
+        cpu_cores_logical=_int(host.get("cpu_cores_logical")),
+        cpu_cores_physical=_int(host.get("cpu_cores_physical")),
+        mem_total_bytes=_int(host.get("mem_total_bytes")),
+        swap_total_bytes=_int(host.get("swap_total_bytes")),
+        gpus=gpus,
+        numa_nodes=_int(host.get("numa_nodes")),
+        probes=probes,
+        simulated=tuple(s for s in _list(obj.get("simulated")) if isinstance(s, str)),
+        software=_decode_software(host.get("software")),
+        block_devices=tuple(_decode_block_device(d) for d in _list(host.get("block_devices"))
+                            if isinstance(d, dict) and _str(d.get("name"))),
+        swap_used_bytes=_int(host.get("swap_used_bytes")),
+    )
+    protocol = _int(obj.get("v"))
+    if protocol is None:
+        raise ValueError("hello without protocol version 'v'")
+    topo = _str(obj.get("topo_text"))
+    return Hello(ts=_num(obj.get("ts")) or 0.0, protocol=protocol,
+                 agent_version=_str(obj.get("agent")) or "?", facts=facts,
+                 pcie=_decode_chains(obj.get("pcie")) or {},
+                 nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))
+                            if isinstance(n, dict) and _str(n.get("name"))),
+                 topo_text=topo[:MAX_TOPO_CHARS] if topo else None,
+                 datasets=tuple(DatasetDevice(path=d["path"], device=_str(d.get("device")),
+                                              free_bytes=_int(d.get("free_bytes")),
+                                              total_bytes=_int(d.get("total_bytes")))
+                                for d in _list(obj.get("datasets"))
+                                if isinstance(d, dict) and _str(d.get("path"))))
+
+
+def _decode_software(value: Any) -> SoftwareVersions:
+    """An older agent sends no ``software``: every version is then unknown."""
+    d = _dict(value)
+    return SoftwareVersions(
+        nvcc=_str(d.get("nvcc")), nccl=_str(d.get("nccl")), torch=_str(d.get("torch")),
+        cuda_runtime=_str(d.get("cuda_runtime")),
+        container_runtimes=tuple(r for r in _list(d.get("container_runtimes"))
+                                 if isinstance(r, str)),
+        fabric_manager=_str(d.get("fabric_manager")))
+
+
+def _decode_block_device(d: dict[str, Any]) -> BlockDevice:
+    return BlockDevice(name=str(d["name"]), size_bytes=_int(d.get("size_bytes")),
+                       rotational=_bool(d.get("rotational")), model=_str(d.get("model")),
+                       transport=_str(d.get("transport")))
+
+
+def _decode_link(d: dict[str, Any]) -> PcieLink:
+    return PcieLink(address=_str(d.get("address")), speed_gts=_num(d.get("speed_gts")),
+                    width=_int(d.get("width")), max_speed_gts=_num(d.get("max_speed_gts")),
+                    max_width=_int(d.get("max_width")), numa_node=_int(d.get("numa_node")),
+                    local_cpulist=_str(d.get("local_cpulist")))
+
+
+def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
+    if not isinstance(value, dict):
+        return None
+    return {bus: tuple(_decode_link(d) for d in _list(chain) if isinstance(d, dict))
+            for bus, chain in value.items() if isinstance(bus, str)}
+
+
+def _decode_nic(n: dict[str, Any]) -> Nic:
+    ports = tuple(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
+                          rate=_str(p.get("rate")), link_layer=_str(p.get("link_layer")))
+                  for p in _list(n.get("ports")) if isinstance(p, dict))
+    return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
+               address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),
+               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports)
+
+
+def _gpu_state(value: Any) -> GpuState:
+    try:
+        return GpuState(value)
+    except ValueError:
+        return GpuState.UNKNOWN
+
+
+def _decode_gpu(g: dict[str, Any]) -> GpuSample:
+    return GpuSample(
+        index=int(g["index"]),
+        uuid=_str(g.get("uuid")),
+        state=_gpu_state(g.get("state", "ok")),
+        bus_id=_str(g.get("bus_id")),
+        mem_used_mib=_num(g.get("mem_used_mib")),
+        mem_total_mib=_num(g.get("mem_total_mib")),
+        util_pct=_num(g.get("util_pct")),
+        mem_util_pct=_num(g.get("mem_util_pct")),
+        temp_c=_num(g.get("temp_c")),
+        power_w=_num(g.get("power_w")),
+        power_limit_w=_num(g.get("power_limit_w")),
+        sm_clock_mhz=_num(g.get("sm_clock_mhz")),
+        sm_clock_max_mhz=_num(g.get("sm_clock_max_mhz")),
+        clock_reasons=tuple(r for r in _list(g.get("clock_reasons")) if isinstance(r, str)),
+        pcie_gen=_int(g.get("pcie_gen")),
+        pcie_gen_max=_int(g.get("pcie_gen_max")),
+        pcie_width=_int(g.get("pcie_width")),
+        pcie_width_max=_int(g.get("pcie_width_max")),
+        temp_mem_c=_num(g.get("temp_mem_c")),
+        mem_clock_mhz=_num(g.get("mem_clock_mhz")),
+        mem_clock_max_mhz=_num(g.get("mem_clock_max_mhz")),
+        pstate=_str(g.get("pstate")),
+        ecc_corrected_volatile=_int(g.get("ecc_corrected_volatile")),
+        ecc_uncorrected_volatile=_int(g.get("ecc_uncorrected_volatile")),
+        ecc_corrected_aggregate=_int(g.get("ecc_corrected_aggregate")),
+        ecc_uncorrected_aggregate=_int(g.get("ecc_uncorrected_aggregate")),
+        retired_pages_pending=_bool(g.get("retired_pages_pending")),
+        remap_correctable=_int(g.get("remap_correctable")),
+        remap_uncorrectable=_int(g.get("remap_uncorrectable")),
+        remap_pending=_bool(g.get("remap_pending")),
+        remap_failure=_bool(g.get("remap_failure")),
+        nvlink_up=_int(g.get("nvlink_up")),
+        nvlink_links=_int(g.get("nvlink_links")),
+        persistence=_bool(g.get("persistence")),
+        pcie_replay=_int(g.get("pcie_replay")),
+        pcie_tx_kbs=_num(g.get("pcie_tx_kbs")),
+        pcie_rx_kbs=_num(g.get("pcie_rx_kbs")),
+        processes=_decode_processes(g.get("processes")),
+    )
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _decode_processes(value: Any) -> tuple[GpuProcess, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(GpuProcess(pid=_int(p.get("pid")), name=_str(p.get("name")),
+                            user=_str(p.get("user")), used_mib=_num(p.get("used_mib")))
+                 for p in value if isinstance(p, dict))
+
+
+def _decode_disk(name: str, d: dict[str, Any]) -> DiskStats:
+    return DiskStats(
+        name=name,
+        **{k: _num(d.get(k)) for k in
+           ("r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util")},
+    )
+
+
+def _decode_sample(obj: dict[str, Any]) -> HostSample:
+    host = _dict(obj.get("host"))
+    stats = HostStats(
+        cpu_pct=_num(host.get("cpu_pct")),
+        load1=_num(host.get("load1")),
+        load5=_num(host.get("load5")),
+        load15=_num(host.get("load15")),
+        mem_used_bytes=_int(host.get("mem_used_bytes")),
+        mem_total_bytes=_int(host.get("mem_total_bytes")),
+        swap_used_bytes=_int(host.get("swap_used_bytes")),
+        swap_total_bytes=_int(host.get("swap_total_bytes")),
+        swap_in_pages_s=_num(host.get("swap_in_pages_s")),
+        swap_out_pages_s=_num(host.get("swap_out_pages_s")),
+    )
+    gpus = tuple(_decode_gpu(g) for g in _list(obj.get("gpus"))
+                 if isinstance(g, dict) and _int(g.get("index")) is not None)
+    disks = tuple(_decode_disk(n, d) for n, d in _dict(obj.get("disks")).items()
+                  if isinstance(d, dict))
+    ts = _num(obj.get("ts"))
+    if ts is None:
+        raise ValueError("sample without 'ts'")
+    return HostSample(ts=ts, seq=_int(obj.get("seq")) or 0, gpus=gpus, host=stats, disks=disks,
+                      pcie=_decode_chains(obj.get("pcie")))
+
+
+def _decode_event(obj: dict[str, Any]) -> LogEvent:
+    line = obj["line"]
+    if not isinstance(line, str):
+        raise TypeError("event 'line' is not a string")
+    return LogEvent(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?", line=line,
+                    boot=_str(obj.get("boot")), cursor=_str(obj.get("cursor")))
+
+
+def _log_status(value: Any) -> LogSourceStatus:
+    try:
+        return LogSourceStatus(value)
+    except ValueError:
+        return LogSourceStatus.UNAVAILABLE
+
+
+def _decode_logsource(obj: dict[str, Any]) -> LogSourceState:
+    state = obj["state"]
+    if not isinstance(state, str):
+        raise TypeError("logsource 'state' is not a string")
+    return LogSourceState(ts=_num(obj.get("ts")) or 0.0, source=_str(obj.get("source")) or "?",
+                          state=_log_status(state), via=_str(obj.get("via")),
+                          detail=_str(obj.get("detail")) or "", fix=_str(obj.get("fix")))
+
+
+def _decode_error(obj: dict[str, Any]) -> ProbeError:
+    return ProbeError(ts=_num(obj.get("ts")) or 0.0, probe=_str(obj.get("probe")) or "?",
+                      message=_str(obj.get("message")) or "")
+
+
+_NUM, _INT, _STR, _BOOL = range(4)
+_KINDS = {"float | None": _NUM, "int | None": _INT, "str | None": _STR, "bool | None": _BOOL}
+
+
+class _Filler:
+    """Build one frozen dataclass from a JSON object whose floats are all finite.
+
+    The sample path runs 300-odd fields per host-sample; going field by field through
+    ``_num`` and the dataclass ``__init__`` (a guarded ``setattr`` per field) took 128 µs
+    per 8-GPU sample, against 58 µs here and 15 µs for orjson's parse.  Here one loop
+    over the object's own items keeps what has the right type (an int where a float is
+    due becomes a float, as ``_num`` does) and the instance's ``__dict__`` is filled at
+    once.  The result equals the checked decoders' (a test holds them to it); fields
+    with other types are left to the caller.
+    """
+
+    def __init__(self, cls: type[Any], skip: tuple[str, ...] = ()) -> None:
+        self.cls = cls
+        self.kinds: dict[str, int] = {}
+        self.defaults: dict[str, Any] = {}
+        for f in fields(cls):
+            self.defaults[f.name] = None if f.default is MISSING else f.default
+            kind = _KINDS.get(str(f.type))
+            if kind is not None and f.name not in skip:
+                self.kinds[f.name] = kind
+
+    def fill(self, src: dict[str, Any], **extra: Any) -> Any:
+        values = self.defaults.copy()
+        kinds = self.kinds
+        for key, v in src.items():
+            kind = kinds.get(key)
+            if kind is None:
+                continue
+            t = type(v)
+            if kind == _NUM:
+                if t is float:
+                    values[key] = v
+                elif t is int:
+                    values[key] = float(v)
+            elif kind == _INT:
+                if t is int:
+                    values[key] = v
+                elif t is float:
+                    values[key] = int(v)
+            elif t is (str if kind == _STR else bool):
+                values[key] = v
+        values.update(extra)
+        obj = object.__new__(self.cls)
+        obj.__dict__.update(values)
+        return obj
+
+
+_GPU = _Filler(GpuSample, skip=("index",))
+_HOST = _Filler(HostStats)
+_DISK = _Filler(DiskStats)
+_EMPTY_HOST = HostStats()
+
+
+def _fast_gpu(g: dict[str, Any]) -> GpuSample | None:
+    index = g.get("index")
+    if type(index) is not int:
+        if type(index) is not float:
+            return None
+        index = int(index)
+    reasons = g.get("clock_reasons")
+    state = g.get("state", "ok")
+    return _GPU.fill(
+        g, index=index,
+        state=GpuState.OK if state == "ok" else _gpu_state(state),
+        clock_reasons=tuple(r for r in reasons if type(r) is str)
+        if type(reasons) is list else (),
+        processes=_decode_processes(g.get("processes")))
+
+
+def _fast_sample(obj: dict[str, Any]) -> HostSample:
+    """``_decode_sample`` for a line parsed by orjson (every float finite)."""
+    ts = obj.get("ts")
+    if type(ts) is not float:
+        ts = _num(ts)
+        if ts is None:
+            raise ValueError("sample without 'ts'")
+    host = obj.get("host")
+    gpus = obj.get("gpus")
+    disks = obj.get("disks")
+    return HostSample(
+        ts=ts, seq=_int(obj.get("seq")) or 0,
+        gpus=tuple(s for g in gpus if type(g) is dict and (s := _fast_gpu(g)) is not None)
+        if type(gpus) is list else (),
+        host=_HOST.fill(host) if type(host) is dict else _EMPTY_HOST,
+        disks=tuple(_DISK.fill(d, name=n) for n, d in disks.items() if type(d) is dict)
+        if type(disks) is dict else (),
+        pcie=_decode_chains(obj.get("pcie")))
+
+
+_FAST_DECODERS: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {"sample": _fast_sample}
+_DECODERS: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
+    "hello": _decode_hello,
+    "sample": _decode_sample,
+    "event": _decode_event,
+    "error": _decode_error,
+    "logsource": _decode_logsource,
+}

@@ -1,0 +1,373 @@
+"""Typed samples decoded from the agent's wire protocol (see ``probes/wire/PROTOCOL.md``).
+
+Every quantity carries its unit in its name; ``None`` means "not available on this
+host or GPU", never zero.  Docstrings name the command-line equivalent, which is
+also what the agent's nvidia-smi fallback reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class GpuState(str, Enum):
+    """Whether a GPU answered this tick."""
+
+    OK = "ok"
+    LOST = "lost"
+    """NVML says GpuIsLost, or nvidia-smi cannot determine the device handle."""
+    UNKNOWN = "unknown"
+    """The GPU probe timed out or failed this tick; the GPU may be fine."""
+    UNRESPONSIVE = "unresponsive"
+    """A probe call is still hung from an earlier tick."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """A GPU as listed in the agent's hello (``nvidia-smi -L`` plus bus id and memory)."""
+
+    index: int
+    uuid: str | None
+    bus_id: str | None
+    name: str | None
+    mem_total_mib: float | None
+    temp_slowdown_c: float | None = None
+    """Where the driver starts slowing the GPU for heat (NVML slowdown threshold)."""
+    temp_shutdown_c: float | None = None
+    pcie_gen_max_gpu: int | None = None
+    """The GPU's own best PCIe generation; ``GpuSample.pcie_gen_max`` also counts the slot."""
+    serial: str | None = None
+    vbios: str | None = None
+    persistence_mode: bool | None = None
+    """``persistence_mode``: off means every job start pays the driver's init."""
+    ecc_mode: bool | None = None
+    """``ecc.mode.current``; None where the GPU has no ECC."""
+    ecc_mode_pending: bool | None = None
+    """``ecc.mode.pending``: differs from current until the next reset."""
+    mig_mode: bool | None = None
+    """``mig.mode.current``; None where the GPU has no MIG."""
+    power_limit_default_w: float | None = None
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """One PCI function's link as sysfs shows it (``current_link_speed`` … ``numa_node``)."""
+
+    address: str | None
+    speed_gts: float | None = None
+    width: int | None = None
+    max_speed_gts: float | None = None
+    max_width: int | None = None
+    numa_node: int | None = None
+    local_cpulist: str | None = None
+
+
+@dataclass(frozen=True)
+class NicPort:
+    """An InfiniBand port (``/sys/class/infiniband/<hca>/ports/<n>``)."""
+
+    port: int | None
+    state: str | None
+    rate: str | None
+    link_layer: str | None
+
+
+@dataclass(frozen=True)
+class Nic:
+    """A physical NIC or HCA with where it sits on the PCI tree."""
+
+    name: str
+    kind: str
+    """``infiniband`` (an HCA) or ``net`` (a network interface)."""
+    address: str | None
+    numa_node: int | None
+    state: str | None = None
+    speed_mbps: int | None = None
+    ports: tuple[NicPort, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetDevice:
+    """Which block device holds a configured dataset path (None: could not tell)."""
+
+    path: str
+    device: str | None
+    free_bytes: int | None = None
+    """``statvfs`` space available to unprivileged users on the path's file system."""
+    total_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """A whole disk (``/sys/block``, partitions, loop and ram devices left out)."""
+
+    name: str
+    size_bytes: int | None = None
+    rotational: bool | None = None
+    model: str | None = None
+    transport: str | None = None
+    """``nvme``, ``sata``, ``sas``, ``virtio``…; ``nvme`` for an ``nvme*`` device."""
+
+
+@dataclass(frozen=True)
+class SoftwareVersions:
+    """Versions the preflight and the manifest compare, looked up without running training
+    code: package metadata, library file names, ``--version`` of a tool (None: not found)."""
+
+    nvcc: str | None = None
+    """``nvcc --version`` release, e.g. ``12.4.131`` (PATH, then /usr/local/cuda/bin)."""
+    nccl: str | None = None
+    """From ``nvidia-nccl-cu*`` package metadata, else a ``libnccl.so.2.x.y`` file name."""
+    torch: str | None = None
+    """``torch`` package metadata of the host's python3 (never imported)."""
+    cuda_runtime: str | None = None
+    """``nvidia-cuda-runtime-cu*`` package metadata or ``/usr/local/cuda/version.json``."""
+    container_runtimes: tuple[str, ...] = ()
+    """Runtimes found on PATH: docker, podman, containerd, nvidia-container-cli, enroot,
+    apptainer, singularity."""
+    fabric_manager: str | None = None
+    """``nv-fabricmanager --version`` where installed (NVSwitch systems)."""
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    """Whether one probe (nvml, nvidia-smi, psutil, diskstats, …) is usable, and why not."""
+
+    name: str
+    available: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """What a host is: sent once in ``hello``."""
+
+    hostname: str
+    kernel: str | None
+    os_name: str | None
+    python: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    cpu_model: str | None
+    cpu_cores_logical: int | None
+    cpu_cores_physical: int | None
+    mem_total_bytes: int | None
+    swap_total_bytes: int | None
+    gpus: tuple[GpuInfo, ...] = ()
+    numa_nodes: int | None = None
+    probes: tuple[ProbeStatus, ...] = ()
+    simulated: tuple[str, ...] = ()
+    """Simulator scenarios; empty for a real host."""
+    software: SoftwareVersions = field(default_factory=SoftwareVersions)
+    block_devices: tuple[BlockDevice, ...] = ()
+    swap_used_bytes: int | None = None
+    """Swap in use when the hello was sent (``SwapTotal - SwapFree``)."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The first line from an agent."""
+
+    ts: float
+    protocol: int
+    agent_version: str
+    facts: HostFacts
+    pcie: Mapping[str, tuple[PcieLink, ...]] = field(default_factory=dict)
+    """GPU bus id -> its link and the bridges above it, GPU first."""
+    nics: tuple[Nic, ...] = ()
+    topo_text: str | None = None
+    """``nvidia-smi topo -m`` as the host printed it (parsed by ``probes.rules.parsers.topo``)."""
+    datasets: tuple[DatasetDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU (``--query-compute-apps``) with its owner from /proc."""
+
+    pid: int | None
+    name: str | None
+    user: str | None
+    used_mib: float | None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one tick (``nvidia-smi --query-gpu=…``)."""
+
+    index: int
+    """``index``; -1 when a lost GPU is known only by its bus id."""
+    uuid: str | None = None
+    state: GpuState = GpuState.OK
+    bus_id: str | None = None
+    """Set when the GPU is known by bus id only (a lost GPU reported by nvidia-smi)."""
+    mem_used_mib: float | None = None
+    """``memory.used``"""
+    mem_total_mib: float | None = None
+    """``memory.total``"""
+    util_pct: float | None = None
+    """``utilization.gpu``"""
+    mem_util_pct: float | None = None
+    """``utilization.memory``"""
+    temp_c: float | None = None
+    """``temperature.gpu``"""
+    power_w: float | None = None
+    """``power.draw``"""
+    power_limit_w: float | None = None
+    """``enforced.power.limit``"""
+    sm_clock_mhz: float | None = None
+    """``clocks.sm``"""
+    sm_clock_max_mhz: float | None = None
+    """``clocks.max.sm``"""
+    clock_reasons: tuple[str, ...] = ()
+    """Active clock-event (throttle) reasons by name, ``clocks_event_reasons.active`` decoded."""
+    pcie_gen: int | None = None
+    """``pcie.link.gen.gpucurrent``"""
+    pcie_gen_max: int | None = None
+    """``pcie.link.gen.max``"""
+    pcie_width: int | None = None
+    """``pcie.link.width.current``"""
+    pcie_width_max: int | None = None
+    """``pcie.link.width.max``"""
+    temp_mem_c: float | None = None
+    """``temperature.memory`` (HBM)"""
+    mem_clock_mhz: float | None = None
+    """``clocks.mem``"""
+    mem_clock_max_mhz: float | None = None
+    """``clocks.max.mem``"""
+    pstate: str | None = None
+    """``pstate``: P0 is full performance, P8 idle."""
+    ecc_corrected_volatile: int | None = None
+    """``ecc.errors.corrected.volatile.total`` (since the driver loaded)"""
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    """``ecc.errors.corrected.aggregate.total`` (lifetime)"""
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_pending: bool | None = None
+    """``retired_pages.pending``: a page waits for the next driver reload to be retired."""
+    remap_correctable: int | None = None
+    """``remapped_rows.correctable``"""
+    remap_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    """``remapped_rows.pending``: the GPU needs a reset to apply a remap."""
+    remap_failure: bool | None = None
+    """``remapped_rows.failure``: no spare rows left; the GPU needs service."""
+    nvlink_up: int | None = None
+    nvlink_links: int | None = None
+    persistence: bool | None = None
+    """``persistence_mode``"""
+    pcie_replay: int | None = None
+    """PCIe replay counter: link-level retransmissions since boot."""
+    pcie_tx_kbs: float | None = None
+    pcie_rx_kbs: float | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    """Compute processes; None when the probe cannot list them."""
+
+    @property
+    def mem_used_pct(self) -> float | None:
+        """Memory used as a percentage of total."""
+        if self.mem_used_mib is None or not self.mem_total_mib:
+            return None
+        return 100.0 * self.mem_used_mib / self.mem_total_mib
+
+
+@dataclass(frozen=True)
+class HostStats:
+    """CPU, load, memory and swap of the host (``top``, ``/proc/loadavg``, ``free -b``)."""
+
+    cpu_pct: float | None = None
+    load1: float | None = None
+    load5: float | None = None
+    load15: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    swap_in_pages_s: float | None = None
+    """``vmstat`` si: pages swapped in per second; steady swapping starves a training job."""
+    swap_out_pages_s: float | None = None
+
+
+@dataclass(frozen=True)
+class DiskStats:
+    """One block device over the last interval (``iostat -x``), from ``/proc/diskstats`` deltas."""
+
+    name: str
+    r_s: float | None = None
+    w_s: float | None = None
+    rkb_s: float | None = None
+    wkb_s: float | None = None
+    r_await: float | None = None
+    w_await: float | None = None
+    aqu_sz: float | None = None
+    util: float | None = None
+    """%util: share of the interval the device was busy."""
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """Everything about one host at one tick, with one timestamp."""
+
+    ts: float
+    seq: int
+    gpus: tuple[GpuSample, ...] = ()
+    host: HostStats = field(default_factory=HostStats)
+    disks: tuple[DiskStats, ...] = ()
+    pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
+    """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """A log line the agent saw, with where it came from (``kernel``, ``job:<path>``)."""
+
+    ts: float
+    source: str
+    line: str
+    boot: str | None = None
+    """The boot the line belongs to (``_BOOT_ID`` / ``/proc/sys/kernel/random/boot_id``)."""
+    cursor: str | None = None
+    """The journal's ``__CURSOR`` of the entry (kernel lines read through journalctl)."""
+
+
+class LogSourceStatus(str, Enum):
+    """Whether the agent can read a log (``logsource`` message ``state``)."""
+
+    OK = "ok"
+    """One source works; ``via`` names it."""
+    DENIED = "denied"
+    """At least one source refused this user and none works; ``fix`` says what to grant."""
+    UNAVAILABLE = "unavailable"
+    """No source exists or every one failed (or a newer agent's state this console lacks)."""
+    OFF = "off"
+    """Not read: ``--kernel-log off``, or a bare run that did not ask."""
+    SIMULATED = "simulated"
+    """A simulated host: its kernel lines come from the simulator."""
+
+
+@dataclass(frozen=True)
+class LogSourceState:
+    """How the agent reads a log (``kernel``), sent after the hello and on every change."""
+
+    ts: float
+    source: str
+    state: LogSourceStatus
+    via: str | None = None
+    """``journalctl``, ``dmesg`` or ``file:<path>``; None unless ``state`` is ok."""
+    detail: str = ""
+    """What each refused source said, on one line (also set when ``state`` is ok)."""
+    fix: str | None = None
+    """What an operator could grant (group membership, sysctl): text, never applied."""
+
+
+@dataclass(frozen=True)
+class ProbeError:
+    """A probe failed or timed out on the host; the stream goes on."""
+
+    ts: float
+    probe: str
+    message: str
+
+
+AgentMessage = Hello | HostSample | LogEvent | LogSourceState | ProbeError

@@ -1,0 +1,1 @@
+"""Pure view builders: core state in, frozen view dataclasses out, for widgets to render."""
