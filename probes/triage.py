@@ -1,4 +1,4 @@
-"""The triage vocabulary every rule shares: the four steps and how urgent a finding is.
+"""The triage vocabulary every rule shares: the four steps, how urgent a finding is, its code.
 
 Kept apart from the rules themselves so parsers, log rules and the live findings can all
 import it without importing each other.
@@ -29,6 +29,69 @@ class Severity(str, Enum):
     def rank(self) -> int:
         """Higher is worse; for sorting and "worst finding" columns."""
         return {"critical": 3, "warning": 2, "info": 1}[self.value]
+
+
+class Code(str, Enum):
+    """Every finding code rigwatch produces: live findings, detectors and ``rigwatch explain``.
+
+    The values are the wire strings of JSON, recordings, alerts and the explain contract
+    (``shared/EXPLAIN-CONTRACT.md``); a member compares and hashes equal to its string, so
+    a finding read back from an old recording matches ``Code.GPU_LOST`` as it always did.
+    ``str()`` and f-strings give the bare value on every Python the console supports.
+    """
+
+    # gpu: devices, clocks, links, memory health, disks, layout
+    GPU_LOST = "gpu-lost"
+    GPU_UNRESPONSIVE = "gpu-unresponsive"
+    GPU_DROPOUT = "gpu-dropout"
+    CLOCKS_THROTTLED = "clocks-throttled"
+    THROTTLED_WHILE_BUSY = "throttled-while-busy"
+    TEMP_NEAR_SLOWDOWN = "temp-near-slowdown"
+    POWER_PINNED = "power-pinned"
+    PCIE_LINK_DOWNGRADED = "pcie-link-downgraded"
+    LINK_DOWNGRADE_APPEARED = "link-downgrade-appeared"
+    NVLINK_DOWN = "nvlink-down"
+    ECC_UNCORRECTABLE = "ecc-uncorrectable"
+    ECC_INCREASING = "ecc-increasing"
+    ROW_REMAP_FAILURE = "row-remap-failure"
+    ROW_REMAP_PENDING = "row-remap-pending"
+    REMAP_INCREASING = "remap-increasing"
+    RETIRED_PAGES_PENDING = "retired-pages-pending"
+    MEMORY_LEAK = "memory-leak"
+    DISK_SATURATED = "disk-saturated"
+    DATA_STARVATION = "data-starvation"
+    HOST_SWAPPING = "host-swapping"
+    SWAP_ACTIVITY = "swap-activity"
+    TOPOLOGY_CROSS_NUMA = "topology-cross-numa"
+    # syslog: kernel and system log
+    XID = "xid"
+    GPU_FALLEN_OFF_BUS = "gpu-fallen-off-bus"
+    PCIE_AER = "pcie-aer"
+    OOM_KILLER = "oom-killer"
+    GSP_TIMEOUT = "gsp-timeout"
+    CPU_THERMAL = "cpu-thermal"
+    NVRM_API_MISMATCH = "nvrm-api-mismatch"
+    RM_INIT_ADAPTER_FAILED = "rm-init-adapter-failed"
+    KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
+    # nccl: collective communication
+    NCCL_TIMEOUT = "nccl-timeout"
+    NCCL_NET_ERROR = "nccl-net-error"
+    NCCL_ERROR = "nccl-error"
+    RANK_FAILED = "rank-failed"
+    NCCL_TESTS_WRONG = "nccl-tests-wrong"
+    NCCL_BANDWIDTH_LOW = "nccl-bandwidth-low"
+    # model: the training program
+    CUDA_OOM = "cuda-oom"
+    ILLEGAL_MEMORY_ACCESS = "illegal-memory-access"
+    DEVICE_SIDE_ASSERT = "device-side-assert"
+    LOSS_NAN = "loss-nan"
+    LOSS_SCALE_OVERFLOW = "loss-scale-overflow"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 DISK_SATURATED_UTIL = 90.0
