@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-AGENT = REPO / "probes" / "agent.py"
+AGENT = REPO / "probes" / "agent" / "main.py"
 SHARED = REPO.parent / "shared"
 BARE_PYTHON = "/usr/bin/python3"
 """Debian's stock interpreter with no extra packages: a stand-in for a bare GPU host."""

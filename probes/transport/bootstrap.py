@@ -13,7 +13,7 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 
-AGENT_PATH = Path(__file__).resolve().parent.parent / "agent.py"
+AGENT_PATH = Path(__file__).resolve().parent.parent / "agent" / "main.py"
 
 
 @lru_cache(maxsize=1)
