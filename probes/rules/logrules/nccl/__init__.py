@@ -1,5 +1,13 @@
-"""NCCL / torch.distributed log rules (the ``nccl`` step): read records, then fold them."""
+"""NCCL / torch.distributed log rules: the ``nccl`` step of triage, in two phases.
 
-from probes.rules.logrules.nccl.parse import EVIDENCE_MAX, parse, scan
+Lines are first read into typed records (``parse``: :mod:`.patterns` says what each looks
+like, :mod:`.records` what it holds), then the records are folded into at most one finding
+per code (``scan``, in :mod:`.fold`), told for the whole incident.
+"""
 
-__all__ = ["EVIDENCE_MAX", "parse", "scan"]
+from probes.rules.logrules.common import EVIDENCE_MAX
+from probes.rules.logrules.nccl.fold import scan
+from probes.rules.logrules.nccl.parse import parse
+from probes.rules.logrules.nccl.records import NcclReport
+
+__all__ = ["EVIDENCE_MAX", "NcclReport", "parse", "scan"]
