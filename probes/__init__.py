@@ -2,6 +2,22 @@
 
 Nothing here imports Textual or Rich (``tests/test_import_hygiene.py`` enforces it),
 so scripts, ``rigwatch snapshot`` and ``rigwatch explain`` run without a terminal.
-"""
+Data flows one way, and each stage may import only what its line names
+(``tests/test_layers.py`` holds the exact table)::
 
-__version__ = "0.1.0"
+    stage        holds                                              may import
+    agent        host side, shipped as source; stdlib only          nothing of ours
+    errors       the RigwatchError tree, DisconnectKind, Problem    nothing of ours
+    triage       triage steps, severities, finding Codes            nothing of ours
+    wire         samples, the line protocol, session events         errors
+    config       inventory, host lists, ssh_config                  errors, agent, wire
+    transport    local and SSH transports, sessions, fleet backend  errors, agent, wire, config
+    rules        text parsers, log rules, Xid catalog (pure)        errors, triage, wire
+    history      per-host time series                               wire
+    analysis     findings, detectors, incident, alerts, preflight   the above but transport
+    fleet_state  the fleet as the console sees it                   analysis and the above
+    store        recording, replay, codec                           wire, config, transport,
+                                                                    analysis
+    outputs      export, metrics, report, manifest, snapshot        every stage above
+    explain      the ``rigwatch explain`` command                   errors, triage, rules
+"""

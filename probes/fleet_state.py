@@ -21,6 +21,7 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.config.fleet import HostSpec
+from probes.errors import DisconnectKind
 from probes.history import HostHistory
 from probes.rules.logrules.live import LiveLogScanner
 from probes.triage import Step
@@ -61,7 +62,7 @@ class HostStatus(str, Enum):
         return self not in (HostStatus.CONNECTING, HostStatus.STREAMING, HostStatus.STALE)
 
 
-_DOWN_KINDS = {s.value: s for s in HostStatus if s.is_down}
+_DOWN_KINDS = {DisconnectKind(s.value): s for s in HostStatus if s.is_down}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import pytest
 
 import probes.wire.samples as samples_module
 from probes.analysis.findings import Finding
+from probes.errors import DisconnectKind
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
@@ -107,7 +108,7 @@ def all_items() -> list[codec.Item]:
         ProbeError(5.0, "nvml", "timeout after 2 s"),
         Connected(6.0),
         Disconnected(7.0, "connection reset", retry_in_s=2.5,
-                     stats=StreamStats(lines=10, garbled=1), kind="stalled"),
+                     stats=StreamStats(lines=10, garbled=1), kind=DisconnectKind.STALLED),
         Disconnected(7.5, "eof"),
         Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "rank 3 timed out", "node-01",
                 gpu=3, xid=None, evidence="Watchdog caught collective", ts=8.0,
@@ -152,6 +153,15 @@ def test_tuples_and_enums_come_back_as_tuples_and_members() -> None:
     assert isinstance(back.pcie["0000:18:00.0"], tuple)
     assert back.pcie["0000:18:00.0"][0] == PcieLink("0000:18:00.0", 32.0, 16, 32.0, 16, 0, "0-55")
     assert back.pcie["0000:2a:00.0"] == ()
+
+
+def test_a_disconnect_kind_is_stored_as_its_string_and_read_back_as_the_member() -> None:
+    item = Disconnected(7.0, "no data for 2 s", kind=DisconnectKind.STALLED)
+    data = encode(item)
+    assert data["kind"] == "stalled" and type(data["kind"]) is str
+    back = decode(json.loads(json.dumps(data)))
+    assert isinstance(back, Disconnected) and back.kind is DisconnectKind.STALLED
+    assert Disconnected(7.5, "eof").kind is DisconnectKind.DOWN
 
 
 def test_finding_extra_and_context_survive() -> None:

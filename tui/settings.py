@@ -30,13 +30,13 @@ from probes.analysis.alerts import AlertPolicy
 from probes.analysis.detectors import DetectorLimits
 from probes.analysis.preflight import PreflightLimits
 from probes.config import inventory_values as v
-from probes.errors import InventoryError, Problem
+from probes.errors import Problem, ProblemsError
 from probes.triage import Severity
 
 ENV_VAR = "RIGWATCH_SETTINGS"
 
 
-class SettingsError(InventoryError):
+class SettingsError(ProblemsError):
     """The settings file cannot be used; ``problems`` lists every reason."""
 
     title = "Settings error"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from probes.config.fleet import HostSpec
-from probes.errors import TransportError
+from probes.errors import DisconnectKind, TransportError
 from probes.transport.local import LocalTransport
 from probes.wire.events import Connected, Disconnected, Emit, SessionItem
 from probes.wire.protocol import MessageReader
@@ -34,8 +34,6 @@ ONCE_CONCURRENCY = 64
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
-REFUSED_KINDS = frozenset({"auth-failed", "host-key-refused"})
-"""Failures that retrying soon cannot fix: wait the full cap, so no retry storm."""
 
 
 class Transport(Protocol):
@@ -68,9 +66,9 @@ class SessionPolicy:
     stall_s: float | None = None
     """Reconnect after this long without a byte; None means max(15 s, 10 intervals)."""
 
-    def delay(self, attempt: int, kind: str, rng: random.Random) -> float:
-        """Seconds to wait before attempt ``attempt + 1``."""
-        if kind in REFUSED_KINDS:
+    def delay(self, attempt: int, kind: DisconnectKind, rng: random.Random) -> float:
+        """Seconds to wait before attempt ``attempt + 1``; a refusal waits the full cap."""
+        if kind.refused:
             base = self.backoff_cap_s
         else:
             base = min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
@@ -84,13 +82,13 @@ class SessionPolicy:
 class StreamStalled(TransportError):
     """Connected, but nothing arrived for too long."""
 
-    kind = "stalled"
+    kind = DisconnectKind.STALLED
 
 
 class StreamGarbled(TransportError):
     """The other end is sending lines that are not protocol v1."""
 
-    kind = "garbled"
+    kind = DisconnectKind.GARBLED
 
 
 def make_transport(spec: HostSpec, once: bool = False,
@@ -163,7 +161,7 @@ class _StallWatch:
 
 
 async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
-                       reader: MessageReader, stall_s: float) -> tuple[str, str, bool]:
+                       reader: MessageReader, stall_s: float) -> tuple[DisconnectKind, str, bool]:
     """Run one connection to its end; returns (kind, reason, whether any message came)."""
     got_any = False
     try:
@@ -186,9 +184,9 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
                 raise watch.stalled() from None
         for msg in reader.close():
             emit(spec.name, msg)
-        return "down", await transport.exit_reason(), got_any
+        return DisconnectKind.DOWN, await transport.exit_reason(), got_any
     except TransportError as exc:
-        return getattr(exc, "kind", "down"), exc.msg, got_any
+        return exc.kind, exc.msg, got_any
     finally:
         await transport.stop()
 
@@ -227,7 +225,8 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         try:
             transport = make_transport(spec, gate=gate, kernel_after=cursor)
         except TransportError as exc:
-            emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats, "down"))
+            emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats,
+                                         DisconnectKind.DOWN))
             return
         kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
                                                    policy.stall_for(spec))

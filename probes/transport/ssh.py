@@ -21,7 +21,7 @@ from typing import Any
 import asyncssh
 
 from probes.config.fleet import HostKeyChecking, HostSpec
-from probes.errors import TransportError
+from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import agent_source, bootstrap_command
 from probes.transport.stderr_tail import StderrTail
 
@@ -39,28 +39,28 @@ class HostUnreachable(TransportError):
     """TCP connect, handshake or login did not complete."""
 
     title = "Host unreachable"
-    kind = "unreachable"
+    kind = DisconnectKind.UNREACHABLE
 
 
 class AuthFailed(TransportError):
     """The server refused every key we offered."""
 
     title = "Authentication failed"
-    kind = "auth-failed"
+    kind = DisconnectKind.AUTH_FAILED
 
 
 class HostKeyRefused(TransportError):
     """The server's host key is unknown (strict) or has changed."""
 
     title = "Host key refused"
-    kind = "host-key-refused"
+    kind = DisconnectKind.HOST_KEY_REFUSED
 
 
 class AgentFailed(TransportError):
     """The connection works but the agent could not run (no python, crashed)."""
 
     title = "Agent failed"
-    kind = "agent-failed"
+    kind = DisconnectKind.AGENT_FAILED
 
 
 def _hop(text: str, default_user: str | None) -> tuple[str | None, str, int]:

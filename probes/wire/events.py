@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from probes.errors import DisconnectKind
 from probes.wire.protocol import StreamStats
 from probes.wire.samples import AgentMessage
 
@@ -24,9 +25,8 @@ class Disconnected:
     reason: str
     retry_in_s: float | None = None
     stats: StreamStats | None = None
-    kind: str = "down"
-    """``unreachable``, ``auth-failed``, ``host-key-refused``, ``agent-failed``, ``stalled``,
-    ``garbled`` or ``down`` (the stream simply ended)."""
+    kind: DisconnectKind = DisconnectKind.DOWN
+    """Why it ended; recordings store the value (``"stalled"``), the codec reads it back."""
 
 
 SessionItem = AgentMessage | Connected | Disconnected
