@@ -1,5 +1,11 @@
-"""Training-log rules (the ``model`` step): what the training program itself hit."""
+"""Training-log rules (the ``model`` step): what the training program itself hit.
 
-from probes.rules.logrules.training.rules import EVIDENCE_MAX, parse_oom, scan, to_mib
+:mod:`.rules` reads each line (records in :mod:`.records`, tracebacks in :mod:`.frames`);
+:mod:`.tell` words the lines of one code as one finding.
+"""
 
-__all__ = ["EVIDENCE_MAX", "parse_oom", "scan", "to_mib"]
+from probes.rules.logrules.common import EVIDENCE_MAX
+from probes.rules.logrules.training.records import OomReport, parse_oom, to_mib
+from probes.rules.logrules.training.rules import scan
+
+__all__ = ["EVIDENCE_MAX", "OomReport", "parse_oom", "scan", "to_mib"]
