@@ -17,66 +17,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
+from probes.rules.busid import BDF_IN_TEXT
+from probes.rules.logrules.common import CRIT, INFO, WARN
+from probes.rules.logrules.kernel.reading import (
+    NVRM_LEAD,
+    Hit,
+    bus_id,
+    continues,
+    evidence,
+    gpu_around,
+    gpu_in,
+    line_times,
+    squeeze,
+)
+from probes.rules.logrules.kernel.xid import (
+    ACTION_GSP,
+    XID,
+    XidAcc,
+    add_xid,
+    xid_finding,
+    xid_gsp,
+)
 from probes.rules.logrules.lines import LogLine
 from probes.rules.parsers.pcie import link_shortfall, parse_speed_gts, parse_width
 from probes.rules.result import ExplainFinding, merge_same
-from probes.rules.xid_catalog import XidInfo, lookup
 from probes.triage import Severity, Step
 
-CRIT = Severity.CRITICAL
-WARN = Severity.WARNING
-INFO = Severity.INFO
-
-EVIDENCE_MAX = 600
-"""Evidence is one log line; a pathological line is cut so the report stays readable."""
-
-_MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-_GAP = re.compile(r" {8,}")
-_NVRM_LEAD = re.compile(r"^\s*(?:NVRM:\s*)?")
-_RAW_TIME = re.compile(
-    rf"^(?:<\d{{1,3}}>|\w+\s*:\s*\w+\s*:)?\s*\[\s*(?P<mono>\d+\.\d+)\]"
-    rf"|^(?P<sys>{_MONTHS}\s+\d{{1,2}} \d\d:\d\d:\d\d(?:\.\d+)?)"
-    r"|^(?P<full>(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
-    r"(?: [A-Z]{2,5})?)"
-    r"|^\d+,\d+,(?P<usec>\d+),[^;]*;")
-
-_XID = re.compile(r"(?<![A-Za-z])Xid\s*\((?P<dev>[^()]{0,48})\)\s*:?\s*(?P<code>\d{1,5})(?!\d)")
-_XID_DEV = re.compile(
-    r"^\s*(?:PCI:)?(?P<bdf>(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2})"
-    r"(?P<fn>\.[0-7])?\s*$")
-_PCI_SHORT = re.compile(r"PCI:(?P<bdf>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?![.\w])")
-_GPU_NAME = re.compile(r"\bGPU ?(?P<n>\d{1,3})\b(?![:.]\d)")
-_PROC = re.compile(r"pid='?(?P<pid><unknown>|\d+)'?(?:,\s*name=(?P<name>[^,]*))?,?\s*")
-_CAUSED_BY = re.compile(r"caused by previous Xid (?P<code>\d{1,5})")
-_RECOVERY = re.compile(r"recovery action changed from .*?to\s+(?:0x[0-9A-Fa-f]+\s*)?"
-                       r"\((?P<act>[^)]+)\)", re.IGNORECASE)
-_NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
-_FATAL = re.compile(r"(?<!Non-)\bFatal\b", re.IGNORECASE)
-_FAILED = re.compile(r"fail", re.IGNORECASE)
-_TIMEOUT = re.compile(r"time(?:d ?)?out", re.IGNORECASE)
-
-_RECOVERY_SEVERITY: Mapping[str, Severity] = {
-    "none": INFO, "drain p2p": WARN, "drain and reset": CRIT, "gpu reset required": CRIT,
-    "node reboot required": CRIT}
-
-
-@dataclass(frozen=True)
-class _Hit:
-    """What one rule made of one line, before it becomes a finding."""
-
-    code: str
-    severity: Severity
-    summary: str
-    action: str
-    step: Step = Step.SYSLOG
-    gpu: str | None = None
-    extra: Mapping[str, object] = field(default_factory=dict)
-
-
-Builder = Callable[[re.Match[str], str, Sequence[LogLine], int], _Hit | None]
+Builder = Callable[[re.Match[str], str, Sequence[LogLine], int], Hit | None]
 
 
 @dataclass(frozen=True)
@@ -85,249 +54,11 @@ class _Rule:
     build: Builder
 
 
-# --- helpers -------------------------------------------------------------------------------
-
-
-def _bus_id(text: str) -> str | None:
-    """``normalize_bus_id``, keeping a wide non-zero domain whole as the contract says.
-
-    ``busid.normalize_bus_id`` cuts ``00008ED0`` to ``8ed0``, against its own docstring and
-    the contract's example; this keeps the contract's ``00008ed0:00:00.0`` either way.
-    """
-    norm = normalize_bus_id(text)
-    domain = text.strip().split(":")[0] if text.count(":") == 2 else ""
-    if norm is None or len(domain) <= 4 or set(domain) <= {"0"}:
-        return norm
-    return domain.lower() + norm[norm.index(":"):]
-
-
-def _squeeze(text: str) -> str:
-    """Undo a terminal hard-wrap that left a long run of spaces inside a word."""
-    return _GAP.sub("", text) if "        " in text else text
-
-
-def _gpu_in(text: str) -> str | None:
-    """The GPU a message names: a bus id in contract form, else ``GPU3``-style, else None."""
-    m = BDF_IN_TEXT.search(text)
-    if m:
-        return _bus_id(m.group(0))
-    short = _PCI_SHORT.search(text)
-    if short:
-        return _bus_id(short.group("bdf") + ".0")
-    name = _GPU_NAME.search(text)
-    return f"GPU{int(name.group('n'))}" if name else None
-
-
-def _message_start(lines: Sequence[LogLine], i: int) -> int:
-    """First line of a message whose continuation lines are indented and carry no time."""
-    j = i
-    while j > 0 and i - j < 4 and lines[j].time is None and lines[j].raw[:1].isspace():
-        j -= 1
-    return j
-
-
-def _gpu_around(lines: Sequence[LogLine], i: int, text: str) -> str | None:
-    """``_gpu_in`` on the line, then on the earlier lines of the same split message."""
-    gpu = _gpu_in(text)
-    for j in range(i - 1, _message_start(lines, i) - 1, -1):
-        if gpu is not None:
-            break
-        gpu = _gpu_in(lines[j].text)
-    return gpu
-
-
-def _times(lines: Sequence[LogLine]) -> tuple[list[str | None], list[bool]]:
-    """Each line's time (the peeled one, a prefix the peeler left, or its message's), and
-    whether the line carried a time of its own (a line without one may be a cut-off tail)."""
-    out: list[str | None] = []
-    own: list[bool] = []
-    last: str | None = None
-    for line in lines:
-        t = line.time or _raw_time(line.raw)
-        own.append(t is not None)
-        if t is None and line.raw[:1].isspace():
-            t = last
-        out.append(t)
-        last = t or last
-    return out, own
-
-
-def _continues(lines: Sequence[LogLine], own_time: Sequence[bool], i: int) -> bool:
-    """Line ``i`` is the wrapped or indented tail of the line before it."""
-    if i == 0 or own_time[i]:
-        return False
-    return own_time[i - 1] or lines[i].raw[:1].isspace()
-
-
-def _raw_time(raw: str) -> str | None:
-    m = _RAW_TIME.match(raw.lstrip())
-    if m is None:
-        return None
-    if m.group("usec"):
-        return f"{int(m.group('usec')) / 1e6:.6f}"
-    return m.group("mono") or m.group("sys") or m.group("full")
-
-
-def _evidence(*lines: LogLine) -> str:
-    """The line as given, with terminal-wrap gaps closed up so it reads as one message."""
-    return " ".join(_squeeze(line.raw.strip()) for line in lines)[:EVIDENCE_MAX]
-
-
-# --- Xid -----------------------------------------------------------------------------------
-
-
-@dataclass
-class _XidAcc:
-    """Every line of one Xid code folded together; the worst line is the evidence."""
-
-    info: XidInfo
-    line: LogLine
-    time: str | None
-    severity: Severity
-    detail: str
-    count: int = 0
-    gpus: list[str] = field(default_factory=list)
-    caused_by: list[int] = field(default_factory=list)
-    processes: list[str] = field(default_factory=list)
-    recovery: str | None = None
-
-
-def _xid_gpu(dev: str, rest: str) -> str | None:
-    """The Xid's ``(PCI:dddd:bb:dd)`` as a bus id; a redacted one falls back to ``GPU6``."""
-    m = _XID_DEV.match(dev)
-    if m:
-        return _bus_id(m.group("bdf") + (m.group("fn") or ".0"))
-    name = _GPU_NAME.search(rest)
-    return f"GPU{int(name.group('n'))}" if name else None
-
-
-def _xid_severity(info: XidInfo, rest: str, recovery: str | None) -> Severity:
-    """The catalog's severity, refined by what this line says about itself."""
-    if 144 <= info.code <= 150:
-        if _NONFATAL.search(rest):
-            return WARN
-        if _FATAL.search(rest):
-            return CRIT
-    if info.code in (63, 64) and _FAILED.search(rest):
-        return CRIT
-    if info.code == 154 and recovery is not None:
-        return _RECOVERY_SEVERITY.get(recovery.strip().lower(), WARN)
-    return info.severity
-
-
-def _xid_detail(rest: str) -> tuple[str, str | None]:
-    """The message after the code, without pid/name; and the process as ``name (pid)``."""
-    rest = rest.lstrip(" ,")
-    proc = None
-    m = _PROC.match(rest)
-    if m:
-        name = (m.group("name") or "").strip().strip("'\"")
-        pid = m.group("pid")
-        if name and name != "<unknown>":
-            proc = f"{name} ({pid})" if pid != "<unknown>" else name
-        elif pid != "<unknown>":
-            proc = f"pid {pid}"
-        rest = rest[m.end():]
-    detail = _CAUSED_BY.sub("", rest).strip().rstrip("\"'").strip().rstrip(".")
-    return (detail[:117] + "…" if len(detail) > 120 else detail), proc
-
-
-def _add_xid(accs: dict[int, _XidAcc], line: LogLine, time: str | None,
-             m: re.Match[str], text: str) -> _XidAcc:
-    code = int(m.group("code"))
-    info = lookup(code)
-    rest = text[m.end():]
-    detail, proc = _xid_detail(rest)
-    rec = _RECOVERY.search(rest)
-    recovery = rec.group("act").strip() if rec else None
-    severity = _xid_severity(info, rest, recovery)
-    acc = accs.get(code)
-    if acc is None:
-        acc = accs[code] = _XidAcc(info, line, time, severity, detail)
-    elif severity.rank > acc.severity.rank:
-        acc.line, acc.time, acc.severity, acc.detail = line, time, severity, detail
-    acc.count += 1
-    gpu = _xid_gpu(m.group("dev"), rest)
-    for value, bucket in ((gpu, acc.gpus), (proc, acc.processes)):
-        if value is not None and value not in bucket:
-            bucket.append(value)
-    for cause in _CAUSED_BY.finditer(rest):
-        if int(cause.group("code")) not in acc.caused_by:
-            acc.caused_by.append(int(cause.group("code")))
-    acc.recovery = recovery or acc.recovery
-    return acc
-
-
-def _xid_summary(acc: _XidAcc) -> str:
-    info = acc.info
-    out = f"Xid {info.code} ({info.name})"
-    if len(acc.gpus) == 1:
-        out += f" on {acc.gpus[0]}"
-    elif acc.gpus:
-        more = ", …" if len(acc.gpus) > 4 else ""
-        out += f" on {len(acc.gpus)} GPUs ({', '.join(acc.gpus[:4])}{more})"
-    if acc.detail and acc.detail.lower().rstrip(".") != info.name.lower():
-        out += f": {acc.detail}"
-    if acc.processes:
-        out += f"; process {', '.join(acc.processes[:3])}"
-    if acc.caused_by:
-        causes = ", ".join(f"{c} ({lookup(c).name})" for c in acc.caused_by)
-        out += f"; caused by previous Xid {causes}"
-    if acc.recovery:
-        out += f"; recovery action now: {acc.recovery}"
-    return out
-
-
-def _xid_action(acc: _XidAcc) -> str:
-    if acc.recovery:
-        return f"{acc.recovery}: the driver's own verdict on what this GPU needs [XID_154]"
-    if acc.caused_by:
-        worst = max((lookup(c) for c in acc.caused_by), key=lambda i: i.severity.rank)
-        listed = ", ".join(str(c) for c in acc.caused_by)
-        return (f"This is cleanup after Xid {listed}; act on that: Xid {worst.code}: "
-                f"{worst.action}")
-    info = acc.info
-    if info.investigate.endswith(("[IGNORE]", "[UNUSED]")) or info.investigate == info.action:
-        return info.action
-    return f"{info.action}. If it recurs: {info.investigate}"
-
-
-def _xid_finding(acc: _XidAcc) -> ExplainFinding:
-    info = acc.info
-    extra: dict[str, object] = {"xid_name": info.name, "category": info.category,
-                                "investigate": info.investigate}
-    if len(acc.gpus) > 1:
-        extra["gpus"] = list(acc.gpus)
-    if acc.caused_by:
-        extra["caused_by"] = list(acc.caused_by)
-    if acc.recovery:
-        extra["recovery_action"] = acc.recovery
-    return ExplainFinding(
-        Step.SYSLOG, "xid", acc.severity, acc.line.number, _evidence(acc.line),
-        _xid_summary(acc), _xid_action(acc), xid=info.code,
-        gpu=acc.gpus[0] if acc.gpus else None, time=acc.time, count=acc.count, extra=extra)
-
-
-def _xid_gsp(acc: _XidAcc, m: re.Match[str], text: str) -> _Hit | None:
-    """Xid 119 is a GSP RPC timeout; Xid 120 is one only when its text says so."""
-    code = acc.info.code
-    rest = text[m.end():]
-    if code != 119 and not (code == 120 and _TIMEOUT.search(rest)):
-        return None
-    gpu = _xid_gpu(m.group("dev"), rest)
-    return _Hit("gsp-timeout", CRIT, f"GSP firmware timeout (Xid {code}) on {gpu or 'a GPU'}",
-                ACTION_GSP, gpu=gpu)
-
-
-# --- other rules ---------------------------------------------------------------------------
+# --- rules ---------------------------------------------------------------------------------
 
 ACTION_OFF_BUS = (
     "Reboot the node (a GPU reset seldom brings it back). If it recurs, look for PCIe AER "
     "errors before it, check the slot, riser and power cables, then contact the vendor")
-ACTION_GSP = (
-    "Reset the GPU (nvidia-smi -r) or power-cycle the node if it persists; update the driver "
-    "(the GSP firmware ships with it); if it returns after a power cycle, follow NVIDIA's GPU "
-    "debug guidelines")
 ACTION_OOM = (
     "Host RAM ran out: cut per-process host memory (dataloader workers, pinned buffers, "
     "prefetch, caching datasets in RAM) or add RAM; if a memory cgroup was the limit "
@@ -391,14 +122,14 @@ _PCIE_BW = re.compile(
     r"\(capable of [^)]*?with (?P<cap>.+?) link\)")
 
 
-def _off_bus(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
-    gpu = _gpu_around(lines, i, text)
-    return _Hit("gpu-fallen-off-bus", CRIT,
+def _off_bus(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
+    gpu = gpu_around(lines, i, text)
+    return Hit("gpu-fallen-off-bus", CRIT,
                 f"GPU {gpu or '(bus id not shown)'} has fallen off the bus: it no longer "
                 "answers over PCIe", ACTION_OFF_BUS, gpu=gpu)
 
 
-def _oom(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+def _oom(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     victim = _OOM_VICTIM.search(text)
     summary = "The kernel OOM killer ran"
     extra: dict[str, object] = {}
@@ -413,12 +144,12 @@ def _oom(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
     if "CONSTRAINT_MEMCG" in text or "Memory cgroup" in text:
         summary += MEMCG
         extra["limit"] = ["memory cgroup"]
-    return _Hit("oom-killer", CRIT, summary, ACTION_OOM, extra=extra)
+    return Hit("oom-killer", CRIT, summary, ACTION_OOM, extra=extra)
 
 
-def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     if m.group("crit"):
-        return _Hit("cpu-thermal", CRIT, f"Critical temperature reached: {text.strip()[:120]}",
+        return Hit("cpu-thermal", CRIT, f"Critical temperature reached: {text.strip()[:120]}",
                     ACTION_CPU_THERMAL)
     cpu = m.group("cpu")
     kind = (m.group("kind") or "CPU").lower()
@@ -426,16 +157,16 @@ def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) 
     summary = f"{cpu or 'CPU'} {kind} temperature above threshold, clock throttled"
     if events:
         summary += f" ({events.group('n')} events)"
-    return _Hit("cpu-thermal", WARN, summary, ACTION_CPU_THERMAL,
+    return Hit("cpu-thermal", WARN, summary, ACTION_CPU_THERMAL,
                 extra={"cpus": [cpu]} if cpu else {})
 
 
-def _gsp(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit | None:
+def _gsp(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit | None:
     if m.group("broad") and "NVRM" not in text:
         return None
-    gpu = _gpu_in(text)
+    gpu = gpu_in(text)
     kind = "heartbeat" if "eartbeat" in m.group(0) else "RPC"
-    return _Hit("gsp-timeout", CRIT,
+    return Hit("gsp-timeout", CRIT,
                 f"GSP firmware {kind} timeout on {gpu or 'a GPU'}: the GPU's firmware core "
                 "stopped answering the driver", ACTION_GSP, gpu=gpu)
 
@@ -453,18 +184,18 @@ def _aer_severity(m: re.Match[str]) -> tuple[Severity, str]:
     return INFO, "corrected"
 
 
-def _aer(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+def _aer(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     severity, kind = _aer_severity(m)
     src = _AER_SOURCE.search(text)
-    dev = _bus_id(src.group("dev")) if src else None
+    dev = bus_id(src.group("dev")) if src else None
     if dev is None:
         first = BDF_IN_TEXT.search(text)
-        dev = _bus_id(first.group(0)) if first else None
-    return _Hit("pcie-aer", severity, f"PCIe AER {kind} error at {dev or 'a PCIe device'}",
+        dev = bus_id(first.group(0)) if first else None
+    return Hit("pcie-aer", severity, f"PCIe AER {kind} error at {dev or 'a PCIe device'}",
                 ACTION_AER[severity], extra={"device": dev} if dev else {})
 
 
-def _api_mismatch(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
+def _api_mismatch(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     kernel = None
     for line in (text, *(ln.text for ln in lines[i + 1:i + 3])):
         k = _API_KERNEL.search(line)
@@ -473,30 +204,30 @@ def _api_mismatch(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int)
             break
     summary = (f"NVIDIA driver version mismatch: a client library has {m.group('client')}, "
                f"the loaded kernel module {kernel or 'another version'}")
-    return _Hit("nvrm-api-mismatch", CRIT, summary, ACTION_API_MISMATCH)
+    return Hit("nvrm-api-mismatch", CRIT, summary, ACTION_API_MISMATCH)
 
 
-def _rm_init(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit:
-    gpu = _gpu_in(text)
+def _rm_init(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
+    gpu = gpu_in(text)
     code = _RM_CODE.search(text)
     summary = f"GPU {gpu or '(bus id not shown)'} failed to initialise (RmInitAdapter failed"
     summary += f", {code.group('code')})" if code else ")"
-    return _Hit("rm-init-adapter-failed", CRIT, summary, ACTION_RM_INIT, gpu=gpu)
+    return Hit("rm-init-adapter-failed", CRIT, summary, ACTION_RM_INIT, gpu=gpu)
 
 
-def _pcie_bw(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> _Hit | None:
+def _pcie_bw(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit | None:
     cur_gts, cur_w = parse_speed_gts(m.group("cur")), parse_width(m.group("cur"))
     cap_gts, cap_w = parse_speed_gts(m.group("cap")), parse_width(m.group("cap"))
     severity = link_shortfall(cap_gts, cap_w, cur_gts, cur_w)
     if severity is None:
         return None
     dev_m = BDF_IN_TEXT.search(text[:m.start()])
-    dev = _bus_id(dev_m.group(0)) if dev_m else None
+    dev = bus_id(dev_m.group(0)) if dev_m else None
     what = "width" if severity is WARN else "speed"
     summary = (f"{dev or 'PCIe device'}: PCIe link {what} below capability at enumeration "
                f"(running {_gts(cur_gts)} GT/s x{cur_w or '?'}, capable of {_gts(cap_gts)} "
                f"GT/s x{cap_w or '?'}; limited at {m.group('port')})")
-    return _Hit("pcie-link-downgraded", severity, summary, ACTION_LINK[severity],
+    return Hit("pcie-link-downgraded", severity, summary, ACTION_LINK[severity],
                 step=Step.GPU, gpu=dev)
 
 
@@ -541,10 +272,10 @@ _ANY = re.compile("|".join(
 # --- scanning ------------------------------------------------------------------------------
 
 
-def _line_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
+def _line_hits(lines: Sequence[LogLine], i: int) -> list[Hit]:
     """Every rule that matches line ``i`` on its own (as written, or with gaps squeezed)."""
     text = lines[i].text
-    squeezed = _squeeze(text)
+    squeezed = squeeze(text)
     if not _maybe(squeezed):
         return []
     variants = (text,) if squeezed == text else (text, squeezed)
@@ -559,12 +290,12 @@ def _line_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
     return hits
 
 
-def _split_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
+def _split_hits(lines: Sequence[LogLine], i: int) -> list[Hit]:
     """Rules that match only across the cut between line ``i`` and the next one."""
-    if i + 1 >= len(lines) or _XID.search(lines[i + 1].text):
+    if i + 1 >= len(lines) or XID.search(lines[i + 1].text):
         return []
-    head = _squeeze(lines[i].text).rstrip()
-    tail = _NVRM_LEAD.sub("", _squeeze(lines[i + 1].text)).lstrip()
+    head = squeeze(lines[i].text).rstrip()
+    tail = NVRM_LEAD.sub("", squeeze(lines[i + 1].text)).lstrip()
     if not head or not tail:
         return []
     edge = head[-SPLIT_WINDOW:]
@@ -587,22 +318,22 @@ def _split_hits(lines: Sequence[LogLine], i: int) -> list[_Hit]:
     return hits
 
 
-def _finding(hit: _Hit, line: LogLine, time: str | None,
+def _finding(hit: Hit, line: LogLine, time: str | None,
              tail: LogLine | None = None) -> ExplainFinding:
     shown = (line,) if tail is None else (line, tail)
-    return ExplainFinding(hit.step, hit.code, hit.severity, line.number, _evidence(*shown),
+    return ExplainFinding(hit.step, hit.code, hit.severity, line.number, evidence(*shown),
                           hit.summary, hit.action, gpu=hit.gpu, time=time, extra=hit.extra)
 
 
-def _xid_lines(accs: dict[int, _XidAcc], line: LogLine, time: str | None,
+def _xid_lines(accs: dict[int, XidAcc], line: LogLine, time: str | None,
                matches: list[re.Match[str]], text: str) -> list[ExplainFinding]:
     """Fold each Xid record of a line (a flattened log may hold several) into ``accs``;
     returns the ``gsp-timeout`` findings that Xid 119/120 records imply."""
     out = []
     ends = [m.start() for m in matches[1:]] + [len(text)]
     for m, end in zip(matches, ends, strict=True):
-        acc = _add_xid(accs, line, time, m, text[:end])
-        gsp = _xid_gsp(acc, m, text[:end])
+        acc = add_xid(accs, line, time, m, text[:end])
+        gsp = xid_gsp(acc, m, text[:end])
         if gsp is not None:
             out.append(_finding(gsp, line, time))
     return out
@@ -648,18 +379,18 @@ def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
     Returns:
         Findings of the ``syslog`` step (and ``gpu``-step PCIe link findings).
     """
-    times, own_time = _times(lines)
-    xids: dict[int, _XidAcc] = {}
+    times, own_time = line_times(lines)
+    xids: dict[int, XidAcc] = {}
     found: list[ExplainFinding] = []
     in_xid = False
     for i, line in enumerate(lines):
-        text = _squeeze(line.text)
-        matches = list(_XID.finditer(text))
+        text = squeeze(line.text)
+        matches = list(XID.finditer(text))
         if matches:
             found.extend(_xid_lines(xids, line, times[i], matches, text))
             in_xid = True
             continue
-        if in_xid and _continues(lines, own_time, i):
+        if in_xid and continues(lines, own_time, i):
             continue
         in_xid = False
         hits = _line_hits(lines, i)
@@ -667,5 +398,5 @@ def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
         if not hits and i + 1 < len(lines) and not own_time[i + 1]:
             found.extend(_finding(h, line, times[i], lines[i + 1])
                          for h in _split_hits(lines, i))
-    out = _merge(found) + [_xid_finding(acc) for acc in xids.values()]
+    out = _merge(found) + [xid_finding(acc) for acc in xids.values()]
     return sorted(out, key=lambda f: f.line)
