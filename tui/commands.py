@@ -9,6 +9,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from probes.errors import RigwatchError
+
 
 @dataclass(frozen=True)
 class Command:
@@ -37,8 +39,10 @@ WINDOWS = {"5m": 300.0, "1h": 3600.0, "6h": 6 * 3600.0, "24h": 86400.0, "all": 0
 """Chart windows by name; 0 means everything kept."""
 
 
-class CommandError(ValueError):
+class CommandError(RigwatchError, ValueError):
     """A command line that cannot be run; the message says what would work."""
+
+    title = "Command not run"
 
 
 @dataclass(frozen=True)

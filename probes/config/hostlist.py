@@ -11,6 +11,8 @@ import itertools
 import re
 from collections.abc import Iterator
 
+from probes.errors import ConfigError
+
 MAX_HOSTS = 10_000
 """Most names one host list may expand to: far past any real rack, well short of a hang."""
 
@@ -20,8 +22,10 @@ _Range = tuple[int, int, int]
 """(first, last, zero-padded width) of one bracket item."""
 
 
-class HostlistError(ValueError):
+class HostlistError(ConfigError, ValueError):
     """A host list that cannot be expanded; the message says what is wrong and where."""
+
+    title = "Host list error"
 
 
 def _split_names(text: str) -> list[str]:

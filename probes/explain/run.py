@@ -20,6 +20,8 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 class ExplainInputError(RigwatchError):
     """An input cannot be read (missing, a directory, unreadable); names the path."""
 
+    title = "Input unreadable"
+
 
 @dataclass(frozen=True)
 class ExplainedInput:

@@ -35,6 +35,8 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 class ReportError(RigwatchError):
     """A report cannot be written or read (directory not writable, file missing or bad)."""
 
+    title = "Report error"
+
 
 def reports_dir() -> Path:
     """Where reports live by default: the user's data dir (XDG on Linux)."""

@@ -25,6 +25,7 @@ from enum import Enum
 from typing import Any, Union
 
 from probes.analysis.findings import Finding
+from probes.errors import RigwatchError
 from probes.wire.events import Connected, Disconnected
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
@@ -49,12 +50,14 @@ TAG_KEY = "t"
 _TAGS: dict[type[Any], str] = {cls: tag for tag, cls in KINDS.items()}
 
 
-class CodecError(ValueError):
+class CodecError(RigwatchError, ValueError):
     """Data that does not fit the class it claims to be.
 
     ``cls`` and ``field`` name where it failed (the innermost dataclass), so a damaged or
     newer recording says what it could not read.
     """
+
+    title = "Unreadable recorded item"
 
     def __init__(self, cls: str, field: str | None, problem: str) -> None:
         where = f"{cls}.{field}" if field else cls

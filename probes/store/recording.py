@@ -50,6 +50,7 @@ except ImportError:  # the standard library's json, slower
     _orjson = None  # type: ignore[assignment]
 
 from probes.analysis.findings import Finding
+from probes.errors import RigwatchError
 from probes.store import codec
 from probes.store.codec import Item
 from probes.triage import Severity, Step
@@ -92,8 +93,10 @@ _EARLY_FLUSH_ITEMS = 5000
 """A queue this long is flushed without waiting for the interval."""
 
 
-class RecordingError(Exception):
+class RecordingError(RigwatchError):
     """A file that cannot be opened as a recording; the message is one line for the UI."""
+
+    title = "Recording unusable"
 
 
 State = Literal["recording", "stopped", "off"]

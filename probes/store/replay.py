@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
+from probes.errors import RigwatchError
 from probes.store.codec import Item
 from probes.store.recording import RecordingReader
 from probes.wire.events import Emit
@@ -31,8 +32,10 @@ TICK_S = 0.05
 YIELD_EVERY = 500
 
 
-class ReplayError(Exception):
+class ReplayError(RigwatchError):
     """A recording that cannot be replayed (empty) or a seek target that cannot be read."""
+
+    title = "Cannot replay"
 
 
 class ReplayClock:

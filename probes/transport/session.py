@@ -82,11 +82,15 @@ class SessionPolicy:
 class StreamStalled(TransportError):
     """Connected, but nothing arrived for too long."""
 
+    title = "Stream stalled"
+
     kind = DisconnectKind.STALLED
 
 
 class StreamGarbled(TransportError):
     """The other end is sending lines that are not protocol v1."""
+
+    title = "Garbled agent output"
 
     kind = DisconnectKind.GARBLED
 
