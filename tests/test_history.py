@@ -197,12 +197,12 @@ class TestTiers:
         h = HostHistory(tiers)
         feed(h, 4 * 3600, 2.0)
         h.flush()
-        caps = [r.cap for r in h._rings]
+        caps = [r.cap for r in h.store.rings]
         size = h.nbytes()
         feed_more = HostHistory(tiers)
         feed(feed_more, 8 * 3600, 2.0)
         feed_more.flush()
-        assert [r.cap for r in feed_more._rings] == caps
+        assert [r.cap for r in feed_more.store.rings] == caps
         assert feed_more.nbytes() == size
         assert caps[0] <= 300 / 2 + STAGE_MAX + 1
         assert caps[2] <= 7200 / 60 + 2

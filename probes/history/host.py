@@ -1,0 +1,532 @@
+"""Per-host time series kept in tiers, so a soak run of any length stays in bounded memory.
+
+The finest tier holds every sample as it came (1 Hz, 10 s, whatever the agent sends) for its
+span; each coarser tier holds buckets of ``resolution_s`` with min, max, mean and count, so a
+spike survives downsampling.  Values live in ``array`` columns (one per series per tier,
+aligned with one time column per tier) with ring indexing and narrow encodings: a GPU's
+utilisation is one byte a point, not a Python float.
+
+Adding a sample only stages it; every ``STAGE_MAX`` samples (or ``STAGE_MAX_S`` seconds)
+the staged samples are cut into columns in one pass, and every ``BUCKET_BATCH`` tier-1
+buckets those are read back from the raw tier into buckets (``tiers.py``).  Per-series costs
+are thus paid once per batch, not per sample.  Queries stitch the raw tier and the staged
+samples onto the coarse tiers, so nothing a caller sees lags.
+
+Counters and settings that rarely change (ECC counts, link width, clock-event reasons) are
+kept as step series: one entry per change, not per sample (``steps.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+
+from probes.history.keys import (
+    DISK_FIELDS,
+    GPU_FIELDS,
+    HOST_FIELDS,
+    SeriesKey,
+    disk_key,
+    gpu_key,
+    host_key,
+    proc_key,
+)
+from probes.history.merge import merge
+from probes.history.steps import GpuSteps
+from probes.history.storage import NAN, Columns, Point, StepSeries, Tier
+from probes.history.tiers import DEFAULT_TIERS, TierSet
+from probes.wire.samples import DiskStats, GpuSample, GpuState, HostSample
+
+STAGE_MAX = 16
+"""Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,
+so this bounds what staging holds per host (~0.3 MB); below it, per-series costs grow."""
+STAGE_MAX_S = 60.0
+"""…or once the staged samples span this long (slow agents)."""
+
+
+class Series:
+    """A read-only view of one dense series across the tiers (and the staged samples)."""
+
+    def __init__(self, history: HostHistory, key: str) -> None:
+        self._h = history
+        self.key = key
+
+    def columns(self, since: float | None = None, until: float | None = None,
+                max_points: int | None = None) -> Columns:
+        """Points in [since, until] as parallel lists (see ``points``)."""
+        return self._h._query(self.key, since, until, max_points)
+
+    def points(self, since: float | None = None, until: float | None = None,
+               max_points: int | None = None) -> tuple[Point, ...]:
+        """Points from ``since`` to ``until`` (inclusive; None: all there is).
+
+        Read from the finest tier that still covers ``since``; where that is a coarse tier,
+        the part finer tiers still hold comes from them.  With ``max_points`` the coarsest
+        tier that is still finer than the requested spacing is used, and the result is
+        merged into at most ``max_points`` time bins (min of mins, max of maxes, weighted mean).
+        """
+        return self.columns(since, until, max_points).points()
+
+    def latest(self) -> Point | None:
+        """The newest raw value."""
+        return self._h._latest(self.key)
+
+
+_GPU_GET = attrgetter(*GPU_FIELDS)
+_HOST_GET = attrgetter(*HOST_FIELDS[:-1])
+_NONE5 = (None,) * len(GPU_FIELDS)
+_INDEX_GET = attrgetter("index")
+_PROCS_GET = attrgetter("processes")
+_NAME_GET = attrgetter("name")
+_DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
+_PID_GET = attrgetter("pid")
+_USED_GET = attrgetter("used_mib")
+
+
+def _disk_values(d: DiskStats) -> tuple[float | None, float | None, float | None]:
+    aw = d.r_await if d.w_await is None else (
+        d.w_await if d.r_await is None else max(d.r_await, d.w_await))
+    return d.util, aw, d.aqu_sz
+
+
+def _floats(vals: Sequence[float | None]) -> list[float]:
+    if None in vals:
+        return [NAN if v is None else v for v in vals]
+    return list(vals)  # type: ignore[arg-type]
+
+
+class HostHistory:
+    """All series of one host.
+
+    Args:
+        tiers: finest first; each resolution a multiple of the previous one (the first is
+            nominal: raw samples).
+        max_processes_per_gpu: processes tracked per GPU; later ones are ignored until one
+            is forgotten.
+        process_forget_s: a process absent this long is dropped with its series.
+        max_disks: disks tracked; others are ignored.
+        max_step_changes: changes kept per step series.
+    """
+
+    def __init__(self, tiers: Sequence[Tier] = DEFAULT_TIERS, *, max_processes_per_gpu: int = 8,
+                 process_forget_s: float = 600.0, max_disks: int = 16,
+                 max_step_changes: int = 512) -> None:
+        self.store = TierSet(tiers)
+        """The rings of every tier (``tiers.py``)."""
+        self.tiers = self.store.tiers
+        if (len(tiers) > 1
+                and tiers[0].span_s < self.store.batch_s + STAGE_MAX_S + tiers[1].resolution_s):
+            raise ValueError("the raw tier must span at least a bucket batch plus the staging")
+        self.max_processes_per_gpu = max_processes_per_gpu
+        self.process_forget_s = process_forget_s
+        self.max_disks = max_disks
+        self._gpu_steps = GpuSteps(max_step_changes)
+        self._staged: list[HostSample] = []
+        self._staged_counts: list[float] = []
+        """GPUs answering in each staged sample (``host/gpu_count``)."""
+        self._steps_done = 0
+        self._mixed = False
+        """Staged samples differ in which GPUs they list."""
+        self._proc_seen: dict[str, float] = {}
+        self._pkeys: dict[tuple[int, int], str] = {}
+        self._gkeys: dict[int, tuple[str, ...]] = {}
+        self._procs_per_gpu: dict[int, int] = {}
+        self._disks: set[str] = set()
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self.last_sample: HostSample | None = None
+        self.dropped = 0
+        """Samples ignored because their time did not move forward."""
+
+    # -- writing
+
+    def add(self, sample: HostSample) -> None:
+        """Take one sample (times must increase; an older or repeated time is dropped)."""
+        ts = sample.ts
+        last = self.last_ts
+        if last is not None and ts <= last:
+            self.dropped += 1
+            return
+        if last is None:
+            self.first_ts = ts
+        self.last_ts = ts
+        self.last_sample = sample
+        staged = self._staged
+        staged.append(sample)
+        if len(staged) >= STAGE_MAX or ts - staged[0].ts >= STAGE_MAX_S:
+            self._flush()
+
+    def flush(self) -> None:
+        """Write staged samples out now (queries never need this; for measuring memory)."""
+        if self._staged:
+            self._flush()
+
+    def _columns_of(self, rows: list[HostSample]) -> dict[str, list[float]]:
+        """The staged samples as one float column per series (NaN: missing).
+
+        When every staged sample lists the same GPUs (the usual case) the columns are cut by
+        position with ``zip``; otherwise GPUs are matched by index.
+        """
+        k = len(rows)
+        values: dict[str, list[float]] = {}
+        procs: dict[str, list[float]] = {}
+        ts_last = rows[-1].ts
+        per_gpu: list[tuple[int, Sequence[GpuSample | None]]] = []
+        if not self._mixed:
+            layout = tuple(map(_INDEX_GET, rows[0].gpus))
+            for idx, gcol in zip(layout, zip(*[r.gpus for r in rows], strict=True), strict=True):
+                if idx >= 0:
+                    per_gpu.append((idx, gcol))
+        else:
+            by_gpu: dict[int, list[GpuSample | None]] = {}
+            for i, r in enumerate(rows):
+                for g in r.gpus:
+                    if g.index < 0:
+                        continue
+                    col = by_gpu.get(g.index)
+                    if col is None:
+                        col = by_gpu[g.index] = [None] * k
+                    col[i] = g
+            per_gpu = [(i, gs) for i, gs in by_gpu.items()]
+        for idx, gs in per_gpu:
+            keys = self._gkeys.get(idx)
+            if keys is None:
+                keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
+            if self._mixed:
+                tups = [_GPU_GET(g) if g is not None else _NONE5 for g in gs]
+            else:
+                tups = list(map(_GPU_GET, gs))
+            for key, vals in zip(keys, zip(*tups, strict=True), strict=True):
+                values[key] = _floats(vals)
+            self._gpu_procs(idx, gs, ts_last, procs)
+        host = [_HOST_GET(r.host) for r in rows]
+        for f, vals in zip(HOST_FIELDS[:-1], zip(*host, strict=True), strict=True):
+            values[host_key(f)] = _floats(vals)
+        values[host_key("gpu_count")] = self._staged_counts
+        self._disk_columns(rows, values)
+        values.update(procs)
+        return values
+
+    def _disk_columns(self, rows: list[HostSample], values: dict[str, list[float]]) -> None:
+        """Disk columns; samples listing the same disks in the same order are cut by zip."""
+        names = tuple(map(_NAME_GET, rows[0].disks))
+        if names and all(tuple(map(_NAME_GET, r.disks)) == names for r in rows) \
+                and len(self._disks | set(names)) <= self.max_disks:
+            self._disks.update(names)
+            for name, ds in zip(names, zip(*[r.disks for r in rows], strict=True),
+                                strict=True):
+                util, ra, wa, q = zip(*map(_DISK_GET, ds), strict=True)
+                values[disk_key(name, "util")] = _floats(util)
+                values[disk_key(name, "aqu_sz")] = _floats(q)
+                if None in ra or None in wa:
+                    aw = _floats([_disk_values(d)[1] for d in ds])
+                else:
+                    aw = list(map(max, ra, wa))
+                values[disk_key(name, "await")] = aw
+            return
+        k = len(rows)
+        disks: dict[str, list[DiskStats | None]] = {}
+        for i, r in enumerate(rows):
+            for d in r.disks:
+                dc = disks.get(d.name)
+                if dc is None:
+                    if d.name not in self._disks:
+                        if len(self._disks) >= self.max_disks:
+                            continue
+                        self._disks.add(d.name)
+                    dc = disks[d.name] = [None] * k
+                dc[i] = d
+        for name, col in disks.items():
+            trip = [_disk_values(d) if d is not None else (None, None, None) for d in col]
+            for f, vals in zip(DISK_FIELDS, zip(*trip, strict=True), strict=True):
+                values[disk_key(name, f)] = _floats(vals)
+
+    def _gpu_procs(self, idx: int, gs: Sequence[GpuSample | None], ts: float,
+                   procs: dict[str, list[float]]) -> None:
+        """Process memory columns of one GPU; one steady process is the fast case."""
+        plist = ([g.processes if g is not None else None for g in gs] if self._mixed
+                 else list(map(_PROCS_GET, gs)))
+        p0 = plist[0]
+        if p0 is not None and len(p0) == 1 and p0[0].pid is not None and None not in plist:
+            lens = set(map(len, plist))  # type: ignore[arg-type]
+            if lens == {1}:
+                firsts = [p[0] for p in plist]  # type: ignore[index]
+                pids = list(map(_PID_GET, firsts))
+                pid = p0[0].pid
+                if pids.count(pid) == len(pids):
+                    key = self._track_proc(idx, pid, ts)
+                    if key is not None:
+                        procs[key] = _floats(list(map(_USED_GET, firsts)))
+                    return
+        k = len(plist)
+        for i, ps in enumerate(plist):
+            for p in ps or ():
+                if p.pid is None:
+                    continue
+                key = self._track_proc(idx, p.pid, ts)
+                if key is None:
+                    continue
+                col = procs.get(key)
+                if col is None:
+                    col = procs[key] = [NAN] * k
+                if p.used_mib is not None:
+                    col[i] = p.used_mib
+
+    def _track_proc(self, gpu: int, pid: int, ts: float) -> str | None:
+        """The series key of a process, or None when its GPU already tracks the maximum."""
+        pk = (gpu, pid)
+        key = self._pkeys.get(pk)
+        if key is None:
+            n = self._procs_per_gpu.get(gpu, 0)
+            if n >= self.max_processes_per_gpu:
+                return None
+            self._procs_per_gpu[gpu] = n + 1
+            key = self._pkeys[pk] = proc_key(gpu, pid)
+        self._proc_seen[key] = ts
+        return key
+
+    def _flush(self) -> None:
+        """Write the staged samples to the raw tier, then any coarse buckets now complete."""
+        rows = self._staged
+        self._sync_steps()
+        values = self._columns_of(rows)
+        ts = [r.ts for r in rows]
+        self.store.append_raw(ts, values)
+        self._staged = []
+        self._staged_counts = []
+        self._steps_done = 0
+        self._mixed = False
+        self._forget_procs(ts[-1])
+        if len(self.tiers) > 1:
+            self.store.build(ts[-1])
+
+    def _forget_procs(self, now: float) -> None:
+        """Drop the series of processes not seen for ``process_forget_s``."""
+        gone = [k for k, seen in self._proc_seen.items() if now - seen > self.process_forget_s]
+        for key in gone:
+            del self._proc_seen[key]
+            parts = key.split("/")
+            gpu = int(parts[1])
+            self._pkeys.pop((gpu, int(parts[2])), None)
+            self._procs_per_gpu[gpu] -= 1
+            self.store.drop_series(key)
+
+    def _sync_steps(self) -> None:
+        """Fold staged samples not yet seen into step series, GPU presence and GPU count."""
+        todo = self._staged[self._steps_done:]
+        if not todo:
+            return
+        if self._gpu_steps.fold(todo, self._staged[0], self._staged_counts):
+            self._mixed = True
+        self._steps_done = len(self._staged)
+
+    # -- reading
+
+    def series_keys(self) -> list[str]:
+        """Keys of the dense series (for ``series``) and the step series (for ``steps``)."""
+        self._sync_steps()
+        return sorted(set(self.store.keys) | self._staged_keys()) + sorted(self._gpu_steps.steps)
+
+    def _staged_keys(self) -> set[str]:
+        """Dense keys the staged samples will create when written."""
+        out: set[str] = set()
+        for r in self._staged:
+            out.update(host_key(f) for f in HOST_FIELDS)
+            for g in r.gpus:
+                if g.index >= 0:
+                    out.update(gpu_key(g.index, f) for f in GPU_FIELDS)
+            for d in r.disks:
+                if d.name in self._disks or len(self._disks) < self.max_disks:
+                    out.update(disk_key(d.name, f) for f in DISK_FIELDS)
+        return out
+
+    def series(self, key: SeriesKey) -> Series | None:
+        """The dense series ``key`` (see ``gpu_key`` and friends), or None if never seen."""
+        if key not in self.store.keys and self._latest_staged(key) is None:
+            return None
+        return Series(self, key)
+
+    def steps(self, key: SeriesKey) -> StepSeries | None:
+        """A step series (``GPU_STEP_FIELDS``), or None if never seen."""
+        self._sync_steps()
+        return self._gpu_steps.steps.get(key)
+
+    def gpu_count_series(self) -> Series | None:
+        """How many GPUs answered, per sample: a drop-out shows as a step down."""
+        return self.series(host_key("gpu_count"))
+
+    def gpu_indices(self) -> list[int]:
+        """Every GPU index seen this run."""
+        self._sync_steps()
+        return sorted(self._gpu_steps.seen)
+
+    def gpus_missing_since(self) -> dict[int, float]:
+        """GPUs seen earlier but absent from the newest sample, with the first sample that
+        lacked them."""
+        self._sync_steps()
+        return dict(self._gpu_steps.missing_since)
+
+    def processes(self, gpu: int) -> list[int]:
+        """Pids tracked on ``gpu`` (including ones only in samples not yet written)."""
+        out = {pid for g, pid in self._pkeys if g == gpu}
+        room = self.max_processes_per_gpu - len(out)
+        for r in self._staged:
+            for g in r.gpus:
+                if g.index == gpu:
+                    for p in g.processes or ():
+                        if p.pid is not None and p.pid not in out and room > 0:
+                            out.add(p.pid)
+                            room -= 1
+        return sorted(out)
+
+    def disks(self) -> list[str]:
+        """Disk names tracked (including ones only in samples not yet written)."""
+        out = set(self._disks)
+        for r in self._staged:
+            for d in r.disks:
+                if d.name not in out and len(out) < self.max_disks:
+                    out.add(d.name)
+        return sorted(out)
+
+    def nbytes(self) -> int:
+        """Approximate bytes held by the columns (what grows with the run)."""
+        return self.store.nbytes() + self._gpu_steps.nbytes()
+
+    def _extractor(self, key: str) -> Callable[[HostSample], float | None]:
+        parts = key.split("/")
+        scope, field = parts[0], parts[-1]
+        if scope == "gpu":
+            idx = int(parts[1])
+            get = attrgetter(field)
+
+            def gpu_val(r: HostSample) -> float | None:
+                for g in r.gpus:
+                    if g.index == idx:
+                        v: float | None = get(g)
+                        return v
+                return None
+            return gpu_val
+        if scope == "host":
+            if field == "gpu_count":
+                return lambda r: float(sum(1 for g in r.gpus if g.state is GpuState.OK))
+            hget = attrgetter(field)
+
+            def host_val(r: HostSample) -> float | None:
+                v: float | None = hget(r.host)
+                return v
+            return host_val
+        if scope == "disk":
+            name = parts[1]
+            j = DISK_FIELDS.index(field)
+
+            def disk_val(r: HostSample) -> float | None:
+                for d in r.disks:
+                    if d.name == name:
+                        return _disk_values(d)[j]
+                return None
+            return disk_val
+        gpu, pid = int(parts[1]), int(parts[2])
+
+        def proc_val(r: HostSample) -> float | None:
+            for g in r.gpus:
+                if g.index == gpu:
+                    for p in g.processes or ():
+                        if p.pid == pid:
+                            return p.used_mib
+            return None
+        return proc_val
+
+    def _latest_staged(self, key: str) -> Point | None:
+        if not self._staged:
+            return None
+        get = self._extractor(key)
+        for r in reversed(self._staged):
+            v = get(r)
+            if v is not None and v == v:
+                return Point(r.ts, float(v), float(v), float(v), 1)
+        return None
+
+    def _latest(self, key: str) -> Point | None:
+        p = self._latest_staged(key)
+        if p is not None:
+            return p
+        ring = self.store.rings[0]
+        col = ring.cols.get(key)
+        if col is None:
+            return None
+        codec = ring.codecs[key]
+        for i in range(ring.n - 1, max(-1, ring.n - 64), -1):
+            pos = (ring.start + i) % ring.cap
+            v = codec.decode(col[pos:pos + 1])[0]
+            if v == v:
+                return Point(ring.times[pos], v, v, v, 1)
+        return None
+
+    def _query(self, key: str, since: float | None, until: float | None,
+               max_points: int | None) -> Columns:
+        out = Columns([], [], [], [], [])
+        newest = self.last_ts
+        if newest is None:
+            return out
+        lo = -math.inf if since is None else since
+        hi = newest if until is None else min(until, newest)
+        have: list[tuple[int, float]] = []
+        for i, r in enumerate(self.store.rings):
+            o = r.oldest()
+            if o is not None:
+                have.append((i, o))
+        if self._staged and not have:
+            have = [(0, self._staged[0].ts)]
+        if not have:
+            return out
+        first = self.first_ts if self.first_ts is not None else lo
+        covering = [i for i, o in have if o <= max(lo, first)]
+        tier = covering[0] if covering else min(have, key=lambda x: (x[1], -x[0]))[0]
+        coarse_first = max_points is not None and max_points > 0
+        if coarse_first:
+            first_t = max(lo, min(o for _, o in have))
+            width = (hi - first_t) / max_points if max_points else 0.0
+            old = dict(have)
+            while (tier + 1 < len(self.tiers) and self.tiers[tier + 1].resolution_s <= width
+                   and tier + 1 in old and old[tier + 1] <= max(lo, old[tier])):
+                tier += 1
+        start = lo
+        for k in range(tier, -1, -1):
+            if start > hi:
+                break
+            ring = self.store.rings[k]
+            if k == 0:
+                ring.rows(key, start, math.nextafter(hi, math.inf), out)
+                self._staged_rows(key, start, hi, out)
+                break
+            res = self.tiers[k].resolution_s
+            finer_old = self.store.rings[k - 1].oldest()
+            if finer_old is None and k - 1 == 0 and self._staged:
+                finer_old = self._staged[0].ts
+            if coarse_first or finer_old is None:
+                newest_k = ring.newest()
+                cut = start if newest_k is None else max(start, newest_k + res)
+            else:
+                cut = max(start, math.ceil(finer_old / res) * res)
+            ring.rows(key, start, min(cut, math.nextafter(hi, math.inf)), out)
+            start = cut
+        if max_points is not None and len(out.t) > max_points > 0:
+            return merge(out, max_points)
+        return out
+
+    def _staged_rows(self, key: str, since: float, until: float, out: Columns) -> None:
+        if not self._staged:
+            return
+        get = self._extractor(key)
+        for r in self._staged:
+            if since <= r.ts <= until:
+                v = get(r)
+                if v is not None and v == v:
+                    fv = float(v)
+                    out.t.append(r.ts)
+                    out.lo.append(fv)
+                    out.hi.append(fv)
+                    out.mean.append(fv)
+                    out.n.append(1)
+

@@ -1,0 +1,37 @@
+"""NVML's clock-event reasons: the names the agent sends, their bits, and their display names.
+
+The console's one definition.  The agent keeps its own copy (``CLOCK_REASON_BITS``: it ships
+alone to hosts); ``tests/test_history_keys.py`` ties the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+
+class ClockReason(NamedTuple):
+    """One ``nvmlClocksEventReason*`` (the same bits as the older ``ThrottleReason`` names)."""
+
+    name: str
+    """As the agent sends it in ``GpuSample.clock_reasons``."""
+    bit: int
+    label: str
+    """As ``nvidia-smi -q`` prints it."""
+
+
+CLOCK_REASONS: tuple[ClockReason, ...] = (
+    ClockReason("gpu_idle", 0x1, "GPU idle"),
+    ClockReason("applications_clocks_setting", 0x2, "Applications clocks setting"),
+    ClockReason("sw_power_cap", 0x4, "SW power cap"),
+    ClockReason("hw_slowdown", 0x8, "HW slowdown"),
+    ClockReason("sync_boost", 0x10, "Sync boost"),
+    ClockReason("sw_thermal_slowdown", 0x20, "SW thermal slowdown"),
+    ClockReason("hw_thermal_slowdown", 0x40, "HW thermal slowdown"),
+    ClockReason("hw_power_brake_slowdown", 0x80, "HW power brake"),
+    ClockReason("display_clock_setting", 0x100, "Display clock setting"),
+)
+REASON_BITS: Mapping[str, int] = {r.name: r.bit for r in CLOCK_REASONS}
+"""Bit of each reason, by the name the agent sends."""
+REASON_NAMES: Mapping[str, str] = {r.name: r.label for r in CLOCK_REASONS}
+"""Display name of each reason, by the name the agent sends."""
