@@ -7,56 +7,72 @@ the least, and anything with lines that none claims is a log.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from types import ModuleType
+from dataclasses import dataclass
+from typing import Protocol
 
+from probes.rules.logrules.scan import explain_log
+from probes.rules.parsers import dmon, iostat, lspci, smi_csv, smi_q, smi_table, topo
 from probes.rules.result import KindResult
 
-_MODULES: tuple[tuple[str, str], ...] = (
-    ("nvidia-smi-csv", "probes.rules.parsers.smi_csv"),
-    ("dmon", "probes.rules.parsers.dmon"),
-    ("nvidia-smi-table", "probes.rules.parsers.smi_table"),
-    ("nvidia-smi-q", "probes.rules.parsers.smi_q"),
-    ("topo", "probes.rules.parsers.topo"),
-    ("lspci", "probes.rules.parsers.lspci"),
-    ("iostat", "probes.rules.parsers.iostat"),
+
+class Parser(Protocol):
+    """What every parser module offers: its kind, a cheap recogniser and the parse itself."""
+
+    KIND: str
+
+    def looks_like(self, lines: list[str]) -> bool: ...
+
+    def explain(self, lines: list[str]) -> KindResult: ...
+
+
+@dataclass(frozen=True)
+class Recogniser:
+    """A parser in detection order; ``kind_of`` names the kind when one module parses two."""
+
+    parser: Parser
+    kind_of: Callable[[list[str]], str] | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.parser.KIND
+
+
+RECOGNISERS: tuple[Recogniser, ...] = (
+    Recogniser(smi_csv),
+    Recogniser(dmon, dmon.kind_of),
+    Recogniser(smi_table),
+    Recogniser(smi_q),
+    Recogniser(topo),
+    Recogniser(lspci),
+    Recogniser(iostat),
 )
 """Recognisers in the order tried.  CSV and dmon come first because they demand nvidia-smi's
 own field names or ``# gpu`` headers, while the table's error-only form (one "Unable to
 determine the device handle" line) would also claim a short CSV that ends in that error."""
 _ALIASES = {"pmon": "dmon"}
 """Kinds served by another kind's module (``dmon`` parses both and says which)."""
+_BY_KIND: dict[str, Parser] = {r.kind: r.parser for r in RECOGNISERS}
 LOG = "log"
 UNKNOWN = "unknown"
-KINDS: tuple[str, ...] = (*(k for k, _ in _MODULES), *_ALIASES, LOG)
+KINDS: tuple[str, ...] = (*(r.kind for r in RECOGNISERS), *_ALIASES, LOG)
 """Every kind ``--kind`` accepts."""
-
-
-def _module(kind: str) -> ModuleType:
-    name = dict(_MODULES)[_ALIASES.get(kind, kind)]
-    return importlib.import_module(name)
 
 
 def detect_kind(lines: list[str]) -> str:
     """The kind of the input: a structured output's kind, ``log``, or ``unknown`` (no text)."""
     if not any(line.strip() for line in lines):
         return UNKNOWN
-    for kind, _ in _MODULES:
-        module = _module(kind)
-        looks_like: Callable[[list[str]], bool] = module.looks_like
-        if looks_like(lines):
-            kind_of: Callable[[list[str]], str] | None = getattr(module, "kind_of", None)
-            return kind_of(lines) if kind_of is not None else kind
+    for r in RECOGNISERS:
+        if r.parser.looks_like(lines):
+            return r.kind_of(lines) if r.kind_of is not None else r.kind
     return LOG
 
 
 def parse_as(kind: str, lines: list[str]) -> KindResult:
-    """Run the parser for ``kind``; ``log`` runs every log rule set."""
+    """Run the parser for ``kind``; ``log`` runs every log-rule family."""
     if kind == UNKNOWN:
         return KindResult(UNKNOWN, {})
     if kind == LOG:
-        from probes.rules.logrules.scan import explain_log
         return explain_log(lines)
-    explain: Callable[[list[str]], KindResult] = _module(kind).explain
-    return explain(lines)
+    return _BY_KIND[_ALIASES.get(kind, kind)].explain(lines)

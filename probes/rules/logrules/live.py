@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from probes.rules.logrules import kernel, nccl, training
+from probes.rules.logrules.families import families_for, scan_lines
 from probes.rules.logrules.lines import LogLine, peel
-from probes.rules.result import ExplainFinding, merge_same
+from probes.rules.result import ExplainFinding
 
 CONTEXT_LINES = 40
 """Lines before the new ones that a scan re-reads, for messages spread over lines."""
@@ -25,7 +25,6 @@ CONTEXT_BEFORE = 3
 before an error)."""
 MAX_PENDING = 2000
 """Lines queued before a scan is forced, so memory stays bounded however fast a log grows."""
-KERNEL = "kernel"
 
 
 @dataclass(frozen=True)
@@ -45,18 +44,6 @@ class _Source:
     pending: list[tuple[LogLine, float]] = field(default_factory=list)
     number: int = 0
     reported: set[tuple[str, str, int | None]] = field(default_factory=set)
-
-
-def rules_for(source: str) -> tuple[str, ...]:
-    """Which rule sets read a source: the kernel log gets the kernel rules, job logs the rest.
-
-    Keeping them apart is what stops a training log that quotes an ``NVRM`` line from being
-    read as the host's own kernel speaking, and a kernel line from counting as a job error.
-    """
-    return ("kernel",) if source == KERNEL else ("nccl", "training")
-
-
-_RULES = {"kernel": kernel.scan, "nccl": nccl.scan, "training": training.scan}
 
 
 class LiveLogScanner:
@@ -96,10 +83,7 @@ class LiveLogScanner:
             ts_of = {line.number: ts for line, ts in window}
             raw_of = {line.number: line.raw for line, _ in window}
             lines: Sequence[LogLine] = [line for line, _ in window]
-            found: list[ExplainFinding] = []
-            for rules in rules_for(name):
-                found.extend(_RULES[rules](lines))
-            for f in merge_same(found):
+            for f in scan_lines(lines, families_for(name)):
                 if f.line >= first_new or f.key not in src.reported:
                     src.reported.add(f.key)
                     before = tuple(raw_of[n].rstrip() for n in
