@@ -43,10 +43,9 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
-from probes.rules.parsers.pcie import gen_shortfall
-from probes.rules.result import ExplainFinding, KindResult, merge_same
+from probes.rules.parsers.smi_q_findings import LOST, findings
+from probes.rules.result import KindResult
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
 
 KIND = "nvidia-smi-q"
 LOOKS_LIKE_LINES = 5000
@@ -64,7 +63,6 @@ _SECTION = re.compile(r"^(?P<ind>\s+)(?P<name>[A-Za-z][\w .\-/()+]*?)\s*$")
 _PREFIX = re.compile(r"^(?:[\w.\-]{1,64}|\[[^\]]{1,64}\]): ")
 """A launcher or host prefix (``gpu01: ``, ``[rank3]: ``, ``10: ``) glued before a line."""
 _LEADING_FENCE = re.compile(r"^`{3,}")
-_LOST = re.compile(r"Unable to determine the device handle|\bGPU is lost\b", re.IGNORECASE)
 _LOST_VALUE = re.compile(r"\bGPU is lost\b", re.IGNORECASE)
 _ERROR_LINE = re.compile(
     r"Unable to determine the device handle|\bGPU is lost\b|No devices were found"
@@ -87,10 +85,6 @@ _REASONS = frozenset({
     "idle", "applications clocks setting", "sw power cap", "hw slowdown", "hw thermal slowdown",
     "hw power brake slowdown", "sync boost", "sw thermal slowdown", "display clock setting",
     "user defined clocks", "unknown"})
-_BENIGN_REASONS = frozenset({"idle", "applications clocks setting", "display clock setting",
-                             "user defined clocks"})
-_HARD_REASONS = frozenset({"hw slowdown", "hw thermal slowdown", "hw power brake slowdown",
-                           "sw thermal slowdown"})
 _LIST_SECTIONS = re.compile(r"process|mig device", re.IGNORECASE)
 """Sections whose entries repeat the same keys (processes, MIG instances): no GPU boundary."""
 
@@ -116,31 +110,6 @@ _SIGNAL_SECTIONS = frozenset({
     "mig mode", "driver model", "encoder stats", "clock policy", "gpu operation mode",
     "utilization", "supported clocks", "bridge chip"})
 
-ACTION_LOST = ("Check the kernel log for Xid 79 / 'fallen off the bus' and GSP timeouts on this "
-               "GPU; drain the node, reset the GPU (nvidia-smi -r) or reboot; reseat or RMA it "
-               "if it recurs")
-ACTION_THROTTLE_HW = ("Check GPU temperature, fans and airflow (nvidia-smi -q -d TEMPERATURE,"
-                      "PERFORMANCE); HW Power Brake means the board or chassis asserted a power "
-                      "brake: check PSU and power cabling and the BMC event log; drain the node "
-                      "if it persists under load")
-ACTION_THROTTLE_POWER = ("Compare Current/Enforced with Default Power Limit (nvidia-smi -q -d "
-                         "POWER); restore the default with nvidia-smi -pl if it was lowered, "
-                         "otherwise the GPU is at its power budget, as expected at full load")
-ACTION_THROTTLE_OTHER = ("Check which clock event reason is active with nvidia-smi -q -d "
-                         "PERFORMANCE; Sync Boost follows the slowest GPU of its group")
-ACTION_WIDTH = ("Reseat the GPU or check the riser, slot and cabling; compare lspci -vv LnkCap "
-                "and LnkSta: lost lanes cut host-device bandwidth whatever the load")
-ACTION_GEN = ("Recheck under load (nvidia-smi -q -d PCIE while busy); a link that stays below "
-              "its max generation under load needs a reseat, a riser check or the BIOS PCIe "
-              "speed setting")
-ACTION_ECC = ("Drain the GPU; check nvidia-smi -q -d ECC,ROW_REMAPPER (PAGE_RETIREMENT on older "
-              "GPUs); reset the GPU to apply pending remaps or retirements; RMA it if "
-              "uncorrectable errors recur or remapping fails")
-ACTION_REMAP_FAIL = ("Drain the GPU and open an RMA: row remapping failed, so the bad memory "
-                     "cannot be repaired in the field; keep it out of service")
-ACTION_PENDING = ("Reset the GPU (nvidia-smi -r with no processes on it, or reboot) so the "
-                  "pending page retirement / row remap takes effect; until then the bad memory "
-                  "can still be used")
 
 
 @dataclass(frozen=True)
@@ -483,7 +452,7 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
             continue
         if _ERROR_LINE.search(text) and not _KV.match(body):
             errors.append((no, text))
-            if _LOST.search(text):
+            if LOST.search(text):
                 m = BDF_IN_TEXT.search(text)
                 target = cur if cur is not None and (
                     m is None or normalize_bus_id(m.group()) == cur.bus_id) else None
@@ -577,141 +546,10 @@ def _views(blocks: tuple[SmiQGpu, ...]) -> tuple[list[tuple[int, SmiQGpu]], list
     return views, merged
 
 
-# --- findings ----------------------------------------------------------------------------------
-
-def _label(g: SmiQGpu, ordinal: int) -> str:
-    """The finding's ``gpu``: the bus id, else the excerpt's PCI Bus Id, else ``GPU<n>`` by
-    position in the input (nvidia-smi's index is not printed in -q)."""
-    return g.bus_id or g.pci_bus_id or f"GPU{ordinal}"
-
-
-def _ev(g: SmiQGpu, name: str) -> tuple[int, str]:
-    return g.evidence.get(name, (g.line, ""))
-
-
-def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
-    out: list[ExplainFinding] = []
-    who = gpu = _label(g, ordinal)
-    load = (f"{g.pstate or 'P?'}, "
-            f"{'?' if g.util_gpu_pct is None else g.util_gpu_pct} % util")
-
-    def add(code: str, sev: Severity, where: tuple[int, str], summary: str, action: str,
-            **extra: object) -> None:
-        no, text = where
-        out.append(ExplainFinding(Step.GPU, code, sev, no, text or f"GPU {who}", summary,
-                                  action, gpu=gpu, time=g.time, extra=extra))
-
-    for no, text in g.lost_lines[:1]:
-        add("gpu-lost", Severity.CRITICAL, (no, text),
-            f"nvidia-smi -q reports GPU {who} as lost: NVML cannot talk to it", ACTION_LOST)
-
-    slow: list[tuple[Severity, str, int, str]] = []
-    for name, no, text in g.reason_lines:
-        low = name.lower()
-        if low in _BENIGN_REASONS:
-            continue
-        if low in _HARD_REASONS:
-            slow.append((Severity.WARNING, name, no, text))
-        elif low == "sw power cap":
-            if g.idle:
-                continue
-            lowered = (g.power_limit_w is not None and g.power_default_limit_w is not None
-                       and g.power_limit_w < g.power_default_limit_w)
-            slow.append((Severity.WARNING if lowered else Severity.INFO, name, no, text))
-        else:
-            slow.append((Severity.INFO, name, no, text))
-    if slow:
-        worst = max(slow, key=lambda s: s[0].rank)
-        names = ", ".join(s[1] for s in slow)
-        power = ""
-        if g.power_draw_w is not None or g.power_limit_w is not None:
-            power = f", {g.power_draw_w} W of {g.power_limit_w} W limit"
-            if g.power_default_limit_w is not None:
-                power += f" (default {g.power_default_limit_w} W)"
-        temp = f", {g.temp_c} C" if g.temp_c is not None else ""
-        hard = any(s[1].lower() in _HARD_REASONS for s in slow)
-        action = (ACTION_THROTTLE_HW if hard else ACTION_THROTTLE_POWER
-                  if any(s[1].lower() == "sw power cap" for s in slow) else ACTION_THROTTLE_OTHER)
-        add("clocks-throttled", worst[0], (worst[2], worst[3]),
-            f"GPU {who} clocks are held down: {names} Active ({load}{temp}{power})", action,
-            reasons=[s[1] for s in slow])
-
-    sev = gen_shortfall(g.pcie_gen_max, g.pcie_width_max, g.pcie_gen_current,
-                        g.pcie_width_current)
-    if sev is Severity.WARNING:
-        add("pcie-link-downgraded", sev, _ev(g, "pcie_width_current"),
-            f"GPU {who} PCIe link runs x{g.pcie_width_current} of x{g.pcie_width_max} lanes "
-            f"(Gen{g.pcie_gen_current} of Gen{g.pcie_gen_max})", ACTION_WIDTH)
-    elif sev is Severity.INFO and not g.idle:
-        add("pcie-link-downgraded", sev, _ev(g, "pcie_gen_current"),
-            f"GPU {who} PCIe link runs at Gen{g.pcie_gen_current} of Gen{g.pcie_gen_max} while "
-            f"not idle ({load})", ACTION_GEN)
-
-    vol, agg = g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable
-    if (vol or 0) > 0 or (agg or 0) > 0:
-        where = _ev(g, "ecc_volatile_uncorrectable" if (vol or 0) > 0
-                    else "ecc_aggregate_uncorrectable")
-        add("ecc-uncorrectable", Severity.CRITICAL, where,
-            f"GPU {who} has uncorrectable ECC errors: {vol if vol is not None else '?'} volatile "
-            f"(since driver load), {agg if agg is not None else '?'} aggregate (lifetime)",
-            ACTION_ECC, count_ecc=vol or agg)
-
-    if g.remapping_failure:
-        add("row-remap-failure", Severity.CRITICAL, _ev(g, "remapping_failure"),
-            f"GPU {who} row remapping failed (Remapping Failure Occurred: Yes; "
-            f"{g.remapped_rows_uncorrectable} rows remapped for uncorrectable, "
-            f"{g.remapped_rows_correctable} for correctable errors)", ACTION_REMAP_FAIL)
-
-    if g.retired_pages_pending:
-        add("retired-pages-pending", Severity.WARNING, _ev(g, "retired_pages_pending"),
-            f"GPU {who} has page retirements pending a reset (single bit "
-            f"{g.retired_pages_single_bit}, double bit {g.retired_pages_double_bit} retired)",
-            ACTION_PENDING)
-    if g.remapped_rows_pending:
-        add("retired-pages-pending", Severity.WARNING, _ev(g, "remapped_rows_pending"),
-            f"GPU {who} has row remaps pending a reset (Remapped Rows Pending: Yes; "
-            f"{g.remapped_rows_uncorrectable} uncorrectable, {g.remapped_rows_correctable} "
-            "correctable rows)", ACTION_PENDING)
-    return out
-
-
-def _findings(report: SmiQReport) -> list[ExplainFinding]:
-    """Every block's findings, plus handle-lost error lines; one finding per code, its
-    evidence the worst (then first) case, with every GPU it was seen on in ``gpus``."""
-    found: list[ExplainFinding] = []
-    for pos, view in _views(report.blocks)[0]:
-        found.extend(_gpu_findings(view, pos))
-    claimed = {no for g in report.blocks for no, _ in g.lost_lines}
-    for no, text in report.errors:
-        if no in claimed or not _LOST.search(text):
-            continue
-        m = BDF_IN_TEXT.search(text)
-        bus = normalize_bus_id(m.group()) if m else None
-        why = text.rsplit(":", 1)[-1].strip() if ":" in text else ""
-        found.append(ExplainFinding(
-            Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
-            f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}"
-            + (f" ({why})" if why and why != text else "") + ": NVML has lost it",
-            ACTION_LOST, gpu=bus, time=report.timestamp))
-    unique = {(f.code, f.gpu, f.line): f for f in found}
-    found = sorted(unique.values(), key=lambda f: (-f.severity.rank, f.line))
-    gpus: dict[str, list[str]] = {}
-    for f in found:
-        seen = gpus.setdefault(f.code, [])
-        if f.gpu is not None and f.gpu not in seen:
-            seen.append(f.gpu)
-    out = []
-    for f in merge_same(found):
-        extra = {**f.extra, "gpus": gpus.get(f.code, [])}
-        out.append(ExplainFinding(f.step, f.code, f.severity, f.line, f.evidence, f.summary,
-                                  f.action, f.xid, f.gpu, f.time, f.count, extra))
-    return out
-
-
 def explain(lines: list[str]) -> KindResult:
     """The contract's ``nvidia-smi-q`` result and its gpu-step findings."""
     report = parse_smi_q(lines)
-    return KindResult(KIND, report.to_parsed(), tuple(_findings(report)))
+    return KindResult(KIND, report.to_parsed(), tuple(findings(report, _views(report.blocks)[0])))
 
 
 def looks_like(lines: list[str]) -> bool:

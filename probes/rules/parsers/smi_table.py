@@ -22,18 +22,22 @@ replaces the earlier one, new GPUs are appended; processes come from the last Pr
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
-from probes.rules.result import ExplainFinding, KindResult
+from probes.rules.busid import normalize_bus_id
+from probes.rules.parsers.smi_table_findings import findings
+from probes.rules.parsers.smi_table_records import (
+    SmiTable,
+    SmiTableGpu,
+    SmiTableMigDevice,
+    SmiTableProcess,
+)
+from probes.rules.result import KindResult
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
 
 KIND = "nvidia-smi-table"
 LOOKS_LIKE_LINES = 5000
 """How far the recogniser reads: the table is near the top of what was pasted."""
-ERR_CRITICAL_CELLS = 3
-"""ERR! cells from which a GPU counts as lost outright rather than as a failing read."""
 ERROR_ONLY_OTHER_LINES = 2
 """Unrelated lines an error-only paste may carry (a stray prompt, ``Segmentation fault``)."""
 TABLE_IN_LOG_LINES = 20
@@ -68,8 +72,6 @@ _TIMESTAMP = re.compile(
     r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
     r" [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 
-_LOST = re.compile(r"Unable to determine the device handle for GPU|\bGPU is lost\b",
-                   re.IGNORECASE)
 _ERROR_LINE = re.compile(
     r"Unable to determine the device handle|\bGPU is lost\b|No devices were found"
     r"|NVIDIA-SMI has failed|Failed to initialize NVML|Driver/library version mismatch"
@@ -80,124 +82,6 @@ _ERROR_ONLY = re.compile(
     r"|NVIDIA-SMI has failed because|Failed to initialize NVML)", re.IGNORECASE)
 _ROW1_LOOSE = re.compile(
     r"^\|\s*\d{1,4}\s+\S.*\|\s*(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
-
-ACTION_LOST = ("Check the kernel log for Xid 79 / 'fallen off the bus' and GSP timeouts on this "
-               "GPU; drain the node, reset the GPU (nvidia-smi -r) or reboot; reseat or RMA it "
-               "if it recurs")
-ACTION_ERR = ("NVML cannot read this GPU: check the kernel log for Xid 79 / 119 on its bus id, "
-              "drain the node and reset or reboot; a single ERR! sensor (fan) alone can be a "
-              "failing fan or sensor")
-ACTION_ECC = ("Drain the GPU; check nvidia-smi -q -d ECC,ROW_REMAPPER (PAGE_RETIREMENT on older "
-              "GPUs) for pending remaps; reset the GPU to apply them, RMA if remapping failed")
-
-
-@dataclass(frozen=True)
-class SmiTableGpu:
-    """One GPU of the GPU box; None where the table shows N/A or ERR! or was cut off.
-
-    ``err_fields`` names the fields that read ``ERR!``; ``line`` and ``text`` are the GPU's
-    first row (1-based input line) for evidence.
-    """
-
-    index: int
-    name: str | None = None
-    bus_id: str | None = None
-    persistence: str | None = None
-    fan_pct: float | None = None
-    temp_c: float | None = None
-    perf: str | None = None
-    power_w: float | None = None
-    power_cap_w: float | None = None
-    mem_used_mib: float | None = None
-    mem_total_mib: float | None = None
-    util_pct: float | None = None
-    compute_mode: str | None = None
-    mig_mode: str | None = None
-    ecc_uncorr: int | None = None
-    disp_a: str | None = None
-    err_fields: tuple[str, ...] = ()
-    line: int = 0
-    text: str = ""
-
-    def to_parsed(self) -> dict[str, object]:
-        """The contract's GPU object (evidence fields left out)."""
-        out = asdict(self)
-        out["err_fields"] = list(self.err_fields)
-        del out["line"], out["text"]
-        return out
-
-
-@dataclass(frozen=True)
-class SmiTableProcess:
-    """One row of the Processes box; ``gi``/``ci`` are None before MIG-era drivers."""
-
-    gpu: int | None
-    gi: int | None
-    ci: int | None
-    pid: int | None
-    type: str | None
-    name: str | None
-    mem_mib: float | None
-
-    def to_parsed(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class SmiTableMigDevice:
-    """One MIG instance of the ``MIG devices:`` box (two rows: memory, then BAR1)."""
-
-    gpu: int
-    gi: int | None
-    ci: int | None
-    mig_dev: int | None
-    mem_used_mib: float | None = None
-    mem_total_mib: float | None = None
-    bar1_used_mib: float | None = None
-    bar1_total_mib: float | None = None
-    sm: int | None = None
-    ecc_uncorr: int | None = None
-    line: int = 0
-    text: str = ""
-
-    def to_parsed(self) -> dict[str, object]:
-        out = asdict(self)
-        del out["line"], out["text"]
-        return out
-
-
-@dataclass(frozen=True)
-class SmiTable:
-    """Everything the table says.
-
-    ``gpus`` is the merged view of every snapshot; ``gpu_rows`` keeps every GPU row read
-    (findings look at all of them); ``error_lines`` are the 1-based lines of ``errors``.
-    """
-
-    driver_version: str | None = None
-    cuda_version: str | None = None
-    gpus: tuple[SmiTableGpu, ...] = ()
-    processes: tuple[SmiTableProcess, ...] = ()
-    errors: tuple[str, ...] = ()
-    mig_devices: tuple[SmiTableMigDevice, ...] = ()
-    timestamp: str | None = None
-    gpu_rows: tuple[SmiTableGpu, ...] = ()
-    error_lines: tuple[int, ...] = ()
-    smi_version: str | None = None
-
-    def to_parsed(self) -> dict[str, object]:
-        """The contract's ``parsed`` object."""
-        out: dict[str, object] = {
-            "driver_version": self.driver_version, "cuda_version": self.cuda_version,
-            "gpus": [g.to_parsed() for g in self.gpus],
-            "processes": [p.to_parsed() for p in self.processes],
-            "errors": list(self.errors)}
-        if self.mig_devices:
-            out["mig_devices"] = [m.to_parsed() for m in self.mig_devices]
-        if self.timestamp is not None:
-            out["timestamp"] = self.timestamp
-        return out
-
 
 # --- cells and values ----------------------------------------------------------------------
 
@@ -582,64 +466,10 @@ def _freeze(snaps: list[_Snapshot], driver: str | None, cuda: str | None, smi: s
                     _word(smi))
 
 
-# --- findings --------------------------------------------------------------------------------
-
-def _findings(table: SmiTable) -> list[ExplainFinding]:
-    """gpu-lost (error lines, ERR! rows) and ecc-uncorrectable, one per GPU and code."""
-    found: dict[tuple[str, str | None], ExplainFinding] = {}
-
-    def add(f: ExplainFinding) -> None:
-        k = (f.code, f.gpu)
-        old = found.get(k)
-        if old is None:
-            found[k] = f
-            return
-        sev = f.severity if f.severity.rank > old.severity.rank else old.severity
-        found[k] = ExplainFinding(old.step, old.code, sev, old.line, old.evidence, old.summary,
-                                  old.action, old.xid, old.gpu, old.time, old.count + 1,
-                                  old.extra)
-
-    for text, no in zip(table.errors, table.error_lines, strict=True):
-        if not _LOST.search(text):
-            continue
-        m = BDF_IN_TEXT.search(text)
-        bus = normalize_bus_id(m.group()) if m else None
-        why = text.rsplit(":", 1)[-1].strip() if ":" in text else ""
-        add(ExplainFinding(
-            Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
-            f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}"
-            + (f" ({why})" if why and why != text else "") + ": NVML has lost it",
-            ACTION_LOST, gpu=bus, time=table.timestamp))
-    for g in table.gpu_rows:
-        if g.err_fields:
-            crit = "name" in g.err_fields or len(g.err_fields) >= ERR_CRITICAL_CELLS
-            add(ExplainFinding(
-                Step.GPU, "gpu-lost", Severity.CRITICAL if crit else Severity.WARNING, g.line,
-                g.text, f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
-                f"{len(g.err_fields)} field(s) ({', '.join(g.err_fields)}): "
-                + ("NVML cannot talk to it" if crit else "NVML cannot read part of its state"),
-                ACTION_ERR, gpu=g.bus_id, time=table.timestamp))
-        if g.ecc_uncorr:
-            add(ExplainFinding(
-                Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, g.line, g.text,
-                f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) has {g.ecc_uncorr} volatile "
-                "uncorrectable ECC error(s) since the driver loaded",
-                ACTION_ECC, gpu=g.bus_id, time=table.timestamp, extra={"count_ecc": g.ecc_uncorr}))
-    bus_of = {g.index: g.bus_id for g in table.gpus}
-    for d in table.mig_devices:
-        if d.ecc_uncorr:
-            add(ExplainFinding(
-                Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, d.line, d.text,
-                f"GPU {d.gpu} MIG device {d.mig_dev} (GI {d.gi}, CI {d.ci}) has {d.ecc_uncorr} "
-                "volatile uncorrectable ECC error(s)",
-                ACTION_ECC, gpu=bus_of.get(d.gpu), time=table.timestamp))
-    return sorted(found.values(), key=lambda f: (-f.severity.rank, f.line))
-
-
 def explain(lines: list[str]) -> KindResult:
     """The contract's ``nvidia-smi-table`` result and its gpu-step findings."""
     table = parse_smi_table(lines)
-    return KindResult(KIND, table.to_parsed(), tuple(_findings(table)))
+    return KindResult(KIND, table.to_parsed(), tuple(findings(table)))
 
 
 def looks_like(lines: list[str]) -> bool:
