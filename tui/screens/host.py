@@ -1,7 +1,8 @@
-"""One host in detail: facts and GPUs on top, then the six panels, each toggled by its number.
+"""One host in detail: facts and GPUs on top, then the panels, each toggled by its number.
 
-1 memory growth · 2 thermals and power · 3 PCIe topology · 4 iostat · 5 processes · 6 host.
-Tab moves between the shown panels; the chart window follows ``:window``.
+The panels are listed once, in ``host_panels.HOST_PANELS`` (1 memory growth · 2 thermals and
+power · 3 PCIe topology · 4 iostat · 5 processes · 6 host).  Tab moves between the shown
+panels; the chart window follows ``:window``.
 """
 
 from __future__ import annotations
@@ -15,30 +16,18 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Footer, Label
 
-from probes.fleet_state import FleetState
+from probes.fleet_state import FleetState, HostState
 from tui.screens.base import DataScreen
-from tui.views.host_views import (
-    host_view,
-    iostat_view,
-    memory_growth_view,
-    process_rows,
-    thermal_view,
-    topo_view,
-)
+from tui.screens.host_panels import HOST_PANELS, HostPanel, PanelContext, key_hint
 from widgets.event_log import EventLog
 from widgets.gpu_table import GpuTable
 from widgets.host_facts import HostFactsBar
-from widgets.host_stats import HostStatsPanel
-from widgets.iostat_panel import IostatPanel
 from widgets.memory_growth import MemoryGrowth
-from widgets.process_table import ProcessPanel
-from widgets.thermal_panel import ThermalPanel
-from widgets.topo_matrix import TopoPanel
 
 EVENTS_SHOWN = 50
-PANELS = ("memory", "thermal", "topology", "iostat", "processes", "host")
+PANELS = tuple(p.id for p in HOST_PANELS)
 """Panel ids in number-key order."""
-SHOWN_AT_START = frozenset({"memory", "thermal"})
+SHOWN_AT_START = frozenset(p.id for p in HOST_PANELS if p.at_start)
 
 
 class HostScreen(DataScreen):
@@ -65,14 +54,9 @@ class HostScreen(DataScreen):
         with VerticalScroll(id="host-body"):
             yield HostFactsBar(id="host-facts")
             yield GpuTable(id="gpu-table")
-            yield Label("1 memory · 2 thermals · 3 topology · 4 iostat · 5 processes · "
-                        "6 host — number keys show or hide a panel", id="panel-keys")
-            yield MemoryGrowth(id="panel-memory", classes="panel")
-            yield ThermalPanel(id="panel-thermal", classes="panel")
-            yield TopoPanel(id="panel-topology", classes="panel")
-            yield IostatPanel(id="panel-iostat", classes="panel")
-            yield ProcessPanel(id="panel-processes", classes="panel")
-            yield HostStatsPanel(id="panel-host", classes="panel")
+            yield Label(key_hint(), id="panel-keys")
+            for p in HOST_PANELS:
+                yield p.widget(id=p.widget_id, classes="panel")
             yield Label("Recent events", classes="panel-title")
             yield EventLog(id="events")
         yield Footer()
@@ -85,6 +69,10 @@ class HostScreen(DataScreen):
     def _panel(self, name: str) -> Widget:
         return self.query_one(f"#panel-{name}")
 
+    def _show_panel(self, panel: HostPanel[Widget], state: HostState,
+                    ctx: PanelContext) -> None:
+        panel.show(self.query_one(f"#{panel.widget_id}", panel.widget), state, ctx)
+
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Push this host's state into the shown panels only."""
         self._fleet, self._now = fleet, now
@@ -96,20 +84,10 @@ class HostScreen(DataScreen):
         facts.facts = state.hello.facts if state.hello else None
         facts.down_reason = state.down_reason
         self.query_one(GpuTable).gpus = state.last.gpus if state.last else ()
-        window = getattr(self.app, "window_s", 3600.0)
-        if "memory" in self.shown:
-            self.query_one(MemoryGrowth).view = memory_growth_view(state, window,
-                                                                   self.selected_gpu)
-        if "thermal" in self.shown:
-            self.query_one(ThermalPanel).view = thermal_view(state)
-        if "topology" in self.shown:
-            self.query_one(TopoPanel).topo = topo_view(state)
-        if "iostat" in self.shown:
-            self.query_one(IostatPanel).iostat = iostat_view(state)
-        if "processes" in self.shown:
-            self.query_one(ProcessPanel).processes = process_rows(state)
-        if "host" in self.shown:
-            self.query_one(HostStatsPanel).host = host_view(state)
+        ctx = PanelContext(getattr(self.app, "window_s", 3600.0), self.selected_gpu)
+        for p in HOST_PANELS:
+            if p.id in self.shown:
+                self._show_panel(p, state, ctx)
         self.query_one(EventLog).events = tuple(state.events)[-EVENTS_SHOWN:]
 
     def _redraw(self) -> None:
