@@ -100,3 +100,16 @@ def test_ingest_bench_quick() -> None:
     day = data["results"]["day_detectors"]
     assert day["findings"] >= 2 and day["ms_all_detectors"] > 0
     assert summary.startswith("ingest: ")
+
+
+def test_widgets_bench_quick() -> None:
+    first, summary = _quick("bench_widgets", timeout=120)
+    results = json.loads(first)["results"]
+    assert set(results) == {"thermal_8_gpus_160x48", "iostat_8_gpus_4_disks_600_points",
+                            "topo_8_gpus_10_nics_158_cols", "topo_8_gpus_10_nics_78_cols"}
+    for r in results.values():
+        assert r["ms"] > 0 and r["baseline_ms"] > 0
+        # a ratio, not a timing: about 2x (thermal, drawn) and 6-8x (pure renders) here; the
+        # bounds catch a broken baseline or a render gone pathological on a noisy machine
+        assert 0.3 < r["over_baseline"] < 60
+    assert summary.startswith("widgets: ")

@@ -4,7 +4,6 @@ utilisation strips aligned with the disks' on one time axis."""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from rich.color import Color
@@ -20,7 +19,6 @@ from widgets.iostat_panel import (
     IostatView,
     layout,
     number,
-    render_iostat,
     resample,
     saturated,
     strip,
@@ -226,15 +224,3 @@ async def test_equal_view_is_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> Non
         panel.iostat = IostatView(loader_bound_view().disks[:1], (), "1 min")
         await pilot.pause()
         assert len(calls) > before
-
-
-def test_render_time_8_gpus_4_disks_600_points() -> None:
-    points = saw(100.0, 0.0, 20, 600)
-    view = IostatView(tuple(DiskRow(f"nvme{i}n1", *(1.0,) * 8, util_points=points)
-                            for i in range(4)),
-                      tuple((i, points) for i in range(8)), "10 min")
-    start = time.perf_counter()
-    for _ in range(20):
-        render_iostat(view, 158)
-    print(f"iostat panel render, 8 GPUs + 4 disks x 600 points: "
-          f"{(time.perf_counter() - start) / 20 * 1000:.2f} ms")

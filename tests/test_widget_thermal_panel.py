@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline
@@ -210,17 +208,3 @@ async def test_every_theme_renders(theme: str) -> None:
         await pilot.pause()
         await pilot.pause()
         line_with(screen_lines(app), "↓ THROTTLED")
-
-
-async def test_render_time() -> None:
-    app = ThermalApp()
-    async with app.run_test(size=(160, 48)) as pilot:
-        panel = app.query_one(ThermalPanel)
-        panel.view = rack()
-        await pilot.pause()
-        t0 = time.perf_counter()
-        for k in range(10):
-            panel.view = rack(throttled=(k % 8,))
-            await pilot.pause()
-        ms = (time.perf_counter() - t0) * 100
-        print(f"\nthermal panel, 8 GPUs at 160x48: {ms:.1f} ms per view (incl. event loop)")

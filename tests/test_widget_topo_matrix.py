@@ -3,8 +3,6 @@ and how it fits 160 and 80 columns."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
@@ -314,16 +312,6 @@ async def test_equal_view_is_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> Non
         panel.refresh()
         await pilot.pause()
         assert len(calls) == before
-
-
-def test_render_time_8_gpus_10_nics() -> None:
-    view = hgx_view()
-    start = time.perf_counter()
-    for _ in range(50):
-        render_topo(view, 158)
-        render_topo(view, 78)
-    per = (time.perf_counter() - start) / 100 * 1000
-    print(f"topo panel render, 8 GPUs + 10 NICs: {per:.2f} ms")
 
 
 async def test_resizing_the_terminal_relays_the_panel() -> None:
