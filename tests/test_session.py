@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from pathlib import Path
 
 import pytest
 
-from probes.config.fleet import HostSpec, demo_fleet
+from probes.config.fleet import HostSpec, TransportName, demo_fleet
+from probes.errors import DisconnectKind
+from probes.transport import TRANSPORTS
 from probes.transport.local import LocalTransport
-from probes.transport.session import SessionPolicy, collect_once, run_session
+from probes.transport.session import SessionPolicy, collect_once, make_transport, run_session
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample, LogEvent
 
@@ -23,6 +26,26 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().split()[2] != "Z"
+
+
+def test_every_transport_name_has_one_factory() -> None:
+    assert set(TRANSPORTS) == set(TransportName)
+
+
+def test_a_spec_names_its_transport_by_member_and_the_registry_makes_it() -> None:
+    spec = HostSpec("h", transport="local")  # type: ignore[arg-type]  # as a script writes it
+    assert spec.transport is TransportName.LOCAL and f"{spec.transport}" == "local"
+    assert isinstance(make_transport(spec), LocalTransport)
+    with pytest.raises(ValueError, match="'telnet' is not a valid TransportName"):
+        HostSpec("h", transport="telnet")  # type: ignore[arg-type]
+
+
+def test_a_refused_login_waits_the_full_cap_and_other_drops_back_off() -> None:
+    policy = SessionPolicy(backoff_base_s=1.0, backoff_cap_s=60.0, jitter=0.0)
+    rng = random.Random(0)
+    assert policy.delay(0, DisconnectKind.AUTH_FAILED, rng) == 60.0
+    assert policy.delay(0, DisconnectKind.HOST_KEY_REFUSED, rng) == 60.0
+    assert [policy.delay(a, DisconnectKind.STALLED, rng) for a in range(3)] == [1.0, 2.0, 4.0]
 
 
 async def test_local_transport_streams_and_stop_leaves_no_process() -> None:

@@ -22,6 +22,24 @@ class HostKeyChecking(str, Enum):
     OFF = "off"
 
 
+class TransportName(str, Enum):
+    """How the agent reaches a host: the inventory's ``transport`` word.
+
+    ``probes.transport.TRANSPORTS`` holds one factory per member (a test keeps the two equal).
+    """
+
+    SSH = "ssh"
+    """The agent over one SSH connection (the inventory's default)."""
+    LOCAL = "local"
+    """The agent as a subprocess of the console."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True)
 class SshOptions:
     """How to reach a host over SSH; every field may come from the inventory or ssh config."""
@@ -50,8 +68,7 @@ class HostSpec:
     """One host of the fleet, as the inventory (or the demo) describes it."""
 
     name: str
-    transport: str = "local"
-    """``local`` runs the agent as a subprocess here; ``ssh`` over an SSH connection."""
+    transport: TransportName = TransportName.LOCAL
     python: str | None = None
     """Interpreter for the agent; None means this console's own (local) or ``python3`` (ssh)."""
     interval_s: float = 1.0
@@ -67,6 +84,10 @@ class HostSpec:
     """Paths whose device and free space the preflight checks (the training data's home)."""
     ssh: SshOptions = field(default_factory=SshOptions)
     extra_args: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        # A spec written by hand (a script, a test) may say "ssh": compare by member anyway.
+        object.__setattr__(self, "transport", TransportName(self.transport))
 
     def agent_args(self, once: bool = False, kernel_after: str | None = None) -> list[str]:
         """Command-line arguments for the agent on this host.

@@ -22,7 +22,7 @@ import platformdirs
 import yaml
 
 from probes.config import inventory_values as v
-from probes.config.fleet import HostSpec, SshOptions
+from probes.config.fleet import HostSpec, SshOptions, TransportName
 from probes.config.hostlist import MAX_HOSTS, HostlistError, count_hostlist, expand_hostlist
 from probes.errors import InventoryError, Problem
 
@@ -320,9 +320,9 @@ def _spec(name: str, layers: list[Layer], group: str | None) -> HostSpec:
     defaults, group_layer, own = (list(layer["tags"][0]) if "tags" in layer else []
                                   for layer in layers)
     tags = [*defaults, *([group] if group else []), *group_layer, *own]
-    transport = merged.get("transport", "ssh")
+    transport = merged.get("transport", TransportName.SSH)
     fields = {_SPEC_FIELDS[k]: val for k, val in merged.items() if k in _SPEC_FIELDS}
-    fields.setdefault("python", "python3" if transport == "ssh" else None)
+    fields.setdefault("python", "python3" if transport is TransportName.SSH else None)
     ssh = SshOptions(**{_SSH_FIELDS[k]: val for k, val in merged.items() if k in _SSH_FIELDS})
     return HostSpec(name=name, transport=transport, tags=tuple(dict.fromkeys(tags)), ssh=ssh,
                     **fields)

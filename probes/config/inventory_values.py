@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from yaml.constructor import SafeConstructor
 
-from probes.config.fleet import HostKeyChecking
+from probes.config.fleet import HostKeyChecking, TransportName
 
 PASSWORD_MESSAGE = "passwords are not accepted in the inventory; use the ssh agent or a key file"
 
@@ -132,6 +132,10 @@ def host_key_checking(node: yaml.Node) -> HostKeyChecking:
     return HostKeyChecking(choice(*(h.value for h in HostKeyChecking))(node))
 
 
+def transport_name(node: yaml.Node) -> TransportName:
+    return TransportName(choice(*(t.value for t in TransportName))(node))
+
+
 def text_list(node: yaml.Node) -> tuple[str, ...]:
     """A YAML list of strings (a bare string is refused: ``tags: a,b`` is one odd tag)."""
     if not isinstance(node, yaml.SequenceNode):
@@ -210,7 +214,7 @@ SETTINGS: dict[str, Callable[[yaml.Node], Any]] = {
     "simulate": simulate,
     "seed": integer(),
     "speed": number("a positive number", zero_ok=False),
-    "transport": choice("ssh", "local"),
+    "transport": transport_name,
     "host_key_checking": host_key_checking,
     "connect_timeout": number("a positive number of seconds", zero_ok=False),
     "login_timeout": number("a positive number of seconds", zero_ok=False),

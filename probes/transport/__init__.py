@@ -1,1 +1,56 @@
-"""Transports: how the agent's source reaches a host and its stream comes back."""
+"""Transports: how the agent's source reaches a host and its stream comes back.
+
+``TRANSPORTS`` is the one registry of them, keyed by the inventory's ``transport`` word
+(``TransportName``): sessions make a transport through it, and a test checks it covers
+every name the inventory accepts.  A new transport is one class with the ``Transport``
+methods, one factory here, one ``TransportName`` member.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Protocol
+
+from probes.config.fleet import HostSpec, TransportName
+
+
+class Transport(Protocol):
+    """What a session needs from a transport."""
+
+    notes: list[str]
+    """Things the operator should hear about after ``start`` (a recorded host key)."""
+
+    async def start(self) -> None:
+        """Start the agent; raise TransportError when that fails."""
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """Raw stdout chunks until the stream ends."""
+
+    async def exit_reason(self) -> str:
+        """Why the stream ended."""
+
+    async def stop(self) -> None:
+        """Stop the agent and release the channel."""
+
+
+TransportFactory = Callable[[HostSpec, list[str], asyncio.Semaphore | None], Transport]
+"""(host, agent arguments, shared gate on concurrent connects) -> a transport not yet started."""
+
+
+def _local(spec: HostSpec, args: list[str], _gate: asyncio.Semaphore | None) -> Transport:
+    from probes.transport.local import LocalTransport
+
+    return LocalTransport(args, python=spec.python)
+
+
+def _ssh(spec: HostSpec, args: list[str], gate: asyncio.Semaphore | None) -> Transport:
+    from probes.transport.ssh import SshTransport  # asyncssh loads only when a host uses it
+
+    return SshTransport(spec, args, gate=gate)
+
+
+TRANSPORTS: Mapping[TransportName, TransportFactory] = {
+    TransportName.LOCAL: _local,
+    TransportName.SSH: _ssh,
+}

@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
-from probes.transport.local import LocalTransport
+from probes.transport import TRANSPORTS, Transport
 from probes.wire.events import Connected, Disconnected, Emit, SessionItem
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
@@ -34,25 +32,6 @@ ONCE_CONCURRENCY = 64
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
-
-
-class Transport(Protocol):
-    """What a session needs from a transport."""
-
-    notes: list[str]
-    """Things the operator should hear about after ``start`` (a recorded host key)."""
-
-    async def start(self) -> None:
-        """Start the agent; raise TransportError when that fails."""
-
-    def chunks(self) -> AsyncIterator[bytes]:
-        """Raw stdout chunks until the stream ends."""
-
-    async def exit_reason(self) -> str:
-        """Why the stream ended."""
-
-    async def stop(self) -> None:
-        """Stop the agent and release the channel."""
 
 
 @dataclass(frozen=True)
@@ -98,19 +77,15 @@ class StreamGarbled(TransportError):
 def make_transport(spec: HostSpec, once: bool = False,
                    gate: asyncio.Semaphore | None = None,
                    kernel_after: str | None = None) -> Transport:
-    """The transport a host spec asks for.
+    """The transport a host spec asks for, made by its ``TRANSPORTS`` factory.
 
     Raises:
         TransportError: the spec names a transport this build does not have.
     """
-    args = spec.agent_args(once=once, kernel_after=kernel_after)
-    if spec.transport == "local":
-        return LocalTransport(args, python=spec.python)
-    if spec.transport == "ssh":
-        from probes.transport.ssh import SshTransport
-
-        return SshTransport(spec, args, gate=gate)
-    raise TransportError(f"{spec.name}: transport {spec.transport!r} is not available")
+    factory = TRANSPORTS.get(spec.transport)
+    if factory is None:
+        raise TransportError(f"{spec.name}: transport {str(spec.transport)!r} is not available")
+    return factory(spec, spec.agent_args(once=once, kernel_after=kernel_after), gate)
 
 
 class _StallWatch:
