@@ -16,7 +16,15 @@ from probes.transport import TRANSPORTS
 from probes.transport.local import LocalTransport
 from probes.transport.session import SessionPolicy, collect_once, make_transport, run_session
 from probes.wire.events import Connected, Disconnected, SessionItem
-from probes.wire.samples import Hello, HostSample, LogEvent
+from probes.wire.samples import (
+    JOB_SOURCE_PREFIX,
+    KERNEL_SOURCE,
+    Hello,
+    HostSample,
+    LogEvent,
+    job_path,
+    job_source,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -38,6 +46,15 @@ def test_a_spec_names_its_transport_by_member_and_the_registry_makes_it() -> Non
     assert isinstance(make_transport(spec), LocalTransport)
     with pytest.raises(ValueError, match="'telnet' is not a valid TransportName"):
         HostSpec("h", transport="telnet")  # type: ignore[arg-type]
+
+
+def test_the_agent_names_log_sources_as_the_console_reads_them() -> None:
+    from probes.transport.bootstrap import agent_source
+
+    source = agent_source(simulate=False).decode()
+    assert f'"source": "{KERNEL_SOURCE}"' in source and f'"{JOB_SOURCE_PREFIX}" + ' in source
+    assert job_path(job_source("/var/log/train.log")) == "/var/log/train.log"
+    assert job_path(KERNEL_SOURCE) is None
 
 
 def test_a_refused_login_waits_the_full_cap_and_other_drops_back_off() -> None:

@@ -17,6 +17,7 @@ from probes.transport import TRANSPORTS, Transport
 from probes.wire.events import Connected, Disconnected, Emit, SessionItem
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
+    KERNEL_SOURCE,
     AgentMessage,
     Hello,
     HostSample,
@@ -195,7 +196,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
 
     def emit_noting_cursor(host: str, item: SessionItem) -> None:
         nonlocal cursor
-        if isinstance(item, LogEvent) and item.source == "kernel" and item.cursor:
+        if isinstance(item, LogEvent) and item.source == KERNEL_SOURCE and item.cursor:
             cursor = item.cursor
         emit(host, item)
 

@@ -318,9 +318,26 @@ class HostSample:
     """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
 
 
+KERNEL_SOURCE = "kernel"
+"""``LogEvent.source`` (and ``LogSourceState.source``) of the host's kernel log.  The agent
+writes the same literal: it imports nothing of ours."""
+JOB_SOURCE_PREFIX = "job:"
+"""Every other source is a job log the agent follows: ``job:<path on the host>``."""
+
+
+def job_source(path: str) -> str:
+    """The source name of a job log at ``path`` on the host."""
+    return JOB_SOURCE_PREFIX + path
+
+
+def job_path(source: str) -> str | None:
+    """The host path of a job-log source; None for the kernel log or anything else."""
+    return source[len(JOB_SOURCE_PREFIX):] if source.startswith(JOB_SOURCE_PREFIX) else None
+
+
 @dataclass(frozen=True)
 class LogEvent:
-    """A log line the agent saw, with where it came from (``kernel``, ``job:<path>``)."""
+    """A log line the agent saw, with where it came from (``KERNEL_SOURCE``, ``job_source``)."""
 
     ts: float
     source: str

@@ -17,9 +17,7 @@ from enum import Enum
 from probes.rules.logrules import kernel, nccl, training
 from probes.rules.logrules.lines import LogLine
 from probes.rules.result import ExplainFinding, merge_same
-
-KERNEL_SOURCE = "kernel"
-"""The agent's source name for the host's kernel log; every other source is a job log."""
+from probes.wire.samples import KERNEL_SOURCE
 
 Scan = Callable[[Sequence[LogLine]], list[ExplainFinding]]
 
