@@ -10,7 +10,7 @@ from textual.widgets._toast import Toast
 from probes.config.fleet import demo_fleet
 from probes.errors import TransportError
 from probes.fleet_state import HostStatus
-from probes.transport.backend import AgentFleetBackend
+from probes.transport.backend import AgentFleetBackend, BackendBase
 from probes.wire.events import Disconnected
 from tests.support.tui_fakes import (
     HOSTS,
@@ -280,7 +280,7 @@ async def test_demo_fleet_streams_through_real_agents() -> None:
     assert app.return_code == 0
 
 
-class BrokenBackend:
+class BrokenBackend(BackendBase):
     """A backend that fails at once, as a misconfigured transport would."""
 
     def __init__(self) -> None:

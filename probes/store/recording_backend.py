@@ -16,7 +16,7 @@ from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.store.codec import Item
 from probes.store.recording import Recorder, RecordingReader
-from probes.transport.backend import Backend
+from probes.transport.backend import Backend, BackendBase
 from probes.wire.events import Emit, SessionItem
 
 RESUME_WINDOW_S = 2 * 3600.0
@@ -30,7 +30,7 @@ def item_ts(item: SessionItem) -> float:
     return float(getattr(item, "ts", 0.0) or 0.0)
 
 
-class RecordingBackend:
+class RecordingBackend(BackendBase):
     """Wraps a backend: plays back a resumed recording first, then tees live items to it."""
 
     def __init__(self, inner: Backend, recorder: Recorder,
@@ -42,6 +42,17 @@ class RecordingBackend:
         self.resume_from = resume_from
         self.resume_window_s = resume_window_s
         self.resumed_items = 0
+
+    def mode_text(self) -> str:
+        """``● rec``, or why nothing is being recorded."""
+        status = self.recorder.status
+        if status.state == "recording":
+            return "● rec"
+        return f"not recording: {status.reason}" if status.reason else "not recording"
+
+    def record_alert(self, finding: Finding, ts: float) -> None:
+        """A mark in the recording, so a replay can jump to it (``>`` and ``<``)."""
+        self.recorder.record(finding.host, ts, finding)
 
     def _earlier(self) -> Iterator[tuple[str, float, Item]]:
         reader = self.resume_from

@@ -22,6 +22,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.store.codec import Item
 from probes.store.recording import RecordingReader
+from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -68,12 +69,15 @@ class ReplayPosition:
         return f"replay {clock} ×{self.speed:g} {state} ({done:.0f} %)"
 
 
-class ReplayBackend:
+class ReplayBackend(BackendBase):
     """Emits a recording's items at ``speed`` × recording time; controlled by the app.
 
     Control methods are called from the app's event loop (key bindings), the same loop the
-    backend's coroutine runs in, so no locking is needed.
+    backend's coroutine runs in, so no locking is needed.  It is its own ``replay`` controls
+    and raises no alerts: they would page people for the past.
     """
+
+    raises_alerts = False
 
     def __init__(self, path: str, speed: float = 60.0) -> None:
         self.reader = RecordingReader(path)
@@ -90,6 +94,15 @@ class ReplayBackend:
         """Called before a seek replays from its context: the app starts a fresh state."""
         self._seek_to: float | None = None
         self._wake = asyncio.Event()
+        self.replay: ReplayControls | None = self
+
+    def now(self) -> float:
+        """The recording's time as the replay stands."""
+        return self.clock.t
+
+    def mode_text(self) -> str:
+        """``replay 03:12:07 ×60 ▶ (41 %)``."""
+        return self.position.describe()
 
     @property
     def position(self) -> ReplayPosition:

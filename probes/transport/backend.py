@@ -1,34 +1,92 @@
 """The seam between the console and its data: a backend runs sessions and emits items.
 
 The app takes a backend, so the same screens run on live agents (local or SSH),
-on a recording, or on fixed items in tests.
+on a recording, or on fixed items in tests.  Beside ``specs`` and ``run``, a backend
+answers what the app would otherwise learn by asking which class it is: its header note,
+whether its findings may raise alerts, where raised alerts are recorded, and the replay
+controls when it is a replay.  ``BackendBase`` gives the answers of a plain live backend.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from probes.config.fleet import HostSpec
 from probes.wire.events import Emit
 
 if TYPE_CHECKING:
+    from probes.analysis.findings import Finding
     from probes.transport.session import SessionPolicy
+
+
+class ReplayControls(Protocol):
+    """What the console's replay keys drive (a recording played back)."""
+
+    start: float
+    """The recording's first time."""
+    on_rewind: Callable[[], None] | None
+    """Called before a seek replays from its context: the app starts a fresh state."""
+
+    def now(self) -> float:
+        """The recording's time as the replay stands: the app's clock during a replay."""
+
+    def toggle_pause(self) -> None:
+        """Pause or resume."""
+
+    def faster(self, step: int = 1) -> None:
+        """Next speed up (or down with a negative step)."""
+
+    def seek(self, t: float) -> None:
+        """Go to recording time ``t``."""
+
+    def next_finding(self) -> float | None:
+        """Seek past the next recorded finding; its time, or None when there is none."""
+
+    def previous_finding(self) -> float | None:
+        """Seek past the previous recorded finding; its time, or None."""
+
 
 class Backend(Protocol):
     """Something that produces session items for a list of hosts."""
 
     specs: list[HostSpec]
+    raises_alerts: bool
+    """False for a replay: it would page people for the past."""
+    replay: ReplayControls | None
+    """The replay controls, when this backend plays a recording."""
 
     async def run(self, emit: Emit) -> None:
         """Produce items until cancelled."""
+
+    def mode_text(self) -> str:
+        """The header's note on where the data comes from (a replay position, recording)."""
+
+    def record_alert(self, finding: Finding, ts: float) -> None:
+        """Keep a raised alert's finding with the data, where the backend records any."""
+
+
+class BackendBase:
+    """A live backend's capabilities: no note, alerts raised, nothing recorded, no replay."""
+
+    specs: list[HostSpec]
+    raises_alerts = True
+    replay: ReplayControls | None = None
+
+    def mode_text(self) -> str:
+        """Nothing to say: the data is live and not recorded."""
+        return ""
+
+    def record_alert(self, finding: Finding, ts: float) -> None:
+        """Nowhere to record it."""
 
 
 MAX_CONCURRENT_CONNECTS = 32
 """Handshakes are CPU-bound: 1000 hosts connecting at once would stampede the bastion."""
 
 
-class AgentFleetBackend:
+class AgentFleetBackend(BackendBase):
     """Run one supervised agent session per host, all concurrently."""
 
     def __init__(self, specs: list[HostSpec], max_connecting: int = MAX_CONCURRENT_CONNECTS,

@@ -58,7 +58,7 @@ from textual.widget import Widget
 from probes import agent
 from probes.analysis.alerts import AlertPolicy
 from probes.config.fleet import HostSpec
-from probes.transport.backend import Emit
+from probes.transport.backend import BackendBase, Emit
 from probes.wire.events import Connected
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample, LogSourceState
@@ -132,7 +132,7 @@ def scenario_of(i: int) -> str:
     return "healthy"
 
 
-class SimFleetBackend:
+class SimFleetBackend(BackendBase):
     """``hosts`` simulated hosts streaming at 1 Hz in ``batches`` per second, in-process.
 
     With ``quiet`` every host sends its hello and one sample and then nothing (the

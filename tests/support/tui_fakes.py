@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 
 from probes.agent import AGENT_VERSION, PROTOCOL_VERSION, Simulator, parse_scenarios
 from probes.config.fleet import HostSpec
-from probes.transport.backend import Emit
+from probes.transport.backend import BackendBase, Emit
 from probes.wire.events import Connected, SessionItem
 from probes.wire.protocol import decode_line
 from probes.wire.samples import (
@@ -50,7 +50,7 @@ class FrozenClock:
         return self.now
 
 
-class FakeBackend:
+class FakeBackend(BackendBase):
     """Emits a fixed list of items, then keeps the stream open so tests can push more."""
 
     def __init__(self, specs: list[HostSpec], items: list[tuple[str, SessionItem]]) -> None:

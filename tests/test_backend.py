@@ -1,0 +1,75 @@
+"""Backends answer for themselves: header note, alerts, where alerts are kept, replay controls.
+
+The app asks the backend instead of asking which class it is, so a new backend (a Slurm
+feed, a test fake) needs no edit to ``tui/app.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from probes.analysis.findings import Finding
+from probes.config.fleet import HostSpec
+from probes.store.recording import Recorder, RecordingReader
+from probes.store.recording_backend import RecordingBackend
+from probes.store.replay import ReplayBackend
+from probes.transport.backend import AgentFleetBackend, Backend, BackendBase
+from probes.triage import Code, Severity, Step
+from probes.wire.events import Connected
+from tests.conftest import REPO
+
+SPECS = [HostSpec("gpu-b01")]
+
+
+def _finding(ts: float) -> Finding:
+    return Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL, "GPU 6 lost", "gpu-b01", gpu=6,
+                   ts=ts)
+
+
+def test_a_live_backend_has_no_note_raises_alerts_and_records_nothing() -> None:
+    backend: Backend = AgentFleetBackend(SPECS)
+    assert backend.mode_text() == "" and backend.raises_alerts and backend.replay is None
+    backend.record_alert(_finding(1.0), 1.0)  # nowhere to keep it, and no error
+
+
+def test_a_recording_backend_notes_recording_and_keeps_alerts(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite3"
+    rec = Recorder(path, "k", ["gpu-b01"])
+    backend: Backend = RecordingBackend(AgentFleetBackend(SPECS), rec)
+    assert backend.mode_text() == "● rec" and backend.raises_alerts and backend.replay is None
+    rec.record("gpu-b01", 1.0, Connected(1.0))
+    backend.record_alert(_finding(2.0), 2.0)
+    rec.close()
+    assert backend.mode_text() == "not recording"
+    with RecordingReader(path) as r:
+        assert [type(i).__name__ for _, _, i in r.items()] == ["Connected", "Finding"]
+
+
+def test_a_replay_raises_no_alerts_and_is_its_own_controls(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite3"
+    rec = Recorder(path, "k", ["gpu-b01"])
+    for t in (100.0, 160.0):
+        rec.record("gpu-b01", t, Connected(t))
+    rec.close()
+    backend: Backend = ReplayBackend(str(path))
+    assert not backend.raises_alerts
+    controls = backend.replay
+    assert controls is not None and controls.start == 100.0 and controls.now() == 100.0
+    assert backend.mode_text().startswith("replay ")
+    controls.seek(130.0)
+    controls.toggle_pause()
+    assert "paused" in backend.mode_text()
+
+
+def test_every_backend_the_console_runs_has_the_capabilities() -> None:
+    for cls in (AgentFleetBackend, RecordingBackend, ReplayBackend):
+        assert issubclass(cls, BackendBase)
+
+
+def test_the_app_never_asks_which_backend_it_has() -> None:
+    tree = ast.parse((REPO / "tui" / "app.py").read_text(encoding="utf-8"))
+    checks = [ast.unparse(n) for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+              and n.func.id == "isinstance" and "backend" in ast.unparse(n.args[0])]
+    assert checks == []
