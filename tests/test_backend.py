@@ -11,8 +11,9 @@ from pathlib import Path
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
-from probes.store.recording import Recorder, RecordingReader
+from probes.store.recording import Recorder
 from probes.store.recording_backend import RecordingBackend
+from probes.store.recording_reader import RecordingReader
 from probes.store.replay import ReplayBackend
 from probes.transport.backend import AgentFleetBackend, Backend, BackendBase
 from probes.triage import Code, Severity, Step

@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 
 from probes.analysis.findings import Finding
-from probes.store import recording
+from probes.store import recording, recording_format
 from probes.store.recording import (
     Recorder,
-    RecordingError,
-    RecordingReader,
     RecordingStatus,
     find_resumable,
     fleet_fingerprint,
     new_recording_path,
 )
+from probes.store.recording_format import RecordingError
+from probes.store.recording_reader import RecordingReader
 from probes.triage import Severity, Step
 from probes.wire.samples import HostSample, LogEvent
 from tests.conftest import REPO
@@ -318,7 +318,7 @@ class _ReadOnlyAfterOpen(Recorder):
     """The file turns read-only under the recorder (works as root too, unlike chmod)."""
 
     def _prepare(self, conn: sqlite3.Connection, fleet_key: str,
-                 hosts: list[str]) -> tuple[recording._Body, dict[str, int]]:
+                 hosts: list[str]) -> tuple[recording_format.Body, dict[str, int]]:
         out = super()._prepare(conn, fleet_key, hosts)
         conn.execute("PRAGMA query_only = ON")
         return out
@@ -346,7 +346,7 @@ def test_an_error_inside_the_writer_never_reaches_the_caller(
     def broken(self: object, item: object) -> tuple[str, bytes]:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(recording._Body, "pack", broken)
+    monkeypatch.setattr(recording_format.Body, "pack", broken)
     rec = Recorder(rec_dir / "e.sqlite3", "fleet", ["h"], flush_interval_s=0.05)
     rec.record("h", 1.0, _log(1))
     assert _wait_for(lambda: rec.status.state == "stopped")
@@ -378,7 +378,7 @@ def test_an_older_schema_without_a_migration_is_refused(rec_dir: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     path = rec_dir / "old.sqlite3"
     Recorder(path, "fleet", ["h"]).close()
-    monkeypatch.setattr(recording, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 2)
     with pytest.raises(RecordingError, match=r"version 1, which cannot be migrated.* version 2"):
         Recorder(path, "fleet", ["h"])
 
@@ -391,8 +391,8 @@ def test_migrations_run_in_order_on_open(rec_dir: Path, monkeypatch: pytest.Monk
     def to_v2(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE items ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(recording, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(recording._MIGRATIONS, 2, to_v2)
+    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(recording_format.MIGRATIONS, 2, to_v2)
     with Recorder(path, "fleet", ["h"]) as rec:
         rec.record("h", 2.0, _log(2))
     with RecordingReader(path) as r:
@@ -598,13 +598,13 @@ def test_the_dictionary_is_stored_in_the_file(rec_dir: Path) -> None:
         rec.record("h", 1.0, sample_8gpu())
     with RecordingReader(path) as r:
         assert r.meta["zdict_id"].startswith("v1-")
-    original = recording._build_zdict
+    original = recording_format.build_zdict
     try:
-        recording._build_zdict = lambda: ("v9-other", b"something else entirely")
+        recording_format.build_zdict = lambda: ("v9-other", b"something else entirely")
         with RecordingReader(path) as r:
             assert [i for _, _, i in r.items()] == [sample_8gpu()]
     finally:
-        recording._build_zdict = original
+        recording_format.build_zdict = original
 
 
 def test_a_sample_row_is_small(rec_dir: Path) -> None:
@@ -653,12 +653,12 @@ def test_row_json_is_the_same_with_and_without_orjson() -> None:
     refuses (an integer past 64 bits) still gets written."""
     from probes.store import codec
 
-    items = recording._typical_items()
+    items = recording_format.typical_items()
     assert items
     for item in items:
         data = codec.encode(item)
-        fast = recording._dumps(data)
+        fast = recording_format.dumps(data)
         plain = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
         assert json.loads(fast) == json.loads(plain)
     huge = {"t": "x", "n": 2**70, "s": "naïve ✓"}
-    assert json.loads(recording._dumps(huge)) == huge
+    assert json.loads(recording_format.dumps(huge)) == huge

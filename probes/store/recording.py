@@ -14,9 +14,8 @@ UI's way:
   the writer about once a minute.  Freed pages are reused by later items rather than given
   back (no ``VACUUM``, no ``auto_vacuum``): the file stops growing at about ``max_bytes`` but
   does not shrink below its peak size.
-* Rows are ``zlib`` raw-deflate of compact JSON from :mod:`probes.store.codec`, primed with a
-  preset dictionary built from typical items.  The dictionary is stored in the file's
-  ``meta`` table with its id, so a reader never depends on this version's dictionary.
+* The file's layout and row codec are :mod:`probes.store.recording_format`; reading is
+  :mod:`probes.store.recording_reader`.
 
 Files are created 0600 in a 0700 directory (SQLite gives its ``-wal``/``-shm`` files the
 database's mode): a recording holds host names, log lines and process owners.
@@ -29,74 +28,29 @@ import base64
 import contextlib
 import errno
 import hashlib
-import heapq
-import json
 import os
 import re
 import sqlite3
 import threading
 import time
 import weakref
-import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-try:
-    import orjson as _orjson
-except ImportError:  # the standard library's json, slower
-    _orjson = None  # type: ignore[assignment]
-
-from probes.analysis.findings import Finding
-from probes.errors import RigwatchError
 from probes.store import codec
+from probes.store import recording_format as fmt
 from probes.store.codec import Item
-from probes.triage import Severity, Step
-from probes.wire.samples import (
-    DiskStats,
-    GpuInfo,
-    GpuProcess,
-    GpuSample,
-    Hello,
-    HostFacts,
-    HostSample,
-    HostStats,
-    LogEvent,
-    PcieLink,
-    ProbeStatus,
-)
+from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
+from probes.store.recording_reader import RecordingReader
 
-SCHEMA_VERSION = 1
-"""The layout this module writes and reads."""
-
-APPLICATION_ID = 0x52574331
-"""``PRAGMA application_id`` of a recording ("RWC1"), so ``file(1)``-style tools can tell."""
-
-RECORDING_SUFFIX = ".sqlite3"
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-_ZDICT_VERSION = 1
-"""Bump when ``_typical_items`` changes, so dictionary ids stay distinct."""
-
-_RAW_DEFLATE = -15
-"""Raw deflate: no zlib header or checksum, which are a noticeable part of a small row."""
-
-_COMPRESS_LEVEL = 6
-_FETCH_ROWS = 256
 _DELETE_BATCH = 2000
 _RETENTION_BUDGET_S = 0.25
 """Longest the writer spends deleting before it commits new items again."""
 _EARLY_FLUSH_ITEMS = 5000
 """A queue this long is flushed without waiting for the interval."""
-
-
-class RecordingError(RigwatchError):
-    """A file that cannot be opened as a recording; the message is one line for the UI."""
-
-    title = "Recording unusable"
 
 
 State = Literal["recording", "stopped", "off"]
@@ -122,29 +76,6 @@ class RecordingStatus:
     def off(cls, reason: str | None = None, path: Path | None = None) -> RecordingStatus:
         """The status of a session that does not record (``--no-record``, or open failed)."""
         return cls("off", path, reason)
-
-
-Migration = Callable[[sqlite3.Connection], None]
-
-
-def _create_v1(conn: sqlite3.Connection) -> None:
-    """Version 0 (an empty file) -> 1: the first layout."""
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
-    conn.execute("CREATE TABLE hosts(id INTEGER PRIMARY KEY, name TEXT UNIQUE)")
-    conn.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, host_id INTEGER, ts REAL, "
-                 "kind TEXT, body BLOB)")
-    conn.execute("CREATE INDEX items_ts ON items(ts)")
-    conn.execute("CREATE INDEX items_kind_ts ON items(kind, ts)")
-    conn.execute("INSERT INTO meta VALUES ('app', 'rigwatch')")
-
-
-_MIGRATIONS: dict[int, Migration] = {1: _create_v1}
-"""Target version -> the step that brings a file there from the version before.
-
-Opening a file at version ``v`` runs steps ``v+1 … SCHEMA_VERSION`` in one transaction; a
-missing step means the file is too old to migrate.  A new file is version 0.
-"""
 
 
 def default_directory() -> Path:
@@ -201,153 +132,6 @@ def find_resumable(directory: str | os.PathLike[str], fleet_key: str, max_age_s:
         if best is None or last > best[0]:
             best = (last, path)
     return None if best is None else best[1]
-
-
-def _typical_items() -> list[Item]:
-    """Items like the ones a recording is full of, to build the preset dictionary from.
-
-    Two GPUs are enough: later GPUs in a row refer back to the first one.
-    """
-    gpus = tuple(
-        GpuSample(index=i, uuid=f"GPU-3e402b14-2484-beac-717e-b0905390241{i}",
-                  mem_used_mib=60000.0, mem_total_mib=81559.0, util_pct=97.7, mem_util_pct=53.7,
-                  temp_c=66.2, power_w=615.9, power_limit_w=700.0, sm_clock_mhz=1980.0,
-                  sm_clock_max_mhz=1980.0, pcie_gen=5, pcie_gen_max=5, pcie_width=16,
-                  pcie_width_max=16, temp_mem_c=72.2, mem_clock_mhz=2619.0,
-                  mem_clock_max_mhz=2619.0, pstate="P0", ecc_corrected_volatile=0,
-                  ecc_uncorrected_volatile=0, ecc_corrected_aggregate=0,
-                  ecc_uncorrected_aggregate=0, remap_correctable=0, remap_uncorrectable=0,
-                  remap_pending=False, remap_failure=False, nvlink_up=18, nvlink_links=18,
-                  persistence=True, pcie_replay=0, pcie_tx_kbs=1234.5, pcie_rx_kbs=2345.6,
-                  clock_reasons=("sw_power_cap",),
-                  processes=(GpuProcess(pid=41000, name="python", user="train",
-                                        used_mib=59480.0),))
-        for i in range(2))
-    sample = HostSample(
-        ts=1796278170.120346, seq=12345, gpus=gpus,
-        host=HostStats(cpu_pct=33.8, load1=38.6, load5=40.5, load15=40.1,
-                       mem_used_bytes=451903942997, mem_total_bytes=2199023255552,
-                       swap_used_bytes=0, swap_total_bytes=8589934592, swap_in_pages_s=0.0,
-                       swap_out_pages_s=0.0),
-        disks=tuple(DiskStats(name=n, r_s=833.3, w_s=3.0, rkb_s=218260.2, wkb_s=24.0,
-                              r_await=0.5, w_await=0.3, aqu_sz=0.33, util=17.9)
-                    for n in ("nvme0n1", "sda")))
-    link = PcieLink(address="0000:18:00.0", speed_gts=32.0, width=16, max_speed_gts=32.0,
-                    max_width=16, numa_node=0, local_cpulist="0-55,112-167")
-    hello = Hello(
-        ts=1796278170.1207213, protocol=1, agent_version="0.1.0",
-        facts=HostFacts(hostname="node-01", kernel="5.15.0-119-generic",
-                        os_name="Ubuntu 22.04.4 LTS", python="3.11.7",
-                        driver_version="550.90.07", cuda_version="12.4",
-                        cpu_model="Intel(R) Xeon(R) Platinum 8480+", cpu_cores_logical=224,
-                        cpu_cores_physical=112, mem_total_bytes=2199023255552,
-                        swap_total_bytes=8589934592,
-                        gpus=(GpuInfo(index=0, uuid="GPU-3e402b14-2484-beac-717e-b09053902419",
-                                      bus_id="0000:18:00.0", name="NVIDIA H100 80GB HBM3",
-                                      mem_total_mib=81559.0, temp_slowdown_c=90.0,
-                                      temp_shutdown_c=92.0, pcie_gen_max_gpu=5,
-                                      persistence_mode=True, ecc_mode=True, mig_mode=False,
-                                      power_limit_default_w=700.0),),
-                        probes=(ProbeStatus(name="nvml", available=True),)),
-        pcie={"0000:18:00.0": (link,)})
-    event = LogEvent(ts=1796278171.5, source="kernel",
-                     line="NVRM: Xid (PCI:0000:18:00): 79, pid=41000, GPU has fallen off the bus.",
-                     boot="0b5c1f2e-8d7a-4c3b-9e6f-1a2b3c4d5e6f")
-    finding = Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
-                      "GPU 0 throttled: hw_slowdown at 1410/1980 MHz", "node-01", gpu=0,
-                      ts=1796278171.5, action="Check cooling and power delivery.")
-    # Least frequent first: deflate finds the nearest (cheapest) match at the end.
-    return [hello, finding, event, sample]
-
-
-def _build_zdict() -> tuple[str, bytes]:
-    parts = [_dumps(codec.encode(item)) for item in _typical_items()]
-    data = b"".join(parts)[-32768:]
-    digest = hashlib.sha256(data).hexdigest()[:12]
-    return f"v{_ZDICT_VERSION}-{digest}", data
-
-
-def _dumps(data: dict[str, Any]) -> bytes:
-    """Compact UTF-8 JSON of one encoded item.
-
-    orjson writes it nine times faster than ``json`` (7 against 67 µs for an 8-GPU sample:
-    half the writer thread's time, which holds the GIL the UI needs).  Items hold only
-    finite numbers (the protocol refuses the others), so orjson's NaN-as-null never
-    applies; what it refuses (an integer over 64 bits, a lone surrogate) goes to ``json``,
-    as before.
-    """
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(data)
-        except (TypeError, _orjson.JSONEncodeError):
-            pass
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-class _Body:
-    """Packs and unpacks rows with one file's dictionary."""
-
-    def __init__(self, zdict: bytes) -> None:
-        self.zdict = zdict
-
-    def pack(self, item: Item) -> tuple[str, bytes]:
-        data = codec.encode(item)
-        c = zlib.compressobj(_COMPRESS_LEVEL, zlib.DEFLATED, _RAW_DEFLATE, zdict=self.zdict)
-        return data[codec.TAG_KEY], c.compress(_dumps(data)) + c.flush()
-
-    def unpack(self, body: bytes) -> Item:
-        d = zlib.decompressobj(_RAW_DEFLATE, zdict=self.zdict)
-        raw = d.decompress(body) + d.flush()
-        return codec.decode(json.loads(raw))
-
-
-def _check_header(path: Path) -> bool:
-    """True when the file is empty (a new recording); RecordingError unless it is SQLite."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-    except OSError as e:
-        raise RecordingError(f"cannot open recording {path}: {e.strerror or e}") from None
-    if not head:
-        return True
-    if head != SQLITE_MAGIC:
-        raise RecordingError(f"{path} is not a rigwatch recording (not an SQLite file)")
-    return False
-
-
-def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
-    """The file's schema version; 0 for a database with no tables yet."""
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if not tables:
-            return 0
-        if "meta" not in tables:
-            raise RecordingError(f"{path} is not a rigwatch recording (no meta table)")
-        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN "
-                                 "('app', 'schema_version')").fetchall())
-    except sqlite3.DatabaseError as e:
-        raise RecordingError(f"{path} is not a rigwatch recording ({e})") from None
-    if meta.get("app") != "rigwatch":
-        raise RecordingError(f"{path} is not a rigwatch recording (no rigwatch meta)")
-    try:
-        return int(meta.get("schema_version", ""))
-    except ValueError:
-        raise RecordingError(f"{path} is not a rigwatch recording "
-                             f"(schema_version {meta.get('schema_version')!r})") from None
-
-
-def _refuse_version(path: Path, version: int) -> None:
-    if version > SCHEMA_VERSION:
-        raise RecordingError(f"{path} has schema version {version}, newer than the supported "
-                             f"version {SCHEMA_VERSION}: open it with a newer rigwatch")
-    missing = [v for v in range(version + 1, SCHEMA_VERSION + 1) if v not in _MIGRATIONS]
-    if missing:
-        raise RecordingError(f"{path} has schema version {version}, which cannot be migrated "
-                             f"to the supported version {SCHEMA_VERSION}")
-
-
-def _meta(conn: sqlite3.Connection) -> dict[str, str]:
-    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
 def _file_bytes(path: Path) -> int:
@@ -486,7 +270,7 @@ class Recorder:
         return conn
 
     def _open(self, fleet_key: str,
-              hosts: list[str]) -> tuple[sqlite3.Connection, _Body, dict[str, int]]:
+              hosts: list[str]) -> tuple[sqlite3.Connection, fmt.Body, dict[str, int]]:
         path = self._path
         try:
             if not path.parent.is_dir():
@@ -500,7 +284,7 @@ class Recorder:
                     os.close(fd)
         except OSError as e:
             raise RecordingError(f"cannot create recording {path}: {e.strerror or e}") from None
-        _check_header(path)
+        fmt.check_header(path)
         try:
             conn = self._connect()
         except sqlite3.Error as e:
@@ -516,10 +300,10 @@ class Recorder:
         return conn, body, host_ids
 
     def _prepare(self, conn: sqlite3.Connection, fleet_key: str,
-                 hosts: list[str]) -> tuple[_Body, dict[str, int]]:
+                 hosts: list[str]) -> tuple[fmt.Body, dict[str, int]]:
         path = self._path
-        version = _schema_version(conn, path)
-        _refuse_version(path, version)
+        version = fmt.schema_version(conn, path)
+        fmt.refuse_version(path, version)
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise RecordingError(f"cannot open recording {path}: WAL mode refused ({mode})")
@@ -527,14 +311,14 @@ class Recorder:
         conn.execute("PRAGMA journal_size_limit=16777216")
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                _MIGRATIONS[v](conn)
-            if version < SCHEMA_VERSION:
+            for v in range(version + 1, fmt.SCHEMA_VERSION + 1):
+                fmt.MIGRATIONS[v](conn)
+            if version < fmt.SCHEMA_VERSION:
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                             (str(SCHEMA_VERSION),))
-            meta = _meta(conn)
+                             (str(fmt.SCHEMA_VERSION),))
+            meta = fmt.read_meta(conn)
             if "fleet_key" not in meta:
-                zid, zdict = _build_zdict()
+                zid, zdict = fmt.build_zdict()
                 now = time.time()
                 rows = {"fleet_key": fleet_key, "created_ts": repr(now),
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
@@ -544,7 +328,7 @@ class Recorder:
             elif meta["fleet_key"] != fleet_key:
                 raise RecordingError(f"{path} belongs to another fleet "
                                      f"({meta['fleet_key']}, not {fleet_key})")
-            body = _Body(_stored_zdict(meta, path))
+            body = fmt.Body(fmt.stored_zdict(meta, path))
             conn.executemany("INSERT OR IGNORE INTO hosts(name) VALUES (?)",
                              [(h,) for h in hosts])
             conn.execute("COMMIT")
@@ -694,185 +478,3 @@ class Recorder:
             self._state = "off"
         self._accepting = False
         self._bytes = _file_bytes(self._path)
-
-
-def _stored_zdict(meta: dict[str, str], path: Path) -> bytes:
-    try:
-        zdict = base64.b64decode(meta["zdict"], validate=True)
-    except (KeyError, ValueError):
-        raise RecordingError(f"{path} is damaged: its compression dictionary is missing") from None
-    digest = hashlib.sha256(zdict).hexdigest()[:12]
-    if not meta.get("zdict_id", "").endswith(digest):
-        raise RecordingError(f"{path} is damaged: compression dictionary "
-                             f"{meta.get('zdict_id')!r} does not match its contents")
-    return zdict
-
-
-class RecordingReader:
-    """Reads a recording, also while another process is still writing it (WAL)."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
-        if not self._path.is_file():
-            raise RecordingError(f"{self._path} is not a rigwatch recording (no such file)")
-        if _check_header(self._path):
-            raise RecordingError(f"{self._path} is not a rigwatch recording (empty file)")
-        uri = self._path.resolve().as_uri() + "?mode=ro"
-        try:
-            self._conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
-        except sqlite3.Error as e:
-            raise RecordingError(f"cannot open recording {self._path}: {e}") from None
-        try:
-            version = _schema_version(self._conn, self._path)
-            if version != SCHEMA_VERSION:
-                _refuse_version(self._path, version)
-                raise RecordingError(f"{self._path} has schema version {version}; open it for "
-                                     f"recording once to migrate it to {SCHEMA_VERSION}")
-            self._meta = _meta(self._conn)
-            self._body = _Body(_stored_zdict(self._meta, self._path))
-        except sqlite3.DatabaseError as e:
-            self._conn.close()
-            raise RecordingError(f"cannot read recording {self._path}: {e}") from None
-        except RecordingError:
-            self._conn.close()
-            raise
-        self._host_names: dict[int, str] = {}
-        self._skipped = 0
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def meta(self) -> dict[str, str]:
-        """The ``meta`` table (schema_version, created, fleet_key, zdict_id…)."""
-        return dict(self._meta)
-
-    @property
-    def fleet_key(self) -> str | None:
-        return self._meta.get("fleet_key")
-
-    @property
-    def created_ts(self) -> float | None:
-        try:
-            return float(self._meta["created_ts"])
-        except (KeyError, ValueError):
-            return None
-
-    @property
-    def skipped(self) -> int:
-        """Rows :meth:`items` left out because they would not decode (damaged, or written
-        by a newer rigwatch with values this one does not know)."""
-        return self._skipped
-
-    def hosts(self) -> list[str]:
-        """Host names in the order they were first recorded."""
-        return [r[0] for r in self._conn.execute("SELECT name FROM hosts ORDER BY id")]
-
-    def span(self) -> tuple[float, float] | None:
-        """(first ts, last ts), or None for a recording with no items."""
-        row = self._conn.execute("SELECT (SELECT min(ts) FROM items), "
-                                 "(SELECT max(ts) FROM items)").fetchone()
-        if row is None or row[0] is None:
-            return None
-        return float(row[0]), float(row[1])
-
-    def count(self, kind: str | None = None) -> int:
-        """Items in the recording (of one kind, if given)."""
-        if kind is None:
-            row = self._conn.execute("SELECT count(*) FROM items").fetchone()
-        else:
-            row = self._conn.execute("SELECT count(*) FROM items WHERE kind = ?",
-                                     (kind,)).fetchone()
-        return int(row[0])
-
-    def next_time(self, kind: str, after_ts: float) -> float | None:
-        """The ts of the first item of ``kind`` strictly after ``after_ts`` ("next finding")."""
-        row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts > ? "
-                                 "ORDER BY ts LIMIT 1", (kind, after_ts)).fetchone()
-        return None if row is None else float(row[0])
-
-    def prev_time(self, kind: str, before_ts: float) -> float | None:
-        """The ts of the last item of ``kind`` strictly before ``before_ts``."""
-        row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts < ? "
-                                 "ORDER BY ts DESC LIMIT 1", (kind, before_ts)).fetchone()
-        return None if row is None else float(row[0])
-
-    def items(self, since: float | None = None, until: float | None = None,
-              kinds: Iterable[str] | None = None) -> Iterator[tuple[str, float, Item]]:
-        """(host, ts, item) with ``since <= ts < until``, in time order (ties in recording
-        order), fetched a few hundred rows at a time so memory stays flat on any file size.
-
-        Each kind is read through the ``(kind, ts)`` index and the streams are merged, so
-        "only findings" stays fast on a recording that is mostly samples.
-        """
-        if kinds is None:
-            rows = self._rows(since, until, None)
-        else:
-            wanted = sorted(set(kinds))
-            if not wanted:
-                return
-            streams = [self._rows(since, until, k) for k in wanted]
-            rows = streams[0] if len(streams) == 1 else heapq.merge(*streams)
-        unpack = self._body.unpack
-        for ts, _id, host_id, body in rows:
-            try:
-                item = unpack(body)
-            except (codec.CodecError, zlib.error, ValueError, TypeError):
-                self._skipped += 1
-                continue
-            yield self._host_name(host_id), ts, item
-
-    def _rows(self, since: float | None, until: float | None,
-              kind: str | None) -> Iterator[tuple[float, int, int, bytes]]:
-        where: list[str] = []
-        params: list[Any] = []
-        if kind is not None:
-            where.append("kind = ?")
-            params.append(kind)
-        if since is not None:
-            where.append("ts >= ?")
-            params.append(since)
-        if until is not None:
-            where.append("ts < ?")
-            params.append(until)
-        sql = "SELECT ts, id, host_id, body FROM items"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY ts, id"
-        cur = self._conn.execute(sql, params)
-        try:
-            while True:
-                batch = cur.fetchmany(_FETCH_ROWS)
-                if not batch:
-                    return
-                yield from batch
-        finally:
-            cur.close()
-
-    def _host_name(self, host_id: int) -> str:
-        name = self._host_names.get(host_id)
-        if name is None:
-            self._host_names = {hid: n for hid, n in
-                                self._conn.execute("SELECT id, name FROM hosts")}
-            name = self._host_names.get(host_id, f"host-{host_id}")
-        return name
-
-    def _query_plan(self, kind: str | None = None) -> list[str]:
-        """How SQLite runs :meth:`items` (for tests: no sort of the whole file)."""
-        sql = "EXPLAIN QUERY PLAN SELECT ts, id, host_id, body FROM items"
-        params: tuple[Any, ...] = ()
-        if kind is not None:
-            sql += " WHERE kind = ?"
-            params = (kind,)
-        sql += " ORDER BY ts, id"
-        return [str(r[-1]) for r in self._conn.execute(sql, params)]
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self) -> RecordingReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

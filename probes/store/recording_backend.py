@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.store.codec import Item
-from probes.store.recording import Recorder, RecordingReader
+from probes.store.recording import Recorder
+from probes.store.recording_reader import RecordingReader
 from probes.transport.backend import Backend, BackendBase
 from probes.wire.events import Emit, SessionItem
 

@@ -21,7 +21,7 @@ from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.store.codec import Item
-from probes.store.recording import RecordingReader
+from probes.store.recording_reader import RecordingReader
 from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
 

@@ -1,0 +1,192 @@
+"""Reading a recording: time-ordered items, by kind, also while it is still being written.
+
+Readers open the file read-only and never migrate it; a file of an older schema is opened
+for recording once (:class:`probes.store.recording.Recorder`) to bring it up to date.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import sqlite3
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from probes.store import codec
+from probes.store import recording_format as fmt
+from probes.store.codec import Item
+from probes.store.recording_format import RecordingError
+
+_FETCH_ROWS = 256
+
+
+class RecordingReader:
+    """Reads a recording, also while another process is still writing it (WAL)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = Path(path)
+        if not self._path.is_file():
+            raise RecordingError(f"{self._path} is not a rigwatch recording (no such file)")
+        if fmt.check_header(self._path):
+            raise RecordingError(f"{self._path} is not a rigwatch recording (empty file)")
+        uri = self._path.resolve().as_uri() + "?mode=ro"
+        try:
+            self._conn = sqlite3.connect(uri, uri=True, timeout=5.0, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise RecordingError(f"cannot open recording {self._path}: {e}") from None
+        try:
+            version = fmt.schema_version(self._conn, self._path)
+            if version != fmt.SCHEMA_VERSION:
+                fmt.refuse_version(self._path, version)
+                raise RecordingError(f"{self._path} has schema version {version}; open it for "
+                                     f"recording once to migrate it to {fmt.SCHEMA_VERSION}")
+            self._meta = fmt.read_meta(self._conn)
+            self._body = fmt.Body(fmt.stored_zdict(self._meta, self._path))
+        except sqlite3.DatabaseError as e:
+            self._conn.close()
+            raise RecordingError(f"cannot read recording {self._path}: {e}") from None
+        except RecordingError:
+            self._conn.close()
+            raise
+        self._host_names: dict[int, str] = {}
+        self._skipped = 0
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def meta(self) -> dict[str, str]:
+        """The ``meta`` table (schema_version, created, fleet_key, zdict_id…)."""
+        return dict(self._meta)
+
+    @property
+    def fleet_key(self) -> str | None:
+        return self._meta.get("fleet_key")
+
+    @property
+    def created_ts(self) -> float | None:
+        try:
+            return float(self._meta["created_ts"])
+        except (KeyError, ValueError):
+            return None
+
+    @property
+    def skipped(self) -> int:
+        """Rows :meth:`items` left out because they would not decode (damaged, or written
+        by a newer rigwatch with values this one does not know)."""
+        return self._skipped
+
+    def hosts(self) -> list[str]:
+        """Host names in the order they were first recorded."""
+        return [r[0] for r in self._conn.execute("SELECT name FROM hosts ORDER BY id")]
+
+    def span(self) -> tuple[float, float] | None:
+        """(first ts, last ts), or None for a recording with no items."""
+        row = self._conn.execute("SELECT (SELECT min(ts) FROM items), "
+                                 "(SELECT max(ts) FROM items)").fetchone()
+        if row is None or row[0] is None:
+            return None
+        return float(row[0]), float(row[1])
+
+    def count(self, kind: str | None = None) -> int:
+        """Items in the recording (of one kind, if given)."""
+        if kind is None:
+            row = self._conn.execute("SELECT count(*) FROM items").fetchone()
+        else:
+            row = self._conn.execute("SELECT count(*) FROM items WHERE kind = ?",
+                                     (kind,)).fetchone()
+        return int(row[0])
+
+    def next_time(self, kind: str, after_ts: float) -> float | None:
+        """The ts of the first item of ``kind`` strictly after ``after_ts`` ("next finding")."""
+        row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts > ? "
+                                 "ORDER BY ts LIMIT 1", (kind, after_ts)).fetchone()
+        return None if row is None else float(row[0])
+
+    def prev_time(self, kind: str, before_ts: float) -> float | None:
+        """The ts of the last item of ``kind`` strictly before ``before_ts``."""
+        row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts < ? "
+                                 "ORDER BY ts DESC LIMIT 1", (kind, before_ts)).fetchone()
+        return None if row is None else float(row[0])
+
+    def items(self, since: float | None = None, until: float | None = None,
+              kinds: Iterable[str] | None = None) -> Iterator[tuple[str, float, Item]]:
+        """(host, ts, item) with ``since <= ts < until``, in time order (ties in recording
+        order), fetched a few hundred rows at a time so memory stays flat on any file size.
+
+        Each kind is read through the ``(kind, ts)`` index and the streams are merged, so
+        "only findings" stays fast on a recording that is mostly samples.
+        """
+        if kinds is None:
+            rows = self._rows(since, until, None)
+        else:
+            wanted = sorted(set(kinds))
+            if not wanted:
+                return
+            streams = [self._rows(since, until, k) for k in wanted]
+            rows = streams[0] if len(streams) == 1 else heapq.merge(*streams)
+        unpack = self._body.unpack
+        for ts, _id, host_id, body in rows:
+            try:
+                item = unpack(body)
+            except (codec.CodecError, zlib.error, ValueError, TypeError):
+                self._skipped += 1
+                continue
+            yield self._host_name(host_id), ts, item
+
+    def _rows(self, since: float | None, until: float | None,
+              kind: str | None) -> Iterator[tuple[float, int, int, bytes]]:
+        where: list[str] = []
+        params: list[Any] = []
+        if kind is not None:
+            where.append("kind = ?")
+            params.append(kind)
+        if since is not None:
+            where.append("ts >= ?")
+            params.append(since)
+        if until is not None:
+            where.append("ts < ?")
+            params.append(until)
+        sql = "SELECT ts, id, host_id, body FROM items"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY ts, id"
+        cur = self._conn.execute(sql, params)
+        try:
+            while True:
+                batch = cur.fetchmany(_FETCH_ROWS)
+                if not batch:
+                    return
+                yield from batch
+        finally:
+            cur.close()
+
+    def _host_name(self, host_id: int) -> str:
+        name = self._host_names.get(host_id)
+        if name is None:
+            self._host_names = {hid: n for hid, n in
+                                self._conn.execute("SELECT id, name FROM hosts")}
+            name = self._host_names.get(host_id, f"host-{host_id}")
+        return name
+
+    def _query_plan(self, kind: str | None = None) -> list[str]:
+        """How SQLite runs :meth:`items` (for tests: no sort of the whole file)."""
+        sql = "EXPLAIN QUERY PLAN SELECT ts, id, host_id, body FROM items"
+        params: tuple[Any, ...] = ()
+        if kind is not None:
+            sql += " WHERE kind = ?"
+            params = (kind,)
+        sql += " ORDER BY ts, id"
+        return [str(r[-1]) for r in self._conn.execute(sql, params)]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> RecordingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
