@@ -27,6 +27,7 @@ from probes.rules.logrules.live import LiveLogScanner
 from probes.triage import Step
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import (
+    KERNEL_SOURCE,
     Hello,
     HostSample,
     LogEvent,
@@ -136,13 +137,13 @@ class HostState:
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
-            if item.source == "kernel" and self._seen_before(item):
+            if item.source == KERNEL_SOURCE and self._seen_before(item):
                 return
             self.events.append(item)
             if self.logs.add(item.source, item.line, item.ts):
                 self.scan_logs()
         elif isinstance(item, LogSourceState):
-            if item.source == "kernel":
+            if item.source == KERNEL_SOURCE:
                 self.log_source = item
         elif isinstance(item, ProbeError):
             self.errors.append(item)
@@ -217,7 +218,7 @@ class HostState:
         return [Finding(Step.SYSLOG, KERNEL_LOG_UNREADABLE, Severity.WARNING,
                         f"kernel log {word}: Xid, AER and OOM-killer lines cannot be seen",
                         self.name, evidence=src.detail or None, ts=src.ts, action=action,
-                        source="kernel")]
+                        source=KERNEL_SOURCE)]
 
     def scan_logs(self) -> None:
         """Run the log rules over the lines queued since the last scan."""

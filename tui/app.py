@@ -28,9 +28,8 @@ from probes.analysis.incident import TriageRecord
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
 from probes.outputs.metrics_server import serve_metrics
-from probes.store.recording_backend import RecordingBackend
-from probes.store.replay import ReplayBackend, ReplayError, parse_seek
-from probes.transport.backend import Backend
+from probes.store.replay import ReplayError, parse_seek
+from probes.transport.backend import Backend, ReplayControls
 from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
@@ -104,9 +103,9 @@ class RigwatchApp(App[None]):
         self.ascii_glyphs = False
         """Draw plain ASCII instead of braille, blocks and boxes (``tui.glyphs``)."""
         self._ascii_filter = AsciiGlyphs()
-        if isinstance(backend, ReplayBackend):
-            backend.on_rewind = self._rewind
-            clock = backend.clock
+        if backend.replay is not None:
+            backend.replay.on_rewind = self._rewind
+            clock = backend.replay.now
         self.subtitle = subtitle
         self.sub_title = subtitle
         self._clock = clock
@@ -188,21 +187,14 @@ class RigwatchApp(App[None]):
 
     def mode_text(self) -> str:
         """The header's note on where the data comes from: a replay position or recording."""
-        if isinstance(self.backend, ReplayBackend):
-            return self.backend.position.describe()
-        if isinstance(self.backend, RecordingBackend):
-            status = self.backend.recorder.status
-            if status.state == "recording":
-                return "● rec"
-            return f"not recording: {status.reason}" if status.reason else "not recording"
-        return ""
+        return self.backend.mode_text()
 
     def check_alerts(self) -> None:
         """Raise new alerts: a notification, the bell, the hook, and a mark in the recording.
 
         A replay raises none: it would page people for the past.
         """
-        if isinstance(self.backend, ReplayBackend):
+        if not self.backend.raises_alerts:
             return
         now = self._clock()
         findings = [f for s in self.fleet.hosts.values() for f in s.findings()]
@@ -218,8 +210,7 @@ class RigwatchApp(App[None]):
             f = alert.finding
             if self.alert_policy.hook:
                 self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
-            if isinstance(self.backend, RecordingBackend):
-                self.backend.recorder.record(f.host, f.ts if f.ts is not None else now, f)
+            self.backend.record_alert(f, f.ts if f.ts is not None else now)
 
     def _notify_alerts(self, by_host: dict[str, list[Alert]]) -> None:
         """One toast per host, worst finding first; many hosts at once make one toast.
@@ -269,11 +260,11 @@ class RigwatchApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Replay keys exist only in a replay."""
         if action.startswith("replay_"):
-            return isinstance(self.backend, ReplayBackend)
+            return self.backend.replay is not None
         return True
 
-    def _replay(self) -> ReplayBackend | None:
-        return self.backend if isinstance(self.backend, ReplayBackend) else None
+    def _replay(self) -> ReplayControls | None:
+        return self.backend.replay
 
     def action_replay_pause(self) -> None:
         """Pause or resume the replay."""
@@ -290,7 +281,7 @@ class RigwatchApp(App[None]):
     def action_replay_step(self, seconds: float) -> None:
         """Seek the replay by ``seconds``."""
         if (r := self._replay()) is not None:
-            r.seek(r.clock.t + seconds)
+            r.seek(r.now() + seconds)
 
     def action_replay_finding(self, direction: int) -> None:
         """Jump to the next (or previous) recorded finding."""
@@ -310,7 +301,7 @@ class RigwatchApp(App[None]):
             if not text:
                 return
             try:
-                r.seek(parse_seek(text, r.clock.t, r.start))
+                r.seek(parse_seek(text, r.now(), r.start))
             except ReplayError as exc:
                 self.notify(str(exc), severity="warning", timeout=8)
 

@@ -19,6 +19,7 @@ from probes.config.fleet import (
     DEMO_SPEED,
     HostKeyChecking,
     HostSpec,
+    TransportName,
     demo_fleet,
     local_has_nvidia_gpu,
     localhost_spec,
@@ -54,7 +55,7 @@ def _fleet(args: argparse.Namespace) -> tuple[list[HostSpec], bool]:
 
 
 def _warn_insecure(specs: list[HostSpec]) -> None:
-    off = [s.name for s in specs if s.transport == "ssh"
+    off = [s.name for s in specs if s.transport is TransportName.SSH
            and s.ssh.host_key_checking is HostKeyChecking.OFF]
     if off:
         shown = ", ".join(off[:5]) + (f" and {len(off) - 5} more" if len(off) > 5 else "")
@@ -64,7 +65,7 @@ def _warn_insecure(specs: list[HostSpec]) -> None:
 
 def _host_line(spec: HostSpec, width: int, unresolved: str) -> str:
     """One host of ``check-inventory``; ``unresolved`` stands for what ssh config would set."""
-    if spec.transport == "local":
+    if spec.transport is TransportName.LOCAL:
         where = "address=(local) user=- port=- jump=-"
     else:
         o = spec.ssh
@@ -84,7 +85,7 @@ def _run_check_inventory(args: argparse.Namespace) -> int:
     config_broken = False
     for spec in inv.hosts:
         unresolved = ""
-        if spec.ssh.ssh_config and spec.transport == "ssh" and not config_broken:
+        if spec.ssh.ssh_config and spec.transport is TransportName.SSH and not config_broken:
             try:
                 spec = dataclasses.replace(spec, ssh=resolve_ssh_config(spec))
             except ConfigError as exc:

@@ -26,7 +26,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from probes import codec, recording  # noqa: E402
+from probes.store import codec, recording, recording_format  # noqa: E402
+from probes.store.recording_reader import RecordingReader  # noqa: E402
 from probes.wire.protocol import decode_line  # noqa: E402
 from probes.wire.samples import HostSample  # noqa: E402
 
@@ -61,10 +62,10 @@ def per_call_us(fn: Callable[[Any], object], args: Sequence[Any], repeat: int) -
 
 def codec_figures(samples: list[HostSample], repeat: int) -> dict[str, float]:
     encoded = [codec.encode(s) for s in samples]
-    body = recording._Body(recording._build_zdict()[1])
+    body = recording_format.Body(recording_format.build_zdict()[1])
     packed = [body.pack(s)[1] for s in samples]
-    plain = recording._Body(b"")
-    raw = [recording._dumps(e) for e in encoded]
+    plain = recording_format.Body(b"")
+    raw = [recording_format.dumps(e) for e in encoded]
     no_dict = [zlib.compress(r, 6) for r in raw]
     assert all(codec.decode(e) == s for e, s in zip(encoded, samples, strict=True))
     enc = per_call_us(codec.encode, samples, repeat)
@@ -127,7 +128,7 @@ def write_realtime(path: Path, per_host: list[list[HostSample]], seconds: int) -
 
 
 def read_figures(path: Path) -> dict[str, float]:
-    with recording.RecordingReader(path) as r:
+    with RecordingReader(path) as r:
         n = r.count()
         t0 = time.perf_counter()
         seen = sum(1 for _ in r.items())
