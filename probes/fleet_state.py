@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from probes.analysis.detectors import DEFAULT_LIMITS, DetectorLimits, DetectorSchedule
+from probes.analysis.detectors import DetectorSchedule
 from probes.analysis.findings import (
     Finding,
     Severity,
@@ -20,6 +20,8 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.judge import GpuJudgement, TempLevel, judge_gpus
+from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory
@@ -86,6 +88,10 @@ class FleetRow:
     simulated: bool
     by_severity: tuple[int, int, int] = (0, 0, 0)
     """Findings counted as (critical, warning, info), for the header totals."""
+    gpus: tuple[GpuJudgement, ...] = ()
+    """Each GPU's verdicts, as every screen shows them (``probes.analysis.judge``)."""
+    temp_level: TempLevel = TempLevel.UNKNOWN
+    """The hottest GPU's level against its own slowdown threshold."""
 
 
 @dataclass
@@ -103,6 +109,8 @@ class HostState:
     """Every series of the host in tiers (1 s for 2 h, 15 s for 12 h, 5 min for 30 days)."""
     detected: tuple[Finding, ...] = ()
     """What the soak detectors found at their last run (leaks, sustained throttling …)."""
+    limits: Limits = field(default_factory=Limits)
+    """The operator's limits, for the findings and every judgement shown about this host."""
     detectors: DetectorSchedule = field(default_factory=DetectorSchedule)
     """Runs each detector when due (every 1–5 agent minutes), not every tick."""
     events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
@@ -161,7 +169,8 @@ class HostState:
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
             self.detected = detected
-        found = sample_findings(self.name, self.hello, sample) + host_findings(self.name, sample)
+        found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
+                 + host_findings(self.name, sample))
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)
             self.layout = tuple(f for f in self.layout if f.code != "pcie-link-downgraded")
@@ -241,6 +250,11 @@ class HostState:
         merged.update(self.sticky)
         return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))
 
+    def judgements(self, found: list[Finding] | None = None) -> tuple[GpuJudgement, ...]:
+        """Every GPU's verdicts from the newest sample and ``found`` (default: findings())."""
+        return judge_gpus(self.last, self.hello, self.findings() if found is None else found,
+                          self.limits.detectors)
+
     def refresh_status(self, now: float) -> None:
         """Mark a streaming host stale when it has been silent too long."""
         if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None:
@@ -258,6 +272,7 @@ class HostState:
         utils = [g.util_pct for g in gpus if g.util_pct is not None]
         powers = [g.power_w for g in gpus if g.power_w is not None]
         found = self.findings()
+        judged = self.judgements(found)
         expected = self.spec.expect_gpus
         if expected is None and self.hello is not None:
             expected = len(self.hello.facts.gpus)
@@ -280,6 +295,9 @@ class HostState:
             worst_summary=found[0].summary if found and found[0].severity is not
             Severity.INFO else None,
             simulated=bool(self.spec.simulate),
+            gpus=judged,
+            temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
+                           default=TempLevel.UNKNOWN),
         )
 
 
@@ -292,9 +310,13 @@ def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:
 class FleetState:
     """All hosts, in inventory order."""
 
-    def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None) -> None:
+    def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None,
+                 preflight: PreflightLimits | None = None) -> None:
+        self.limits = Limits(limits or DetectorLimits(), preflight or PreflightLimits())
+        """The operator's limits (``settings.yaml``), shared by every host."""
         self.hosts: dict[str, HostState] = {
-            s.name: HostState(s, detectors=DetectorSchedule(limits or DEFAULT_LIMITS))
+            s.name: HostState(s, limits=self.limits,
+                              detectors=DetectorSchedule(self.limits.detectors))
             for s in specs}
         self._version = 0
         self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None

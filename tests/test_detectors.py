@@ -25,9 +25,9 @@ from probes.analysis.detectors import (
     detect_swap_activity,
     detect_temp_near_slowdown,
     detect_throttled_while_busy,
-    leak_estimate,
     run_detectors,
 )
+from probes.analysis.detectors.memory import leak_estimate
 from probes.analysis.findings import Finding
 from probes.history import HostHistory, gpu_key
 from probes.triage import Severity, Step

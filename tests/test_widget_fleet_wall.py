@@ -12,11 +12,11 @@ from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.color import Color
 
+from probes.analysis.judge import GpuVerdict, TempLevel
 from themes import DEFAULT_THEME, THEMES, fallback_variables
-from widgets.fleet_wall import (
+from widgets._wall_layout import (
     HOST_GLYPH,
     RAMP,
-    FleetWall,
     WallGpu,
     WallHost,
     WallView,
@@ -28,6 +28,7 @@ from widgets.fleet_wall import (
     level,
     status_parts,
 )
+from widgets.fleet_wall import FleetWall
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ class WallApp(App[None]):
         self.selected.append((message.host, message.gpu))
 
 
-def gpus(*values: float | None, state: str = "ok") -> tuple[WallGpu, ...]:
+def gpus(*values: float | None, state: GpuVerdict = GpuVerdict.OK) -> tuple[WallGpu, ...]:
     return tuple(WallGpu(v, state) for v in values)
 
 
@@ -70,7 +71,8 @@ def fleet(n: int, groups: int = 4, metric: str = "mem") -> WallView:
     hosts = []
     for i in range(n):
         status = "down" if i % 97 == 0 else "stale" if i % 89 == 0 else "streaming"
-        cells = tuple(WallGpu(float((i * 7 + g * 13) % 101), "lost" if (i + g) % 53 == 0 else "ok")
+        cells = tuple(WallGpu(float((i * 7 + g * 13) % 101),
+                              GpuVerdict.LOST if (i + g) % 53 == 0 else GpuVerdict.OK)
                       for g in range(8))
         hosts.append(WallHost(f"node-{i:04d}", f"rack-{chr(97 + i % groups)}", status, cells,
                               "critical" if i % 31 == 0 else None))
@@ -91,8 +93,10 @@ def test_memory_glyph_rises_with_the_value(value: float, glyph: str) -> None:
 def test_temperature_uses_its_own_scale_and_marks_warm_and_hot() -> None:
     assert level("temp", 30) == 0 and level("temp", 20) == 0 and level("temp", 95) == 7
     assert cell("temp", "streaming", WallGpu(60))[1].startswith("level-")
-    assert cell("temp", "streaming", WallGpu(76)) == ("▇", "warm")
-    assert cell("temp", "streaming", WallGpu(88)) == ("█", "hot")
+    # hot and warm are the core's levels (near each board's own slowdown), not the value's
+    assert cell("temp", "streaming", WallGpu(76, temp=TempLevel.WARM)) == ("▇", "warm")
+    assert cell("temp", "streaming", WallGpu(88, temp=TempLevel.HOT)) == ("█", "hot")
+    assert cell("temp", "streaming", WallGpu(88, temp=TempLevel.OK)) == ("█", "level-7")
     # 88 % memory is not hot; only its scale level shows
     assert cell("mem", "streaming", WallGpu(88)) == ("█", "level-7")
     assert cell("mem", "streaming", WallGpu(96)) == ("█", "mem-high")
@@ -106,14 +110,14 @@ def test_glyphs_are_monotonic_in_the_value() -> None:
 
 
 @pytest.mark.parametrize(("status", "gpu", "expected"), [
-    ("streaming", WallGpu(50, "lost"), ("✗", "lost")),
-    ("streaming", WallGpu(None, "unresponsive"), ("?", "unresponsive")),
+    ("streaming", WallGpu(50, GpuVerdict.LOST), ("✗", "lost")),
+    ("streaming", WallGpu(None, GpuVerdict.UNRESPONSIVE), ("?", "unresponsive")),
     ("streaming", WallGpu(None), ("-", "none")),
     ("streaming", WallGpu(math.nan), ("-", "none")),
     ("stale", WallGpu(50), ("~", "stale")),
     ("down", WallGpu(50), ("×", "down")),
     ("connecting", WallGpu(None), ("·", "connecting")),
-    ("down", WallGpu(50, "lost"), ("×", "down")),
+    ("down", WallGpu(50, GpuVerdict.LOST), ("×", "down")),
 ])
 def test_special_states_have_their_own_glyph(status: str, gpu: WallGpu,
                                              expected: tuple[str, str]) -> None:
@@ -121,13 +125,13 @@ def test_special_states_have_their_own_glyph(status: str, gpu: WallGpu,
 
 
 def test_status_metric_shows_the_gpu_state_not_the_value() -> None:
-    assert cell("status", "streaming", WallGpu(99, "ok")) == ("•", "ok")
-    assert cell("status", "streaming", WallGpu(99, "throttled")) == ("↓", "throttled")
-    assert cell("status", "streaming", WallGpu(99, "leaking")) == ("↑", "leaking")
-    assert cell("status", "streaming", WallGpu(None, "lost")) == ("✗", "lost")
-    assert cell("status", "streaming", WallGpu(None, "sideways")) == ("•", "none")
+    assert cell("status", "streaming", WallGpu(99, GpuVerdict.OK)) == ("•", "ok")
+    assert cell("status", "streaming", WallGpu(99, GpuVerdict.THROTTLED)) == ("↓", "throttled")
+    assert cell("status", "streaming", WallGpu(99, GpuVerdict.LEAKING)) == ("↑", "leaking")
+    assert cell("status", "streaming", WallGpu(None, GpuVerdict.LOST)) == ("✗", "lost")
+    assert cell("status", "streaming", WallGpu(None, GpuVerdict.HOT)) == ("▲", "hot")
     # throttling is not a missing reading: memory still shows the level
-    assert cell("mem", "streaming", WallGpu(99, "throttled"))[0] == "█"
+    assert cell("mem", "streaming", WallGpu(99, GpuVerdict.THROTTLED))[0] == "█"
 
 
 def test_legend_explains_the_scale_and_every_glyph() -> None:
@@ -138,8 +142,8 @@ def test_legend_explains_the_scale_and_every_glyph() -> None:
                  "! critical", "* warning", "i info", "- no data"):
         assert text in mem, text
     temp = legend_text("temp")
-    assert "temperature " + RAMP + " 30–90 °C" in temp and "≥75 warm" in temp
-    assert "█ ≥85 hot" in temp
+    assert "temperature " + RAMP + " 30–90 °C" in temp and "▇ warm ≤15" in temp
+    assert "█ hot ≤5 °C below slowdown" in temp
     util = legend_text("util")
     assert "utilisation" in util and "high" not in util
     status = legend_text("status")
@@ -190,7 +194,8 @@ def test_slots_follow_the_largest_host() -> None:
 
 def test_status_line_names_the_host_and_its_figures() -> None:
     h = WallHost("gpu-07", "rack-a", "streaming",
-                 (WallGpu(40), WallGpu(90), WallGpu(None, "lost"), WallGpu(50, "throttled")),
+                 (WallGpu(40), WallGpu(90), WallGpu(None, GpuVerdict.LOST),
+                  WallGpu(50, GpuVerdict.THROTTLED)),
                  "critical")
     text = "".join(t for t, _ in status_parts("mem", h, 1, "host 3/9"))
     assert "gpu-07" in text and "rack-a" in text and "streaming" in text
@@ -423,7 +428,9 @@ async def test_colours_come_from_the_theme_and_follow_a_theme_switch() -> None:
     app = WallApp()
     async with app.run_test(size=(80, 24)) as pilot:
         wall = app.query_one(FleetWall)
-        wall.view = WallView("temp", (host("a", values=(30, 89)), host("b", values=(30, 89))))
+        hot = (WallGpu(30, temp=TempLevel.OK), WallGpu(89, temp=TempLevel.HOT))
+        wall.view = WallView("temp", (WallHost("a", "rack-a", "streaming", hot),
+                                      WallHost("b", "rack-a", "streaming", hot)))
         wall.move_cursor("b")
         await pilot.pause()
         for theme in ("rigwatch-dark", "rigwatch-light"):

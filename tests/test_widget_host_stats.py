@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from rich.color import Color
 from textual.app import ComposeResult
 
-from probes.analysis.findings import SWAP_PAGES_S, Finding
+from probes.analysis.findings import Finding
+from probes.analysis.judge import host_health
 from probes.triage import Severity, Step
 from probes.wire.samples import HostStats
 from tests.support.widget_app import ThemedApp
@@ -14,9 +17,7 @@ from widgets import host_stats
 from widgets.host_stats import (
     HostStatsPanel,
     HostView,
-    cores_per_gpu,
     render_host,
-    swapping,
     used_pct,
 )
 
@@ -42,7 +43,17 @@ def busy_view() -> HostView:
                       swap_used_bytes=3 * GIB, swap_total_bytes=8 * GIB,
                       swap_in_pages_s=900.0, swap_out_pages_s=12.0)
     return HostView.from_stats(stats, cores_physical=96, cores_logical=192, gpu_count=8,
-                               findings=(SWAP_FINDING, INFO_FINDING))
+                               findings=(SWAP_FINDING, INFO_FINDING),
+                               health=host_health(stats, 96, 192, 8))
+
+
+def judged(view: HostView) -> HostView:
+    """``view`` with the marks the core would give it (the widget only renders them)."""
+    stats = HostStats(cpu_pct=view.cpu_pct, load1=view.load1, mem_used_bytes=view.mem_used_bytes,
+                      mem_total_bytes=view.mem_total_bytes,
+                      swap_in_pages_s=view.swap_in_pages_s)
+    return replace(view, health=host_health(stats, view.cores_physical, view.cores_logical,
+                                            view.gpu_count))
 
 
 def screen_lines(panel: HostStatsPanel) -> list[str]:
@@ -56,13 +67,6 @@ def line(lines: list[str], label: str) -> str:
 
 def test_pure_helpers() -> None:
     assert used_pct(1, 4) == 25.0 and used_pct(None, 4) is None and used_pct(1, 0) is None
-    assert swapping(HostView(swap_in_pages_s=SWAP_PAGES_S))
-    assert swapping(HostView(swap_out_pages_s=SWAP_PAGES_S * 2))
-    assert not swapping(HostView(swap_in_pages_s=SWAP_PAGES_S - 1, swap_out_pages_s=0.0))
-    assert not swapping(HostView())
-    assert cores_per_gpu(HostView(cores_physical=96, gpu_count=8)) == 12.0
-    assert cores_per_gpu(HostView(cores_physical=96, gpu_count=0)) is None
-    assert cores_per_gpu(HostView(gpu_count=8)) is None
 
 
 async def test_busy_host_at_160_and_80_columns() -> None:
@@ -93,9 +97,9 @@ async def test_busy_host_at_160_and_80_columns() -> None:
 
 
 async def test_marks_are_coloured_from_the_theme() -> None:
-    view = HostView(cpu_pct=100.0, load1=300.0, cores_logical=192,
-                    mem_used_bytes=1000 * GIB, mem_total_bytes=1024 * GIB,
-                    swap_in_pages_s=5000.0, cores_physical=16, gpu_count=8)
+    view = judged(HostView(cpu_pct=100.0, load1=300.0, cores_logical=192,
+                           mem_used_bytes=1000 * GIB, mem_total_bytes=1024 * GIB,
+                           swap_in_pages_s=5000.0, cores_physical=16, gpu_count=8))
     app = PanelApp()
     async with app.run_test(size=(100, 24)) as pilot:
         panel = app.query_one(HostStatsPanel)

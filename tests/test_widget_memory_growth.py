@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 
 import pytest
 from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.color import Color
 
+from probes.triage import Severity
 from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.memory_growth import (
@@ -110,11 +112,15 @@ def test_leak_is_written_not_only_coloured() -> None:
     assert len(leak.plain) == len(ok.plain), "rows must line up under the header"
 
 
-def test_urgent_leak_is_critical_other_leaks_warning() -> None:
+def test_leak_urgency_is_the_findings_severity() -> None:
+    """Critical or warning as the leak finding says (the operator's leak_critical_hours),
+    whatever the hours shown."""
     def spans(g: GpuMemoryTrend) -> str:
         return repr(gpu_line(g, False).spans)
-    assert "sev-critical" in spans(trend(1, n=5, leaking=True, hours_to_full=3))
-    assert "sev-warning" in spans(trend(1, n=5, leaking=True, hours_to_full=30))
+    urgent = replace(trend(1, n=5, leaking=True, hours_to_full=10), urgency=Severity.CRITICAL)
+    assert "sev-critical" in spans(urgent)
+    calm = replace(trend(1, n=5, leaking=True, hours_to_full=3), urgency=Severity.WARNING)
+    assert "sev-warning" in spans(calm) and "sev-critical" not in spans(calm)
     assert "sev-critical" not in spans(trend(1, n=5, hours_to_full=3))
 
 

@@ -6,6 +6,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widgets import Sparkline
 
+from probes.analysis.judge import TempLevel, temp_level
 from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.thermal_panel import (
@@ -18,7 +19,6 @@ from widgets.thermal_panel import (
     gpu_line,
     reasons_line,
     summary,
-    temp_variable,
 )
 
 
@@ -32,8 +32,13 @@ class ThermalApp(ThemedApp):
 def gpu(index: int, *, temp: float | None = 61.0, reasons: tuple[str, ...] = (),
         fan: float | None = None, power: float | None = 412.0, clock: float | None = 1980.0,
         slowdown: float | None = 90.0) -> GpuThermal:
+    # what the view builder hands over: the core's verdicts (here: every listed reason
+    # but idle and application clocks throttles, as the core counts the NVML names)
+    slowing = tuple(r for r in reasons if r not in ("GPU idle", "Applications clocks setting"))
     return GpuThermal(index, temp, slowdown, 70.0, power, 700.0, clock, 1980.0, reasons, fan,
-                      tuple(55.0 + (i % 9) for i in range(120)))
+                      tuple(55.0 + (i % 9) for i in range(120)), throttled=bool(slowing),
+                      throttling_reasons=slowing, temp_level=temp_level(temp, slowdown),
+                      mem_temp_level=temp_level(70.0, None))
 
 
 HOT = ("SW thermal slowdown", "HW power brake")
@@ -72,20 +77,20 @@ def test_bar_has_eighths() -> None:
     assert bar(53.0, 100.0) == "████▎···"
 
 
-def test_temperature_is_judged_against_the_boards_own_slowdown() -> None:
-    assert temp_variable(86.0, 90.0) == "$gpu-hot"
-    assert temp_variable(80.0, 90.0) == "$gpu-warm"
-    assert temp_variable(80.0, 105.0) == "$foreground"
-    assert temp_variable(86.0, None) == "$gpu-hot"
-    assert temp_variable(None, 90.0) == "$text-dim"
+def test_temperature_colour_is_the_cores_level() -> None:
+    hot = gpu(0, temp=86.0, slowdown=90.0)
+    assert hot.temp_level is TempLevel.HOT and "gpu-hot" in repr(gpu_line(hot).spans)
+    cool = gpu(1, temp=80.0, slowdown=105.0)
+    assert cool.temp_level is TempLevel.OK and "gpu-hot" not in repr(gpu_line(cool).spans)
 
 
-def test_benign_reasons_are_not_throttling() -> None:
-    idle = gpu(0, reasons=("GPU idle", "Applications clocks setting"))
-    assert not idle.throttled and idle.throttling_reasons == ()
-    brake = gpu(1, reasons=("GPU idle", "HW power brake"))
-    assert brake.throttled and brake.throttling_reasons == ("HW power brake",)
-    assert not gpu(2).throttled
+def test_the_mark_is_the_cores_verdict() -> None:
+    """The panel shows what it is given: no reason is judged here."""
+    told = GpuThermal(0, 60.0, 90.0, None, None, None, None, None,
+                      reasons=("SW power cap",), throttled=False)
+    assert "THROTTLED" not in gpu_line(told).plain
+    line = reasons_line(told)
+    assert line is not None and "clock-throttled" not in repr(line.spans)
 
 
 def test_throttled_line_has_glyph_word_and_numbers() -> None:

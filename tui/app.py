@@ -23,8 +23,8 @@ from textual.filter import LineFilter
 from textual.worker import Worker, WorkerState
 
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
-from probes.analysis.detectors import DetectorLimits
 from probes.analysis.incident import TriageRecord
+from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
 from probes.outputs.metrics_server import serve_metrics
@@ -83,11 +83,13 @@ class RigwatchApp(App[None]):
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None,
-                 detectors: DetectorLimits | None = None) -> None:
+                 detectors: DetectorLimits | None = None,
+                 preflight: PreflightLimits | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.detector_limits = detectors
-        self.fleet = FleetState(backend.specs, detectors)
+        self.preflight_limits = preflight
+        self.fleet = FleetState(backend.specs, detectors, preflight)
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -245,7 +247,8 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
-        self.fleet = FleetState(self.backend.specs, self.detector_limits)
+        self.fleet = FleetState(self.backend.specs, self.detector_limits,
+                                self.preflight_limits)
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:
@@ -433,6 +436,7 @@ class RigwatchApp(App[None]):
 def make_app(
     backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
     alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
+    preflight: PreflightLimits | None = None,
 ) -> RigwatchApp:
     """Build the console.
 
@@ -444,10 +448,11 @@ def make_app(
             its own).
         alerts: how findings become notifications and hook runs.
         detectors: the soak detectors' thresholds.
+        preflight: preflight's thresholds (also the host panel's cores per GPU).
 
     Returns:
         The app, not yet running.
     """
     subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
     return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts,
-                       detectors=detectors)
+                       detectors=detectors, preflight=preflight)

@@ -160,7 +160,8 @@ def _run_console(args: argparse.Namespace) -> int:
     name = "demo" if demo else path.stem if path else specs[0].name
     backend = _recording_backend(specs, demo, name, args, settings)
     app = make_app(backend, demo=demo, title=path.name if path else None,
-                   alerts=settings.alerts, detectors=settings.detectors)
+                   alerts=settings.alerts, detectors=settings.detectors,
+                   preflight=settings.preflight)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()

@@ -27,8 +27,7 @@ import platformdirs
 import yaml
 
 from probes.analysis.alerts import AlertPolicy
-from probes.analysis.detectors import DetectorLimits
-from probes.analysis.preflight import PreflightLimits
+from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.config import inventory_values as v
 from probes.errors import Problem, ProblemsError
 from probes.triage import Severity

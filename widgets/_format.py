@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from probes.analysis.findings import Severity
-from widgets._styled_table import MISSING, Cell
+from textual.content import Content
 
-HOT_C = 85.0
-WARM_C = 75.0
-MEM_HIGH_PCT = 95.0
+from probes.analysis.findings import Finding
+from probes.analysis.judge import TempLevel
+from probes.triage import Severity
+from widgets._styled_table import MISSING, Cell
 
 SEVERITY_CLASS = {
     Severity.CRITICAL: "cell--sev-critical",
@@ -22,12 +22,25 @@ SEVERITY_VARIABLE = {
 """For markup (``Content``) panels, which name theme variables directly."""
 
 
-def temp_cell(temp_c: float | None) -> Cell:
-    """A temperature, coloured when warm or hot."""
+TEMP_CLASS = {TempLevel.HOT: "cell--hot", TempLevel.WARM: "cell--warm"}
+TEMP_VARIABLE = {TempLevel.HOT: "$gpu-hot", TempLevel.WARM: "$gpu-warm",
+                 TempLevel.OK: "$foreground", TempLevel.UNKNOWN: "$text-dim"}
+"""A temperature's colour from the core's level (``probes.analysis.judge.temp_level``)."""
+
+
+def temp_cell(temp_c: float | None, level: TempLevel) -> Cell:
+    """A temperature, coloured by the level the core judged for it."""
     if temp_c is None:
         return MISSING
-    cls = "cell--hot" if temp_c >= HOT_C else "cell--warm" if temp_c >= WARM_C else None
-    return f"{temp_c:.0f} °C", cls
+    return f"{temp_c:.0f} °C", TEMP_CLASS.get(level)
+
+
+def finding_line(f: Finding) -> Content:
+    """``CRITICAL gpu  Xid 79 on 0000:3b:00.0`` with the severity word coloured."""
+    return Content.from_markup(
+        f"[bold {SEVERITY_VARIABLE[f.severity]}]$sev[/] [$text-dim]$step[/] $summary",
+        sev=f"{f.severity.value:<8}", step=f"{f.step.value:<6}", summary=f.summary,
+    )
 
 
 def pct_cell(pct: float | None, high: float | None = None) -> Cell:

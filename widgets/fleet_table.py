@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from textual.reactive import reactive
 
+from probes.analysis.judge import MEM_HIGH_PCT
 from probes.fleet_state import FleetRow, HostStatus
-from widgets._format import MEM_HIGH_PCT, SEVERITY_CLASS, pct_cell, temp_cell
+from widgets._format import SEVERITY_CLASS, pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 
 STATUS_CLASS = {
@@ -77,7 +78,7 @@ class FleetTable(StyledTable):
             (",".join(row.tags), "cell--muted"),
             status,
             gpus,
-            temp_cell(row.max_temp_c),
+            temp_cell(row.max_temp_c, row.temp_level),
             pct_cell(row.mem_used_pct, MEM_HIGH_PCT),
             pct_cell(row.mean_util_pct),
             (f"{row.power_w:,.0f} W", None) if row.power_w is not None else MISSING,

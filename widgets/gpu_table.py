@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.reactive import reactive
 
-from probes.analysis.findings import THROTTLE_REASONS
-from probes.wire.samples import GpuSample, GpuState
-from widgets._format import MEM_HIGH_PCT, pct_cell, temp_cell
+from probes.analysis.judge import MEM_HIGH_PCT, GpuJudgement, GpuVerdict
+from probes.wire.samples import GpuSample
+from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 
-SLOWING_REASONS = THROTTLE_REASONS | {"sw_power_cap"}
-"""Clock reasons worth colouring; ``gpu_idle`` and application clocks are normal."""
+VERDICT_CLASS = {
+    GpuVerdict.OK: "cell--ok", GpuVerdict.LOST: "cell--down",
+    GpuVerdict.UNRESPONSIVE: "cell--down", GpuVerdict.LEAKING: "cell--leaking",
+    GpuVerdict.THROTTLED: "cell--throttled", GpuVerdict.HOT: "cell--hot",
+}
+"""The State column shows the GPU's verdict, the same word the wall and triage use."""
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU's newest sample and what the core judged about it."""
+
+    gpu: GpuSample
+    judged: GpuJudgement
 
 
 def _pair(used: float | None, total: float | None, unit: str = "") -> Cell:
@@ -20,8 +34,10 @@ def _pair(used: float | None, total: float | None, unit: str = "") -> Cell:
     return f"{used:,.0f}{tail}{unit}", None
 
 
-def pcie_cell(gpu: GpuSample) -> Cell:
-    """``Gen5 x16``, or ``Gen4 x8 < Gen5 x16`` coloured when below what the link can do."""
+def pcie_cell(row: GpuRow) -> Cell:
+    """``Gen5 x16``, or ``Gen4 x8 < Gen5 x16``; coloured when the core calls it a shortfall
+    (lanes lost, or a lower generation under load)."""
+    gpu = row.gpu
     if gpu.pcie_gen is None and gpu.pcie_width is None:
         return MISSING
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
@@ -31,25 +47,24 @@ def pcie_cell(gpu: GpuSample) -> Cell:
     if not (gen_low or width_low):
         return now, None
     best = f"Gen{gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}"
-    return f"{now} < {best}", "cell--degraded"
+    return f"{now} < {best}", "cell--degraded" if row.judged.link is not None else None
 
 
-def clock_cell(gpu: GpuSample) -> Cell:
-    """SM clock against its maximum, coloured while a slowing reason is active.
+def clock_cell(row: GpuRow) -> Cell:
+    """SM clock against its maximum, coloured while the core judges the GPU throttled.
 
     The colour carries the throttle signal into narrow layouts that drop the reasons column.
     """
-    text, _ = _pair(gpu.sm_clock_mhz, gpu.sm_clock_max_mhz)
-    slowed = any(r in SLOWING_REASONS for r in gpu.clock_reasons)
-    return text, "cell--throttled" if slowed else None
+    text, _ = _pair(row.gpu.sm_clock_mhz, row.gpu.sm_clock_max_mhz)
+    return text, "cell--throttled" if row.judged.throttled else None
 
 
-def reasons_cell(reasons: tuple[str, ...]) -> Cell:
-    """Active clock-event reasons, coloured when one of them slows the GPU down."""
+def reasons_cell(row: GpuRow) -> Cell:
+    """Active clock-event reasons, coloured when the core counts one as throttling."""
+    reasons = row.gpu.clock_reasons
     if not reasons:
         return "", None
-    slowed = any(r in SLOWING_REASONS for r in reasons)
-    return ", ".join(reasons), "cell--throttled" if slowed else "cell--muted"
+    return ", ".join(reasons), "cell--throttled" if row.judged.slowing else "cell--muted"
 
 
 class GpuTable(StyledTable):
@@ -57,7 +72,7 @@ class GpuTable(StyledTable):
 
     COLUMNS = (
         ColumnSpec("gpu", "GPU", 3, right=True),
-        ColumnSpec("state", "State", 7),
+        ColumnSpec("state", "State", 9),
         ColumnSpec("mem", "Mem MiB", 13, right=True, narrow=False),
         ColumnSpec("mem_pct", "Mem", 5, right=True),
         ColumnSpec("util", "Util", 5, right=True),
@@ -68,8 +83,8 @@ class GpuTable(StyledTable):
         ColumnSpec("reasons", "Clock reasons", narrow=False),
     )
 
-    gpus: reactive[tuple[GpuSample, ...]] = reactive((), init=False)
-    """The GPUs of the newest sample, in index order."""
+    gpus: reactive[tuple[GpuRow, ...]] = reactive((), init=False)
+    """The GPUs of the newest sample with their verdicts, in index order."""
 
     def watch_gpus(self) -> None:
         """Write the new samples into the table."""
@@ -77,21 +92,22 @@ class GpuTable(StyledTable):
 
     def keyed_rows(self) -> list[KeyedRow]:
         """One row per GPU, keyed by index."""
-        return [(str(g.index), self.cells(g)) for g in self.gpus]
+        return [(str(r.gpu.index), self.cells(r)) for r in self.gpus]
 
     @staticmethod
-    def cells(gpu: GpuSample) -> tuple[Cell, ...]:
+    def cells(row: GpuRow) -> tuple[Cell, ...]:
         """The formatted cells of one GPU."""
-        state_cls = "cell--ok" if gpu.state is GpuState.OK else "cell--down"
+        gpu = row.gpu
+        verdict = row.judged.verdict
         return (
             (str(gpu.index), None),
-            (gpu.state.value, state_cls),
+            (verdict.value, VERDICT_CLASS[verdict]),
             _pair(gpu.mem_used_mib, gpu.mem_total_mib),
             pct_cell(gpu.mem_used_pct, MEM_HIGH_PCT),
             pct_cell(gpu.util_pct),
-            temp_cell(gpu.temp_c),
+            temp_cell(gpu.temp_c, row.judged.temp),
             _pair(gpu.power_w, gpu.power_limit_w),
-            clock_cell(gpu),
-            pcie_cell(gpu),
-            reasons_cell(gpu.clock_reasons),
+            clock_cell(row),
+            pcie_cell(row),
+            reasons_cell(row),
         )

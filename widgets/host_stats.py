@@ -14,16 +14,14 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from probes.analysis.findings import SWAP_PAGES_S, Finding
+from probes.analysis.findings import Finding
+from probes.analysis.judge import CoreCount, HostHealth
 from probes.wire.samples import HostStats
-from widgets._format import MEM_HIGH_PCT
-from widgets.findings_list import finding_line
+from widgets._format import finding_line
 
 MISSING = "–"
 TITLE = "Host"
 GIB = 1024 ** 3
-FEW_CORES_PER_GPU = 4.0
-"""Below this many physical cores per GPU the data loaders of a typical job run short."""
 LABEL_W = 9
 
 
@@ -46,16 +44,19 @@ class HostView:
     """Load above this means runnable threads wait for a CPU."""
     gpu_count: int | None = None
     findings: tuple[Finding, ...] = ()
+    health: HostHealth | None = None
+    """The core's marks (overloaded, memory high, swapping, cores per GPU); None: no marks."""
 
     @classmethod
     def from_stats(cls, stats: HostStats, *, cores_physical: int | None = None,
                    cores_logical: int | None = None, gpu_count: int | None = None,
-                   findings: tuple[Finding, ...] = ()) -> HostView:
+                   findings: tuple[Finding, ...] = (),
+                   health: HostHealth | None = None) -> HostView:
         """The view of a sample's ``HostStats`` plus facts from the host's hello."""
         return cls(stats.cpu_pct, stats.load1, stats.load5, stats.load15,
                    stats.mem_used_bytes, stats.mem_total_bytes, stats.swap_used_bytes,
                    stats.swap_total_bytes, stats.swap_in_pages_s, stats.swap_out_pages_s,
-                   cores_physical, cores_logical, gpu_count, findings)
+                   cores_physical, cores_logical, gpu_count, findings, health)
 
 
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
@@ -78,19 +79,6 @@ def used_pct(used: int | None, total: int | None) -> float | None:
     return 100.0 * used / total
 
 
-def swapping(view: HostView) -> bool:
-    """Pages move to or from swap at least as fast as the triage rule's threshold."""
-    return any(v is not None and v >= SWAP_PAGES_S
-               for v in (view.swap_in_pages_s, view.swap_out_pages_s))
-
-
-def cores_per_gpu(view: HostView) -> float | None:
-    """Physical cores per GPU; None without both counts."""
-    if view.cores_physical is None or not view.gpu_count:
-        return None
-    return view.cores_physical / view.gpu_count
-
-
 def _row(label: str, *parts: tuple[str, str] | str) -> Content:
     return Content.assemble((f"{label:<{LABEL_W}}", "bold $text-dim"), *parts)
 
@@ -109,13 +97,14 @@ def render_host(view: HostView | None) -> Content:
     if view is None:
         lines.append(Content.styled("no host statistics reported", "$text-dim"))
         return Content("\n").join(lines)
+    health = view.health
     cpu = [_dim_if_missing(_num(view.cpu_pct, "{:.0f} %"))]
     loads = " / ".join(_num(v, "{:.2f}") for v in (view.load1, view.load5, view.load15))
     no_load = view.load1 is None and view.load5 is None and view.load15 is None
     cpu += ["   load ", (loads, "$text-dim") if no_load else loads]
     if view.cores_logical:
         cpu.append((f"  ({view.cores_logical} logical)", "$text-dim"))
-        if view.load1 is not None and view.load1 > view.cores_logical:
+        if health is not None and health.overloaded:
             cpu.append(_mark("▲ overloaded", "$sev-warning"))
     lines.append(_row("CPU", *cpu))
 
@@ -123,7 +112,7 @@ def render_host(view: HostView | None) -> Content:
     pct = used_pct(view.mem_used_bytes, view.mem_total_bytes)
     if pct is not None:
         mem.append(f"  {pct:.0f} %")
-        if pct >= MEM_HIGH_PCT:
+        if health is not None and health.mem_high:
             mem.append(_mark("▲ high", "$mem-high"))
     lines.append(_row("Memory", *mem))
 
@@ -131,15 +120,15 @@ def render_host(view: HostView | None) -> Content:
             "   in ", _dim_if_missing(_num(view.swap_in_pages_s, "{:,.0f}")),
             "  out ", _dim_if_missing(_num(view.swap_out_pages_s, "{:,.0f}")),
             ("  pages/s", "$text-dim")]
-    if swapping(view):
+    if health is not None and health.swapping:
         swap.append(_mark("▲ swapping", "$sev-warning"))
     lines.append(_row("Swap", *swap))
 
-    per = cores_per_gpu(view)
+    per = health.cores_per_gpu if health is not None else None
     cores: list[tuple[str, str] | str] = [_dim_if_missing(_num(per))]
     cores.append((f" per GPU  ({_num(view.cores_physical, '{:d}')} physical / "
                   f"{_num(view.gpu_count, '{:d}')} GPUs)", "$text-dim"))
-    if per is not None and per < FEW_CORES_PER_GPU:
+    if health is not None and health.cores is CoreCount.FEW:
         cores.append(_mark("▼ few", "$sev-warning"))
     lines.append(_row("Cores", *cores))
 

@@ -27,14 +27,13 @@ from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 from textual_plot import DurationFormatter, HiResMode, PlotWidget
 
-from widgets._format import mib
+from probes.triage import Severity
+from widgets._format import SEVERITY_VARIABLE, mib
 
 LEAK_MARK = ("▲", "LEAK")
 OK_MARK = ("·", "ok")
 RISING_MARK = ("▲", "rising")
 """A process the caller flagged; glyph and word, as for GPUs."""
-URGENT_H = 6.0
-"""A leaking GPU projected full within this many hours is shown at critical severity."""
 CHART_MIN_ROWS = 7
 """Below this the braille chart has too few rows to show a trend, so it is hidden."""
 PROC_ROWS_WANTED = 8
@@ -56,10 +55,13 @@ class GpuMemoryTrend:
     current_mib: float | None
     peak_mib: float | None
     slope_mib_h: float | None
-    """Least-squares slope over the window; None until there is enough history."""
+    """Growth of the lower envelope (``probes.analysis.slope``, as the leak detector fits
+    it); None until there is enough history."""
     hours_to_full: float | None
     """Projected from the slope; None when not growing or unknown."""
     leaking: bool = False
+    urgency: Severity | None = None
+    """The leak finding's severity (critical within the operator's ``leak_critical_hours``)."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,10 @@ def fmt_full(hours: float | None) -> str:
 
 
 def full_style(g: GpuMemoryTrend) -> str:
-    """Theme variable for the time-to-full: urgent leaks critical, other leaks warning."""
+    """Theme variable for the time-to-full: the leak finding's severity, as the core set it."""
     if not g.leaking or g.hours_to_full is None:
         return "$text-dim" if g.hours_to_full is None else "$foreground"
-    return "$sev-critical" if g.hours_to_full <= URGENT_H else "$sev-warning"
+    return SEVERITY_VARIABLE[g.urgency or Severity.WARNING]
 
 
 GPU_HEADER = f"  {'state':<7}{'GPU':<6}{'used MiB':>9} {'slope MiB':>10} {'full in':>8} {'peak':>8}"

@@ -3,9 +3,10 @@
 A temperature alone says little, since slowdown thresholds differ per board; so each
 GPU's temperature is drawn as a bar towards its own slowdown threshold with both
 numbers, next to power against its limit and the SM clock against its maximum.  When
-the driver reports a clock-event reason that costs performance the row says
-``↓ THROTTLED`` (glyph, word and ``$clock-throttled``) and names the reasons on the line
-beneath; reasons that are not throttling (idle, application clocks) are listed dimmed.
+the core judges the GPU throttled (``probes.analysis.judge``, the same verdict as the wall's)
+the row says ``↓ THROTTLED`` (glyph, word and ``$clock-throttled``) and names the reasons on
+the line beneath; reasons that are not throttling now (idle, application clocks, the power
+cap of an idle GPU) are listed dimmed.
 A temperature sparkline per GPU fills the spare width.
 """
 
@@ -19,18 +20,11 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
-from widgets._format import HOT_C, WARM_C
+from probes.analysis.judge import TempLevel
+from widgets._format import TEMP_VARIABLE
 
 THROTTLED_MARK = ("↓", "THROTTLED")
 OK_MARK = ("✓", "ok")
-BENIGN_REASONS = frozenset({
-    "gpu idle", "idle", "applications clocks setting", "application clocks setting",
-    "display clock setting", "sync boost", "none",
-})
-"""Clock-event reasons that do not mean the GPU is being held back (lower-cased)."""
-HOT_MARGIN_C = 5.0
-WARM_MARGIN_C = 15.0
-"""Distance below the slowdown threshold at which a temperature reads hot / warm."""
 POWER_HIGH = 0.95
 """Fraction of the power limit from which the power reading is highlighted."""
 BAR_CELLS = 8
@@ -59,16 +53,13 @@ class GpuThermal:
     """None on passively cooled boards (most data-centre GPUs)."""
     temp_points: tuple[float, ...] = ()
     """Recent GPU temperatures, oldest first, for the history sparkline."""
-
-    @property
-    def throttling_reasons(self) -> tuple[str, ...]:
-        """The reasons that actually hold the clock back."""
-        return tuple(r for r in self.reasons if r.strip().lower() not in BENIGN_REASONS)
-
-    @property
-    def throttled(self) -> bool:
-        """Whether any active reason costs performance."""
-        return bool(self.throttling_reasons)
+    throttled: bool = False
+    """The core's verdict: a throttle finding names this GPU."""
+    throttling_reasons: tuple[str, ...] = ()
+    """Of ``reasons``, those the core counts as throttling now."""
+    temp_level: TempLevel = TempLevel.UNKNOWN
+    """The GPU temperature against this board's slowdown threshold."""
+    mem_temp_level: TempLevel = TempLevel.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -79,15 +70,6 @@ class ThermalView:
 
 
 # ---- pure formatting -----------------------------------------------------------------
-
-
-def temp_variable(temp: float | None, slowdown: float | None) -> str:
-    """Theme variable for a temperature, judged against the board's own threshold."""
-    if temp is None:
-        return "$text-dim"
-    hot, warm = (HOT_C, WARM_C) if slowdown is None else (
-        slowdown - HOT_MARGIN_C, slowdown - WARM_MARGIN_C)
-    return "$gpu-hot" if temp >= hot else "$gpu-warm" if temp >= warm else "$foreground"
 
 
 def bar(value: float, top: float, cells: int = BAR_CELLS, floor: float = 0.0) -> str:
@@ -106,7 +88,7 @@ def _num(value: float | None, unit: str = "") -> str:
 
 def temp_part(g: GpuThermal) -> Content:
     """``81°C ██████▌· 87``: the bar fills as the GPU nears its slowdown threshold."""
-    colour = temp_variable(g.temp_c, g.temp_slowdown_c)
+    colour = TEMP_VARIABLE[g.temp_level]
     if g.temp_c is None:
         return Content.from_markup("[$text-dim]$t[/]", t=f"{'–':>4} {' ' * BAR_CELLS} {'':>3}")
     if g.temp_slowdown_c is None:
@@ -142,7 +124,7 @@ def gpu_line(g: GpuThermal) -> Content:
                                glyph=glyph, word=word,
                                pad=" " * (len(THROTTLED_MARK[1]) - len(word)))
     mem = Content.from_markup(
-        f"[$text-dim]mem[/] [{temp_variable(g.temp_mem_c, None)}]$t[/]",
+        f"[$text-dim]mem[/] [{TEMP_VARIABLE[g.mem_temp_level]}]$t[/]",
         t=f"{_num(g.temp_mem_c, '°C'):>5}")
     parts = [head + temp_part(g), mem, power_part(g), clock_part(g)]
     if g.fan_pct is not None:
@@ -151,7 +133,8 @@ def gpu_line(g: GpuThermal) -> Content:
 
 
 def reasons_line(g: GpuThermal) -> Content | None:
-    """``└ SW thermal slowdown, HW power brake``; benign reasons dimmed; None if none."""
+    """``└ SW thermal slowdown, HW power brake``; reasons not throttling now dimmed; None if
+    none."""
     if not g.reasons:
         return None
     parts = [Content.from_markup("[bold $clock-throttled]$r[/]" if r in g.throttling_reasons

@@ -13,10 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from probes.analysis.judge import disk_saturated, slowing_reasons, swapping
+from probes.analysis.judge import link_shortfall as judged_link
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
-from probes.rules.parsers.pcie import gen_shortfall, link_shortfall
-from probes.triage import DISK_SATURATED_UTIL, Severity, Step
+from probes.rules.parsers.pcie import link_shortfall
+from probes.triage import Severity, Step
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 
 if TYPE_CHECKING:
@@ -48,26 +51,46 @@ class Finding:
     """Log lines just before the evidence line, as the operator would see them in the log."""
 
     @property
+    def timeout_ms(self) -> float | None:
+        """``extra["timeout_ms"]``: a watchdog's configured timeout (``nccl-timeout``)."""
+        return _number(self.extra, "timeout_ms")
+
+    @property
+    def ran_ms(self) -> float | None:
+        """``extra["ran_ms"]``: how long the timed-out collective had run."""
+        return _number(self.extra, "ran_ms")
+
+    @property
+    def slope_mib_h(self) -> float | None:
+        """``extra["slope_mib_h"]``: a leak's growth rate (``memory-leak``)."""
+        return _number(self.extra, "slope_mib_h")
+
+    @property
+    def hours_to_full(self) -> float | None:
+        """``extra["hours_to_full"]``: when a leak would fill the GPU."""
+        return _number(self.extra, "hours_to_full")
+
+    @property
     def key(self) -> tuple[str, str, int | None, int | None]:
         """Identity for de-duplication: one incident on many lines is one finding."""
         return (self.step.value, self.code, self.gpu, self.xid)
 
 
-THROTTLE_REASONS = frozenset({
-    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
-})
-"""Reasons that slow a GPU whatever its load; ``sw_power_cap`` counts only when busy."""
-BUSY_UTIL_PCT = 50.0
+def _number(extra: Mapping[str, object], key: str) -> float | None:
+    """A number a rule put in ``extra``; None when absent or not a number (JSON unchanged)."""
+    v = extra.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-
-def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[Finding]:
+def sample_findings(host: str, hello: Hello | None, sample: HostSample,
+                    limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
     """Instant findings from one sample (and the GPU list the hello promised).
 
     Args:
         host: the host's name in the fleet.
         hello: the agent's hello, for the GPUs that should be there; None if not seen yet.
         sample: the newest sample.
+        limits: the operator's thresholds (when the power cap counts as throttling).
 
     Returns:
         Findings, worst first.
@@ -81,9 +104,9 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[
                                    f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
                                    "the samples", host, gpu=info.index, ts=sample.ts))
     for gpu in sample.gpus:
-        out.extend(_gpu_findings(host, gpu, sample.ts))
+        out.extend(_gpu_findings(host, gpu, sample.ts, limits))
     for disk in sample.disks:
-        if disk.util is not None and disk.util >= DISK_SATURATED_UTIL:
+        if disk_saturated(disk.util):
             out.append(Finding(Step.GPU, "disk-saturated", Severity.WARNING,
                                f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
                                host, ts=sample.ts))
@@ -91,7 +114,8 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample) -> list[
     return out
 
 
-def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
+                  ) -> list[Finding]:
     out: list[Finding] = []
     if gpu.state is GpuState.LOST:
         name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
@@ -102,12 +126,10 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
         out.append(Finding(Step.GPU, "gpu-unresponsive", Severity.WARNING,
                            f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts))
         return out
-    busy = gpu.util_pct is not None and gpu.util_pct >= BUSY_UTIL_PCT
     # Every check below is skipped at the cost of one comparison when its inputs are
     # healthy: this runs for every GPU of every host every second.
-    active = set(gpu.clock_reasons) & THROTTLE_REASONS if gpu.clock_reasons else set()
-    if busy and "sw_power_cap" in gpu.clock_reasons:
-        active.add("sw_power_cap")
+    active = slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits) \
+        if gpu.clock_reasons else ()
     if active:
         clocks = ""
         if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
@@ -115,14 +137,12 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
         out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
                            f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
                            host, gpu=gpu.index, ts=ts))
-    link = None
-    if gpu.pcie_width != gpu.pcie_width_max or gpu.pcie_gen != gpu.pcie_gen_max:
-        link = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    link = judged_link(gpu, limits)
     if link is Severity.WARNING:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
                            f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
                            f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts))
-    elif link is Severity.INFO and busy:
+    elif link is Severity.INFO:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
                            f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
                            f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts))
@@ -163,14 +183,10 @@ def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
     return out
 
 
-SWAP_PAGES_S = 256.0
-"""Sustained swap-in above this (1 MiB/s of 4 KiB pages) stalls data loaders."""
-
-
 def host_findings(host: str, sample: HostSample) -> list[Finding]:
     """Host-level trouble that starves GPUs: swapping."""
     swap = sample.host.swap_in_pages_s
-    if swap is not None and swap >= SWAP_PAGES_S:
+    if swap is not None and swapping(swap):
         return [Finding(Step.GPU, "host-swapping", Severity.WARNING,
                         f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts)]
     return []

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from probes.analysis.findings import Finding
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 STEP_ORDER: tuple[Step, ...] = (Step.GPU, Step.SYSLOG, Step.NCCL, Step.MODEL)
 STEP_TITLES: Mapping[Step, str] = {
@@ -103,10 +103,8 @@ def onset(f: Finding) -> float:
     before, so its onset is the print time minus the timeout.
     """
     assert f.ts is not None
-    if f.code == "nccl-timeout":
-        timeout_ms = f.extra.get("timeout_ms")
-        ran_ms = f.extra.get("ran_ms")
-        waited = next((float(v) for v in (ran_ms, timeout_ms) if isinstance(v, int | float)),
+    if f.code == Code.NCCL_TIMEOUT:
+        waited = next((v for v in (f.ran_ms, f.timeout_ms) if v is not None),
                       DEFAULT_NCCL_TIMEOUT_S * 1000.0)
         return f.ts - waited / 1000.0
     return f.ts

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from probes.analysis.judge import CoreCount, core_count, cores_per_gpu
+from probes.analysis.limits import PreflightLimits
 from probes.rules.parsers import topo
 from probes.wire.samples import GpuSample, Hello, HostSample, Nic, PcieLink
 
@@ -52,36 +54,6 @@ class CheckResult:
         """The ``--json`` object of one check."""
         return {"host": self.host, "check": self.check, "verdict": self.verdict.value,
                 "value": self.value, "threshold": self.threshold, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class PreflightLimits:
-    """Thresholds, each settable under ``preflight:`` in the settings YAML."""
-
-    mem_ratio_warn: float = 2.0
-    """System memory per GPU memory below which a host warns (page cache, pinned buffers)."""
-    mem_ratio_fail: float = 1.5
-    cores_per_gpu_min: float = 8.0
-    """Physical cores per GPU: data loaders and the launcher need them."""
-    cores_per_gpu_max: float = 16.0
-    swap_used_warn_bytes: int = 256 * 1024**2
-    """Swap in use above this is a warning: a training host that swaps stalls its GPUs."""
-    require_swap: bool = True
-    dataset_free_warn_pct: float = 10.0
-    dataset_free_fail_pct: float = 2.0
-    power_pinned_pct: float = 98.0
-    """Draw at or above this share of the limit under load: the GPU is power-capped."""
-    ethernet_min_mbps: int = 25_000
-    """The fastest Ethernet link that is up, when there is no InfiniBand."""
-    require_ib: bool = True
-    """Multi-node training needs InfiniBand or RoCE; set false for single-node fleets."""
-    expect_gpu_model: str | None = None
-    """A substring every GPU name must contain (``H100``); None: all equal is enough."""
-    mig_expected: bool = False
-    consistent: tuple[str, ...] = ("driver", "cuda", "kernel", "os", "nccl", "torch")
-    """Versions that must agree across the fleet."""
-    must_agree: tuple[str, ...] = ("driver", "cuda")
-    """Of ``consistent``, those whose odd one out fails rather than warns."""
 
 
 @dataclass(frozen=True)
@@ -228,17 +200,17 @@ def _memory(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
               f"{f.mem_total_bytes / GIB:.0f} GiB RAM for {gpu_mib / 1024:.0f} GiB of GPU "
               f"memory ({ratio:.2f}×)")
     cores, n = f.cpu_cores_physical, len(f.gpus)
-    if not cores or not n:
+    per = cores_per_gpu(cores, n)
+    if per is None:
         h.add("cpu-cores-per-gpu", S, cores, f"{lim.cores_per_gpu_min:g}–"
               f"{lim.cores_per_gpu_max:g} physical cores per GPU", "cores or GPUs unknown")
     else:
-        per = cores / n
-        ok = lim.cores_per_gpu_min <= per <= lim.cores_per_gpu_max
+        count = core_count(per, lim)
+        ok = count is CoreCount.OK
         h.add("cpu-cores-per-gpu", P if ok else W, round(per, 1),
               f"{lim.cores_per_gpu_min:g}–{lim.cores_per_gpu_max:g} physical cores per GPU",
               f"{cores} physical cores for {n} GPUs ({per:.1f} each)"
-              + ("" if ok or per > lim.cores_per_gpu_max
-                 else ": data loaders will starve the GPUs"))
+              + (": data loaders will starve the GPUs" if count is CoreCount.FEW else ""))
     used = f.swap_used_bytes
     if used is None and inp.sample is not None:
         used = inp.sample.host.swap_used_bytes

@@ -17,7 +17,8 @@ from probes.fleet_state import FleetState
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen
 from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
-from tui.views.wall_view import METRICS, wall_view
+from tui.views.wall_view import wall_view
+from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
 

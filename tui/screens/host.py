@@ -19,6 +19,7 @@ from textual.widgets import Footer, Label
 from probes.fleet_state import FleetState, HostState
 from tui.screens.base import DataScreen
 from tui.screens.host_panels import HOST_PANELS, HostPanel, PanelContext, key_hint
+from tui.views.host_views import gpu_rows
 from widgets.event_log import EventLog
 from widgets.gpu_table import GpuTable
 from widgets.host_facts import HostFactsBar
@@ -83,7 +84,7 @@ class HostScreen(DataScreen):
         facts.row = state.row(now)
         facts.facts = state.hello.facts if state.hello else None
         facts.down_reason = state.down_reason
-        self.query_one(GpuTable).gpus = state.last.gpus if state.last else ()
+        self.query_one(GpuTable).gpus = gpu_rows(state)
         ctx = PanelContext(getattr(self.app, "window_s", 3600.0), self.selected_gpu)
         for p in HOST_PANELS:
             if p.id in self.shown:

@@ -15,11 +15,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Static
 
+from probes.analysis.limits import PreflightLimits
 from probes.analysis.preflight import (
     CheckResult,
     CheckVerdict,
     HostInput,
-    PreflightLimits,
     by_host,
     check_fleet,
     worst,
@@ -100,7 +100,8 @@ class PreflightScreen(DataScreen):
         if self._checked_at is not None and now - self._checked_at < RECHECK_S:
             return
         self._checked_at = now
-        results = check_fleet([host_input(s) for s in fleet.hosts.values()], self.limits)
+        results = check_fleet([host_input(s) for s in fleet.hosts.values()],
+                              self.limits or fleet.limits.preflight)
         self._results = by_host(results)
         self.query_one("#preflight-summary", Static).update(summary(results))
         self.query_one(PreflightTable).hosts = tuple(

@@ -6,10 +6,14 @@ Charts read the tiered history with a bounded number of points (what a panel is 
 
 from __future__ import annotations
 
+from probes.analysis.judge import GpuJudgement, TempLevel, host_health, judge_gpu
+from probes.analysis.slope import growth
 from probes.fleet_state import HostState
-from probes.history import disk_key, gpu_key, proc_key
+from probes.history import Series, disk_key, gpu_key, proc_key
 from probes.rules.parsers.topo import parse_topo
-from tui.views.trends import slope_per_hour
+from probes.triage import Code
+from probes.wire.clock_reasons import REASON_NAMES
+from widgets.gpu_table import GpuRow
 from widgets.host_stats import HostView
 from widgets.iostat_panel import DiskRow, IostatView
 from widgets.memory_growth import GpuMemoryTrend, MemoryGrowthView, ProcessMemory
@@ -17,14 +21,6 @@ from widgets.process_table import ProcessRow
 from widgets.thermal_panel import GpuThermal, ThermalView
 from widgets.topo_matrix import GpuLink, TopoView
 
-REASON_NAMES = {
-    "gpu_idle": "GPU idle", "applications_clocks_setting": "Applications clocks setting",
-    "sw_power_cap": "SW power cap", "hw_slowdown": "HW slowdown",
-    "sync_boost": "Sync boost", "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake",
-    "display_clock_setting": "Display clock setting",
-}
-"""NVML's clock-event reason names as ``nvidia-smi -q`` prints them."""
 CHART_POINTS = 240
 STRIP_POINTS = 60
 IOSTAT_WINDOW_S = 600.0
@@ -44,12 +40,37 @@ def _since(state: HostState, window_s: float) -> float | None:
     return None if last is None or window_s <= 0 else last - window_s
 
 
+def _slope(series: Series | None, since: float | None, bins: int) -> float | None:
+    """The panel's slope over its window by the leak detector's estimator."""
+    if series is None:
+        return None
+    c = series.columns(since=since, max_points=bins)
+    fit = growth(c.t, c.lo, c.t[-1]) if c.t else None
+    return fit.slope_mib_h if fit is not None else None
+
+
+def _judged(state: HostState) -> dict[int, GpuJudgement]:
+    return {j.index: j for j in state.judgements()}
+
+
+def gpu_rows(state: HostState) -> tuple[GpuRow, ...]:
+    """The GPU table: each sampled GPU with the core's verdicts about it."""
+    if state.last is None:
+        return ()
+    judged = _judged(state)
+    # a GPU without an index (lost before it said which) is judged by its state alone
+    return tuple(GpuRow(g, judged.get(g.index)
+                        or judge_gpu(g, None, (), None, state.limits.detectors))
+                 for g in state.last.gpus)
+
+
 def memory_growth_view(state: HostState, window_s: float,
                        selected: int | None) -> MemoryGrowthView:
     """Panel 1: per-GPU memory over the window, slopes, time to full; the selected GPU's
     processes."""
     since = _since(state, window_s)
-    leaks = {f.gpu: f for f in state.findings() if f.code == "memory-leak"}
+    bins = state.limits.detectors.leak_bins
+    leaks = {f.gpu: f for f in state.findings() if f.code == Code.MEMORY_LEAK}
     totals = {g.index: g.mem_total_mib for g in state.last.gpus} if state.last else {}
     gpus = []
     for index in state.history.gpu_indices():
@@ -64,16 +85,15 @@ def memory_growth_view(state: HostState, window_s: float,
         current = latest.mean if latest is not None else points[-1][1]
         total = totals.get(index)
         leak = leaks.get(index)
-        slope: float | None
-        if leak is not None and isinstance(leak.extra.get("slope_mib_h"), int | float):
-            slope = float(leak.extra["slope_mib_h"])  # type: ignore[arg-type]
-        else:
-            slope = slope_per_hour(points)
+        slope = leak.slope_mib_h if leak is not None else None
+        if slope is None:
+            slope = _slope(series, since, bins)
         hours = None
         if slope is not None and slope > 0 and total:
             hours = max(0.0, (total - current) / slope)
         gpus.append(GpuMemoryTrend(index, points, total, current, max(p.hi for p in pts),
-                                   slope, hours, leaking=leak is not None))
+                                   slope, hours, leaking=leak is not None,
+                                   urgency=leak.severity if leak is not None else None))
     if selected is None and gpus:
         selected = next((g.index for g in gpus if g.leaking), gpus[0].index)
     procs = []
@@ -84,9 +104,7 @@ def memory_growth_view(state: HostState, window_s: float,
             for p in g.processes or ():
                 if p.pid is None:
                     continue
-                ps = state.history.series(proc_key(selected, p.pid))
-                pts = ps.points(since=since, max_points=CHART_POINTS) if ps is not None else ()
-                pslope = slope_per_hour([(q.t, q.mean) for q in pts]) if pts else None
+                pslope = _slope(state.history.series(proc_key(selected, p.pid)), since, bins)
                 procs.append(ProcessMemory(p.pid, p.user or "?", p.name or "?", p.used_mib,
                                            pslope, leaking=selected in leaks))
     return MemoryGrowthView(window_label(window_s), tuple(gpus), selected, tuple(procs))
@@ -97,6 +115,7 @@ def thermal_view(state: HostState) -> ThermalView:
     if state.last is None:
         return ThermalView()
     infos = {g.index: g for g in state.hello.facts.gpus} if state.hello else {}
+    judged = _judged(state)
     since = _since(state, 900.0)
     out = []
     for g in state.last.gpus:
@@ -106,12 +125,16 @@ def thermal_view(state: HostState) -> ThermalView:
         series = state.history.series(gpu_key(g.index, "temp_c"))
         temps = tuple(p.mean for p in series.points(since=since, max_points=STRIP_POINTS)) \
             if series is not None else ()
+        j = judged.get(g.index)
         # the agent does not sample fan speed (data-centre GPUs are cooled by the chassis)
-        out.append(GpuThermal(g.index, g.temp_c, info.temp_slowdown_c if info else None,
-                              g.temp_mem_c, g.power_w, g.power_limit_w, g.sm_clock_mhz,
-                              g.sm_clock_max_mhz,
-                              tuple(REASON_NAMES.get(r, r) for r in g.clock_reasons), None,
-                              temps))
+        out.append(GpuThermal(
+            g.index, g.temp_c, info.temp_slowdown_c if info else None, g.temp_mem_c,
+            g.power_w, g.power_limit_w, g.sm_clock_mhz, g.sm_clock_max_mhz,
+            tuple(REASON_NAMES.get(r, r) for r in g.clock_reasons), None, temps,
+            throttled=j is not None and j.throttled,
+            throttling_reasons=tuple(REASON_NAMES.get(r, r) for r in j.slowing) if j else (),
+            temp_level=j.temp if j else TempLevel.UNKNOWN,
+            mem_temp_level=j.mem_temp if j else TempLevel.UNKNOWN))
     return ThermalView(tuple(out))
 
 
@@ -169,7 +192,10 @@ def host_view(state: HostState) -> HostView | None:
     if state.last is None:
         return None
     facts = state.hello.facts if state.hello else None
+    physical = facts.cpu_cores_physical if facts else None
+    logical = facts.cpu_cores_logical if facts else None
+    gpus = len(state.last.gpus)
     return HostView.from_stats(
-        state.last.host, cores_physical=facts.cpu_cores_physical if facts else None,
-        cores_logical=facts.cpu_cores_logical if facts else None,
-        gpu_count=len(state.last.gpus), findings=tuple(state.findings()))
+        state.last.host, cores_physical=physical, cores_logical=logical, gpu_count=gpus,
+        findings=tuple(state.findings()),
+        health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight))

@@ -1,0 +1,102 @@
+"""Detectors over a host's history: trouble that only shows over minutes or hours.
+
+Each detector is a pure function of the host's ``HostHistory`` (plus its hello and newest
+sample) returning ``Finding`` objects; ``run_detectors`` runs them all.  They read downsampled
+points (15 s buckets, merged bins) rather than raw samples where a bucket's min/max/mean
+answers the question, so calling them every ~10 s per host stays cheap.  Only the saw-tooth
+test of data starvation and the swap check read raw samples (5 min and 1 min of them).
+
+Every threshold lives in ``DetectorLimits`` (flat floats, ints and bools, so it can be loaded
+from YAML, in ``probes.analysis.limits``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from probes.analysis.detectors.clocks import (
+    detect_power_pinned,
+    detect_temp_near_slowdown,
+    detect_throttled_while_busy,
+)
+from probes.analysis.detectors.hardware import (
+    detect_counters_increasing,
+    detect_gpu_dropout,
+    detect_link_downgrade_appeared,
+)
+from probes.analysis.detectors.host import detect_data_starvation, detect_swap_activity
+from probes.analysis.detectors.memory import detect_memory_leak
+from probes.analysis.findings import Finding
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.history import HostHistory
+from probes.wire.samples import Hello, HostSample
+
+Detector = Callable[[str, HostHistory, "Hello | None", "HostSample | None", DetectorLimits],
+                    list[Finding]]
+
+
+DETECTORS: tuple[Detector, ...] = (
+    detect_gpu_dropout, detect_counters_increasing, detect_memory_leak,
+    detect_throttled_while_busy, detect_temp_near_slowdown, detect_power_pinned,
+    detect_link_downgrade_appeared, detect_data_starvation, detect_swap_activity,
+)
+
+
+EVERY_S: Mapping[Detector, float] = {
+    detect_gpu_dropout: 60.0, detect_counters_increasing: 60.0,
+    detect_link_downgrade_appeared: 60.0, detect_swap_activity: 60.0,
+    detect_throttled_while_busy: 120.0, detect_temp_near_slowdown: 120.0,
+    detect_power_pinned: 120.0, detect_data_starvation: 120.0,
+    detect_memory_leak: 300.0,
+}
+"""How often (agent seconds) each detector needs to run: its verdict is about a window of
+minutes (sustained throttling) to an hour (a leak), so running it every tick only costs CPU.
+A drop-out is also reported from the sample itself at once."""
+
+
+class DetectorSchedule:
+    """Runs each detector of one host when it is due, keeping its last verdict between runs."""
+
+    def __init__(self, limits: DetectorLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._due: dict[Detector, float] = {}
+        self._found: dict[Detector, list[Finding]] = {}
+
+    def run(self, host: str, history: HostHistory, hello: Hello | None,
+            sample: HostSample) -> tuple[Finding, ...] | None:
+        """The findings after the detectors due at ``sample.ts`` ran; None when none was."""
+        ran = False
+        for det in DETECTORS:
+            due = self._due.get(det)
+            if due is not None and 0 <= due - sample.ts <= EVERY_S[det]:
+                continue
+            self._due[det] = sample.ts + EVERY_S[det]
+            self._found[det] = det(host, history, hello, sample, self.limits)
+            ran = True
+        if not ran:
+            return None
+        out = [f for found in self._found.values() for f in found]
+        out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
+        return tuple(out)
+
+
+def run_detectors(host: str, history: HostHistory, hello: Hello | None = None,
+                  sample: HostSample | None = None,
+                  limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """Every detector over one host, worst first.
+
+    Args:
+        host: the host's name in the fleet.
+        history: the host's history.
+        hello: the host's hello (GPU list, slowdown thresholds, datasets); None if not seen.
+        sample: the newest sample; defaults to the history's.
+        limits: thresholds.
+    """
+    out: list[Finding] = []
+    for det in DETECTORS:
+        out.extend(det(host, history, hello, sample, limits))
+    out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
+    return out
+
+
+

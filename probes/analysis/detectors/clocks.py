@@ -1,0 +1,170 @@
+"""Clocks, temperature and power held over a window: throttled while busy, near slowdown,
+pinned at the power limit.
+"""
+
+from __future__ import annotations
+
+from probes.analysis.detectors.window import (
+    bins,
+    cols,
+    covered,
+    first_at_least,
+    fmt,
+    latest_ts,
+    sample_gpu,
+    share_at_least,
+    step_latest,
+    wmean,
+)
+from probes.analysis.findings import Finding
+from probes.analysis.judge import SLOWING_REASONS, temp_thresholds
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.history import REASON_BITS, HostHistory, StepSeries, gpu_key
+from probes.triage import Severity, Step
+from probes.wire.samples import Hello, HostSample
+
+_SLOWING_BITS = sum(REASON_BITS[r] for r in SLOWING_REASONS)
+"""While busy (the only time this detector looks), the power cap slows a GPU too."""
+
+
+def _mask_share(steps: StepSeries | None, t0: float, t1: float, bits: int) -> float:
+    """Share of [t0, t1) during which any of ``bits`` was set."""
+    if steps is None or t1 <= t0:
+        return 0.0
+    on = sum(b - a for a, b, v in steps.segments(t0, t1) if int(v) & bits)
+    return on / (t1 - t0)
+
+
+def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | None,
+                                sample: HostSample | None = None,
+                                limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """A busy GPU slowed for most of the window: thermal or hardware slowdown, power brake,
+    the power cap, or SM clocks well under their maximum."""
+    now = latest_ts(history)
+    if now is None:
+        return []
+    sample = sample or history.last_sample
+    window = limits.throttle_window_s
+    since = now - window
+    out = []
+    for idx in history.gpu_indices():
+        util = cols(history.series(gpu_key(idx, "util_pct")), since, bins(window))
+        if util is None or not covered(util, now, window, limits):
+            continue
+        clock = cols(history.series(gpu_key(idx, "sm_clock_mhz")), since, bins(window))
+        clocks = dict(zip(clock.t, clock.mean, strict=True)) if clock is not None else {}
+        clock_max = step_latest(history, idx, "sm_clock_max_mhz")
+        reasons = history.steps(gpu_key(idx, "clock_reasons"))
+        total = sum(util.n)
+        hit = 0.0
+        busy_n = 0
+        first: float | None = None
+        ends = [*util.t[1:], now]
+        for t, end, mean, n in zip(util.t, ends, util.mean, util.n, strict=True):
+            if mean < limits.throttle_busy_util_pct:
+                continue
+            busy_n += n
+            share = _mask_share(reasons, t, max(end, t + 1e-6), _SLOWING_BITS)
+            c = clocks.get(t)
+            if c is not None and clock_max and c < limits.throttle_clock_share * clock_max:
+                share = 1.0
+            if share > 0 and first is None:
+                first = t
+            hit += share * n
+        frac = hit / total if total else 0.0
+        if frac < limits.throttle_min_share:
+            continue
+        g = sample_gpu(sample, idx)
+        names = sorted(set(g.clock_reasons) & SLOWING_REASONS) \
+            if g is not None else []
+        busy_pct = wmean(util)
+        what = ", ".join(names) if names else "SM clock low"
+        detail = ""
+        if g is not None and g.sm_clock_mhz is not None and g.sm_clock_max_mhz:
+            detail = f"; SM {fmt(g.sm_clock_mhz)} of {fmt(g.sm_clock_max_mhz)} MHz"
+        if g is not None and g.temp_c is not None:
+            detail += f" at {g.temp_c:.0f} °C"
+        thermal = any("thermal" in n for n in names)
+        power = any("power" in n for n in names)
+        if thermal:
+            action = (f"Check cooling for GPU{idx}: fans, inlet temperature, airflow blocked "
+                      "by cabling or a missing blank; compare its temperature with its "
+                      "neighbours (nvidia-smi -q -d TEMPERATURE,PERFORMANCE)")
+        elif power:
+            action = (f"GPU{idx} is held at its power limit: check the enforced limit and the "
+                      "PSU/power-brake state (nvidia-smi -q -d POWER,PERFORMANCE)")
+        else:
+            action = (f"Read GPU{idx}'s clock-event reasons (nvidia-smi -q -d PERFORMANCE) "
+                      "and compare its clocks with the other GPUs under the same load")
+        out.append(Finding(
+            Step.GPU, "throttled-while-busy", Severity.WARNING,
+            f"GPU{idx} throttled {frac:.0%} of the last {window / 60:.0f} min while "
+            f"{busy_pct:.0f}% busy: {what}{detail}", host, gpu=idx, ts=first, action=action,
+            extra={"throttled_share": round(frac, 3), "reasons": names,
+                   "window_s": window}))
+    return out
+
+
+def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | None,
+                              sample: HostSample | None = None,
+                              limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """A GPU sitting within ``temp_margin_c`` of its slowdown threshold (from the hello)."""
+    now = latest_ts(history)
+    if now is None or hello is None:
+        return []
+    window = limits.temp_window_s
+    out = []
+    for info in hello.facts.gpus:
+        if info.temp_slowdown_c is None:
+            continue
+        near, _ = temp_thresholds(info.temp_slowdown_c, limits)
+        c = cols(history.series(gpu_key(info.index, "temp_c")), now - window, bins(window))
+        if c is None or not covered(c, now, window, limits):
+            continue
+        share = share_at_least(c, near)
+        if share < limits.temp_min_share:
+            continue
+        hot = max(c.hi)
+        out.append(Finding(
+            Step.GPU, "temp-near-slowdown", Severity.WARNING,
+            f"GPU{info.index} at {c.mean[-1]:.0f} °C (peak {hot:.0f} °C) for {share:.0%} of "
+            f"the last {window / 60:.0f} min, within {limits.temp_margin_c:.0f} °C of its "
+            f"{info.temp_slowdown_c:.0f} °C slowdown", host, gpu=info.index,
+            ts=first_at_least(c, near),
+            action=(f"Check GPU{info.index}'s cooling before it starts slowing down: fans, "
+                    "inlet air, dust, blocked airflow; compare with its neighbours"),
+            extra={"temp_c": c.mean[-1], "slowdown_c": info.temp_slowdown_c}))
+    return out
+
+
+def detect_power_pinned(host: str, history: HostHistory, hello: Hello | None,
+                        sample: HostSample | None = None,
+                        limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """A GPU drawing its full power limit most of the time: its speed is set by the limit."""
+    now = latest_ts(history)
+    if now is None:
+        return []
+    window = limits.power_window_s
+    out = []
+    for idx in history.gpu_indices():
+        limit = step_latest(history, idx, "power_limit_w")
+        if not limit:
+            continue
+        c = cols(history.series(gpu_key(idx, "power_w")), now - window, bins(window))
+        if c is None or not covered(c, now, window, limits):
+            continue
+        pinned = limits.power_pinned_share * limit
+        share = share_at_least(c, pinned)
+        if share < limits.power_min_share:
+            continue
+        out.append(Finding(
+            Step.GPU, "power-pinned", Severity.INFO,
+            f"GPU{idx} at {wmean(c):.0f} W of its {limit:.0f} W limit for {share:.0%} of the "
+            f"last {window / 60:.0f} min", host, gpu=idx,
+            ts=first_at_least(c, pinned),
+            action=(f"GPU{idx}'s speed is set by its power limit: check the limit is the "
+                    "default (nvidia-smi -q -d POWER) and compare its clocks with the others"),
+            extra={"power_w": round(wmean(c), 1), "limit_w": limit}))
+    return out
+
+

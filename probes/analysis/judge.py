@@ -1,0 +1,262 @@
+"""Every judgement about a GPU or a host, made once, from the limits the operator set.
+
+Findings, detectors, preflight and every view builder call these functions; widgets only
+render the verdicts they are handed.  So an idle GPU at its power cap reads the same on the
+wall, the GPU table and the thermal panel (not throttled), a leak is urgent by the operator's
+``leak_critical_hours`` everywhere, and "hot" means one thing: near this board's own slowdown
+threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from probes.analysis.limits import (
+    DEFAULT_LIMITS,
+    DEFAULT_PREFLIGHT,
+    DetectorLimits,
+    PreflightLimits,
+)
+from probes.rules.parsers.pcie import gen_shortfall
+from probes.triage import DISK_SATURATED_UTIL, Code, Severity
+from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
+
+if TYPE_CHECKING:
+    from probes.analysis.findings import Finding
+
+THROTTLE_REASONS = frozenset({
+    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
+})
+"""Clock-event reasons that slow a GPU whatever its load."""
+POWER_CAP = "sw_power_cap"
+"""Slows a GPU only when it is busy (``power_cap_busy_util_pct``): idle at the cap is fine."""
+SLOWING_REASONS = THROTTLE_REASONS | {POWER_CAP}
+"""Every reason that can count as throttling; ``gpu_idle`` and application clocks never do."""
+SWAP_PAGES_S = 256.0
+"""Swap-in above this (1 MiB/s of 4 KiB pages) in one sample stalls data loaders."""
+MEM_HIGH_PCT = 95.0
+"""Memory (host RAM) used at or above this share reads high."""
+
+THROTTLE_CODES = frozenset({Code.CLOCKS_THROTTLED, Code.THROTTLED_WHILE_BUSY})
+LEAK_CODES = frozenset({Code.MEMORY_LEAK})
+HOT_CODES = frozenset({Code.TEMP_NEAR_SLOWDOWN})
+LOST_CODES = frozenset({Code.GPU_LOST, Code.GPU_DROPOUT})
+
+
+class TempLevel(str, Enum):
+    """A temperature against the board's own slowdown threshold."""
+
+    HOT = "hot"
+    WARM = "warm"
+    OK = "ok"
+    UNKNOWN = "unknown"
+    """No reading."""
+
+    @property
+    def rank(self) -> int:
+        """Higher is hotter; for "the hottest GPU of a host"."""
+        return {"unknown": 0, "ok": 1, "warm": 2, "hot": 3}[self.value]
+
+
+class GpuVerdict(str, Enum):
+    """One word per GPU, the same on every screen: the worst of what the findings say."""
+
+    LOST = "lost"
+    UNRESPONSIVE = "unresponsive"
+    LEAKING = "leaking"
+    THROTTLED = "throttled"
+    HOT = "hot"
+    OK = "ok"
+
+
+class CoreCount(str, Enum):
+    """Physical cores per GPU against preflight's ``cores_per_gpu_min``/``max``."""
+
+    FEW = "few"
+    OK = "ok"
+    MANY = "many"
+    UNKNOWN = "unknown"
+
+
+# ---- one judgement per function ------------------------------------------------------
+
+
+def is_busy(util_pct: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Busy enough that the power cap costs work (``power_cap_busy_util_pct``)."""
+    return util_pct is not None and util_pct >= limits.power_cap_busy_util_pct
+
+
+def slowing_reasons(reasons: Iterable[str], util_pct: float | None,
+                    limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
+    """The active clock-event reasons that throttle this GPU now, in the order given."""
+    busy = is_busy(util_pct, limits)
+    return tuple(r for r in reasons
+                 if r in THROTTLE_REASONS or (r == POWER_CAP and busy))
+
+
+def is_throttled(reasons: Iterable[str], util_pct: float | None,
+                 limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Throttled in this sample: a slowdown reason, or the power cap while busy."""
+    return bool(slowing_reasons(reasons, util_pct, limits))
+
+
+def temp_thresholds(slowdown_c: float | None,
+                    limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[float, float]:
+    """(hot, warm) in °C: margins below the board's slowdown threshold.
+
+    A board that reports no slowdown threshold (and a memory temperature) falls back to
+    the absolute ``temp_hot_c`` / ``temp_warm_c``.
+    """
+    if slowdown_c is None:
+        return limits.temp_hot_c, limits.temp_warm_c
+    return slowdown_c - limits.temp_margin_c, slowdown_c - limits.temp_warm_margin_c
+
+
+def temp_level(temp_c: float | None, slowdown_c: float | None,
+               limits: DetectorLimits = DEFAULT_LIMITS) -> TempLevel:
+    """Hot, warm or ok against this board's own slowdown threshold."""
+    if temp_c is None or temp_c != temp_c:
+        return TempLevel.UNKNOWN
+    hot, warm = temp_thresholds(slowdown_c, limits)
+    return TempLevel.HOT if temp_c >= hot else TempLevel.WARM if temp_c >= warm \
+        else TempLevel.OK
+
+
+def leak_urgency(hours_to_full: float, limits: DetectorLimits = DEFAULT_LIMITS) -> Severity:
+    """A leak filling the GPU sooner than ``leak_critical_hours`` is critical."""
+    return Severity.CRITICAL if hours_to_full < limits.leak_critical_hours \
+        else Severity.WARNING
+
+
+def cores_per_gpu(cores_physical: int | None, gpu_count: int | None) -> float | None:
+    """Physical cores per GPU; None without both counts."""
+    if not cores_physical or not gpu_count:
+        return None
+    return cores_physical / gpu_count
+
+
+def core_count(per_gpu: float | None,
+               limits: PreflightLimits = DEFAULT_PREFLIGHT) -> CoreCount:
+    """Cores per GPU against preflight's configured range."""
+    if per_gpu is None:
+        return CoreCount.UNKNOWN
+    if per_gpu < limits.cores_per_gpu_min:
+        return CoreCount.FEW
+    return CoreCount.MANY if per_gpu > limits.cores_per_gpu_max else CoreCount.OK
+
+
+def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> Severity | None:
+    """A GPU's PCIe link below what it can do: lanes lost (warning) whatever the load; a
+    lower generation (info) only while busy, since idle GPUs train down to save power."""
+    if gpu.pcie_width == gpu.pcie_width_max and gpu.pcie_gen == gpu.pcie_gen_max:
+        return None
+    short = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    if short is Severity.INFO and not is_busy(gpu.util_pct, limits):
+        return None
+    return short
+
+
+def disk_saturated(util: float | None) -> bool:
+    """%util at or above ``DISK_SATURATED_UTIL``."""
+    return util is not None and util == util and util >= DISK_SATURATED_UTIL
+
+
+def swapping(swap_in_pages_s: float | None) -> bool:
+    """Pages coming back from swap fast enough to stall data loaders."""
+    return swap_in_pages_s is not None and swap_in_pages_s >= SWAP_PAGES_S
+
+
+def gpu_verdict(state: GpuState, codes: Iterable[str]) -> GpuVerdict:
+    """The GPU's one word: its state, else the worst kind of finding about it."""
+    if state is GpuState.LOST:
+        return GpuVerdict.LOST
+    if state is GpuState.UNRESPONSIVE:
+        return GpuVerdict.UNRESPONSIVE
+    have = set(codes)
+    for found, verdict in ((LOST_CODES, GpuVerdict.LOST), (LEAK_CODES, GpuVerdict.LEAKING),
+                           (THROTTLE_CODES, GpuVerdict.THROTTLED), (HOT_CODES, GpuVerdict.HOT)):
+        if have & found:
+            return verdict
+    return GpuVerdict.OK
+
+
+# ---- per GPU and per host, assembled ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuJudgement:
+    """Everything judged about one GPU; every view of it renders these fields."""
+
+    index: int
+    verdict: GpuVerdict
+    throttled: bool
+    """A throttle finding (this sample's, or sustained while busy) names this GPU."""
+    slowing: tuple[str, ...]
+    """This sample's clock-event reasons that count as throttling (NVML names)."""
+    temp: TempLevel
+    mem_temp: TempLevel
+    leak: Severity | None
+    """The leak finding's severity (``leak_critical_hours``), None when not leaking."""
+    link: Severity | None
+
+
+def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
+              leak: Severity | None, limits: DetectorLimits = DEFAULT_LIMITS) -> GpuJudgement:
+    """One sampled GPU, given the codes of the findings about it."""
+    codes = set(codes)
+    return GpuJudgement(
+        gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
+        slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
+        temp_level(gpu.temp_c, slowdown_c, limits), temp_level(gpu.temp_mem_c, None, limits),
+        leak, link_shortfall(gpu, limits))
+
+
+def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterable[Finding],
+               limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[GpuJudgement, ...]:
+    """Every GPU of a host in index order: the sampled ones, then any the hello promised
+    that the sample lacks (lost)."""
+    codes: dict[int | None, set[str]] = {}
+    leaks: dict[int | None, Severity] = {}
+    for f in findings:
+        codes.setdefault(f.gpu, set()).add(f.code)
+        if f.code in LEAK_CODES:
+            leaks[f.gpu] = f.severity
+    slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
+    out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
+                     limits)
+           for g in (sample.gpus if sample else ()) if g.index >= 0]
+    seen = {j.index for j in out}
+    out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN, TempLevel.UNKNOWN,
+                         None, None)
+            for i in sorted(set(slowdown) - seen) if sample is not None]
+    return tuple(sorted(out, key=lambda j: j.index))
+
+
+@dataclass(frozen=True)
+class HostHealth:
+    """The host panel's marks, each judged here."""
+
+    overloaded: bool
+    """Load above the logical core count: runnable threads wait for a CPU."""
+    mem_high: bool
+    swapping: bool
+    cores_per_gpu: float | None
+    cores: CoreCount
+
+
+def host_health(stats: HostStats, cores_physical: int | None, cores_logical: int | None,
+                gpu_count: int | None,
+                limits: PreflightLimits = DEFAULT_PREFLIGHT) -> HostHealth:
+    """The host's CPU, memory, swap and cores-per-GPU verdicts."""
+    used, total = stats.mem_used_bytes, stats.mem_total_bytes
+    per = cores_per_gpu(cores_physical, gpu_count)
+    return HostHealth(
+        overloaded=bool(cores_logical) and stats.load1 is not None
+        and stats.load1 > (cores_logical or 0),
+        mem_high=used is not None and bool(total) and 100.0 * used / (total or 1)
+        >= MEM_HIGH_PCT,
+        swapping=swapping(stats.swap_in_pages_s), cores_per_gpu=per,
+        cores=core_count(per, limits))
