@@ -1,4 +1,4 @@
-"""Shared fixtures: the agent's path, fake nvidia-smi binaries, and the shared fixture folder."""
+"""Shared fixtures: the agent as shipped, fake nvidia-smi binaries, the shared fixture folder."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from probes.transport.bootstrap import agent_source
+
 REPO = Path(__file__).resolve().parent.parent
-AGENT = REPO / "probes" / "agent" / "main.py"
+AGENT_SOURCE = agent_source(simulate=True)
+"""The agent exactly as a simulated host is sent it (a real host's lacks only the simulator)."""
 SHARED = REPO.parent / "shared"
 BARE_PYTHON = "/usr/bin/python3"
 """Debian's stock interpreter with no extra packages: a stand-in for a bare GPU host."""

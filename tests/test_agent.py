@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -12,17 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from probes import agent as agent_mod
-from probes.transport.bootstrap import agent_source, bootstrap_argv
-from tests.conftest import AGENT, REPO
+from probes.agent.proc import disk_rates
+from probes.agent.values import decode_reasons, normalise_bus_id, parse_number
+from probes.transport.bootstrap import agent_source, bootstrap_argv, shipped_source
+from tests.conftest import AGENT_SOURCE, REPO
 
 
 def run_agent(args: list[str], *, python: str = sys.executable, env: dict[str, str] | None = None,
               timeout: float = 30.0, isolated: bool = True) -> tuple[list[dict], str, float]:
-    """Run ``python3 -I - ARGS < agent.py``; returns (lines, stderr, seconds)."""
+    """Run ``python3 -I - ARGS < agent.py`` with the source a host running ARGS is sent;
+    returns (lines, stderr, seconds)."""
     flags = ["-I"] if isolated else []
     t0 = time.monotonic()
-    proc = subprocess.run([python, *flags, "-", *args], input=AGENT.read_bytes(),
+    proc = subprocess.run([python, *flags, "-", *args], input=shipped_source(args),
                           capture_output=True, env=env, timeout=timeout, check=False)
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr.decode()
@@ -44,7 +45,8 @@ def by_type(lines: list[dict], kind: str) -> list[dict]:
 class TestBareHost:
     def test_once_on_stock_python_without_site_packages(self, bare_python: str) -> None:
         """`python3 -I -S - --once < agent.py` works with the standard library alone."""
-        proc = subprocess.run([bare_python, "-I", "-S", "-", "--once"], input=AGENT.read_bytes(),
+        proc = subprocess.run([bare_python, "-I", "-S", "-", "--once"],
+                              input=agent_source(simulate=False),
                               capture_output=True, timeout=30, check=True)
         lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
         assert [m["type"] for m in lines] == ["hello", "sample"]
@@ -73,9 +75,17 @@ class TestBareHost:
 
     def test_bad_scenario_is_a_usage_error(self) -> None:
         proc = subprocess.run([sys.executable, "-I", "-", "--simulate", "leek"],
-                              input=AGENT.read_bytes(), capture_output=True, timeout=30)
+                              input=AGENT_SOURCE, capture_output=True, timeout=30)
         assert proc.returncode == 2
         assert "unknown scenario 'leek'" in proc.stderr.decode()
+
+    def test_a_real_hosts_agent_refuses_to_simulate(self) -> None:
+        """A real host is sent the agent without the simulator: one line says so."""
+        proc = subprocess.run([sys.executable, "-I", "-", "--simulate", "healthy", "--once"],
+                              input=agent_source(simulate=False), capture_output=True, timeout=30)
+        assert (proc.returncode, proc.stdout) == (2, b"")
+        assert proc.stderr.decode().splitlines() == [
+            "rigwatch-agent: error: this agent was sent without the simulator (--simulate)"]
 
 
 class TestNvidiaSmiFallback:
@@ -158,7 +168,7 @@ class TestNvidiaSmiFallback:
                                  "--gpu-deadline", "0.5", "--count", "8"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(AGENT.read_bytes())
+        proc.stdin.write(AGENT_SOURCE)
         proc.stdin.close()
         first = json.loads(proc.stdout.readline())
         assert first["type"] == "hello" and len(first["gpus"]) == 8
@@ -173,7 +183,7 @@ class TestNvidiaSmiFallback:
 
 class TestLifetime:
     def _start(self, args: list[str]) -> subprocess.Popen[bytes]:
-        source = agent_source()
+        source = shipped_source(args)
         proc = subprocess.Popen(bootstrap_argv(sys.executable, args, len(source)),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdin is not None
@@ -207,7 +217,7 @@ class TestParsing:
     def test_disk_rates_follow_sysstat_formulas(self) -> None:
         old = {"nvme0n1": [100, 0, 8000, 50, 10, 0, 160, 20, 0, 1000, 3000] + [0] * 6}
         new = {"nvme0n1": [300, 0, 12000, 250, 30, 0, 560, 60, 0, 1900, 7500] + [0] * 6}
-        d = agent_mod.disk_rates(old, new, 2.0)["nvme0n1"]
+        d = disk_rates(old, new, 2.0)["nvme0n1"]
         assert d["r_s"] == 100.0
         assert d["rkb_s"] == 1000.0
         assert d["r_await"] == 1.0
@@ -219,7 +229,7 @@ class TestParsing:
     def test_counter_going_backwards_is_not_negative(self) -> None:
         old = {"sda": [500] * 17}
         new = {"sda": [100] * 17}
-        d = agent_mod.disk_rates(old, new, 1.0)["sda"]
+        d = disk_rates(old, new, 1.0)["sda"]
         assert min(d.values()) == 0.0
 
     @pytest.mark.parametrize(("text", "value"), [
@@ -228,36 +238,18 @@ class TestParsing:
         ("", None), ("38 %", 38.0), ("garbage", None),
     ])
     def test_parse_number(self, text: str, value: float | None) -> None:
-        assert agent_mod.parse_number(text) == value
+        assert parse_number(text) == value
 
     @pytest.mark.parametrize(("raw", "norm"), [
         ("00000000:3B:00.0", "0000:3b:00.0"), ("00008ED0:00:00.0", "00008ed0:00:00.0"),
         ("0004:01:00.0", "0004:01:00.0"), ("4e:00.0", "0000:4e:00.0"),
     ])
     def test_bus_ids_in_contract_form(self, raw: str, norm: str) -> None:
-        assert agent_mod.normalise_bus_id(raw) == norm
+        assert normalise_bus_id(raw) == norm
 
     def test_clock_reason_bits(self) -> None:
-        assert agent_mod.decode_reasons(0x61) == ["gpu_idle", "sw_thermal_slowdown",
-                                                  "hw_thermal_slowdown"]
-
-    def test_agent_source_is_python38_syntax(self) -> None:
-        """The agent must parse as Python 3.8 (a host's stock interpreter)."""
-        import ast
-
-        ast.parse(AGENT.read_text(), feature_version=(3, 8))
-
-    def test_agent_imports_only_stdlib(self) -> None:
-        import ast
-
-        tree = ast.parse(AGENT.read_text())
-        names = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for a in node.names}
-        names |= {node.module.split(".")[0] for node in ast.walk(tree)
-                  if isinstance(node, ast.ImportFrom) and node.module}
-        optional = {"pynvml"}
-        assert names - optional <= set(sys.stdlib_module_names)
-        assert os.path.getsize(AGENT) < 120 * 1024
+        assert decode_reasons(0x61) == ["gpu_idle", "sw_thermal_slowdown",
+                                        "hw_thermal_slowdown"]
 
 
 class TestNvmlPath:
@@ -318,7 +310,7 @@ def test_tail_follows_globbed_job_logs(tmp_path: Path) -> None:
                              "--tail", str(tmp_path / "rank*.log")],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(AGENT.read_bytes())
+    proc.stdin.write(AGENT_SOURCE)
     proc.stdin.close()
     proc.stdout.readline()  # hello: tails are open
     with log.open("a") as f:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from probes import agent as agent_mod
+from probes.agent.pci import block_device_of, link_speed_gts
+from probes.agent.proc import disk_rates, parse_diskstats
 from tests.conftest import REPO
 from tests.test_agent import by_type, run_agent
 
@@ -149,14 +150,14 @@ class TestSysfs:
         link = fake_sys / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
         link.parent.mkdir(parents=True)
         link.symlink_to(part)
-        assert agent_mod.block_device_of(str(fake_sys), str(data)) == "nvme3n1"
-        assert agent_mod.block_device_of(str(fake_sys), str(tmp_path / "missing")) is None
+        assert block_device_of(str(fake_sys), str(data)) == "nvme3n1"
+        assert block_device_of(str(fake_sys), str(tmp_path / "missing")) is None
 
     def test_link_speed_text(self) -> None:
-        assert agent_mod.link_speed_gts("2.5 GT/s PCIe") == 2.5
-        assert agent_mod.link_speed_gts("8.0 GT/s") == 8.0
-        assert agent_mod.link_speed_gts("Unknown") is None
-        assert agent_mod.link_speed_gts(None) is None
+        assert link_speed_gts("2.5 GT/s PCIe") == 2.5
+        assert link_speed_gts("8.0 GT/s") == 8.0
+        assert link_speed_gts("Unknown") is None
+        assert link_speed_gts(None) is None
 
 
 DISKSTATS_FIELDS = ("reads", "reads_merged", "sectors_read", "ms_reading", "writes",
@@ -186,8 +187,7 @@ def test_iostat_from_real_diskstats_matches_a_hand_computation(tmp_path: Path) -
     t2 = Path("/proc/diskstats").read_text()
     dt = 1.7
     a, b = _by_hand(t1), _by_hand(t2)
-    rates = agent_mod.disk_rates(agent_mod.parse_diskstats(t1, None),
-                                 agent_mod.parse_diskstats(t2, None), dt)
+    rates = disk_rates(parse_diskstats(t1, None), parse_diskstats(t2, None), dt)
     assert rates, "no whole disks in /proc/diskstats"
     for name, got in rates.items():
         d = {k: b[name][k] - a[name][k] for k in DISKSTATS_FIELDS}

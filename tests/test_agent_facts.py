@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from probes import agent as agent_mod
+from probes.agent import SIM_SCENARIOS, parse_scenarios, pci, smi, software
 from probes.wire.protocol import decode_line
 from probes.wire.samples import BlockDevice, DatasetDevice, Hello, SoftwareVersions
-from tests.conftest import AGENT, REPO
+from tests.conftest import AGENT_SOURCE, REPO
 from tests.test_agent import by_type
 from tests.test_agent_kernel_log import _tree
 
@@ -139,7 +139,7 @@ def _run(args: list[str], env: dict[str, str] | None = None, isolated: bool = Tr
          cwd: Path | None = None) -> tuple[list[dict], Hello]:
     flags = ["-I"] if isolated else []
     proc = subprocess.run([sys.executable, *flags, "-", "--once", *args],
-                          input=AGENT.read_bytes(), capture_output=True, env=env, timeout=60,
+                          input=AGENT_SOURCE, capture_output=True, env=env, timeout=60,
                           cwd=cwd, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""
@@ -224,9 +224,9 @@ class TestSimulatedFacts:
         """Facts-only scenarios have no GPU or time; like ``healthy:3`` the parts are accepted
         and change nothing."""
         name = text.split(":")[0].split("@")[0]
-        (parsed,) = agent_mod.parse_scenarios(text)
+        (parsed,) = parse_scenarios(text)
         assert parsed["name"] == name
-        agent_mod.parse_scenarios("healthy:3@5")  # the same rule
+        parse_scenarios("healthy:3@5")  # the same rule
         _, with_parts = _sim(text)
         _, plain = _sim(name)
         assert with_parts.facts.mem_total_bytes == plain.facts.mem_total_bytes
@@ -236,11 +236,11 @@ class TestSimulatedFacts:
     @pytest.mark.parametrize("bad", ["low-ram:9", "lowram", "driver-skew@soon"])
     def test_malformed_new_scenarios_are_refused(self, bad: str) -> None:
         with pytest.raises(ValueError, match="scenario"):
-            agent_mod.parse_scenarios(bad)
+            parse_scenarios(bad)
 
     def test_scenarios_are_listed_in_the_protocol_doc(self) -> None:
         doc = (REPO / "probes" / "wire" / "PROTOCOL.md").read_text()
-        for name in agent_mod.SIM_SCENARIOS:
+        for name in SIM_SCENARIOS:
             assert f"`{name}" in doc
 
 
@@ -377,9 +377,9 @@ class TestLookups:
                 time.sleep(5)
             return real(path)
 
-        monkeypatch.setattr(agent_mod.os, "statvfs", statvfs)
+        monkeypatch.setattr(pci.os, "statvfs", statvfs)
         t0 = time.monotonic()
-        got = agent_mod.datasets_facts(str(tmp_path), [hung, str(tmp_path)], timeout=0.3)
+        got = pci.datasets_facts(str(tmp_path), [hung, str(tmp_path)], timeout=0.3)
         assert time.monotonic() - t0 < 2.0
         assert got[0] == {"path": hung, "device": None, "free_bytes": None, "total_bytes": None}
         assert got[1]["path"] == str(tmp_path) and got[1]["total_bytes"]
@@ -425,7 +425,7 @@ class TestLookups:
              "import sys\nprint('Fabric Manager version is : 1.2.3')\nsys.exit(1)\n")
         t0 = time.monotonic()
         _, hello = _run(_host_args(fake_host), env=_env(fake_host))
-        assert time.monotonic() - t0 < agent_mod.SOFTWARE_TIMEOUT_S + 4.0
+        assert time.monotonic() - t0 < software.SOFTWARE_TIMEOUT_S + 4.0
         assert (hello.facts.software.nvcc, hello.facts.software.fabric_manager) == (None, None)
 
     def test_no_file_is_written(self, fake_host: dict[str, Path]) -> None:
@@ -444,22 +444,22 @@ class TestParsing:
         ("Cuda compilation tools, release 12.4\n", "12.4"), ("", None), ("garbage", None),
     ])
     def test_nvcc_release(self, text: str, version: str | None) -> None:
-        assert agent_mod.parse_nvcc_version(text) == version
+        assert software.parse_nvcc_version(text) == version
 
     @pytest.mark.parametrize(("text", "value"), [
         ("Enabled", True), ("Disabled", False), ("[N/A]", None), ("[Not Supported]", None),
         ("N/A", None), ("", None), (None, None),
     ])
     def test_smi_modes(self, text: str | None, value: bool | None) -> None:
-        f = agent_mod.smi_gpu_facts({"persistence_mode": text, "ecc.mode.current": text,
+        f = smi.smi_gpu_facts({"persistence_mode": text, "ecc.mode.current": text,
                                      "mig.mode.current": text})
         assert f["persistence_mode"] is f["ecc_mode"] is f["mig_mode"] is value
         assert f["ecc_mode_pending"] is None and f["serial"] is None
 
     def test_smi_default_limit(self) -> None:
-        assert agent_mod.smi_gpu_facts({"power.default_limit": "700.00"})[
+        assert smi.smi_gpu_facts({"power.default_limit": "700.00"})[
             "power_limit_default_w"] == 700.0
-        assert agent_mod.smi_gpu_facts({"power.default_limit": "[N/A]"})[
+        assert smi.smi_gpu_facts({"power.default_limit": "[N/A]"})[
             "power_limit_default_w"] is None
 
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from probes import agent as agent_mod
-from probes.transport.bootstrap import agent_source, bootstrap_argv
+from probes.agent import kernel_log, logs
+from probes.transport.bootstrap import bootstrap_argv, shipped_source
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import LogEvent, LogSourceState, LogSourceStatus
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 from tests.test_agent import by_type
 
 T_ISO = calendar.timegm((2025, 12, 2, 3, 14, 7, 0, 0, 0)) + 0.5
@@ -107,7 +107,7 @@ def _run(host: dict[str, Path], args: list[str], count: int = 4, **env: str) -> 
     proc = subprocess.run(
         [sys.executable, "-I", "-", "--interval", "0.2", "--count", str(count),
          "--log-root", str(host["root"]), *args],
-        input=AGENT.read_bytes(), capture_output=True, env=_env(host, **env), timeout=30,
+        input=AGENT_SOURCE, capture_output=True, env=_env(host, **env), timeout=30,
         cwd=host["tmp"], check=False)
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stderr == b""
@@ -242,7 +242,7 @@ class TestFallbacks:
              "--log-root", str(host["root"]), "--kernel-log", "auto"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(host))
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(AGENT.read_bytes())
+        proc.stdin.write(AGENT_SOURCE)
         proc.stdin.close()
         got = [json.loads(proc.stdout.readline()) for _ in range(2)]
         assert [m["type"] for m in got] == ["hello", "logsource"]
@@ -285,12 +285,12 @@ class TestFallbacks:
         assert s["state"] == "denied" and "/var/log/kern.log" in s["fix"]
 
     def test_fix_names_each_refused_permission(self) -> None:
-        klog = agent_mod.KernelLog("auto", lambda m: None, lambda p, m: None)
+        klog = kernel_log.KernelLog("auto", lambda m: None, lambda p, m: None)
         klog.refused = [("journalctl", "denied", "x"), ("dmesg", "denied", "y"),
                         ("file:/var/log/kern.log", "denied", "Permission denied")]
         fix = klog.fix()
         assert fix is not None
-        user = agent_mod._user_name()
+        user = kernel_log._user_name()
         assert f"usermod -aG systemd-journal {user}" in fix
         assert "sysctl kernel.dmesg_restrict=0" in fix
         assert f"read /var/log/kern.log (usermod -aG adm {user})" in fix
@@ -308,7 +308,7 @@ class TestModes:
              "--log-root", str(host["root"]), "--kernel-log", "off"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(host, mark=mark))
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(AGENT.read_bytes())
+        proc.stdin.write(AGENT_SOURCE)
         proc.stdin.close()
         got = [json.loads(proc.stdout.readline()) for _ in range(3)]
         assert [p for p in _alive_with(mark) if p != str(proc.pid)] == []  # no child at all
@@ -335,7 +335,7 @@ class TestModes:
         def run(*extra: str) -> list[dict]:
             proc = subprocess.run([sys.executable, "-I", "-", "--simulate", "xid79:6@30",
                                    "--interval", "30", "--fast", "--count", "3", *extra],
-                                  input=AGENT.read_bytes(), capture_output=True, check=True,
+                                  input=AGENT_SOURCE, capture_output=True, check=True,
                                   timeout=30)
             return [json.loads(x) for x in proc.stdout.decode().splitlines()]
 
@@ -353,10 +353,10 @@ class TestModes:
         """Bootstrapped (--stdin-eof-exit): auto; closing stdin ends the journalctl child."""
         _journal(host)
         mark = uuid.uuid4().hex
-        source = agent_source()
+        args = ["--interval", "0.2", "--log-root", str(host["root"])]
+        source = shipped_source(args)
         proc = subprocess.Popen(
-            bootstrap_argv(sys.executable, ["--interval", "0.2", "--log-root",
-                                            str(host["root"])], len(source)),
+            bootstrap_argv(sys.executable, args, len(source)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(host, mark=mark))
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(source)
@@ -386,11 +386,11 @@ class TestReadOnly:
         assert _tree(host["tmp"]) == before
 
     def test_command_lines_are_argument_lists(self) -> None:
-        assert agent_mod.journal_argv(2000) == [
+        assert kernel_log.journal_argv(2000) == [
             "journalctl", "-k", "-o", "json", "--no-pager", "--follow", "--lines=2000"]
-        assert agent_mod.journal_argv(5, "s=1;i=2 $(rm -rf /)")[-1] == (
+        assert kernel_log.journal_argv(5, "s=1;i=2 $(rm -rf /)")[-1] == (
             "--after-cursor=s=1;i=2 $(rm -rf /)")  # one argument: no shell parses it
-        assert agent_mod.dmesg_argv() == ["dmesg", "-w"]
+        assert kernel_log.dmesg_argv() == ["dmesg", "-w"]
 
     def test_every_popen_gets_a_list_and_no_shell(
             self, host: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -403,12 +403,12 @@ class TestReadOnly:
             raise FileNotFoundError(2, "No such file or directory")
 
         monkeypatch.setenv("PATH", str(host["bin"]))
-        monkeypatch.setattr(agent_mod.subprocess, "Popen", recorder)
+        monkeypatch.setattr(logs.subprocess, "Popen", recorder)
         sent: list[dict] = []
-        klog = agent_mod.KernelLog("auto", sent.append, lambda p, m: None,
+        klog = kernel_log.KernelLog("auto", sent.append, lambda p, m: None,
                                    log_root=str(host["root"]))
         klog.start()
-        assert [c[0] for c in calls] == [agent_mod.journal_argv(2000), ["dmesg", "-w"]]
+        assert [c[0] for c in calls] == [kernel_log.journal_argv(2000), ["dmesg", "-w"]]
         assert all(isinstance(a, list) and not kw.get("shell") for a, kw in calls)
         assert sent[-1]["state"] == "unavailable"
 

@@ -42,7 +42,6 @@ from probes.wire.samples import (
     ProbeStatus,
     SoftwareVersions,
 )
-from tests.conftest import AGENT
 
 
 def _links(bus: str, numa: int) -> tuple[PcieLink, ...]:
@@ -190,8 +189,8 @@ def test_extra_that_is_not_json_names_the_field() -> None:
 
 def test_simulator_stream_round_trips() -> None:
     """Real agent output (several scenarios), decoded by the protocol, then recorded."""
-    proc = subprocess.run([sys.executable, str(AGENT), "--simulate", "xid79,throttle,leak",
-                           "--count", "4", "--fast", "--kernel-log", "auto"],
+    proc = subprocess.run([sys.executable, "-m", "probes.agent", "--simulate",
+                           "xid79,throttle,leak", "--count", "4", "--fast", "--kernel-log", "auto"],
                           capture_output=True, text=True, timeout=60, check=True)
     items = [decode_line(line) for line in proc.stdout.splitlines() if line.strip()]
     assert any(isinstance(i, Hello) for i in items)

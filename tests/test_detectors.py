@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from probes import agent as agent_mod
+from probes.agent import LEAK_MIB_PER_H
 from probes.analysis.detectors import (
     DEFAULT_LIMITS,
     DetectorLimits,
@@ -408,15 +408,14 @@ class TestSimulatorScenarios:
     def test_leak(self) -> None:
         first, h = agent_history("leak:3", 720, 10)
         limits = DEFAULT_LIMITS
-        if limits.leak_min_mib_h > agent_mod.LEAK_MIB_PER_H:
+        if limits.leak_min_mib_h > LEAK_MIB_PER_H:
             # The simulator leaks tens of MiB/h, under the default threshold: judge it with
             # limits scaled to it (the slope must still come out right).
-            limits = DetectorLimits(leak_min_mib_h=agent_mod.LEAK_MIB_PER_H / 2,
+            limits = DetectorLimits(leak_min_mib_h=LEAK_MIB_PER_H / 2,
                                     leak_max_hours_to_full=10000.0)
         found = run_detectors("h", h, first, limits=limits)
         assert codes(found) == [("memory-leak", 3)]
-        assert found[0].extra["slope_mib_h"] == pytest.approx(agent_mod.LEAK_MIB_PER_H,
-                                                              rel=0.25)
+        assert found[0].extra["slope_mib_h"] == pytest.approx(LEAK_MIB_PER_H, rel=0.25)
 
     def test_throttle(self) -> None:
         first, h = agent_history("throttle:5", 240, 10)

@@ -23,7 +23,7 @@ from probes.wire.samples import (
     ProbeError,
     SoftwareVersions,
 )
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def agent_lines() -> list[bytes]:
     proc = subprocess.run(
         [sys.executable, "-I", "-", "--simulate", "xid79:6@60,throttle:5", "--interval", "30",
          "--fast", "--count", "6", "--seed", "4", "--kernel-log", "auto"],
-        input=AGENT.read_bytes(), capture_output=True, check=True, timeout=30)
+        input=AGENT_SOURCE, capture_output=True, check=True, timeout=30)
     return proc.stdout.splitlines()
 
 

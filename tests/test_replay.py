@@ -20,7 +20,7 @@ from probes.triage import Severity, Step
 from probes.wire.events import SessionItem
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
 
@@ -32,7 +32,7 @@ def _agent(host: str, scenario: str, count: int) -> list[SessionItem]:
     proc = subprocess.run(
         [sys.executable, "-I", "-", "--simulate", scenario, "--fast", "--count", str(count),
          "--interval", "10", "--seed", "4", "--hostname", host],
-        input=AGENT.read_bytes(), capture_output=True, timeout=60, check=True)
+        input=AGENT_SOURCE, capture_output=True, timeout=60, check=True)
     return [decode_line(x) for x in proc.stdout.splitlines()]
 
 

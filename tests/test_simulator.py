@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from probes.agent import LEAK_MIB_PER_H, SIM_BUS_IDS, Simulator, parse_scenarios
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 
 
 def stream(args: list[str]) -> list[dict]:
-    proc = subprocess.run([sys.executable, "-I", "-", *args], input=AGENT.read_bytes(),
+    proc = subprocess.run([sys.executable, "-I", "-", *args], input=AGENT_SOURCE,
                           capture_output=True, check=True, timeout=60)
     return [json.loads(x) for x in proc.stdout.decode().splitlines()]
 
@@ -150,5 +150,5 @@ def test_sim_history_sends_the_run_so_far_at_once_ending_now() -> None:
 
 def test_sim_history_needs_the_simulator() -> None:
     proc = subprocess.run([sys.executable, "-I", "-", "--once", "--sim-history", "60"],
-                          input=AGENT.read_bytes(), capture_output=True, timeout=60)
+                          input=AGENT_SOURCE, capture_output=True, timeout=60)
     assert proc.returncode == 2 and b"--sim-history needs --simulate" in proc.stderr

@@ -17,7 +17,7 @@ import pytest
 from probes.config.fleet import demo_fleet
 from probes.fleet_state import FleetState
 from probes.wire.protocol import MessageReader
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 
 SOAK_S = 24 * 3600
 INTERVAL_S = 10
@@ -58,7 +58,7 @@ def soaked() -> tuple[FleetState, dict[str, float]]:
                 str(INTERVAL_S), "--count", str(SOAK_S // INTERVAL_S)]
         proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(AGENT.read_bytes())
+        proc.stdin.write(AGENT_SOURCE)
         proc.stdin.close()
         reader = MessageReader()
         while chunk := proc.stdout.read(1 << 16):

@@ -20,7 +20,7 @@ from probes.fleet_state import FleetState, HostStatus
 from probes.transport.session import SessionPolicy, run_session
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample, ProbeError
-from tests.conftest import AGENT
+from tests.conftest import AGENT_SOURCE
 
 Handler = Callable[[asyncssh.SSHServerProcess[bytes]], Awaitable[None]]
 FAST = SessionPolicy(backoff_base_s=0.1, backoff_cap_s=0.5, jitter=0.0, stall_s=1.0)
@@ -30,7 +30,7 @@ FAST = SessionPolicy(backoff_base_s=0.1, backoff_cap_s=0.5, jitter=0.0, stall_s=
 def canned() -> list[bytes]:
     """A real agent's stream (hello, then samples) for the fake servers to replay."""
     out = subprocess.run([sys.executable, "-I", "-", "--simulate", "healthy", "--fast",
-                          "--count", "40", "--interval", "0.2"], input=AGENT.read_bytes(),
+                          "--count", "40", "--interval", "0.2"], input=AGENT_SOURCE,
                          capture_output=True, check=True).stdout
     return [line + b"\n" for line in out.splitlines()]
 
@@ -316,7 +316,7 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
     cmd = commands[0]
     assert cmd.startswith("python3 -u -c 'import sys;exec(compile(sys.stdin.buffer.read(")
     assert "'/var/log/job'\"'\"'s $(rm -rf x).log'" in cmd
-    assert int(commands[1]) == len(AGENT.read_bytes())  # the whole source came on stdin
+    assert int(commands[1]) == len(AGENT_SOURCE)  # the whole source came on stdin
 
 
 async def test_connection_attempts_are_bounded(tmp_path: Path, canned: list[bytes]) -> None:

@@ -388,9 +388,29 @@ def _run_manifest(args: argparse.Namespace) -> int:
 
 
 def _run_agent(rest: list[str]) -> int:
+    if PRINT_SOURCE in rest:
+        return _print_agent_source(rest)
     from probes import agent
 
     agent.main(rest)
+    return 0
+
+
+PRINT_SOURCE = "--print-source"
+
+
+def _print_agent_source(rest: list[str]) -> int:
+    """Write the agent's source as a host is sent it (a real host's has no simulator)."""
+    from probes.transport.bootstrap import agent_source
+
+    p = argparse.ArgumentParser(prog="rigwatch agent",
+                                description="Print the agent's source as shipped to hosts.")
+    p.add_argument(PRINT_SOURCE, action="store_true", required=True)
+    p.add_argument("--with-simulator", action="store_true",
+                   help="the source a simulated host is sent (it accepts --simulate)")
+    args = p.parse_args(rest)
+    sys.stdout.buffer.write(agent_source(simulate=args.with_simulator))
+    sys.stdout.flush()
     return 0
 
 
@@ -482,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("file", metavar="RECORDING")
     exp.add_argument("--format", choices=("jsonl", "csv", "prometheus"), default="jsonl")
     exp.add_argument("-o", "--output", metavar="FILE", default=None)
-    sub.add_parser("agent", help="run the host agent here (arguments pass through)",
+    sub.add_parser("agent", help="run the host agent here (arguments pass through); "
+                   "--print-source [--with-simulator] prints its shipped source",
                    add_help=False)
     return p
 

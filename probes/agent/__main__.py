@@ -1,4 +1,4 @@
-"""``python -m probes.agent``: run the agent here."""
+"""``python -m probes.agent``: run the agent here (the package imports the simulator)."""
 
 from .main import main
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 
 from probes.errors import TransportError
-from probes.transport.bootstrap import agent_source, bootstrap_argv
+from probes.transport.bootstrap import bootstrap_argv, shipped_source
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -31,7 +31,7 @@ class LocalTransport:
         Raises:
             TransportError: the interpreter cannot be started, or exits at once.
         """
-        source = agent_source()
+        source = shipped_source(self.agent_args)
         argv = bootstrap_argv(self.python, self.agent_args, len(source))
         try:
             self._proc = await asyncio.create_subprocess_exec(

@@ -22,7 +22,7 @@ import asyncssh
 
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
-from probes.transport.bootstrap import agent_source, bootstrap_command
+from probes.transport.bootstrap import bootstrap_command, shipped_source
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -222,7 +222,7 @@ class SshTransport:
                 conn = await self._connect()
         else:
             conn = await self._connect()
-        source = agent_source()
+        source = shipped_source(self.agent_args)
         cmd = bootstrap_command(self.spec.python or "python3", self.agent_args, len(source))
         try:
             self._proc = await conn.create_process(cmd, encoding=None)

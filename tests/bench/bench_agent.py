@@ -20,7 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-AGENT = Path(__file__).resolve().parents[2] / "probes" / "agent.py"
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from probes.transport.bootstrap import agent_source  # noqa: E402
+
 PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 
@@ -32,7 +36,8 @@ def child_cpu() -> float:
 def run_agent(args: list[str]) -> float:
     """CPU seconds of one agent run."""
     before = child_cpu()
-    subprocess.run([PYTHON, "-I", "-", *args], input=AGENT.read_bytes(),
+    source = agent_source(simulate="--simulate" in args)  # as the host would be sent it
+    subprocess.run([PYTHON, "-I", "-", *args], input=source,
                    stdout=subprocess.DEVNULL, check=True)
     return child_cpu() - before
 

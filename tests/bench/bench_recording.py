@@ -31,7 +31,6 @@ from probes.store.recording_reader import RecordingReader  # noqa: E402
 from probes.wire.protocol import decode_line  # noqa: E402
 from probes.wire.samples import HostSample  # noqa: E402
 
-AGENT = REPO / "probes" / "agent.py"
 HOSTS = 64
 
 
@@ -41,7 +40,7 @@ def simulated_samples(hosts: int, ticks: int) -> list[list[HostSample]]:
     out = []
     for h in range(hosts):
         proc = subprocess.run(
-            [sys.executable, str(AGENT), "--simulate", scenarios[h % len(scenarios)],
+            [sys.executable, "-m", "probes.agent", "--simulate", scenarios[h % len(scenarios)],
              "--seed", str(h), "--count", str(ticks), "--fast", "--hostname", f"node-{h:02d}"],
             capture_output=True, text=True, timeout=120, check=True)
         msgs = [decode_line(line) for line in proc.stdout.splitlines() if line.strip()]

@@ -1,0 +1,314 @@
+"""A simulated 8x H100 host whose trouble follows its scenarios (``--simulate``).
+
+It is one HostSource beside RealHost, and the only module a real host's agent is sent
+without: the bundle stays smaller and a real host cannot be told to make things up.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import random
+import re
+
+from .kernel_log import QuietLog
+from .source import HostSource, register_simulator
+
+SIM_BUS_IDS = ("0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
+               "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0")
+SIM_MEM_TOTAL = 81559.0
+SIM_SM_MAX = 1980.0
+SIM_POWER_LIMIT = 700.0
+SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
+                 "link-downgrade", "low-ram", "driver-skew")
+SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
+SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
+LEAK_MIB_PER_H = 600.0
+SIM_STARVE_PERIOD_S = 120.0
+"""``disk-saturated``: the GPUs wait on the loader for 40 % of every two minutes."""
+THROTTLE_TAU_S = 600.0
+SIM_MEM_BYTES = 2 * 1024 ** 4
+SIM_LOW_RAM_BYTES = 768 * 1024 ** 3
+"""``low-ram``: 1.2x the GPUs' 637 GiB, under the 1.5x a preflight asks for."""
+SIM_SOFTWARE = {"nvcc": "12.4.131", "nccl": "2.21.5", "torch": "2.4.0",
+                "cuda_runtime": "12.4.127", "fabric_manager": "550.54.15",
+                "container_runtimes": ["docker", "nvidia-container-cli"]}
+SIM_SKEW = {"driver_version": "535.183.01", "cuda_version": "12.2",
+            "fabric_manager": "535.183.01", "nccl": "2.18.3"}
+"""``driver-skew``: an older driver stack than the rest of a simulated fleet."""
+SIM_BLOCK_DEVICES = (
+    {"name": "nvme0n1", "size_bytes": 3840755982336, "rotational": False,
+     "model": "SAMSUNG MZQL23T8HCLS-00A07", "transport": "nvme"},
+    {"name": "nvme1n1", "size_bytes": 3840755982336, "rotational": False,
+     "model": "SAMSUNG MZQL23T8HCLS-00A07", "transport": "nvme"},
+    {"name": "sda", "size_bytes": 480103981056, "rotational": False,
+     "model": "SAMSUNG MZ7L3480HCHQ-00A07", "transport": "sata"},
+)
+
+
+def parse_scenarios(text):
+    """'leak:3,xid79:6@120' -> [{'name': 'leak', 'gpu': 3, 'at': None}, ...]."""
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.match(r"^([a-z0-9-]+)(?::(\d+))?(?:@(\d+(?:\.\d+)?))?$", item)
+        if not m or m.group(1) not in SIM_SCENARIOS:
+            raise ValueError("unknown scenario %r (known: %s; form NAME[:GPU][@SECONDS])"
+                             % (item, ", ".join(SIM_SCENARIOS)))
+        name = m.group(1)
+        gpu = int(m.group(2)) if m.group(2) else SIM_DEFAULT_GPU.get(name)
+        if gpu is not None and not 0 <= gpu < len(SIM_BUS_IDS):
+            raise ValueError("scenario %r: GPU index must be 0-%d" % (item, len(SIM_BUS_IDS) - 1))
+        at = float(m.group(3)) if m.group(3) else SIM_DEFAULT_AT.get(name)
+        out.append({"name": name, "gpu": gpu, "at": at})
+    return out or [{"name": "healthy", "gpu": None, "at": None}]
+
+
+def sim_topo_text():
+    """``nvidia-smi topo -m`` of an HGX H100 with one NDR HCA per GPU."""
+    n = 8
+    head = ["GPU%d" % i for i in range(n)] + ["NIC%d" % i for i in range(n)]
+    lines = ["\t" + "\t".join(head) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+
+    def path(a, b):
+        if a == b:
+            return "X"
+        return "NODE" if (a < 4) == (b < 4) else "SYS"
+
+    for i in range(n):
+        cells = ["X" if i == j else "NV18" for j in range(n)]
+        cells += ["PIX" if i == j else path(i, j) for j in range(n)]
+        aff = "0-55,112-167\t0" if i < 4 else "56-111,168-223\t1"
+        lines.append("GPU%d\t" % i + "\t".join(cells) + "\t" + aff + "\t\tN/A")
+    for i in range(n):
+        cells = ["PIX" if i == j else path(i, j) for j in range(n)]
+        cells += [path(i, j) for j in range(n)]
+        lines.append("NIC%d\t" % i + "\t".join(cells))
+    lines += ["", "Legend:", "", "  X    = Self",
+              "  SYS  = Connection traversing PCIe as well as the SMP interconnect between "
+              "NUMA nodes (e.g., QPI/UPI)",
+              "  NODE = Connection traversing PCIe as well as the interconnect between PCIe "
+              "Host Bridges within a NUMA node",
+              "  PIX  = Connection traversing at most a single PCIe bridge",
+              "  NV#  = Connection traversing a bonded set of # NVLinks", "", "NIC Legend:", ""]
+    lines += ["  NIC%d: mlx5_%d" % (i, i) for i in range(n)]
+    return "\n".join(lines) + "\n"
+
+
+@register_simulator
+class Simulator(HostSource):
+    """A realistic 8x H100 host whose trouble follows its scenarios; deterministic per seed.
+
+    Time is simulated: ``t`` drives every reading, a sample's ``ts`` is the run's start
+    plus ``t`` (so a leak reads in simulated MiB/h), and no sample waits for counters.
+    """
+
+    SCENARIOS = SIM_SCENARIOS
+    parse_scenarios = staticmethod(parse_scenarios)
+
+    def __init__(self, scenarios, seed, hostname):
+        self.scen = scenarios
+        self.names = set(s["name"] for s in scenarios)
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.hostname = hostname or "sim-%d" % seed
+        ids = random.Random("uuid-%d" % seed)
+        self.uuids = ["GPU-%08x-%04x-%04x-%04x-%012x" % (
+            ids.getrandbits(32), ids.getrandbits(16), ids.getrandbits(16),
+            ids.getrandbits(16), ids.getrandbits(48)) for _ in SIM_BUS_IDS]
+        self.base_mem = [60000.0 + 512.0 * ((seed * 7 + i * 3) % 9) for i in range(8)]
+        serials = random.Random("serial-%d" % seed).getrandbits(24)
+        self.serials = ["1654%09d" % ((serials * 8 + i) % 10 ** 9) for i in range(8)]
+        self.mem_bytes = SIM_LOW_RAM_BYTES if "low-ram" in self.names else SIM_MEM_BYTES
+        self.fired = set()
+
+    @classmethod
+    def from_args(cls, args):
+        return cls(parse_scenarios(args.simulate), args.seed, args.hostname)
+
+    def probes(self):
+        return {"simulator": {"available": True}}
+
+    def scenarios(self):
+        return [s["name"] for s in self.scen]
+
+    def timestamp(self, start, t):
+        return start + t
+
+    def kernel_log(self, mode, send, error):
+        return QuietLog(send, "simulated", "simulated kernel events")
+
+    def _get(self, name):
+        for s in self.scen:
+            if s["name"] == name:
+                return s
+        return None
+
+    def facts(self):
+        """Two Xeon 8480+ sockets (112 cores: 14 per GPU), 2 TiB RAM (768 GiB with
+        ``low-ram``), an HGX H100 board with NVSwitches (hence a fabric manager)."""
+        skew = "driver-skew" in self.names
+        software = dict(SIM_SOFTWARE, container_runtimes=list(SIM_SOFTWARE["container_runtimes"]))
+        if skew:
+            software.update(fabric_manager=SIM_SKEW["fabric_manager"], nccl=SIM_SKEW["nccl"])
+        facts = {
+            "hostname": self.hostname, "kernel": "5.15.0-119-generic",
+            "os": "Ubuntu 22.04.4 LTS", "python": platform.python_version(),
+            "driver_version": SIM_SKEW["driver_version"] if skew else "550.90.07",
+            "cuda_version": SIM_SKEW["cuda_version"] if skew else "12.4",
+            "cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "cpu_cores_logical": 224,
+            "cpu_cores_physical": 112, "mem_total_bytes": self.mem_bytes,
+            "swap_total_bytes": 8 * 1024 ** 3, "swap_used_bytes": 0,
+            "software": software, "block_devices": [dict(d) for d in SIM_BLOCK_DEVICES],
+        }
+        facts["numa_nodes"] = 2
+        gpus = [{"index": i, "uuid": self.uuids[i], "bus_id": b, "name": "NVIDIA H100 80GB HBM3",
+                 "mem_total_mib": SIM_MEM_TOTAL, "temp_slowdown_c": 90, "temp_shutdown_c": 92,
+                 "pcie_gen_max_gpu": 5, "serial": self.serials[i], "vbios": "96.00.89.00.01",
+                 "persistence_mode": True, "ecc_mode": True, "ecc_mode_pending": True,
+                 "mig_mode": False, "power_limit_default_w": SIM_POWER_LIMIT}
+                for i, b in enumerate(SIM_BUS_IDS)]
+        return facts, gpus
+
+    def _util(self, t):
+        if "disk-saturated" in self.names:
+            phase = t % SIM_STARVE_PERIOD_S
+            return 97.0 if phase < 0.6 * SIM_STARVE_PERIOD_S else 3.0
+        return 96.0
+
+    def _chain(self, i, t):
+        """GPU behind a PCIe switch behind a root port, as on an HGX baseboard."""
+        bus = SIM_BUS_IDS[i]
+        dn = self._get("link-downgrade")
+        width = 8 if dn is not None and dn["gpu"] == i else 16
+        node = 0 if i < 4 else 1
+        cpus = "0-55,112-167" if node == 0 else "56-111,168-223"
+        b = int(bus[5:7], 16)
+        return [
+            {"address": bus, "speed_gts": 32.0, "width": width, "max_speed_gts": 32.0,
+             "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:00.0" % (b - 1), "speed_gts": 32.0, "width": width,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:00.0" % (b - 2), "speed_gts": 32.0, "width": 16,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+            {"address": "0000:%02x:01.0" % (b - 3), "speed_gts": 32.0, "width": 16,
+             "max_speed_gts": 32.0, "max_width": 16, "numa_node": node, "local_cpulist": cpus},
+        ]
+
+    def pcie(self, t):
+        return dict((SIM_BUS_IDS[i], self._chain(i, t)) for i in range(len(SIM_BUS_IDS)))
+
+    def topology(self):
+        """What a real HGX H100 host's hello carries beyond the GPU list."""
+        nics = [{"name": "mlx5_%d" % i, "kind": "infiniband",
+                 "address": "0000:%02x:00.0" % (int(SIM_BUS_IDS[i][5:7], 16) + 1),
+                 "numa_node": 0 if i < 4 else 1,
+                 "ports": [{"port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)",
+                            "link_layer": "InfiniBand"}]} for i in range(8)]
+        return {"pcie": self.pcie(0.0), "nics": nics, "topo_text": sim_topo_text(),
+                "datasets": [{"path": "/data", "device": "nvme0n1", "free_bytes": 1911260446720,
+                              "total_bytes": 3777893457920}]}
+
+    def sample(self, t):
+        r = self.rng
+        lost = self._get("xid79")
+        nccl = self._get("nccl-timeout")
+        hung = nccl is not None and t >= nccl["at"]
+        gpus = []
+        for i in range(len(SIM_BUS_IDS)):
+            if lost is not None and lost["gpu"] == i and t >= lost["at"]:
+                continue
+            util = min(100.0, max(0.0, self._util(t) + r.uniform(-2.5, 2.5)))
+            if hung:
+                util = 100.0
+            temp = 52.0 + 14.0 * util / 100.0 + r.uniform(-1.0, 1.0)
+            power = 150.0 + 480.0 * util / 100.0 + r.uniform(-20.0, 20.0)
+            if hung:
+                power = 160.0 + r.uniform(-5.0, 5.0)
+            clock = SIM_SM_MAX
+            reasons = [] if util > 5 else ["gpu_idle"]
+            mem = self.base_mem[i]
+            th = self._get("throttle")
+            if th is not None and th["gpu"] == i:
+                temp = 62.0 + 28.5 * (1.0 - math.exp(-t / THROTTLE_TAU_S)) + r.uniform(-0.5, 0.5)
+                if temp >= 85.0:
+                    reasons = ["sw_thermal_slowdown"]
+                    if temp >= 88.0:
+                        reasons.append("hw_thermal_slowdown")
+                    clock = max(1100.0, SIM_SM_MAX - (temp - 84.0) * 110.0)
+                    power *= clock / SIM_SM_MAX
+            lk = self._get("leak")
+            if lk is not None and lk["gpu"] == i:
+                grown = LEAK_MIB_PER_H * t / 3600.0
+                mem = min(SIM_MEM_TOTAL - 2.0, mem + 2.0 * math.floor(grown / 2.0))
+            dn = self._get("link-downgrade")
+            width = 8 if dn is not None and dn["gpu"] == i else 16
+            gpus.append({
+                "index": i, "uuid": self.uuids[i], "state": "ok",
+                "mem_used_mib": mem, "mem_total_mib": SIM_MEM_TOTAL,
+                "util_pct": round(util, 1), "mem_util_pct": round(util * 0.55, 1),
+                "temp_c": round(temp, 1), "power_w": round(power, 1),
+                "power_limit_w": SIM_POWER_LIMIT, "sm_clock_mhz": round(clock),
+                "sm_clock_max_mhz": SIM_SM_MAX, "clock_reasons": reasons,
+                "pcie_gen": 5, "pcie_gen_max": 5, "pcie_width": width, "pcie_width_max": 16,
+                "temp_mem_c": round(temp + 6.0, 1), "mem_clock_mhz": 2619.0,
+                "mem_clock_max_mhz": 2619.0, "pstate": "P0",
+                "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0,
+                "ecc_corrected_aggregate": 0, "ecc_uncorrected_aggregate": 0,
+                "retired_pages_pending": None, "remap_correctable": 0,
+                "remap_uncorrectable": 0, "remap_pending": False, "remap_failure": False,
+                "nvlink_up": 18, "nvlink_links": 18, "persistence": True, "pcie_replay": 0,
+                "processes": [{"pid": 41000 + i, "name": "python", "user": "train",
+                               "used_mib": round(mem - 520.0, 1)}],
+            })
+        return gpus, self._host(t), self._disks(t)
+
+    def _host(self, t):
+        r = self.rng
+        return {
+            "cpu_pct": round(34.0 + r.uniform(-4.0, 4.0), 1),
+            "load1": round(41.0 + r.uniform(-3, 3), 2), "load5": 40.5, "load15": 40.1,
+            "mem_used_bytes": int(420 * 1024 ** 3 + r.uniform(0, 2) * 1024 ** 3),
+            "mem_total_bytes": self.mem_bytes, "swap_used_bytes": 0,
+            "swap_total_bytes": 8 * 1024 ** 3, "swap_in_pages_s": 0.0, "swap_out_pages_s": 0.0,
+        }
+
+    def _disks(self, t):
+        r = self.rng
+        if "disk-saturated" in self.names:
+            data = {"r_s": round(24000 + r.uniform(-800, 800), 1), "w_s": 2.0,
+                    "rkb_s": round(3.1e6 + r.uniform(-1e5, 1e5), 1), "wkb_s": 16.0,
+                    "r_await": round(28.0 + r.uniform(-6, 6), 2), "w_await": 0.4,
+                    "aqu_sz": round(31.0 + r.uniform(-4, 4), 2),
+                    "util": round(min(100.0, 99.0 + r.uniform(0, 1)), 1)}
+        else:
+            data = {"r_s": round(820 + r.uniform(-60, 60), 1), "w_s": 3.0,
+                    "rkb_s": round(2.1e5 + r.uniform(-1e4, 1e4), 1), "wkb_s": 24.0,
+                    "r_await": round(0.4 + r.uniform(0, 0.1), 2), "w_await": 0.3,
+                    "aqu_sz": 0.33, "util": round(18.0 + r.uniform(-3, 3), 1)}
+        quiet = {"r_s": 0.0, "w_s": round(12 + r.uniform(-2, 2), 1), "rkb_s": 0.0,
+                 "wkb_s": round(180 + r.uniform(-20, 20), 1), "r_await": 0.0, "w_await": 0.6,
+                 "aqu_sz": 0.01, "util": 0.8}
+        return {"nvme0n1": data, "nvme1n1": dict(quiet), "sda": dict(quiet)}
+
+    def events(self, t):
+        out = []
+        lost = self._get("xid79")
+        if lost is not None and t >= lost["at"] and "xid79" not in self.fired:
+            self.fired.add("xid79")
+            bus = SIM_BUS_IDS[lost["gpu"]]
+            out.append(("kernel", "NVRM: Xid (PCI:%s): 79, pid='<unknown>', name=<unknown>, "
+                                  "GPU has fallen off the bus." % bus[:-2]))
+            out.append(("kernel", "NVRM: GPU %s: GPU has fallen off the bus." % bus))
+        nccl = self._get("nccl-timeout")
+        if nccl is not None and t >= nccl["at"] and "nccl" not in self.fired:
+            self.fired.add("nccl")
+            out.append(("job:/var/log/train/rank3.log",
+                        "[rank3]:[E1202 03:14:07.123456 140213 ProcessGroupNCCL.cpp:616] "
+                        "[Rank 3] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, NumelIn=262144000, "
+                        "NumelOut=262144000, Timeout(ms)=600000) ran for 600081 milliseconds "
+                        "before timing out."))
+        return out
