@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.analysis import findings as live_findings
+from probes.analysis import judge
 from probes.rules.parsers import smi_csv
 from probes.rules.parsers.smi_cells import UNIT_NAMES, cell_value, is_unavailable, to_number
 from probes.rules.parsers.smi_csv import looks_like, normalize_field, parse_smi_csv, split_cells
@@ -87,7 +87,7 @@ def test_field_names_normalise_across_drivers() -> None:
 
 
 def test_throttle_reasons_match_the_live_rules() -> None:
-    assert smi_csv.THROTTLE_REASONS == live_findings.THROTTLE_REASONS
+    assert smi_csv.THROTTLE_REASONS == judge.THROTTLE_REASONS
 
 
 def test_split_cells() -> None:

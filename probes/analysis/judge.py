@@ -22,17 +22,14 @@ from probes.analysis.limits import (
 )
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.triage import DISK_SATURATED_UTIL, Code, Severity
+from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
 
-THROTTLE_REASONS = frozenset({
-    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
-})
-"""Clock-event reasons that slow a GPU whatever its load."""
-POWER_CAP = "sw_power_cap"
-"""Slows a GPU only when it is busy (``power_cap_busy_util_pct``): idle at the cap is fine."""
+THROTTLE_REASONS = SLOWDOWN_REASONS
+"""Clock-event reasons that slow a GPU whatever its load (the wire's vocabulary says which)."""
 SLOWING_REASONS = THROTTLE_REASONS | {POWER_CAP}
 """Every reason that can count as throttling; ``gpu_idle`` and application clocks never do."""
 SWAP_PAGES_S = 256.0

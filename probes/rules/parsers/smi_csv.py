@@ -32,6 +32,7 @@ from probes.rules.parsers.smi_cells import Cell, cell_value
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
 from probes.triage import Severity, Step
+from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
 
 KIND = "nvidia-smi-csv"
 LOOKS_LIKE_LINES = 5000
@@ -43,11 +44,9 @@ LOST_CRITICAL_CELLS = 3
 IDLE_PSTATE = 8
 """P-state from which a GPU is idle (P8 and deeper): a slow link there is power saving."""
 
-THROTTLE_REASONS = frozenset({
-    "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown",
-})
-"""Reasons that slow a GPU whatever its load (``sw_power_cap`` counts only under load); the
-live rules' set (``probes.analysis.findings``), kept here so parsers import no rule module."""
+THROTTLE_REASONS = SLOWDOWN_REASONS
+"""Reasons that slow a GPU whatever its load (``sw_power_cap`` counts only under load): the
+same set the live judgement reads (``probes.analysis.judge``)."""
 
 _PREFIX = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]{0,63}|\[[^\]\s]{1,64}\]):\s+(?=\S)")
 """A launcher prefix (pdsh ``gpu01: ``, srun ``13: ``, ``[host]: ``) before the output."""
@@ -422,7 +421,7 @@ def _busy(row: SmiCsvRow) -> bool | None:
 def _active_reasons(row: SmiCsvRow) -> set[str]:
     """Active throttle reasons: per-reason ``Active`` cells and the ``.active`` bitmask."""
     active = set()
-    for reason in (*THROTTLE_REASONS, "sw_power_cap"):
+    for reason in (*THROTTLE_REASONS, POWER_CAP):
         v = row.value(f"clocks_event_reasons.{reason}")
         if isinstance(v, str) and v.strip().lower() == "active":
             active.add(reason)
