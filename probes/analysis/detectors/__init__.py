@@ -35,23 +35,24 @@ Detector = Callable[[str, HostHistory, "Hello | None", "HostSample | None", Dete
                     list[Finding]]
 
 
-DETECTORS: tuple[Detector, ...] = (
-    detect_gpu_dropout, detect_counters_increasing, detect_memory_leak,
-    detect_throttled_while_busy, detect_temp_near_slowdown, detect_power_pinned,
-    detect_link_downgrade_appeared, detect_data_starvation, detect_swap_activity,
+SCHEDULE: tuple[tuple[Detector, float], ...] = (
+    (detect_gpu_dropout, 60.0),
+    (detect_counters_increasing, 60.0),
+    (detect_memory_leak, 300.0),
+    (detect_throttled_while_busy, 120.0),
+    (detect_temp_near_slowdown, 120.0),
+    (detect_power_pinned, 120.0),
+    (detect_link_downgrade_appeared, 60.0),
+    (detect_data_starvation, 120.0),
+    (detect_swap_activity, 60.0),
 )
+"""Every detector and how often (agent seconds) it needs to run: a new detector is one line.
+Its verdict is about a window of minutes (sustained throttling) to an hour (a leak), so
+running it every tick only costs CPU.  A drop-out is also reported from the sample itself at
+once."""
 
-
-EVERY_S: Mapping[Detector, float] = {
-    detect_gpu_dropout: 60.0, detect_counters_increasing: 60.0,
-    detect_link_downgrade_appeared: 60.0, detect_swap_activity: 60.0,
-    detect_throttled_while_busy: 120.0, detect_temp_near_slowdown: 120.0,
-    detect_power_pinned: 120.0, detect_data_starvation: 120.0,
-    detect_memory_leak: 300.0,
-}
-"""How often (agent seconds) each detector needs to run: its verdict is about a window of
-minutes (sustained throttling) to an hour (a leak), so running it every tick only costs CPU.
-A drop-out is also reported from the sample itself at once."""
+DETECTORS: tuple[Detector, ...] = tuple(det for det, _ in SCHEDULE)
+EVERY_S: Mapping[Detector, float] = dict(SCHEDULE)
 
 
 class DetectorSchedule:
