@@ -2,4 +2,5 @@
 
 from .main import main
 
-main()
+if __name__ == "__main__":  # importing this module (a package walk) must not start an agent
+    main()

@@ -77,7 +77,15 @@ def _part_body(name: str, text: str, shipped: tuple[str, ...], imports: _Imports
         else:
             imports.add(node)
         drop.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    lines = [line for i, line in enumerate(text.splitlines(), 1) if i not in drop]
+    lines: list[str] = []
+    after_drop = False
+    for i, line in enumerate(text.splitlines(), 1):
+        # Blank lines that only framed a dropped import go with it.
+        if i in drop or (after_drop and not line.strip() and lines and not lines[-1].strip()):
+            after_drop = True
+            continue
+        after_drop = False
+        lines.append(line)
     return "\n".join(lines).strip("\n")
 
 
