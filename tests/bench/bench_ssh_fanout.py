@@ -34,7 +34,7 @@ import asyncssh  # noqa: E402
 
 from probes.config.fleet import HostSpec, SshOptions  # noqa: E402
 from probes.transport.backend import AgentFleetBackend  # noqa: E402
-from probes.transport.bootstrap import agent_source  # noqa: E402
+from probes.transport.bootstrap import shipped_source  # noqa: E402
 from probes.wire.events import SessionItem  # noqa: E402
 from probes.wire.protocol import MessageReader  # noqa: E402
 from probes.wire.samples import HostSample  # noqa: E402
@@ -93,7 +93,7 @@ async def exec_per_poll(hosts: list[HostSpec], seconds: float) -> dict[str, floa
     conns = await asyncio.gather(*(asyncssh.connect(
         "127.0.0.1", o.port, username="root", client_keys=[o.identity],
         known_hosts=o.known_hosts, config=None) for _ in hosts))
-    source = agent_source()
+    source = shipped_source(hosts[0].agent_args(once=True))
     samples = 0
 
     async def poll(spec: HostSpec, conn: asyncssh.SSHClientConnection) -> None:
