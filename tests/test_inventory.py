@@ -169,7 +169,7 @@ def test_defaults_groups_ranges_and_overrides(tmp_path: Path) -> None:
         HostSpec("late", transport="ssh", python="python3",
                  interval_s=0.5, tags=rack_tags, expect_gpus=8, ssh=rack),
     )
-    assert "--tail" in inv.hosts[3].agent_args()
+    assert "--tail=/var/log/train/*.log" in inv.hosts[3].agent_args()
 
 
 def test_python_defaults_to_python3_over_ssh_only(tmp_path: Path) -> None:

@@ -96,15 +96,15 @@ class HostSpec:
         reconnect starts after it instead of sending the look-back again.
         """
         args = ["--interval", f"{self.interval_s:g}"]
+        # Values written by people or hosts go as ``--option=VALUE``: argparse would read a
+        # separate word that starts with "-" (a log glob "--once") as an option instead.
         if kernel_after:
-            args += ["--kernel-after-cursor", kernel_after]
+            args.append("--kernel-after-cursor=" + kernel_after)
         if self.simulate:
             args += ["--simulate", ",".join(self.simulate), "--seed", str(self.seed),
-                     "--speed", f"{self.speed:g}", "--hostname", self.name]
-        for pattern in self.logs:
-            args += ["--tail", pattern]
-        for path in self.datasets:
-            args += ["--dataset", path]
+                     "--speed", f"{self.speed:g}", "--hostname=" + self.name]
+        args += ["--tail=" + pattern for pattern in self.logs]
+        args += ["--dataset=" + path for path in self.datasets]
         if once:
             args.append("--once")
         args += list(self.extra_args)
