@@ -199,7 +199,7 @@ def _run_replay(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from probes.outputs.export import export_csv, export_jsonl, export_openmetrics
+    from probes.outputs.export import export_csv, export_jsonl, export_openmetrics, write_private
     from probes.store.codec import encode
     from probes.store.recording import RecordingError, RecordingReader
 
@@ -212,12 +212,14 @@ def _run_export(args: argparse.Namespace) -> int:
         chunks = (export_csv(items) if args.format == "csv" else
                   export_openmetrics(items) if args.format == "prometheus" else
                   export_jsonl(items, encode))  # type: ignore[arg-type]
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
+        if not args.output:
+            sys.stdout.writelines(chunks)
+            return 0
         try:
-            out.writelines(chunks)
-        finally:
-            if args.output:
-                out.close()
+            write_private(chunks, Path(args.output))
+        except OSError as exc:
+            raise ConfigError(f"rigwatch: {args.output}: cannot write the export: "
+                              f"{exc.strerror or exc}") from None
     return 0
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probes.analysis.findings import Finding
+from probes.outputs.private_file import private_file
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample
 
 
@@ -147,6 +148,14 @@ def write_textfile(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_private(chunks: Iterable[str], path: Path) -> None:
+    """Write an export to ``path`` with mode 0600, as the recording it comes from is: it
+    holds host names, log lines and process owners.  A symlink at ``path`` is replaced,
+    not followed, and a failure half-way leaves ``path`` as it was (``private_file``)."""
+    with private_file(path) as out:
+        out.writelines(chunks)
 
 
 # --- from a recording ------------------------------------------------------------------------

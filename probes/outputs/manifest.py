@@ -10,7 +10,6 @@ or between two hosts.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from probes.errors import ConfigError
+from probes.outputs.private_file import private_file
 from probes.wire.samples import Hello
 
 MANIFEST_VERSION = 1
@@ -83,13 +83,15 @@ def dump(doc: Mapping[str, Any], fmt: str) -> str:
 
 
 def write_manifest(doc: Mapping[str, Any], path: Path, fmt: str) -> None:
-    """Write with mode 0600: serials and addresses are an inventory of the data centre."""
+    """Write with mode 0600: serials and addresses are an inventory of the data centre.
+
+    A new file renamed over ``path`` (``private_file``): a symlink there is replaced, never
+    followed.
+    """
     text = dump(doc, fmt)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with private_file(path) as out:
             out.write(text)
-        os.chmod(path, 0o600)
     except OSError as exc:
         raise ManifestError(f"{path}: cannot write the manifest: {exc.strerror}") from exc
 
