@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.store.recording import Recorder
@@ -17,7 +19,7 @@ from probes.store.recording_reader import RecordingReader
 from probes.store.replay import ReplayBackend
 from probes.transport.backend import AgentFleetBackend, Backend, BackendBase
 from probes.triage import Code, Severity, Step
-from probes.wire.events import Connected
+from probes.wire.events import Connected, Emit
 from tests.conftest import REPO
 
 SPECS = [HostSpec("gpu-b01")]
@@ -74,3 +76,42 @@ def test_the_app_never_asks_which_backend_it_has() -> None:
               if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
               and n.func.id == "isinstance" and "backend" in ast.unparse(n.args[0])]
     assert checks == []
+
+
+async def test_a_session_that_raises_is_its_hosts_state_and_never_stops_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug past a session's own supervision: before, the fleet's gather raised it and
+    cancelled every other host.  Now it is that host's agent-failed state, and it restarts."""
+    import asyncio
+
+    from probes.errors import DisconnectKind
+    from probes.transport import session
+    from probes.wire.events import Disconnected, SessionItem
+
+    real = session.run_session
+    starts: list[str] = []
+
+    async def flaky(spec: HostSpec, emit: Emit, *args: object) -> None:
+        starts.append(spec.name)
+        if spec.name == "bad":
+            raise RuntimeError("bug in supervision")
+        await real(spec, emit, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session, "run_session", flaky)
+    got: list[tuple[str, SessionItem]] = []
+    specs = [HostSpec("bad"), HostSpec("good", simulate=("healthy",), interval_s=0.1)]
+    task = asyncio.create_task(AgentFleetBackend(specs, crash_retry_s=0.2).run(
+        lambda h, i: got.append((h, i))))
+    await asyncio.sleep(1.5)
+    try:
+        assert not task.done()
+        drops = [i for h, i in got if h == "bad" and isinstance(i, Disconnected)]
+        assert drops and drops[0].kind is DisconnectKind.AGENT_FAILED
+        assert drops[0].reason == "session crashed: RuntimeError: bug in supervision"
+        assert starts.count("bad") >= 3
+        n = sum(1 for h, _i in got if h == "good")
+        await asyncio.sleep(0.5)
+        assert sum(1 for h, _i in got if h == "good") > n
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -221,7 +221,10 @@ async def _session_with(monkeypatch: pytest.MonkeyPatch, transports: list[_Scrip
         await asyncio.sleep(0.02)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    return items
+    # Under load a further attempt may begin before the cancel lands (the queue is empty
+    # then, which is that attempt's own failure): the items asked for end at ``until``.
+    drops = [n for n, i in enumerate(items) if isinstance(i, Disconnected)]
+    return items[:drops[until - 1] + 1]
 
 
 async def test_a_silent_stream_is_stalled_and_the_session_reconnects(
@@ -279,3 +282,123 @@ async def test_a_cancelled_fleet_returns_once_every_agent_is_stopped(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert [t.stopped for t in transports] == [1] * 6
+
+
+# ---- one host can never stop the others ------------------------------------------------
+
+FAST_RETRY = SessionPolicy(backoff_base_s=0.1, backoff_cap_s=0.3, jitter=0.0, stall_s=5.0)
+
+
+def _canned_hello_and_sample() -> bytes:
+    """A real agent's first two lines (hello, sample), for a fake agent to replay."""
+    import subprocess
+    import sys
+
+    from tests.conftest import AGENT_SOURCE
+
+    out = subprocess.run([sys.executable, "-I", "-", "--simulate", "healthy", "--fast",
+                          "--count", "2", "--interval", "0.2"], input=AGENT_SOURCE,
+                         capture_output=True, check=True).stdout
+    return b"".join(line + b"\n" for line in out.splitlines()[:2])
+
+
+async def _watch_fleet(specs: list[HostSpec], seconds: float,
+                       ) -> tuple[list[tuple[float, str, SessionItem]], asyncio.Task[None]]:
+    """Run the fleet backend for ``seconds``; every (time, host, item) and the run's task."""
+    from probes.transport.backend import AgentFleetBackend
+
+    got: list[tuple[float, str, SessionItem]] = []
+    task = asyncio.create_task(AgentFleetBackend(specs, policy=FAST_RETRY, crash_retry_s=0.3)
+                               .run(lambda h, i: got.append((time.monotonic(), h, i))))
+    await asyncio.sleep(seconds)
+    return got, task
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_deeply_nested_line_from_one_host_leaves_the_others_streaming(
+        tmp_path: Path) -> None:
+    """Review finding 4: '[' * 100000 made the reader raise RecursionError, the fleet's
+    gather propagated it and every host stopped.  Now the healthy host streams on."""
+    lines = _canned_hello_and_sample()
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\n" + lines.decode() + "[" * 100000
+                    + "\nEOF\nexec sleep 30\n")
+    fake.chmod(0o755)
+    specs = [HostSpec("evil", python=str(fake)),
+             HostSpec("good", simulate=("healthy",), interval_s=0.1)]
+    got, task = await _watch_fleet(specs, 4.0)
+    try:
+        assert not task.done(), task.exception()
+        end = time.monotonic()
+        late = [i for t, h, i in got if h == "good" and isinstance(i, HostSample)
+                and t > end - 1.0]
+        assert late, "the healthy host stopped streaming"
+        evil = [i for _t, h, i in got if h == "evil"]
+        assert any(isinstance(i, Hello) for i in evil)
+        # Whichever way the reader copes (a garbled line, or a failure), nothing escaped.
+        for drop in (i for i in evil if isinstance(i, Disconnected)):
+            assert drop.kind in (DisconnectKind.AGENT_FAILED, DisconnectKind.GARBLED)
+    finally:
+        await _stop(task)
+
+
+class _Exploding:
+    """A transport whose stream raises something no transport is meant to raise."""
+
+    def __init__(self, exc: BaseException, where: str) -> None:
+        self.notes: list[str] = []
+        self.exc, self.where = exc, where
+        self.stopped = 0
+
+    async def start(self) -> None:
+        if self.where == "start":
+            raise self.exc
+
+    async def chunks(self):  # type: ignore[no-untyped-def]
+        yield b'{"type":"sample"'
+        raise self.exc
+
+    async def exit_reason(self) -> str:
+        return "never"
+
+    async def stop(self) -> None:
+        self.stopped += 1
+
+
+@pytest.mark.parametrize(("exc", "where"), [
+    (RecursionError("maximum recursion depth exceeded while decoding a JSON array"), "chunks"),
+    (RuntimeError("\x1b]0;pwned\x07 boom"), "chunks"),
+    (KeyError("hello"), "start"),
+])
+async def test_any_session_failure_is_that_hosts_agent_failed_state_and_it_retries(
+        monkeypatch: pytest.MonkeyPatch, exc: BaseException, where: str) -> None:
+    from probes.transport import session
+
+    made: list[_Exploding] = []
+
+    def factory(spec: HostSpec, args: list[str], gate: object) -> object:
+        if spec.name == "bad":
+            made.append(_Exploding(exc, where))
+            return made[-1]
+        return TRANSPORTS[TransportName.LOCAL](spec, args, None)
+
+    monkeypatch.setattr(session, "TRANSPORTS", {TransportName.LOCAL: factory})
+    specs = [HostSpec("bad"), HostSpec("good", simulate=("healthy",), interval_s=0.1)]
+    got, task = await _watch_fleet(specs, 3.0)
+    try:
+        assert not task.done()
+        drops = [i for _t, h, i in got if h == "bad" and isinstance(i, Disconnected)]
+        assert len(drops) >= 3, "the failing host must retry with backoff"
+        assert {d.kind for d in drops} == {DisconnectKind.AGENT_FAILED}
+        assert drops[0].reason.startswith(f"session failed: {type(exc).__name__}")
+        assert "\x1b" not in drops[0].reason and all(d.retry_in_s for d in drops)
+        assert all(t.stopped == 1 for t in made[:-1])  # every failed attempt was cleaned up
+        end = time.monotonic()
+        assert [i for t, h, i in got if h == "good" and isinstance(i, HostSample)
+                and t > end - 1.0]
+    finally:
+        await _stop(task)

@@ -10,11 +10,14 @@ controls when it is a replay.  ``BackendBase`` gives the answers of a plain live
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from probes.config.fleet import HostSpec
-from probes.wire.events import Emit
+from probes.errors import DisconnectKind
+from probes.wire.events import Disconnected, Emit
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
@@ -84,16 +87,47 @@ class BackendBase:
 
 MAX_CONCURRENT_CONNECTS = 32
 """Handshakes are CPU-bound: 1000 hosts connecting at once would stampede the bastion."""
+CRASHED_SESSION_RETRY_S = 30.0
+"""A session that raised past its own supervision starts again after this long."""
+log = logging.getLogger(__name__)
+
+
+async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
+                    gate: asyncio.Semaphore | None,
+                    retry_s: float = CRASHED_SESSION_RETRY_S) -> None:
+    """Run one host's session; if it ever raises, that is this host's state, and it restarts.
+
+    ``run_session`` turns every failure of a connection into a ``Disconnected`` already;
+    this is the backstop for a bug in that supervision itself (or an ``emit`` that raised),
+    so that no exception from one host can end the fleet's run or cancel other sessions.
+    """
+    from probes.transport.session import crash_reason, run_session
+
+    while True:
+        try:
+            await run_session(spec, emit, policy, gate)
+            return
+        except Exception as exc:  # one host's crash is its state only
+            log.error("%s: session crashed", spec.name, exc_info=True)
+            reason = f"session crashed: {crash_reason(exc)}"
+            try:
+                emit(spec.name, Disconnected(time.time(), reason, retry_s, None,
+                                             DisconnectKind.AGENT_FAILED))
+            except Exception:
+                log.error("%s: reporting the crash failed", spec.name, exc_info=True)
+        await asyncio.sleep(retry_s)
 
 
 class AgentFleetBackend(BackendBase):
     """Run one supervised agent session per host, all concurrently."""
 
     def __init__(self, specs: list[HostSpec], max_connecting: int = MAX_CONCURRENT_CONNECTS,
-                 policy: SessionPolicy | None = None) -> None:
+                 policy: SessionPolicy | None = None,
+                 crash_retry_s: float = CRASHED_SESSION_RETRY_S) -> None:
         self.specs = specs
         self.max_connecting = max_connecting
         self.policy = policy
+        self.crash_retry_s = crash_retry_s
 
     async def run(self, emit: Emit) -> None:
         """Run every host's session until cancelled; on cancel, return only once every
@@ -102,13 +136,14 @@ class AgentFleetBackend(BackendBase):
         A plain ``gather`` would not do: cancelled, it finishes with the first session to
         end, while the others are still closing their agents' pipes and channels.
         """
-        from probes.transport.session import run_session
-
         gate = asyncio.Semaphore(self.max_connecting)
-        tasks = [asyncio.create_task(run_session(spec, emit, self.policy, gate),
+        tasks = [asyncio.create_task(supervise(spec, emit, self.policy, gate,
+                                               self.crash_retry_s),
                                      name=f"session {spec.name}") for spec in self.specs]
         try:
-            await asyncio.gather(*tasks)
+            # Each task returns only when its host cannot be watched at all; none raises
+            # (``supervise``), and a failed one never takes the others with it.
+            await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             for task in tasks:
                 # a second cancel would interrupt a session already stopping its agent

@@ -7,6 +7,7 @@ item with a reason the operator can act on, followed by a retry.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,22 @@ ONCE_CONCURRENCY = 64
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
+MAX_REASON_CHARS = 300
+"""An unexpected error's text (it may quote what a host sent) is cut to this many characters."""
+log = logging.getLogger(__name__)
+
+
+def crash_reason(exc: BaseException) -> str:
+    """One printable line for an error nobody expected: its class, then its (cut) text.
+
+    The text may quote bytes a host sent, so control characters are shown escaped and the
+    line is bounded: it becomes a host's state, shown on screens and stored in recordings.
+    """
+    text = str(exc)
+    if len(text) > MAX_REASON_CHARS:
+        text = text[:MAX_REASON_CHARS] + "…"
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -167,8 +184,21 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
         return DisconnectKind.DOWN, await transport.exit_reason(), got_any
     except TransportError as exc:
         return exc.kind, exc.msg, got_any
+    except Exception as exc:  # any failure is this host's state, never a crash
+        # A reader that raised on hostile input (RecursionError), a transport's bug: this
+        # host shows agent-failed and retries; the other hosts never hear of it.
+        log.warning("%s: session failed", spec.name, exc_info=True)
+        return DisconnectKind.AGENT_FAILED, f"session failed: {crash_reason(exc)}", got_any
     finally:
+        await _stop_quietly(spec, transport)
+
+
+async def _stop_quietly(spec: HostSpec, transport: Transport) -> None:
+    """Stop a transport; its own failure to stop is logged, never raised over the reason."""
+    try:
         await transport.stop()
+    except Exception:
+        log.warning("%s: stopping the transport failed", spec.name, exc_info=True)
 
 
 def _raise_if_cancelled() -> None:
@@ -207,6 +237,11 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         except TransportError as exc:
             emit(spec.name, Disconnected(time.time(), exc.msg, None, reader.stats,
                                          DisconnectKind.DOWN))
+            return
+        except Exception as exc:  # a bad spec fails its host only
+            log.warning("%s: cannot make the transport", spec.name, exc_info=True)
+            emit(spec.name, Disconnected(time.time(), f"cannot start: {crash_reason(exc)}",
+                                         None, reader.stats, DisconnectKind.AGENT_FAILED))
             return
         kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
                                                    policy.stall_for(spec))
@@ -250,6 +285,8 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
         reason = exc.msg
     except asyncio.TimeoutError:
         reason = f"no complete answer within {timeout_s:g} s"
+    except Exception as exc:  # one host's failure is its result, not the run's
+        reason = f"session failed: {crash_reason(exc)}"
     result.garbled = reader.stats.garbled + reader.stats.overlong
     if result.sample is None:
         result.failure = reason
