@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -267,3 +269,133 @@ def test_lines_orjson_refuses_take_the_checked_path() -> None:
     assert sample.host.cpu_pct is None and sample.host.load1 is None
     assert sample.gpus[0].temp_c is None and sample.gpus[0].power_w == 250.0
     assert type(sample.gpus[0].power_w) is float
+
+
+# --- hostile hosts (issue 18): every string is data, every number believable ---------------
+
+HOSTILE = ("[@click=app.quit]x[/] [/] [link=https://e.example]l[/link] \x1b]0;TITLE\x07 "
+           "\x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[2J \u202e \u200b \x9b31m \ud800 \x7f")
+UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e"
+                    "\u2060-\u2069\u2028\u2029\ufeff\ud800-\udfff]")
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside a decoded message (dataclasses, tuples, dicts)."""
+    if isinstance(value, str):
+        return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [s for f in dataclasses.fields(value) for s in _strings(getattr(value, f.name))]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, (tuple, list)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _hostile_hello() -> bytes:
+    h = HOSTILE
+    return json.dumps({
+        "type": "hello", "v": 1, "ts": 5.0, "agent": h,
+        "host": {"hostname": h, "kernel": h, "os": h, "driver_version": h, "cuda_version": h,
+                 "cpu_model": h, "software": {"nccl": h, "container_runtimes": [h]},
+                 "block_devices": [{"name": h, "model": h}]},
+        "gpus": [{"index": 0, "name": h, "uuid": h, "bus_id": h, "serial": h, "vbios": h}],
+        "probes": {h: {"available": False, "reason": h}}, "simulated": [h],
+        "nics": [{"name": h, "ports": [{"state": h, "rate": h}]}],
+        "datasets": [{"path": h, "device": h}], "pcie": {h: [{"address": h}]},
+        "topo_text": "\tGPU0\tGPU1\nGPU0\t X \tNV18 " + h + "\n"}).encode()
+
+
+def _hostile_sample(extra: str = "") -> bytes:
+    h = HOSTILE
+    return (json.dumps({
+        "type": "sample", "v": 1, "ts": 5.0, "seq": 1, "host": {"cpu_pct": 1.0},
+        "gpus": [{"index": 0, "pstate": h, "uuid": h, "clock_reasons": [h],
+                  "processes": [{"pid": 1, "name": h, "user": h, "used_mib": 1.0}]}],
+        "disks": {h: {"util": 1.0}}})[:-1] + extra + "}").encode()
+
+
+@pytest.mark.parametrize("line", [
+    _hostile_hello(), _hostile_sample(), _hostile_sample(',"nan":NaN'),
+    json.dumps({"type": "event", "ts": 5.0, "source": HOSTILE, "line": HOSTILE}).encode(),
+    json.dumps({"type": "error", "probe": HOSTILE, "message": HOSTILE}).encode(),
+    json.dumps({"type": "logsource", "source": HOSTILE, "state": "ok", "detail": HOSTILE,
+                "fix": HOSTILE, "via": HOSTILE}).encode(),
+], ids=["hello", "sample-fast", "sample-checked", "event", "error", "logsource"])
+def test_every_host_string_is_printable_after_decode(line: bytes) -> None:
+    msg = decode_line(line)
+    texts = _strings(msg)
+    assert any("\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in t for t in texts)  # evidence kept, visible
+    assert any("<U+202E>" in t for t in texts)
+    for t in texts:
+        if isinstance(msg, Hello) and t == msg.topo_text:
+            t = t.replace("\n", "").replace("\t", "")
+        assert not UNSAFE.search(t), t
+
+
+def test_topology_text_keeps_its_layout() -> None:
+    msg = decode_line(_hostile_hello())
+    assert isinstance(msg, Hello) and msg.topo_text is not None
+    assert msg.topo_text.startswith("\tGPU0\tGPU1\nGPU0\t X \tNV18 ")
+    assert "\x1b" not in msg.topo_text
+
+
+@pytest.mark.parametrize("line", [
+    b"[" * 100_000, b'{"a":' * 50_000, b"[" * 3000 + b"]" * 3000,
+    b'{"type":"event","line":"x\\\\","deep":' + b"[" * 900 + b"]" * 900 + b"}",
+    b'{"type":"sample","ts":' + b"9" * 5000 + b"}",
+], ids=["list-100000-deep", "object-50000-deep", "list-3000-closed", "orjson-depth-900-walked",
+        "5000-digit-number"])
+def test_any_parser_failure_is_a_garbled_line_never_an_exception(line: bytes) -> None:
+    reader = MessageReader()
+    good = json.dumps({"type": "sample", "v": 1, "ts": 5.0, "gpus": []}).encode()
+    got = reader.feed(line + b"\n" + good + b"\n")
+    assert [type(m) for m in got] == [HostSample]
+    assert reader.stats.garbled == 1
+
+
+@pytest.mark.parametrize("exc", [RecursionError, OverflowError, IndexError, ZeroDivisionError])
+def test_a_decoder_that_raises_anything_gives_a_garbled_line(
+        monkeypatch: pytest.MonkeyPatch, exc: type[Exception]) -> None:
+    def boom(obj: object) -> None:
+        raise exc("boom")
+    monkeypatch.setitem(protocol._DECODERS, "event", boom)
+    reader = MessageReader()
+    assert reader.feed(b'{"type":"event","line":"x"}\n') == []
+    assert reader.stats.garbled == 1
+
+
+def test_absurd_numbers_become_none_or_drop_the_gpu() -> None:
+    hello = decode_line(
+        b'{"type":"hello","v":1,"ts":1e308,"host":{"mem_total_bytes":1' + b"0" * 400
+        + b',"cpu_cores_physical":-4,"swap_total_bytes":-1e308,"numa_nodes":NaN},'
+        b'"gpus":[{"index":100000000000000000000},{"index":-3},{"index":2.5e9},'
+        b'{"index":1,"mem_total_mib":Infinity}]}')
+    assert isinstance(hello, Hello)
+    f = hello.facts
+    assert (f.mem_total_bytes, f.cpu_cores_physical, f.swap_total_bytes, f.numa_nodes) == \
+        (None, None, None, None)
+    assert [g.index for g in f.gpus] == [1] and f.gpus[0].mem_total_mib is None
+    assert hello.ts == 0.0
+    for path in ("fast", "checked"):  # orjson takes 1e308; NaN sends the line to json
+        tail = b',"x":NaN}' if path == "checked" else b"}"
+        sample = decode_line(
+            b'{"type":"sample","v":1,"ts":5.0,"host":{"mem_used_bytes":-5,"load1":1e308},'
+            b'"gpus":[{"index":0,"mem_used_mib":-1.0,"temp_c":1e300,"ecc_corrected_volatile":'
+            b'18446744073709551615,"processes":[{"pid":-1,"used_mib":1e308}]},'
+            b'{"index":9223372036854775807}],"disks":{"sda":{"util":-3}}' + tail)
+        assert isinstance(sample, HostSample), path
+        g = sample.gpus[0]
+        assert [x.index for x in sample.gpus] == [0]
+        assert (g.mem_used_mib, g.temp_c, g.ecc_corrected_volatile) == (None, None, None)
+        assert g.processes is not None and g.processes[0].pid is None
+        assert g.processes[0].used_mib is None
+        assert (sample.host.mem_used_bytes, sample.host.load1) == (None, None)
+        assert sample.disks[0].util is None
+
+
+@pytest.mark.parametrize("ts", [b"1e308", b"-1e308", b"-5", b"1" + b"0" * 400, b"NaN"])
+def test_a_sample_with_an_unbelievable_time_is_garbled(ts: bytes) -> None:
+    reader = MessageReader()
+    assert reader.feed(b'{"type":"sample","v":1,"ts":' + ts + b',"gpus":[]}\n') == []
+    assert reader.stats.garbled == 1

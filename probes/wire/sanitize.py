@@ -1,0 +1,124 @@
+"""Make text written on a host safe to show: the one boundary every host string crosses.
+
+A job log, a process name or a disk name is written by whoever can write on a watched
+host.  Shown raw, an ESC sequence in it would reach the operator's terminal (OSC 0 sets
+the title, OSC 52 writes the clipboard, CSI 2J clears the screen), a bidi override would
+make a line read backwards, and a lone surrogate would make the terminal write raise.
+So every string that comes off the wire (``probes.wire.protocol``) or out of a pasted
+file (``probes.rules.text``) passes through :func:`clean_text` once, before any other
+code sees it; widgets, reports and alerts downstream can then trust it is printable.
+
+Nothing is silently lost: a control character becomes its escape (``\\x1b``), an
+invisible formatting character its code point (``<U+202E>``), so the evidence stays
+readable and a reviewer can see something was there.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from probes.errors import ProtocolError
+
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f"  # C0 (tab apart), DEL, C1 (incl. CSI U+009B, OSC U+009D)
+    "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"  # bidi marks, zero width
+    "\u2028\u2029\ufeff\ufff9-\ufffb"  # line/paragraph separators, BOM, annotations
+    "\ud800-\udfff]"  # lone surrogates (json decodes "\ud800"); a terminal write would raise
+)
+_UNSAFE_OR_TAB = re.compile(_UNSAFE.pattern[:1] + "\t" + _UNSAFE.pattern[1:])
+_LAYOUT_UNSAFE = re.compile(_UNSAFE.pattern.replace("\x0a-\x1f", "\x0b-\x1f"))
+"""For multi-line text (``nvidia-smi topo -m``): newline and tab are its layout."""
+
+MAX_DEPTH = 64
+"""The deepest JSON nesting a wire line or its walk may have; ours is 5 deep."""
+
+
+class TooDeep(ProtocolError):
+    """A wire line nested deeper than :data:`MAX_DEPTH`: a hostile line, not ours."""
+
+    title = "Agent output nested too deep"
+
+
+def _visible(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    if ch == "\t":
+        return " "
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"\\x{code:02x}"
+    return f"<U+{code:04X}>"
+
+
+def clean_text(text: str) -> str:
+    """``text`` as one printable line: controls escaped, invisibles named, tabs as spaces.
+
+    The all-printable case costs one precompiled search and returns ``text`` itself.
+    """
+    if _UNSAFE_OR_TAB.search(text) is None:
+        return text
+    return _UNSAFE_OR_TAB.sub(_visible, text)
+
+
+def clean_block(text: str) -> str:
+    """Like :func:`clean_text` but newlines and tabs are kept (a table's layout)."""
+    if _LAYOUT_UNSAFE.search(text) is None:
+        return text
+    return _LAYOUT_UNSAFE.sub(_visible, text.replace("\r\n", "\n"))
+
+
+def may_need_cleaning(line: bytes) -> bool:
+    """Whether a raw wire line could decode to a string :func:`clean_text` would change.
+
+    The agent writes ASCII JSON (``ensure_ascii``), where every control and non-ASCII
+    character arrives as a backslash escape; a line without a backslash, DEL or a
+    non-ASCII byte holds none.  Two C-speed scans, so a sample line pays almost nothing.
+    """
+    return b"\\" in line or b"\x7f" in line or not line.isascii()
+
+
+def clean_json(value: Any, block_keys: frozenset[str] = frozenset(), depth: int = 0) -> Any:
+    """A parsed JSON value with every string (keys included) cleaned.
+
+    Values under a key in ``block_keys`` keep their newlines (:func:`clean_block`).
+
+    Raises:
+        TooDeep: nesting beyond :data:`MAX_DEPTH` (a hostile line, not ours).
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth > MAX_DEPTH:
+        raise TooDeep(f"nested deeper than {MAX_DEPTH}")
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k:
+                (clean_block(v) if isinstance(v, str) and k in block_keys
+                 else clean_json(v, block_keys, depth + 1))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v, block_keys, depth + 1) for v in value]
+    return value
+
+
+_BRACKETS = re.compile(rb"[\[\]{}]")
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def check_depth(line: bytes) -> None:
+    """Refuse a line nested deeper than :data:`MAX_DEPTH` before a recursive parser sees it.
+
+    Counting openers is enough for almost every line; only one with more openers than
+    the cap is scanned (strings removed first, so a ``[`` inside a log line is no level).
+
+    Raises:
+        TooDeep: the line is nested too deep.
+    """
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return
+    depth = 0
+    for m in _BRACKETS.finditer(_STRINGS.sub(b"", line)):
+        if m.group() in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise TooDeep(f"nested deeper than {MAX_DEPTH}")
+        else:
+            depth -= 1
