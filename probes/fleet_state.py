@@ -209,7 +209,8 @@ class HostState:
         if src is None:
             return "simulated" if self.spec.simulate else "not reported by the agent"
         if src.state is LogSourceStatus.OK:
-            return f"read via {src.via}" if src.via else "read"
+            read = f"read via {src.via}" if src.via else "read"
+            return f"{read} ({src.note})" if src.note else read
         if src.state is LogSourceStatus.OFF:
             return "not read (kernel log off)"
         if src.state is LogSourceStatus.SIMULATED:

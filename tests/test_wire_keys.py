@@ -84,6 +84,7 @@ SIM_LEAVES_OUT: dict[tuple[type, str], str] = {
     (GpuSample, "pcie_rx_kbs"): "PCIe throughput is not simulated",
     (LogEvent, "boot"): "only journal and dmesg lines carry a boot id",
     (LogEvent, "cursor"): "only journal lines carry a cursor",
+    (LogSourceState, "note"): "only a syslog-file kernel log carries a caveat",
 }
 """Fields a simulated host does not send, each with the reason."""
 

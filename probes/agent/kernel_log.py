@@ -31,7 +31,17 @@ JOURNAL_DENIED = ("insufficient permissions", "not seeing messages from other us
 JOURNAL_NONE = ("no journal files were found",)
 DMESG_DENIED = ("operation not permitted", "permission denied")
 _DMESG_MONO = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
-_SYSLOG_KERNEL = re.compile(r"\skernel:\s")
+# A syslog file line: [<PRI>][1 ]TIMESTAMP HOST PROGRAM…  The program field is the word after
+# the host name: "kernel:" in the RFC 3164 / rsyslog file formats, "kernel" followed by the
+# PROCID in RFC 5424.  "kernel:" anywhere else (``logger -t alice 'kernel: NVRM: Xid …'``,
+# "alice: build done kernel: …") is a local user's message, not the kernel's.
+_SYSLOG_HEAD = re.compile(r"^(?:<\d{1,3}>)?(1 )?(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?"
+                          r"(?:Z|[+-]\d\d:?\d\d)?|[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d) +\S+ +"
+                          r"(\S+)(?: |$)")
+_SYSLOG_PRI = re.compile(r"^<\d{1,3}>(?:1 )?")
+SYSLOG_FILE_NOTE = ("a syslog file that local users can write to (logger): only lines whose "
+                    "program field is 'kernel' count, and even those can be forged; "
+                    "journalctl -k and dmesg cannot")
 _ISO_TS = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(\.\d+)?"
                      r"(Z|[+-]\d\d:?\d\d)?\s")
 _BSD_TS = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\s")
@@ -77,8 +87,17 @@ def journal_entry(raw):
             cursor if isinstance(cursor, str) else None)
 
 
+def from_kernel(line):
+    """Whether a syslog file line's program field is ``kernel`` (see _SYSLOG_HEAD)."""
+    m = _SYSLOG_HEAD.match(line)
+    if m is None:
+        return False
+    return m.group(2) == ("kernel" if m.group(1) else "kernel:")
+
+
 def syslog_ts(line, now):
     """The time at the start of a syslog line (RFC 3339 or "Dec  2 03:14:07"), else now."""
+    line = _SYSLOG_PRI.sub("", line, count=1)
     m = _ISO_TS.match(line)
     if m:
         y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
@@ -160,7 +179,6 @@ class KernelLog(object):
         self.via = None
         self.child = None
         self.tail = None
-        self.kernel_only = False
         self.boot = None
         self.bad_json = 0
         self._bad_reported = False
@@ -242,7 +260,6 @@ class KernelLog(object):
                     self.refused.append(("file:" + path, "failed", exc.strerror or str(exc)))
                 continue
             self.tail = FileTail(full, at_end=True, lookback=KERNEL_FILE_LOOKBACK_BYTES)
-            self.kernel_only = not path.endswith("kern.log")
             self.via = "file:" + path
             return
         if not any(r[0].startswith("file:") for r in self.refused):
@@ -279,10 +296,20 @@ class KernelLog(object):
             out.append("let %s read %s (usermod -aG adm %s)" % (user, ", ".join(files), user))
         return "; or ".join(out)
 
+    def note(self):
+        """A caveat about the source in use: a syslog file is writable by local users."""
+        if self.via is not None and self.via.startswith("file:"):
+            return SYSLOG_FILE_NOTE
+        return None
+
     def message(self):
-        return {"type": "logsource", "v": PROTOCOL_VERSION, "ts": time.time(),
-                "source": "kernel", "state": self.state(), "via": self.via,
-                "detail": self.detail(), "fix": self.fix()}
+        msg = {"type": "logsource", "v": PROTOCOL_VERSION, "ts": time.time(),
+               "source": "kernel", "state": self.state(), "via": self.via,
+               "detail": self.detail(), "fix": self.fix()}
+        note = self.note()
+        if note:
+            msg["note"] = note
+        return msg
 
     # -- reading
 
@@ -291,7 +318,7 @@ class KernelLog(object):
         if self.tail is not None:
             now = time.time()
             for line in self.tail.lines(KERNEL_BYTES_PER_TICK):
-                if self.kernel_only and not _SYSLOG_KERNEL.search(line):
+                if not from_kernel(line):  # kern.log too: logger -p kern.* writes there
                     continue
                 self.send(self._event(line, syslog_ts(line, now)))
             return

@@ -376,6 +376,8 @@ class LogSourceState:
     """What each refused source said, on one line (also set when ``state`` is ok)."""
     fix: str | None = None
     """What an operator could grant (group membership, sysctl): text, never applied."""
+    note: str | None = None
+    """A caveat about the source in use (a syslog file local users can write to)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,107 @@
+"""Kernel lines only from the kernel (review finding 6).
+
+When the agent falls back to a syslog file (/var/log/kern.log, messages, syslog), a line is
+a kernel line only when its syslog program field is ``kernel``.  Before the fix the agent
+searched ``\\skernel:\\s`` anywhere in the line, so ``logger -t alice 'kernel: NVRM: Xid …'``
+became a CRITICAL Xid 79 ("Reboot the node") on the console.  The lines below are shaped
+after what rsyslog writes for ``logger`` (RFC 3164 traditional, the ISO-timestamp
+RSYSLOG_FileFormat, and RFC 5424); each runs end to end: real agent → wire → fleet state.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.agent.kernel_log import SYSLOG_FILE_NOTE, from_kernel
+from probes.analysis.incident import TriageRecord, review
+from probes.config.fleet import HostSpec
+from probes.fleet_state import FleetState
+from probes.triage import Code, Step
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import LogSourceState
+from tests.conftest import AGENT_SOURCE
+
+XID = "NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus."
+FORGED = [
+    f"Dec  3 16:59:28 gpu-a01 alice: kernel: {XID}",  # logger -t alice 'kernel: NVRM: …'
+    f"Dec  3 16:59:28 gpu-a01 alice: build done kernel: {XID}",
+    f"Dec  3 16:59:28 gpu-a01 alice[4242]: kernel: {XID}",
+    f"2025-12-02T03:14:07.500000+00:00 gpu-a01 alice: kernel: {XID}",
+    f"<13>1 2025-12-02T03:14:07.5Z gpu-a01 alice - - - kernel: {XID}",
+    f"Dec  3 16:59:28 gpu-a01 kernelx: {XID}",
+    f"kernel: {XID}",
+]
+REAL = [
+    f"Dec  3 16:59:29 gpu-a01 kernel: {XID}",
+    f"2025-12-02T03:14:08.500000+00:00 gpu-a01 kernel: [ 5.1] {XID}",
+    f"<4>1 2025-12-02T03:14:09.5Z gpu-a01 kernel - - - {XID}",
+]
+
+
+@pytest.mark.parametrize("line", FORGED)
+def test_kernel_inside_another_programs_message_is_not_the_kernel(line: str) -> None:
+    assert not from_kernel(line)
+
+
+@pytest.mark.parametrize("line", REAL)
+def test_the_kernels_own_lines_are(line: str) -> None:
+    assert from_kernel(line)
+
+
+def _agent_on(tmp_path: Path, name: str, lines: list[str]) -> list[bytes]:
+    root = tmp_path / "root"
+    (root / "var" / "log").mkdir(parents=True)
+    (root / "var" / "log" / name).write_text("\n".join(lines) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-I", "-", "--interval", "0.1", "--count", "3", "--kernel-log",
+         "file", "--log-root", str(root), "--hostname", "gpu-a01"],
+        input=AGENT_SOURCE, capture_output=True, timeout=30, cwd=tmp_path, env={"PATH": ""},
+        check=False)
+    assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode()
+    return proc.stdout.splitlines(keepends=True)
+
+
+def _fleet(raw: list[bytes]) -> FleetState:
+    fleet = FleetState([HostSpec("gpu-a01")])
+    reader = MessageReader()
+    for msg in reader.feed(b"".join(raw)):
+        fleet.apply("gpu-a01", msg, now=0.0)
+    assert reader.stats.garbled == 0
+    return fleet
+
+
+@pytest.mark.parametrize("name", ["syslog", "messages", "kern.log"])
+def test_forged_kernel_lines_give_no_finding_end_to_end(tmp_path: Path, name: str) -> None:
+    raw = _agent_on(tmp_path, name, FORGED)
+    kernel = [json.loads(x) for x in raw if b'"source": "kernel"' in x and b'"event"' in x]
+    assert kernel == []
+    host = _fleet(raw).hosts["gpu-a01"]
+    assert not [f for f in host.findings() if f.code == Code.XID]
+
+
+def test_a_real_kernel_xid_still_is_a_finding(tmp_path: Path) -> None:
+    raw = _agent_on(tmp_path, "syslog", [*FORGED, REAL[0]])
+    host = _fleet(raw).hosts["gpu-a01"]
+    (xid,) = [f for f in host.findings() if f.code == Code.XID]
+    assert xid.count == 1 and xid.step is Step.SYSLOG
+
+
+def test_the_console_says_the_syslog_file_is_writable_by_local_users(tmp_path: Path) -> None:
+    from tui.screens.triage import host_view
+
+    raw = _agent_on(tmp_path, "syslog", REAL[:1])
+    fleet = _fleet(raw)
+    host = fleet.hosts["gpu-a01"]
+    assert isinstance(host.log_source, LogSourceState)
+    assert (host.log_source.via, host.log_source.note) == ("file:/var/log/syslog",
+                                                           SYSLOG_FILE_NOTE)
+    assert "local users can write to" in host.kernel_log_summary()
+    steps = review(host.findings(), [host_view(host)], TriageRecord())
+    (syslog,) = [s for s in steps if s.step is Step.SYSLOG]
+    assert any("file:/var/log/syslog" in c and "local users can write to" in c
+               for c in syslog.checked)
