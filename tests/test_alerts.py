@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker, run_hook
+from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
 from probes.analysis.findings import Finding
+from probes.analysis.hook import run_hook
 from probes.triage import Severity, Step
 
 

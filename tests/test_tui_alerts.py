@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from textual.widgets._toast import Toast
 
+from probes.analysis.alerts import AlertPolicy
+from probes.analysis.hook import group_members
 from probes.wire.samples import LogEvent
 from tests.support.tui_fakes import (
     T0,
@@ -50,3 +55,25 @@ async def test_many_hosts_at_once_share_one_toast_that_names_the_worst() -> None
         assert f"and {3 - MAX_TOASTS} more" in toasts[0] and "t for triage" in toasts[0]
         # critical hosts are named first, in name order
         assert "gpu-t01" in toasts[0] and "gpu-t02" in toasts[0]
+
+
+async def test_a_burst_of_alerts_runs_few_hooks_notes_the_dropped_and_quit_kills_them(
+        tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hook = ("sh", "-c", f"echo $$ >> {pids}; sleep 300 & sleep 300")
+    backend = FakeBackend(fleet_specs(), fleet_items())
+    policy = AlertPolicy(hook=hook, hook_timeout_s=60.0, hook_at_once=1, hook_waiting=0)
+    app = make_app(backend, demo=True, clock=FrozenClock(), alerts=policy)
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await settled(pilot, backend)
+        await wait_until(pilot, lambda: app.hook_gate.dropped > 0 and pids.exists())
+        await wait_until(pilot, lambda: any("dropped" in t for t in _toasts(app)))
+        assert app.hook_gate.admitted == 1  # one runs, none wait, the rest were dropped
+        groups = [int(p) for p in pids.read_text().split()]
+        assert len(groups) == 1 and group_members(groups[0])
+    # quitting cancels the hook worker; the hook's whole group goes with it
+    for _ in range(40):
+        if not group_members(groups[0]):
+            break
+        await asyncio.sleep(0.05)
+    assert group_members(groups[0]) == []

@@ -22,7 +22,8 @@ from textual.command import Provider
 from textual.filter import LineFilter
 from textual.worker import Worker, WorkerState
 
-from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker, HookResult, run_hook
+from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
+from probes.analysis.hook import HookGate, HookResult
 from probes.analysis.incident import TriageRecord
 from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.fleet_state import FleetState, HostStatus
@@ -51,6 +52,8 @@ METRICS_EVERY_S = 15.0
 """Textfile refresh: node_exporter reads it on its own scrape interval (15 s typical)."""
 MAX_TOASTS = 2
 """More hosts raising alerts in one tick than this share one toast."""
+HOOK_RESULTS_KEPT = 100
+"""Finished hook runs remembered (newest); older ones are forgotten."""
 QUIT_GRACE_S = 3.0
 """How long quitting waits for the backend to stop its agents before leaving anyway."""
 Clock = Callable[[], float]
@@ -94,6 +97,7 @@ class RigwatchApp(App[None]):
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
         """Finished hook runs, newest last (kept for tests and the status line)."""
+        self.hook_gate = HookGate(self.alert_policy.hook_at_once, self.alert_policy.hook_waiting)
         self.metrics_textfile: Path | None = None
         """Where to write Prometheus text every ``METRICS_EVERY_S`` (node_exporter's textfile
         collector), if anywhere."""
@@ -208,11 +212,19 @@ class RigwatchApp(App[None]):
             self._notify_alerts(by_host)
         if raised and self.alert_policy.bell:
             self.bell()
+        dropped = 0
         for alert in raised:
             f = alert.finding
             if self.alert_policy.hook:
-                self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
+                if self.hook_gate.admit():
+                    self.run_worker(self._hook(alert), group="hooks", exit_on_error=False)
+                else:
+                    dropped += 1
             self.backend.record_alert(f, f.ts if f.ts is not None else now)
+        if dropped:
+            self.notify(f"{dropped} alert hook run(s) dropped: {self.hook_gate.at_once} running "
+                        f"and {self.hook_gate.waiting} waiting already", title="Alert hook",
+                        severity="warning", timeout=15, markup=False)
 
     def _notify_alerts(self, by_host: dict[str, list[Alert]]) -> None:
         """One toast per host, worst finding first; many hosts at once make one toast.
@@ -239,11 +251,12 @@ class RigwatchApp(App[None]):
                         severity="error" if top.severity is Severity.CRITICAL else "warning")
 
     async def _hook(self, alert: Alert) -> None:
-        result = await run_hook(self.alert_policy.hook, alert, self.alert_policy.hook_timeout_s)
-        self.hook_results.append(result)
+        result = await self.hook_gate.run(self.alert_policy.hook, alert,
+                                          self.alert_policy.hook_timeout_s)
+        self.hook_results = [*self.hook_results[-(HOOK_RESULTS_KEPT - 1):], result]
         if not result.ok:
             self.notify(result.error or "the alert hook failed", title="Alert hook",
-                        severity="warning", timeout=15)
+                        severity="warning", timeout=15, markup=False)
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""

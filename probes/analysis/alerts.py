@@ -4,22 +4,17 @@ A finding alerts once when it appears.  It may alert again only after it has bee
 ``clear_after_s`` (hysteresis), so a temperature hovering at its threshold, or a link that
 retrains every few seconds, pages once rather than a hundred times.  The hook is an argument
 list from the settings file, run without a shell; the finding reaches it in environment
-variables and as JSON on stdin, never inside a command string.
+variables and as JSON on stdin, never inside a command string (``probes.analysis.hook``
+runs it, within bounds).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from probes.analysis.findings import Finding
 from probes.triage import Severity
-
-HOOK_OUTPUT_LIMIT = 4096
-"""Bytes of the hook's output kept for the notification (the rest is discarded)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +30,11 @@ class AlertPolicy:
     hook: tuple[str, ...] = ()
     """Command and arguments run for every alert (empty: none)."""
     hook_timeout_s: float = 10.0
+    """The hook and every process it started get this long in all, then are killed."""
+    hook_at_once: int = 4
+    """Hook runs at the same time; more wait."""
+    hook_waiting: int = 16
+    """Hook runs that may wait for a slot; beyond that they are dropped, with a note."""
 
 
 @dataclass(frozen=True)
@@ -95,47 +95,3 @@ class AlertTracker:
     def active(self) -> int:
         """Incidents that have alerted and not yet cleared."""
         return len(self._active)
-
-
-@dataclass(frozen=True)
-class HookResult:
-    """How one hook run ended."""
-
-    alert: Alert
-    returncode: int | None
-    """None when it timed out or could not start."""
-    output: str
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The hook ran and exited 0."""
-        return self.returncode == 0
-
-
-async def run_hook(argv: Sequence[str], alert: Alert, timeout_s: float) -> HookResult:
-    """Run the hook for one alert: JSON on stdin, ``RIGWATCH_*`` in the environment.
-
-    Never raises: a missing program, a timeout (the hook is killed) or a non-zero exit is
-    reported in the result, for a notification.
-    """
-    env = {**os.environ, **alert.environment()}
-    payload = json.dumps(alert.to_json()).encode()
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True)
-    except OSError as exc:
-        return HookResult(alert, None, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(payload), timeout_s)
-    except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return HookResult(alert, None, "", f"{argv[0]} did not finish within {timeout_s:g} s "
-                                           "and was killed")
-    text = out[:HOOK_OUTPUT_LIMIT].decode("utf-8", errors="replace").strip()
-    if proc.returncode != 0:
-        return HookResult(alert, proc.returncode, text,
-                          f"{argv[0]} exited with status {proc.returncode}")
-    return HookResult(alert, 0, text)
