@@ -108,3 +108,21 @@ def test_healthy_logs_give_nothing_above_info(sample: Path,
 
 def test_there_are_healthy_samples() -> None:
     assert {p.stem for p in HEALTHY} >= {"boot-dmesg-h100", "nccl-init-info", "training-progress"}
+
+
+def test_escape_sequences_in_a_pasted_log_never_reach_the_terminal(tmp_path: Path) -> None:
+    """Issue 18: a job or kernel log is written by anyone on the host; explain shows it."""
+    log = tmp_path / "kern.log"
+    log.write_bytes(
+        b"boot \x1b]0;TITLE\x07 ok\n\tindented \xe2\x80\xae line\n"
+        b"[  12.5] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus. "
+        b"\x1b]52;c;ZWNobyBwd25lZA==\x07 \x1b[2J \xc2\x9b31m\n")
+    for args in (["--json", str(log)], [str(log)]):
+        done = _run(args)
+        assert done.returncode == 0, done.stderr
+        for bad in (b"\x1b", b"\x07", b"\xc2\x9b", b"\xe2\x80\xae"):
+            assert bad not in done.stdout, (args, bad)
+    doc = json.loads(_run(["--json", str(log)]).stdout)
+    xid = next(f for f in doc["findings"] if f["code"] == "xid")
+    assert xid["line"] == 3 and xid["xid"] == 79
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in xid["evidence"]  # evidence kept, readable

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from probes.wire.sanitize import clean_log_line
+
 _FENCE = re.compile(r"^\s*(?:>\s*)*```[\w+-]*\s*$")
 _GLUED_FENCE = re.compile(r"\s*```\s*$")
 _QUOTE_PREFIX = re.compile(r"^(?:\s{0,3}>(?: |$))+")
@@ -21,8 +23,14 @@ def decode(raw: bytes) -> str:
 
 
 def split_lines(text: str) -> list[str]:
-    """``str.splitlines()``, the contract's definition of a line."""
-    return text.splitlines()
+    """``str.splitlines()``, the contract's definition of a line, each made safe to show.
+
+    A pasted log is written by whoever could write on the host: an ESC sequence in it
+    (OSC 52 writes the clipboard) or a bidi override must not reach the operator's
+    terminal through ``explain``'s report.  Each line is cleaned after the split, so line
+    numbers stay those of the file; controls show as ``\\x1b``, tabs stay (columns).
+    """
+    return [clean_log_line(line) for line in text.splitlines()]
 
 
 def clean_line(line: str) -> str:

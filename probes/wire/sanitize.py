@@ -60,6 +60,13 @@ def clean_text(text: str) -> str:
     return _UNSAFE_OR_TAB.sub(_visible, text)
 
 
+def clean_log_line(line: str) -> str:
+    """Like :func:`clean_text` but tabs are kept: pasted tables align columns with them."""
+    if _UNSAFE.search(line) is None:
+        return line
+    return _UNSAFE.sub(_visible, line)
+
+
 def clean_block(text: str) -> str:
     """Like :func:`clean_text` but newlines and tabs are kept (a table's layout)."""
     if _LAYOUT_UNSAFE.search(text) is None:
