@@ -315,7 +315,7 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
     await run_for(spec, 2, until=lambda _it: len(commands) >= 2)
     cmd = commands[0]
     assert cmd.startswith("python3 -u -c 'import sys;exec(compile(sys.stdin.buffer.read(")
-    assert "'/var/log/job'\"'\"'s $(rm -rf x).log'" in cmd
+    assert "'--tail=/var/log/job'\"'\"'s $(rm -rf x).log'" in cmd  # one quoted word
     assert int(commands[1]) == len(AGENT_SOURCE)  # the whole source came on stdin
 
 

@@ -5,7 +5,9 @@ command (every word ``shlex.quote``d), the agent's source follows on stdin, and 
 stays open so the agent exits when the channel closes.  Host keys are verified
 against known_hosts unless the inventory says otherwise; ``accept-new`` records a
 first-seen key (asyncssh has no such mode, so it is done here) and a changed key is
-always refused.
+always refused: a host that any known_hosts entry speaks for (hashed, a pattern, an
+authority; ``known_hosts.py`` decides as asyncssh does) is never new, and a ``@revoked``
+key is never recorded.  The same rules hold for every ProxyJump hop.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import asyncssh
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
+from probes.transport.known_hosts import known_hosts_name, lookup, refusal
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -76,22 +79,8 @@ def _hop(text: str, default_user: str | None) -> tuple[str | None, str, int]:
     return (user or default_user), host, port
 
 
-def known_hosts_name(host: str, port: int) -> str:
-    """The name known_hosts uses for a host: ``[host]:port`` unless the port is 22."""
-    return host if port == 22 else f"[{host}]:{port}"
-
-
 def _known_hosts_path(spec: HostSpec) -> Path:
     return Path(os.path.expanduser(spec.ssh.known_hosts or "~/.ssh/known_hosts"))
-
-
-def _has_entry(path: Path, name: str) -> bool:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return False
-    return any(name in line.split(maxsplit=1)[0].split(",") for line in lines
-               if line.strip() and not line.startswith(("#", "|")))
 
 
 class SshTransport:
@@ -144,8 +133,15 @@ class SshTransport:
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"{user or '?'}@{host}:{shown}: permission denied "
                              f"({exc.reason}); check the key or the ssh agent") from None
-        except asyncssh.HostKeyNotVerifiable:
-            raise self._key_refusal(host, shown) from None
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise self._key_refusal(host, shown, str(exc)) from None
+        except asyncssh.KeyExchangeFailed as exc:
+            # asyncssh offers only the key types known_hosts holds for the host (certificates
+            # alone, under @cert-authority): no common type is a refused key, not a lost host.
+            if "host key" in exc.reason and \
+                    lookup(_known_hosts_path(self.spec), host, shown).known:
+                raise self._key_refusal(host, shown, exc.reason) from None
+            raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
 
@@ -154,12 +150,17 @@ class SshTransport:
                                opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
         try:
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
-        except asyncssh.HostKeyNotVerifiable:
+        except asyncssh.HostKeyNotVerifiable as exc:
             if self.spec.ssh.host_key_checking is not HostKeyChecking.ACCEPT_NEW:
                 raise
-            path = _known_hosts_path(self.spec)
-            if not isinstance(port, int) or _has_entry(path, known_hosts_name(host, port)):
+            if not isinstance(port, int):
                 raise  # accept-new needs the real port; with ssh_config give it explicitly
+            # A host any entry speaks for (hashed, a pattern, an authority) is not new: its
+            # key changed, and accept-new refuses exactly that (OpenSSH does the same).
+            if lookup(_known_hosts_path(self.spec), host, port).known or \
+                    "revoked" in str(exc).lower():
+                raise
+            path = _known_hosts_path(self.spec)
             await self._record_new_key(host, port, tunnel, opts, path)
             opts = {**opts, "known_hosts": str(path)}
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
@@ -172,6 +173,10 @@ class SshTransport:
             opts["connect_timeout"])
         if key is None:
             raise HostUnreachable(f"{host}:{port}: no host key offered")
+        look = lookup(path, host, port)
+        if look.known or look.revoked_entry(key) is not None:
+            # Revoked (never appended), or an entry appeared since the first look.
+            raise HostKeyRefused(refusal(look, port, host, presented=key))
         line = f"{known_hosts_name(host, port)} {key.export_public_key().decode().strip()}\n"
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -182,17 +187,10 @@ class SshTransport:
         self.notes.append(note)
         log.warning("%s", note)
 
-    def _key_refusal(self, host: str, port: int) -> HostKeyRefused:
-        path = _known_hosts_path(self.spec)
-        name = known_hosts_name(host, port)
-        if _has_entry(path, name):
-            return HostKeyRefused(
-                f"REMOTE HOST IDENTIFICATION HAS CHANGED for {name}: the key it offers is not "
-                f"the one in {path} (someone may be intercepting, or the host was reinstalled). "
-                f"Refused. If the change is expected: ssh-keygen -R '{name}' -f {path}")
-        return HostKeyRefused(
-            f"no host key for {name} in {path}. Verify it, then: "
-            f"ssh-keyscan -p {port} {host} >> {path}; or set host_key_checking: accept-new")
+    def _key_refusal(self, host: str, port: int, reason: str = "") -> HostKeyRefused:
+        """asyncssh refused the key: say whether it is unknown, changed or revoked."""
+        return HostKeyRefused(refusal(lookup(_known_hosts_path(self.spec), host, port),
+                                      port, host, reason))
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         o = self.spec.ssh
