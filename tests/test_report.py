@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 from dataclasses import replace
 from pathlib import Path
@@ -110,3 +111,24 @@ def test_report_command_lists_and_prints(tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["title"] == "soak run 12"
     assert main(["report", "7", "--dir", str(where)]) == 2
     assert "no report '7'" in capsys.readouterr().err
+
+
+def test_host_text_in_a_report_is_markdown_escaped(tmp_path: Path) -> None:
+    """Issue 18: summaries, facts and evidence quote hosts; none of it becomes Markdown."""
+    from probes.outputs.report import _md
+
+    evil = "in [click](https://e.example) **b** <img src=x> | `c` ~~~ &amp;"
+    xid = replace(xid79("gpu-t01", T), summary=evil, action=evil,
+                  evidence="NVRM: Xid 79 ~~~~ end", context=("~~~", "ctx"))
+    facts = {"gpu-t01": replace(hello("gpu-t01").facts, kernel=evil)}
+    hosts = [HostView("gpu-t01", True, 8, "via journalctl", ())]
+    rep = build_report("t [x](y)", review([xid], hosts, TriageRecord()), first_failure([xid]),
+                       [xid], facts, now=T + 900)
+    md, _ = write_report(rep, tmp_path / "reports")
+    text = md.read_text()
+    unescaped = re.sub(r"\\.", "", text)  # what is left once every escaped character goes
+    for raw in ("](", "**b", "<img", "`c`", "&amp;"):
+        assert raw not in unescaped, raw
+    assert _md(evil) in text and "\\[click\\](https://e.example)" in text
+    # the fence is longer than any tilde run inside, so "~~~" in a log line cannot close it
+    assert "    ~~~~~\n    ~~~\n    ctx\n    NVRM: Xid 79 ~~~~ end\n    ~~~~~" in text

@@ -51,8 +51,10 @@ class HeaderBar(Horizontal):
     def compose(self) -> ComposeResult:
         """Brand, subtitle, totals."""
         yield Label("rigwatch", id="brand")
-        yield Label(self._subtitle, id="subtitle", classes="" if self._subtitle else "-empty")
-        yield Label("", id="mode", classes="-empty")
+        # the inventory's title and the mode (a recording's file name, an OS error) are text
+        yield Label(self._subtitle, id="subtitle", classes="" if self._subtitle else "-empty",
+                    markup=False)
+        yield Label("", id="mode", classes="-empty", markup=False)
         yield Label("waiting for hosts…", id="totals")
 
     def on_mount(self) -> None:

@@ -30,7 +30,7 @@ def fact_parts(facts: HostFacts) -> list[str]:
         cores = f" ({facts.cpu_cores_logical} threads)" if facts.cpu_cores_logical else ""
         out.append(f"{facts.cpu_model}{cores}")
     if facts.mem_total_bytes:
-        out.append(f"{facts.mem_total_bytes / 2**30:,.0f} GiB RAM")
+        out.append(f"{facts.mem_total_bytes // 2**30:,} GiB RAM")  # int: no overflow, any size
     return out
 
 

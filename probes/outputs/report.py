@@ -30,6 +30,8 @@ REPORT_VERSION = 1
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
+"""What makes Markdown of plain text: emphasis, code, links, autolinks and HTML, tables."""
 
 
 class ReportError(RigwatchError):
@@ -75,49 +77,74 @@ class IncidentReport:
         }
 
     def to_markdown(self) -> str:
-        """The report for people: first failure, the steps with verdicts, timeline, hosts."""
-        out = [f"# Incident report: {self.title}", "", f"Written {_iso(self.created)} by rigwatch.",
-               ""]
+        """The report for people: first failure, the steps with verdicts, timeline, hosts.
+
+        Summaries, notes and host facts quote what hosts wrote (a process name, a traceback
+        frame, a GPU name), so every such text is Markdown-escaped (:func:`_md`): a
+        ``[link](…)`` or ``<img …>`` in a job log stays text in any viewer.  Evidence goes
+        in code spans and fences, which nothing inside can close.
+        """
+        out = [f"# Incident report: {_md(self.title)}", "",
+               f"Written {_iso(self.created)} by rigwatch.", ""]
         heading = ("Earliest warning" if self.first and not self.first.is_failure
                    else "First failure")
         out += [f"## {heading}", ""]
-        out.append(self.first.explanation if self.first else "No incident was seen.")
+        out.append(_md(self.first.explanation) if self.first else "No incident was seen.")
         out.append("")
         for i, r in enumerate(self.steps, 1):
-            out += [f"## {i}. {r.title}: {r.verdict.value}", ""]
-            out += [f"- checked: {c}" for c in r.checked]
+            out += [f"## {i}. {_md(r.title)}: {r.verdict.value}", ""]
+            out += [f"- checked: {_md(c)}" for c in r.checked]
             if r.note:
-                out += ["", f"Operator's note: {r.note}"]
+                out += ["", f"Operator's note: {_md(r.note)}"]
             out.append("")
             if not r.findings:
                 out += ["No findings.", ""]
             for f in r.findings:
-                out.append(f"- **{f.severity.value}** `{f.code}` {describe(f)}: {f.summary}"
-                           + (f" ({_iso(f.ts)})" if f.ts is not None else ""))
+                out.append(f"- **{f.severity.value}** {_code(f.code)} {_md(describe(f))}: "
+                           f"{_md(f.summary)}" + (f" ({_iso(f.ts)})" if f.ts is not None else ""))
                 if f.evidence and f.context:
-                    out += ["  - evidence, after the lines before it:", "", "    ~~~"]
-                    out += [f"    {_one_line(c)}" for c in (*f.context, f.evidence)]
-                    out += ["    ~~~", ""]
+                    lines = [_one_line(c) for c in (*f.context, f.evidence)]
+                    longest = max((len(t) for ln in lines for t in re.findall("~+", ln)),
+                                  default=0)
+                    fence = "~" * max(3, longest + 1)  # no line inside can close it
+                    out += ["  - evidence, after the lines before it:", "", f"    {fence}"]
+                    out += [f"    {ln}" for ln in lines]
+                    out += [f"    {fence}", ""]
                 elif f.evidence:
-                    out.append(f"  - evidence: `{_one_line(f.evidence)}`")
+                    out.append(f"  - evidence: {_code(_one_line(f.evidence))}")
                 if f.action:
-                    out.append(f"  - action: {f.action}")
+                    out.append(f"  - action: {_md(f.action)}")
             out.append("")
         out += ["## Timeline", ""]
-        out += [f"- {_iso(f.ts or 0.0)} {describe(f)}: {f.summary}" for f in self.timeline]
+        out += [f"- {_iso(f.ts or 0.0)} {_md(describe(f))}: {_md(f.summary)}"
+                for f in self.timeline]
         if not self.timeline:
             out.append("Nothing happened in time order worth listing.")
         out += ["", "## Hosts", ""]
         for name, facts in sorted(self.facts.items()):
             gpus = ", ".join(sorted({g.name or "?" for g in facts.gpus})) or "no GPUs"
-            out.append(f"- {name}: {facts.os_name or '?'}, kernel {facts.kernel or '?'}, "
-                       f"driver {facts.driver_version or '?'}, CUDA {facts.cuda_version or '?'}, "
-                       f"{len(facts.gpus)}× {gpus}")
+            out.append("- " + _md(f"{name}: {facts.os_name or '?'}, kernel {facts.kernel or '?'}, "
+                                  f"driver {facts.driver_version or '?'}, "
+                                  f"CUDA {facts.cuda_version or '?'}, {len(facts.gpus)}× {gpus}"))
         return "\n".join(out) + "\n"
 
 
+def _md(text: str) -> str:
+    """Plain text as Markdown that shows exactly that text (one line: newlines are spaces)."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
+
+
+def _code(text: str) -> str:
+    """A code span no backquote inside can close (CommonMark: a longer fence)."""
+    ticks = "`" * (1 + max((len(r) for r in re.findall("`+", text)), default=0))
+    return f"{ticks} {text} {ticks}" if "`" in text else f"`{text}`"
+
+
 def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds
+        return "?"
 
 
 def _one_line(text: str) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from probes.errors import DisconnectKind
 from probes.wire.protocol import StreamStats
 from probes.wire.samples import AgentMessage
+from probes.wire.sanitize import clean_text
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,10 @@ class Disconnected:
     stats: StreamStats | None = None
     kind: DisconnectKind = DisconnectKind.DOWN
     """Why it ended; recordings store the value (``"stalled"``), the codec reads it back."""
+
+    def __post_init__(self) -> None:
+        # the reason quotes the host (the agent's last stderr line, an SSH server's text)
+        object.__setattr__(self, "reason", clean_text(self.reason))
 
 
 SessionItem = AgentMessage | Connected | Disconnected

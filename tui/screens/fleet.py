@@ -11,6 +11,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.widgets import DataTable, Footer, Input
 
 from probes.fleet_state import FleetState
@@ -71,7 +72,8 @@ class FleetScreen(DataScreen):
             parts.append(f"sorted by {self.sort_key}")
         if self.query_text:
             parts.append(f"filter: {self.query_text}")
-        self.query_one(FleetTable).border_title = " · ".join(parts) or None
+        # Content, not a str: a str title is parsed as markup, and the filter is typed text
+        self.query_one(FleetTable).border_title = Content(" · ".join(parts)) if parts else None
 
     def _redraw(self) -> None:
         if self._fleet is not None:
@@ -94,7 +96,7 @@ class FleetScreen(DataScreen):
         if not self.wall:
             self.action_toggle_wall()
         self._redraw()
-        self.notify(f"wall shows {self.metric}", timeout=2)
+        self.notify(f"wall shows {self.metric}", timeout=2, markup=False)
 
     @on(FleetWall.HostSelected)
     def _wall_pick(self, event: FleetWall.HostSelected) -> None:
@@ -109,7 +111,7 @@ class FleetScreen(DataScreen):
         """Sort by ``key`` (one of ``SORT_KEYS``)."""
         self.sort_key = key
         self._redraw()
-        self.notify(f"sorted by {key}", timeout=2)
+        self.notify(f"sorted by {key}", timeout=2, markup=False)
 
     def set_filter(self, text: str) -> None:
         """Show only hosts matching ``text`` (empty: all)."""

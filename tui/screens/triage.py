@@ -156,10 +156,11 @@ class TriageScreen(DataScreen):
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
-            self.notify(str(e), title="Report not written", severity="error", timeout=15)
+            self.notify(str(e), title="Report not written", severity="error", timeout=15,
+                        markup=False)
             return
         self.last_report = md
-        self.notify(f"{md} (and .json)", title="Report written", timeout=10)
+        self.notify(f"{md} (and .json)", title="Report written", timeout=10, markup=False)
 
     def action_back(self) -> None:
         """Back to where triage was opened from."""
