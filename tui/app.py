@@ -28,7 +28,7 @@ from probes.analysis.incident import TriageRecord
 from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
-from probes.outputs.metrics_server import serve_metrics
+from probes.outputs.metrics_server import MetricsServer, serve_metrics
 from probes.store.replay import ReplayError, parse_seek
 from probes.transport.backend import Backend, ReplayControls
 from probes.triage import Severity
@@ -103,7 +103,7 @@ class RigwatchApp(App[None]):
         collector), if anywhere."""
         self.metrics_port: int | None = None
         """Serve ``/metrics`` on 127.0.0.1 at this port, if set."""
-        self._metrics_server: asyncio.Server | None = None
+        self._metrics_server: MetricsServer | None = None
         self.window_s = 3600.0
         """The charts' time window (``:window``); 0 shows everything kept."""
         self.ascii_glyphs = False
@@ -144,7 +144,12 @@ class RigwatchApp(App[None]):
                                                            self.metrics_text)
             except OSError as exc:
                 self.notify(f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: "
-                            f"{exc.strerror or exc}", severity="error", timeout=30, markup=False)
+                            f"{exc.strerror or exc}", severity="error", timeout=30)
+
+    def on_unmount(self) -> None:
+        """Close the scrape endpoint and any connection it still holds."""
+        if self._metrics_server is not None:
+            self._metrics_server.close()
 
     def metrics_text(self) -> str:
         """The fleet now, in Prometheus text format (dcgm-exporter names)."""
@@ -161,7 +166,7 @@ class RigwatchApp(App[None]):
         except OSError as exc:
             self.metrics_textfile = None
             self.notify(f"stopped writing {path}: {exc.strerror or exc}", severity="error",
-                        timeout=30, markup=False)
+                        timeout=30)
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
     async def _run_backend(self) -> None:
@@ -242,12 +247,12 @@ class RigwatchApp(App[None]):
             names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
             worst = tops[0][1].severity
             self.notify(f"{names} and {len(tops) - MAX_TOASTS} more — t for triage",
-                        title=f"{len(tops)} hosts with new findings", timeout=8, markup=False,
+                        title=f"{len(tops)} hosts with new findings", timeout=8,
                         severity="error" if worst is Severity.CRITICAL else "warning")
             return
         for host, top, count in tops:
             more = f" (+{count - 1} more)" if count > 1 else ""
-            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8, markup=False,
+            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8,
                         severity="error" if top.severity is Severity.CRITICAL else "warning")
 
     async def _hook(self, alert: Alert) -> None:
@@ -305,7 +310,7 @@ class RigwatchApp(App[None]):
             return
         t = r.next_finding() if direction > 0 else r.previous_finding()
         if t is None:
-            self.notify("no recorded finding that way", timeout=4, markup=False)
+            self.notify("no recorded finding that way", timeout=4)
 
     def action_replay_seek(self) -> None:
         """Ask for a time and seek there (+10m, -1h, 03:12, an ISO time)."""
@@ -319,7 +324,7 @@ class RigwatchApp(App[None]):
             try:
                 r.seek(parse_seek(text, r.now(), r.start))
             except ReplayError as exc:
-                self.notify(str(exc), severity="warning", timeout=8, markup=False)
+                self.notify(str(exc), severity="warning", timeout=8)
 
         self.push_screen(NoteScreen("seek", "", heading="Seek the replay to",
                                     placeholder="+10m, -1h, 03:12 (UTC) or 2026-12-03T03:12:07"),
@@ -339,10 +344,10 @@ class RigwatchApp(App[None]):
             return
         if event.state is WorkerState.ERROR:
             self.notify(f"{event.worker.error}. Restart rigwatch to reconnect.",
-                        title="Backend stopped", severity="error", timeout=30, markup=False)
+                        title="Backend stopped", severity="error", timeout=30)
         elif event.state is WorkerState.SUCCESS:
             self.notify("The backend finished: no more data will arrive.",
-                        title="Backend ended", severity="warning", timeout=30, markup=False)
+                        title="Backend ended", severity="warning", timeout=30)
 
     async def action_quit(self) -> None:
         """Stop the backend first, so every agent gets EOF and is reaped, then exit.
@@ -395,7 +400,7 @@ class RigwatchApp(App[None]):
             cmd = parse_command(text)
             self._run(cmd.name, cmd.arg)
         except CommandError as exc:
-            self.notify(str(exc), severity="warning", timeout=6, markup=False)
+            self.notify(str(exc), severity="warning", timeout=6)
 
     def _run(self, name: str, arg: str) -> None:
         if name == "host":
