@@ -144,7 +144,7 @@ class RigwatchApp(App[None]):
                                                            self.metrics_text)
             except OSError as exc:
                 self.notify(f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: "
-                            f"{exc.strerror or exc}", severity="error", timeout=30)
+                            f"{exc.strerror or exc}", severity="error", timeout=30, markup=False)
 
     def on_unmount(self) -> None:
         """Close the scrape endpoint and any connection it still holds."""
@@ -166,7 +166,7 @@ class RigwatchApp(App[None]):
         except OSError as exc:
             self.metrics_textfile = None
             self.notify(f"stopped writing {path}: {exc.strerror or exc}", severity="error",
-                        timeout=30)
+                        timeout=30, markup=False)
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
     async def _run_backend(self) -> None:
@@ -247,12 +247,12 @@ class RigwatchApp(App[None]):
             names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
             worst = tops[0][1].severity
             self.notify(f"{names} and {len(tops) - MAX_TOASTS} more — t for triage",
-                        title=f"{len(tops)} hosts with new findings", timeout=8,
+                        title=f"{len(tops)} hosts with new findings", timeout=8, markup=False,
                         severity="error" if worst is Severity.CRITICAL else "warning")
             return
         for host, top, count in tops:
             more = f" (+{count - 1} more)" if count > 1 else ""
-            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8,
+            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8, markup=False,
                         severity="error" if top.severity is Severity.CRITICAL else "warning")
 
     async def _hook(self, alert: Alert) -> None:
@@ -310,7 +310,7 @@ class RigwatchApp(App[None]):
             return
         t = r.next_finding() if direction > 0 else r.previous_finding()
         if t is None:
-            self.notify("no recorded finding that way", timeout=4)
+            self.notify("no recorded finding that way", timeout=4, markup=False)
 
     def action_replay_seek(self) -> None:
         """Ask for a time and seek there (+10m, -1h, 03:12, an ISO time)."""
@@ -324,7 +324,7 @@ class RigwatchApp(App[None]):
             try:
                 r.seek(parse_seek(text, r.now(), r.start))
             except ReplayError as exc:
-                self.notify(str(exc), severity="warning", timeout=8)
+                self.notify(str(exc), severity="warning", timeout=8, markup=False)
 
         self.push_screen(NoteScreen("seek", "", heading="Seek the replay to",
                                     placeholder="+10m, -1h, 03:12 (UTC) or 2026-12-03T03:12:07"),
@@ -344,10 +344,10 @@ class RigwatchApp(App[None]):
             return
         if event.state is WorkerState.ERROR:
             self.notify(f"{event.worker.error}. Restart rigwatch to reconnect.",
-                        title="Backend stopped", severity="error", timeout=30)
+                        title="Backend stopped", severity="error", timeout=30, markup=False)
         elif event.state is WorkerState.SUCCESS:
             self.notify("The backend finished: no more data will arrive.",
-                        title="Backend ended", severity="warning", timeout=30)
+                        title="Backend ended", severity="warning", timeout=30, markup=False)
 
     async def action_quit(self) -> None:
         """Stop the backend first, so every agent gets EOF and is reaped, then exit.
@@ -400,7 +400,7 @@ class RigwatchApp(App[None]):
             cmd = parse_command(text)
             self._run(cmd.name, cmd.arg)
         except CommandError as exc:
-            self.notify(str(exc), severity="warning", timeout=6)
+            self.notify(str(exc), severity="warning", timeout=6, markup=False)
 
     def _run(self, name: str, arg: str) -> None:
         if name == "host":
