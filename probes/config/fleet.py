@@ -58,6 +58,9 @@ class SshOptions:
     """known_hosts file; None means ``~/.ssh/known_hosts``."""
     host_key_checking: HostKeyChecking = HostKeyChecking.STRICT
     connect_timeout_s: float = 10.0
+    banner_timeout_s: float = 5.0
+    """TCP connect plus the server's SSH banner, before a handshake slot is taken: a host
+    that accepts TCP but never speaks SSH (a tarpit) is given up on after this long."""
     login_timeout_s: float = 30.0
     keepalive_interval_s: float = 5.0
     keepalive_count_max: int = 3

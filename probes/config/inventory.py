@@ -39,7 +39,8 @@ TOP_HOST_KEYS = ("name", "group", *SETTING_KEYS)
 _SSH_FIELDS = {"address": "address", "user": "user", "port": "port", "jump": "jump",
                "identity": "identity", "ssh_config": "ssh_config",
                "known_hosts": "known_hosts", "host_key_checking": "host_key_checking",
-               "connect_timeout": "connect_timeout_s", "login_timeout": "login_timeout_s",
+               "connect_timeout": "connect_timeout_s", "banner_timeout": "banner_timeout_s",
+               "login_timeout": "login_timeout_s",
                "keepalive_interval": "keepalive_interval_s",
                "keepalive_count": "keepalive_count_max"}
 _SPEC_FIELDS = {"python": "python", "interval": "interval_s", "simulate": "simulate",

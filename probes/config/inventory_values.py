@@ -217,6 +217,7 @@ SETTINGS: dict[str, Callable[[yaml.Node], Any]] = {
     "transport": transport_name,
     "host_key_checking": host_key_checking,
     "connect_timeout": number("a positive number of seconds", zero_ok=False),
+    "banner_timeout": number("a positive number of seconds", zero_ok=False),
     "login_timeout": number("a positive number of seconds", zero_ok=False),
     "keepalive_interval": number("a number of seconds ≥ 0 (0 turns keepalives off)",
                                  zero_ok=True),

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import asyncssh
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
+from probes.transport.dial import close_quietly, dial
 from probes.transport.known_hosts import known_hosts_name, lookup, refusal
 from probes.transport.stderr_tail import StderrTail
 
@@ -128,8 +130,13 @@ class SshTransport:
                            ) -> asyncssh.SSHClientConnection:
         opts = self._options(user)
         shown = port if isinstance(port, int) else 22
+        sock: socket.socket | None = None
         try:
-            return await self._connect_checked(host, port, tunnel, opts)
+            if tunnel is None and isinstance(port, int) and not self.spec.ssh.ssh_config:
+                # Outside the gate: a tarpit costs this host its banner timeout, no slot.
+                sock = await dial(host, port, self.spec.ssh.banner_timeout_s)
+            async with self._gate or contextlib.nullcontext():
+                return await self._connect_checked(host, port, tunnel, opts, sock)
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"{user or '?'}@{host}:{shown}: permission denied "
                              f"({exc.reason}); check the key or the ssh agent") from None
@@ -144,11 +151,17 @@ class SshTransport:
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
+        except BaseException:
+            close_quietly(sock)
+            raise
 
     async def _connect_checked(self, host: str, port: int | tuple[()],
                                tunnel: asyncssh.SSHClientConnection | None,
-                               opts: dict[str, Any]) -> asyncssh.SSHClientConnection:
+                               opts: dict[str, Any], sock: socket.socket | None = None
+                               ) -> asyncssh.SSHClientConnection:
         try:
+            if sock is not None:
+                return await asyncssh.connect(host, port, sock=sock, **opts)
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
         except asyncssh.HostKeyNotVerifiable as exc:
             if self.spec.ssh.host_key_checking is not HostKeyChecking.ACCEPT_NEW:
@@ -215,11 +228,7 @@ class SshTransport:
         if self.spec.ssh.host_key_checking is HostKeyChecking.OFF:
             self.notes.append(f"{self.spec.name}: host key checking is OFF; the connection "
                               "is not protected against interception")
-        if self._gate is not None:
-            async with self._gate:
-                conn = await self._connect()
-        else:
-            conn = await self._connect()
+        conn = await self._connect()  # each hop's handshake takes the shared gate
         source = shipped_source(self.agent_args)
         cmd = bootstrap_command(self.spec.python or "python3", self.agent_args, len(source))
         try:

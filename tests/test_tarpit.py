@@ -1,0 +1,151 @@
+"""Tarpits: hosts that accept TCP but never speak SSH must not starve the healthy ones.
+
+Review finding 9: 128 such hosts listed first held the 32 handshake slots for their whole
+connect timeout, so a good host listed last connected only after 128/32 × the timeout.
+Now the TCP connect and the banner are waited for before a slot is taken, within
+``banner_timeout_s``; only real handshakes are rationed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from probes.config.fleet import HostSpec
+from probes.transport.backend import AgentFleetBackend
+from probes.transport.dial import NoBanner, dial
+from probes.wire.events import Disconnected, SessionItem
+from probes.wire.samples import HostSample
+from tests.test_ssh_faults import FaultServer, canned, replay, server
+
+__all__ = ["canned", "server"]  # fixtures used by name
+TARPITS = 128
+
+
+class Tarpit:
+    """A listener on 127.0.0.1 that accepts every connection and never sends a byte."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self._held: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        async def hold(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            self.accepted += 1
+            self._held.append(w)
+
+        self._server = await asyncio.start_server(hold, "127.0.0.1", 0, backlog=512)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        for w in self._held:
+            w.close()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+
+@pytest.fixture
+async def tarpit() -> AsyncIterator[Tarpit]:
+    t = Tarpit()
+    await t.start()
+    yield t
+    await t.stop()
+
+
+async def test_a_silent_listener_is_given_up_on_after_the_banner_timeout(
+        tarpit: Tarpit) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(NoBanner, match=r"no SSH banner within 0.5 s \(it accepts TCP"):
+        await dial("127.0.0.1", tarpit.port, 0.5)
+    assert 0.4 < time.monotonic() - t0 < 2.0
+    assert tarpit.accepted == 1
+
+
+async def test_a_listener_that_hangs_up_or_a_closed_port_fails_at_once() -> None:
+    async def hang_up(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        w.close()
+
+    srv = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(NoBanner, match=r"before its SSH banner|reset"):
+            await dial("127.0.0.1", port, 5.0)
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    t0 = time.monotonic()
+    with pytest.raises(NoBanner, match="refused"):
+        await dial("127.0.0.1", port, 5.0)
+    assert time.monotonic() - t0 < 1.0
+
+
+async def test_128_tarpits_listed_first_do_not_hold_back_a_healthy_host(
+        tarpit: Tarpit, server: FaultServer, canned: list[bytes]) -> None:
+    server.handler = replay(canned, then="silent", samples=5)
+    await server.start()
+    good = server.spec()
+    pit_ssh = replace(good.ssh, port=tarpit.port, banner_timeout_s=2.0, connect_timeout_s=10.0)
+    specs = [HostSpec(name=f"pit{i:03d}", transport="ssh", ssh=pit_ssh)
+             for i in range(TARPITS)] + [replace(good, name="good")]
+    first_sample: float | None = None
+    pit_drops: dict[str, tuple[float, Disconnected]] = {}
+    t0 = time.monotonic()
+
+    def emit(host: str, item: SessionItem) -> None:
+        nonlocal first_sample
+        if host == "good" and isinstance(item, HostSample) and first_sample is None:
+            first_sample = time.monotonic() - t0
+        if host.startswith("pit") and isinstance(item, Disconnected):
+            pit_drops.setdefault(host, (time.monotonic() - t0, item))
+
+    lag = 0.0
+
+    async def ticker() -> None:
+        nonlocal lag
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.05)
+            lag = max(lag, time.monotonic() - before - 0.05)
+
+    task = asyncio.create_task(AgentFleetBackend(specs).run(emit))
+    tick = asyncio.create_task(ticker())
+    try:
+        deadline = t0 + 10.0
+        while time.monotonic() < deadline and (first_sample is None
+                                               or len(pit_drops) < TARPITS):
+            await asyncio.sleep(0.05)
+    finally:
+        for t in (task, tick):
+            t.cancel()
+        await asyncio.gather(task, tick, return_exceptions=True)
+    print(f"\ngood host's first sample after {first_sample} s; "
+          f"{len(pit_drops)} tarpits given up on, the last after "
+          f"{max((t for t, _ in pit_drops.values()), default=0):.2f} s; "
+          f"worst loop lag {lag * 1000:.0f} ms; {tarpit.accepted} tarpit connections")
+    assert first_sample is not None and first_sample < 10.0
+    assert first_sample < 2.0  # it never waited for a tarpit's slot
+    assert len(pit_drops) == TARPITS
+    for _t, drop in pit_drops.values():
+        assert drop.kind == "unreachable"
+        assert "no SSH banner within 2 s" in drop.reason
+    assert max(t for t, _ in pit_drops.values()) < 5.0  # the banner timeout, not 10 s
+
+
+def test_the_banner_timeout_is_an_inventory_setting(tmp_path: Path) -> None:
+    from probes.config.fleet import SshOptions
+    from probes.config.inventory import load_inventory
+
+    path = tmp_path / "inv.yaml"
+    path.write_text("defaults:\n  banner_timeout: 1.5\nhosts:\n  - name: a\n  - name: b\n"
+                    "    banner_timeout: 3\n")
+    a, b = load_inventory(path).hosts
+    assert (a.ssh.banner_timeout_s, b.ssh.banner_timeout_s) == (1.5, 3.0)
+    assert SshOptions().banner_timeout_s == 5.0
