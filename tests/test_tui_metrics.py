@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 from tests.support.tui_fakes import fake_fleet, settled
+from tests.test_metrics_server import LagMeter, big_text, rss_mib, staller
 from tui.app import make_app
 
 
@@ -30,3 +31,33 @@ async def test_console_serves_and_writes_the_fleet_metrics(tmp_path: Path) -> No
         text = app.metrics_textfile.read_text()
         assert 'rigwatch_host_up{Hostname="gpu-t02"} 1' in text
         assert text.count("# TYPE DCGM_FI_DEV_FB_USED gauge") == 1
+
+
+async def test_clients_that_never_read_do_not_stall_the_console() -> None:
+    backend, clock = fake_fleet()
+    app = make_app(backend, demo=False, clock=clock)
+    app.metrics_port = 0
+    big = big_text()
+    app.metrics_text = lambda: big  # type: ignore[method-assign]  # a 1000-host fleet's size
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settled(pilot, backend)
+        assert app._metrics_server is not None
+        port = app._metrics_server.port
+        meter = LagMeter()
+        await pilot.pause(0.5)
+        base_lag, base_rss = meter.stop(), rss_mib()
+        meter = LagMeter()
+        clients = [staller(port) for _ in range(20)]
+        peak = base_rss
+        for _ in range(30):
+            await pilot.pause(0.05)
+            peak = max(peak, rss_mib())
+        await pilot.press("j")  # the console still takes keys and redraws
+        lag = meter.stop()
+        print(f"\nconsole loop lag {base_lag * 1000:.1f} -> {lag * 1000:.1f} ms, "
+              f"RSS {base_rss:.0f} -> {peak:.0f} MiB with 20 stalled clients")
+        # one shared 20 MiB response (rendered once), not one copy per client
+        assert peak - base_rss < 48 and app._metrics_server.renders == 1
+        assert lag < 0.3, lag
+        for c in clients:
+            c.close()
