@@ -58,6 +58,6 @@ async def test_clients_that_never_read_do_not_stall_the_console() -> None:
               f"RSS {base_rss:.0f} -> {peak:.0f} MiB with 20 stalled clients")
         # one shared 20 MiB response (rendered once), not one copy per client
         assert peak - base_rss < 48 and app._metrics_server.renders == 1
-        assert lag < 0.3, lag
+        assert lag < base_lag + 0.3, (base_lag, lag)  # scheduling noise on shared cores
         for c in clients:
             c.close()
