@@ -149,3 +149,49 @@ def test_the_banner_timeout_is_an_inventory_setting(tmp_path: Path) -> None:
     a, b = load_inventory(path).hosts
     assert (a.ssh.banner_timeout_s, b.ssh.banner_timeout_s) == (1.5, 3.0)
     assert SshOptions().banner_timeout_s == 5.0
+
+
+async def test_a_tarpit_behind_a_jump_host_holds_its_slot_only_the_banner_timeout(
+        tarpit: Tarpit, server: FaultServer, canned: list[bytes]) -> None:
+    """Behind a ProxyJump hop there is no socket to peek at: the target's first bytes are
+    watched on the hop's channel.  A healthy target through the same hop still streams."""
+    import asyncssh
+
+    class Forwarding(asyncssh.SSHServer):
+        def connection_requested(self, dest_host: str, dest_port: int, orig_host: str,
+                                 orig_port: int) -> bool:
+            return True
+
+    jump_key = asyncssh.generate_private_key("ssh-ed25519")
+    jump = await asyncssh.listen(
+        "127.0.0.1", 0, server_host_keys=[jump_key], server_factory=Forwarding,
+        authorized_client_keys=asyncssh.import_authorized_keys(
+            server.client_key.export_public_key().decode()))
+    try:
+        server.handler = replay(canned, then="silent", samples=5)
+        await server.start()
+        hop = jump.get_port()
+        with server.known_hosts.open("a") as f:
+            f.write(f"[127.0.0.1]:{hop} {jump_key.export_public_key().decode().strip()}\n")
+        via = server.spec(jump=(f"ops@127.0.0.1:{hop}",), banner_timeout_s=1.0,
+                          connect_timeout_s=10.0)
+        pit = replace(via, name="pit", ssh=replace(via.ssh, port=tarpit.port))
+        got: dict[str, list[tuple[float, SessionItem]]] = {"pit": [], "faulty": []}
+        t0 = time.monotonic()
+        task = asyncio.create_task(AgentFleetBackend([pit, via], max_connecting=1).run(
+            lambda h, i: got[h].append((time.monotonic() - t0, i))))
+        deadline = t0 + 8.0
+        while time.monotonic() < deadline and not (
+                any(isinstance(i, Disconnected) for _t, i in got["pit"])
+                and any(isinstance(i, HostSample) for _t, i in got["faulty"])):
+            await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        jump.close()
+    t_drop, drop = next((t, i) for t, i in got["pit"] if isinstance(i, Disconnected))
+    assert isinstance(drop, Disconnected) and drop.kind == "unreachable"
+    assert drop.reason == (f"127.0.0.1:{tarpit.port}: no SSH banner within 1 s "
+                           "(it accepts TCP but does not speak SSH)")
+    assert t_drop < 4.0
+    assert any(isinstance(i, HostSample) for _t, i in got["faulty"])

@@ -16,8 +16,12 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from probes.errors import DisconnectKind, TransportError
+
+T = TypeVar("T")
 
 
 class NoBanner(TransportError):
@@ -89,3 +93,74 @@ def close_quietly(sock: socket.socket | None) -> None:
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.close()
+
+
+class BannerWatch:
+    """A ProxyJump tunnel that notes when the target's first bytes come through it.
+
+    Behind a jump host there is no socket of ours to peek at: the target's stream arrives
+    on an SSH channel of the hop.  asyncssh accepts any object with ``create_connection``
+    as a tunnel, so this one passes the hop's through and wraps the new connection's
+    protocol just enough to set ``seen`` on its first data; everything else is forwarded.
+    """
+
+    def __init__(self, tunnel: Any) -> None:
+        self._tunnel = tunnel
+        self.seen = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tunnel, name)  # asyncssh asks a tunnel for its logger
+
+    async def create_connection(self, session_factory: Callable[[], Any], host: str,
+                                port: int) -> tuple[Any, Any]:
+        made: list[Any] = []
+
+        def factory() -> _FirstData:
+            made.append(session_factory())
+            return _FirstData(made[0], self.seen)
+
+        chan, _ = await self._tunnel.create_connection(factory, host, port)
+        return chan, made[0]
+
+
+class _FirstData:
+    """The target connection's protocol as the hop's channel sees it; notes first data."""
+
+    def __init__(self, inner: Any, seen: asyncio.Event) -> None:
+        self._inner = inner
+        self._seen = seen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def data_received(self, data: bytes, datatype: Any = None) -> None:
+        if data:
+            self._seen.set()
+        self._inner.data_received(data, datatype)
+
+
+async def banner_within(connecting: Awaitable[T], watch: BannerWatch, where: str,
+                        timeout_s: float) -> T:
+    """Await ``connecting`` (a connect through ``watch``), giving up after ``timeout_s``
+    without the target's first bytes: a tarpit behind a jump host holds the caller's
+    handshake slot only that long.
+
+    Raises:
+        NoBanner: nothing came from the target in time.
+    """
+    task = asyncio.ensure_future(connecting)
+    seen = asyncio.ensure_future(watch.seen.wait())
+    try:
+        await asyncio.wait({task, seen}, timeout=timeout_s,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and not seen.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise NoBanner(f"{where}: no SSH banner within {timeout_s:g} s "
+                           "(it accepts TCP but does not speak SSH)")
+        return await task
+    finally:
+        seen.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

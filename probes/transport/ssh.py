@@ -26,7 +26,7 @@ import asyncssh
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
-from probes.transport.dial import close_quietly, dial
+from probes.transport.dial import BannerWatch, banner_within, close_quietly, dial
 from probes.transport.known_hosts import known_hosts_name, lookup, refusal
 from probes.transport.stderr_tail import StderrTail
 
@@ -136,7 +136,13 @@ class SshTransport:
                 # Outside the gate: a tarpit costs this host its banner timeout, no slot.
                 sock = await dial(host, port, self.spec.ssh.banner_timeout_s)
             async with self._gate or contextlib.nullcontext():
-                return await self._connect_checked(host, port, tunnel, opts, sock)
+                if tunnel is None:
+                    return await self._connect_checked(host, port, tunnel, opts, sock)
+                # Behind a hop: the slot is held, but only a banner timeout for a tarpit.
+                watch = BannerWatch(tunnel)
+                return await banner_within(
+                    self._connect_checked(host, port, watch, opts), watch, f"{host}:{shown}",
+                    self.spec.ssh.banner_timeout_s)
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"{user or '?'}@{host}:{shown}: permission denied "
                              f"({exc.reason}); check the key or the ssh agent") from None
@@ -156,7 +162,7 @@ class SshTransport:
             raise
 
     async def _connect_checked(self, host: str, port: int | tuple[()],
-                               tunnel: asyncssh.SSHClientConnection | None,
+                               tunnel: asyncssh.SSHClientConnection | BannerWatch | None,
                                opts: dict[str, Any], sock: socket.socket | None = None
                                ) -> asyncssh.SSHClientConnection:
         try:
@@ -179,7 +185,7 @@ class SshTransport:
             return await asyncssh.connect(host, port, tunnel=tunnel or (), **opts)
 
     async def _record_new_key(self, host: str, port: int,
-                              tunnel: asyncssh.SSHClientConnection | None,
+                              tunnel: asyncssh.SSHClientConnection | BannerWatch | None,
                               opts: dict[str, Any], path: Path) -> None:
         key = await asyncio.wait_for(
             asyncssh.get_server_host_key(host, port, tunnel=tunnel or (), config=opts["config"]),
