@@ -160,13 +160,16 @@ async def run_hook(argv: Sequence[str], alert: Alert, timeout_s: float, *,
     finally:
         os.close(write_fd)
     reader = asyncio.StreamReader(limit=READ_CHUNK)
-    pipe, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
+    pipe_file = os.fdopen(read_fd, "rb", buffering=0)
+    pipe: asyncio.BaseTransport | None = None
     output = _Output(output_limit)
-    feeding = asyncio.create_task(_feed(proc.stdin, payload))
-    reading = asyncio.create_task(output.drain(reader))
+    tasks: list[asyncio.Task[None]] = []
     timed_out = False
-    try:
+    try:  # from here on, however this ends, the group ends with it
+        pipe, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe_file)
+        reading = asyncio.create_task(output.drain(reader))
+        tasks = [reading, asyncio.create_task(_feed(proc.stdin, payload))]
         deadline = loop.time() + timeout_s
         try:
             await asyncio.wait_for(_exited(proc), timeout_s)
@@ -179,11 +182,14 @@ async def run_hook(argv: Sequence[str], alert: Alert, timeout_s: float, *,
     finally:
         if proc.returncode is None or group_members(proc.pid):
             _signal_group(proc.pid, signal.SIGKILL)  # cancelled: no grace, no orphans
-        for task in (feeding, reading):
+        for task in tasks:
             task.cancel()
         if proc.stdin is not None and not proc.stdin.transport.is_closing():
             proc.stdin.transport.abort()
-        pipe.close()
+        if pipe is not None:
+            pipe.close()
+        else:
+            pipe_file.close()
     with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(_exited(proc), grace_s)
     return _result(alert, argv[0], proc.returncode, output, timed_out, timeout_s)
