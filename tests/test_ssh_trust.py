@@ -187,3 +187,25 @@ def test_lookup_reads_each_form_as_asyncssh_does(tmp_path: Path) -> None:
     assert [e.line for e in box.of(Marker.HOST)] == [2]
     assert [e.line for e in lookup(path, "bench", 22).of(Marker.HOST)] == [4]
     assert not lookup(tmp_path / "missing", "box", 22).entries
+
+
+async def test_an_entry_for_the_hosts_address_counts_when_it_is_named(
+        server: FaultServer, canned: list[bytes]) -> None:
+    """asyncssh verifies against entries for the name and for the address it dialled; so
+    accept-new must not record a key for ``[localhost]:PORT`` while ``[127.0.0.1]:PORT``
+    holds another (asyncssh would then trust both, the attacker's included)."""
+    server.handler = replay(canned, then="silent")
+    await server.start(trust=False)
+    CHANGED["hashed"](server.known_hosts, server.port,
+                      asyncssh.generate_private_key("ssh-ed25519"))
+    before = server.known_hosts.read_text()
+    spec = server.spec(host_key_checking=HostKeyChecking.ACCEPT_NEW, address="localhost")
+    items = await run_for(spec, 3, SLOW_RETRY,
+                          until=lambda it: any(isinstance(i, Disconnected) for i in it))
+    assert not any(isinstance(i, (Connected, HostSample)) for i in items)
+    assert server.known_hosts.read_text() == before
+    [drop] = [i for i in items if isinstance(i, Disconnected)]
+    assert drop.kind == "host-key-refused"
+    assert drop.reason.startswith(f"host key changed for [localhost]:{server.port}")
+    assert drop.reason.endswith(f"ssh-keygen -R '[127.0.0.1]:{server.port}' -f "
+                                f"{server.known_hosts}")

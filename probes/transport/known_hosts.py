@@ -59,6 +59,8 @@ class Lookup:
     name: str
     """The host's known_hosts name: ``host``, or ``[host]:port`` when the port is not 22."""
     entries: tuple[Entry, ...]
+    addr_name: str = ""
+    """The same for the host's IP address when it was looked up too (asyncssh matches both)."""
 
     def of(self, marker: Marker) -> list[Entry]:
         """The matching entries with this marker, in file order."""
@@ -131,7 +133,8 @@ def lookup(path: Path, host: str, port: int, addr: str = "") -> Lookup:
         entries = matches(f"[{host}]:{port}", f"[{addr}]:{port}" if addr else "")
     if not entries:
         entries = matches(host, addr)
-    return Lookup(path, known_hosts_name(host, port), tuple(entries))
+    return Lookup(path, known_hosts_name(host, port), tuple(entries),
+                  known_hosts_name(addr, port) if addr and addr != host else "")
 
 
 def refusal(look: Lookup, port: int, host: str, reason: str = "",
@@ -155,6 +158,8 @@ def refusal(look: Lookup, port: int, host: str, reason: str = "",
                f"it offers is not the one in {path} ({lines}); someone may be intercepting, "
                f"or the host was reinstalled. Refused. If the change is expected: "
                f"ssh-keygen -R '{name}' -f {path}")
+        if look.addr_name:
+            msg += f" and ssh-keygen -R '{look.addr_name}' -f {path}"
         patterns = [str(e.line) for e in trusted if e.pattern]
         if patterns:
             msg += (f"; and edit line {', '.join(patterns)} by hand (a pattern, which "

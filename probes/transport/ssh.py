@@ -27,7 +27,7 @@ from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
 from probes.transport.dial import BannerWatch, banner_within, close_quietly, dial
-from probes.transport.known_hosts import known_hosts_name, lookup, refusal
+from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -96,6 +96,8 @@ class SshTransport:
         self._conns: list[asyncssh.SSHClientConnection] = []
         self._proc: asyncssh.SSHClientProcess[bytes] | None = None
         self._stderr = StderrTail()
+        self._peer: dict[tuple[str, int], str] = {}
+        """(host, port) -> the address it was dialled at, for known_hosts' address entries."""
         self.notes: list[str] = []
         """Things the operator should know (a recorded new host key, checking off)."""
 
@@ -135,6 +137,7 @@ class SshTransport:
             if tunnel is None and isinstance(port, int) and not self.spec.ssh.ssh_config:
                 # Outside the gate: a tarpit costs this host its banner timeout, no slot.
                 sock = await dial(host, port, self.spec.ssh.banner_timeout_s)
+                self._peer[(host, port)] = str(sock.getpeername()[0])
             async with self._gate or contextlib.nullcontext():
                 if tunnel is None:
                     return await self._connect_checked(host, port, tunnel, opts, sock)
@@ -152,7 +155,7 @@ class SshTransport:
             # asyncssh offers only the key types known_hosts holds for the host (certificates
             # alone, under @cert-authority): no common type is a refused key, not a lost host.
             if "host key" in exc.reason and \
-                    lookup(_known_hosts_path(self.spec), host, shown).known:
+                    self._lookup(host, shown).known:
                 raise self._key_refusal(host, shown, exc.reason) from None
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
@@ -176,7 +179,7 @@ class SshTransport:
                 raise  # accept-new needs the real port; with ssh_config give it explicitly
             # A host any entry speaks for (hashed, a pattern, an authority) is not new: its
             # key changed, and accept-new refuses exactly that (OpenSSH does the same).
-            if lookup(_known_hosts_path(self.spec), host, port).known or \
+            if self._lookup(host, port).known or \
                     "revoked" in str(exc).lower():
                 raise
             path = _known_hosts_path(self.spec)
@@ -192,7 +195,7 @@ class SshTransport:
             opts["connect_timeout"])
         if key is None:
             raise HostUnreachable(f"{host}:{port}: no host key offered")
-        look = lookup(path, host, port)
+        look = self._lookup(host, port)
         if look.known or look.revoked_entry(key) is not None:
             # Revoked (never appended), or an entry appeared since the first look.
             raise HostKeyRefused(refusal(look, port, host, presented=key))
@@ -206,9 +209,13 @@ class SshTransport:
         self.notes.append(note)
         log.warning("%s", note)
 
+    def _lookup(self, host: str, port: int) -> Lookup:
+        """The known_hosts entries for a host by name and, once dialled, by its address."""
+        return lookup(_known_hosts_path(self.spec), host, port, self._peer.get((host, port), ""))
+
     def _key_refusal(self, host: str, port: int, reason: str = "") -> HostKeyRefused:
         """asyncssh refused the key: say whether it is unknown, changed or revoked."""
-        return HostKeyRefused(refusal(lookup(_known_hosts_path(self.spec), host, port),
+        return HostKeyRefused(refusal(self._lookup(host, port),
                                       port, host, reason))
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
