@@ -402,3 +402,29 @@ async def test_any_session_failure_is_that_hosts_agent_failed_state_and_it_retri
                 and t > end - 1.0]
     finally:
         await _stop(task)
+
+
+async def test_a_host_that_breaks_its_session_after_good_lines_keeps_backing_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hello then a hostile line, every time: the retries slow down to the cap instead of
+    a fresh handshake every base delay (good messages alone do not reset the backoff)."""
+    import probes.transport.session as session
+
+    class GoodThenBad(_ScriptedTransport):
+        async def chunks(self):  # type: ignore[no-untyped-def]
+            yield _sample_line(1)
+            raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(session, "make_transport",
+                        lambda *_a, **_k: GoodThenBad([], 0.0, hang=False))
+    items: list[SessionItem] = []
+    task = asyncio.create_task(run_session(
+        HostSpec(name="h1"), lambda _h, i: items.append(i),
+        SessionPolicy(0.05, 0.4, jitter=0.0, stall_s=5.0)))
+    t0 = time.monotonic()
+    while sum(isinstance(i, Disconnected) for i in items) < 5 and time.monotonic() - t0 < 5:
+        await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    delays = [i.retry_in_s for i in items if isinstance(i, Disconnected)][:5]
+    assert delays == [0.05, 0.1, 0.2, 0.4, 0.4]

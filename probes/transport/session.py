@@ -34,6 +34,10 @@ ONCE_CONCURRENCY = 64
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
+FAILURES_THAT_KEEP_BACKING_OFF = frozenset({DisconnectKind.AGENT_FAILED, DisconnectKind.GARBLED})
+"""Endings that do not reset the backoff even after good messages: a host whose stream
+breaks the session each time (a hostile line after its hello) would otherwise cost a
+fresh SSH handshake every second, forever."""
 MAX_REASON_CHARS = 300
 """An unexpected error's text (it may quote what a host sent) is cut to this many characters."""
 log = logging.getLogger(__name__)
@@ -246,7 +250,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
                                                    policy.stall_for(spec))
         _raise_if_cancelled()
-        if got_any:
+        if got_any and kind not in FAILURES_THAT_KEEP_BACKING_OFF:
             attempt = 0
         delay = policy.delay(attempt, kind, rng)
         attempt += 1
