@@ -113,3 +113,15 @@ def test_widgets_bench_quick() -> None:
         # bounds catch a broken baseline or a render gone pathological on a noisy machine
         assert 0.3 < r["over_baseline"] < 60
     assert summary.startswith("widgets: ")
+
+
+def test_explain_bench_quick() -> None:
+    first, summary = _quick("bench_explain", timeout=240)
+    (r,) = json.loads(first)["results"].values()
+    # every line read and every Xid counted: the streamed read lost nothing
+    assert r["parsed_lines"] == r["lines"] and r["xid_count"] == r["xid_lines"] > 0
+    # bounded: about 55 MiB here whatever the size (the whole-file read grows ~10x the
+    # input: about 120 MiB at this size, 2.1 GB at 200 MB); loose for a noisy machine
+    assert r["peak_rss_mb"] < 0.8 * r["whole_file_peak_rss_mb"]
+    assert r["peak_rss_mb"] < 150
+    assert summary.startswith("explain: ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import sys
@@ -243,7 +244,8 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 def _run_explain(args: argparse.Namespace) -> int:
     from probes.explain.detect import KINDS
     from probes.explain.render import render_text
-    from probes.explain.run import ExplainInputError, explain_bytes, read_input, to_document
+    from probes.explain.run import ExplainInputError, to_document
+    from probes.explain.stream import explain_stream, open_input
 
     if args.kind is not None and args.kind not in KINDS:
         print(f"rigwatch explain: unknown --kind {args.kind!r} (known: {', '.join(KINDS)})",
@@ -252,12 +254,19 @@ def _run_explain(args: argparse.Namespace) -> int:
     if args.files.count("-") > 1:
         print("rigwatch explain: standard input ('-') can be read only once", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        raws = [(path, read_input(path)) for path in args.files]
-    except ExplainInputError as exc:
-        print(f"rigwatch explain: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    explained = [explain_bytes(path, raw, args.kind) for path, raw in raws]
+    with contextlib.ExitStack() as files:
+        try:  # every input opens before any is read: a bad path is one line, no output
+            opened = []
+            for path in args.files:
+                fh = open_input(path)
+                if fh is not sys.stdin.buffer:
+                    files.enter_context(fh)
+                opened.append((path, fh))
+            # a large input is read in blocks (probes/explain/stream.py), never whole
+            explained = [explain_stream(path, fh, args.kind) for path, fh in opened]
+        except ExplainInputError as exc:
+            print(f"rigwatch explain: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     if args.json:
         json.dump(to_document(explained), sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")

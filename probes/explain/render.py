@@ -23,6 +23,12 @@ def _summary_of(inp: ExplainedInput) -> str:
             parts.append(f"{len(value)} {key}")
     if "lines" in parsed:
         parts.append(f"{parsed['lines']} lines")
+    if parsed.get("long_lines_cut"):  # what a large input's read skipped (explain/stream.py)
+        parts.append(f"{parsed['long_lines_cut']} lines cut to their first "
+                     f"{parsed['max_line_chars']} characters")
+    if parsed.get("bytes_skipped"):
+        parts.append(f"parsed from the first {parsed['bytes_read']} bytes, "
+                     f"{parsed['bytes_skipped']} bytes skipped")
     return f"{inp.path}: {inp.result.kind}" + (f" ({', '.join(parts)})" if parts else "")
 
 
