@@ -195,3 +195,38 @@ async def test_a_tarpit_behind_a_jump_host_holds_its_slot_only_the_banner_timeou
                            "(it accepts TCP but does not speak SSH)")
     assert t_drop < 4.0
     assert any(isinstance(i, HostSample) for _t, i in got["faulty"])
+
+
+async def _serving(chunks: list[tuple[float, bytes]]) -> tuple[asyncio.Server, int]:
+    """A listener that sends each chunk after its delay, then holds the connection."""
+    async def talk(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        for delay, chunk in chunks:
+            await asyncio.sleep(delay)
+            w.write(chunk)
+            await w.drain()
+        await asyncio.sleep(30)
+
+    srv = await asyncio.start_server(talk, "127.0.0.1", 0)
+    return srv, srv.sockets[0].getsockname()[1]
+
+
+async def test_an_endless_pre_banner_drip_is_a_tarpit_too() -> None:
+    """endlessh sends other lines forever, slowly: bytes arrive, but never "SSH-"."""
+    srv, port = await _serving([(0.1, f"line {i} of a tarpit\r\n".encode()) for i in range(50)])
+    try:
+        with pytest.raises(NoBanner, match=r"no SSH banner within 1 s"):
+            await dial("127.0.0.1", port, 1.0)
+    finally:
+        srv.close()
+
+
+async def test_lines_before_the_version_line_are_dropped_and_the_version_kept() -> None:
+    srv, port = await _serving([(0.0, b"Welcome\r\nnotice: be"), (0.1, b" nice\r\nSS"),
+                                (0.1, b"H-2.0-Test\r\n")])
+    try:
+        sock = await dial("127.0.0.1", port, 2.0)
+        sock.setblocking(True)
+        assert sock.recv(100) == b"SSH-2.0-Test\r\n"
+        sock.close()
+    finally:
+        srv.close()

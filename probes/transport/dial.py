@@ -22,6 +22,11 @@ from typing import Any, TypeVar
 from probes.errors import DisconnectKind, TransportError
 
 T = TypeVar("T")
+VERSION_PREFIX = b"SSH-"
+PEEK_BYTES = 4096
+MAX_PRE_BANNER_BYTES = 64 * 1024
+"""Lines a server may send before its version line: more than this is not an SSH server."""
+PARTIAL_WAIT_S = 0.02
 
 
 class NoBanner(TransportError):
@@ -45,6 +50,31 @@ async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> Non
         loop.remove_reader(sock.fileno())
 
 
+async def _version_line(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    """Wait until the next bytes on ``sock`` are the server's ``SSH-`` version line.
+
+    RFC 4253 lets a server send other lines first; they are read and dropped here (the
+    client ignores them anyway), so a tarpit that drips endless lines (endlessh) never
+    passes for a server.  The version line itself is only peeked at, for asyncssh.
+    """
+    skipping, dropped = False, 0
+    while True:
+        await _readable(loop, sock)
+        data = sock.recv(PEEK_BYTES, socket.MSG_PEEK)
+        if not data:
+            raise ConnectionResetError("closed the connection before its SSH banner")
+        if not skipping and data.startswith(VERSION_PREFIX):
+            return
+        if not skipping and VERSION_PREFIX.startswith(data):
+            await asyncio.sleep(PARTIAL_WAIT_S)  # "SS": the rest of the line is on its way
+            continue
+        end = data.find(b"\n")
+        taken = len(sock.recv(len(data) if end < 0 else end + 1))
+        skipping, dropped = end < 0, dropped + taken
+        if dropped > MAX_PRE_BANNER_BYTES:
+            raise ConnectionError(f"sent {dropped} bytes and no SSH version line")
+
+
 async def _open(host: str, port: int, stage: list[str]) -> socket.socket:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -56,9 +86,7 @@ async def _open(host: str, port: int, stage: list[str]) -> socket.socket:
             stage[0] = "TCP connect"
             await loop.sock_connect(sock, addr)
             stage[0] = "SSH banner"
-            await _readable(loop, sock)
-            if not sock.recv(1, socket.MSG_PEEK):
-                raise ConnectionResetError("closed the connection before its SSH banner")
+            await _version_line(loop, sock)
             return sock
         except OSError as exc:
             sock.close()
@@ -129,13 +157,18 @@ class _FirstData:
     def __init__(self, inner: Any, seen: asyncio.Event) -> None:
         self._inner = inner
         self._seen = seen
+        self._head = bytearray(b"\n")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def data_received(self, data: bytes, datatype: Any = None) -> None:
-        if data:
-            self._seen.set()
+        # Seen means a line starting "SSH-", as for a direct dial: a tarpit dripping other
+        # lines (endlessh) is not a server.  Only the first 64 KiB are looked at.
+        if not self._seen.is_set() and len(self._head) <= MAX_PRE_BANNER_BYTES:
+            self._head += data
+            if b"\n" + VERSION_PREFIX in self._head:
+                self._seen.set()
         self._inner.data_received(data, datatype)
 
 
