@@ -230,3 +230,42 @@ async def test_lines_before_the_version_line_are_dropped_and_the_version_kept() 
         sock.close()
     finally:
         srv.close()
+
+
+async def test_a_tarpit_named_through_ssh_config_is_given_up_on_too(
+        tarpit: Tarpit, server: FaultServer, canned: list[bytes], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``ssh_config: true`` the address and port come from ``~/.ssh/config``: asyncssh's
+    reading of it names the target, which is dialled and bounded the same way."""
+    from probes.config.fleet import SshOptions
+
+    server.handler = replay(canned, then="silent", samples=5)
+    await server.start()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host pit\n  HostName 127.0.0.1\n  Port {tarpit.port}\n"
+        f"Host faulty\n  HostName 127.0.0.1\n  Port {server.port}\n  User ops\n")
+    monkeypatch.setenv("HOME", str(home))
+    ssh = SshOptions(ssh_config=True, identity=str(server.identity), user="ops",
+                     known_hosts=str(server.known_hosts), banner_timeout_s=1.0,
+                     connect_timeout_s=10.0, login_timeout_s=10.0)
+    specs = [HostSpec(name="pit", transport="ssh", ssh=ssh),
+             HostSpec(name="faulty", transport="ssh", ssh=ssh, interval_s=0.2)]
+    got: dict[str, list[tuple[float, SessionItem]]] = {"pit": [], "faulty": []}
+    t0 = time.monotonic()
+    task = asyncio.create_task(AgentFleetBackend(specs, max_connecting=1).run(
+        lambda h, i: got[h].append((time.monotonic() - t0, i))))
+    try:
+        while time.monotonic() - t0 < 8.0 and not (
+                any(isinstance(i, Disconnected) for _t, i in got["pit"])
+                and any(isinstance(i, HostSample) for _t, i in got["faulty"])):
+            await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    t_drop, drop = next((t, i) for t, i in got["pit"] if isinstance(i, Disconnected))
+    assert isinstance(drop, Disconnected)
+    assert drop.reason.startswith(f"127.0.0.1:{tarpit.port}: no SSH banner within 1 s")
+    assert t_drop < 4.0
+    assert any(isinstance(i, HostSample) for _t, i in got["faulty"])

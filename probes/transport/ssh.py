@@ -134,10 +134,12 @@ class SshTransport:
         shown = port if isinstance(port, int) else 22
         sock: socket.socket | None = None
         try:
-            if tunnel is None and isinstance(port, int) and not self.spec.ssh.ssh_config:
+            target = self._direct_target(host, port) if tunnel is None else None
+            if target is not None:
                 # Outside the gate: a tarpit costs this host its banner timeout, no slot.
-                sock = await dial(host, port, self.spec.ssh.banner_timeout_s)
-                self._peer[(host, port)] = str(sock.getpeername()[0])
+                sock = await dial(*target, self.spec.ssh.banner_timeout_s)
+                if isinstance(port, int):
+                    self._peer[(host, port)] = str(sock.getpeername()[0])
             async with self._gate or contextlib.nullcontext():
                 if tunnel is None:
                     return await self._connect_checked(host, port, tunnel, opts, sock)
@@ -163,6 +165,23 @@ class SshTransport:
         except BaseException:
             close_quietly(sock)
             raise
+
+    def _direct_target(self, host: str, port: int | tuple[()]) -> tuple[str, int] | None:
+        """Where this hop's TCP connect goes, or None when asyncssh must make it itself.
+
+        With ``ssh_config``, ``~/.ssh/config`` may rename the host (HostName), set its port,
+        or route it through a ProxyJump or ProxyCommand: asyncssh's own reading of it says.
+        """
+        if not self.spec.ssh.ssh_config:
+            return (host, port) if isinstance(port, int) else None
+        try:
+            o = asyncssh.SSHClientConnectionOptions(host=host, port=port, config=(),
+                                                    client_keys=None, known_hosts=None)
+        except (asyncssh.Error, OSError, ValueError):
+            return None  # asyncssh will say what is wrong with the config when it connects
+        if o.tunnel or o.proxy_command or not isinstance(o.port, int):
+            return None
+        return str(o.host), o.port
 
     async def _connect_checked(self, host: str, port: int | tuple[()],
                                tunnel: asyncssh.SSHClientConnection | BannerWatch | None,
