@@ -11,6 +11,9 @@ RSYSLOG_FileFormat, and RFC 5424); each runs end to end: real agent → wire →
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +108,33 @@ def test_the_console_says_the_syslog_file_is_writable_by_local_users(tmp_path: P
     (syslog,) = [s for s in steps if s.step is Step.SYSLOG]
     assert any("file:/var/log/syslog" in c and "local users can write to" in c
                for c in syslog.checked)
+
+
+def _logger_lines(fmt: str, *calls: tuple[str, str]) -> list[str]:
+    """What util-linux ``logger`` really sends (to a UDP socket on 127.0.0.1), PRI removed
+    for RFC 3164 as rsyslog's traditional file format writes it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(5)
+    port = str(sock.getsockname()[1])
+    out = []
+    with sock:
+        for tag, msg in calls:
+            subprocess.run(["logger", fmt, "-d", "-n", "127.0.0.1", "-P", port, "-t", tag, msg],
+                           check=True, timeout=10)
+            line = sock.recv(65536).decode()
+            out.append(re.sub(r"^<\d+>", "", line) if fmt == "--rfc3164" else line)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("logger") is None, reason="util-linux logger is not installed")
+@pytest.mark.parametrize("fmt", ["--rfc3164", "--rfc5424"])
+def test_real_logger_lines_from_another_program_give_no_finding(tmp_path: Path, fmt: str) -> None:
+    forged = _logger_lines(fmt, ("alice", f"kernel: {XID}"), ("alice", f"build done kernel: {XID}"))
+    assert all("alice" in x and f"kernel: {XID}" in x for x in forged)
+    raw = _agent_on(tmp_path, "syslog", forged)
+    assert not [f for f in _fleet(raw).hosts["gpu-a01"].findings() if f.code == Code.XID]
+    # What no syslog file can tell apart, and why the console says the source is forgeable:
+    # a local user who names the program "kernel" writes the kernel's own line shape.
+    (same,) = _logger_lines(fmt, ("kernel", XID))
+    assert from_kernel(same)
