@@ -275,6 +275,21 @@ class TestFallbacks:
         assert [e["line"] for e in _kernel(lines)] == [
             "Dec  2 03:14:08 gpu-a01 kernel: NVRM: Xid 79"]
 
+    def test_the_kernels_own_sources_stay_first_and_carry_no_note(
+            self, host: dict[str, Path]) -> None:
+        """A syslog file is the last resort, and only it says local users can write it."""
+        log = host["root"] / "var" / "log" / "syslog"
+        log.parent.mkdir(parents=True)
+        log.write_text("Dec  2 03:14:08 gpu-a01 kernel: NVRM: Xid 79\n")
+        assert by_type(_run(host, ["--kernel-log", "auto"]), "logsource")[0]["note"] == (
+            kernel_log.SYSLOG_FILE_NOTE)
+        _dmesg(host)
+        (src,) = by_type(_run(host, ["--kernel-log", "auto"]), "logsource")
+        assert src["via"] == "dmesg" and "note" not in src
+        _journal(host)
+        (src,) = by_type(_run(host, ["--kernel-log", "auto"]), "logsource")
+        assert src["via"] == "journalctl" and "note" not in src
+
     @pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")
     def test_unreadable_kern_log_is_denied(self, host: dict[str, Path]) -> None:
         log = host["root"] / "var" / "log" / "kern.log"
