@@ -14,7 +14,9 @@ every toast) and that the terminal output carries no escape but Textual's own.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,17 @@ from textual.widgets._toast import Toast
 from probes.agent import AGENT_VERSION, PROTOCOL_VERSION, Simulator, parse_scenarios
 from probes.config.fleet import HostSpec
 from probes.wire.events import Connected, SessionItem
+from probes.wire.fastfill import MAX_AMOUNT
 from probes.wire.protocol import decode_line
-from probes.wire.samples import job_source
-from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, wait_until
+from probes.wire.samples import DiskStats, HostSample, job_source
+from tests.support.tui_fakes import (
+    T0,
+    FakeBackend,
+    FrozenClock,
+    fleet_items,
+    fleet_specs,
+    wait_until,
+)
 from tui.app import RigwatchApp, make_app
 from tui.screens.host import HostScreen
 from tui.screens.triage import TriageScreen
@@ -239,3 +249,41 @@ def test_every_notification_in_the_console_is_plain_text() -> None:
                 if not (isinstance(value, ast.Constant) and value.value is False):
                     missing.append(f"{path}:{node.lineno}")
     assert missing == []
+
+
+def _extreme_items(value: float) -> list[tuple[str, SessionItem]]:
+    """The fake fleet with every number of one host's samples set to ``value``.
+
+    Floats get ``value``; ints get the largest the decoder lets through (2**53), since a
+    float cannot be an int and the decoder drops larger ones.
+    """
+    def fill(obj: Any) -> Any:
+        return dataclasses.replace(obj, **{
+            f.name: value if f.type == "float | None" else int(MAX_AMOUNT)
+            for f in dataclasses.fields(obj) if f.type in ("float | None", "int | None")})
+
+    out: list[tuple[str, SessionItem]] = []
+    for host, item in fleet_items():
+        if isinstance(item, HostSample) and host == "gpu-t02":
+            disk = fill(DiskStats("nvme0n1"))
+            item = dataclasses.replace(item, gpus=tuple(fill(g) for g in item.gpus),
+                                       host=fill(item.host), disks=(disk,))
+        out.append((host, item))
+    return out
+
+
+@pytest.mark.parametrize("value", [math.inf, math.nan, -1e308, 5e-324,
+                                   float(2**53)], ids=repr)
+async def test_no_widget_raises_on_any_float(value: float) -> None:
+    """Past the decoder (a recording made before it, a bug upstream): still no exception."""
+    backend = FakeBackend(fleet_specs(), _extreme_items(value))
+    app = make_app(backend, demo=True, clock=FrozenClock())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await backend.started.wait()
+        await pilot.pause(0.3)
+        app.refresh_view()
+        for keys in (("w",), ("m",), ("m",), ("m",), ("w",), ("down", "enter"),
+                     tuple("123456"), tuple("123456"), ("t",), ("escape", "escape", "p")):
+            await pilot.press(*keys)
+            await pilot.pause(0.05)
+        assert app.is_running

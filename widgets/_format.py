@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 from textual.content import Content
 
 from probes.analysis.findings import Finding
@@ -53,3 +56,14 @@ def pct_cell(pct: float | None, high: float | None = None) -> Cell:
 def mib(value: float) -> str:
     """Memory in MiB with thousands separators, as operators read nvidia-smi."""
     return f"{value:,.0f}"
+
+
+SPARK_MAX = 1e15
+
+
+def spark_values(values: Sequence[float]) -> list[float]:
+    """Values a ``Sparkline`` can draw: finite and within ±1e15 (an infinity made it raise).
+
+    The decoder bounds what hosts send; this guards a recording made before it.
+    """
+    return [v for v in values if math.isfinite(v) and -SPARK_MAX <= v <= SPARK_MAX]

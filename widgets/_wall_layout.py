@@ -76,6 +76,8 @@ def level(metric: str, value: float) -> int:
     """Ramp index 0–7 of ``value`` on ``metric``'s scale, clamped at both ends."""
     lo, hi = SCALE.get(metric, (0.0, 100.0))
     frac = (value - lo) / (hi - lo)
+    if not -1.0 <= frac <= 2.0:  # an infinity (int() would raise), NaN or absurd value
+        return 0 if not frac > 0 else len(RAMP) - 1
     return max(0, min(len(RAMP) - 1, int(frac * len(RAMP))))
 
 

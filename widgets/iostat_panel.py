@@ -125,6 +125,7 @@ def strip(points: Sequence[float], width: int, mark_saturated: bool) -> Content:
         if math.isnan(p):
             parts.append((GAP, "$text-dim"))
             continue
+        p = max(-1.0, min(1000.0, p))  # an infinity would raise in int()
         glyph = RAMP[max(0, min(len(RAMP) - 1, int(p / 100 * len(RAMP))))]
         parts.append((glyph, "$sev-critical" if mark_saturated and saturated(p)
                       else "$chart-high"))
@@ -135,6 +136,7 @@ def util_bar(util: float | None) -> Content:
     """``██████░░░░``; the filled part takes the critical colour when saturated."""
     if util is None or math.isnan(util):
         return Content.styled("░" * BAR_WIDTH, "$text-dim")
+    util = max(-1.0, min(1000.0, util))  # an infinity would raise in round()
     filled = max(0, min(BAR_WIDTH, round(util / 100 * BAR_WIDTH)))
     return Content.assemble(
         ("█" * filled, "$sev-critical" if saturated(util) else "$chart-high"),

@@ -14,6 +14,7 @@ Its line colours come from component classes, so every rigwatch theme styles it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,7 @@ from textual.widgets import Sparkline, Static
 from textual_plot import DurationFormatter, HiResMode, PlotWidget
 
 from probes.triage import Severity
-from widgets._format import SEVERITY_VARIABLE, mib
+from widgets._format import SEVERITY_VARIABLE, mib, spark_values
 
 LEAK_MARK = ("▲", "LEAK")
 OK_MARK = ("·", "ok")
@@ -269,6 +270,22 @@ class AgoFormatter(DurationFormatter):
                 for t, label in zip(ticks, labels, strict=True)]
 
 
+PLOT_MAX = 1e15
+"""Beyond this (MiB) the plot's float arithmetic loses the axis: no GPU holds it."""
+
+
+def _plottable(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """Points the plot can draw: finite, within ±``PLOT_MAX``, rounded to 0.001 MiB.
+
+    The decoder already bounds what a host sends; this keeps a recording made before
+    that (or any bug upstream) from raising in the plot's axis code: an infinity, a NaN
+    or a span of 5e-324 each did.
+    """
+    keep = [(x, round(y, 3)) for x, y in zip(xs, ys, strict=False)
+            if math.isfinite(x) and math.isfinite(y) and abs(y) <= PLOT_MAX]
+    return [x for x, _ in keep], [y for _, y in keep]
+
+
 class GrowthPlot(PlotWidget, can_focus=False):
     """All GPUs' memory lines in braille; leaking and selected lines picked out by class.
 
@@ -320,7 +337,9 @@ class GrowthPlot(PlotWidget, can_focus=False):
         for g in sorted(self._gpus, key=rank):
             if not g.points:
                 continue
-            xs, ys = reduce_points(g.points, buckets)
+            xs, ys = _plottable(*reduce_points(g.points, buckets))
+            if not xs:
+                continue
             style = leak if g.leaking else selected if g.index == self._selected else line
             if g.index == self._selected and g.leaking:
                 style = f"bold {leak}"
@@ -378,7 +397,8 @@ class GpuGrowthRow(Horizontal):
         g, selected = self._shown
         self.index = g.index
         self.query_one(".mg-stats", Static).update(gpu_line(g, selected))
-        self.query_one(Sparkline).data = bucket_means([p[1] for p in g.points], TREND_POINTS)
+        self.query_one(Sparkline).data = spark_values(
+            bucket_means([p[1] for p in g.points], TREND_POINTS))
         self.set_class(g.leaking, "-leak")
         self.set_class(selected, "-selected")
 

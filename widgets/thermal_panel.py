@@ -21,7 +21,7 @@ from textual.reactive import reactive
 from textual.widgets import Sparkline, Static
 
 from probes.analysis.judge import TempLevel
-from widgets._format import TEMP_VARIABLE
+from widgets._format import TEMP_VARIABLE, spark_values
 
 THROTTLED_MARK = ("↓", "THROTTLED")
 OK_MARK = ("✓", "ok")
@@ -196,7 +196,7 @@ class ThermalRow(Horizontal):
         line = reasons_line(g)
         reasons.display = line is not None
         reasons.update(line or "")
-        self.query_one(Sparkline).data = g.temp_points
+        self.query_one(Sparkline).data = spark_values(g.temp_points)
         self.set_class(g.throttled, "-throttled")
 
 
