@@ -138,3 +138,36 @@ def test_real_logger_lines_from_another_program_give_no_finding(tmp_path: Path, 
     # a local user who names the program "kernel" writes the kernel's own line shape.
     (same,) = _logger_lines(fmt, ("kernel", XID))
     assert from_kernel(same)
+
+
+async def test_the_note_reaches_the_triage_screen(tmp_path: Path) -> None:
+    """The real path: agent (local transport) → session → fleet → the triage screen's
+    system-log step, which says how the kernel log was read and that it is forgeable."""
+    from probes.transport.backend import AgentFleetBackend
+    from tests.support.tui_fakes import wait_until
+    from tui.app import make_app
+    from tui.screens.triage import TriageScreen
+    from widgets.step_detail import StepDetail
+
+    root = tmp_path / "root"
+    (root / "var" / "log").mkdir(parents=True)
+    (root / "var" / "log" / "syslog").write_text("\n".join([*FORGED, REAL[0]]) + "\n")
+    spec = HostSpec("gpu-a01", interval_s=0.5,
+                    extra_args=("--kernel-log", "file", "--log-root", str(root)))
+    app = make_app(AgentFleetBackend([spec]), demo=False)
+    app.reports_dir = tmp_path / "reports"
+    async with app.run_test(size=(160, 48)) as pilot:
+        host = app.fleet.hosts["gpu-a01"]
+        await wait_until(pilot, lambda: host.log_source is not None, timeout_s=20)
+        await wait_until(pilot, lambda: any(f.code == Code.XID for f in host.findings()),
+                         timeout_s=10)
+        (xid,) = [f for f in host.findings() if f.code == Code.XID]
+        assert xid.count == 1  # the real kernel line only
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        await pilot.press("2")
+        app.refresh_view()
+        shown = lambda: str(app.screen.query_one(StepDetail).render())  # noqa: E731
+        await wait_until(pilot, lambda: "local users can write to" in shown(), timeout_s=10)
+        assert "file:/var/log/syslog" in shown()
+        await pilot.press("q")  # the backend stops its agent inside the loop
