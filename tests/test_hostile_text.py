@@ -287,3 +287,20 @@ async def test_no_widget_raises_on_any_float(value: float) -> None:
             await pilot.press(*keys)
             await pilot.pause(0.05)
         assert app.is_running
+
+
+async def test_markup_typed_into_the_fleet_filter_is_text() -> None:
+    """The filter shows in the table's border title, which Textual parses as markup."""
+    backend, clock = _hostile_fleet()
+    app = make_app(backend, demo=True, clock=clock)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await backend.started.wait()
+        await pilot.pause(0.2)
+        await pilot.press("slash")
+        await pilot.press(*"[/]")
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        app.refresh_view()
+        await pilot.pause(0.1)
+        assert app.is_running
+        _assert_clean(app, "filter [/]")

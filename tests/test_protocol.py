@@ -399,3 +399,12 @@ def test_a_sample_with_an_unbelievable_time_is_garbled(ts: bytes) -> None:
     reader = MessageReader()
     assert reader.feed(b'{"type":"sample","v":1,"ts":' + ts + b',"gpus":[]}\n') == []
     assert reader.stats.garbled == 1
+
+
+def test_a_disconnect_reason_quoting_the_host_is_sanitised() -> None:
+    """The reason quotes the agent's last stderr line or an SSH server's text."""
+    from probes.wire.events import Disconnected
+
+    d = Disconnected(5.0, "agent exited with status 1: \x1b]52;c;ZWNobyBwd25lZA==\x07 \u202e")
+    assert d.reason == ("agent exited with status 1: \\x1b]52;c;ZWNobyBwd25lZA==\\x07 "
+                        "<U+202E>")
