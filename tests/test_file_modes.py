@@ -111,3 +111,14 @@ def test_an_unwritable_target_is_one_clear_line(recording: Path, tmp_path: Path,
     assert f"{out}: cannot write the export" in err and "Traceback" not in err
     assert main(["manifest", "--demo", "-o", str(out)]) == 2
     assert "cannot write the manifest" in capsys.readouterr().err
+
+
+def test_a_device_or_fifo_at_the_target_is_refused(recording: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["export", str(recording), "-o", str(fifo)]) == 2
+    assert "exists and is not a regular file" in capsys.readouterr().err
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert main(["manifest", "--demo", "-o", str(tmp_path)]) == 2
+    assert "cannot write the manifest" in capsys.readouterr().err

@@ -11,7 +11,9 @@ target as it was.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +26,19 @@ PRIVATE_MODE = 0o600
 def private_file(path: Path) -> Iterator[TextIO]:
     """A text file opened for writing that becomes ``path`` (mode 0600) when the block ends.
 
-    Raises OSError when the directory cannot take the file or the rename fails; the
-    temporary file is removed then, and ``path`` is untouched.
+    Raises OSError when ``path`` is there but is neither a file nor a symlink (a directory,
+    a device, a FIFO), when its directory cannot take the file, or when the rename fails;
+    the temporary file is removed then, and ``path`` is untouched.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                               dir=path.parent if str(path.parent) else ".")
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        # a directory, device or FIFO is not ours to replace
+        raise OSError(errno.EEXIST, "exists and is not a regular file", str(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, PRIVATE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
