@@ -304,3 +304,18 @@ async def test_markup_typed_into_the_fleet_filter_is_text() -> None:
         await pilot.pause(0.1)
         assert app.is_running
         _assert_clean(app, "filter [/]")
+
+
+def test_a_recording_made_before_sanitising_replays_clean() -> None:
+    """Rows written before this fix still carry raw escapes; replay cleans them on read."""
+    from probes.store.recording_format import Body, build_zdict
+    from probes.wire.samples import LogEvent
+
+    body = Body(build_zdict()[1])
+    raw = LogEvent(T0, "kernel" + HOSTILE, "NVRM: Xid 79 " + HOSTILE)  # as an old console kept it
+    _, packed = body.pack(raw)
+    back = body.unpack(packed)
+    assert isinstance(back, LogEvent)
+    for text in (back.source, back.line):
+        assert not FORBIDDEN.search(text) and "\x1b" not in text
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in back.line

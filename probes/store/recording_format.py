@@ -44,6 +44,7 @@ from probes.wire.samples import (
     PcieLink,
     ProbeStatus,
 )
+from probes.wire.sanitize import clean_json, may_need_cleaning
 
 SCHEMA_VERSION = 1
 """The layout this version writes and reads."""
@@ -188,7 +189,10 @@ class Body:
     def unpack(self, body: bytes) -> Item:
         d = zlib.decompressobj(_RAW_DEFLATE, zdict=self.zdict)
         raw = d.decompress(body) + d.flush()
-        return codec.decode(json.loads(raw))
+        data = json.loads(raw)
+        if may_need_cleaning(raw):  # a recording made before the wire sanitised host text
+            data = clean_json(data, frozenset({"topo_text"}))
+        return codec.decode(data)
 
 
 def check_header(path: Path) -> bool:
