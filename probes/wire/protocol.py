@@ -510,9 +510,11 @@ _EMPTY_HOST = HostStats()
 
 
 def _fast_gpu(g: dict[str, Any]) -> GpuSample | None:
-    index = _index(g.get("index"))
-    if index is None:
-        return None
+    index = g.get("index")
+    if type(index) is not int or not 0 <= index <= MAX_GPU_INDEX:
+        index = _index(index)
+        if index is None:
+            return None
     reasons = g.get("clock_reasons")
     state = g.get("state", "ok")
     return _GPU.fill(
