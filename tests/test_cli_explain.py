@@ -126,3 +126,14 @@ def test_escape_sequences_in_a_pasted_log_never_reach_the_terminal(tmp_path: Pat
     xid = next(f for f in doc["findings"] if f["code"] == "xid")
     assert xid["line"] == 3 and xid["xid"] == 79
     assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in xid["evidence"]  # evidence kept, readable
+
+
+def test_a_file_name_with_escapes_is_shown_as_text(tmp_path: Path) -> None:
+    """``explain logs/*`` over files a host user named: the name reaches the report too."""
+    log = tmp_path / "job\x1b]0;TITLE\x07.log"
+    log.write_bytes(b"[  12.5] NVRM: Xid (PCI:0000:18:00): 79, pid=0, "
+                    b"GPU has fallen off the bus.\n")
+    done = _run([str(log)])
+    assert done.returncode == 0, done.stderr
+    assert b"\x1b" not in done.stdout and b"\x07" not in done.stdout
+    assert b"job\\x1b]0;TITLE\\x07.log" in done.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from probes.explain.run import ExplainedInput, ordered
 from probes.triage import Step
+from probes.wire.sanitize import clean_text
 
 STEP_TITLES = {
     Step.GPU: "1. GPU state (devices, clocks, PCIe, memory health, disks)",
@@ -29,7 +30,8 @@ def _summary_of(inp: ExplainedInput) -> str:
     if parsed.get("bytes_skipped"):
         parts.append(f"parsed from the first {parsed['bytes_read']} bytes, "
                      f"{parsed['bytes_skipped']} bytes skipped")
-    return f"{inp.path}: {inp.result.kind}" + (f" ({', '.join(parts)})" if parts else "")
+    return (f"{clean_text(inp.path)}: {inp.result.kind}"
+            + (f" ({', '.join(parts)})" if parts else ""))
 
 
 def render_text(inputs: list[ExplainedInput]) -> str:
@@ -44,7 +46,7 @@ def render_text(inputs: list[ExplainedInput]) -> str:
             out.append("   nothing found")
             continue
         for src, f in mine:
-            where = f"{src}:{f.line}"
+            where = f"{clean_text(src)}:{f.line}"  # a file name can carry escapes too
             more = f" (×{f.count})" if f.count > 1 else ""
             out.append(f"   {f.severity.value.upper():8} {f.code}{more}  {where}")
             out.append(f"            {f.summary}")
