@@ -68,9 +68,13 @@ class HostFactsBar(Static):
     def _render_facts(self) -> None:
         if not self._ready:
             return
-        name = self.facts.hostname if self.facts else (self.row.name if self.row else "?")
+        # The inventory's name leads: a host cannot pass for another by its hello.
+        name = self.row.name if self.row else (self.facts.hostname if self.facts else "?")
         markup = "[bold]$name[/]"
         values: dict[str, object] = {"name": name}
+        if self.facts and self.facts.hostname and self.facts.hostname != name:
+            markup += " [$text-dim]reports hostname[/] $reported"
+            values["reported"] = self.facts.hostname
         if self.row is not None:
             text, cls = status_cell(self.row, self.down_reason)
             markup += f"  [{_STATUS_VARIABLE[cls or 'cell--ok']}]$status[/]"
