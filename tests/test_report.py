@@ -132,3 +132,24 @@ def test_host_text_in_a_report_is_markdown_escaped(tmp_path: Path) -> None:
     assert _md(evil) in text and "\\[click\\](https://e.example)" in text
     # the fence is longer than any tilde run inside, so "~~~" in a log line cannot close it
     assert "    ~~~~~\n    ~~~\n    ctx\n    NVRM: Xid 79 ~~~~ end\n    ~~~~~" in text
+
+
+def test_a_report_from_before_sanitising_prints_without_escapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report on disk (older, or edited) with raw OSC 52 / title / bidi text is printed and
+    listed as visible text, never as terminal commands."""
+    from tui.cli import main
+
+    where = tmp_path / "reports"
+    md, js = _report(tmp_path)
+    hostile = "\x1b]52;c;ZWNobyBwd25lZA==\x07\x1b]0;PWNED\x07\u202e"
+    md.write_text(md.read_text() + "\nevidence: " + hostile + "\n")
+    data = json.loads(js.read_text())
+    data["title"] = "soak " + hostile
+    data["first_failure"]["explanation"] = "Xid " + hostile
+    js.write_text(json.dumps(data))
+    for argv in (["report", "--dir", str(where)], ["report", "1", "--dir", str(where)]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+        assert "\\x1b]52;c;ZWNobyBwd25lZA==" in out

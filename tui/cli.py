@@ -277,6 +277,7 @@ def _run_explain(args: argparse.Namespace) -> int:
 
 def _run_report(args: argparse.Namespace) -> int:
     from probes.outputs.report import ReportError, find_report, list_reports, reports_dir
+    from probes.wire.sanitize import clean_block
 
     where = Path(args.dir) if args.dir else reports_dir()
     if args.name is None:
@@ -290,8 +291,9 @@ def _run_report(args: argparse.Namespace) -> int:
         return 0
     try:
         path = find_report(args.name, where)
-        sys.stdout.write((path.with_suffix(".json") if args.json else path).read_text(
-            encoding="utf-8"))
+        text = (path.with_suffix(".json") if args.json else path).read_text(encoding="utf-8")
+        # a report written before host text was sanitised may hold raw escapes
+        sys.stdout.write(text if args.json else clean_block(text))
     except ReportError as exc:
         print(f"rigwatch report: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -25,6 +25,7 @@ from probes.analysis.incident import (
 )
 from probes.errors import RigwatchError
 from probes.wire.samples import HostFacts
+from probes.wire.sanitize import clean_text
 
 REPORT_VERSION = 1
 FILE_MODE = 0o600
@@ -237,9 +238,10 @@ def list_reports(directory: Path | None = None) -> list[ReportEntry]:
         try:
             data = json.loads(js.read_text(encoding="utf-8"))
             first = data.get("first_failure") or {}
-            out.append(ReportEntry(js.with_suffix(".md"), str(data.get("title", "?")),
-                                   str(data.get("created", "?")),
-                                   str(first.get("explanation", "no incident"))))
+            # a file on disk may predate sanitising, or be edited: it is text, not commands
+            out.append(ReportEntry(js.with_suffix(".md"), clean_text(str(data.get("title", "?"))),
+                                   clean_text(str(data.get("created", "?"))),
+                                   clean_text(str(first.get("explanation", "no incident")))))
         except (OSError, ValueError, AttributeError) as e:
             out.append(ReportEntry(js.with_suffix(".md"), "?", "?", f"unreadable: {e}"))
     return out
