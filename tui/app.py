@@ -143,8 +143,9 @@ class RigwatchApp(App[None]):
                 self._metrics_server = await serve_metrics(self.metrics_port,
                                                            self.metrics_text)
             except OSError as exc:
-                self.notify(f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: "
-                            f"{exc.strerror or exc}", severity="error", timeout=30, markup=False)
+                text = f"cannot serve metrics on 127.0.0.1:{self.metrics_port}: " \
+                    f"{exc.strerror or exc}"
+                self.notify(text, markup=False, severity="error", timeout=30)
 
     def on_unmount(self) -> None:
         """Close the scrape endpoint and any connection it still holds."""
@@ -165,8 +166,8 @@ class RigwatchApp(App[None]):
             await asyncio.to_thread(write_textfile, path, self.metrics_text())
         except OSError as exc:
             self.metrics_textfile = None
-            self.notify(f"stopped writing {path}: {exc.strerror or exc}", severity="error",
-                        timeout=30, markup=False)
+            text = f"stopped writing {path}: {exc.strerror or exc}"
+            self.notify(text, markup=False, severity="error", timeout=30)
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
     async def _run_backend(self) -> None:
@@ -227,9 +228,9 @@ class RigwatchApp(App[None]):
                     dropped += 1
             self.backend.record_alert(f, f.ts if f.ts is not None else now)
         if dropped:
-            self.notify(f"{dropped} alert hook run(s) dropped: {self.hook_gate.at_once} running "
-                        f"and {self.hook_gate.waiting} waiting already", title="Alert hook",
-                        severity="warning", timeout=15, markup=False)
+            text = f"{dropped} alert hook run(s) dropped: {self.hook_gate.at_once} running " \
+                f"and {self.hook_gate.waiting} waiting already"
+            self.notify(text, markup=False, title="Alert hook", severity="warning", timeout=15)
 
     def _notify_alerts(self, by_host: dict[str, list[Alert]]) -> None:
         """One toast per host, worst finding first; many hosts at once make one toast.
@@ -246,9 +247,9 @@ class RigwatchApp(App[None]):
             tops.sort(key=lambda t: (-t[1].severity.rank, t[0]))
             names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
             worst = tops[0][1].severity
-            self.notify(f"{names} and {len(tops) - MAX_TOASTS} more — t for triage",
-                        title=f"{len(tops)} hosts with new findings", timeout=8, markup=False,
-                        severity="error" if worst is Severity.CRITICAL else "warning")
+            text = f"{names} and {len(tops) - MAX_TOASTS} more — t for triage"
+            self.notify(text, markup=False, title=f"{len(tops)} hosts with new findings",
+                        timeout=8, severity="error" if worst is Severity.CRITICAL else "warning")
             return
         for host, top, count in tops:
             more = f" (+{count - 1} more)" if count > 1 else ""
@@ -260,8 +261,8 @@ class RigwatchApp(App[None]):
                                           self.alert_policy.hook_timeout_s)
         self.hook_results = [*self.hook_results[-(HOOK_RESULTS_KEPT - 1):], result]
         if not result.ok:
-            self.notify(result.error or "the alert hook failed", title="Alert hook",
-                        severity="warning", timeout=15, markup=False)
+            text = result.error or "the alert hook failed"
+            self.notify(text, markup=False, title="Alert hook", severity="warning", timeout=15)
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
@@ -343,11 +344,11 @@ class RigwatchApp(App[None]):
         if event.worker.group != "backend":
             return
         if event.state is WorkerState.ERROR:
-            self.notify(f"{event.worker.error}. Restart rigwatch to reconnect.",
-                        title="Backend stopped", severity="error", timeout=30, markup=False)
+            text = f"{event.worker.error}. Restart rigwatch to reconnect."
+            self.notify(text, markup=False, title="Backend stopped", severity="error", timeout=30)
         elif event.state is WorkerState.SUCCESS:
-            self.notify("The backend finished: no more data will arrive.",
-                        title="Backend ended", severity="warning", timeout=30, markup=False)
+            text = "The backend finished: no more data will arrive."
+            self.notify(text, markup=False, title="Backend ended", severity="warning", timeout=30)
 
     async def action_quit(self) -> None:
         """Stop the backend first, so every agent gets EOF and is reaped, then exit.

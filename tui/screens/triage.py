@@ -156,8 +156,8 @@ class TriageScreen(DataScreen):
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
-            self.notify(str(e), title="Report not written", severity="error", timeout=15,
-                        markup=False)
+            self.notify(str(e), markup=False, title="Report not written", severity="error",
+                        timeout=15)
             return
         self.last_report = md
         self.notify(f"{md} (and .json)", title="Report written", timeout=10, markup=False)
