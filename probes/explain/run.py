@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from probes.errors import RigwatchError
@@ -13,8 +12,6 @@ from probes.triage import Step
 
 CONTRACT_VERSION = 1
 STEP_ORDER = {s.value: i for i, s in enumerate(Step)}
-MAX_INPUT_BYTES = 256 * 1024 * 1024
-"""A pasted output is kilobytes; a log may be large, but explain reads it whole."""
 
 
 class ExplainInputError(RigwatchError):
@@ -29,23 +26,6 @@ class ExplainedInput:
 
     path: str
     result: KindResult
-
-
-def read_input(path: str) -> bytes:
-    """The bytes of ``path``; ``-`` is standard input.
-
-    Raises:
-        ExplainInputError: the file cannot be read.
-    """
-    if path == "-":
-        return sys.stdin.buffer.read(MAX_INPUT_BYTES)
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(MAX_INPUT_BYTES)
-    except IsADirectoryError:
-        raise ExplainInputError(f"{path}: is a directory") from None
-    except OSError as exc:
-        raise ExplainInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def explain_bytes(path: str, raw: bytes, kind: str | None = None) -> ExplainedInput:

@@ -4,7 +4,7 @@ Prints one JSON object and one summary line.  Each size is a kernel log shaped l
 review's (about 52 bytes a line, one ``NVRM: Xid … 79`` line in a thousand), explained by
 ``python -m tui.cli explain --json FILE`` in its own process; peak RSS is that process's
 own ``ru_maxrss`` (``os.wait4``).  The baseline is the old path, which read the whole file
-and held every line (``explain_bytes(read_input(path))``), run on the smallest size only:
+and held every line (``explain_bytes(open(path).read())``), run on the smallest size only:
 it grows about ten times the input (2.1 GB for 200 MB).
 
     python tests/bench/bench_explain.py [--quick] [--sizes-mb 50,100,200]
@@ -30,8 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 LINE = "Dec  3 16:59:{s:02d} gpu-a01 kernel: [{t:12.6f}] nvme0n1: I/O {i:08d} ok\n"
 XID = ("Dec  3 16:59:{s:02d} gpu-a01 kernel: NVRM: Xid (PCI:0000:18:00): 79, pid=0, "
        "GPU has fallen off the bus.\n")
-BASELINE = ("import sys; from probes.explain.run import explain_bytes, read_input; "
-            "r = explain_bytes(sys.argv[1], read_input(sys.argv[1])); "
+BASELINE = ("import sys; from probes.explain.run import explain_bytes; "
+            "r = explain_bytes(sys.argv[1], open(sys.argv[1], 'rb').read()); "
             "print(len(r.result.findings))")
 
 
