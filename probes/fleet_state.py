@@ -92,6 +92,14 @@ class FleetRow:
     """Each GPU's verdicts, as every screen shows them (``probes.analysis.judge``)."""
     temp_level: TempLevel = TempLevel.UNKNOWN
     """The hottest GPU's level against its own slowdown threshold."""
+    reason: str | None = None
+    """Why the host is down or stale, in full (sanitised): the fleet table's reason."""
+    last_seen_s: float | None = None
+    """Seconds since the host's last item, when it is down or stale (its values are old)."""
+    next_retry_s: float | None = None
+    """Seconds until the next connection attempt, when the host is down."""
+    headline: str | None = None
+    """The worst finding led by its verdict ("GPU6 LOST · Xid 79"), so truncation keeps it."""
 
 
 @dataclass

@@ -69,6 +69,9 @@ class Backend(Protocol):
     def record_alert(self, finding: Finding, ts: float) -> None:
         """Keep a raised alert's finding with the data, where the backend records any."""
 
+    def retry_now(self, host: str) -> bool:
+        """Cut ``host``'s wait before its next connection attempt; False when it cannot."""
+
 
 class BackendBase:
     """A live backend's capabilities: no note, alerts raised, nothing recorded, no replay."""
@@ -83,6 +86,10 @@ class BackendBase:
 
     def record_alert(self, finding: Finding, ts: float) -> None:
         """Nowhere to record it."""
+
+    def retry_now(self, host: str) -> bool:
+        """Nothing to retry here (a replay, a demo): the operator is told so."""
+        return False
 
 
 MAX_CONCURRENT_CONNECTS = 32
