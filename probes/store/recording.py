@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from probes.config.fleet import HostSpec
 from probes.store import codec
 from probes.store import recording_format as fmt
 from probes.store.codec import Item
@@ -197,6 +198,8 @@ class Recorder:
         self._max_pending = max_pending
         self._clock = clock
         self._pending: deque[tuple[str, float, Item]] = deque()
+        self._meta_pending: dict[str, str] = {}
+        self._meta_lock = threading.Lock()
         self._accepting = True
         self._state: State = "recording"
         self._reason: str | None = None
@@ -245,6 +248,17 @@ class Recorder:
                 self._accepting = False
                 self._fail_reason = f"the disk cannot keep up: {n} items waiting"
             self._wake.set()
+
+    def describe_hosts(self, specs: Iterable[HostSpec]) -> None:
+        """Keep the hosts' specs (tags, expected GPUs, pace) with the recording, for a replay.
+
+        Written by the writer with its next commit; the newest description replaces the last
+        (a resumed recording takes the inventory as it is now).
+        """
+        text = fmt.encode_host_specs(specs)
+        with self._meta_lock:
+            self._meta_pending[fmt.HOST_SPECS_KEY] = text
+        self._wake.set()
 
     def close(self, timeout_s: float | None = 10.0) -> None:
         """Commit what is queued and stop the writer (idempotent)."""
@@ -375,6 +389,8 @@ class Recorder:
     def _flush(self) -> None:
         pending = self._pending
         n = len(pending)
+        if self._meta_pending and self._state == "recording":
+            self._write_meta()
         if not n or self._state != "recording":
             return
         cpu0 = time.thread_time()
@@ -410,6 +426,19 @@ class Recorder:
         self._items_written += len(rows)
         self._bytes = _file_bytes(self._path)
         self._cpu_s += time.thread_time() - cpu0
+
+    def _write_meta(self) -> None:
+        with self._meta_lock:
+            meta, self._meta_pending = self._meta_pending, {}
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
 
     def _add_host(self, host: str) -> int:
         self._conn.execute("INSERT OR IGNORE INTO hosts(name) VALUES (?)", (host,))

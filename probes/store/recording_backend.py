@@ -40,6 +40,7 @@ class RecordingBackend(BackendBase):
         self.inner = inner
         self.specs: list[HostSpec] = inner.specs
         self.recorder = recorder
+        recorder.describe_hosts(self.specs)
         self.resume_from = resume_from
         self.resume_window_s = resume_window_s
         self.resumed_items = 0

@@ -1,7 +1,8 @@
 """The file format of a recording: schema and migrations, the row codec, the header checks.
 
 A recording is one SQLite file (``PRAGMA application_id`` "RWC1") with three tables:
-``meta`` (key/value: app, schema_version, fleet_key, created, the compression dictionary),
+``meta`` (key/value: app, schema_version, fleet_key, created, the compression dictionary,
+the hosts' specs),
 ``hosts`` (id, name) and ``items`` (host_id, ts, kind, body).  A body is ``zlib``
 raw-deflate of compact JSON from :mod:`probes.store.codec`, primed with a preset dictionary
 built from typical items; the dictionary is stored in ``meta`` with its id, so a reader
@@ -16,7 +17,7 @@ import hashlib
 import json
 import sqlite3
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ except ImportError:  # the standard library's json, slower
     _orjson = None  # type: ignore[assignment]
 
 from probes.analysis.findings import Finding
+from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.store import codec
 from probes.store.codec import Item
@@ -44,7 +46,7 @@ from probes.wire.samples import (
     PcieLink,
     ProbeStatus,
 )
-from probes.wire.sanitize import clean_json, may_need_cleaning
+from probes.wire.sanitize import clean_json, clean_text, may_need_cleaning
 
 SCHEMA_VERSION = 1
 """The layout this version writes and reads."""
@@ -254,3 +256,60 @@ def stored_zdict(meta: dict[str, str], path: Path) -> bytes:
         raise RecordingError(f"{path} is damaged: compression dictionary "
                              f"{meta.get('zdict_id')!r} does not match its contents")
     return zdict
+
+
+HOST_SPECS_KEY = "host_specs"
+"""``meta`` key of the hosts as the recording console described them (tags, GPUs expected…)."""
+
+
+def encode_host_specs(specs: Iterable[HostSpec]) -> str:
+    """What a replay needs of each host's spec, as JSON for ``meta``.
+
+    Only what the screens show or judge by: tags, expected GPUs, the sampling interval and
+    simulated speed (a simulated minute per second is a normal pace, not silence), and the
+    scenarios (a simulated host says so).  Addresses, users and key files stay out.
+    """
+    return json.dumps({s.name: {"tags": list(s.tags), "expect_gpus": s.expect_gpus,
+                                "interval_s": s.interval_s, "speed": s.speed,
+                                "simulate": list(s.simulate)} for s in specs},
+                      separators=(",", ":"))
+
+
+def decode_host_specs(text: str | None, names: Iterable[str]) -> list[HostSpec]:
+    """A spec per recorded host name, from :func:`encode_host_specs`'s JSON where it has one.
+
+    A recording made before specs were stored, or a damaged entry, gives the bare name: it
+    still opens.  Text from the file is cleaned like host text (the file may come from
+    elsewhere).
+    """
+    try:
+        stored = json.loads(text) if text else {}
+    except ValueError:
+        stored = {}
+    if not isinstance(stored, dict):
+        stored = {}
+    specs = []
+    for name in names:
+        entry = stored.get(name)
+        specs.append(_spec_from(name, entry) if isinstance(entry, dict) else HostSpec(name=name))
+    return specs
+
+
+def _spec_from(name: str, entry: dict[str, Any]) -> HostSpec:
+    def strings(key: str) -> tuple[str, ...]:
+        value = entry.get(key)
+        if not isinstance(value, list):
+            return ()
+        return tuple(clean_text(v) for v in value if isinstance(v, str))[:32]
+
+    def positive(key: str, default: float) -> float:
+        value = entry.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e9:
+            return float(value)
+        return default
+
+    expect = entry.get("expect_gpus")
+    expect_ok = isinstance(expect, int) and not isinstance(expect, bool) and 0 <= expect <= 4096
+    return HostSpec(name=name, tags=strings("tags"), expect_gpus=expect if expect_ok else None,
+                    interval_s=positive("interval_s", 1.0), speed=positive("speed", 1.0),
+                    simulate=strings("simulate"))

@@ -7,6 +7,7 @@ for recording once (:class:`probes.store.recording.Recorder`) to bring it up to 
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import sqlite3
 import zlib
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from probes.config.fleet import HostSpec
 from probes.store import codec
 from probes.store import recording_format as fmt
 from probes.store.codec import Item
@@ -82,6 +84,24 @@ class RecordingReader:
     def hosts(self) -> list[str]:
         """Host names in the order they were first recorded."""
         return [r[0] for r in self._conn.execute("SELECT name FROM hosts ORDER BY id")]
+
+    def host_specs(self) -> list[HostSpec]:
+        """Each recorded host as the recording console described it (tags, expected GPUs,
+        pace); bare names for a recording made before specs were kept."""
+        return fmt.decode_host_specs(self._meta.get(fmt.HOST_SPECS_KEY), self.hosts())
+
+    def sample_spacing(self, host: str, samples: int = 33) -> float | None:
+        """The usual seconds between ``host``'s samples (the median of its first few), in
+        recording time; None with fewer than two.  A simulated host's are its simulated
+        step: one minute per sample in the demo."""
+        row = self._conn.execute("SELECT id FROM hosts WHERE name = ?", (host,)).fetchone()
+        if row is None:
+            return None
+        times = [float(r[0]) for r in self._conn.execute(
+            "SELECT ts FROM items WHERE kind = 'sample' AND host_id = ? ORDER BY ts LIMIT ?",
+            (row[0], samples))]
+        gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+        return gaps[len(gaps) // 2] if gaps else None
 
     def span(self) -> tuple[float, float] | None:
         """(first ts, last ts), or None for a recording with no items."""

@@ -2,19 +2,26 @@
 
 The replay is a backend like the live one: it emits the recorded items in time order, paced
 by a clock that runs in recording time at the chosen speed.  The app uses that clock, so
-"stale 42 s" and "first seen" mean the recording's seconds.  A seek starts over from a
-little before the target (``SEEK_CONTEXT_S``) rather than from the file's start, so a jump
-in a day-long file takes seconds: the screens then hold that much history before the target.
+"stale 42 s" and "first seen" mean the recording's seconds, and each host's spec (tags,
+expected GPUs) comes from the recording, with its interval set to the spacing of its
+recorded samples: a simulated host's minute-apart samples are its normal pace, not silence.
+
+A seek must show what playing straight through to the same instant shows: sticky findings
+(an Xid, a lost GPU), detectors that need an hour of history, and onsets all depend on
+everything before.  So a seek forward plays the items in between unpaced on top of what is
+on screen, and a seek back starts over from the recording's first item (``on_rewind``) and
+plays unpaced up to the target.  Both are exact; their cost is the items played.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
@@ -26,11 +33,13 @@ from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-SEEK_CONTEXT_S = 1800.0
-"""Recording played (unpaced) before a seek target, so charts and detectors have a past."""
 TICK_S = 0.05
 """Longest real sleep between clock updates while waiting for the next item."""
 YIELD_EVERY = 500
+"""Items played unpaced (a seek) between yields to the event loop, so the screens stay live."""
+
+Entry = tuple[str, float, Item]
+"""(host, recording time, item), as the reader yields them."""
 
 
 class ReplayError(RigwatchError):
@@ -85,14 +94,19 @@ class ReplayBackend(BackendBase):
         if span is None:
             raise ReplayError(f"{path}: the recording holds no items")
         self.start, self.end = span
-        self.specs = [HostSpec(name=h) for h in self.reader.hosts()]
+        self.specs = replay_specs(self.reader)
         self.clock = ReplayClock(self.start)
         self.speed = speed
         self.paused = False
         self.finished = False
         self.on_rewind: Callable[[], None] | None = None
-        """Called before a seek replays from its context: the app starts a fresh state."""
+        """Called before a seek back replays from the start: the app starts a fresh state."""
+        self.rewinds = 0
+        """Seeks that started over from the first item (a seek forward plays on)."""
         self._seek_to: float | None = None
+        self._emitted_ts: float | None = None
+        """The time of the last item emitted: a seek to after it plays on, before it rewinds."""
+        self._stream: Generator[Entry, None, None] = self._items()
         self._wake = asyncio.Event()
         self.replay: ReplayControls | None = self
 
@@ -143,55 +157,70 @@ class ReplayBackend(BackendBase):
 
     async def run(self, emit: Emit) -> None:
         """Play from the start; honour seeks; at the end keep the state and wait."""
-        target: float | None = None
-        since = self.start
-        while True:
-            if target is not None:
-                if self.on_rewind is not None:
-                    self.on_rewind()
-                since = max(self.start, target - SEEK_CONTEXT_S)
-                self.clock.t = since
-                self._introduce(emit, since)
-            interrupted = await self._play(emit, since, target)
-            if interrupted:
-                target, self._seek_to = self._seek_to, None
-                continue
-            self.finished = True
-            self.clock.t = self.end
-            while self._seek_to is None:
-                self._wake.clear()
-                await self._wake.wait()
-            target, self._seek_to = self._seek_to, None
-
-    def _introduce(self, emit: Emit, before: float) -> None:
-        """Each host's last hello before the context: what its GPUs and topology are."""
-        last: dict[str, tuple[str, Item]] = {}
-        for host, _ts, item in self.reader.items(until=before, kinds=["hello", "logsource"]):
-            last[f"{host} {type(item).__name__}"] = (host, item)
-        for host, item in last.values():
-            emit(host, item)  # type: ignore[arg-type]
-
-    async def _play(self, emit: Emit, since: float, fast_until: float | None) -> bool:
-        """Emit items from ``since``; unpaced before ``fast_until``. True when a seek came."""
+        self._stream = self._items()
+        held: Entry | None = None
+        """The next item, read but not yet emitted (a seek can come while it waits)."""
+        fast_until: float | None = None
         n = 0
-        for host, ts, item in self.reader.items(since=since):
-            if isinstance(item, Finding):
-                continue  # derived again by the console from the items
+        while True:
+            if self._seek_to is not None:
+                held, fast_until = self._begin_seek(held)
+            if held is None:
+                held = next(self._stream, None)
+            if held is None:  # the end: the clock runs out to the last time, then waits
+                if fast_until is not None:
+                    self.clock.t, fast_until = fast_until, None
+                if await self._wait_until(self.end):
+                    continue
+                self.finished = True
+                while self._seek_to is None:
+                    self._wake.clear()
+                    await self._wake.wait()
+                continue
+            host, ts, item = held
             if fast_until is not None and ts < fast_until:
                 n += 1
                 if n % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     if self._seek_to is not None:
-                        return True
+                        continue
             else:
                 if fast_until is not None:
-                    self.clock.t = fast_until
-                    fast_until = None
+                    self.clock.t, fast_until = fast_until, None
                 if await self._wait_until(ts):
-                    return True
+                    continue
             self.clock.t = max(self.clock.t, ts)
-            emit(host, item)
-        return False
+            self._emitted_ts = ts
+            held = None
+            emit(host, item)  # type: ignore[arg-type]
+
+    def _begin_seek(self, held: Entry | None) -> tuple[Entry | None, float]:
+        """Take the pending seek: (the item to go on from, the time to play unpaced to).
+
+        Forward, what is on screen is straight play up to here: play on from the held item.
+        Back, it holds items after the target: the app starts over and so does the stream.
+        """
+        target = self._seek_to
+        assert target is not None
+        self._seek_to = None
+        self.finished = False
+        if self._emitted_ts is None or self._emitted_ts < target:
+            return held, target
+        self.rewinds += 1
+        if self.on_rewind is not None:
+            self.on_rewind()
+        self._stream.close()
+        self._stream = self._items()
+        self._emitted_ts = None
+        self.clock.t = self.start
+        return None, target
+
+    def _items(self) -> Generator[Entry, None, None]:
+        """The recording's items from the start, without recorded findings: the console
+        derives those again from the items (a recorded one only marks where to jump)."""
+        for host, ts, item in self.reader.items():
+            if not isinstance(item, Finding):
+                yield host, ts, item
 
     async def _wait_until(self, ts: float) -> bool:
         """Let the clock run to ``ts`` at the current speed; True when a seek interrupts."""
@@ -211,6 +240,21 @@ class ReplayBackend(BackendBase):
             self.clock.t = min(ts, self.clock.t + (now - last) * self.speed)
             last = now
         return self._seek_to is not None
+
+
+def replay_specs(reader: RecordingReader) -> list[HostSpec]:
+    """The recorded hosts' specs, each with its interval set to its recorded pace.
+
+    Staleness is "silent for three intervals" on the replay clock.  A simulated host's
+    samples lie a simulated step apart in recording time (60 s in the demo), and a live
+    host's may be further apart than its inventory said: the recording's own spacing is
+    what silence is measured against, so a healthy recording never reads stale.
+    """
+    specs = []
+    for spec in reader.host_specs():
+        pace = reader.sample_spacing(spec.name) or spec.interval_s * spec.speed
+        specs.append(dataclasses.replace(spec, interval_s=max(pace, spec.interval_s)))
+    return specs
 
 
 _CLOCK = re.compile(r"^(?P<h>\d{1,2}):(?P<m>\d\d)(?::(?P<s>\d\d))?$")
