@@ -76,7 +76,7 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
     steps = review(findings, [triage_host(state)], TriageRecord())
     gpu_step = next(r for r in steps if r.step is Step.GPU)
     wall = wall_host(state, "status", NOW, row)
-    table = {r.gpu.index: r for r in gpu_rows(state)}
+    table = {r.index: r for r in gpu_rows(state) if r.gpu is not None}
     thermal = {g.index: g for g in thermal_view(state).gpus}
     memory = {g.index: g for g in memory_growth_view(state, 3600.0, None).gpus}
     slowdown = {g.index: g.temp_slowdown_c for g in state.hello.facts.gpus} \

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from textual.widgets import Static
+
 from probes.fleet_state import HostStatus
 from probes.wire.events import Connected, Disconnected
 from probes.wire.samples import HostSample
@@ -11,6 +13,7 @@ from tests.support.tui_fakes import SIM_STEP_S, sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
+from widgets.gpu_table import GpuTable
 from widgets.host_facts import HostFactsBar
 from widgets.memory_growth import GpuGrowthRow
 from widgets.thermal_panel import ThermalPanel
@@ -53,7 +56,10 @@ async def test_stale_down_and_back_on_the_host_screen() -> None:
         # the session drops: down with its reason, the charts still there to read
         backend.push(HOST, Disconnected(clock.now, "ssh: connection reset", retry_in_s=5))
         await wait_until(pilot, lambda: "down" in facts_text(app))
-        assert "connection reset" in facts_text(app)
+        # the reason, its age and the next try on their own line above the dimmed table
+        stale = str(app.screen.query_one("#host-stale", Static).render())
+        assert "connection reset" in stale and "last seen" in stale, stale
+        assert app.screen.query_one(GpuTable).has_class("-stale")
         assert len(app.screen.query(GpuGrowthRow)) == 8
 
         # it comes back: streaming again, and the panels move on with the new samples
@@ -70,3 +76,6 @@ async def test_stale_down_and_back_on_the_host_screen() -> None:
         await wait_until(pilot, lambda: max(g.temp_c or 0.0 for g in
                                             app.screen.query_one(ThermalPanel).view.gpus) == 55.0)
         assert len(app.screen.query(GpuGrowthRow)) == 8
+        # live again: no "last seen" line, the table no longer dimmed
+        assert not app.screen.query_one("#host-stale", Static).display
+        assert not app.screen.query_one(GpuTable).has_class("-stale")

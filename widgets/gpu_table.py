@@ -1,10 +1,17 @@
-"""The host screen's per-GPU table: state, memory, load, thermals, clocks and PCIe link."""
+"""The host screen's per-GPU table: state, memory, load, thermals, clocks and PCIe link.
+
+Every GPU the host ever reported keeps its row: a lost or missing one says so in the State
+column (the critical style) with its bus id, serial and when it went, where the numbers
+were, so a gap in the numbering is never the only clue.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.content import Content
 from textual.reactive import reactive
+from textual.widgets import Static
 
 from probes.analysis.judge import MEM_HIGH_PCT, GpuJudgement, GpuVerdict
 from probes.wire.samples import GpuSample
@@ -12,7 +19,8 @@ from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 
 VERDICT_CLASS = {
-    GpuVerdict.OK: "cell--ok", GpuVerdict.LOST: "cell--down",
+    GpuVerdict.OK: "cell--ok", GpuVerdict.LOST: "cell--sev-critical",
+    GpuVerdict.MISSING: "cell--sev-critical",
     GpuVerdict.UNRESPONSIVE: "cell--down", GpuVerdict.LEAKING: "cell--leaking",
     GpuVerdict.THROTTLED: "cell--throttled", GpuVerdict.HOT: "cell--hot",
 }
@@ -21,10 +29,65 @@ VERDICT_CLASS = {
 
 @dataclass(frozen=True)
 class GpuRow:
-    """One GPU's newest sample and what the core judged about it."""
+    """One GPU's newest sample (None when it has none: lost or missing) and what the core
+    judged about it."""
 
-    gpu: GpuSample
+    gpu: GpuSample | None
     judged: GpuJudgement
+    bus_id: str | None = None
+    """From the hello, so a GPU that no longer answers can still be found in the chassis."""
+    serial: str | None = None
+    """From the hello: what an RMA asks for."""
+    since: str | None = None
+    """When a lost GPU went, as the console prints times (``16:14:40``)."""
+
+    @property
+    def index(self) -> int:
+        """The GPU's index (its row key)."""
+        return self.judged.index if self.gpu is None else self.gpu.index
+
+
+def gone_text(row: GpuRow) -> str:
+    """What stands in a lost or missing GPU's numbers: where it sat and when it went."""
+    parts = []
+    if row.judged.verdict is GpuVerdict.MISSING:
+        parts.append("expected, never reported")
+    elif row.since:
+        parts.append(f"gone since {row.since}")
+    if row.bus_id:
+        parts.append(f"bus {row.bus_id}")
+    if row.serial:
+        parts.append(f"serial {row.serial}")
+    return " · ".join(parts) or "no reading"
+
+
+def gone_lines(rows: tuple[GpuRow, ...]) -> list[Content]:
+    """One line per lost GPU and one for the missing ones, for under the table: the
+    reasons column that carries these is the first to go at 80 columns."""
+    out = []
+    missing = [r.index for r in rows if r.judged.verdict is GpuVerdict.MISSING]
+    for r in rows:
+        if r.judged.verdict is GpuVerdict.LOST and r.gpu is None:
+            out.append(Content.from_markup("[bold $sev-critical]✗ GPU$i LOST[/] $text",
+                                           i=str(r.index), text=gone_text(r)))
+    if missing:
+        names = ", ".join(f"GPU{i}" for i in missing)
+        out.append(Content.from_markup(
+            "[bold $sev-critical]✗ $names MISSING[/] expected, never reported: check that "
+            "the driver is loaded (nvidia-smi; dmesg | grep -i nvrm)", names=names))
+    return out
+
+
+class GoneGpus(Static):
+    """The lost and missing GPUs, one line each, under the GPU table."""
+
+    rows: reactive[tuple[GpuRow, ...]] = reactive((), init=False)
+
+    def watch_rows(self, rows: tuple[GpuRow, ...]) -> None:
+        """Show the lines, or nothing when every GPU answers."""
+        lines = gone_lines(rows)
+        self.display = bool(lines)
+        self.update(Content("\n").join(lines))
 
 
 def _pair(used: float | None, total: float | None, unit: str = "") -> Cell:
@@ -38,7 +101,7 @@ def pcie_cell(row: GpuRow) -> Cell:
     """``Gen5 x16``, or ``Gen4 x8 < Gen5 x16``; coloured when the core calls it a shortfall
     (lanes lost, or a lower generation under load)."""
     gpu = row.gpu
-    if gpu.pcie_gen is None and gpu.pcie_width is None:
+    if gpu is None or (gpu.pcie_gen is None and gpu.pcie_width is None):
         return MISSING
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
     gen_low = gpu.pcie_gen is not None and gpu.pcie_gen_max and gpu.pcie_gen < gpu.pcie_gen_max
@@ -55,13 +118,15 @@ def clock_cell(row: GpuRow) -> Cell:
 
     The colour carries the throttle signal into narrow layouts that drop the reasons column.
     """
+    if row.gpu is None:
+        return MISSING
     text, _ = _pair(row.gpu.sm_clock_mhz, row.gpu.sm_clock_max_mhz)
     return text, "cell--throttled" if row.judged.throttled else None
 
 
 def reasons_cell(row: GpuRow) -> Cell:
     """Active clock-event reasons, coloured when the core counts one as throttling."""
-    reasons = row.gpu.clock_reasons
+    reasons = row.gpu.clock_reasons if row.gpu is not None else ()
     if not reasons:
         return "", None
     return ", ".join(reasons), "cell--throttled" if row.judged.slowing else "cell--muted"
@@ -72,7 +137,7 @@ class GpuTable(StyledTable):
 
     COLUMNS = (
         ColumnSpec("gpu", "GPU", 3, right=True),
-        ColumnSpec("state", "State", 9),
+        ColumnSpec("state", "State", 12),
         ColumnSpec("mem", "Mem MiB", 13, right=True, narrow=False),
         ColumnSpec("mem_pct", "Mem", 5, right=True),
         ColumnSpec("util", "Util", 5, right=True),
@@ -92,16 +157,22 @@ class GpuTable(StyledTable):
 
     def keyed_rows(self) -> list[KeyedRow]:
         """One row per GPU, keyed by index."""
-        return [(str(r.gpu.index), self.cells(r)) for r in self.gpus]
+        return [(str(r.index), self.cells(r)) for r in self.gpus]
 
     @staticmethod
     def cells(row: GpuRow) -> tuple[Cell, ...]:
-        """The formatted cells of one GPU."""
+        """The formatted cells of one GPU; a lost or missing one says so in capitals and
+        carries its bus id, serial and when it went where its numbers were."""
         gpu = row.gpu
         verdict = row.judged.verdict
+        word = f"✗ {verdict.value.upper()}" if row.judged.gone else verdict.value
+        state: Cell = (word, VERDICT_CLASS[verdict])
+        if gpu is None:
+            return ((str(row.index), None), state, *([MISSING] * 7),
+                    (gone_text(row), "cell--sev-critical"))
         return (
             (str(gpu.index), None),
-            (verdict.value, VERDICT_CLASS[verdict]),
+            state,
             _pair(gpu.mem_used_mib, gpu.mem_total_mib),
             pct_cell(gpu.mem_used_pct, MEM_HIGH_PCT),
             pct_cell(gpu.util_pct),

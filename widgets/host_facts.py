@@ -1,15 +1,21 @@
-"""The host screen's first lines: what the host is and how its stream stands."""
+"""The host screen's first lines: what the host is, how its stream stands, how old its
+values are, and its findings worst first, so the reason the operator came is on screen
+before any key is pressed."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from probes.analysis.findings import Finding
 from probes.fleet_state import FleetRow
+from probes.triage import Severity
 from probes.wire.samples import HostFacts
+from widgets._format import SEVERITY_VARIABLE
 from widgets.fleet_table import status_cell
 
 _STATUS_VARIABLE = {
@@ -18,13 +24,71 @@ _STATUS_VARIABLE = {
     "cell--stale": "$status-stale",
     "cell--down": "$status-down",
 }
+FINDING_LINES = 3
+"""Findings listed at the top of the host screen; the rest are counted (panel 6 has all)."""
+SEVERITY_MARK = {Severity.CRITICAL: "✗", Severity.WARNING: "!", Severity.INFO: "i"}
 
 
-def fact_parts(facts: HostFacts) -> list[str]:
-    """The facts worth a glance, as plain strings (markup is added by the caller)."""
+@dataclass(frozen=True)
+class GpuCount:
+    """GPUs answering against those the host should have: the header's ``7/8``."""
+
+    present: int
+    expected: int
+
+    @property
+    def short(self) -> bool:
+        """Fewer answer than expected."""
+        return self.present < self.expected
+
+
+@dataclass(frozen=True)
+class StaleNotice:
+    """Why the values on screen are old: the status, their age, the reason, the next try."""
+
+    status: str
+    last_seen_s: float | None
+    reason: str | None
+    next_retry_s: float | None
+
+
+def ago(seconds: float) -> str:
+    """``12 s``, ``2 m``, ``3 h``, ``2 d``: an age at a glance."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} m"
+    if seconds < 172800:
+        return f"{seconds // 3600:.0f} h"
+    return f"{seconds // 86400:.0f} d"
+
+
+def stale_line(n: StaleNotice) -> Content:
+    """``last seen 2 m ago · unreachable: … · next retry in 8 s`` (status-coloured)."""
+    parts = [f"last seen {ago(n.last_seen_s)} ago" if n.last_seen_s is not None
+             else "never seen"]
+    if n.reason:
+        parts.append(n.reason)
+    elif n.status == "stale":
+        parts.append("stale: no data from the agent")
+    if n.next_retry_s is not None:
+        parts.append(f"next retry in {max(0.0, n.next_retry_s):.0f} s")
+    variable = "$status-stale" if n.status == "stale" else "$status-down"
+    return Content.from_markup(f"[bold {variable}]$text[/]  [$text-dim]values below are old[/]",
+                               text=" · ".join(parts))
+
+
+def fact_parts(facts: HostFacts, count: GpuCount | None = None) -> list[str]:
+    """The facts worth a glance, as plain strings (markup is added by the caller).
+
+    With ``count`` the GPUs lead as ``7/8`` (answering/expected) before the model, so a
+    host that lost a card never reads "8× H100"."""
     out = []
     models = Counter(g.name or "unknown GPU" for g in facts.gpus)
-    out += [f"{n}× {name}" for name, n in models.items()]
+    if count is not None and len(models) <= 1:
+        out.append(next(iter(models), "GPU"))
+    else:
+        out += [f"{n}× {name}" for name, n in models.items()]
     out.append(f"driver {facts.driver_version or '?'} · CUDA {facts.cuda_version or '?'}")
     if facts.cpu_model:
         cores = f" ({facts.cpu_cores_logical} threads)" if facts.cpu_cores_logical else ""
@@ -35,7 +99,8 @@ def fact_parts(facts: HostFacts) -> list[str]:
 
 
 class HostFactsBar(Static):
-    """Hostname, status, driver and CUDA, CPU, RAM, and the simulator's scenarios if any."""
+    """Hostname, status, GPUs present/expected, driver and CUDA, CPU, RAM, the simulator's
+    scenarios if any."""
 
     facts: reactive[HostFacts | None] = reactive(None, init=False)
     """From the agent's hello; None until it arrives."""
@@ -43,6 +108,8 @@ class HostFactsBar(Static):
     """The host's fleet row, for its status."""
     down_reason: reactive[str | None] = reactive(None, init=False)
     """Why the stream ended, when it has."""
+    gpus: reactive[GpuCount | None] = reactive(None, init=False)
+    """GPUs answering/expected, as the core judged them; None before the first sample."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -65,6 +132,10 @@ class HostFactsBar(Static):
         """The reason may have changed."""
         self._render_facts()
 
+    def watch_gpus(self) -> None:
+        """A GPU went or came back."""
+        self._render_facts()
+
     def _render_facts(self) -> None:
         if not self._ready:
             return
@@ -75,16 +146,57 @@ class HostFactsBar(Static):
         if self.facts and self.facts.hostname and self.facts.hostname != name:
             markup += " [$text-dim]reports hostname[/] $reported"
             values["reported"] = self.facts.hostname
+        down = self.row is not None and self.row.status.is_down
         if self.row is not None:
-            text, cls = status_cell(self.row, self.down_reason)
+            # the reason has its own line above the table when the host is down
+            text, cls = status_cell(self.row, None if down else self.down_reason)
             markup += f"  [{_STATUS_VARIABLE[cls or 'cell--ok']}]$status[/]"
             values["status"] = text
+        if self.gpus is not None:
+            style = "bold $sev-critical" if self.gpus.short else "bold"
+            markup += f"  [{style}]GPUs $count[/]"
+            values["count"] = f"{self.gpus.present}/{self.gpus.expected}"
         if self.facts is None:
-            markup += "  [$text-dim]waiting for the agent's hello[/]"
+            if not down:
+                markup += "  [$text-dim]waiting for the agent's hello[/]"
         else:
             markup += "  [$text-dim]$facts[/]"
-            values["facts"] = " · ".join(fact_parts(self.facts))
+            values["facts"] = " · ".join(fact_parts(self.facts, self.gpus))
             if self.facts.simulated:
                 markup += "\n[$text-dim]simulated:[/] $scenarios"
                 values["scenarios"] = ", ".join(self.facts.simulated)
         self.update(Content.from_markup(markup, **values))
+
+
+def finding_lines(findings: tuple[Finding, ...], limit: int = FINDING_LINES) -> list[Content]:
+    """Up to ``limit`` findings above info, one line each, worst first (the core's order),
+    then how many more there are and where they are listed."""
+    shown = [f for f in findings if f.severity is not Severity.INFO][:limit]
+    lines = []
+    for f in shown:
+        gpu = f"GPU{f.gpu} " if f.gpu is not None and f.gpu >= 0 else ""
+        lines.append(Content.from_markup(
+            f"[bold {SEVERITY_VARIABLE[f.severity]}]$mark $sev[/] $gpu$summary",
+            mark=SEVERITY_MARK[f.severity], sev=f"{f.severity.value.upper():<8}",
+            gpu=gpu if "GPU" not in f.summary else "", summary=f.summary))
+    rest = len(findings) - len(shown)
+    if not findings:
+        lines.append(Content.from_markup("[$text-dim]no findings on this host[/]"))
+    elif rest:
+        lines.append(Content.from_markup("[$text-dim]+$n more: 6 shows every finding[/]",
+                                         n=str(rest)))
+    return lines
+
+
+class FindingsStrip(Static):
+    """The host's findings at the top of its screen, compact and worst first."""
+
+    findings: reactive[tuple[Finding, ...]] = reactive((), init=False)
+
+    def on_mount(self) -> None:
+        """Show the empty state until the first refresh."""
+        self.watch_findings(self.findings)
+
+    def watch_findings(self, findings: tuple[Finding, ...]) -> None:
+        """Re-render the lines."""
+        self.update(Content("\n").join(finding_lines(findings)))

@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from rich.style import Style
 from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widgets import Sparkline, Static
+from textual_hires_canvas import Canvas
 from textual_plot import DurationFormatter, HiResMode, PlotWidget
+from textual_plot.plot_widget import Legend
 
 from probes.triage import Severity
 from widgets._format import SEVERITY_VARIABLE, mib, spark_values
@@ -286,6 +289,23 @@ def _plottable(xs: list[float], ys: list[float]) -> tuple[list[float], list[floa
     return [x for x, _ in keep], [y for _, y in keep]
 
 
+class PlotCanvas(Canvas):
+    """The plot's canvas, painting every line of its region in its own style.
+
+    ``Canvas`` answers a line outside its buffer (before its first resize, which comes a
+    frame after layout) with a zero-width strip whose segment has no style at all; Textual's
+    NO_COLOR filter (``Monochrome``) reads that style's colour and raised, ending the
+    console.  A blank line the widget's width in its style is what that line shows anyway.
+    """
+
+    def render_line(self, y: int) -> Strip:
+        """The buffered line, or a blank one in the canvas's style outside the buffer."""
+        strip = super().render_line(y)
+        if strip.cell_length == 0 or any(seg.style is None for seg in strip):
+            return Strip.blank(self.size.width, self.rich_style)
+        return strip
+
+
 class GrowthPlot(PlotWidget, can_focus=False):
     """All GPUs' memory lines in braille; leaking and selected lines picked out by class.
 
@@ -302,6 +322,13 @@ class GrowthPlot(PlotWidget, can_focus=False):
         self._gpus: tuple[GpuMemoryTrend, ...] = ()
         self._selected: int | None = None
         self._styles_key: tuple[str, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        """``PlotWidget``'s layout with ``PlotCanvas`` for each canvas (see there)."""
+        with Grid():
+            for name in ("margin-top", "margin-left", "plot", "margin-bottom"):
+                yield PlotCanvas(1, 1, id=name)
+        yield Legend(id="legend")
 
     def on_mount(self) -> None:
         """Compact margins: a panel has rows to spare only for the lines themselves."""

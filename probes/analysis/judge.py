@@ -10,7 +10,7 @@ threshold.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,9 @@ class GpuVerdict(str, Enum):
     """One word per GPU, the same on every screen: the worst of what the findings say."""
 
     LOST = "lost"
+    """Reported once (in the hello or a sample), now gone from the samples or lost."""
+    MISSING = "missing"
+    """Expected (``expect_gpus``) but never reported by the host at all."""
     UNRESPONSIVE = "unresponsive"
     LEAKING = "leaking"
     THROTTLED = "throttled"
@@ -198,6 +201,13 @@ class GpuJudgement:
     leak: Severity | None
     """The leak finding's severity (``leak_critical_hours``), None when not leaking."""
     link: Severity | None
+    since: float | None = None
+    """When a lost GPU went (agent time): the onset of its gpu-lost/gpu-dropout finding."""
+
+    @property
+    def gone(self) -> bool:
+        """No reading from this GPU: lost or never seen (its row keeps its place)."""
+        return self.verdict in (GpuVerdict.LOST, GpuVerdict.MISSING)
 
 
 def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
@@ -212,24 +222,54 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
 
 
 def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterable[Finding],
-               limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[GpuJudgement, ...]:
-    """Every GPU of a host in index order: the sampled ones, then any the hello promised
-    that the sample lacks (lost)."""
+               limits: DetectorLimits = DEFAULT_LIMITS,
+               expected: int | None = None) -> tuple[GpuJudgement, ...]:
+    """Every GPU of a host in index order, none dropped.
+
+    The sampled ones; then every GPU the host ever reported (the hello's list, and any a
+    gpu-lost/gpu-dropout finding names) that the sample lacks, as LOST since that finding's
+    onset; then, up to ``expected`` (the inventory's ``expect_gpus``), the GPUs the host
+    never reported, as MISSING at the first free indices.  A host whose driver lost a card
+    thus still shows eight rows, and "7/8" is counted from these verdicts.
+    """
     codes: dict[int | None, set[str]] = {}
     leaks: dict[int | None, Severity] = {}
+    gone_at: dict[int, float] = {}
     for f in findings:
         codes.setdefault(f.gpu, set()).add(f.code)
         if f.code in LEAK_CODES:
             leaks[f.gpu] = f.severity
+        if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
+            ts = f.ts if f.ts is not None else float("inf")
+            gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
                      limits)
            for g in (sample.gpus if sample else ()) if g.index >= 0]
+    out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
-    out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN, TempLevel.UNKNOWN,
-                         None, None)
-            for i in sorted(set(slowdown) - seen) if sample is not None]
+    if sample is not None:
+        reported = (set(slowdown) | set(gone_at)) - seen
+        out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
+                             TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)))
+                for i in sorted(reported)]
+        seen |= reported
+    if expected is not None and (sample is not None or hello is not None):
+        free = (i for i in range(expected + len(seen)) if i not in seen)
+        out += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (), TempLevel.UNKNOWN,
+                             TempLevel.UNKNOWN, None, None)
+                for _ in range(max(0, expected - len(seen)))]
     return tuple(sorted(out, key=lambda j: j.index))
+
+
+def _finite(ts: float | None) -> float | None:
+    return ts if ts is not None and ts != float("inf") else None
+
+
+def gpus_present(judged: Iterable[GpuJudgement]) -> int:
+    """GPUs that answer: the ``7`` of the host header's ``7/8``."""
+    return sum(1 for j in judged if j.verdict not in (GpuVerdict.LOST, GpuVerdict.MISSING,
+                                                       GpuVerdict.UNRESPONSIVE))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""One host in detail: facts and GPUs on top, then the panels, each toggled by its number.
+"""One host in detail: facts, how old the values are, the findings worst first and every
+GPU on top, then the panels, each toggled by its number.
 
 The panels are listed once, in ``host_panels.HOST_PANELS`` (1 memory growth · 2 thermals and
 power · 3 PCIe topology · 4 iostat · 5 processes · 6 host).  Tab moves between the shown
@@ -14,15 +15,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Footer, Label
+from textual.widgets import Footer, Label, Static
 
 from probes.fleet_state import FleetState, HostState
 from tui.screens.base import DataScreen
 from tui.screens.host_panels import HOST_PANELS, HostPanel, PanelContext, key_hint
-from tui.views.host_views import gpu_rows
+from tui.views.host_views import gpu_count, gpu_rows, stale_notice, top_findings
 from widgets.event_log import EventLog
-from widgets.gpu_table import GpuTable
-from widgets.host_facts import HostFactsBar
+from widgets.gpu_table import GoneGpus, GpuTable
+from widgets.host_facts import FindingsStrip, HostFactsBar, stale_line
 from widgets.memory_growth import MemoryGrowth
 
 EVENTS_SHOWN = 50
@@ -54,8 +55,11 @@ class HostScreen(DataScreen):
         yield self.header()
         with VerticalScroll(id="host-body"):
             yield HostFactsBar(id="host-facts")
+            yield Static(id="host-stale")
+            yield FindingsStrip(id="host-findings")
             yield GpuTable(id="gpu-table")
-            yield Label(key_hint(), id="panel-keys")
+            yield GoneGpus(id="gpu-gone")
+            yield Label(key_hint(self.shown), id="panel-keys")
             for p in HOST_PANELS:
                 yield p.widget(id=p.widget_id, classes="panel")
             yield Label("Recent events", classes="panel-title")
@@ -64,6 +68,8 @@ class HostScreen(DataScreen):
 
     def on_mount(self) -> None:
         """Hide the panels not shown at start."""
+        self.query_one("#host-stale").display = False
+        self.query_one(GoneGpus).display = False
         for p in PANELS:
             self._panel(p).display = p in self.shown
 
@@ -81,10 +87,22 @@ class HostScreen(DataScreen):
         if state is None:
             return
         facts = self.query_one(HostFactsBar)
-        facts.row = state.row(now)
+        row = state.row(now)
+        facts.row = row
         facts.facts = state.hello.facts if state.hello else None
         facts.down_reason = state.down_reason
-        self.query_one(GpuTable).gpus = gpu_rows(state)
+        facts.gpus = gpu_count(state)
+        notice = stale_notice(state, row, now)
+        stale = self.query_one("#host-stale", Static)
+        stale.display = notice is not None
+        if notice is not None:
+            stale.update(stale_line(notice))
+        self.query_one(FindingsStrip).findings = top_findings(state)
+        rows = gpu_rows(state)
+        table = self.query_one(GpuTable)
+        table.gpus = rows
+        table.set_class(notice is not None, "-stale")
+        self.query_one(GoneGpus).rows = rows
         ctx = PanelContext(getattr(self.app, "window_s", 3600.0), self.selected_gpu)
         for p in HOST_PANELS:
             if p.id in self.shown:
@@ -100,6 +118,7 @@ class HostScreen(DataScreen):
         self.shown ^= {name}
         panel = self._panel(name)
         panel.display = name in self.shown  # not a class: see FleetScreen.action_toggle_wall
+        self.query_one("#panel-keys", Label).update(key_hint(self.shown))
         self._redraw()
         if name in self.shown:
             panel.scroll_visible(animate=False)

@@ -8,10 +8,11 @@ layout, its key hint and what it redraws each tick.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from textual.content import Content
 from textual.widget import Widget
 
 from probes.fleet_state import HostState
@@ -98,7 +99,13 @@ HOST_PANELS: tuple[HostPanel[Any], ...] = (
 """In number-key order."""
 
 
-def key_hint() -> str:
-    """The line under the GPU table that names each panel's number key."""
-    keys = " · ".join(f"{i} {p.hint}" for i, p in enumerate(HOST_PANELS, 1))
-    return f"{keys} — number keys show or hide a panel"
+def key_hint(shown: Collection[str] = ()) -> Content:
+    """The panel strip under the GPU table: each panel's number key, the shown ones
+    highlighted (and bracketed, for a terminal without colour), the hidden ones dim."""
+    out = Content.from_markup("[$text-dim]panels[/] ")
+    for i, p in enumerate(HOST_PANELS, 1):
+        on = p.id in shown
+        out += Content.from_markup(
+            "[reverse bold $accent]$label[/] " if on else "[$text-dim]$label[/] ",
+            label=f"[{i} {p.hint}]" if on else f" {i} {p.hint} ")
+    return out

@@ -6,14 +6,25 @@ Charts read the tiered history with a bounded number of points (what a panel is 
 
 from __future__ import annotations
 
-from probes.analysis.judge import GpuJudgement, TempLevel, host_health, judge_gpu
+import time
+
+from probes.analysis.findings import Finding
+from probes.analysis.judge import (
+    GpuJudgement,
+    TempLevel,
+    gpus_present,
+    host_health,
+    judge_gpu,
+    judge_gpus,
+)
 from probes.analysis.slope import growth
-from probes.fleet_state import HostState
+from probes.fleet_state import FleetRow, HostState, HostStatus
 from probes.history import Series, disk_key, gpu_key, proc_key
 from probes.rules.parsers.topo import parse_topo
 from probes.triage import Code
 from probes.wire.clock_reasons import REASON_NAMES
 from widgets.gpu_table import GpuRow
+from widgets.host_facts import GpuCount, StaleNotice
 from widgets.host_stats import HostView
 from widgets.iostat_panel import DiskRow, IostatView
 from widgets.memory_growth import GpuMemoryTrend, MemoryGrowthView, ProcessMemory
@@ -49,19 +60,69 @@ def _slope(series: Series | None, since: float | None, bins: int) -> float | Non
     return fit.slope_mib_h if fit is not None else None
 
 
+def judgements(state: HostState) -> tuple[GpuJudgement, ...]:
+    """Every GPU the host has or should have (``expect_gpus``), as the core judges it."""
+    return judge_gpus(state.last, state.hello, state.findings(), state.limits.detectors,
+                      expected=state.spec.expect_gpus)
+
+
 def _judged(state: HostState) -> dict[int, GpuJudgement]:
-    return {j.index: j for j in state.judgements()}
+    return {j.index: j for j in judgements(state)}
+
+
+def clock_time(ts: float | None) -> str | None:
+    """An agent timestamp as the event log prints it (local ``16:14:40``)."""
+    return None if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))
 
 
 def gpu_rows(state: HostState) -> tuple[GpuRow, ...]:
-    """The GPU table: each sampled GPU with the core's verdicts about it."""
+    """The GPU table: every GPU the host reported or should have, with the core's verdict;
+    a lost or missing one keeps its row with its bus id, serial and when it went."""
     if state.last is None:
         return ()
-    judged = _judged(state)
-    # a GPU without an index (lost before it said which) is judged by its state alone
-    return tuple(GpuRow(g, judged.get(g.index)
-                        or judge_gpu(g, None, (), None, state.limits.detectors))
-                 for g in state.last.gpus)
+    infos = {g.index: g for g in state.hello.facts.gpus} if state.hello else {}
+    samples = {g.index: g for g in state.last.gpus if g.index >= 0}
+    rows = []
+    for j in judgements(state):
+        info = infos.get(j.index)
+        rows.append(GpuRow(samples.get(j.index), j, info.bus_id if info else None,
+                           info.serial if info else None, clock_time(j.since)))
+    # a lost GPU known only by its bus id: its own row unless the hello names it (then the
+    # row at its index already says LOST)
+    named = {(i.bus_id or "").lower() for i in infos.values()}
+    for g in state.last.gpus:
+        if g.index < 0 and (g.bus_id or "").lower() not in named:
+            rows.append(GpuRow(g, judge_gpu(g, None, (), None, state.limits.detectors),
+                               g.bus_id))
+    return tuple(rows)
+
+
+def gpu_count(state: HostState) -> GpuCount | None:
+    """``7/8`` for the header: GPUs answering against those expected (or ever reported)."""
+    if state.last is None:
+        return None
+    judged = judgements(state)
+    return GpuCount(gpus_present(judged), max(len(judged), state.spec.expect_gpus or 0))
+
+
+def top_findings(state: HostState) -> tuple[Finding, ...]:
+    """The host's findings, worst first, for the lines at the top of its screen."""
+    return tuple(state.findings())
+
+
+def stale_notice(state: HostState, row: FleetRow, now: float) -> StaleNotice | None:
+    """Above the table when the values are old: how old, why, and when the next try is.
+
+    The fleet row's reason, age and retry are used when the core fills them; the host's
+    own last-seen time and down reason otherwise.
+    """
+    if row.status is not HostStatus.STALE and not row.status.is_down:
+        return None
+    seen = row.last_seen_s
+    if seen is None and state.last_seen is not None:
+        seen = max(0.0, now - state.last_seen)
+    return StaleNotice(row.status.value, seen, row.reason or state.down_reason,
+                       row.next_retry_s)
 
 
 def memory_growth_view(state: HostState, window_s: float,
