@@ -20,8 +20,16 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.headline import headline
 from probes.analysis.judge import GpuJudgement, TempLevel, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
+from probes.analysis.reachability import (
+    Outage,
+    continue_outage,
+    down_finding,
+    gpu_count_finding,
+    stale_finding,
+)
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory
@@ -136,6 +144,14 @@ class HostState:
     seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
     """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
     dmesg's whole ring buffer, and the same Xid must not count twice."""
+    outage: Outage | None = None
+    """Since when and why the host has not streamed; None once a hello or sample arrives.
+    Unlike ``down_reason`` it lasts through the retries' ``Connected``: one outage, one onset."""
+    data_seen: float | None = None
+    """Console wall time of the newest message from the agent itself (not the session's
+    own connect and disconnect items): what "last seen" means."""
+    reported_gpus: set[int] = field(default_factory=set)
+    """Every GPU index the host has ever reported (hello and samples), for ``expect_gpus``."""
 
     @property
     def name(self) -> str:
@@ -144,12 +160,17 @@ class HostState:
 
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
+        was_stale = self.status is HostStatus.STALE
         self.last_seen = now
+        if not isinstance(item, (Connected, Disconnected)):
+            self.data_seen = now
         if isinstance(item, HostSample):
             self._apply_sample(item)
         elif isinstance(item, Hello):
             self.hello = item
             self.status = HostStatus.STREAMING
+            self.outage = None
+            self.reported_gpus.update(g.index for g in item.facts.gpus)
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
@@ -169,16 +190,25 @@ class HostState:
         elif isinstance(item, Disconnected):
             self.status = _DOWN_KINDS.get(item.kind, HostStatus.DOWN)
             self.down_reason = item.reason
+            retry_at = now + item.retry_in_s if item.retry_in_s is not None else None
+            self.outage = continue_outage(self.outage, item.ts, item.kind, item.reason, retry_at,
+                                          self.data_seen if was_stale else None)
 
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
         self.status = HostStatus.STREAMING
+        self.outage = None
+        self.reported_gpus.update(g.index for g in sample.gpus if g.index >= 0)
         self.history.add(sample)
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
             self.detected = detected
         found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
                  + host_findings(self.name, sample))
+        short = gpu_count_finding(self.name, self.spec.expect_gpus, len(self.reported_gpus),
+                                  sample.ts)
+        if short is not None:
+            found.append(short)
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)
             self.layout = tuple(f for f in self.layout if f.code != "pcie-link-downgraded")
@@ -249,10 +279,22 @@ class HostState:
             else:
                 self.sticky[f.key] = replace(kept, count=kept.count + f.count)
 
+    def reachability(self) -> list[Finding]:
+        """Down (critical) or stale (warning): the host itself cannot be watched now.
+
+        Stale follows the status ``refresh_status`` last judged (the row does, every redraw).
+        """
+        if self.outage is not None:
+            return [down_finding(self.name, self.outage)]
+        if self.status is HostStatus.STALE and self.data_seen is not None:
+            return [stale_finding(self.name, self.data_seen, self.stale_limit_s())]
+        return []
+
     def findings(self) -> list[Finding]:
         """Current and sticky findings, worst first, one per incident."""
         self.scan_logs()
-        merged = {f.key: f for f in self.layout}
+        merged = {f.key: f for f in self.reachability()}
+        merged.update({f.key: f for f in self.layout})
         merged.update({f.key: f for f in self._log_source_findings()})
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
@@ -264,10 +306,14 @@ class HostState:
         return judge_gpus(self.last, self.hello, self.findings() if found is None else found,
                           self.limits.detectors)
 
+    def stale_limit_s(self) -> float:
+        """Silence after which a streaming host reads stale."""
+        return max(STALE_MIN_S, STALE_AFTER_INTERVALS * self.spec.interval_s)
+
     def refresh_status(self, now: float) -> None:
         """Mark a streaming host stale when it has been silent too long."""
         if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None:
-            limit = max(STALE_MIN_S, STALE_AFTER_INTERVALS * self.spec.interval_s)
+            limit = self.stale_limit_s()
             silent = now - self.last_seen
             self.status = HostStatus.STALE if silent > limit else HostStatus.STREAMING
 
@@ -307,7 +353,31 @@ class HostState:
             gpus=judged,
             temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
                            default=TempLevel.UNKNOWN),
+            reason=self._reason(now),
+            last_seen_s=self._last_seen_s(now),
+            next_retry_s=self._next_retry_s(now),
+            headline=headline(found[0], found) if found and found[0].severity is not
+            Severity.INFO else None,
         )
+
+    def _reason(self, now: float) -> str | None:
+        if self.outage is not None:
+            return self.outage.reason
+        if self.status is HostStatus.STALE and self.data_seen is not None:
+            return f"no data for {now - self.data_seen:.0f} s (agent or link frozen?)"
+        return None
+
+    def _last_seen_s(self, now: float) -> float | None:
+        if self.data_seen is None or (self.outage is None and self.status is not
+                                      HostStatus.STALE):
+            return None
+        return max(0.0, now - self.data_seen)
+
+    def _next_retry_s(self, now: float) -> float | None:
+        if self.outage is None or self.outage.retry_at is None \
+                or self.status is HostStatus.CONNECTING:
+            return None
+        return max(0.0, self.outage.retry_at - now)
 
 
 def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:

@@ -63,6 +63,16 @@ class Code(str, Enum):
     HOST_SWAPPING = "host-swapping"
     SWAP_ACTIVITY = "swap-activity"
     TOPOLOGY_CROSS_NUMA = "topology-cross-numa"
+    GPU_COUNT_SHORT = "gpu-count-short"
+    # gpu, live only (never in ``explain``): the host itself cannot be watched
+    HOST_UNREACHABLE = "host-unreachable"
+    HOST_AUTH_FAILED = "host-auth-failed"
+    HOST_KEY_CHANGED = "host-key-changed"
+    HOST_KEY_REFUSED = "host-key-refused"
+    AGENT_FAILED = "agent-failed"
+    HOST_DOWN = "host-down"
+    HOST_STALE = "host-stale"
+    FLEET_DOWN = "fleet-down"
     # syslog: kernel and system log
     XID = "xid"
     GPU_FALLEN_OFF_BUS = "gpu-fallen-off-bus"

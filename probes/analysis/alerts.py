@@ -6,6 +6,12 @@ retrains every few seconds, pages once rather than a hundred times.  The hook is
 list from the settings file, run without a shell; the finding reaches it in environment
 variables and as JSON on stdin, never inside a command string (``probes.analysis.hook``
 runs it, within bounds).
+
+A host that cannot be watched alerts once per outage: its reachability findings (unreachable,
+then auth-failed on the next retry …) share one alert key.  A changed host key alerts on its
+own, as possible interception.  When most of the fleet goes down in one update (a rack's
+power, the bastion, the console's own network) that is one grouped alert for host ``fleet``,
+"9 of 9 hosts down", instead of nine pages.
 """
 
 from __future__ import annotations
@@ -14,7 +20,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from probes.analysis.findings import Finding
-from probes.triage import Severity
+from probes.analysis.reachability import DOWN_CODES
+from probes.triage import Code, Severity, Step
+
+MAX_NAMED = 32
+"""Hosts a grouped alert names in its evidence (all are in ``extra["hosts"]``)."""
+FLEET_HOST = "fleet"
+"""The host name of a grouped alert about the whole fleet."""
+GROUPED_CODES = DOWN_CODES - {Code.HOST_KEY_CHANGED}
+"""Down findings a fleet-wide outage groups; a changed key always alerts on its own."""
+ACTION_FLEET_DOWN = ("Many hosts at once is rarely the hosts: check this console's own network "
+                     "and any jump host or bastion (ssh -v to one host), then power and the "
+                     "rack's switch")
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,10 @@ class AlertPolicy:
     """Hook runs at the same time; more wait."""
     hook_waiting: int = 16
     """Hook runs that may wait for a slot; beyond that they are dropped, with a note."""
+    group_share: float = 1.0
+    """Down hosts, as a share of the fleet, that make one grouped "fleet" alert."""
+    group_min_hosts: int = 2
+    """Fewer down hosts than this always alert one by one."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +85,27 @@ class Alert:
 
 
 AlertKey = tuple[str, tuple[str, str, int | None, int | None]]
+_REACHABILITY_KEY = (Step.GPU.value, "reachability", None, None)
+_FLEET_KEY: AlertKey = (FLEET_HOST, (Step.GPU.value, Code.FLEET_DOWN.value, None, None))
+
+
+def alert_key(f: Finding) -> AlertKey:
+    """What makes an alert the same alert: one per host outage, whatever each retry says."""
+    if f.code in GROUPED_CODES:
+        return (f.host, _REACHABILITY_KEY)
+    return (f.host, f.key)
+
+
+def fleet_down_finding(down: list[Finding], hosts: int) -> Finding:
+    """The grouped alert's finding: how many hosts, which, and since when."""
+    names = sorted({f.host for f in down})
+    onsets = [f.ts for f in down if f.ts is not None]
+    shown = ", ".join(names[:MAX_NAMED]) + \
+        (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+    return Finding(Step.GPU, Code.FLEET_DOWN, Severity.CRITICAL,
+                   f"{len(names)} of {hosts} hosts down", FLEET_HOST,
+                   evidence=f"down: {shown}", ts=min(onsets) if onsets else None,
+                   action=ACTION_FLEET_DOWN, extra={"hosts": names, "of": hosts})
 
 
 @dataclass
@@ -74,22 +116,48 @@ class AlertTracker:
     _active: dict[AlertKey, float] = field(default_factory=dict)
     """Alerted findings and when each was last seen."""
 
-    def update(self, findings: Iterable[Finding], now: float) -> list[Alert]:
-        """The alerts to raise for the findings present at ``now``."""
+    def update(self, findings: Iterable[Finding], now: float,
+               hosts: int | None = None) -> list[Alert]:
+        """The alerts to raise for the findings present at ``now``.
+
+        ``hosts`` is the fleet's size, for the grouped alert; without it the hosts named in
+        ``findings`` are the fleet (a healthy host with no finding is then not counted).
+        """
         new: list[Alert] = []
         seen: set[AlertKey] = set()
+        findings = list(findings)
         for f in findings:
             if f.severity.rank < self.policy.min_severity.rank:
                 continue
-            key = (f.host, f.key)
+            key = alert_key(f)
+            if key in seen:
+                continue
             seen.add(key)
             if key not in self._active:
                 new.append(Alert(f, now))
             self._active[key] = now
+        new = self._grouped(new, findings, now, hosts, seen)
         for key, last in list(self._active.items()):
             if key not in seen and now - last >= self.policy.clear_after_s:
                 del self._active[key]
         return new
+
+    def _grouped(self, new: list[Alert], findings: list[Finding], now: float,
+                 hosts: int | None, seen: set[AlertKey]) -> list[Alert]:
+        """Many hosts down at once: their new alerts become one ``fleet`` alert."""
+        down = [f for f in findings if f.code in DOWN_CODES]
+        size = hosts if hosts is not None else len({f.host for f in findings})
+        count = len({f.host for f in down})
+        if count < max(self.policy.group_min_hosts, 1) or count < self.policy.group_share * size:
+            return new
+        seen.add(_FLEET_KEY)
+        fresh = _FLEET_KEY not in self._active
+        self._active[_FLEET_KEY] = now
+        # Hosts that join an outage already paged for are part of it, not news.
+        kept = [a for a in new if a.finding.code not in GROUPED_CODES]
+        if not fresh:
+            return kept
+        return [Alert(fleet_down_finding(down, max(size, count)), now), *kept]
 
     @property
     def active(self) -> int:
