@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from probes.config.fleet import (
     DEMO_SPEED,
@@ -30,6 +31,7 @@ from probes.errors import ConfigError
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
+    from probes.analysis.limits import DetectorLimits
     from probes.analysis.preflight import HostInput
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
@@ -233,12 +235,34 @@ def _run_snapshot(args: argparse.Namespace) -> int:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
     else:
+        expect = {s.name: s.expect_gpus for s in specs}
         for host in snap["hosts"]:
-            sample = host["sample"] or {}
-            state = "ok" if host["ok"] else f"FAILED: {host['error']}"
-            print(f"{host['name']:<20} {len(sample.get('gpus', [])):>2} GPUs  "
-                  f"{len(host['findings']):>2} findings  {state}")
+            print(_snapshot_line(host, expect.get(host["name"])))
     return 0 if all(h["ok"] for h in snap["hosts"]) else 1
+
+
+SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
+
+
+def _snapshot_line(host: dict[str, Any], expect_gpus: int | None) -> str:
+    """``gpu-b02   7/8 GPUs  3 findings  critical: GPU 6 (0000:ba:00.0) is missing…``:
+    the GPUs answering of those promised, and the worst finding, never ``ok`` beside one."""
+    sample = host["sample"] or {}
+    listed = len(((host["hello"] or {}).get("facts") or {}).get("gpus") or [])
+    promised = max(expect_gpus or 0, listed)
+    answering = sum(1 for g in sample.get("gpus", []) if g.get("state") in (None, "ok"))
+    gpus = f"{answering}/{promised}" if promised and answering != promised else str(answering)
+    found = host["findings"]
+    n = len(found)
+    if not host["ok"]:
+        state = f"FAILED: {host['error']}"
+    elif found:
+        worst = max(found, key=lambda f: SEVERITY_RANK.get(f["severity"], 0))
+        state = f"{worst['severity']}: {worst['summary']}"
+    else:
+        state = "ok"
+    return (f"{host['name']:<20} {gpus:>5} GPUs  {n:>2} "
+            f"{'finding ' if n == 1 else 'findings'}  {state}")
 
 
 def _run_explain(args: argparse.Namespace) -> int:
@@ -309,21 +333,33 @@ def _collect(specs: list[HostSpec]) -> list[OnceResult]:
     return asyncio.run(collect_all(specs))
 
 
-def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult]) -> list[HostInput]:
+def _collect_now(specs: list[HostSpec]) -> list[OnceResult]:
+    """Each host as it is now: a simulated host after its simulated past (``collect_now``)."""
+    from probes.outputs.snapshot import collect_all_now
+
+    return asyncio.run(collect_all_now(specs))
+
+
+def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult],
+                      detectors: DetectorLimits) -> list[HostInput]:
     from probes.analysis.preflight import HostInput
+    from probes.outputs.snapshot import findings_now
 
     return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=s.expect_gpus,
-                      failure=r.failure if r.hello is None else None)
+                      failure=r.failure if r.hello is None else None,
+                      findings=tuple(findings_now(r, detectors)))
             for s, r in zip(specs, results, strict=True)]
 
 
 def _run_preflight(args: argparse.Namespace) -> int:
     from probes.analysis.preflight import by_host, check_fleet, exit_status, worst
 
-    limits = _settings(args).preflight
+    settings = _settings(args)
+    limits = settings.preflight
     specs, _ = _fleet(args)
     _warn_insecure(specs)
-    results = check_fleet(_preflight_inputs(specs, _collect(specs)), limits)
+    results = check_fleet(_preflight_inputs(specs, _collect_now(specs), settings.detectors),
+                          limits, settings.detectors)
     status = exit_status(results)
     grouped = by_host(results)
     if args.json:
@@ -534,26 +570,50 @@ def main(argv: list[str] | None = None) -> int:
         print("rigwatch: --demo and --inventory cannot be used together", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if args.command == "check-inventory":
-            return _run_check_inventory(args)
-        if args.command == "snapshot":
-            return _run_snapshot(args)
-        if args.command == "explain":
-            return _run_explain(args)
-        if args.command == "report":
-            return _run_report(args)
-        if args.command == "replay":
-            return _run_replay(args)
-        if args.command == "export":
-            return _run_export(args)
-        if args.command == "preflight":
-            return _run_preflight(args)
-        if args.command == "manifest":
-            return _run_manifest(args)
-        return _run_console(args)
+        status = _dispatch(args)
+        sys.stdout.flush()  # inside the try: a reader gone shows up here as often as not
+        return status
+    except BrokenPipeError:
+        # ``rigwatch snapshot --json | head -1``: the reader has what it wanted.  Exit as a
+        # command killed by SIGPIPE would, with no traceback and no second error at exit.
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)
         return EXIT_USAGE
+
+
+EXIT_PIPE_CLOSED = 128 + 13
+"""What a shell reports for a command ended by SIGPIPE (13), as ``head`` readers expect."""
+
+
+def _drop_stdout() -> None:
+    """Point standard output at /dev/null so the interpreter's final flush cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the subcommand ``args`` names (the console when none)."""
+    if args.command == "check-inventory":
+        return _run_check_inventory(args)
+    if args.command == "snapshot":
+        return _run_snapshot(args)
+    if args.command == "explain":
+        return _run_explain(args)
+    if args.command == "report":
+        return _run_report(args)
+    if args.command == "replay":
+        return _run_replay(args)
+    if args.command == "export":
+        return _run_export(args)
+    if args.command == "preflight":
+        return _run_preflight(args)
+    if args.command == "manifest":
+        return _run_manifest(args)
+    return _run_console(args)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,10 @@ class PreflightTable(StyledTable):
     COLUMNS = (
         ColumnSpec("host", "Host", 10),
         ColumnSpec("verdict", "Verdict", 7),
-        ColumnSpec("fail", "Fail", 4, right=True),
-        ColumnSpec("warn", "Warn", 4, right=True),
+        # below ``NARROW_BELOW`` the counts go (the detail lists every check) and the first
+        # problem, which leads with its verdict, gets their room
+        ColumnSpec("fail", "Fail", 4, right=True, narrow=False),
+        ColumnSpec("warn", "Warn", 4, right=True, narrow=False),
         ColumnSpec("problem", "First problem"),
     )
 

@@ -1,93 +1,51 @@
 """Preflight: check each server against the training-server rules of thumb before a long run.
 
-Pure functions over what an agent's ``--once`` run returned (its hello and one sample), so
-the same checks serve ``rigwatch preflight``, the console's preflight screen and tests on
-simulated or real host facts.  Every check reports its value, the threshold it was held to
-and a verdict; a check that cannot be judged (no GPU, no topology) is ``skip``, never a pass
-invented from a missing value.
+Pure functions over what is known of each host now (its hello, its newest sample and the
+findings standing against it), so the same checks serve ``rigwatch preflight``, the
+console's preflight screen and tests on simulated or real host facts.  Every check reports
+its value, the threshold it was held to and a verdict; a check that cannot be judged (no
+GPU, no topology) is ``skip``, never a pass invented from a missing value.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 
 from probes.analysis.judge import CoreCount, core_count, cores_per_gpu
-from probes.analysis.limits import PreflightLimits
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits, PreflightLimits
+from probes.analysis.preflight_base import (
+    CheckResult,
+    CheckVerdict,
+    F,
+    HostChecks,
+    HostInput,
+    P,
+    S,
+    W,
+)
+from probes.analysis.preflight_now import fabric_manager, gpu_count, gpu_heat
 from probes.rules.parsers import topo
-from probes.wire.samples import GpuSample, Hello, HostSample, Nic, PcieLink
+from probes.wire.samples import GpuSample, Hello, Nic, PcieLink
 
 GIB = 1024**3
 
-
-class CheckVerdict(str, Enum):
-    """A check's outcome; ``skip`` means the host did not say enough to judge."""
-
-    PASS = "pass"
-    WARN = "warn"
-    FAIL = "fail"
-    SKIP = "skip"
-
-    @property
-    def rank(self) -> int:
-        """Order for "worst": fail > warn > pass > skip."""
-        return {"skip": 0, "pass": 1, "warn": 2, "fail": 3}[self.value]
+__all__ = ["CheckResult", "CheckVerdict", "HostInput", "by_host", "check_fleet", "check_host",
+           "exit_status", "versions", "worst"]
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One check on one host (or on the fleet: ``host`` is then the odd one out)."""
-
-    host: str
-    check: str
-    verdict: CheckVerdict
-    value: object
-    """What was measured, JSON-ready (a number, a word, a list)."""
-    threshold: str
-    """What it was held to, in words ("≥ 2.0× GPU memory")."""
-    detail: str
-    """One sentence for the operator: what is wrong and where, or why it passes."""
-
-    def to_json(self) -> dict[str, object]:
-        """The ``--json`` object of one check."""
-        return {"host": self.host, "check": self.check, "verdict": self.verdict.value,
-                "value": self.value, "threshold": self.threshold, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class HostInput:
-    """What preflight knows about one host: its hello and a sample, or why there are none."""
-
-    name: str
-    hello: Hello | None
-    sample: HostSample | None = None
-    expect_gpus: int | None = None
-    failure: str | None = None
-    """Why the agent gave no answer (unreachable, refused, timed out)."""
-
-
-@dataclass
-class _Host:
-    """Collects one host's results."""
-
-    name: str
-    out: list[CheckResult] = field(default_factory=list)
-
-    def add(self, check: str, verdict: CheckVerdict, value: object, threshold: str,
-            detail: str) -> None:
-        self.out.append(CheckResult(self.name, check, verdict, value, threshold, detail))
-
-
-P, W, F, S = CheckVerdict.PASS, CheckVerdict.WARN, CheckVerdict.FAIL, CheckVerdict.SKIP
-
-
-def check_host(inp: HostInput, limits: PreflightLimits | None = None) -> list[CheckResult]:
+def check_host(inp: HostInput, limits: PreflightLimits | None = None,
+               detectors: DetectorLimits | None = None) -> list[CheckResult]:
     """Every per-host check, in checklist order (GPUs, memory and CPU, PCIe, network,
-    storage, power, software)."""
+    storage, power, software).
+
+    GPU count, temperature and throttling are judged on the newest sample and the findings
+    (``preflight_now``) under the operator's ``detectors`` limits, so the verdict is the
+    host's now, not its agent's start.
+    """
     lim = limits or PreflightLimits()
-    h = _Host(inp.name)
+    det = detectors or DEFAULT_LIMITS
+    h = HostChecks(inp.name)
     if inp.hello is None:
         if inp.failure is None:
             h.add("reachable", S, None, "an answer from the agent", "no answer yet")
@@ -95,25 +53,21 @@ def check_host(inp: HostInput, limits: PreflightLimits | None = None) -> list[Ch
             h.add("reachable", F, None, "an answer from the agent",
                   f"no answer from the agent: {inp.failure}")
         return h.out
+    gpu_count(h, inp, det)
     for check in _CHECKS:
         check(h, inp, lim)
+        if check is _gpus:
+            gpu_heat(h, inp, det)
+    fabric_manager(h, inp)
     return h.out
 
 
 # --- GPUs ------------------------------------------------------------------------------------
 
-def _gpus(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _gpus(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     gpus = inp.hello.facts.gpus
     n = len(gpus)
-    if inp.expect_gpus is not None:
-        verdict = P if n == inp.expect_gpus else F
-        h.add("gpu-count", verdict, n, f"= {inp.expect_gpus} (expect_gpus)",
-              f"{n} GPU(s) seen, {inp.expect_gpus} expected" if verdict is F
-              else f"{n} GPUs as expected")
-    else:
-        h.add("gpu-count", P if n else S, n, "expect_gpus not set",
-              f"{n} GPU(s) seen" if n else "no GPU seen; set expect_gpus to make this a check")
     if not n:
         return
     names = Counter(g.name or "?" for g in gpus)
@@ -155,7 +109,7 @@ def _gpus(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
               severity=W, why="MIG partitions a GPU; a training job sees only one slice")
 
 
-def _gpu_flag(h: _Host, check: str, inp: HostInput, from_info: Callable[..., bool | None],
+def _gpu_flag(h: HostChecks, check: str, inp: HostInput, from_info: Callable[..., bool | None],
               from_sample: Callable[[GpuSample], bool | None] | None, *, want: bool,
               severity: CheckVerdict, why: str) -> None:
     """A per-GPU on/off setting that should be ``want`` on every GPU, and equal on all."""
@@ -185,7 +139,7 @@ def _gpu_flag(h: _Host, check: str, inp: HostInput, from_info: Callable[..., boo
 
 # --- memory, CPU, swap -----------------------------------------------------------------------
 
-def _memory(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _memory(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     f = inp.hello.facts
     gpu_mib = sum(g.mem_total_mib or 0.0 for g in f.gpus)
@@ -241,7 +195,7 @@ def _gen(gts: float | None) -> str:
     return table.get(gts or 0.0, "?") if gts else "?"
 
 
-def _pcie(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _pcie(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     chains = inp.hello.pcie
     samples = {s.index: s for s in inp.sample.gpus} if inp.sample else {}
@@ -286,7 +240,7 @@ def _pcie(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
     _topology(h, inp)
 
 
-def _topology(h: _Host, inp: HostInput) -> None:
+def _topology(h: HostChecks, inp: HostInput) -> None:
     assert inp.hello is not None
     hello = inp.hello
     nics = [n for n in hello.nics if n.kind == "infiniband"] or list(hello.nics)
@@ -334,7 +288,7 @@ def _chain_numa(chain: Sequence[PcieLink]) -> int | None:
 
 # --- network ---------------------------------------------------------------------------------
 
-def _network(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _network(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     ib = [n for n in inp.hello.nics if n.kind == "infiniband"]
     if ib:
@@ -370,7 +324,7 @@ def _speeds(nics: Iterable[Nic]) -> dict[str, int | None]:
 
 # --- storage ---------------------------------------------------------------------------------
 
-def _storage(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _storage(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     devices = inp.hello.facts.block_devices
     nvme = [d.name for d in devices if d.transport == "nvme" or d.name.startswith("nvme")]
@@ -404,7 +358,7 @@ def _storage(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
 
 # --- power -----------------------------------------------------------------------------------
 
-def _power(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _power(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     if inp.sample is None or not inp.sample.gpus:
         h.add("power-headroom", S, None, f"< {lim.power_pinned_pct:g} % of the limit",
@@ -441,7 +395,7 @@ def versions(hello: Hello) -> dict[str, str | None]:
             "cuda_runtime": sw.cuda_runtime, "fabric_manager": sw.fabric_manager}
 
 
-def _software(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
+def _software(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     v = versions(inp.hello)
     found = {k: val for k, val in v.items() if val}
@@ -452,19 +406,19 @@ def _software(h: _Host, inp: HostInput, lim: PreflightLimits) -> None:
           ", ".join(runtimes) if runtimes else "no container runtime on PATH")
 
 
-_CHECKS: tuple[Callable[[_Host, HostInput, PreflightLimits], None], ...] = (
+_CHECKS: tuple[Callable[[HostChecks, HostInput, PreflightLimits], None], ...] = (
     _gpus, _memory, _pcie, _network, _storage, _power, _software)
 
 
 # --- the fleet -------------------------------------------------------------------------------
 
-def check_fleet(inputs: Sequence[HostInput],
-                limits: PreflightLimits | None = None) -> list[CheckResult]:
+def check_fleet(inputs: Sequence[HostInput], limits: PreflightLimits | None = None,
+                detectors: DetectorLimits | None = None) -> list[CheckResult]:
     """Every host's checks, then the fleet-wide consistency: the odd one out is named."""
     lim = limits or PreflightLimits()
     out: list[CheckResult] = []
     for inp in inputs:
-        out.extend(check_host(inp, lim))
+        out.extend(check_host(inp, lim, detectors))
     out.extend(odd_ones_out(inputs, lim))
     return out
 

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from enum import Enum
 from typing import Any
 
-from probes.analysis.findings import log_findings, sample_findings
+from probes.analysis.findings import Finding, log_findings, sample_findings
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.config.fleet import HostSpec
 from probes.rules.logrules.live import LiveLogScanner
-from probes.transport.session import OnceResult, collect_all
+from probes.transport.session import (
+    ONCE_CONCURRENCY,
+    ONCE_TIMEOUT_S,
+    OnceResult,
+    collect_once,
+    run_session,
+)
+from probes.wire.events import Disconnected
+from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 SNAPSHOT_VERSION = 1
 MAX_CONCURRENT = 64
@@ -29,16 +39,91 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def host_entry(result: OnceResult) -> dict[str, Any]:
-    """One host's part of the snapshot."""
+SIM_HISTORY_ARG = "--sim-history"
+LIVED_ARGS = ("--count", "1", "--fast")
+"""A simulated host with a simulated past runs through it, then one live sample, and exits:
+``--once`` would answer with the first instant of its run, before any trouble began."""
+
+
+def lived(spec: HostSpec) -> HostSpec | None:
+    """The spec that runs a simulated host through its ``--sim-history`` to now, or None
+    for a host whose ``--once`` sample is already its present (a real one)."""
+    if not spec.simulate or SIM_HISTORY_ARG not in spec.extra_args:
+        return None
+    return dataclasses.replace(spec, extra_args=spec.extra_args + LIVED_ARGS)
+
+
+async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
+    """One host's hello, newest sample and log events as of now.
+
+    A real host answers one ``--once`` run.  A simulated host with a history is streamed
+    through it (the same session the console runs) until its agent ends: its newest sample
+    and its log lines are then those the console shows at start, a lost GPU included.
+    """
+    run = lived(spec)
+    if run is None:
+        return await collect_once(spec, timeout_s)
+    result = OnceResult(spec)
+    ended = asyncio.Event()
+
+    def keep(_host: str, item: object) -> None:
+        if isinstance(item, Disconnected):
+            if result.sample is None:
+                result.failure = item.reason
+            ended.set()
+        elif isinstance(item, Hello):
+            result.hello = item
+        elif isinstance(item, HostSample):
+            result.sample = item
+        elif isinstance(item, LogEvent):
+            result.events.append(item)
+        elif isinstance(item, ProbeError):
+            result.errors.append(item)
+        elif isinstance(item, LogSourceState):
+            result.log_source = item
+
+    session = asyncio.create_task(run_session(run, keep))
+    try:
+        await asyncio.wait_for(ended.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        if result.sample is None:
+            result.failure = f"no complete answer within {timeout_s:g} s"
+    finally:
+        session.cancel()
+        await asyncio.gather(session, return_exceptions=True)
+    return result
+
+
+async def collect_all_now(specs: list[HostSpec],
+                          concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
+    """``collect_now`` for every host, ``concurrency`` at a time, in the specs' order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(spec: HostSpec) -> OnceResult:
+        async with gate:
+            return await collect_now(spec)
+
+    return list(await asyncio.gather(*(one(s) for s in specs)))
+
+
+def findings_now(result: OnceResult,
+                 limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """What the core finds in one host's newest sample and its log lines."""
     spec = result.spec
-    findings = []
+    findings: list[Finding] = []
     if result.sample is not None:
-        findings = sample_findings(spec.name, result.hello, result.sample)
+        findings = sample_findings(spec.name, result.hello, result.sample, limits)
     scanner = LiveLogScanner()
     for ev in result.events:
         scanner.add(ev.source, ev.line, ev.ts)
     findings.extend(log_findings(spec.name, result.hello, scanner.scan()))
+    return findings
+
+
+def host_entry(result: OnceResult) -> dict[str, Any]:
+    """One host's part of the snapshot."""
+    spec = result.spec
+    findings = findings_now(result)
     return {
         "name": spec.name,
         "tags": list(spec.tags),
@@ -54,7 +139,8 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
 
 
 async def take_snapshot(specs: list[HostSpec], *, demo: bool = False) -> dict[str, Any]:
-    """Collect one hello and one sample from every host concurrently."""
-    results = await collect_all(specs, MAX_CONCURRENT)
+    """Collect every host's hello and newest sample concurrently (a simulated host after
+    its history: the snapshot shows what the console would, not the run's first instant)."""
+    results = await collect_all_now(specs, MAX_CONCURRENT)
     return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
             "hosts": [host_entry(r) for r in results]}

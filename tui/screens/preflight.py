@@ -1,7 +1,8 @@
 """Preflight in the console: every host against the rules of thumb, and the odd one out.
 
-The checks read what the live sessions already hold (each host's hello and newest sample),
-so opening this screen costs no extra connection.  They are recomputed at most every few
+The checks read what the live sessions already hold (each host's hello, newest sample and
+findings: a GPU lost since the start fails, a GPU in thermal slowdown fails), so opening
+this screen costs no extra connection.  They are recomputed at most every few
 seconds: facts change rarely, and 1000 topology matrices per tick would be waste.
 """
 
@@ -33,14 +34,15 @@ RECHECK_S = 5.0
 
 
 def host_input(state: HostState) -> HostInput:
-    """What preflight reads from one host's live state."""
+    """What preflight reads from one host's live state: as it is now, not at its hello."""
     failure = None
     if state.hello is None and state.status.is_down:
         failure = state.down_reason or state.status.value
     elif state.hello is None and state.status is not HostStatus.CONNECTING:
         failure = state.status.value
     return HostInput(state.name, state.hello, state.last, expect_gpus=state.spec.expect_gpus,
-                     failure=failure)
+                     failure=failure,
+                     findings=tuple(state.findings()) if state.hello is not None else ())
 
 
 def line_for(host: str, checks: list[CheckResult]) -> PreflightLine:
@@ -101,7 +103,7 @@ class PreflightScreen(DataScreen):
             return
         self._checked_at = now
         results = check_fleet([host_input(s) for s in fleet.hosts.values()],
-                              self.limits or fleet.limits.preflight)
+                              self.limits or fleet.limits.preflight, fleet.limits.detectors)
         self._results = by_host(results)
         self.query_one("#preflight-summary", Static).update(summary(results))
         self.query_one(PreflightTable).hosts = tuple(
