@@ -76,7 +76,8 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
     steps = review(findings, [triage_host(state)], TriageRecord())
     gpu_step = next(r for r in steps if r.step is Step.GPU)
     wall = wall_host(state, "status", NOW, row)
-    table = {r.index: r for r in gpu_rows(state) if r.gpu is not None}
+    table = {r.index: r for r in gpu_rows(state)}
+    assert set(table) >= set(verdicts), "every GPU keeps its row in the host's table"
     thermal = {g.index: g for g in thermal_view(state).gpus}
     memory = {g.index: g for g in memory_growth_view(state, 3600.0, None).gpus}
     slowdown = {g.index: g.temp_slowdown_c for g in state.hello.facts.gpus} \
@@ -94,7 +95,7 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
         if idx in table:
             r = table[idx]
             assert r.judged.verdict is verdict
-            assert GpuTable.cells(r)[1][0] == verdict.value
+            assert GpuTable.cells(r)[1][0].split()[-1].lower() == verdict.value
             throttle_class = GpuTable.cells(r)[7][1] == "cell--throttled"
             assert throttle_class is judged[idx].throttled
         if idx in thermal:
@@ -102,9 +103,12 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
             assert g.throttled is judged[idx].throttled
             assert ("THROTTLED" in gpu_line(g).plain) is judged[idx].throttled
             assert g.temp_level is judged[idx].temp
-            s = samples[idx]
-            assert g.temp_level is temp_level(s.temp_c, slowdown.get(idx),
-                                              state.limits.detectors)
+            assert (g.gone is not None) is judged[idx].gone
+            s = samples.get(idx)
+            assert s is not None or g.gone == verdict.value
+            if s is not None:
+                assert g.temp_level is temp_level(s.temp_c, slowdown.get(idx),
+                                                  state.limits.detectors)
         throttled = any(f.gpu == idx and f.code in (Code.CLOCKS_THROTTLED,
                                                     Code.THROTTLED_WHILE_BUSY)
                         for f in findings)

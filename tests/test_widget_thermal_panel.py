@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from textual.app import App, ComposeResult
-from textual.widgets import Sparkline
 
 from probes.analysis.judge import TempLevel, temp_level
 from tests.support.widget_app import ThemedApp
@@ -12,11 +13,14 @@ from themes import THEMES
 from widgets.thermal_panel import (
     BAR_CELLS,
     GpuThermal,
+    TempHistory,
     ThermalPanel,
     ThermalRow,
     ThermalView,
     bar,
     gpu_line,
+    history_colour,
+    history_text,
     reasons_line,
     summary,
 )
@@ -155,7 +159,7 @@ async def test_80x24_every_gpu_and_reasons_visible() -> None:
         assert "SW thermal slowdown, HW power brake" in below
         assert sum("THROTTLED" in line for line in lines) == 2
         assert app.query_one(ThermalPanel).has_class("-narrow")
-        assert not any(s.display for s in app.query(Sparkline))
+        assert not any(s.display for s in app.query(TempHistory))
 
 
 async def test_78x14_scrolls_rather_than_squashes() -> None:
@@ -178,7 +182,7 @@ async def test_160x48_has_history_sparklines() -> None:
         await pilot.pause()
         lines = screen_lines(app)
         assert not app.query_one(ThermalPanel).has_class("-narrow")
-        sparks = list(app.query(Sparkline))
+        sparks = list(app.query(TempHistory))
         assert len(sparks) == 8 and all(s.display and s.size.width > 40 for s in sparks)
         row = line_with(lines[1:], "GPU0 ")
         assert any(ch in "▁▂▃▄▅▆▇█" for ch in row[75:])
@@ -213,3 +217,35 @@ async def test_every_theme_renders(theme: str) -> None:
         await pilot.pause()
         await pilot.pause()
         line_with(screen_lines(app), "↓ THROTTLED")
+
+
+def test_histories_share_one_scale_and_take_the_verdicts_colour() -> None:
+    """A 64-66 °C wobble on healthy GPUs stays a low line in the calm colour; only the
+    throttled 90 °C GPU reaches full height, in the throttled colour (review item 10)."""
+    wobble = tuple(64.0 + (i % 3) for i in range(60))
+    healthy = replace(gpu(0, temp=65.0), temp_points=wobble)
+    hot = replace(gpu(5, temp=90.0, reasons=HOT), temp_points=(90.0,) * 60)
+    view = ThermalView((healthy, hot))
+    lo, hi = view.temp_scale
+    assert lo == 64.0 and hi == 90.0
+    calm = history_text(healthy.temp_points, view.temp_scale, 30)
+    assert calm and set(calm) <= set("▁▂"), calm
+    assert set(history_text(hot.temp_points, view.temp_scale, 30)) == {"█"}
+    assert history_colour(healthy) == "$chart-low"
+    assert history_colour(hot) == "$clock-throttled"
+    warm = replace(gpu(1, temp=84.0), temp_level=TempLevel.HOT)
+    assert history_colour(warm) == "$gpu-hot"
+    # one GPU alone still gets a 10 °C scale: sensor noise is not drawn as a cliff
+    alone = ThermalView((healthy,)).temp_scale
+    assert alone[1] - alone[0] >= 10.0
+
+
+async def test_columns_have_headers_and_the_scale_is_named() -> None:
+    app = ThermalApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.query_one(ThermalPanel).view = rack()
+        await pilot.pause()
+        await pilot.pause()
+        head = line_with(screen_lines(app), "→ slowdown")
+        assert "HBM temp" in head and "power" in head and "SM clock" in head
+        assert "temp history, all GPUs" in head

@@ -8,7 +8,9 @@ in a dim line with the leaking ones, and the selected one, picked out.  Beneath,
 processes on the selected GPU with their own slopes name the culprit.
 
 The chart is ``textual_plot.PlotWidget`` in braille (see ``widgets/CHARTS.md``); it is
-only shown when the panel has the rows for it, since the per-GPU numbers matter more.
+only shown when the panel has the rows for it, since the per-GPU numbers matter more, and
+only while a leak is flagged: with nothing rising the panel is its rows (each with its own
+trend), not a screenful of flat lines.
 Its line colours come from component classes, so every rigwatch theme styles it.
 """
 
@@ -66,6 +68,8 @@ class GpuMemoryTrend:
     leaking: bool = False
     urgency: Severity | None = None
     """The leak finding's severity (critical within the operator's ``leak_critical_hours``)."""
+    gone: str | None = None
+    """``lost``/``missing`` when the core judges the GPU gone: its history ends, it says so."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,9 @@ def gpu_line(g: GpuMemoryTrend, selected: bool) -> Content:
     """The numbers for one GPU at fixed widths, so rows and the header line up."""
     glyph, word = LEAK_MARK if g.leaking else OK_MARK
     state = "[bold $mem-rising]$glyph $word[/]" if g.leaking else "[$text-dim]$glyph $word[/]"
+    if g.gone:
+        glyph, word = "✗", g.gone[:4]
+        state = "[bold $sev-critical]$glyph $word[/]"
     slope_style = "bold $mem-rising" if g.leaking else "$foreground"
     return Content.from_markup(
         f"$cursor {state}$pad[bold]$gpu[/]$used [{slope_style}]$slope[/] "
@@ -161,6 +168,11 @@ def summary(view: MemoryGrowthView) -> Content:
     names = ", ".join(f"GPU{g.index}" for g in leaks)
     return title + Content.from_markup("  [bold $mem-rising]$g $w: $names[/]",
                                        g=LEAK_MARK[0], w=LEAK_MARK[1], names=names)
+
+
+def quiet(view: MemoryGrowthView) -> bool:
+    """No GPU flagged as leaking: the panel shrinks to its rows, without the chart."""
+    return not any(g.leaking for g in view.gpus)
 
 
 def truncate(text: str, width: int) -> str:
@@ -474,6 +486,7 @@ class MemoryGrowth(Vertical):
         if not self._ready:
             return
         self.query_one(".mg-title", Static).update(summary(view))
+        self.set_class(quiet(view), "-quiet")
         header = self.query_one(".mg-header", Static)
         header.display = bool(view.gpus)
         header.update(Content.from_markup("[$text-dim]$h[/]", h=GPU_HEADER))
@@ -494,6 +507,8 @@ class MemoryGrowth(Vertical):
         view = self.view
         chart_h, procs_h = chart_rows(self.content_size.height, len(view.gpus),
                                       len(view.processes))
+        if quiet(view):
+            chart_h, procs_h = 0, min(PROC_ROWS_MIN, 2 + len(view.processes))
         plot = self.query_one(GrowthPlot)
         plot.display = chart_h > 0
         if chart_h:

@@ -7,7 +7,9 @@ the core judges the GPU throttled (``probes.analysis.judge``, the same verdict a
 the row says ``↓ THROTTLED`` (glyph, word and ``$clock-throttled``) and names the reasons on
 the line beneath; reasons that are not throttling now (idle, application clocks, the power
 cap of an idle GPU) are listed dimmed.
-A temperature sparkline per GPU fills the spare width.
+A temperature history per GPU fills the spare width, every GPU on one scale (a 64-66 °C
+wobble stays a low line, not a full-height one), in the colour of the core's verdict: the
+throttled GPU in the throttled colour, a hot one hot, a healthy one calm.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Sparkline, Static
+from textual.widget import Widget
+from textual.widgets import Static
 
 from probes.analysis.judge import TempLevel
 from widgets._format import TEMP_VARIABLE, spark_values
@@ -32,6 +35,12 @@ BAR_FLOOR_C = 25.0
 """The temperature bar runs from about room temperature to the slowdown threshold."""
 PARTIAL = " ▏▎▍▌▋▊▉"
 STATS_WIDTH = 78
+SCALE_MIN_SPAN = 10.0
+"""°C: a history scale never narrower, so sensor noise on a steady rack stays flat."""
+BLOCKS = "▁▂▃▄▅▆▇█"
+HEADER = (f" {'GPU':<5}{'state':<12}{'temp':>5} {'→ slowdown':<12} {'HBM temp':>9} "
+          f"{'power':>9} {'SM clock':>13}")
+"""Labels over ``gpu_line``'s fixed-width columns."""
 """Cells of the numbers line; the temperature sparkline gets the width beyond it."""
 
 
@@ -60,6 +69,8 @@ class GpuThermal:
     temp_level: TempLevel = TempLevel.UNKNOWN
     """The GPU temperature against this board's slowdown threshold."""
     mem_temp_level: TempLevel = TempLevel.UNKNOWN
+    gone: str | None = None
+    """``lost`` or ``missing`` when the core judges the GPU gone: its row stays, saying so."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,19 @@ class ThermalView:
     """Everything the panel draws; an equal view costs no redraw."""
 
     gpus: tuple[GpuThermal, ...] = ()
+
+    @property
+    def temp_scale(self) -> tuple[float, float]:
+        """One temperature scale for every GPU's history: the lowest reading to the highest
+        reading or slowdown threshold, at least ``SCALE_MIN_SPAN`` °C wide."""
+        values = [v for g in self.gpus for v in spark_values(g.temp_points)]
+        if not values:
+            return (0.0, SCALE_MIN_SPAN)
+        lo, hi = min(values), max(values)
+        slowdowns = [g.temp_slowdown_c for g in self.gpus if g.temp_slowdown_c is not None]
+        if slowdowns and hi >= min(slowdowns) - SCALE_MIN_SPAN:
+            hi = max(hi, min(slowdowns))
+        return lo, max(hi, lo + SCALE_MIN_SPAN)
 
 
 # ---- pure formatting -----------------------------------------------------------------
@@ -120,6 +144,9 @@ def gpu_line(g: GpuThermal) -> Content:
     glyph, word = THROTTLED_MARK if g.throttled else OK_MARK
     state = ("[bold $clock-throttled]$glyph $word[/]" if g.throttled
              else "[$status-streaming]$glyph $word[/]")
+    if g.gone:
+        glyph, word = "✗", g.gone.upper()
+        state = "[bold $sev-critical]$glyph $word[/]"
     head = Content.from_markup(f"[bold]$gpu[/]{state}$pad ", gpu=f"GPU{g.index:<2}",
                                glyph=glyph, word=word,
                                pad=" " * (len(THROTTLED_MARK[1]) - len(word)))
@@ -130,6 +157,35 @@ def gpu_line(g: GpuThermal) -> Content:
     if g.fan_pct is not None:
         parts.append(Content.from_markup("[$text-dim]fan[/] $f", f=f"{_num(g.fan_pct, '%'):>4}"))
     return Content(" ").join(parts)
+
+
+def history_colour(g: GpuThermal) -> str:
+    """The history's theme variable from the core's verdict: throttled, hot, warm or calm."""
+    if g.throttled:
+        return "$clock-throttled"
+    return {TempLevel.HOT: "$gpu-hot", TempLevel.WARM: "$gpu-warm",
+            TempLevel.OK: "$chart-low"}.get(g.temp_level, "$text-dim")
+
+
+def history_text(points: tuple[float, ...], scale: tuple[float, float], width: int) -> str:
+    """The newest ``width`` buckets of ``points`` as blocks on the shared ``scale``."""
+    values = spark_values(points)
+    if width <= 0 or not values:
+        return ""
+    n = len(values)
+    cells = min(width, n)
+    means = [sum(seg) / len(seg) for b in range(cells)
+             if (seg := values[b * n // cells:(b + 1) * n // cells])]
+    lo, hi = scale
+    span = (hi - lo) or 1.0
+    top = len(BLOCKS) - 1
+    return "".join(BLOCKS[max(0, min(top, round((v - lo) / span * top)))] for v in means)
+
+
+def history_header(view: ThermalView) -> str:
+    """The history column's label: the scale it shares."""
+    lo, hi = view.temp_scale
+    return f"temp history, all GPUs {lo:.0f}–{hi:.0f} °C"
 
 
 def reasons_line(g: GpuThermal) -> Content | None:
@@ -163,9 +219,10 @@ def summary(view: ThermalView) -> Content:
 class ThermalRow(Horizontal):
     """One GPU: numbers and reasons on the left, its temperature history on the right."""
 
-    def __init__(self, g: GpuThermal) -> None:
+    def __init__(self, g: GpuThermal, scale: tuple[float, float] | None = None) -> None:
         super().__init__(classes="th-row")
         self._gpu = g
+        self._scale = scale
         self._ready = False
 
     def compose(self) -> ComposeResult:
@@ -173,15 +230,21 @@ class ThermalRow(Horizontal):
         with Vertical(classes="th-text"):
             yield Static(classes="th-stats")
             yield Static(classes="th-reasons")
-        yield Sparkline((), classes="th-history")
+        yield TempHistory(classes="th-history")
 
     def on_mount(self) -> None:
         """Show the GPU given at construction."""
         self._ready = True
+        if self._scale is not None:
+            self.query_one(TempHistory).scale = self._scale
         self._draw()
 
-    def show(self, g: GpuThermal) -> None:
-        """Display ``g``; a no-op when it is unchanged."""
+    def show(self, g: GpuThermal, scale: tuple[float, float] | None = None) -> None:
+        """Display ``g`` (its history on the panel's shared ``scale``); a no-op when
+        nothing changed."""
+        history = self.query_one(TempHistory) if self._ready else None
+        if history is not None and scale is not None:
+            history.scale = scale
         if g == self._gpu and self._ready:
             return
         self._gpu = g
@@ -196,8 +259,24 @@ class ThermalRow(Horizontal):
         line = reasons_line(g)
         reasons.display = line is not None
         reasons.update(line or "")
-        self.query_one(Sparkline).data = spark_values(g.temp_points)
+        history = self.query_one(TempHistory)
+        history.points = g.temp_points
+        history.colour = history_colour(g)
         self.set_class(g.throttled, "-throttled")
+
+
+class TempHistory(Widget):
+    """One GPU's temperature history on a scale shared with the other GPUs."""
+
+    points: reactive[tuple[float, ...]] = reactive((), init=False)
+    scale: reactive[tuple[float, float]] = reactive((0.0, SCALE_MIN_SPAN), init=False)
+    colour: reactive[str] = reactive("$chart-low", init=False)
+    """A theme variable, from the core's verdict (``history_colour``)."""
+
+    def render(self) -> Content:
+        """Blocks as wide as the widget."""
+        return Content.from_markup(f"[{self.colour}]$h[/]", h=history_text(
+            self.points, self.scale, self.size.width))
 
 
 class ThermalPanel(Vertical):
@@ -213,6 +292,9 @@ class ThermalPanel(Vertical):
     def compose(self) -> ComposeResult:
         """Rows are mounted once the GPU count is known."""
         yield Static(classes="th-title")
+        with Horizontal(classes="th-head"):
+            yield Static(HEADER, classes="th-head-text")
+            yield Static(classes="th-head-history")
         yield Static(classes="th-empty")
         yield VerticalScroll(classes="th-rows")
 
@@ -233,12 +315,15 @@ class ThermalPanel(Vertical):
         self.set_class(any(g.fan_pct is not None for g in view.gpus), "-fan")
         empty = self.query_one(".th-empty", Static)
         empty.display = not view.gpus
+        self.query_one(".th-head").display = bool(view.gpus)
+        self.query_one(".th-head-history", Static).update(history_header(view))
+        scale = view.temp_scale
         empty.update(Content.from_markup("[$text-dim]no thermal data yet[/]"))
         box = self.query_one(".th-rows", VerticalScroll)
         rows = list(box.query_children(ThermalRow))
         for row in rows[len(view.gpus):]:
             row.remove()
         for row, g in zip(rows, view.gpus, strict=False):
-            row.show(g)
+            row.show(g, scale)
         if len(view.gpus) > len(rows):
-            box.mount_all(ThermalRow(g) for g in view.gpus[len(rows):])
+            box.mount_all(ThermalRow(g, scale) for g in view.gpus[len(rows):])

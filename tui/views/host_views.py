@@ -125,6 +125,10 @@ def stale_notice(state: HostState, row: FleetRow, now: float) -> StaleNotice | N
                        row.next_retry_s)
 
 
+def _gone(j: GpuJudgement | None) -> str | None:
+    return j.verdict.value if j is not None and j.gone else None
+
+
 def memory_growth_view(state: HostState, window_s: float,
                        selected: int | None) -> MemoryGrowthView:
     """Panel 1: per-GPU memory over the window, slopes, time to full; the selected GPU's
@@ -133,6 +137,7 @@ def memory_growth_view(state: HostState, window_s: float,
     bins = state.limits.detectors.leak_bins
     leaks = {f.gpu: f for f in state.findings() if f.code == Code.MEMORY_LEAK}
     totals = {g.index: g.mem_total_mib for g in state.last.gpus} if state.last else {}
+    judged = _judged(state)
     gpus = []
     for index in state.history.gpu_indices():
         series = state.history.series(gpu_key(index, "mem_used_mib"))
@@ -154,7 +159,8 @@ def memory_growth_view(state: HostState, window_s: float,
             hours = max(0.0, (total - current) / slope)
         gpus.append(GpuMemoryTrend(index, points, total, current, max(p.hi for p in pts),
                                    slope, hours, leaking=leak is not None,
-                                   urgency=leak.severity if leak is not None else None))
+                                   urgency=leak.severity if leak is not None else None,
+                                   gone=_gone(judged.get(index))))
     if selected is None and gpus:
         selected = next((g.index for g in gpus if g.leaking), gpus[0].index)
     procs = []
@@ -195,8 +201,13 @@ def thermal_view(state: HostState) -> ThermalView:
             throttled=j is not None and j.throttled,
             throttling_reasons=tuple(REASON_NAMES.get(r, r) for r in j.slowing) if j else (),
             temp_level=j.temp if j else TempLevel.UNKNOWN,
-            mem_temp_level=j.mem_temp if j else TempLevel.UNKNOWN))
-    return ThermalView(tuple(out))
+            mem_temp_level=j.mem_temp if j else TempLevel.UNKNOWN,
+            gone=j.verdict.value if j is not None and j.gone else None))
+    sampled = {t.index for t in out}
+    out += [GpuThermal(j.index, None, infos[j.index].temp_slowdown_c if j.index in infos
+                       else None, None, None, None, None, None, gone=j.verdict.value)
+            for j in judged.values() if j.gone and j.index not in sampled]
+    return ThermalView(tuple(sorted(out, key=lambda t: t.index)))
 
 
 def topo_view(state: HostState) -> TopoView | None:
