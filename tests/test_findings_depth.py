@@ -9,6 +9,7 @@ from probes.agent import sim_topo_text
 from probes.analysis.findings import (
     host_findings,
     link_chain_findings,
+    normal_topology,
     sample_findings,
     topology_findings,
 )
@@ -66,10 +67,13 @@ def test_bridge_trained_narrow_is_found_with_its_gpu() -> None:
     assert found[0].severity is Severity.WARNING
 
 
-def test_topology_sys_to_far_nics_is_info_when_each_gpu_has_a_near_one() -> None:
-    h = dataclasses.replace(hello(), topo_text=sim_topo_text())
-    found = topology_findings("h", h)
-    assert [(f.code, f.severity) for f in found] == [("topology-cross-numa", Severity.INFO)]
+def test_topology_sys_to_far_nics_is_no_finding_when_each_gpu_has_a_near_one() -> None:
+    # the normal HGX layout: 32 SYS GPU–NIC cells, yet each GPU has its own PIX NIC
+    text = sim_topo_text()
+    assert text.count("SYS") >= 32 and "PIX" in text
+    h = dataclasses.replace(hello(), topo_text=text)
+    assert topology_findings("h", h) == []
+    assert normal_topology(text) is True
 
 
 def test_topology_gpu_without_a_near_nic_is_a_warning() -> None:
@@ -80,6 +84,21 @@ def test_topology_gpu_without_a_near_nic_is_a_warning() -> None:
     h = dataclasses.replace(hello(), topo_text="\n".join(lines))
     found = topology_findings("h", h)
     assert [f.severity for f in found] == [Severity.WARNING]
+    assert normal_topology(h.topo_text) is False
+
+
+def test_gpus_meeting_only_across_sockets_without_nvlink_stay_a_warning() -> None:
+    lines = sim_topo_text().splitlines()
+    cells = [ln.split("\t") for ln in lines]
+    for row in cells[1:9]:
+        for col in range(1, 9):
+            if row[col].startswith("NV"):
+                row[col] = "SYS"  # a PCIe-only box: GPU–GPU traffic crosses the socket link
+    text = "\n".join("\t".join(r) for r in cells)
+    assert "NV" not in "".join("".join(r[1:9]) for r in cells[1:9])
+    assert normal_topology(text) is False
+    found = topology_findings("h", dataclasses.replace(hello(), topo_text=text))
+    assert [(f.code, f.severity) for f in found] == [("topology-cross-numa", Severity.WARNING)]
 
 
 def test_swapping_host() -> None:

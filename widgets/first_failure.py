@@ -10,7 +10,11 @@ from probes.analysis.incident import FirstFailure
 
 
 class FirstFailureBanner(Static):
-    """Two lines: the root incident with its consequences, and the proposed next step."""
+    """The root incident named once with its onset, what to do now, and the next step.
+
+    Three short lines, so that at 80 columns the failure and its action each fit on one:
+    the full sentence (every consequence with its time) is the report's.
+    """
 
     first: reactive[FirstFailure | None] = reactive(None, init=False)
     proposal: reactive[str] = reactive("", init=False)
@@ -28,13 +32,17 @@ class FirstFailureBanner(Static):
         self._draw()
 
     def _draw(self) -> None:
-        if self.first is None:
-            head = Content.from_markup("[bold]First failure:[/] [$text-dim]none seen yet[/]")
-        elif self.first.is_failure:
-            head = Content.from_markup("[bold]First failure:[/] [bold $sev-critical]$x[/]",
-                                       x=self.first.explanation)
+        lines = []
+        first = self.first
+        if first is None:
+            lines.append(Content.from_markup("[bold]First failure:[/] [$text-dim]none seen yet[/]"))
         else:
-            head = Content.from_markup("[bold]Earliest warning:[/] [bold $sev-warning]$x[/]",
-                                       x=self.first.explanation)
-        nxt = Content.from_markup("[bold]Next:[/] $p", p=self.proposal or "…")
-        self.update(Content("\n").join([head, nxt]))
+            label, colour = (("First failure:", "$sev-critical") if first.is_failure
+                             else ("Earliest warning:", "$sev-warning"))
+            lines.append(Content.from_markup(f"[bold]$label[/] [bold {colour}]$x[/]",
+                                             label=label,
+                                             x=first.headline or first.explanation))
+            if first.do_now:
+                lines.append(Content.from_markup("[bold]Do now:[/] $a", a=first.do_now))
+        lines.append(Content.from_markup("[bold]Next:[/] $p", p=self.proposal or "…"))
+        self.update(Content("\n").join(lines))

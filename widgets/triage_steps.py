@@ -8,8 +8,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.analysis.incident import StepReview, Verdict
-from probes.triage import Severity
+from probes.analysis.incident import StepReview, Verdict, count
 from widgets._format import SEVERITY_VARIABLE
 
 VERDICT_MARK = {
@@ -18,8 +17,6 @@ VERDICT_MARK = {
     Verdict.SUSPECT: ("✗", "suspect", "$sev-critical"),
 }
 """Glyph, word and colour: the word is always there, so no status is told by colour alone."""
-SEVERITY_SHORT = {Severity.CRITICAL: "crit", Severity.WARNING: "warn", Severity.INFO: "info"}
-"""Findings at the step's worst severity are counted by name; the rest follow as ``+N``."""
 
 
 class TriageSteps(Static):
@@ -54,16 +51,13 @@ class TriageSteps(Static):
         lines = []
         for i, r in enumerate(self.reviews):
             glyph, word, colour = VERDICT_MARK[r.verdict]
-            worst = r.worst
-            if worst is None:
+            n = count(r)
+            if n.worst is None:
                 found = Content.from_markup("[$text-dim]none[/]")
             else:
-                at_worst = sum(1 for f in r.findings if f.severity is worst)
-                rest = len(r.findings) - at_worst
-                found = Content.from_markup(
-                    f"[bold {SEVERITY_VARIABLE[worst]}]$n $sev[/][$text-dim]$rest[/]",
-                    n=str(at_worst), sev=SEVERITY_SHORT[worst],
-                    rest=f" +{rest}" if rest else "")
+                # the same numbers as "Next:": all findings, then how many at the worst
+                found = Content.from_markup(f"[bold {SEVERITY_VARIABLE[n.worst]}]$t[/]",
+                                            t=n.text)
             lines.append(Content.from_markup(
                 f"$cursor $n [bold]$title[/] [{colour}]$glyph $word[/] ",
                 cursor="▶" if i == self.selected else " ", n=str(i + 1),

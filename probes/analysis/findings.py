@@ -8,6 +8,7 @@ history (leaks, starvation) build on this.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -216,23 +217,46 @@ def link_chain_findings(host: str, hello: Hello,
 def topology_findings(host: str, hello: Hello) -> list[Finding]:
     """``nvidia-smi topo -m`` from the hello, judged by the same parser as ``explain``.
 
-    Live, the whole matrix is known: when every GPU also has a NIC on its own socket,
-    the SYS GPU–NIC cells are the far NICs NCCL will not pick, so they are information.
+    Live, the whole matrix is known.  The normal HGX layout (each GPU with a NIC on its own
+    PCIe switch or socket, the far NICs across the socket link) is how the host is built,
+    not trouble: it is no finding at all, only a word in triage's "checked" line
+    (:func:`normal_topology`), so 1000 healthy hosts do not bring 1000 lines.  A GPU with
+    no local NIC, or GPUs that cross the socket link to each other without NVLink, stay a
+    warning on the host.
     """
-    if not hello.topo_text:
+    if not hello.topo_text or normal_topology(hello.topo_text):
         return []
     result = topo.explain(hello.topo_text.splitlines())
-    matrix = topo.parse_topo(hello.topo_text.splitlines())
-    out = []
-    for f in result.findings:
-        severity = f.severity
-        if severity is Severity.WARNING and _every_gpu_has_a_local_nic(matrix):
-            severity = Severity.INFO
-        out.append(Finding(Step.GPU, f.code, severity, f.summary, host, evidence=f.evidence))
-    return out
+    return [Finding(Step.GPU, f.code, f.severity, f.summary, host, evidence=f.evidence)
+            for f in result.findings]
+
+
+@functools.lru_cache(maxsize=64)
+def normal_topology(topo_text: str | None) -> bool | None:
+    """Whether a ``topo -m`` matrix is the normal layout: every GPU has a local NIC and no
+    two GPUs meet only across the socket link; None when there is no matrix or no NIC.
+
+    Cached by text: a fleet of one model sends the same matrix from every host, and triage
+    asks on every redraw.
+    """
+    if not topo_text:
+        return None
+    matrix = topo.parse_topo(topo_text.splitlines())
+    if not matrix.gpus or not matrix.nics:
+        return None
+    if not _every_gpu_has_a_local_nic(matrix):
+        return False
+    cells = [(row, col, cell) for row, r in matrix.links.items() for col, cell in r.items()]
+    nvlink = any(_NVLINK.match(cell) for _, _, cell in cells)
+    gpu_gpu_far = any(cell in _FAR and row != col and _GPU.match(row) and _GPU.match(col)
+                      for row, col, cell in cells)
+    return nvlink or not gpu_gpu_far
 
 
 _LOCAL_PATHS = frozenset({"PIX", "PXB", "PHB", "NODE"})
+_FAR = frozenset({"SYS", "SOC"})
+_NVLINK = re.compile(r"^NV\d+$")
+_GPU = re.compile(r"^GPU\d+$")
 
 
 def _every_gpu_has_a_local_nic(matrix: topo.TopoMatrix) -> bool:

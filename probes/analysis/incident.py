@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from probes.analysis.findings import Finding
@@ -31,6 +31,15 @@ LAYOUT_CODES = frozenset({"topology-cross-numa", "kernel-log-unreadable"})
 """How a host is built or watched, not something that happened: never a first failure."""
 DEFAULT_NCCL_TIMEOUT_S = 600.0
 """torch.distributed's NCCL default; used when a timeout line does not say its own."""
+SAME_EVENT_S = 300.0
+"""Findings on one GPU this close to the root's onset are the root seen by another probe."""
+GPU_LOSS_CODES = frozenset({"xid", "gpu-fallen-off-bus", "gpu-lost", "gpu-dropout",
+                            "gpu-unresponsive", "pcie-aer", "rm-init-adapter-failed"})
+"""One GPU going away, as the kernel log, the samples and the detectors each report it."""
+DOWN_CODES = frozenset({"host-unreachable", "host-auth-failed", "host-key-changed",
+                        "host-key-refused", "agent-failed", "host-down", "host-stale",
+                        "fleet-down", "gpu-count-short"})
+"""A host that cannot be watched (or shows fewer GPUs than it should), as one event."""
 
 
 class Verdict(str, Enum):
@@ -65,6 +74,14 @@ class FirstFailure:
     finding: Finding
     consequences: tuple[Finding, ...]
     explanation: str
+    """The full sentence, for reports: the root, when, and what follows from it."""
+    headline: str = ""
+    """The root named once, with its onset and what follows, short enough for one line."""
+    do_now: str = ""
+    """The one thing to do now, in one line ("drain gpu-b02, reboot it; RMA GPU6 if …")."""
+    same_event: tuple[Finding, ...] = ()
+    """Other findings that are the root itself seen by another probe (the samples losing
+    the GPU, the kernel's "fallen off the bus"): named once, never as consequences."""
 
     @property
     def is_failure(self) -> bool:
@@ -110,11 +127,50 @@ def onset(f: Finding) -> float:
     return f.ts
 
 
+@dataclass(frozen=True)
+class HostClock:
+    """How a host's agent time maps onto the console's clock.
+
+    A simulated host runs its clock ``speed`` times faster from ``start`` (its hello): the
+    demo's hosts live an hour of incidents in a minute.  Judgements run on agent time (a
+    600 s watchdog is 600 agent seconds); what the operator reads and pastes into a ticket
+    is on the console's clock, so a report written at 16:51 lists nothing at 18:24.
+    """
+
+    start: float
+    speed: float = 1.0
+
+    def console(self, ts: float) -> float:
+        """``ts`` (agent time) on the console's clock."""
+        if self.speed == 1.0 or ts <= self.start:
+            return ts
+        return self.start + (ts - self.start) / self.speed
+
+
+Clocks = Mapping[str, HostClock]
+"""Per host; a host not in it keeps its own time (a real host's clock is the console's)."""
+
+
+def on_console(f: Finding, clocks: Clocks | None) -> Finding:
+    """``f`` with its time on the console's clock."""
+    clock = clocks.get(f.host) if clocks else None
+    if clock is None or f.ts is None:
+        return f
+    ts = clock.console(f.ts)
+    return f if ts == f.ts else replace(f, ts=ts)
+
+
+def all_on_console(findings: Iterable[Finding], clocks: Clocks | None) -> list[Finding]:
+    """Every finding with its time on the console's clock (for screens and reports)."""
+    return [on_console(f, clocks) for f in findings]
+
+
 def _step_index(f: Finding) -> int:
     return STEP_ORDER.index(f.step)
 
 
-def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstFailure | None:
+def first_failure(findings: Sequence[Finding], slack_s: float = 120.0,
+                  clocks: Clocks | None = None) -> FirstFailure | None:
     """The root incident across hosts, or None when nothing has happened.
 
     Only critical incidents compete when there are any: warnings such as a narrow link are
@@ -122,13 +178,16 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstF
     no later than ``slack_s`` after the onset of the earliest communication or model symptom (a
     collective is issued, then the GPU under it dies); otherwise the earliest incident by onset
     is.  At the same moment an Xid, which says why, wins over the GPU-state finding it explains.
+    A host that cannot be watched is a GPU-state fault like any other: it can be the root.
 
     Args:
-        findings: every host's findings.
+        findings: every host's findings, on agent time (the judgement is made there).
         slack_s: how long after a symptom's onset a hardware fault still counts as its cause.
+        clocks: how each host's time maps onto the console's, for what is returned.
 
     Returns:
-        The root, the later findings it explains, and a sentence saying so.
+        The root, the findings that are the same event, the later findings it explains,
+        and the sentences saying so, with every time on the console's clock.
     """
     events = incidents(findings)
     if not events:
@@ -147,14 +206,34 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0) -> FirstF
     else:
         root = min(events, key=lambda f: (onset(f), _step_index(f)))
     assert root.ts is not None
+    shown = on_console(root, clocks)
     if root.severity is not Severity.CRITICAL:
         # a narrow link does not make another host's disk busy: warnings explain nothing
         others = [f for f in events if f is not root]
-        return FirstFailure(root, (), explain_earliest(root, others))
-    later = [f for f in events if f is not root and (f.ts or 0.0) >= root.ts
+        return FirstFailure(shown, (), explain_earliest(shown, others),
+                            headline_earliest(shown, others), do_now(root))
+    same = [f for f in events if f is not root and same_event(root, f)]
+    skip = {id(root)} | {id(f) for f in same}
+    later = [f for f in events if id(f) not in skip and (f.ts or 0.0) >= root.ts
              and (f.host == root.host or _step_index(f) > _step_index(root))]
-    return FirstFailure(root, tuple(sorted(later, key=lambda f: f.ts or 0.0)),
-                        explain_root(root, later, bool(causes)))
+    later_shown = sorted(all_on_console(later, clocks), key=lambda f: f.ts or 0.0)
+    return FirstFailure(shown, tuple(later_shown),
+                        explain_root(shown, later_shown, bool(causes)),
+                        headline_root(shown, later_shown, bool(causes)), do_now(root),
+                        tuple(all_on_console(same, clocks)))
+
+
+def same_event(root: Finding, f: Finding) -> bool:
+    """Whether ``f`` is ``root`` itself as another probe saw it (one GPU lost, one host down)."""
+    if f.host != root.host:
+        return False
+    if root.code in DOWN_CODES:
+        return f.code in DOWN_CODES
+    if root.code not in GPU_LOSS_CODES or f.code not in GPU_LOSS_CODES:
+        return False
+    if root.gpu is not None and f.gpu is not None and root.gpu != f.gpu:
+        return False
+    return abs(onset(f) - onset(root)) <= SAME_EVENT_S
 
 
 def _clock(ts: float) -> str:
@@ -168,28 +247,47 @@ def describe(f: Finding) -> str:
     return f"{what} on {where}"
 
 
-def _consequence_phrase(code: str, group: list[Finding]) -> str:
+_NAMES = {"nccl-timeout": ("NCCL watchdog timeout", "NCCL watchdog timeouts"),
+          "nccl-error": ("NCCL error", "NCCL errors"),
+          "nccl-net-error": ("NCCL transport error", "NCCL transport errors"),
+          "rank-failed": ("failed rank", "failed ranks"),
+          "gpu-lost": ("lost GPU", "lost GPUs"), "xid": ("Xid", "Xids")}
+_SHORT = {"nccl-timeout": ("NCCL timeout", "NCCL timeouts")}
+
+
+def _hosts_phrase(group: Sequence[Finding]) -> str:
     hosts = sorted({f.host for f in group})
+    return f"{len(hosts)} hosts" if len(hosts) > 3 else ", ".join(hosts)
+
+
+def _name(code: str, n: int, short: bool = False) -> str:
+    one, many = (_SHORT.get(code) if short else None) or _NAMES.get(
+        code, (f"{code} finding", f"{code} findings"))
+    return one if n == 1 else many
+
+
+def _consequence_phrase(code: str, group: list[Finding]) -> str:
     start = min(f.ts or 0.0 for f in group)
-    names = {"nccl-timeout": "NCCL watchdog timeouts", "nccl-error": "NCCL errors",
-             "nccl-net-error": "NCCL transport errors", "rank-failed": "failed ranks",
-             "gpu-lost": "lost GPUs", "xid": "Xids"}
-    what = names.get(code, f"{code} findings")
-    on = (f"{len(hosts)} hosts" if len(hosts) > 3 else ", ".join(hosts))
-    return f"{what} on {on} from {_clock(start)}"
+    return f"{_name(code, len(group))} on {_hosts_phrase(group)} from {_clock(start)}"
+
+
+def _by_code(later: Sequence[Finding]) -> list[tuple[str, list[Finding]]]:
+    by_code: dict[str, list[Finding]] = {}
+    for f in later:
+        by_code.setdefault(f.code, []).append(f)
+    return sorted(by_code.items(), key=lambda kv: min(f.ts or 0.0 for f in kv[1]))
 
 
 def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -> str:
     """One sentence for the operator: the root, when, and what follows from it."""
     assert root.ts is not None
     head = f"{describe(root)} at {_clock(root.ts)}"
-    by_code: dict[str, list[Finding]] = {}
-    for f in later:
-        by_code.setdefault(f.code, []).append(f)
-    if by_code:
-        parts = [_consequence_phrase(code, group) for code, group in
-                 sorted(by_code.items(), key=lambda kv: min(f.ts or 0.0 for f in kv[1]))]
-        verb = "are its consequence" if len(parts) == 1 else "are its consequences"
+    groups = _by_code(later)
+    if groups:
+        parts = [_consequence_phrase(code, group) for code, group in groups]
+        single = len(groups) == 1 and len(groups[0][1]) == 1
+        verb = "is its consequence" if single else (
+            "are its consequence" if len(parts) == 1 else "are its consequences")
         head += "; " + "; ".join(parts) + " " + verb
     if root.step not in CAUSE_STEPS:
         head += (". No GPU or kernel fault precedes it" if not hardware_seen else
@@ -198,38 +296,129 @@ def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -
     return head + "."
 
 
+def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -> str:
+    """The root once, with its onset, then what follows: ``16:14:40 Xid 79 on gpu-b02 GPU6,
+    then NCCL timeout on gpu-b03`` (one line at 80 columns for a typical incident)."""
+    assert root.ts is not None
+    head = f"{_clock(root.ts)} {describe(root)}"
+    groups = _by_code(later)
+    if groups:
+        code, group = groups[0]
+        head += f", then {_name(code, len(group), short=True)} on {_hosts_phrase(group)}"
+        rest = sum(len(g) for _, g in groups[1:])
+        if rest:
+            head += f" and {rest} more"
+    if root.step not in CAUSE_STEPS:
+        head += ("; no GPU or kernel fault before it" if not hardware_seen else
+                 "; GPU and kernel faults came later")
+    return head
+
+
 def explain_earliest(root: Finding, others: Sequence[Finding]) -> str:
     """The earliest warning when nothing critical happened, and how many others stand."""
     assert root.ts is not None
     head = f"{describe(root)} at {_clock(root.ts)}"
     if others:
-        hosts = sorted({f.host for f in others})
-        on = f"{len(hosts)} hosts" if len(hosts) > 3 else ", ".join(hosts)
-        head += f"; {len(others)} more warning{'s' if len(others) > 1 else ''} on {on}"
+        head += (f"; {len(others)} more warning{'s' if len(others) > 1 else ''} on "
+                 f"{_hosts_phrase(others)}")
     return head + "; nothing critical so far."
 
 
-def _checked(step: Step, hosts: Sequence[HostView]) -> tuple[str, ...]:
-    streaming = [h for h in hosts if h.streaming]
-    gpus = sum(h.gpus for h in streaming)
+def headline_earliest(root: Finding, others: Sequence[Finding]) -> str:
+    """``16:41:30 memory-leak on gpu-a02 GPU3; 5 more warnings, nothing critical``."""
+    assert root.ts is not None
+    more = f"{len(others)} more warning{'s' if len(others) != 1 else ''}, " if others else ""
+    return f"{_clock(root.ts)} {describe(root)}; {more}nothing critical"
+
+
+_RESET_XIDS = frozenset({48, 63, 64, 92, 94, 95})
+"""Memory faults a GPU reset clears (ECC, row remap); the card goes back if they recur."""
+
+
+def do_now(f: Finding) -> str:
+    """The one action for the operator now, in one line.
+
+    The finding's own action (from the rule or the Xid catalog) says everything and is
+    shown with it; this is what to do first, so it names the host and the GPU.
+    """
+    host, gpu = f.host, (f"GPU{f.gpu}" if f.gpu is not None else "the GPU")
+    code = f.code
+    if f.xid == 79 or code in ("gpu-fallen-off-bus", "gpu-lost", "gpu-dropout"):
+        return f"drain {host}, reboot it; RMA {gpu} if it recurs"
+    if f.xid in _RESET_XIDS or code == "ecc-uncorrectable":
+        return f"drain {host}, reset {gpu} (nvidia-smi -r); RMA it if it recurs"
+    if code == "row-remap-failure":
+        return f"drain {host}; RMA {gpu}: it has no spare rows left"
+    if code == "gpu-unresponsive":
+        return f"drain {host}; if {gpu} stays hung in nvidia-smi, reboot it"
+    if code == "pcie-aer":
+        return f"drain {host}; reseat {gpu}, check its riser and slot"
+    if code in ("host-unreachable", "host-down", "fleet-down"):
+        return f"check {host}'s power and network (ping, BMC console)"
+    if code == "host-auth-failed":
+        return f"fix the SSH login to {host} (user, key, agent)"
+    if code in ("host-key-changed", "host-key-refused"):
+        return f"verify {host}'s new host key out of band before trusting it"
+    if code == "agent-failed":
+        return f"read why the agent failed on {host} (below), fix it, then retry"
+    if code == "host-stale":
+        return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
+    if code == "gpu-count-short":
+        return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
+    if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
+        return (f"find the rank that stopped on {host}; rerun with "
+                "TORCH_NCCL_DUMP_ON_TIMEOUT=1")
+    if f.step is Step.MODEL:
+        return f"read {host}'s job log and model code"
+    if f.action:
+        first = f.action.split(";")[0].split(". ")[0].strip().rstrip(".")
+        if first:
+            return f"on {host}: " + (first[:64] + "…" if len(first) > 65 else first)
+    return f"look at {host} ({code})"
+
+
+def _names(items: Sequence[str], most: int = 4) -> str:
+    shown = ", ".join(items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def _checked(step: Step, hosts: Sequence[HostView], findings: Sequence[Finding]
+             ) -> tuple[str, ...]:
     if step is Step.GPU:
-        return (f"{gpus} GPUs on {len(streaming)} of {len(hosts)} hosts: state, clocks and "
-                "throttle reasons, memory and ECC, PCIe links, NVLink, topology, disks",)
+        return _checked_gpus(hosts)
     if step is Step.SYSLOG:
         out = []
         by_via: dict[str, list[str]] = {}
         for h in hosts:
             by_via.setdefault(h.kernel_log, []).append(h.name)
         for via, names in sorted(by_via.items()):
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out.append(f"kernel log {via}: {shown}")
+            out.append(f"kernel log {via}: {_names(names)}")
         return tuple(out)
-    with_logs = [h for h in hosts if h.job_logs]
-    if not with_logs:
+    # a job-log finding proves its log is followed, whatever the inventory says
+    read = {h.name for h in hosts if h.job_logs}
+    read |= {f.host for f in findings if f.source and f.source.startswith("job:")}
+    if not read:
         return ("no job logs are followed: add `logs:` globs to the inventory to check this step",)
     what = "collective timeouts, transport and NCCL errors, failed ranks" if step is Step.NCCL \
         else "CUDA OOM, illegal memory access, device-side asserts, NaN loss, loss-scale overflow"
-    return (f"job logs on {len(with_logs)} of {len(hosts)} hosts: {what}",)
+    return (f"job logs on {len(read)} of {len(hosts)} hosts: {what}",)
+
+
+def _checked_gpus(hosts: Sequence[HostView]) -> tuple[str, ...]:
+    """What the GPU step looked at, which hosts it could not, and why."""
+    streaming = [h for h in hosts if h.streaming]
+    gpus = sum(h.gpus for h in streaming)
+    expected = sum(max(h.gpus, h.expected_gpus or 0) for h in streaming)
+    count = f"{gpus} of {expected} GPUs answer" if expected > gpus else f"{gpus} GPUs"
+    normal = sum(1 for h in streaming if h.normal_topology)
+    layout = (f"topology (each GPU has a local NIC on {normal} of {len(streaming)} hosts)"
+              if normal else "topology")
+    out = [f"{count} on {len(streaming)} of {len(hosts)} hosts: state, clocks and throttle "
+           f"reasons, memory and ECC, PCIe links, NVLink, {layout}, disks"]
+    down = [f"{h.name} ({h.down or 'no data yet'})" for h in hosts if not h.streaming]
+    if down:
+        out.append(f"not checked: {_names(down)}")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -242,6 +431,44 @@ class HostView:
     kernel_log: str
     """How its kernel log is read (``via journalctl``, ``denied: …``, ``simulated``)."""
     job_logs: tuple[str, ...]
+    """Job logs followed: the inventory's globs and any job log a line came from."""
+    expected_gpus: int | None = None
+    """GPUs the host should have (``expect_gpus``, or the hello's list)."""
+    down: str | None = None
+    """Why it cannot be checked ("unreachable", "auth-failed: …"); None when it can."""
+    normal_topology: bool | None = None
+    """Every GPU has a local NIC (the normal HGX layout); None when unknown."""
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """How many findings a step holds and how many at its worst severity; the step list
+    and the "Next:" line both say these numbers, so they agree."""
+
+    total: int
+    worst: Severity | None
+    at_worst: int
+
+    @property
+    def text(self) -> str:
+        """``8 (2 crit)``; ``3 warn`` when all share the worst severity; ``none``."""
+        if self.worst is None:
+            return "none"
+        short = SEVERITY_SHORT[self.worst]
+        if self.at_worst == self.total:
+            return f"{self.total} {short}"
+        return f"{self.total} ({self.at_worst} {short})"
+
+
+SEVERITY_SHORT: Mapping[Severity, str] = {Severity.CRITICAL: "crit", Severity.WARNING: "warn",
+                                          Severity.INFO: "info"}
+
+
+def count(r: StepReview) -> StepCount:
+    """The step's findings counted for the step list and the proposal."""
+    worst = r.worst
+    return StepCount(len(r.findings), worst,
+                     sum(1 for f in r.findings if f.severity is worst))
 
 
 def review(findings: Sequence[Finding], hosts: Sequence[HostView],
@@ -252,8 +479,8 @@ def review(findings: Sequence[Finding], hosts: Sequence[HostView],
         mine = sorted((f for f in findings if f.step is step),
                       key=lambda f: (-f.severity.rank, f.ts if f.ts is not None else float("inf"),
                                      f.host))
-        out.append(StepReview(step, STEP_TITLES[step], _checked(step, hosts), tuple(mine),
-                              record.verdict(step), record.notes.get(step, "")))
+        out.append(StepReview(step, STEP_TITLES[step], _checked(step, hosts, findings),
+                              tuple(mine), record.verdict(step), record.notes.get(step, "")))
     return out
 
 
@@ -270,10 +497,12 @@ def propose_next(reviews: Sequence[StepReview]) -> tuple[Step | None, str]:
             continue
         serious = [f for f in r.findings if f.severity is not Severity.INFO]
         if serious:
+            n = count(r)
             worst = serious[0]
-            return r.step, (f"{r.title} has {len(serious)} finding"
-                            f"{'s' if len(serious) > 1 else ''} (worst: {worst.summary}); "
-                            "look here before the later steps")
+            level = n.worst.value if n.worst else ""
+            of = "" if n.at_worst == n.total else f", {n.at_worst} {level}"
+            return r.step, (f"{r.title} has {n.total} finding{'s' if n.total > 1 else ''}"
+                            f"{of} (worst: {worst.summary}); look here before the later steps")
         return r.step, (f"{r.title} shows nothing above info: check what was looked at, "
                         "then mark it clear to go on")
     return None, "every step is marked clear: the cause is not in what rigwatch can see"

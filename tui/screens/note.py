@@ -8,8 +8,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
+
+HINT = "Enter saves · Esc cancels · an empty note clears it"
+"""Both keys work without it, but nothing on screen said so."""
 
 
 class NoteScreen(ModalScreen[str | None]):
@@ -30,6 +34,7 @@ class NoteScreen(ModalScreen[str | None]):
         with Vertical(id="note-box"):
             yield Label(self.heading, classes="panel-title")
             yield Input(self.text, placeholder=self.placeholder, id="note-input")
+            yield Label(Content.from_markup("[$text-dim]$h[/]", h=HINT), id="note-hint")
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:

@@ -11,13 +11,15 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer
 
-from probes.analysis.findings import Finding
+from probes.analysis.findings import Finding, normal_topology
 from probes.analysis.incident import (
     STEP_ORDER,
+    HostClock,
     HostView,
     StepReview,
     TriageRecord,
     Verdict,
+    all_on_console,
     first_failure,
     propose_next,
     review,
@@ -34,8 +36,23 @@ from widgets.triage_steps import TriageSteps
 def host_view(state: HostState) -> HostView:
     """What the triage steps say was checked on a host."""
     gpus = len(state.last.gpus) if state.last else 0
-    return HostView(state.name, state.last is not None and not state.status.is_down, gpus,
-                    state.kernel_log_summary(), state.spec.logs)
+    promised = len(state.hello.facts.gpus) if state.hello else 0
+    expected = max(promised, state.spec.expect_gpus or 0) or None
+    streaming = state.last is not None and not state.status.is_down
+    # the word only: the reason in full is the host's finding, in this same step
+    down = None if streaming else state.status.value
+    # a line from a job log proves it is followed, whatever the inventory's globs say
+    jobs = tuple(sorted({e.source[4:] for e in state.events if e.source.startswith("job:")}))
+    return HostView(state.name, streaming, gpus, state.kernel_log_summary(),
+                    tuple(state.spec.logs) + jobs, expected_gpus=expected, down=down,
+                    normal_topology=normal_topology(state.hello.topo_text)
+                    if state.hello else None)
+
+
+def host_clocks(states: list[HostState]) -> dict[str, HostClock]:
+    """Simulated hosts run their clocks faster than the console's: map them back."""
+    return {s.name: HostClock(s.hello.ts, s.spec.speed) for s in states
+            if s.hello is not None and s.spec.simulate and s.spec.speed != 1.0}
 
 
 class TriageScreen(DataScreen):
@@ -65,6 +82,8 @@ class TriageScreen(DataScreen):
         self.selected = 0
         self._reviews: list[StepReview] = []
         self._findings: list[Finding] = []
+        self._clocks: dict[str, HostClock] = {}
+        self._now: float | None = None
         self._fleet: FleetState | None = None
         self.last_report: Path | None = None
 
@@ -86,20 +105,24 @@ class TriageScreen(DataScreen):
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Recompute the steps and the first failure from every host's findings."""
         self._fleet = fleet
+        self._now = now
         states = self._states(fleet)
         self._findings = [f for s in states for f in s.findings()]
+        self._clocks = host_clocks(states)
         self._redraw([host_view(s) for s in states])
 
     def _redraw(self, hosts: list[HostView] | None = None) -> None:
         if hosts is None and self._fleet is not None:
             hosts = [host_view(s) for s in self._states(self._fleet)]
-        self._reviews = review(self._findings, hosts or [], self.record)
+        # judged on agent time, shown on the console's clock
+        self._reviews = review(all_on_console(self._findings, self._clocks), hosts or [],
+                               self.record)
         steps = self.query_one(TriageSteps)
         steps.reviews = tuple(self._reviews)
         steps.selected = self.selected
         self.query_one(StepDetail).review = self._reviews[self.selected]
         banner = self.query_one(FirstFailureBanner)
-        banner.first = first_failure(self._findings)
+        banner.first = first_failure(self._findings, clocks=self._clocks)
         step, why = propose_next(self._reviews)
         banner.proposal = (f"{STEP_ORDER.index(step) + 1}. {why}" if step is not None else why)
 
@@ -151,8 +174,10 @@ class TriageScreen(DataScreen):
         facts = {} if fleet is None else {s.name: s.hello.facts for s in self._states(fleet)
                                           if s.hello is not None}
         title = self.host or (self.subtitle or "fleet")
-        report = build_report(title, self._reviews, first_failure(self._findings),
-                              self._findings, facts)
+        report = build_report(title, self._reviews,
+                              first_failure(self._findings, clocks=self._clocks),
+                              all_on_console(self._findings, self._clocks), facts,
+                              now=self._now)
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:

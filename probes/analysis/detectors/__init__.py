@@ -13,6 +13,7 @@ from YAML, in ``probes.analysis.limits``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from probes.analysis.detectors.clocks import (
     detect_power_pinned,
@@ -56,12 +57,20 @@ EVERY_S: Mapping[Detector, float] = dict(SCHEDULE)
 
 
 class DetectorSchedule:
-    """Runs each detector of one host when it is due, keeping its last verdict between runs."""
+    """Runs each detector of one host when it is due, keeping its last verdict between runs.
+
+    It also keeps each finding's onset: a detector dates what it finds from its window
+    (a leak from the start of the fitted hour, throttling from the first hot bucket), and
+    the window slides, so the same leak would move 16:41 → 17:11 → 17:29 between runs.
+    The earliest time a finding was dated while it stayed true is its onset, and triage,
+    the timeline and reports order by it.
+    """
 
     def __init__(self, limits: DetectorLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._due: dict[Detector, float] = {}
         self._found: dict[Detector, list[Finding]] = {}
+        self._onset: dict[tuple[str, str, int | None, int | None], float] = {}
 
     def run(self, host: str, history: HostHistory, hello: Hello | None,
             sample: HostSample) -> tuple[Finding, ...] | None:
@@ -76,9 +85,30 @@ class DetectorSchedule:
             ran = True
         if not ran:
             return None
-        out = [f for found in self._found.values() for f in found]
+        out = keep_onsets([f for found in self._found.values() for f in found], self._onset)
         out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
         return tuple(out)
+
+
+def keep_onsets(found: list[Finding],
+                onsets: dict[tuple[str, str, int | None, int | None], float]) -> list[Finding]:
+    """``found`` dated by their onsets; ``onsets`` is updated in place.
+
+    A finding seen before keeps the earliest time it was dated; one no longer found is
+    forgotten, so if it comes back it starts anew.
+    """
+    out = []
+    for f in found:
+        if f.ts is None:
+            out.append(f)
+            continue
+        first = min(onsets.get(f.key, f.ts), f.ts)
+        onsets[f.key] = first
+        out.append(f if f.ts == first else replace(f, ts=first))
+    keys = {f.key for f in found}
+    for key in [k for k in onsets if k not in keys]:
+        del onsets[key]
+    return out
 
 
 def run_detectors(host: str, history: HostHistory, hello: Hello | None = None,
@@ -98,6 +128,3 @@ def run_detectors(host: str, history: HostHistory, hello: Hello | None = None,
         out.extend(det(host, history, hello, sample, limits))
     out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
     return out
-
-
-
