@@ -28,6 +28,8 @@ from probes.triage import Severity, Step
 
 SAMPLE_LINE = re.compile(r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\{(?P<labels>(?:[A-Za-z_]\w*="'
                          r'(?:[^"\\]|\\.)*",?)*)\} (?P<value>-?[0-9.e+-]+)(?: (?P<ts>\d+))?$')
+OM_LINE = re.compile(SAMPLE_LINE.pattern.replace(r"(?P<ts>\d+)", r"(?P<ts>\d+\.\d{3})"))
+"""OpenMetrics stamps samples in seconds (milliseconds as decimals)."""
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +117,53 @@ async def test_the_scrape_endpoint_serves_metrics_on_localhost_only() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_demo_recording_exports_one_series_per_gpu_per_metric(tmp_path: Path) -> None:
+    """A recording made by the recorder from the demo's agents holds each host's simulated
+    history before its hello (time order): every GPU must still be one series."""
+    from probes.config.fleet import demo_fleet
+    from probes.store.recording import Recorder
+    from probes.store.recording_backend import RecordingBackend
+    from probes.store.recording_reader import RecordingReader
+    from probes.transport.backend import AgentFleetBackend
+    from probes.wire.samples import HostSample
+
+    specs = [s for s in demo_fleet() if s.name in ("gpu-a01", "gpu-b02")]
+    path = tmp_path / "demo.sqlite3"
+    backend = RecordingBackend(AgentFleetBackend(specs),
+                               Recorder(path, "demo", [s.name for s in specs]))
+    samples = {s.name: 0 for s in specs}
+    done = asyncio.Event()
+
+    def emit(host: str, item: object) -> None:
+        if isinstance(item, HostSample):
+            samples[host] += 1
+            if min(samples.values()) >= 47:  # the 45 of the history, then live ones
+                done.set()
+
+    task = asyncio.create_task(backend.run(emit))
+    try:
+        await asyncio.wait_for(done.wait(), 20.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    with RecordingReader(path) as reader:
+        kinds = [type(i).__name__ for host, _, i in reader.items() if host == "gpu-a01"]
+        assert kinds.index("Hello") > kinds.index("HostSample")  # the case that split series
+        om = "".join(export_openmetrics(reader.items()))
+    series: dict[tuple[str, str, str], set[str]] = {}
+    for line in om.splitlines():
+        if line.startswith("#"):
+            continue
+        m = OM_LINE.match(line)
+        assert m, line
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m["labels"]))
+        series.setdefault((m["name"], labels["Hostname"], labels["gpu"]), set()).add(m["labels"])
+        assert labels["pci_bus_id"].startswith("0000:") and labels["modelName"] == \
+            "NVIDIA H100 80GB HBM3", line
+    assert all(len(sets) == 1 for sets in series.values()), {
+        k: v for k, v in series.items() if len(v) > 1}
+    util = {(h, g) for (name, h, g) in series if name == "DCGM_FI_DEV_GPU_UTIL"}
+    assert {g for h, g in util if h == "gpu-a01"} == {str(i) for i in range(8)}
+    assert {g for h, g in util if h == "gpu-b02"} == {str(i) for i in range(8)}  # 6 until lost

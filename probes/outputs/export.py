@@ -14,7 +14,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,9 +80,9 @@ def _labels(pairs: Iterable[tuple[str, object]]) -> str:
     return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs) + "}"
 
 
-def _gpu_labels(host: str, g: GpuSample, info: GpuInfo | None) -> str:
-    pairs: list[tuple[str, object]] = [("gpu", g.index), ("UUID", g.uuid or (info.uuid if info
-                                                                              else "") or "")]
+def _gpu_labels(host: str, index: int, uuid: str | None, info: GpuInfo | None) -> str:
+    pairs: list[tuple[str, object]] = [("gpu", index), ("UUID", uuid or (info.uuid if info
+                                                                         else "") or "")]
     if info is not None and info.bus_id:
         pairs.append(("pci_bus_id", info.bus_id))
     pairs += [("modelName", info.name if info and info.name else ""), ("Hostname", host)]
@@ -111,7 +111,8 @@ def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> st
             for g in h.sample.gpus:
                 v = metric.read(g)
                 if v is not None and g.index >= 0:
-                    lines.append(f"{metric.name}{_gpu_labels(h.name, g, infos.get(g.index))} "
+                    lines.append(f"{metric.name}"
+                                 f"{_gpu_labels(h.name, g.index, g.uuid, infos.get(g.index))} "
                                  f"{_number(v)}{ts}\n")
         if lines:
             out.write(f"# HELP {metric.name} {metric.help}\n# TYPE {metric.name} gauge\n")
@@ -210,35 +211,53 @@ def export_openmetrics(items: Iterable[RecordedItem]) -> Iterator[str]:
     ``promtool tsdb create-blocks-from openmetrics`` to backfill Prometheus.
 
     OpenMetrics wants each family's samples together, so lines are spooled per family to
-    temporary files: memory stays flat however long the recording.
+    temporary files: memory stays flat however long the recording.  A GPU keeps one label
+    set for the whole recording (one series per GPU per metric): its labels are written
+    when the spool is read back, from every hello of the recording, because a recording
+    holds a simulated host's history (and any sample that beat its hello) *before* the
+    hello that names the GPU's bus id and model.
     """
-    hellos: dict[str, Hello] = {}
+    hellos: dict[str, list[Hello]] = {}
+    series: dict[tuple[str, int, str], int] = {}
+    """(host, GPU index, UUID) → its number in the spool; the labels come at the end."""
     with contextlib.ExitStack() as stack:
         spool = {m.name: stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
                  for m in GPU_METRICS}
         used: set[str] = set()
         for host, _ts, item in items:
             if isinstance(item, Hello):
-                hellos[host] = item
+                hellos.setdefault(host, []).append(item)
             elif isinstance(item, HostSample):
-                hello = hellos.get(host)
-                infos = {i.index: i for i in hello.facts.gpus} if hello else {}
                 stamp = f"{item.ts:.3f}"
                 for g in item.gpus:
                     if g.index < 0:
                         continue
-                    labels = _gpu_labels(host, g, infos.get(g.index))
+                    key = series.setdefault((host, g.index, g.uuid or ""), len(series))
                     for metric in GPU_METRICS:
                         v = metric.read(g)
                         if v is not None:
-                            spool[metric.name].write(f"{metric.name}{labels} {_number(v)} "
-                                                     f"{stamp}\n")
+                            spool[metric.name].write(f"{key} {_number(v)} {stamp}\n")
                             used.add(metric.name)
+        labels = [""] * len(series)
+        for (host, index, uuid), key in series.items():
+            info = _info_for(hellos.get(host, ()), index, uuid)
+            labels[key] = _gpu_labels(host, index, uuid or None, info)
         for metric in GPU_METRICS:
             if metric.name not in used:
                 continue
             yield f"# HELP {metric.name} {metric.help}\n# TYPE {metric.name} gauge\n"
             f = spool[metric.name]
             f.seek(0)
-            yield from f
+            for line in f:
+                number, rest = line.split(" ", 1)
+                yield f"{metric.name}{labels[int(number)]} {rest}"
     yield "# EOF\n"
+
+
+def _info_for(hellos: Sequence[Hello], index: int, uuid: str) -> GpuInfo | None:
+    """The GPU's facts from the host's hellos: the one with its UUID (a board swapped under
+    the same index is another series), else the newest at that index."""
+    at_index = [i for h in hellos for i in h.facts.gpus if i.index == index]
+    same = [i for i in at_index if uuid and i.uuid == uuid]
+    found = same or at_index
+    return found[-1] if found else None
