@@ -254,7 +254,7 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
                              TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)))
                 for i in sorted(reported)]
         seen |= reported
-    if expected is not None and (sample is not None or hello is not None):
+    if expected is not None and sample is not None:
         free = (i for i in range(expected + len(seen)) if i not in seen)
         out += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (), TempLevel.UNKNOWN,
                              TempLevel.UNKNOWN, None, None)
