@@ -122,9 +122,22 @@ def test_manifest_command_writes_and_diffs(tmp_path: Path,
     assert main(["manifest", "--diff", str(out), str(out)]) == 0
     assert main(["manifest", "--demo", "--diff", "gpu-a01", "gpu-b01"]) == 1
     assert "~ nvidia.driver: 550.90.07 → 535.183.01" in capsys.readouterr().out
+    assert main(["manifest", "--demo", "--diff", "gpu-a01", "gpu-b04"]) == 1
+    assert capsys.readouterr().out == "gpu-a01 → gpu-b04:\n  ~ memory: 2048 GiB → 768 GiB\n"
     assert main(["manifest", "--demo", "--diff", "gpu-a01", "nope"]) == 2
     assert "nope: neither a manifest file nor a host of the fleet" in capsys.readouterr().err
 
 
 def test_change_lines() -> None:
     assert Change("k", 1, 2).line() == "~ k: 1 → 2"
+
+
+def test_sizes_read_in_gib_and_mib_not_raw_numbers() -> None:
+    assert Change("memory_bytes", 2199023255552, 824633720832).line() == \
+        "~ memory: 2048 GiB → 768 GiB"
+    assert Change("swap_bytes", 0, 8589934592).line() == "~ swap: 0 GiB → 8 GiB"
+    (added,) = diff({"os": "x"}, {"os": "x", "disks": [{"size_bytes": 480103981056}]})
+    assert added.line() == "+ disks[0].size: 447.1 GiB"
+    assert Change("gpus[4].memory_mib", 81559.0, 81920.0).line() == \
+        "~ gpus[4].memory: 81559 MiB → 81920 MiB"
+    assert Change("memory_bytes", None, 2**30).line() == "~ memory: null → 1 GiB"

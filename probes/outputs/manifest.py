@@ -141,12 +141,14 @@ class Change:
     after: Any
 
     def line(self) -> str:
-        """``- key: before`` / ``+ key: after`` in one line, as ``diff`` would hint it."""
+        """``- key: before`` / ``+ key: after`` in one line, as ``diff`` would hint it;
+        sizes read in the unit people buy them in (``~ memory: 2048 GiB → 768 GiB``)."""
+        key, unit = _unit(self.key)
         if self.before is _MISSING:
-            return f"+ {self.key}: {_show(self.after)}"
+            return f"+ {key}: {_show(self.after, unit)}"
         if self.after is _MISSING:
-            return f"- {self.key}: {_show(self.before)}"
-        return f"~ {self.key}: {_show(self.before)} → {_show(self.after)}"
+            return f"- {key}: {_show(self.before, unit)}"
+        return f"~ {key}: {_show(self.before, unit)} → {_show(self.after, unit)}"
 
 
 class _Missing:
@@ -160,7 +162,22 @@ IDENTITY_LEAVES = frozenset({"hostname", "uuid", "serial"})
 over time, on one host, a changed serial is exactly what to see (a swapped card)."""
 
 
-def _show(v: Any) -> str:
+UNITS = {"_bytes": ("GiB", 1024**3), "_mib": ("MiB", 1)}
+"""Key suffixes of sizes, the unit each is shown in and its size in the stored unit."""
+
+
+def _unit(key: str) -> tuple[str, tuple[str, int] | None]:
+    """The key as shown (``memory_bytes`` reads ``memory``) and the unit of its values."""
+    for suffix, unit in UNITS.items():
+        if key.endswith(suffix):
+            return key.removesuffix(suffix), unit
+    return key, None
+
+
+def _show(v: Any, unit: tuple[str, int] | None = None) -> str:
+    if unit is not None and isinstance(v, int | float) and not isinstance(v, bool):
+        name, size = unit
+        return f"{v / size:.1f}".removesuffix(".0") + f" {name}"
     return json.dumps(v) if not isinstance(v, str) else v
 
 
