@@ -428,3 +428,54 @@ async def test_a_host_that_breaks_its_session_after_good_lines_keeps_backing_off
     await asyncio.gather(task, return_exceptions=True)
     delays = [i.retry_in_s for i in items if isinstance(i, Disconnected)][:5]
     assert delays == [0.05, 0.1, 0.2, 0.4, 0.4]
+
+
+def test_a_host_that_streamed_before_waits_at_most_the_healthy_cap() -> None:
+    policy = SessionPolicy(backoff_base_s=1.0, backoff_cap_s=60.0, jitter=0.0)
+    rng = random.Random(0)
+    never = [policy.delay(a, DisconnectKind.UNREACHABLE, rng) for a in range(7)]
+    assert never == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0]
+    back = [policy.delay(a, DisconnectKind.UNREACHABLE, rng, streamed=True) for a in range(7)]
+    assert back == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]
+    assert policy.delay(9, DisconnectKind.STALLED, rng, streamed=True) == 5.0
+    # refusals, and hosts whose stream keeps breaking the session, keep backing off
+    assert policy.delay(0, DisconnectKind.HOST_KEY_REFUSED, rng, streamed=True) == 60.0
+    assert policy.delay(9, DisconnectKind.GARBLED, rng, streamed=True) == 60.0
+    assert policy.delay(9, DisconnectKind.AGENT_FAILED, rng, streamed=True) == 60.0
+    assert policy.delay(10_000, DisconnectKind.DOWN, rng) == 60.0  # no overflow
+
+
+async def test_retry_now_cuts_a_long_wait_and_says_when_there_is_none() -> None:
+    from probes.transport.backend import AgentFleetBackend
+
+    items: list[tuple[str, SessionItem]] = []
+    spec = HostSpec(name="h1", simulate=("healthy",), interval_s=0.05,
+                    extra_args=("--count", "10"))
+    backend = AgentFleetBackend([spec], policy=SessionPolicy(30.0, 60.0, jitter=0.0,
+                                                             healthy_cap_s=30.0))
+    task = asyncio.create_task(backend.run(lambda h, i: items.append((h, i))))
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if any(isinstance(i, HostSample) for _, i in items):
+                break
+        assert not any(isinstance(i, Disconnected) for _, i in items)
+        assert not backend.retry_now("h1")  # streaming: there is no wait to cut
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if any(isinstance(i, Disconnected) for _, i in items):
+                break
+        drop = next(i for _, i in items if isinstance(i, Disconnected))
+        assert drop.retry_in_s == 30.0
+        assert not backend.retry_now("nope")
+        t0 = time.monotonic()
+        assert backend.retry_now("h1")
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if sum(isinstance(i, Hello) for _, i in items) >= 2:
+                break
+        assert sum(isinstance(i, Hello) for _, i in items) == 2
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -21,7 +21,7 @@ from probes.wire.events import Disconnected, Emit
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
-    from probes.transport.session import SessionPolicy
+    from probes.transport.session import RetryWake, SessionPolicy
 
 
 class ReplayControls(Protocol):
@@ -101,7 +101,8 @@ log = logging.getLogger(__name__)
 
 async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
                     gate: asyncio.Semaphore | None,
-                    retry_s: float = CRASHED_SESSION_RETRY_S) -> None:
+                    retry_s: float = CRASHED_SESSION_RETRY_S,
+                    wake: RetryWake | None = None) -> None:
     """Run one host's session; if it ever raises, that is this host's state, and it restarts.
 
     ``run_session`` turns every failure of a connection into a ``Disconnected`` already;
@@ -112,7 +113,7 @@ async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
 
     while True:
         try:
-            await run_session(spec, emit, policy, gate)
+            await run_session(spec, emit, policy, gate, wake)
             return
         except Exception as exc:  # one host's crash is its state only
             log.error("%s: session crashed", spec.name, exc_info=True)
@@ -122,7 +123,10 @@ async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
                                              DisconnectKind.AGENT_FAILED))
             except Exception:
                 log.error("%s: reporting the crash failed", spec.name, exc_info=True)
-        await asyncio.sleep(retry_s)
+        if wake is None:
+            await asyncio.sleep(retry_s)
+        else:
+            await wake.sleep(retry_s)
 
 
 class AgentFleetBackend(BackendBase):
@@ -135,6 +139,13 @@ class AgentFleetBackend(BackendBase):
         self.max_connecting = max_connecting
         self.policy = policy
         self.crash_retry_s = crash_retry_s
+        self._wakes: dict[str, RetryWake] = {}
+
+    def retry_now(self, host: str) -> bool:
+        """Cut ``host``'s backoff: it connects at once.  False when it is not waiting
+        (streaming, connecting now) or not a host of this fleet."""
+        wake = self._wakes.get(host)
+        return wake is not None and wake.poke()
 
     async def run(self, emit: Emit) -> None:
         """Run every host's session until cancelled; on cancel, return only once every
@@ -143,9 +154,12 @@ class AgentFleetBackend(BackendBase):
         A plain ``gather`` would not do: cancelled, it finishes with the first session to
         end, while the others are still closing their agents' pipes and channels.
         """
+        from probes.transport.session import RetryWake
+
         gate = asyncio.Semaphore(self.max_connecting)
+        self._wakes = {spec.name: RetryWake() for spec in self.specs}
         tasks = [asyncio.create_task(supervise(spec, emit, self.policy, gate,
-                                               self.crash_retry_s),
+                                               self.crash_retry_s, self._wakes[spec.name]),
                                      name=f"session {spec.name}") for spec in self.specs]
         try:
             # Each task returns only when its host cannot be watched at all; none raises

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,50 @@ PEEK_BYTES = 4096
 MAX_PRE_BANNER_BYTES = 64 * 1024
 """Lines a server may send before its version line: more than this is not an SSH server."""
 PARTIAL_WAIT_S = 0.02
+
+
+_WHY: dict[int, str] = {
+    errno.ECONNREFUSED: "connection refused by {where} (sshd down or port closed)",
+    errno.EHOSTUNREACH: "no route to {where} (host down, or the network to it is broken)",
+    errno.ENETUNREACH: "network unreachable for {where} (this machine has no route there)",
+    errno.ETIMEDOUT: "no answer from {where} (host down, or a firewall drops the packets)",
+    errno.ECONNRESET: "{where} reset the connection (sshd refusing: MaxStartups, a firewall?)",
+    errno.ECONNABORTED: "{where} aborted the connection",
+}
+"""What an ops engineer reads for each connect failure, instead of Python's wording."""
+
+
+def describe_os_error(host: str, port: int | None, exc: OSError) -> str:
+    """A connect failure as a sentence with its likely cause: never "Connect call failed".
+
+    asyncio's own text for a refused connect is ``Connect call failed ('10.0.0.7', 22)``;
+    the reason is shown on the fleet table and read by people at 3 a.m.
+    """
+    where = f"{host}:{port}" if port is not None else host
+    if isinstance(exc, socket.gaierror):
+        return (f"cannot resolve {host}: {exc.strerror or 'name lookup failed'} "
+                "(a typo, or not in DNS or /etc/hosts?)")
+    code = exc.errno
+    if code is None and isinstance(exc, ConnectionRefusedError):
+        code = errno.ECONNREFUSED
+    if code in _WHY:
+        return _WHY[code].format(where=where)
+    if isinstance(exc, ConnectionResetError) and exc.args and isinstance(exc.args[0], str):
+        return f"{where} {exc.args[0]}"  # our own "closed the connection before its banner"
+    why = os.strerror(code) if code else (str(exc) or type(exc).__name__)
+    return f"{where}: {why}"
+
+
+def describe_timeout(host: str, port: int | None, stage: str, timeout_s: float) -> str:
+    """A wait that ran out, by the stage it was in."""
+    where = f"{host}:{port}" if port is not None else host
+    if stage == "name lookup":
+        return f"name lookup for {host} took over {timeout_s:g} s (DNS server unreachable?)"
+    if stage == "SSH banner":
+        return (f"{where}: no SSH banner within {timeout_s:g} s "
+                "(it accepts TCP but does not speak SSH)")
+    return (f"no answer from {where} within {timeout_s:g} s "
+            "(host down, or a firewall drops the packets)")
 
 
 class NoBanner(TransportError):
@@ -107,13 +152,9 @@ async def dial(host: str, port: int, timeout_s: float) -> socket.socket:
     try:
         return await asyncio.wait_for(_open(host, port, stage), timeout_s)
     except asyncio.TimeoutError:
-        what = ("no SSH banner" if stage[0] == "SSH banner" else f"{stage[0]} timed out")
-        raise NoBanner(f"{host}:{port}: {what} within {timeout_s:g} s"
-                       + (" (it accepts TCP but does not speak SSH)"
-                          if stage[0] == "SSH banner" else "")) from None
+        raise NoBanner(describe_timeout(host, port, stage[0], timeout_s)) from None
     except OSError as exc:  # asyncio's strerror is "Connect call failed (addr)": say why
-        why = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
-        raise NoBanner(f"{host}:{port}: {why}") from None
+        raise NoBanner(describe_os_error(host, port, exc)) from None
 
 
 def close_quietly(sock: socket.socket | None) -> None:

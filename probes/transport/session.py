@@ -29,6 +29,9 @@ from probes.wire.samples import (
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 60.0
+HEALTHY_CAP_S = 5.0
+"""The backoff cap of a host that has streamed before: it is back within seconds of its
+sshd (a reboot, an sshd restart), not after a minute of doubling waits."""
 ONCE_TIMEOUT_S = 20.0
 ONCE_CONCURRENCY = 64
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
@@ -66,18 +69,60 @@ class SessionPolicy:
     """Each delay is spread by up to this fraction, so hosts do not retry in lockstep."""
     stall_s: float | None = None
     """Reconnect after this long without a byte; None means max(15 s, 10 intervals)."""
+    healthy_cap_s: float = HEALTHY_CAP_S
+    """The cap once a host has streamed, unless its stream keeps breaking it (garbled,
+    agent failing) or it refuses us."""
 
-    def delay(self, attempt: int, kind: DisconnectKind, rng: random.Random) -> float:
-        """Seconds to wait before attempt ``attempt + 1``; a refusal waits the full cap."""
+    def delay(self, attempt: int, kind: DisconnectKind, rng: random.Random,
+              streamed: bool = False) -> float:
+        """Seconds to wait before attempt ``attempt + 1``; a refusal waits the full cap.
+
+        ``streamed``: the host has streamed in this session, so it is a host coming back,
+        and it waits at most ``healthy_cap_s``.
+        """
         if kind.refused:
             base = self.backoff_cap_s
         else:
-            base = min(self.backoff_cap_s, self.backoff_base_s * (2 ** attempt))
+            cap = self.backoff_cap_s
+            if streamed and kind not in FAILURES_THAT_KEEP_BACKING_OFF:
+                cap = min(cap, self.healthy_cap_s)
+            base = min(cap, self.backoff_base_s * (2 ** min(attempt, 62)))
         return base * (1.0 + rng.uniform(-self.jitter, self.jitter))
 
     def stall_for(self, spec: HostSpec) -> float:
         """The silence after which a connection counts as dead."""
         return self.stall_s if self.stall_s is not None else max(15.0, 10.0 * spec.interval_s)
+
+
+class RetryWake:
+    """Lets the operator cut a host's wait before its next attempt (the ``R`` key).
+
+    The session's backoff sleeps on it; ``poke`` ends that sleep at once.  A poke while
+    the host is connecting or streaming does nothing (and says so): there is no wait.
+    """
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.waiting = False
+
+    def poke(self) -> bool:
+        """End the current wait; False when the session is not waiting."""
+        if not self.waiting:
+            return False
+        self._event.set()
+        return True
+
+    async def sleep(self, delay: float) -> bool:
+        """Wait ``delay`` seconds or until poked; True when poked."""
+        self._event.clear()
+        self.waiting = True
+        try:
+            await asyncio.wait_for(self._event.wait(), delay)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.waiting = False
 
 
 class StreamStalled(TransportError):
@@ -214,7 +259,8 @@ def _raise_if_cancelled() -> None:
 
 
 async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None = None,
-                      gate: asyncio.Semaphore | None = None) -> None:
+                      gate: asyncio.Semaphore | None = None,
+                      wake: RetryWake | None = None) -> None:
     """Keep one host's agent streaming until cancelled, reconnecting with backoff.
 
     Args:
@@ -222,10 +268,12 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         emit: where items go; must not block.
         policy: backoff and stall timing.
         gate: shared limit on concurrent connection attempts (SSH handshakes).
+        wake: lets the operator cut a backoff short (``retry_now``).
     """
     policy = policy or SessionPolicy()
     rng = random.Random(spec.name)
     attempt = 0
+    streamed = False
     cursor: str | None = None
 
     def emit_noting_cursor(host: str, item: SessionItem) -> None:
@@ -250,12 +298,16 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         kind, reason, got_any = await _stream_once(spec, emit_noting_cursor, transport, reader,
                                                    policy.stall_for(spec))
         _raise_if_cancelled()
+        streamed = streamed or got_any
         if got_any and kind not in FAILURES_THAT_KEEP_BACKING_OFF:
             attempt = 0
-        delay = policy.delay(attempt, kind, rng)
+        delay = policy.delay(attempt, kind, rng, streamed)
         attempt += 1
         emit(spec.name, Disconnected(time.time(), reason, delay, reader.stats, kind))
-        await asyncio.sleep(delay)
+        if wake is None:
+            await asyncio.sleep(delay)
+        elif await wake.sleep(delay):
+            attempt = min(attempt, 1)  # the operator asked: the next wait starts short
 
 
 @dataclass

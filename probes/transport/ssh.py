@@ -26,7 +26,13 @@ import asyncssh
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
-from probes.transport.dial import BannerWatch, banner_within, close_quietly, dial
+from probes.transport.dial import (
+    BannerWatch,
+    banner_within,
+    close_quietly,
+    describe_os_error,
+    dial,
+)
 from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
 from probes.transport.stderr_tail import StderrTail
 
@@ -160,7 +166,13 @@ class SshTransport:
                     self._lookup(host, shown).known:
                 raise self._key_refusal(host, shown, exc.reason) from None
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
-        except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
+        except asyncio.TimeoutError:  # before OSError: it is one since Python 3.11
+            raise HostUnreachable(
+                f"{host}:{shown}: the SSH handshake or login timed out "
+                "(host down or overloaded, or a firewall drops the packets)") from None
+        except OSError as exc:  # never asyncio's "Connect call failed (addr)"
+            raise HostUnreachable(describe_os_error(host, shown, exc)) from None
+        except asyncssh.Error as exc:
             raise HostUnreachable(f"{host}:{shown}: {_reason(exc)}") from None
         except BaseException:
             close_quietly(sock)
