@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
@@ -17,7 +18,7 @@ from probes.analysis.findings import Finding
 from probes.analysis.judge import GpuVerdict, gpus_present, judge_gpus
 from probes.config.fleet import HostSpec
 from probes.triage import Code, Severity, Step
-from probes.wire.events import Connected, Disconnected
+from probes.wire.events import Connected, Disconnected, SessionItem
 from tests.support.tui_fakes import (
     SIM_STEP_S,
     T0,
@@ -99,6 +100,12 @@ def _screen_text(app: RigwatchApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def _showing(app: RigwatchApp, host: str) -> bool:
+    screen = app.screen
+    return isinstance(screen, HostScreen) and screen.host == host \
+        and screen.query_one(GpuTable).row_count == 8
+
+
 async def test_demo_b02_shows_gpu6_lost_and_a03_says_throttled_at_80x24() -> None:
     backend, clock = sim_fleet(DEMO, minutes=MINUTES)
     app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False, bell=False))
@@ -109,9 +116,7 @@ async def test_demo_b02_shows_gpu6_lost_and_a03_says_throttled_at_80x24() -> Non
         for host, index, word in (("gpu-b02", 6, "✗ LOST"), ("gpu-a03", 5, "throttled"),
                                   ("gpu-a02", 3, "leaking")):
             app.post_message(HostChosen(host))
-            await wait_until(pilot, lambda h=host: isinstance(app.screen, HostScreen)
-                             and app.screen.host == h
-                             and app.screen.query_one(GpuTable).row_count == 8)
+            await wait_until(pilot, partial(_showing, app, host))
             await pilot.pause()
             text = _screen_text(app)
             row = next(line for line in text.splitlines()
@@ -132,7 +137,8 @@ async def test_demo_b02_shows_gpu6_lost_and_a03_says_throttled_at_80x24() -> Non
 
 async def test_a_host_with_no_gpus_against_expect_gpus_lists_them_missing() -> None:
     specs = [HostSpec(name="x-real", expect_gpus=8)]
-    items = [("x-real", Connected(T0)), ("x-real", hello("x-real", gpus=0)),
+    items: list[tuple[str, SessionItem]] = [
+        ("x-real", Connected(T0)), ("x-real", hello("x-real", gpus=0)),
              ("x-real", replace(sample("x-real", 0), gpus=()))]
     backend = FakeBackend(specs, items)
     app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
@@ -155,8 +161,8 @@ async def test_a_down_host_says_how_old_its_values_are_and_why() -> None:
     app = make_app(backend, demo=True, clock=clock)
     async with app.run_test(size=(120, 30)) as pilot:
         await backend.started.wait()
-        await wait_until(pilot, lambda: app.fleet.hosts["gpu-s01"].last is not None
-                         and app.fleet.hosts["gpu-s01"].last.seq == 5)  # type: ignore[union-attr]
+        state = app.fleet.hosts["gpu-s01"]
+        await wait_until(pilot, lambda: state.last is not None and state.last.seq == 5)
         app.post_message(HostChosen("gpu-s01"))
         await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
                          and app.screen.query_one(GpuTable).row_count == 8)
