@@ -107,6 +107,8 @@ class ReplayBackend(BackendBase):
         self._emitted_ts: float | None = None
         """The time of the last item emitted: a seek to after it plays on, before it rewinds."""
         self._stream: Generator[Entry, None, None] = self._items()
+        self._fast_until: float | None = None
+        """A seek's target while the items before it are played unpaced."""
         self._wake = asyncio.Event()
         self.replay: ReplayControls | None = self
 
@@ -123,6 +125,11 @@ class ReplayBackend(BackendBase):
         """Where the replay stands."""
         return ReplayPosition(self.clock.t, self.speed, self.paused, self.start, self.end,
                               self.finished)
+
+    @property
+    def seeking(self) -> bool:
+        """A seek is asked for or its items are still being played (unpaced)."""
+        return self._seek_to is not None or self._fast_until is not None
 
     def toggle_pause(self) -> None:
         """Pause or resume."""
@@ -160,16 +167,14 @@ class ReplayBackend(BackendBase):
         self._stream = self._items()
         held: Entry | None = None
         """The next item, read but not yet emitted (a seek can come while it waits)."""
-        fast_until: float | None = None
         n = 0
         while True:
             if self._seek_to is not None:
-                held, fast_until = self._begin_seek(held)
+                held, self._fast_until = self._begin_seek(held)
             if held is None:
                 held = next(self._stream, None)
             if held is None:  # the end: the clock runs out to the last time, then waits
-                if fast_until is not None:
-                    self.clock.t, fast_until = fast_until, None
+                self._land()
                 if await self._wait_until(self.end):
                     continue
                 self.finished = True
@@ -178,21 +183,25 @@ class ReplayBackend(BackendBase):
                     await self._wake.wait()
                 continue
             host, ts, item = held
-            if fast_until is not None and ts < fast_until:
+            if self._fast_until is not None and ts < self._fast_until:
                 n += 1
                 if n % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     if self._seek_to is not None:
                         continue
             else:
-                if fast_until is not None:
-                    self.clock.t, fast_until = fast_until, None
+                self._land()
                 if await self._wait_until(ts):
                     continue
             self.clock.t = max(self.clock.t, ts)
             self._emitted_ts = ts
             held = None
             emit(host, item)  # type: ignore[arg-type]
+
+    def _land(self) -> None:
+        """A seek's unpaced part is over: the clock stands at its target."""
+        if self._fast_until is not None:
+            self.clock.t, self._fast_until = self._fast_until, None
 
     def _begin_seek(self, held: Entry | None) -> tuple[Entry | None, float]:
         """Take the pending seek: (the item to go on from, the time to play unpaced to).
