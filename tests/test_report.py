@@ -10,10 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from probes.analysis.incident import HostView, TriageRecord, Verdict, first_failure, review
+from probes.analysis.incident import (
+    HostView,
+    TriageRecord,
+    Verdict,
+    all_on_console,
+    first_failure,
+    review,
+)
 from probes.outputs.report import ReportError, build_report, find_report, list_reports, write_report
 from probes.triage import Step
-from tests.support.tui_fakes import hello
+from tests.support.tui_fakes import T0, hello
 from tests.test_incident import T, watchdog, xid79
 
 
@@ -153,3 +160,51 @@ def test_a_report_from_before_sanitising_prints_without_escapes(
         out = capsys.readouterr().out
         assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
         assert "\\x1b]52;c;ZWNobyBwd25lZA==" in out
+
+
+def test_demo_report_is_fit_for_an_rma_ticket(tmp_path: Path) -> None:
+    """On the demo simulator's data: the failed GPU's facts, onsets, the action, notes,
+    every time on the console's clock, and none of the normal-topology noise."""
+    from tests.test_triage_onsets import demo_state, findings
+    from tui.screens.triage import host_clocks, host_view
+
+    fleet = demo_state(45, speed=60.0)
+    states = list(fleet.hosts.values())
+    raw = findings(fleet)
+    clocks = host_clocks(states)
+    record = TriageRecord()
+    record.mark(Step.SYSLOG, Verdict.SUSPECT)
+    record.notes[Step.SYSLOG] = "drained gpu-b02; RMA case 7731 opened"
+    shown = all_on_console(raw, clocks)
+    written = T0 + 45 * 60.0 / 60.0 + 1.0
+    facts = {s.name: s.hello.facts for s in states if s.hello is not None}
+    rep = build_report("demo", review(shown, [host_view(s) for s in states], record),
+                       first_failure(raw, clocks=clocks), shown, facts, now=written)
+    md, js = write_report(rep, tmp_path / "reports")
+    assert stat.S_IMODE(md.stat().st_mode) == stat.S_IMODE(js.stat().st_mode) == 0o600
+    body, data = md.read_text(), json.loads(js.read_text())
+    gpu6 = next(g for g in facts["gpu-b02"].gpus if g.index == 6)
+    assert gpu6.serial and gpu6.vbios and gpu6.bus_id and gpu6.uuid
+    hw = data["hardware"]
+    assert [(h["host"], h["gpu"]) for h in hw] == [("gpu-b02", 6)]
+    assert (hw[0]["serial"], hw[0]["vbios"], hw[0]["bus_id"], hw[0]["uuid"]) == (
+        gpu6.serial, gpu6.vbios, gpu6.bus_id, gpu6.uuid)
+    assert (hw[0]["driver"], hw[0]["cuda"]) == ("550.90.07", "12.4")
+    assert "xid 79" in hw[0]["findings"] and hw[0]["onset"] == "2023-11-14T22:13:30Z"
+    assert (f"**gpu-b02 GPU6**: NVIDIA H100 80GB HBM3, serial {gpu6.serial}, VBIOS "
+            f"{gpu6.vbios}, bus {gpu6.bus_id}, UUID {gpu6.uuid}; driver 550.90.07, CUDA 12.4"
+            ) in body
+    assert "**Do now:** drain gpu-b02, reboot it; RMA GPU6 if it recurs" in body
+    assert data["first_failure"]["do_now"] == "drain gpu-b02, reboot it; RMA GPU6 if it recurs"
+    assert "Operator's note: drained gpu-b02; RMA case 7731 opened" in body
+    assert "topology-cross-numa" not in body and "SYS" not in body.replace("SYSLOG", "")
+    # nothing after the report was written: the ×60 simulated clock is mapped back
+    stamps = re.findall(r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ", body)
+    assert stamps and max(stamps) == "2023-11-14T22:14:06Z"  # the "Written" line
+    # the timeline is in onset order; the watchdog's hang began before it was printed
+    timeline = body.split("## Timeline")[1].split("## Hosts")[0]
+    assert "(reported 2023-11-14T22:13:40Z)" in timeline
+    times = re.findall(r"^- (\S+)", timeline, re.M)
+    assert times == sorted(times)
+    for f in data["timeline"]:
+        assert f["onset"] <= f["time"] <= "2023-11-14T22:14:06Z"

@@ -18,16 +18,22 @@ import platformdirs
 
 from probes.analysis.findings import Finding
 from probes.analysis.incident import (
+    CAUSE_STEPS,
+    STEP_ORDER,
     FirstFailure,
     StepReview,
     describe,
     incidents,
+    onset,
 )
 from probes.errors import RigwatchError
-from probes.wire.samples import HostFacts
+from probes.triage import Code, Severity
+from probes.wire.samples import GpuInfo, HostFacts
 from probes.wire.sanitize import clean_text
 
 REPORT_VERSION = 1
+"""Fields are only ever added (``hardware``, ``onset``, ``do_now`` came later): a version-1
+reader keeps working."""
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -47,6 +53,42 @@ def reports_dir() -> Path:
 
 
 @dataclass(frozen=True)
+class FailedGpu:
+    """A GPU a critical hardware finding names: what an RMA or a ticket needs of it."""
+
+    host: str
+    gpu: int
+    info: GpuInfo | None
+    """The hello's facts about it (serial, VBIOS, bus id, UUID); None if never listed."""
+    driver: str | None
+    cuda: str | None
+    onset: float | None
+    """When its trouble began (the earliest finding's onset, console clock)."""
+    codes: tuple[str, ...]
+    """What was found, earliest first (``xid 79``, ``gpu-lost`` …)."""
+
+    def to_json(self) -> dict[str, object]:
+        """One ``hardware`` entry."""
+        g = self.info
+        return {"host": self.host, "gpu": self.gpu, "name": g.name if g else None,
+                "serial": g.serial if g else None, "vbios": g.vbios if g else None,
+                "bus_id": g.bus_id if g else None, "uuid": g.uuid if g else None,
+                "driver": self.driver, "cuda": self.cuda,
+                "onset": _iso(self.onset) if self.onset is not None else None,
+                "findings": list(self.codes)}
+
+    def to_markdown(self) -> str:
+        """``gpu-b02 GPU6: NVIDIA H100 …, serial …, VBIOS …, bus …, UUID …; driver …``."""
+        g = self.info
+        facts = (f"{g.name or '?'}, serial {g.serial or '?'}, VBIOS {g.vbios or '?'}, "
+                 f"bus {g.bus_id or '?'}, UUID {g.uuid or '?'}") if g else "not in the hello"
+        since = f"; since {_iso(self.onset)}" if self.onset is not None else ""
+        return (f"- **{_md(self.host)} GPU{self.gpu}**: {_md(facts)}; driver "
+                f"{_md(self.driver or '?')}, CUDA {_md(self.cuda or '?')}{since}; found: "
+                + ", ".join(_code(c) for c in self.codes))
+
+
+@dataclass(frozen=True)
 class IncidentReport:
     """Everything a report holds, independent of how it is written."""
 
@@ -56,6 +98,8 @@ class IncidentReport:
     steps: tuple[StepReview, ...]
     timeline: tuple[Finding, ...]
     facts: Mapping[str, HostFacts]
+    hardware: tuple[FailedGpu, ...] = ()
+    """Failed GPUs, the first failure's first."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -66,9 +110,13 @@ class IncidentReport:
             "first_failure": None if self.first is None else {
                 "finding": _finding_json(self.first.finding),
                 "explanation": self.first.explanation,
+                "headline": self.first.headline,
+                "do_now": self.first.do_now,
                 "critical": self.first.is_failure,
+                "same_event": [_finding_json(f) for f in self.first.same_event],
                 "consequences": len(self.first.consequences),
             },
+            "hardware": [g.to_json() for g in self.hardware],
             "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
                        "note": r.note, "checked": list(r.checked),
                        "findings": [_finding_json(f) for f in r.findings]}
@@ -91,7 +139,17 @@ class IncidentReport:
                    else "First failure")
         out += [f"## {heading}", ""]
         out.append(_md(self.first.explanation) if self.first else "No incident was seen.")
+        if self.first is not None and self.first.same_event:
+            out += ["", "Seen as: " + ", ".join(
+                _code(f.code) for f in (self.first.finding, *self.first.same_event))
+                + " (one event)."]
+        if self.first is not None and self.first.do_now:
+            out += ["", f"**Do now:** {_md(self.first.do_now)}"]
         out.append("")
+        if self.hardware:
+            out += ["## Failed hardware", ""]
+            out += [g.to_markdown() for g in self.hardware]
+            out.append("")
         for i, r in enumerate(self.steps, 1):
             out += [f"## {i}. {_md(r.title)}: {r.verdict.value}", ""]
             out += [f"- checked: {_md(c)}" for c in r.checked]
@@ -102,7 +160,8 @@ class IncidentReport:
                 out += ["No findings.", ""]
             for f in r.findings:
                 out.append(f"- **{f.severity.value}** {_code(f.code)} {_md(describe(f))}: "
-                           f"{_md(f.summary)}" + (f" ({_iso(f.ts)})" if f.ts is not None else ""))
+                           f"{_md(f.summary)}" + (f" (since {_iso(onset(f))})"
+                                                   if f.ts is not None else ""))
                 if f.evidence and f.context:
                     lines = [_one_line(c) for c in (*f.context, f.evidence)]
                     longest = max((len(t) for ln in lines for t in re.findall("~+", ln)),
@@ -117,7 +176,8 @@ class IncidentReport:
                     out.append(f"  - action: {_md(f.action)}")
             out.append("")
         out += ["## Timeline", ""]
-        out += [f"- {_iso(f.ts or 0.0)} {_md(describe(f))}: {_md(f.summary)}"
+        out += [f"- {_iso(onset(f))} {_md(describe(f))}: {_md(f.summary)}" + (
+                    f" (reported {_iso(f.ts)})" if f.ts is not None and onset(f) != f.ts else "")
                 for f in self.timeline]
         if not self.timeline:
             out.append("Nothing happened in time order worth listing.")
@@ -160,6 +220,7 @@ def _finding_json(f: Finding) -> dict[str, object]:
         if value is not None:
             out[key] = value
     if f.ts is not None:
+        out["onset"] = _iso(onset(f))
         out["time"] = _iso(f.ts)
     if f.count > 1:
         out["count"] = f.count
@@ -171,8 +232,8 @@ def _finding_json(f: Finding) -> dict[str, object]:
 def _facts_json(f: HostFacts) -> dict[str, object]:
     return {"os": f.os_name, "kernel": f.kernel, "driver": f.driver_version,
             "cuda": f.cuda_version, "cpu": f.cpu_model, "mem_total_bytes": f.mem_total_bytes,
-            "gpus": [{"index": g.index, "name": g.name, "bus_id": g.bus_id, "uuid": g.uuid}
-                     for g in f.gpus]}
+            "gpus": [{"index": g.index, "name": g.name, "bus_id": g.bus_id, "uuid": g.uuid,
+                      "serial": g.serial, "vbios": g.vbios} for g in f.gpus]}
 
 
 def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
@@ -180,12 +241,49 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
                  now: float | None = None) -> IncidentReport:
     """Assemble a report; the hosts listed are those with incidents (or all, when none).
 
-    The operator's verdicts and notes travel inside ``steps``.
+    The operator's verdicts and notes travel inside ``steps``.  Every time is taken as it
+    is given: the caller puts findings and the first failure on the console's clock
+    (``incident.all_on_console``), so a report never lists events after it was written.
+    The timeline is in onset order (a watchdog's hang began before it printed), causes
+    before symptoms at the same second.
     """
-    timeline = tuple(sorted(incidents(findings), key=lambda f: f.ts or 0.0))
+    timeline = tuple(sorted(incidents(findings),
+                            key=lambda f: (onset(f), STEP_ORDER.index(f.step))))
     involved = {f.host for f in timeline} or set(facts)
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
-                          timeline, {h: facts[h] for h in involved if h in facts})
+                          timeline, {h: facts[h] for h in involved if h in facts},
+                          failed_gpus(first, findings, facts))
+
+
+_GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,
+                         Code.GPU_UNRESPONSIVE, Code.ECC_UNCORRECTABLE, Code.ROW_REMAP_FAILURE,
+                         Code.PCIE_AER, Code.NVLINK_DOWN, Code.RM_INIT_ADAPTER_FAILED})
+"""Codes that say a card itself failed: an RMA or a ticket names it."""
+
+
+def failed_gpus(first: FirstFailure | None, findings: Sequence[Finding],
+                facts: Mapping[str, HostFacts]) -> tuple[FailedGpu, ...]:
+    """Every GPU a critical hardware finding names, with its hello facts; the first
+    failure's GPU first, then by onset."""
+    by_gpu: dict[tuple[str, int], list[Finding]] = {}
+    for f in findings:
+        if (f.gpu is not None and f.gpu >= 0 and f.severity is Severity.CRITICAL
+                and f.step in CAUSE_STEPS and f.code in _GPU_FAULTS):
+            by_gpu.setdefault((f.host, f.gpu), []).append(f)
+    root = (first.finding.host, first.finding.gpu) if first is not None else None
+    out = []
+    for (host, gpu), found in by_gpu.items():
+        found.sort(key=lambda f: onset(f) if f.ts is not None else float("inf"))
+        hf = facts.get(host)
+        info = next((g for g in hf.gpus if g.index == gpu), None) if hf else None
+        codes = tuple(dict.fromkeys(f"xid {f.xid}" if f.xid is not None else str(f.code)
+                                    for f in found))
+        start = next((onset(f) for f in found if f.ts is not None), None)
+        out.append(FailedGpu(host, gpu, info, hf.driver_version if hf else None,
+                             hf.cuda_version if hf else None, start, codes))
+    out.sort(key=lambda g: ((g.host, g.gpu) != root,
+                            g.onset if g.onset is not None else float("inf"), g.host, g.gpu))
+    return tuple(out)
 
 
 def write_report(report: IncidentReport, directory: Path | None = None) -> tuple[Path, Path]:
