@@ -40,7 +40,8 @@ def test_snapshot_demo_json_has_every_v1_field() -> None:
         assert all(g["uuid"] and g["bus_id"] and g["name"] and g["mem_total_mib"]
                    for g in facts["gpus"])
         sample = h["sample"]
-        assert len(sample["gpus"]) == 8
+        # taken after the simulated history: gpu-b02's GPU 6 has fallen off the bus
+        assert len(sample["gpus"]) == (7 if h["name"] == "gpu-b02" else 8)
         for g in sample["gpus"]:
             assert set(g) >= V1_GPU_FIELDS
             assert all(g[k] is not None for k in V1_GPU_FIELDS - {"clock_reasons"})
@@ -49,12 +50,34 @@ def test_snapshot_demo_json_has_every_v1_field() -> None:
     by_name = {h["name"]: h for h in hosts}
     assert {f["code"] for f in by_name["gpu-a04"]["findings"]} == {"pcie-link-downgraded"}
     assert {f["code"] for f in by_name["gpu-b01"]["findings"]} == {"disk-saturated"}
+    assert {(f["code"], f["gpu"]) for f in by_name["gpu-b02"]["findings"]} >= {
+        ("gpu-lost", 6), ("xid", 6)}
+    assert {f["code"] for f in by_name["gpu-a03"]["findings"]} == {"clocks-throttled"}
 
 
-def test_snapshot_text_lists_hosts() -> None:
+def test_snapshot_text_lists_hosts_and_never_says_ok_beside_a_finding() -> None:
     proc = rigwatch("snapshot", "--demo")
     assert proc.returncode == 0
-    assert len(proc.stdout.splitlines()) == 8 and "gpu-a01" in proc.stdout
+    lines = {line.split()[0]: line for line in proc.stdout.splitlines()}
+    assert len(lines) == 8
+    assert lines["gpu-a01"].split()[1:] == ["8", "GPUs", "0", "findings", "ok"]
+    b02 = lines["gpu-b02"].split()
+    assert b02[1:5] == ["7/8", "GPUs", "3", "findings"] and b02[5] == "critical:"
+    assert " 1 finding   warning: GPU 5 throttled" in lines["gpu-a03"]
+    assert not any(line.endswith(" ok") and " 0 findings " not in line
+                   for line in lines.values())
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback() -> None:
+    for args in (["snapshot", "--demo", "--json", "--pretty"], ["snapshot", "--demo", "--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "tui.cli", *args], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()  # what ``head -1`` reads, then it goes away
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) in (0, 141), err
+        assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 
 def test_bad_speed_is_a_usage_error() -> None:
