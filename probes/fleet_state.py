@@ -24,6 +24,7 @@ from probes.analysis.headline import headline
 from probes.analysis.judge import GpuJudgement, TempLevel, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.reachability import (
+    REACHABILITY_CODES,
     Outage,
     continue_outage,
     down_finding,
@@ -299,7 +300,9 @@ class HostState:
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
-        return sorted(merged.values(), key=lambda f: (-f.severity.rank, f.step.value, f.code))
+        # A host that cannot be watched leads its own list: everything else about it is old.
+        return sorted(merged.values(), key=lambda f: (
+            -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))
 
     def judgements(self, found: list[Finding] | None = None) -> tuple[GpuJudgement, ...]:
         """Every GPU's verdicts from the newest sample and ``found`` (default: findings())."""

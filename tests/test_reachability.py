@@ -155,3 +155,13 @@ def test_first_failure_names_the_one_unreachable_host() -> None:
     ff = first_failure(found)
     assert ff is not None and ff.is_failure
     assert (ff.finding.host, ff.finding.code) == ("x-down", Code.HOST_UNREACHABLE)
+
+
+def test_down_leads_the_host_even_beside_an_older_critical_finding() -> None:
+    fleet = streaming_fleet("a")
+    fleet.apply("a", sample(tuple(gpu(i) for i in range(8) if i != 6), ts=3.0), now=3.0)
+    fleet.apply("a", down(10.0), now=10.0)
+    found = fleet.hosts["a"].findings()
+    assert found[0].code == Code.HOST_UNREACHABLE and any(f.code == "gpu-lost" for f in found)
+    row = fleet.rows(10.0)[0]
+    assert row.headline is not None and row.headline.startswith("DOWN · ")
