@@ -8,14 +8,14 @@ from rich.cells import cell_len
 from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
-from tui.glyphs import ASCII_TABLE, wants_ascii
+from tui.glyphs import ASCII_TABLE, plain_text, wants_ascii
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from widgets.memory_growth import GpuGrowthRow
 from widgets.thermal_panel import ThermalPanel
 
-ALLOWED = {"°"}
-"""Latin-1 the Linux console's font has."""
+ALLOWED: set[str] = set()
+"""Nothing: ``--ascii`` is ASCII (``°`` too: ``91 °C`` reads ``  91C``)."""
 
 
 @pytest.mark.parametrize(("env", "expected"), [
@@ -41,6 +41,20 @@ def test_every_mapped_glyph_keeps_its_width() -> None:
         assert plain.isascii()
     # a box corner, a braille chart dot, a bar block and a status mark
     assert "┏━┫⠉█✓▶".translate(ASCII_TABLE) == "+-+.#+>"
+
+
+@pytest.mark.parametrize(("fancy", "plain"), [
+    ("91 °C", "  91C"),  # right-aligned columns stay aligned
+    ("81°C ██▌", " 81C ###"),
+    ("-3 °C", "  -3C"),
+    ("hot ≤5 °C below slowdown", "hot <  5C below slowdown"),
+    ("GPU6 ✗ lost · host × down", "GPU6 X lost . host x down"),  # lost and down differ
+    ("a stray °", "a stray o"),
+])
+def test_temperatures_and_marks_in_plain_ascii_of_the_same_width(fancy: str,
+                                                                 plain: str) -> None:
+    assert plain_text(fancy) == plain
+    assert cell_len(fancy) == len(plain) and plain.isascii()
 
 
 def screen_text(app: RigwatchApp) -> str:

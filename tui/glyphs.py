@@ -3,13 +3,15 @@
 The Linux console, a serial line or a ``LANG=C`` session over an old jump host show
 braille charts and box lines as garbage.  Rather than every widget carrying two glyph
 sets, the console adds one line filter that maps each such character to an ASCII one of
-the same width as the screen is drawn: charts become dots, bars ``#``, boxes ``+-|``.
-Status never depends on a glyph alone (a word goes with it), so nothing is lost.
+the same width as the screen is drawn: charts become dots, bars ``#``, boxes ``+-|``,
+``91 °C`` becomes ``  91C``.  Status never depends on a glyph alone (a word goes with it),
+so nothing is lost.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from collections.abc import Mapping
 
@@ -23,11 +25,26 @@ _SYMBOLS = {
     "▁": "_", "▂": "_", "▃": ".", "▄": "-", "▅": "=", "▆": "=", "▇": "#", "█": "#",
     "▏": "|", "▎": "|", "▍": "#", "▌": "#", "▋": "#", "▊": "#", "▉": "#", "▐": "|",
     "▔": "-", "▀": "-", "░": ".", "▒": ":", "▓": "#",
-    "✓": "+", "✔": "+", "✗": "x", "✘": "x", "×": "x", "⚠": "!", "●": "*", "•": "*",
+    # a lost GPU (✗) and a down host (×) must not read the same: X and x
+    "✓": "+", "✔": "+", "✗": "X", "✘": "X", "×": "x", "⚠": "!", "●": "*", "•": "*",
     "○": "o", "◆": "*", "·": ".", "…": "~", "▲": "^", "▼": "v", "△": "^", "▽": "v",
     "▶": ">", "◀": "<", "▸": ">", "◂": "<", "↑": "^", "↓": "v", "→": ">", "←": "<",
-    "≥": ">", "≤": "<", "−": "-", "–": "-", "—": "-", "⏎": "<", "⏵": ">",
+    "≥": ">", "≤": "<", "−": "-", "–": "-", "—": "-", "⏎": "<", "⏵": ">", "°": "o",
 }
+DEGREES = re.compile(r"(-?\d+(?:\.\d+)?)( ?)°C")
+"""A temperature: its degree sign goes and the number moves right by as much, so a
+right-aligned column stays aligned (``91 °C`` → ``  91C``); any other ``°`` reads ``o``."""
+
+
+def _degrees(m: re.Match[str]) -> str:
+    return " " * (len(m[2]) + 1) + m[1] + "C"
+
+
+def plain_text(text: str) -> str:
+    """``text`` in ASCII of the same width (what the line filter does to each segment)."""
+    if "°" in text:
+        text = DEGREES.sub(_degrees, text)
+    return text.translate(ASCII_TABLE)
 
 
 def _box(char: str) -> str:
@@ -59,8 +76,7 @@ class AsciiGlyphs(LineFilter):
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
         """Translate each segment's text; styles and controls are kept."""
-        table = ASCII_TABLE
-        return [Segment(text.translate(table), style, control)
+        return [Segment(plain_text(text), style, control)
                 for text, style, control in segments]
 
 
