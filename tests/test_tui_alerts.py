@@ -1,4 +1,5 @@
-"""Alert toasts in the console: one per host, and one for many hosts raised at once."""
+"""Alerts in the console: one status-line notice per tick (one host named with its worst
+finding, or many hosts in one line), above the footer where it covers no data; no toast."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import MAX_TOASTS, make_app
+from widgets.fleet_table import FleetTable
+from widgets.header_bar import StatusLine
 
 XID = "NVRM: Xid (PCI:0000:48:00): 79, pid=0, GPU has fallen off the bus."
 
@@ -29,32 +32,45 @@ def _toasts(app: object) -> list[str]:
     return [str(t.render()) for t in screen.query(Toast)]
 
 
-async def test_one_troubled_host_gets_its_own_toast_with_the_worst_finding() -> None:
+def _status(app: object) -> str:
+    screen = app.screen  # type: ignore[attr-defined]
+    lines = screen.query(StatusLine)
+    return " ".join(str(line.render()) for line in lines if line.display)
+
+
+async def test_one_troubled_host_is_named_on_the_status_line_not_in_a_toast() -> None:
     backend = FakeBackend(fleet_specs(), fleet_items())
     app = make_app(backend, demo=True, clock=FrozenClock())
-    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await settled(pilot, backend)
-        await wait_until(pilot, lambda: bool(_toasts(app)))
-        text = " ".join(_toasts(app))
+        await wait_until(pilot, lambda: bool(_status(app)))
+        text = _status(app)
         # gpu-t02 has an Xid 79 (critical) and a throttled GPU: the Xid leads, the rest counted
-        assert "gpu-t02" in text and "more)" in text
+        assert "gpu-t02: " in text and "more)" in text and "t for triage" in text
         assert "hosts with new findings" not in text
+        assert _toasts(app) == []
+        # the line sits between the table and the footer: it covers no row of the table
+        line = app.screen.query_one(StatusLine)
+        table = app.screen.query_one(FleetTable)
+        assert line.region.y >= table.region.bottom
+        assert line.region.bottom <= app.size.height - 1
+        assert "-critical" in line.classes
 
 
-async def test_many_hosts_at_once_share_one_toast_that_names_the_worst() -> None:
+async def test_many_hosts_at_once_share_one_notice_that_names_the_worst() -> None:
     extra = [(h, LogEvent(T0 + 25, "kernel", XID)) for h in ("gpu-t01", "gpu-t03")]
     backend = FakeBackend(fleet_specs(), fleet_items() + extra)
     app = make_app(backend, demo=True, clock=FrozenClock())
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await settled(pilot, backend)
-        await wait_until(pilot, lambda: bool(_toasts(app)))
+        await wait_until(pilot, lambda: bool(_status(app)))
         await pilot.pause(0.3)
-        toasts = _toasts(app)
-        assert len(toasts) == 1, toasts
-        assert "3 hosts with new findings" in toasts[0]
-        assert f"and {3 - MAX_TOASTS} more" in toasts[0] and "t for triage" in toasts[0]
+        text = _status(app)
+        assert "3 hosts with new findings" in text
+        assert f"and {3 - MAX_TOASTS} more" in text and "t for triage" in text
         # critical hosts are named first, in name order
-        assert "gpu-t01" in toasts[0] and "gpu-t02" in toasts[0]
+        assert "gpu-t01" in text and "gpu-t02" in text
+        assert _toasts(app) == []
 
 
 async def test_a_burst_of_alerts_runs_few_hooks_notes_the_dropped_and_quit_kills_them(
@@ -67,7 +83,7 @@ async def test_a_burst_of_alerts_runs_few_hooks_notes_the_dropped_and_quit_kills
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await settled(pilot, backend)
         await wait_until(pilot, lambda: app.hook_gate.dropped > 0 and pids.exists())
-        await wait_until(pilot, lambda: any("dropped" in t for t in _toasts(app)))
+        await wait_until(pilot, lambda: "dropped" in _status(app))
         assert app.hook_gate.admitted == 1  # one runs, none wait, the rest were dropped
         groups = [int(p) for p in pids.read_text().split()]
         assert len(groups) == 1 and group_members(groups[0])

@@ -28,8 +28,12 @@ SEMANTIC_VARIABLES = (
     "clock-throttled",
     "chart-high",
     "chart-low",
+    "value-old",
 )
 """Variables the stylesheet uses beyond Textual's own (``$error``, ``$primary``, …).
+
+``value-old`` draws the last values of a host that is down or stale: dimmer than text, in
+no status colour, so old numbers never read as live ones.
 
 ``text-dim`` is a solid colour on purpose: Textual's ``$text-muted`` is ``auto 60%``,
 which markup (``Content``) cannot blend and renders at full brightness.
@@ -65,6 +69,7 @@ RIGWATCH_DARK = Theme(
         "clock-throttled": "#F69D50",
         "chart-high": "#6CB6FF",
         "chart-low": "#2F4A66",
+        "value-old": "#636E7B",
         "footer-key-foreground": "#E8A33D",
     },
 )
@@ -101,6 +106,7 @@ RIGWATCH_HIGH_CONTRAST = Theme(
         "clock-throttled": "#FF8800",
         "chart-high": "#00FFFF",
         "chart-low": "#008080",
+        "value-old": "#8A8A8A",
         "footer-key-foreground": "#FFFF00",
         "block-cursor-background": "#FFFF00",
         "block-cursor-foreground": "#000000",
@@ -137,6 +143,7 @@ RIGWATCH_LIGHT = Theme(
         "clock-throttled": "#BC4C00",
         "chart-high": "#0969DA",
         "chart-low": "#B6E3FF",
+        "value-old": "#8C959F",
         "footer-key-foreground": "#9A6700",
     },
 )
@@ -174,6 +181,7 @@ RIGWATCH_COLOUR_SAFE = Theme(
         "clock-throttled": "#CC79A7",
         "chart-high": "#56B4E9",
         "chart-low": "#234A5E",
+        "value-old": "#6B6B6B",
         "footer-key-foreground": "#E69F00",
     },
 )

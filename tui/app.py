@@ -19,7 +19,9 @@ from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.dom import DOMNode
 from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
@@ -41,17 +43,26 @@ from tui.messages import HostChosen, HostItemReceived, ViewRequested
 from tui.palette import RigwatchCommands
 from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
-from tui.screens.help import HelpScreen
+from tui.screens.help import HelpScreen, Section, build_sections, own_bindings
 from tui.screens.host import HostScreen
 from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
 from tui.views.fleet_view import SORT_KEYS
+from widgets.fleet_wall import FleetWall
+from widgets.header_bar import Notice, NoticeLevel
 
 REFRESH_S = 1.0
 METRICS_EVERY_S = 15.0
 """Textfile refresh: node_exporter reads it on its own scrape interval (15 s typical)."""
 MAX_TOASTS = 2
-"""More hosts raising alerts in one tick than this share one toast."""
+"""More hosts raising alerts in one tick than this are named as "and N more"."""
+NOTICE_S = 6.0
+"""How long a notice stays on the status line (alerts and reports stay longer)."""
+ALERT_NOTICE_S = 15.0
+HELP_SCREENS: tuple[tuple[str, type[DOMNode]], ...] = (
+    ("Fleet", FleetScreen), ("Wall (w)", FleetWall), ("Host", HostScreen),
+    ("Triage (t)", TriageScreen), ("Preflight (p)", PreflightScreen))
+"""Whose keys the help lists, in this order after the screen it was opened from."""
 HOOK_RESULTS_KEPT = 100
 """Finished hook runs remembered (newest); older ones are forgotten."""
 QUIT_GRACE_S = 3.0
@@ -65,20 +76,30 @@ class RigwatchApp(App[None]):
     CSS_PATH = CSS_PATH
     TITLE = "rigwatch"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("t", "triage", "Triage"),
-        Binding("p", "preflight", "Preflight"),
-        Binding("T", "next_theme", "Theme"),
-        Binding("colon", "command_line", "Command", key_display=":", show=False),
-        Binding("space", "replay_pause", "Pause", show=False),
-        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False),
-        Binding("minus", "replay_speed(-1)", "Slower", show=False),
-        Binding("right_square_bracket", "replay_step(600)", "+10 min", show=False),
-        Binding("left_square_bracket", "replay_step(-600)", "-10 min", show=False),
-        Binding("greater_than_sign", "replay_finding(1)", "Next finding", show=False),
-        Binding("less_than_sign", "replay_finding(-1)", "Prev finding", show=False),
-        Binding("at", "replay_seek", "Seek", show=False),
+        Binding("q", "quit", "Quit", tooltip="quit (stops every agent first)"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="this help"),
+        Binding("t", "triage", "Triage",
+                tooltip="guided triage: the fleet, or the host on screen"),
+        Binding("p", "preflight", "Preflight",
+                tooltip="preflight: every host against the training-server checklist"),
+        Binding("T", "next_theme", "Theme", show=False,
+                tooltip="next theme: dark, light, high contrast, colour-blind safe"),
+        Binding("colon", "command_line", "Command", key_display=":", show=False,
+                tooltip="command line: host NAME, window 6h, sort worst …"),
+        Binding("space", "replay_pause", "Pause", show=False, tooltip="pause or resume"),
+        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False,
+                tooltip="faster (up to ×600)"),
+        Binding("minus", "replay_speed(-1)", "Slower", show=False, tooltip="slower"),
+        Binding("right_square_bracket", "replay_step(600)", "+10 min", show=False,
+                tooltip="10 minutes later"),
+        Binding("left_square_bracket", "replay_step(-600)", "-10 min", show=False,
+                tooltip="10 minutes earlier"),
+        Binding("greater_than_sign", "replay_finding(1)", "Next finding", show=False,
+                tooltip="jump to the next recorded finding"),
+        Binding("less_than_sign", "replay_finding(-1)", "Prev finding", show=False,
+                tooltip="jump to the previous recorded finding"),
+        Binding("at", "replay_seek", "Seek", show=False,
+                tooltip="seek to a time: +10m, -1h, 03:12, an ISO time"),
     ]
 
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
@@ -123,6 +144,14 @@ class RigwatchApp(App[None]):
         for theme in THEMES:
             self.register_theme(theme)
         self.theme = DEFAULT_THEME
+        # the palette's theme list is ours only: Textual's twenty would leave the console's
+        # semantic colours on fallbacks, and `T` steps through these four anyway
+        for name in list(self.available_themes):
+            if name not in THEME_CYCLE:
+                self.unregister_theme(name)
+        self.notice: Notice | None = None
+        """What the status line says now (every data screen shows it)."""
+        self._notice_serial = 0
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Keep our stylesheet valid under Textual's built-in themes too."""
@@ -233,28 +262,68 @@ class RigwatchApp(App[None]):
             self.notify(text, markup=False, title="Alert hook", severity="warning", timeout=15)
 
     def _notify_alerts(self, by_host: dict[str, list[Alert]]) -> None:
-        """One toast per host, worst finding first; many hosts at once make one toast.
+        """One status-line notice for the tick's alerts, worst host and finding first.
 
         One incident shows as several findings (Xid, fallen off the bus, GPU lost), and a
         rack losing power, or a console starting on a troubled fleet, raises many hosts in
-        one tick: a stack of toasts would hide the screen that already lists them.
+        one tick.  A toast would sit over the rows that already list them; the status line
+        takes its own row above the footer.
         """
+        if not by_host:
+            return
         tops = []
         for host, alerts in by_host.items():
             alerts.sort(key=lambda a: -a.finding.severity.rank)
             tops.append((host, alerts[0].finding, len(alerts)))
+        tops.sort(key=lambda t: (-t[1].severity.rank, t[0]))
+        worst = tops[0][1].severity
+        level: NoticeLevel = "critical" if worst is Severity.CRITICAL else "warning"
         if len(tops) > MAX_TOASTS:
-            tops.sort(key=lambda t: (-t[1].severity.rank, t[0]))
             names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
-            worst = tops[0][1].severity
-            text = f"{names} and {len(tops) - MAX_TOASTS} more — t for triage"
-            self.notify(text, markup=False, title=f"{len(tops)} hosts with new findings",
-                        timeout=8, severity="error" if worst is Severity.CRITICAL else "warning")
+            text = (f"{len(tops)} hosts with new findings: {names} and "
+                    f"{len(tops) - MAX_TOASTS} more — t for triage")
+        else:
+            text = " · ".join(f"{host}: {top.summary}"
+                              + (f" (+{count - 1} more)" if count > 1 else "")
+                              for host, top, count in tops) + " — t for triage"
+        self.say(text, level, ALERT_NOTICE_S)
+
+    def say(self, text: str, level: NoticeLevel = "information",
+            timeout: float = NOTICE_S) -> None:
+        """Put ``text`` on the status line of every data screen for ``timeout`` seconds.
+
+        The newest notice replaces the one before; a notice never covers the screen.
+        """
+        self._notice_serial += 1
+        serial = self._notice_serial
+        self._show_notice(Notice(text, level))
+
+        def expire() -> None:
+            if self._notice_serial == serial:
+                self._show_notice(None)
+
+        self.set_timer(timeout, expire)
+
+    def _show_notice(self, notice: Notice | None) -> None:
+        self.notice = notice
+        for screen in self.screen_stack:
+            if isinstance(screen, DataScreen):
+                screen.show_notice(notice)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Errors toast (in a small corner box); everything else goes to the status line.
+
+        Screens keep calling ``notify`` (a sort order, "Report written …"): the news lands
+        on the status line, as text (never markup), where it covers nothing.
+        """
+        if severity == "error":
+            super().notify(message, title=title, severity=severity, timeout=timeout,
+                           markup=markup)
             return
-        for host, top, count in tops:
-            more = f" (+{count - 1} more)" if count > 1 else ""
-            self.notify(top.summary + more, title=f"{host}: {top.code}", timeout=8, markup=False,
-                        severity="error" if top.severity is Severity.CRITICAL else "warning")
+        text = f"{title}: {message}" if title else message
+        self.say(text, "warning" if severity == "warning" else "information",
+                 timeout if timeout is not None else NOTICE_S)
 
     async def _hook(self, alert: Alert) -> None:
         result = await self.hook_gate.run(self.alert_policy.hook, alert,
@@ -378,9 +447,17 @@ class RigwatchApp(App[None]):
             self.push_screen(PreflightScreen(self.subtitle))
 
     def action_help(self) -> None:
-        """Show the key reference."""
+        """Show the key reference, generated from the bindings."""
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[Section]:
+        """Every key of the app and of each screen; the screen on show first."""
+        here = next((title for title, cls in HELP_SCREENS if type(self.screen) is cls), None)
+        if isinstance(self.screen, FleetScreen) and self.screen.wall:
+            here = HELP_SCREENS[1][0]
+        screens = [(title, own_bindings(cls)) for title, cls in HELP_SCREENS]
+        return build_sections(own_bindings(RigwatchApp), screens, self.get_key_display, here)
 
     def action_command_line(self) -> None:
         """``:`` — type a command (``host gpu017``, ``theme light``, ``window 6h`` …)."""
@@ -413,6 +490,7 @@ class RigwatchApp(App[None]):
             if theme not in self.available_themes:
                 raise CommandError(f"no theme {arg!r}: dark, light, high-contrast, colour-safe")
             self.theme = theme
+            self._say_theme()
         elif name == "triage":
             self.action_triage()
         elif name == "preflight":
@@ -424,6 +502,8 @@ class RigwatchApp(App[None]):
         elif name == "window":
             self.window_s = WINDOWS[arg]
             self.refresh_view()
+            span = "everything kept" if arg == "all" else f"the last {arg}"
+            self.say(f"chart window: {span} (the host screen's charts)")
         elif name in ("sort", "filter", "wall"):
             fleet = self._to_fleet()
             if name == "sort":
@@ -450,6 +530,12 @@ class RigwatchApp(App[None]):
         except ValueError:
             i = -1
         self.theme = THEME_CYCLE[(i + 1) % len(THEME_CYCLE)]
+        self._say_theme()
+
+    def _say_theme(self) -> None:
+        word = self.theme.removeprefix("rigwatch-")
+        self.say(f"theme: {word} ({THEME_CYCLE.index(self.theme) + 1} of {len(THEME_CYCLE)};"
+                 " T for the next)")
 
 
 def make_app(

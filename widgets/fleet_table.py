@@ -1,10 +1,18 @@
-"""The fleet screen's table: one line per host."""
+"""The fleet screen's table (one line per host) and the detail line under it.
+
+A host that cannot be watched says why on its own row: the Status column names the state
+in one short word and the last column gives the reason in full (or, for a host that
+streams, its worst finding led by the verdict, so truncation keeps the meaning).  Its
+last values stay, drawn dim (``cell--old``): they are what it last said, not what it says.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.reactive import reactive
+from textual.widgets import Static
 
 from probes.analysis.judge import MEM_HIGH_PCT
 from probes.fleet_state import FleetRow, HostStatus
@@ -16,14 +24,37 @@ STATUS_CLASS = {
     HostStatus.CONNECTING: "cell--connecting",
     HostStatus.STALE: "cell--stale",
 }
+SHORT_STATUS = {
+    HostStatus.HOST_KEY_REFUSED: "key refused",
+    HostStatus.AUTH_FAILED: "auth failed",
+    HostStatus.AGENT_FAILED: "agent failed",
+}
+"""The Status column's word where the status's own name is too long for it (the reason
+column beside it says the rest)."""
+OLD = "cell--old"
+_REACH_VERDICTS = ("DOWN", "STALE", "LOGIN REFUSED", "AGENT FAILED", "HOST KEY")
+"""How the core's reachability findings begin (``probes.analysis.reachability``): the
+detail line already says that much."""
 
 
 @dataclass(frozen=True)
 class FleetLine:
-    """A host's row plus why it is down (``FleetRow`` does not carry the reason)."""
+    """A host's row, plus the session's reason for a row built before the core kept one."""
 
     row: FleetRow
     down_reason: str | None = None
+
+
+def ago(seconds: float) -> str:
+    """``42 s``, ``2 m``, ``3 h``, ``2 d``: an age as an operator says it."""
+    s = max(0.0, seconds)
+    if s < 60:
+        return f"{s:.0f} s"
+    if s < 3600:
+        return f"{s // 60:.0f} m"
+    if s < 86400:
+        return f"{s // 3600:.0f} h"
+    return f"{s // 86400:.0f} d"
 
 
 def status_cell(row: FleetRow, down_reason: str | None = None) -> Cell:
@@ -36,20 +67,65 @@ def status_cell(row: FleetRow, down_reason: str | None = None) -> Cell:
     return text, STATUS_CLASS.get(row.status, "cell--down")
 
 
+def is_old(row: FleetRow) -> bool:
+    """Whether the row's values are what the host last said rather than what it says now."""
+    return row.status.is_down or row.status is HostStatus.STALE or row.reason is not None
+
+
+def reason_of(line: FleetLine) -> str | None:
+    """Why the host is not streaming, in full (the core's, else the session's)."""
+    row = line.row
+    if row.reason:
+        return row.reason
+    return line.down_reason if row.status.is_down else None
+
+
+def why_text(line: FleetLine) -> str:
+    """The last column: the reason a host is not streaming, else its worst finding."""
+    row = line.row
+    reason = reason_of(line)
+    if reason and is_old(row):
+        return reason
+    return row.headline or row.worst_summary or ""
+
+
+def short_status(row: FleetRow) -> Cell:
+    """The Status column: one short word (and the age of a stale host)."""
+    if row.status is HostStatus.STALE:
+        seen = row.last_seen_s if row.last_seen_s is not None else row.stale_s
+        text = f"stale {ago(seen)}" if seen is not None else "stale"
+    else:
+        text = SHORT_STATUS.get(row.status, row.status.value)
+    return text, STATUS_CLASS.get(row.status, "cell--down")
+
+
+def timing_text(row: FleetRow) -> str:
+    """``last seen 2 m ago · next retry in 30 s`` for a host that is not streaming."""
+    parts = []
+    if row.last_seen_s is not None:
+        parts.append(f"last seen {ago(row.last_seen_s)} ago")
+    elif is_old(row):
+        parts.append("never seen")
+    if row.next_retry_s is not None:
+        parts.append(f"next retry in {row.next_retry_s:.0f} s" if row.next_retry_s >= 1
+                     else "retrying now")
+    return " · ".join(parts)
+
+
 class FleetTable(StyledTable):
     """Hosts in inventory order with their health at a glance."""
 
     COLUMNS = (
         ColumnSpec("host", "Host", 10),
         ColumnSpec("tags", "Tags", 7, narrow=False),
-        ColumnSpec("status", "Status", 13),
+        ColumnSpec("status", "Status", 12),
         ColumnSpec("gpus", "GPUs", 5, right=True),
         ColumnSpec("temp", "Temp", 6, right=True),
         ColumnSpec("mem", "Mem", 5, right=True),
         ColumnSpec("util", "Util", 5, right=True),
         ColumnSpec("power", "Power", 7, right=True, narrow=False),
         ColumnSpec("findings", "Find", 4, right=True),
-        ColumnSpec("worst", "Worst finding"),
+        ColumnSpec("worst", "Why / worst finding"),
     )
 
     hosts: reactive[tuple[FleetLine, ...]] = reactive((), init=False)
@@ -63,25 +139,81 @@ class FleetTable(StyledTable):
         """One row per host, keyed by host name."""
         return [(line.row.name, self.cells(line)) for line in self.hosts]
 
+    def line_at_cursor(self) -> FleetLine | None:
+        """The host line under the cursor, if any."""
+        key = self._cursor_key()
+        return next((line for line in self.hosts if line.row.name == key), None)
+
     @staticmethod
     def cells(line: FleetLine) -> tuple[Cell, ...]:
-        """The formatted cells of one host."""
+        """The formatted cells of one host; a host's old values are all drawn dim."""
         row = line.row
-        status = status_cell(row, line.down_reason)
+        old = is_old(row)
         gpus: Cell = (str(row.gpus_ok), None)
         if row.gpus_expected is not None:
             short = row.gpus_ok < row.gpus_expected
             gpus = (f"{row.gpus_ok}/{row.gpus_expected}", "cell--down" if short else None)
         sev_cls = SEVERITY_CLASS[row.worst] if row.worst else "cell--muted"
-        return (
-            (row.name, None),
-            (",".join(row.tags), "cell--muted"),
-            status,
+        values: tuple[Cell, ...] = (
             gpus,
             temp_cell(row.max_temp_c, row.temp_level),
             pct_cell(row.mem_used_pct, MEM_HIGH_PCT),
             pct_cell(row.mean_util_pct),
             (f"{row.power_w:,.0f} W", None) if row.power_w is not None else MISSING,
-            (str(row.findings), sev_cls),
-            (row.worst_summary or "", sev_cls),
         )
+        if old:
+            values = tuple((text, OLD) for text, _ in values)
+        why = why_text(line)
+        why_cls = "cell--down" if old and reason_of(line) else sev_cls
+        return (
+            (row.name, None),
+            (",".join(row.tags), "cell--muted"),
+            short_status(row),
+            *values,
+            (str(row.findings), sev_cls),
+            (why, why_cls),
+        )
+
+
+class FleetDetail(Static):
+    """The selected host in full under the table: the whole reason, its age, the retry.
+
+    At 80 columns the reason column keeps a dozen characters; this line wraps instead.
+    """
+
+    line: reactive[FleetLine | None] = reactive(None, init=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id, markup=False)
+
+    def watch_line(self, line: FleetLine | None) -> None:
+        """Show the selected host's state."""
+        self.update(detail_text(line))
+        self.set_class(line is not None and is_old(line.row), "-old")
+
+
+def detail_text(line: FleetLine | None) -> Text:
+    """``gpu-b02 · UNREACHABLE · connection refused … · last seen 2 m ago · next retry in
+    30 s``, or the worst finding of a host that streams."""
+    if line is None:
+        return Text("")
+    row = line.row
+    text = Text(row.name, style="bold")
+    reason = reason_of(line)
+    if reason and is_old(row):
+        word = SHORT_STATUS.get(row.status, row.status.value).upper()
+        text.append(f" · {word} · {reason}")
+        timing = timing_text(row)
+        if timing:
+            text.append(f" · {timing}")
+        worst = row.headline or row.worst_summary
+        if worst and reason not in worst and not worst.startswith(_REACH_VERDICTS):
+            text.append(f" · worst finding: {worst}")
+        return text
+    worst = row.headline or row.worst_summary
+    if worst:
+        more = f" (+{row.findings - 1} more)" if row.findings > 1 else ""
+        text.append(f" · {worst}{more}")
+    else:
+        text.append(f" · {row.status.value}, no findings")
+    return text

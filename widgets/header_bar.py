@@ -1,14 +1,18 @@
-"""The top line of every data screen: who we are, what we watch, fleet totals."""
+"""The chrome of every data screen: the top line (who we are, what we watch, fleet totals)
+and the status line above the footer (notices)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.reactive import reactive
-from textual.widgets import Label
+from textual.widgets import Label, Static
 
 _COUNT_VARIABLE = {
     "stale": "$status-stale",
@@ -75,3 +79,36 @@ class HeaderBar(Horizontal):
         """Re-render the totals."""
         if totals is not None and self._ready:
             self.query_one("#totals", Label).update(totals_content(totals))
+
+
+NoticeLevel = Literal["information", "warning", "critical"]
+"""How a status-line notice is coloured: plain, the warning colour, the critical colour."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line of news for the status line: an alert, a sort order, a report's path."""
+
+    text: str
+    level: NoticeLevel = "information"
+
+
+class StatusLine(Static):
+    """The notice line above the footer: news that must not cover what it announces.
+
+    A toast sits over the table, the triage evidence or the help box; this line takes a row
+    of its own while it has something to say and none otherwise.  It wraps at spaces, so a
+    path is never broken inside (it gets a line of its own) and can be selected whole.
+    """
+
+    notice: reactive[Notice | None] = reactive(None, init=False)
+
+    def __init__(self) -> None:
+        super().__init__("", markup=False, classes="-empty")
+
+    def watch_notice(self, notice: Notice | None) -> None:
+        """Show the notice (text, never markup: it quotes hosts and paths)."""
+        self.update(Text(notice.text) if notice is not None else "")
+        self.set_class(notice is None, "-empty")
+        self.set_class(notice is not None and notice.level == "warning", "-warning")
+        self.set_class(notice is not None and notice.level == "critical", "-critical")

@@ -1,4 +1,5 @@
-"""What every data screen shares: the header bar and the way the app draws it."""
+"""What every data screen shares: the header bar, the status line and the way the app draws
+them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from textual.screen import Screen
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
-from widgets.header_bar import HeaderBar
+from widgets.header_bar import HeaderBar, Notice, StatusLine
 
 
 class DataScreen(Screen[None]):
@@ -26,6 +27,21 @@ class DataScreen(Screen[None]):
     def header(self) -> HeaderBar:
         """The header bar to yield from ``compose``."""
         return HeaderBar(self.subtitle)
+
+    def on_mount(self) -> None:
+        """Add the status line (docked above the footer), showing the app's current notice.
+
+        Mounted here rather than in each screen's ``compose`` so that every data screen has
+        one; Textual runs this as well as a subclass's own ``on_mount``.
+        """
+        line = StatusLine()
+        line.notice = getattr(self.app, "notice", None)
+        self.mount(line)
+
+    def show_notice(self, notice: Notice | None) -> None:
+        """Put ``notice`` on this screen's status line (None clears it)."""
+        for line in self.query(StatusLine):
+            line.notice = notice
 
     def on_screen_resume(self) -> None:
         """Ask to be drawn now: after a push or a pop the data may be a tick old."""

@@ -1,7 +1,9 @@
 """The fleet overview: one line per host (or the wall of GPUs); Enter opens the host.
 
 ``s`` steps through sort orders and ``/`` filters; both are the screen's own state, applied
-to the rows the fleet state gives, so the widgets stay render-only.
+to the rows the fleet state gives, so the widgets stay render-only.  Under the table, the
+selected host in full: why it is down, when it was last seen, when it is retried (``R``
+retries now).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tui.screens.base import DataScreen
 from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
-from widgets.fleet_table import FleetLine, FleetTable
+from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
 
 
@@ -28,10 +30,15 @@ class FleetScreen(DataScreen):
     """All hosts at a glance; the app's default screen."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("slash", "filter", "Filter", key_display="/"),
-        Binding("w", "toggle_wall", "Wall"),
-        Binding("m", "cycle_metric", "Metric", show=False),
+        Binding("s", "cycle_sort", "Sort",
+                tooltip="next sort order (inventory, worst, temp, mem, util …)"),
+        Binding("slash", "filter", "Filter", key_display="/",
+                tooltip="filter hosts by words (!word excludes); Esc clears"),
+        Binding("w", "toggle_wall", "Wall", tooltip="the wall: one cell per GPU (Esc leaves)"),
+        Binding("m", "cycle_metric", "Metric", show=False,
+                tooltip="the wall's colour: memory, temperature, utilisation, status"),
+        Binding("R", "retry_host", "Retry host now", show=False,
+                tooltip="connect to the selected host now, not at its next retry"),
     ]
 
     def __init__(self, subtitle: str) -> None:
@@ -47,6 +54,7 @@ class FleetScreen(DataScreen):
         """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
         yield self.header()
         yield FleetTable(id="fleet-table")
+        yield FleetDetail(id="fleet-detail")
         wall = FleetWall(id="fleet-wall")
         wall.display = False
         yield wall
@@ -61,8 +69,10 @@ class FleetScreen(DataScreen):
         if self.wall:
             self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows)
         else:
-            self.query_one(FleetTable).hosts = tuple(
+            table = self.query_one(FleetTable)
+            table.hosts = tuple(
                 FleetLine(row, fleet.hosts[row.name].down_reason) for row in rows)
+            self.query_one(FleetDetail).line = table.line_at_cursor()
         self.sub_title_note()
 
     def sub_title_note(self) -> None:
@@ -86,6 +96,7 @@ class FleetScreen(DataScreen):
         # ``display`` rather than a class: a class change re-matches the stylesheet for the
         # widget's subtree, where display only changes the layout.
         table.display = not self.wall
+        self.query_one(FleetDetail).display = not self.wall
         wall.display = self.wall
         (wall if self.wall else table).focus()
         self._redraw()
@@ -139,12 +150,46 @@ class FleetScreen(DataScreen):
         self.query_one(FleetTable).focus()
 
     def key_escape(self) -> None:
-        """Esc in the filter clears and closes it."""
+        """Esc clears and closes the filter; otherwise it leaves the wall (as in k9s)."""
         box = self.query_one("#fleet-filter", Input)
         if box.has_focus or self.query_text:
             self.set_filter("")
             box.add_class("-hidden")
-            self.query_one(FleetTable).focus()
+            (self.query_one(FleetWall) if self.wall else self.query_one(FleetTable)).focus()
+        elif self.wall:
+            self.action_toggle_wall()
+
+    def selected_host(self) -> str | None:
+        """The host under the table's or the wall's cursor."""
+        if self.wall:
+            cursor = self.query_one(FleetWall).cursor
+            return cursor[0] if cursor is not None else None
+        line = self.query_one(FleetTable).line_at_cursor()
+        return line.row.name if line is not None else None
+
+    def action_retry_host(self) -> None:
+        """``R``: connect to the selected host now instead of waiting out its back-off."""
+        host = self.selected_host()
+        if host is None or self._fleet is None:
+            return
+        state = self._fleet.hosts.get(host)
+        backend = getattr(self.app, "backend", None)
+        if backend is None or state is None:
+            return
+        if backend.replay is not None:
+            self.notify("cannot retry in a replay: it plays what was recorded", markup=False)
+        elif backend.retry_now(host):
+            self.notify(f"retrying {host} now", markup=False)
+        elif state.status.value == "streaming":
+            self.notify(f"{host} is streaming: nothing to retry", markup=False)
+        else:
+            self.notify(f"cannot retry {host} from here (a demo or fixed data has no "
+                        "connection to retry)", markup=False, severity="warning")
+
+    @on(DataTable.RowHighlighted, "#fleet-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The detail line follows the cursor."""
+        self.query_one(FleetDetail).line = self.query_one(FleetTable).line_at_cursor()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""
