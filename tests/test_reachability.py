@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from probes.analysis.incident import first_failure
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
@@ -165,3 +167,36 @@ def test_down_leads_the_host_even_beside_an_older_critical_finding() -> None:
     assert found[0].code == Code.HOST_UNREACHABLE and any(f.code == "gpu-lost" for f in found)
     row = fleet.rows(10.0)[0]
     assert row.headline is not None and row.headline.startswith("DOWN · ")
+
+
+async def test_in_the_console_the_hook_fires_once_for_the_down_host_and_it_is_the_first_failure(
+        tmp_path: Path) -> None:
+    from probes.analysis.alerts import AlertPolicy
+    from tests.support import tui_fakes as fakes
+    from tui.app import make_app
+
+    out = tmp_path / "paged"
+    hook = ("sh", "-c", f'echo "$RIGWATCH_HOST $RIGWATCH_CODE $RIGWATCH_SEVERITY" >> {out}')
+    specs = [HostSpec("gpu-t01", expect_gpus=8), HostSpec("x-down", expect_gpus=8)]
+    items = [(h, i) for h, i in fakes.fleet_items() if h == "gpu-t01"]
+    items.append(("x-down", down(fakes.T0 + 5.0)))
+    backend = fakes.FakeBackend(specs, items)
+    clock = fakes.FrozenClock()
+    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(hook=hook, bell=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await backend.started.wait()
+        await fakes.wait_until(pilot, lambda: out.exists() and "x-down" in out.read_text())
+        for k in range(6):  # six retries a minute apart, the healthy host still streaming
+            clock.now += 60.0
+            backend.push("gpu-t01", fakes.sample("gpu-t01", 100 + k))
+            backend.push("x-down", Connected(clock.now))
+            backend.push("x-down", down(clock.now + 0.5))
+            await pilot.pause()
+            app.check_alerts()
+        await pilot.pause(0.3)
+        found = [f for h in app.fleet.hosts.values() for f in h.findings()]
+        ff = first_failure(found)
+        outage = app.fleet.hosts["x-down"].outage
+        assert outage is not None and outage.retry_at == clock.now + 4.0  # the last retry
+    assert out.read_text().splitlines() == ["x-down host-unreachable critical"]
+    assert ff is not None and (ff.finding.host, ff.finding.ts) == ("x-down", fakes.T0 + 5.0)
