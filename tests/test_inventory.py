@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,7 @@ def test_defaults_groups_ranges_and_overrides(tmp_path: Path) -> None:
                                 connect_timeout_s=2.5, keepalive_interval_s=0.0, **common)),
         HostSpec("here", transport="local", python="python3",
                  simulate=("xid79:6@120", "healthy"), tags=("soak",),
+                 seed=inventory.name_seed("here"),
                  ssh=SshOptions(host_key_checking=HostKeyChecking.OFF, **common)),
         HostSpec("late", transport="ssh", python="python3",
                  interval_s=0.5, tags=rack_tags, expect_gpus=8, ssh=rack),
@@ -362,3 +364,32 @@ def test_unreadable_and_empty_files(tmp_path: Path) -> None:
 def test_problem_without_a_line_names_only_the_file() -> None:
     assert str(Problem("inv.yaml", 0, 0, None, "cannot read")) == "cannot read at inv.yaml"
     assert str(Problem("inv.yaml", 2, 3, "k", "bad", "fix")) == "bad at inv.yaml:2:3 — fix"
+
+
+def test_simulated_hosts_without_a_seed_get_distinct_stable_ones(tmp_path: Path) -> None:
+    """x-ok1, x-leak and x-xid once all ran ``--seed 0`` and showed identical numbers."""
+    text = """
+        defaults: {transport: local}
+        hosts:
+          - {name: x-ok1, simulate: healthy}
+          - {name: x-leak, simulate: "leak:3"}
+          - {name: x-xid, simulate: "xid79:6"}
+          - {name: x-set, simulate: healthy, seed: 7}
+          - {name: real}
+    """
+    hosts = {h.name: h for h in load_inventory(write(tmp_path, text)).hosts}
+    seeds = [hosts[n].seed for n in ("x-ok1", "x-leak", "x-xid")]
+    assert len(set(seeds)) == 3 and all(0 <= s < 2**31 for s in seeds)
+    assert hosts["x-set"].seed == 7 and hosts["real"].seed == 0
+    again = {h.name: h.seed for h in load_inventory(write(tmp_path, text, "b.yaml")).hosts}
+    assert [again[n] for n in ("x-ok1", "x-leak", "x-xid")] == seeds  # the same every run
+    # and the agents they start do show different numbers
+    import asyncio
+
+    from probes.transport.session import collect_once
+
+    twins = [replace(hosts["x-ok1"], name=n, seed=inventory.name_seed(n))
+             for n in ("x-ok1", "x-ok2")]
+    watts = [sum(g.power_w or 0.0 for g in r.sample.gpus) if r.sample else None
+             for r in [asyncio.run(collect_once(t)) for t in twins]]
+    assert None not in watts and watts[0] != watts[1]

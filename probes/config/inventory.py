@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,9 +325,22 @@ def _spec(name: str, layers: list[Layer], group: str | None) -> HostSpec:
     transport = merged.get("transport", TransportName.SSH)
     fields = {_SPEC_FIELDS[k]: val for k, val in merged.items() if k in _SPEC_FIELDS}
     fields.setdefault("python", "python3" if transport is TransportName.SSH else None)
+    if fields.get("simulate"):
+        fields.setdefault("seed", name_seed(name))
     ssh = SshOptions(**{_SSH_FIELDS[k]: val for k, val in merged.items() if k in _SSH_FIELDS})
     return HostSpec(name=name, transport=transport, tags=tuple(dict.fromkeys(tags)), ssh=ssh,
                     **fields)
+
+
+SEED_RANGE = 2**31
+"""Seeds derived from names stay within a signed 32-bit int, as any RNG takes them."""
+
+
+def name_seed(name: str) -> int:
+    """A simulated host's seed when the inventory sets none: derived from its name, so
+    ``x-ok1`` and ``x-leak`` show different numbers, and the same ones on every run (not
+    ``hash()``, which Python salts per process)."""
+    return zlib.crc32(name.encode("utf-8")) % SEED_RANGE
 
 
 def _yaml_problem(path: str, text: str, exc: yaml.YAMLError) -> Problem:
