@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input
 
 from probes.analysis.findings import Finding
 from probes.analysis.incident import TriageRecord, first_failure, review
@@ -28,7 +31,8 @@ from probes.store.replay import ReplayBackend
 from probes.triage import Severity
 from probes.wire.events import SessionItem
 from probes.wire.samples import HostSample
-from tests.support.tui_fakes import SIM_STEP_S, T0, FakeBackend, sim_items
+from tests.support.tui_fakes import SIM_STEP_S, T0, FakeBackend, sim_items, wait_until
+from tui.app import RigwatchApp, make_app
 
 MINUTES = 105
 """A minute of the demo (45 simulated minutes sent at once, then one a second) is this long."""
@@ -335,4 +339,37 @@ def test_a_resumed_recording_takes_the_inventory_as_it_is_now(demo: Path,
         specs = {s.name: s for s in reader.host_specs()}
     assert specs["gpu-a01"].tags == ("rack-z", "spare") and specs["gpu-a01"].expect_gpus == 4
     assert specs["gpu-a02"].tags == ()  # no longer described
+
+
+
+# -- the console's own keys -----------------------------------------------------------------
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+
+
+async def _seek_key(pilot: Pilot[None], t: float) -> None:
+    """``@``, the time typed, Enter: as the operator seeks."""
+    await pilot.press("at")
+    await pilot.pause()
+    pilot.app.screen.query_one(Input).value = _iso(t)
+    await pilot.press("enter")
+
+
+def _app_picture(app: RigwatchApp) -> dict[str, Any]:
+    return picture(app.fleet, app._clock())
+
+
+async def test_the_at_key_seeks_faithfully_in_the_console(demo: Path) -> None:
+    backend = ReplayBackend(str(demo), speed=60.0)
+    app = make_app(backend, demo=False, title="demo.sqlite3")
+    expected = {t: picture(_straight(demo, t, backend.specs), t) for t in TARGETS[1:4:2]}
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("space")  # paused: a seek lands on its target and stays there
+        for target in (TARGETS[3], TARGETS[1]):  # forward, then back
+            await _seek_key(pilot, target)
+            await wait_until(pilot, lambda t=target: not backend.seeking  # type: ignore[misc]
+                             and app._clock() == t and _app_picture(app) == expected[t])
+        assert backend.rewinds == 1
+        assert "paused" in app.mode_text()
 
