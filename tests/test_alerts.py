@@ -177,6 +177,8 @@ def test_a_few_hosts_down_alert_one_by_one_and_the_share_is_configurable() -> No
     half = AlertTracker(AlertPolicy(group_share=0.3))
     assert [a.finding.summary for a in half.update(_all(fleet, 11.0), 11.0, hosts=9)] == [
         "3 of 9 hosts down"]
+    whole = _down_fleet(4, 4)  # the app must say how big the fleet is, or nothing groups
+    assert len(AlertTracker().update(_all(whole, 11.0), 11.0)) == 4
     one = _down_fleet(1, 1)  # a fleet of one is never "grouped"
     assert [a.finding.host for a in AlertTracker().update(_all(one, 11.0), 11.0, hosts=1)] == \
         ["h0"]

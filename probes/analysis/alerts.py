@@ -120,8 +120,8 @@ class AlertTracker:
                hosts: int | None = None) -> list[Alert]:
         """The alerts to raise for the findings present at ``now``.
 
-        ``hosts`` is the fleet's size, for the grouped alert; without it the hosts named in
-        ``findings`` are the fleet (a healthy host with no finding is then not counted).
+        ``hosts`` is the fleet's size, for the grouped alert; without it nothing is grouped
+        (a healthy host has no finding, so the findings cannot say how big the fleet is).
         """
         new: list[Alert] = []
         seen: set[AlertKey] = set()
@@ -145,10 +145,11 @@ class AlertTracker:
     def _grouped(self, new: list[Alert], findings: list[Finding], now: float,
                  hosts: int | None, seen: set[AlertKey]) -> list[Alert]:
         """Many hosts down at once: their new alerts become one ``fleet`` alert."""
+        if hosts is None:
+            return new
         down = [f for f in findings if f.code in DOWN_CODES]
-        size = hosts if hosts is not None else len({f.host for f in findings})
         count = len({f.host for f in down})
-        if count < max(self.policy.group_min_hosts, 1) or count < self.policy.group_share * size:
+        if count < max(self.policy.group_min_hosts, 1) or count < self.policy.group_share * hosts:
             return new
         seen.add(_FLEET_KEY)
         fresh = _FLEET_KEY not in self._active
@@ -157,7 +158,7 @@ class AlertTracker:
         kept = [a for a in new if a.finding.code not in GROUPED_CODES]
         if not fresh:
             return kept
-        return [Alert(fleet_down_finding(down, max(size, count)), now), *kept]
+        return [Alert(fleet_down_finding(down, max(hosts, count)), now), *kept]
 
     @property
     def active(self) -> int:
