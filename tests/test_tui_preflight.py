@@ -48,7 +48,7 @@ async def test_preflight_screen_names_the_failing_hosts_and_shows_their_checks()
         # the table's first problem leads with the verdict
         assert lines["gpu-a04"][1].startswith("pcie-link: trained below capability: GPU2")
         assert lines["gpu-b02"][1].startswith("gpu-count: GPU6 LOST")
-        assert lines["gpu-a03"][1].startswith("gpu-temperature: hot now: GPU5")
+        assert lines["gpu-a03"][1].startswith("gpu-temperature: hot: GPU5")
         summary = str(app.screen.query_one("#preflight-summary", Static).render())
         n_fail = sum(1 for v, _ in lines.values() if v is CheckVerdict.FAIL)
         assert f"{8 - n_fail} pass, 0 warn, {n_fail} fail" in summary
@@ -69,3 +69,29 @@ async def test_preflight_screen_names_the_failing_hosts_and_shows_their_checks()
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, PreflightScreen))
         await app.action_quit()  # as q does: the agents are stopped inside the test's loop
+
+
+async def test_at_80x24_the_first_problem_is_readable_and_leads_with_the_verdict() -> None:
+    """The counts give way below 110 columns; the first problem keeps enough room to say
+    which GPU is lost (it was 14 characters, ``pcie-link: tra``)."""
+    from probes.analysis.alerts import AlertPolicy
+    from tests.support.tui_fakes import sim_fleet
+
+    backend, clock = sim_fleet([("gpu-b02", "xid79:6@600"), ("gpu-a03", "throttle:5"),
+                                ("gpu-a01", "healthy")], minutes=45)
+    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await backend.started.wait()
+        await wait_until(pilot, lambda: all(h.last is not None
+                                            for h in app.fleet.hosts.values()))
+        await pilot.press("p")
+        await wait_until(pilot, lambda: isinstance(app.screen, PreflightScreen))
+        app.refresh_view()
+        await wait_until(pilot, lambda: len(_lines(app)) == 3)
+        table = app.screen.query_one(PreflightTable)
+        labels = [str(c.label) for c in table.ordered_columns]
+        assert labels == ["Host", "Verdict", "First problem"]
+        strips = app.screen._compositor.render_strips()
+        text = "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        assert "gpu-count: GPU6 LOST" in text
+        assert "gpu-temperature: hot: GPU5" in text

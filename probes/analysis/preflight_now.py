@@ -109,9 +109,9 @@ def gpu_heat(h: HostChecks, inp: HostInput, det: DetectorLimits) -> None:
         h.add("gpu-temperature", S, None, threshold, "no temperature reported")
     elif hot:
         h.add("gpu-temperature", F, hot, threshold,
-              "hot now: " + ", ".join(hot) + " — check airflow and fans before a long run")
+              "hot: " + ", ".join(hot) + " — check airflow and fans before a long run")
     elif warm:
-        h.add("gpu-temperature", W, warm, threshold, "warm now: " + ", ".join(warm))
+        h.add("gpu-temperature", W, warm, threshold, "warm: " + ", ".join(warm))
     else:
         h.add("gpu-temperature", P, readings, threshold, "every GPU below its hot margin now")
     slow = [(j.index, j.slowing) for j in judged.values() if j.slowing]
@@ -120,7 +120,7 @@ def gpu_heat(h: HostChecks, inp: HostInput, det: DetectorLimits) -> None:
     earlier = [f"GPU{j.index}" for j in judged.values() if j.throttled and not j.slowing]
     if held:
         h.add("gpu-throttle", F, held, "no slowdown",
-              "clocks held down now: " + "; ".join(held))
+              "; ".join(held) + ": clocks held down now")
     elif capped or earlier:
         h.add("gpu-throttle", W, capped + earlier, "no slowdown",
               "; ".join(([f"at the power cap while busy: {', '.join(capped)}"] if capped
@@ -150,7 +150,7 @@ def fabric_manager(h: HostChecks, inp: HostInput) -> None:
               f"Fabric Manager {fm}, driver version not reported")
     elif fm != driver:
         h.add("fabric-manager", F, fm, f"= {driver} (the driver)",
-              f"Fabric Manager {fm} ≠ driver {driver}: it refuses to start and CUDA init "
+              f"{fm} ≠ driver {driver}: Fabric Manager refuses to start and CUDA init "
               f"fails; install the Fabric Manager of driver {driver}")
     else:
         h.add("fabric-manager", P, fm, f"= {driver} (the driver)",
