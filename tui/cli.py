@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probes.config.fleet import (
     DEMO_SPEED,
@@ -31,8 +31,6 @@ from probes.errors import ConfigError
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
-    from probes.analysis.limits import DetectorLimits
-    from probes.analysis.preflight import HostInput
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
     from tui.settings import Settings
@@ -227,7 +225,7 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
-    from probes.outputs.snapshot import take_snapshot
+    from probes.outputs.snapshot import snapshot_line, take_snapshot
 
     specs, demo = _fleet(args)
     snap = asyncio.run(take_snapshot(specs, demo=demo))
@@ -237,32 +235,8 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     else:
         expect = {s.name: s.expect_gpus for s in specs}
         for host in snap["hosts"]:
-            print(_snapshot_line(host, expect.get(host["name"])))
+            print(snapshot_line(host, expect.get(host["name"])))
     return 0 if all(h["ok"] for h in snap["hosts"]) else 1
-
-
-SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
-
-
-def _snapshot_line(host: dict[str, Any], expect_gpus: int | None) -> str:
-    """``gpu-b02   7/8 GPUs  3 findings  critical: GPU 6 (0000:ba:00.0) is missing…``:
-    the GPUs answering of those promised, and the worst finding, never ``ok`` beside one."""
-    sample = host["sample"] or {}
-    listed = len(((host["hello"] or {}).get("facts") or {}).get("gpus") or [])
-    promised = max(expect_gpus or 0, listed)
-    answering = sum(1 for g in sample.get("gpus", []) if g.get("state") in (None, "ok"))
-    gpus = f"{answering}/{promised}" if promised and answering != promised else str(answering)
-    found = host["findings"]
-    n = len(found)
-    if not host["ok"]:
-        state = f"FAILED: {host['error']}"
-    elif found:
-        worst = max(found, key=lambda f: SEVERITY_RANK.get(f["severity"], 0))
-        state = f"{worst['severity']}: {worst['summary']}"
-    else:
-        state = "ok"
-    return (f"{host['name']:<20} {gpus:>5} GPUs  {n:>2} "
-            f"{'finding ' if n == 1 else 'findings'}  {state}")
 
 
 def _run_explain(args: argparse.Namespace) -> int:
@@ -340,48 +314,23 @@ def _collect_now(specs: list[HostSpec]) -> list[OnceResult]:
     return asyncio.run(collect_all_now(specs))
 
 
-def _preflight_inputs(specs: list[HostSpec], results: list[OnceResult],
-                      detectors: DetectorLimits) -> list[HostInput]:
-    from probes.analysis.preflight import HostInput
-    from probes.outputs.snapshot import findings_now
-
-    return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=s.expect_gpus,
-                      failure=r.failure if r.hello is None else None,
-                      findings=tuple(findings_now(r, detectors)))
-            for s, r in zip(specs, results, strict=True)]
-
-
 def _run_preflight(args: argparse.Namespace) -> int:
-    from probes.analysis.preflight import by_host, check_fleet, exit_status, worst
+    from probes.analysis.preflight import check_fleet, exit_status, json_report, text_report
+    from probes.outputs.snapshot import preflight_inputs
 
     settings = _settings(args)
-    limits = settings.preflight
     specs, _ = _fleet(args)
     _warn_insecure(specs)
-    results = check_fleet(_preflight_inputs(specs, _collect_now(specs), settings.detectors),
-                          limits, settings.detectors)
-    status = exit_status(results)
-    grouped = by_host(results)
+    results = check_fleet(preflight_inputs(_collect_now(specs), settings.detectors),
+                          settings.preflight, settings.detectors)
     if args.json:
-        doc = {"version": 1, "verdict": worst(results).value, "exit": status,
-               "hosts": [{"name": name, "verdict": worst(checks).value,
-                          "checks": [c.to_json() for c in checks]}
-                         for name, checks in grouped.items()]}
-        json.dump(doc, sys.stdout, indent=2)
+        json.dump(json_report(results), sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return status
-    width = min(max((len(n) for n in grouped), default=8), 32)
-    counts = {"pass": 0, "warn": 0, "fail": 0, "skip": 0}
-    for name, checks in grouped.items():
-        verdict = worst(checks)
-        counts[verdict.value] += 1
-        print(f"{name:<{width}}  {verdict.value.upper() if verdict.rank > 1 else verdict.value}")
-        for c in checks:
-            if c.verdict.rank > 1:
-                print(f"{'':<{width}}    {c.verdict.value:<4} {c.check}: {c.detail}")
-    print(f"{len(grouped)} hosts: {counts['pass']} pass, {counts['warn']} warn, "
-          f"{counts['fail']} fail", file=sys.stderr)
-    return status
+    else:
+        lines, summary = text_report(results)
+        sys.stdout.writelines(line + "\n" for line in lines)
+        print(summary, file=sys.stderr)
+    return exit_status(results)
 
 
 def _run_manifest(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from probes.wire.samples import GpuSample, Hello, Nic, PcieLink
 GIB = 1024**3
 
 __all__ = ["CheckResult", "CheckVerdict", "HostInput", "by_host", "check_fleet", "check_host",
-           "exit_status", "versions", "worst"]
+           "exit_status", "json_report", "text_report", "versions", "worst"]
 
 
 def check_host(inp: HostInput, limits: PreflightLimits | None = None,
@@ -461,3 +461,34 @@ def by_host(results: Iterable[CheckResult]) -> dict[str, list[CheckResult]]:
     for r in results:
         out.setdefault(r.host, []).append(r)
     return out
+
+
+REPORT_VERSION = 1
+"""Of ``rigwatch preflight --json``'s document."""
+
+
+def json_report(results: Sequence[CheckResult]) -> dict[str, object]:
+    """``rigwatch preflight --json``: the fleet's verdict and exit, every check per host."""
+    return {"version": REPORT_VERSION, "verdict": worst(results).value,
+            "exit": exit_status(results),
+            "hosts": [{"name": name, "verdict": worst(checks).value,
+                       "checks": [c.to_json() for c in checks]}
+                      for name, checks in by_host(results).items()]}
+
+
+def text_report(results: Sequence[CheckResult]) -> tuple[list[str], str]:
+    """``rigwatch preflight``'s lines (each host's verdict, then its warnings and failures)
+    and the one-line count for standard error."""
+    grouped = by_host(results)
+    width = min(max((len(n) for n in grouped), default=8), 32)
+    counts = {v: 0 for v in CheckVerdict}
+    lines = []
+    for name, checks in grouped.items():
+        verdict = worst(checks)
+        counts[verdict] += 1
+        lines.append(f"{name:<{width}}  "
+                     f"{verdict.value.upper() if verdict.rank > 1 else verdict.value}")
+        lines += [f"{'':<{width}}    {c.verdict.value:<4} {c.check}: {c.detail}"
+                  for c in checks if c.verdict.rank > 1]
+    return lines, (f"{len(grouped)} hosts: {counts[P]} pass, {counts[W]} warn, "
+                   f"{counts[F]} fail")

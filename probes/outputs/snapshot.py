@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
 from probes.analysis.findings import Finding, log_findings, sample_findings
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.analysis.preflight import HostInput
 from probes.config.fleet import HostSpec
 from probes.rules.logrules.live import LiveLogScanner
 from probes.transport.session import (
@@ -19,6 +21,7 @@ from probes.transport.session import (
     collect_once,
     run_session,
 )
+from probes.triage import Severity
 from probes.wire.events import Disconnected
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
@@ -120,6 +123,15 @@ def findings_now(result: OnceResult,
     return findings
 
 
+def preflight_inputs(results: list[OnceResult],
+                     limits: DetectorLimits = DEFAULT_LIMITS) -> list[HostInput]:
+    """What preflight judges of each host now: hello, newest sample and findings."""
+    return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=r.spec.expect_gpus,
+                      failure=r.failure if r.hello is None else None,
+                      findings=tuple(findings_now(r, limits)))
+            for r in results]
+
+
 def host_entry(result: OnceResult) -> dict[str, Any]:
     """One host's part of the snapshot."""
     spec = result.spec
@@ -144,3 +156,27 @@ async def take_snapshot(specs: list[HostSpec], *, demo: bool = False) -> dict[st
     results = await collect_all_now(specs, MAX_CONCURRENT)
     return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
             "hosts": [host_entry(r) for r in results]}
+
+
+SEVERITY_RANK = {s.value: s.rank for s in Severity}
+
+
+def snapshot_line(host: Mapping[str, Any], expect_gpus: int | None) -> str:
+    """``gpu-b02   7/8 GPUs  3 findings  critical: GPU 6 (0000:ba:00.0) is missing…``:
+    the GPUs answering of those promised, and the worst finding, never ``ok`` beside one."""
+    sample = host["sample"] or {}
+    listed = len(((host["hello"] or {}).get("facts") or {}).get("gpus") or [])
+    promised = max(expect_gpus or 0, listed)
+    answering = sum(1 for g in sample.get("gpus", []) if g.get("state") in (None, "ok"))
+    gpus = f"{answering}/{promised}" if promised and answering != promised else str(answering)
+    found = host["findings"]
+    n = len(found)
+    if not host["ok"]:
+        state = f"FAILED: {host['error']}"
+    elif found:
+        worst = max(found, key=lambda f: SEVERITY_RANK.get(f["severity"], 0))
+        state = f"{worst['severity']}: {worst['summary']}"
+    else:
+        state = "ok"
+    return (f"{host['name']:<20} {gpus:>5} GPUs  {n:>2} "
+            f"{'finding ' if n == 1 else 'findings'}  {state}")
