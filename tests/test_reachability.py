@@ -200,3 +200,30 @@ async def test_in_the_console_the_hook_fires_once_for_the_down_host_and_it_is_th
         assert outage is not None and outage.retry_at == clock.now + 4.0  # the last retry
     assert out.read_text().splitlines() == ["x-down host-unreachable critical"]
     assert ff is not None and (ff.finding.host, ff.finding.ts) == ("x-down", fakes.T0 + 5.0)
+
+
+def test_the_transport_s_own_refusals_are_told_apart(tmp_path: Path) -> None:
+    """The reasons ``known_hosts.refusal`` writes: changed (possible interception), revoked,
+    unknown; only a changed key reads as interception."""
+    import asyncssh
+
+    from probes.analysis.reachability import Outage, down_finding
+    from probes.transport.known_hosts import lookup, refusal
+
+    key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[10.0.0.7]:2222 {key}\n")
+    changed = refusal(lookup(known, "10.0.0.7", 2222), 2222, "10.0.0.7")
+    revoked_file = tmp_path / "revoked"
+    revoked_file.write_text(f"@revoked [10.0.0.7]:2222 {key}\n")
+    revoked = refusal(lookup(revoked_file, "10.0.0.7", 2222), 2222, "10.0.0.7",
+                      "Host key is revoked")
+    unknown = refusal(lookup(tmp_path / "none", "10.0.0.7", 2222), 2222, "10.0.0.7")
+    got = [down_finding("h", Outage(1.0, DisconnectKind.HOST_KEY_REFUSED, r))
+           for r in (changed, revoked, unknown)]
+    assert [f.code for f in got] == [Code.HOST_KEY_CHANGED, Code.HOST_KEY_REFUSED,
+                                     Code.HOST_KEY_REFUSED]
+    assert got[0].summary.startswith("HOST KEY CHANGED · possible interception")
+    assert got[0].evidence == changed and "ssh-keygen -R" in changed  # the fix is kept whole
+    assert got[1].summary.startswith("HOST KEY REVOKED · ")
+    assert got[2].summary.startswith("HOST KEY REFUSED · no host key for [10.0.0.7]:2222")

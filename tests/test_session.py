@@ -479,3 +479,41 @@ async def test_retry_now_cuts_a_long_wait_and_says_when_there_is_none() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_refused_connect_reads_as_its_cause_not_as_python() -> None:
+    import socket
+
+    from probes.transport.dial import NoBanner, dial
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(NoBanner) as caught:
+        await dial("127.0.0.1", port, 2.0)
+    assert caught.value.msg == \
+        f"connection refused by 127.0.0.1:{port} (sshd down or port closed)"
+    assert "Connect call failed" not in caught.value.msg
+
+
+def test_every_connect_failure_names_a_likely_cause() -> None:
+    import errno
+    import socket
+
+    from probes.transport.dial import describe_os_error, describe_timeout
+
+    asyncio_text = OSError(errno.ECONNREFUSED, "Connect call failed ('10.0.0.7', 22)")
+    assert describe_os_error("10.0.0.7", 22, asyncio_text) == \
+        "connection refused by 10.0.0.7:22 (sshd down or port closed)"
+    assert describe_os_error("10.0.0.7", 22, OSError(errno.EHOSTUNREACH, "x")).startswith(
+        "no route to 10.0.0.7:22 (host down")
+    assert describe_os_error("10.0.0.7", 22, OSError(errno.ENETUNREACH, "x")).startswith(
+        "network unreachable for 10.0.0.7:22")
+    assert "(a typo, or not in DNS or /etc/hosts?)" in describe_os_error(
+        "gpu-b0x", 22, socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    assert describe_timeout("10.0.0.7", 22, "TCP connect", 5.0) == \
+        "no answer from 10.0.0.7:22 within 5 s (host down, or a firewall drops the packets)"
+    assert describe_timeout("gpu-b0x", 22, "name lookup", 5.0).startswith(
+        "name lookup for gpu-b0x took over 5 s")
+    assert describe_timeout("10.0.0.7", 22, "SSH banner", 5.0) == \
+        "10.0.0.7:22: no SSH banner within 5 s (it accepts TCP but does not speak SSH)"
