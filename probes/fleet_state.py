@@ -151,8 +151,6 @@ class HostState:
     data_seen: float | None = None
     """Console wall time of the newest message from the agent itself (not the session's
     own connect and disconnect items): what "last seen" means."""
-    reported_gpus: set[int] = field(default_factory=set)
-    """Every GPU index the host has ever reported (hello and samples), for ``expect_gpus``."""
 
     @property
     def name(self) -> str:
@@ -171,7 +169,6 @@ class HostState:
             self.hello = item
             self.status = HostStatus.STREAMING
             self.outage = None
-            self.reported_gpus.update(g.index for g in item.facts.gpus)
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie))
         elif isinstance(item, LogEvent):
@@ -199,15 +196,17 @@ class HostState:
         self.last = sample
         self.status = HostStatus.STREAMING
         self.outage = None
-        self.reported_gpus.update(g.index for g in sample.gpus if g.index >= 0)
         self.history.add(sample)
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
             self.detected = detected
         found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
                  + host_findings(self.name, sample))
-        short = gpu_count_finding(self.name, self.spec.expect_gpus, len(self.reported_gpus),
-                                  sample.ts)
+        # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
+        # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
+        listed = max(len(self.hello.facts.gpus) if self.hello else 0,
+                     sum(1 for g in sample.gpus if g.index >= 0))
+        short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
         if short is not None:
             found.append(short)
         if sample.pcie is not None and self.hello is not None:

@@ -227,3 +227,13 @@ def test_the_transport_s_own_refusals_are_told_apart(tmp_path: Path) -> None:
     assert got[0].evidence == changed and "ssh-keygen -R" in changed  # the fix is kept whole
     assert got[1].summary.startswith("HOST KEY REVOKED · ")
     assert got[2].summary.startswith("HOST KEY REFUSED · no host key for [10.0.0.7]:2222")
+
+
+def test_a_gpu_gone_across_an_agent_restart_is_counted_from_the_new_hello() -> None:
+    fleet = streaming_fleet("a")
+    fleet.apply("a", down(10.0, DisconnectKind.DOWN, "agent exited with status 0"), now=10.0)
+    fleet.apply("a", Connected(12.0), now=12.0)
+    fleet.apply("a", hello(7), now=12.0)  # the host came back listing seven GPUs
+    fleet.apply("a", sample(tuple(gpu(i) for i in range(7)), ts=13.0), now=13.0)
+    [f] = [f for f in fleet.hosts["a"].findings() if f.severity is Severity.CRITICAL]
+    assert (f.code, f.ts) == (Code.GPU_COUNT_SHORT, 13.0) and f.summary.startswith("7/8 GPUs")
