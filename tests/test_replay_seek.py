@@ -190,6 +190,17 @@ async def test_a_seek_from_the_start_equals_straight_play(demo: Path, target: fl
         assert replay.backend.rewinds == 0
 
 
+async def test_the_header_says_a_seek_is_under_way(demo: Path) -> None:
+    async with Headless(demo) as replay:
+        replay.backend.seek(TARGETS[3])
+        text = replay.backend.position.describe()
+        assert "seeking to " + time.strftime("%H:%M:%S", time.gmtime(TARGETS[3])) in text
+        await replay.landed()
+        assert replay.backend.position.describe().startswith(
+            "replay " + time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(TARGETS[3])) + " ×600 "
+            "paused (")
+
+
 async def test_seeks_forward_past_and_back_equal_straight_play(demo: Path) -> None:
     """The review's case: far forward, then back to earlier; over and over, in any order."""
     async with Headless(demo) as replay:

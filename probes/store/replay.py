@@ -68,11 +68,16 @@ class ReplayPosition:
     start: float
     end: float
     finished: bool
+    seeking_to: float | None = None
+    """A seek's target while the items before it are still being played."""
 
     def describe(self) -> str:
-        """``replay 03:12:07 ×60 ▶ (41 %)``, in UTC like the rest of the console."""
+        """``replay 03:12:07 ×60 ▶ (41 %)``, in UTC like the rest of the console; while a
+        long seek plays its items, ``seeking to 17:50:00`` with the clock moving there."""
         clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(self.t))
         state = "paused" if self.paused else "end" if self.finished else "▶"
+        if self.seeking_to is not None:
+            state = "seeking to " + time.strftime("%H:%M:%S", time.gmtime(self.seeking_to))
         span = self.end - self.start
         done = 100.0 * (self.t - self.start) / span if span > 0 else 100.0
         return f"replay {clock} ×{self.speed:g} {state} ({done:.0f} %)"
@@ -123,8 +128,9 @@ class ReplayBackend(BackendBase):
     @property
     def position(self) -> ReplayPosition:
         """Where the replay stands."""
+        target = self._seek_to if self._seek_to is not None else self._fast_until
         return ReplayPosition(self.clock.t, self.speed, self.paused, self.start, self.end,
-                              self.finished)
+                              self.finished, target)
 
     @property
     def seeking(self) -> bool:
