@@ -7,6 +7,7 @@ from probes.analysis.incident import (
     HostView,
     TriageRecord,
     Verdict,
+    count,
     first_failure,
     onset,
     propose_next,
@@ -148,3 +149,65 @@ def test_a_gpu_fault_does_not_explain_another_hosts_gpu_state() -> None:
     # the samples losing GPU3 a second after its Xid is the Xid itself, named once
     assert first.same_event == (same_host,)
     assert set(first.consequences) == {other_host_nccl}
+
+
+def unreachable(host: str, at: float) -> Finding:
+    return Finding(Step.GPU, "host-unreachable", Severity.CRITICAL,
+                   "DOWN · ssh: connect to host port 22: No route to host", host, ts=at)
+
+
+def test_a_host_down_first_is_the_first_failure_but_explains_no_other_hosts_fault() -> None:
+    # gpu009 went down 5 min before gpu017's Xid; the collective hung a second before the Xid
+    down = unreachable("gpu009", T - 300)
+    first = first_failure([down, xid79("gpu017", T), watchdog("gpu002", T + 599)])
+    assert first is not None and first.finding is down
+    assert [f.host for f in first.others] == ["gpu017"] and first.consequences == ()
+    assert first.headline == "18:21:40 host-unreachable on gpu009; also Xid 79 on gpu017 GPU3"
+    assert first.do_now == "check gpu009's power and network (ping, BMC console)"
+    assert "Separate faults: Xid 79 on gpu017 GPU3 at 18:26:40" in first.explanation
+
+
+def test_a_hang_that_began_when_the_host_went_down_is_its_consequence() -> None:
+    down = unreachable("gpu009", T)
+    first = first_failure([down, xid79("gpu017", T + 3000), watchdog("gpu002", T + 601)])
+    assert first is not None and first.finding is down
+    assert [f.code for f in first.consequences] == ["nccl-timeout"]
+    assert first.headline == "18:26:40 host-unreachable on gpu009, then NCCL timeout on gpu002" \
+        "; also Xid 79 on gpu017 GPU3"
+
+
+def test_one_gpu_lost_is_named_once_with_its_action() -> None:
+    lost = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "GPU 3 is missing", "gpu017",
+                   gpu=3, ts=T)
+    bus = Finding(Step.SYSLOG, "gpu-fallen-off-bus", Severity.CRITICAL, "fell off", "gpu017",
+                  gpu=3, ts=T)
+    other_gpu = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "GPU 5", "gpu017", gpu=5,
+                        ts=T + 3600)
+    first = first_failure([lost, bus, xid79(), other_gpu, watchdog("gpu002", T + 600)])
+    assert first is not None and first.finding.xid == 79
+    assert {f.code for f in first.same_event} == {"gpu-lost", "gpu-fallen-off-bus"}
+    # GPU5 an hour later is not the same event: a consequence on the same host
+    assert [f.gpu for f in first.consequences if f.code == "gpu-lost"] == [5]
+    assert first.headline.count("gpu017") == 1
+    assert first.do_now == "drain gpu017, reboot it; RMA GPU3 if it recurs"
+
+
+def test_steps_count_the_same_way_as_the_proposal() -> None:
+    found = [xid79(), Finding(Step.SYSLOG, "pcie-aer", Severity.WARNING, "AER", "gpu017", ts=T),
+             Finding(Step.SYSLOG, "cpu-thermal", Severity.WARNING, "hot", "gpu018", ts=T)]
+    steps = review(found, HOSTS, TriageRecord())
+    assert count(steps[1]).text == "3 (1 crit)"
+    assert count(steps[0]).text == "none"
+    record = TriageRecord()
+    record.mark(Step.GPU, Verdict.CLEAR)
+    _, why = propose_next(review(found, HOSTS, record))
+    assert why.startswith("System log: 3 findings, 1 critical (worst: Xid 79 on gpu017 GPU3)")
+
+
+def test_gpu_step_says_which_hosts_it_could_not_check() -> None:
+    hosts = [*HOSTS[:2], HostView("gpu-c01", False, 0, "not reported by the agent", (),
+                                  expected_gpus=8, down="unreachable"),
+             HostView("gpu-c02", False, 0, "not reported by the agent", (), down="auth-failed")]
+    checked = review([], hosts, TriageRecord())[0].checked
+    assert checked[0].startswith("16 GPUs on 2 of 4 hosts")
+    assert checked[1] == "nothing on gpu-c01 (unreachable), gpu-c02 (auth-failed)"

@@ -97,7 +97,7 @@ def test_the_normal_hgx_layout_is_no_finding_and_counts_agree() -> None:
     n = count(gpu)
     assert (n.total, n.at_worst, n.text) == (8, 2, "8 (2 crit)")
     step, why = propose_next(steps)
-    assert step is Step.GPU and why.startswith("GPU state has 8 findings, 2 critical")
+    assert step is Step.GPU and why.startswith("GPU state: 8 findings, 2 critical (worst: ")
 
 
 def test_a_job_log_finding_means_job_logs_are_followed() -> None:

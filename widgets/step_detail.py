@@ -30,7 +30,8 @@ def finding_block(f: Finding) -> list[Content]:
         count=f" (×{f.count})" if f.count > 1 else "")]
     for line in f.context:
         out.append(Content.from_markup("         [$text-dim]  $ln[/]", ln=line[:400]))
-    if f.evidence:
+    # a reason already quoted in the summary is not repeated as evidence
+    if f.evidence and " ".join(f.evidence.split()) not in f.summary:
         src = f"{f.source}: " if f.source else ""
         out.append(Content.from_markup("         [$text-dim]$src$ev[/]", src=src,
                                        ev=" ".join(f.evidence.split())[:400]))

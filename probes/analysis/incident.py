@@ -82,6 +82,10 @@ class FirstFailure:
     same_event: tuple[Finding, ...] = ()
     """Other findings that are the root itself seen by another probe (the samples losing
     the GPU, the kernel's "fallen off the bus"): named once, never as consequences."""
+    others: tuple[Finding, ...] = ()
+    """Later GPU or kernel faults on other hosts that the root does not explain (a host
+    down does not make another host's GPU fall off the bus): one per host, each its own
+    incident, so the banner does not hide them."""
 
     @property
     def is_failure(self) -> bool:
@@ -209,18 +213,38 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0,
     shown = on_console(root, clocks)
     if root.severity is not Severity.CRITICAL:
         # a narrow link does not make another host's disk busy: warnings explain nothing
-        others = [f for f in events if f is not root]
-        return FirstFailure(shown, (), explain_earliest(shown, others),
-                            headline_earliest(shown, others), do_now(root))
+        rest = [f for f in events if f is not root]
+        return FirstFailure(shown, (), explain_earliest(shown, rest),
+                            headline_earliest(shown, rest), do_now(root))
     same = [f for f in events if f is not root and same_event(root, f)]
     skip = {id(root)} | {id(f) for f in same}
+    # another host's GPU or kernel fault is its own incident: only communication and
+    # model errors spread across hosts (a rank that vanished hangs the collective)
     later = [f for f in events if id(f) not in skip and (f.ts or 0.0) >= root.ts
-             and (f.host == root.host or _step_index(f) > _step_index(root))]
+             and f.host == root.host]
+    skip |= {id(f) for f in later}
+    others: list[Finding] = []
+    for f in sorted((f for f in events if id(f) not in skip and f.step in CAUSE_STEPS),
+                    key=lambda f: (onset(f), f.xid is None, _step_index(f))):
+        if f.host != root.host and not any(o.host == f.host for o in others):
+            others.append(f)
+    for f in events:
+        if (id(f) in skip or f.step in CAUSE_STEPS or (f.ts or 0.0) < root.ts
+                or _step_index(f) <= _step_index(root)):
+            continue
+        # a symptom belongs to the fault nearest its onset (at most the slack after it):
+        # a host down for an hour did not hang a collective that began a second ago
+        by = min((c for c in (root, *others) if onset(c) <= onset(f) + slack_s),
+                 key=lambda c: abs(onset(c) - onset(f)), default=root)
+        if by is root:
+            later.append(f)
     later_shown = sorted(all_on_console(later, clocks), key=lambda f: f.ts or 0.0)
+    others_shown = all_on_console(others, clocks)
     return FirstFailure(shown, tuple(later_shown),
-                        explain_root(shown, later_shown, bool(causes)),
-                        headline_root(shown, later_shown, bool(causes)), do_now(root),
-                        tuple(all_on_console(same, clocks)))
+                        explain_root(shown, later_shown, bool(causes), others_shown),
+                        headline_root(shown, later_shown, bool(causes), others_shown),
+                        do_now(root), tuple(all_on_console(same, clocks)),
+                        tuple(others_shown))
 
 
 def same_event(root: Finding, f: Finding) -> bool:
@@ -278,7 +302,8 @@ def _by_code(later: Sequence[Finding]) -> list[tuple[str, list[Finding]]]:
     return sorted(by_code.items(), key=lambda kv: min(f.ts or 0.0 for f in kv[1]))
 
 
-def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -> str:
+def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool,
+                 others: Sequence[Finding] = ()) -> str:
     """One sentence for the operator: the root, when, and what follows from it."""
     assert root.ts is not None
     head = f"{describe(root)} at {_clock(root.ts)}"
@@ -293,10 +318,14 @@ def explain_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -
         head += (". No GPU or kernel fault precedes it" if not hardware_seen else
                  ". GPU and kernel faults came later")
         head += f": read {root.host}'s job log and model code"
+    if others:
+        head += ". Separate faults: " + "; ".join(
+            f"{describe(o)} at {_clock(o.ts or 0.0)}" for o in others)
     return head + "."
 
 
-def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) -> str:
+def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool,
+                  others: Sequence[Finding] = ()) -> str:
     """The root once, with its onset, then what follows: ``16:14:40 Xid 79 on gpu-b02 GPU6,
     then NCCL timeout on gpu-b03`` (one line at 80 columns for a typical incident)."""
     assert root.ts is not None
@@ -311,6 +340,10 @@ def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool) 
     if root.step not in CAUSE_STEPS:
         head += ("; no GPU or kernel fault before it" if not hardware_seen else
                  "; GPU and kernel faults came later")
+    if others:
+        head += f"; also {describe(others[0])}"
+        if len(others) > 1:
+            head += f" and {len(others) - 1} more"
     return head
 
 
@@ -417,7 +450,7 @@ def _checked_gpus(hosts: Sequence[HostView]) -> tuple[str, ...]:
            f"reasons, memory and ECC, PCIe links, NVLink, {layout}, disks"]
     down = [f"{h.name} ({h.down or 'no data yet'})" for h in hosts if not h.streaming]
     if down:
-        out.append(f"not checked: {_names(down)}")
+        out.append(f"nothing on {_names(down)}")
     return tuple(out)
 
 
@@ -498,11 +531,10 @@ def propose_next(reviews: Sequence[StepReview]) -> tuple[Step | None, str]:
         serious = [f for f in r.findings if f.severity is not Severity.INFO]
         if serious:
             n = count(r)
-            worst = serious[0]
             level = n.worst.value if n.worst else ""
             of = "" if n.at_worst == n.total else f", {n.at_worst} {level}"
-            return r.step, (f"{r.title} has {n.total} finding{'s' if n.total > 1 else ''}"
-                            f"{of} (worst: {worst.summary}); look here before the later steps")
+            return r.step, (f"{r.title}: {n.total} finding{'s' if n.total > 1 else ''}{of} "
+                            f"(worst: {describe(serious[0])}); look here first")
         return r.step, (f"{r.title} shows nothing above info: check what was looked at, "
                         "then mark it clear to go on")
     return None, "every step is marked clear: the cause is not in what rigwatch can see"
