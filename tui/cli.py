@@ -509,6 +509,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rigwatch`` script."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # inside the try: a reader gone shows up here as often as not
+        return status
+    except BrokenPipeError:
+        # ``rigwatch snapshot --json | head -1``: the reader has what it wanted.  Exit as a
+        # command killed by SIGPIPE would, with no traceback and no second error at exit.
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["agent"]:
         return _run_agent(argv[1:])
     args = build_parser().parse_args(argv)
@@ -519,14 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         print("rigwatch: --demo and --inventory cannot be used together", file=sys.stderr)
         return EXIT_USAGE
     try:
-        status = _dispatch(args)
-        sys.stdout.flush()  # inside the try: a reader gone shows up here as often as not
-        return status
-    except BrokenPipeError:
-        # ``rigwatch snapshot --json | head -1``: the reader has what it wanted.  Exit as a
-        # command killed by SIGPIPE would, with no traceback and no second error at exit.
-        _drop_stdout()
-        return EXIT_PIPE_CLOSED
+        return _dispatch(args)
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)
         return EXIT_USAGE
