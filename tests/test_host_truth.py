@@ -32,7 +32,8 @@ from tests.support.tui_fakes import (
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
-from widgets.gpu_table import GpuTable
+from tui.screens.host_panels import key_hint
+from widgets.gpu_table import GpuRow, GpuTable, gone_lines
 from widgets.host_facts import FindingsStrip, HostFactsBar
 
 DEMO = [("gpu-a02", "leak:3"), ("gpu-a03", "throttle:5"), ("gpu-b02", "xid79:6@600")]
@@ -176,3 +177,27 @@ async def test_a_down_host_says_how_old_its_values_are_and_why() -> None:
         assert "last seen 2 m ago" in line and "Connect call failed" in line
         assert "waiting for the agent's hello" not in text
         assert app.screen.query_one(GpuTable).has_class("-stale")
+
+
+def test_the_panel_strip_marks_the_shown_panels_and_ends_cleanly() -> None:
+    strip = key_hint({"memory", "host"})
+    assert "[1 memory]" in strip.plain and "[6 host]" in strip.plain
+    assert " 2 thermals " in strip.plain and "[2" not in strip.plain
+    assert "—" not in strip.plain and len(strip.plain) <= 80
+    styles = {str(span.style) for span in strip.spans}
+    assert any("reverse" in s for s in styles), styles  # visible without colour too
+
+
+def test_gone_gpu_cells_and_lines() -> None:
+    judged = judge_gpus(replace(sample("h", 0), gpus=sample("h", 0).gpus[:6]),
+                        hello("h", gpus=7), [_dropout(6, T0 + 600)], expected=8)
+    rows = tuple(GpuRow(None, j, "00000000:BA:00.0", "1654922006536", "22:23:20")
+                 for j in judged if j.gone)
+    assert [r.judged.verdict for r in rows] == [GpuVerdict.LOST, GpuVerdict.MISSING]
+    lost = GpuTable.cells(rows[0])
+    assert lost[1] == ("✗ LOST", "cell--sev-critical")
+    assert "gone since 22:23:20" in lost[-1][0] and "1654922006536" in lost[-1][0]
+    assert GpuTable.cells(rows[1])[1][0] == "✗ MISSING"
+    lines = [c.plain for c in gone_lines(rows)]
+    assert lines[0].startswith("✗ GPU6 LOST gone since 22:23:20 · bus 00000000:BA:00.0")
+    assert lines[1].startswith("✗ GPU7 MISSING")

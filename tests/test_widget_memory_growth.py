@@ -323,3 +323,27 @@ async def test_render_time_8_gpus_3600_points() -> None:
         ms = (time.perf_counter() - t0) * 1000 / (len(views) - 1)
         print(f"\nmemory growth chart, 8 GPUs x 3600 points at {plot.size}: {ms:.1f} ms/replot")
         assert plot.display
+
+
+async def test_with_no_leak_flagged_the_panel_is_its_rows_not_a_screenful() -> None:
+    """Nothing rising: no chart, the panel shrinks to title, header, eight rows and a few
+    process lines (it took ~35 rows of a 50-row terminal before, issue #19)."""
+    app = GrowthApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        panel = app.query_one(MemoryGrowth)
+        panel.view = soak(leak_on=-1, procs=6)
+        await pilot.pause()
+        await pilot.pause()
+        assert panel.has_class("-quiet")
+        assert not app.query_one(GrowthPlot).display
+        assert panel.outer_size.height <= 14, panel.outer_size
+        lines = screen_lines(app)
+        line_with(lines, "no leak flagged")
+        for g in range(8):
+            line_with(lines, f"GPU{g} ")
+        # a leak flagged: the chart comes back and the panel takes its room
+        panel.view = soak(procs=6)
+        await pilot.pause()
+        await pilot.pause()
+        assert not panel.has_class("-quiet") and app.query_one(GrowthPlot).display
+        assert panel.outer_size.height > 14
