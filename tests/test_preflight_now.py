@@ -198,3 +198,32 @@ def test_an_nvswitch_board_without_fabric_manager_warns(healthy: OnceResult) -> 
     assert healthy.hello is not None and "NV18" in (healthy.hello.topo_text or "")
     assert _checks(check_host(_fm(healthy, None)))["fabric-manager"].verdict is W
     assert _checks(check_host(_fm(healthy, None, topo=None)))["fabric-manager"].verdict is S
+
+
+def test_a_host_down_now_fails_reachable_even_with_an_earlier_answer(
+        healthy: OnceResult) -> None:
+    results = check_host(_inp(healthy, failure="connection lost: EOF"))
+    first = results[0]
+    assert (first.check, first.verdict) == ("reachable", F)
+    assert first.detail.startswith("not answering now (connection lost: EOF)")
+    assert _checks(results)["gpu-count"].verdict is P  # its last answer, still shown
+    assert "reachable" not in _checks(check_host(_inp(healthy)))
+
+
+async def test_the_console_screen_reads_a_stale_or_down_host_as_not_answering() -> None:
+    from probes.fleet_state import FleetState, HostStatus
+    from tests.support.tui_fakes import sim_items
+    from tui.screens.preflight import host_input
+
+    fleet = FleetState([HostSpec(name="gpu-b02", expect_gpus=8)])
+    for item in sim_items("gpu-b02", "xid79:6@600", seed=1, minutes=15):
+        fleet.apply("gpu-b02", item, 0.0)
+    state = fleet.hosts["gpu-b02"]
+    inp = host_input(state)
+    assert inp.failure is None and inp.findings  # the lost GPU's finding travels with it
+    count = _checks(check_host(inp))["gpu-count"]
+    assert count.verdict is F and count.detail.startswith("GPU6 LOST")
+    state.status = HostStatus.STALE
+    assert host_input(state).failure == "stale"
+    state.status, state.down_reason = HostStatus.UNREACHABLE, "connect timed out"
+    assert host_input(state).failure == "connect timed out"

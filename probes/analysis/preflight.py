@@ -53,6 +53,9 @@ def check_host(inp: HostInput, limits: PreflightLimits | None = None,
             h.add("reachable", F, None, "an answer from the agent",
                   f"no answer from the agent: {inp.failure}")
         return h.out
+    if inp.failure is not None:  # down now: what follows is its last answer, said so first
+        h.add("reachable", F, inp.failure, "streaming now",
+              f"not answering now ({inp.failure}); the checks below read its last answer")
     gpu_count(h, inp, det)
     for check in _CHECKS:
         check(h, inp, lim)

@@ -59,7 +59,8 @@ class HostInput:
     that fell off the bus after the hello fails the check."""
     expect_gpus: int | None = None
     failure: str | None = None
-    """Why the agent gave no answer (unreachable, refused, timed out)."""
+    """Why the agent gives no answer now (unreachable, refused, timed out, stale); with a
+    hello, the host answered before and the other checks read that last answer."""
     findings: tuple[Finding, ...] = ()
     """What the core found on this host (a lost GPU, sustained throttling): the GPU
     verdicts of ``judge.judge_gpus`` read them, as every screen does."""

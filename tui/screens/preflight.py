@@ -36,9 +36,10 @@ RECHECK_S = 5.0
 def host_input(state: HostState) -> HostInput:
     """What preflight reads from one host's live state: as it is now, not at its hello."""
     failure = None
-    if state.hello is None and state.status.is_down:
+    if state.status.is_down:
         failure = state.down_reason or state.status.value
-    elif state.hello is None and state.status is not HostStatus.CONNECTING:
+    elif state.status is HostStatus.STALE or (state.hello is None
+                                             and state.status is not HostStatus.CONNECTING):
         failure = state.status.value
     return HostInput(state.name, state.hello, state.last, expect_gpus=state.spec.expect_gpus,
                      failure=failure,
