@@ -193,8 +193,12 @@ class FleetDetail(Static):
 
 
 def detail_text(line: FleetLine | None) -> Text:
-    """``gpu-b02 · UNREACHABLE · connection refused … · last seen 2 m ago · next retry in
-    30 s``, or the worst finding of a host that streams."""
+    """The selected host in full.
+
+    A host that is not streaming takes two lines, so the 80-column wrap never splits them
+    mid-phrase: ``gpu-b02 · UNREACHABLE · last seen 2 m ago · next retry in 30 s``, then the
+    reason whole.  A host that streams gets its worst finding led by the verdict.
+    """
     if line is None:
         return Text("")
     row = line.row
@@ -202,10 +206,11 @@ def detail_text(line: FleetLine | None) -> Text:
     reason = reason_of(line)
     if reason and is_old(row):
         word = SHORT_STATUS.get(row.status, row.status.value).upper()
-        text.append(f" · {word} · {reason}")
+        text.append(f" · {word}")
         timing = timing_text(row)
         if timing:
             text.append(f" · {timing}")
+        text.append(f"\n{reason}")
         worst = row.headline or row.worst_summary
         if worst and reason not in worst and not worst.startswith(_REACH_VERDICTS):
             text.append(f" · worst finding: {worst}")

@@ -60,7 +60,7 @@ class FleetWall(ScrollView, can_focus=True):
         Binding("pagedown", "cursor_page(1)", "Page down", show=False),
         Binding("home", "cursor_home", "First", show=False),
         Binding("end", "cursor_end", "Last", show=False),
-        Binding("enter", "select", "Open host"),
+        Binding("enter", "select", "Open host", show=False),
     ]
 
     view: reactive[WallView] = reactive(WallView, init=False)

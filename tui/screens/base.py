@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import contextlib
 
+from textual.binding import ActiveBinding
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
 from widgets.header_bar import HeaderBar, Notice, StatusLine
+
+APP_KEYS_KEPT = frozenset({"help", "quit"})
+"""The app's keys every footer keeps; ``?`` lists the rest (the palette's ``^p`` too)."""
+SCREEN_KEYS_CROWD = 5
+"""A screen with this many keys of its own shows only ``APP_KEYS_KEPT`` of the app's: the
+footer must fit 80 columns (triage has six keys of its own)."""
 
 
 class DataScreen(Screen[None]):
@@ -27,6 +34,21 @@ class DataScreen(Screen[None]):
     def header(self) -> HeaderBar:
         """The header bar to yield from ``compose``."""
         return HeaderBar(self.subtitle)
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """The footer's keys: this screen's own first, then as many of the app's as fit.
+
+        Only what is listed changes (Textual's footer reads this); every key still works.
+        """
+        bindings = super().active_bindings
+        own = sum(1 for b in bindings.values() if b.binding.show and b.node is not self.app)
+        if own < SCREEN_KEYS_CROWD:
+            return bindings
+        palette = self.app.COMMAND_PALETTE_BINDING  # its hint too: ? lists it
+        return {key: b for key, b in bindings.items()
+                if key != palette and (b.node is not self.app or not b.binding.show
+                                       or b.binding.action in APP_KEYS_KEPT)}
 
     def on_mount(self) -> None:
         """Add the status line (docked above the footer), showing the app's current notice.
