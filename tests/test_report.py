@@ -171,12 +171,12 @@ def test_demo_report_is_fit_for_an_rma_ticket(tmp_path: Path) -> None:
     fleet = demo_state(45, speed=60.0)
     states = list(fleet.hosts.values())
     raw = findings(fleet)
-    clocks = host_clocks(states)
+    written = T0 + 45 * 60.0 / 60.0 + 1.0
+    clocks = host_clocks(states, written)
     record = TriageRecord()
     record.mark(Step.SYSLOG, Verdict.SUSPECT)
     record.notes[Step.SYSLOG] = "drained gpu-b02; RMA case 7731 opened"
     shown = all_on_console(raw, clocks)
-    written = T0 + 45 * 60.0 / 60.0 + 1.0
     facts = {s.name: s.hello.facts for s in states if s.hello is not None}
     rep = build_report("demo", review(shown, [host_view(s) for s in states], record),
                        first_failure(raw, clocks=clocks), shown, facts, now=written)

@@ -113,9 +113,11 @@ def test_a_job_log_finding_means_job_logs_are_followed() -> None:
 def test_a_fast_simulated_clock_is_shown_on_the_console_clock() -> None:
     # the demo runs ×60: 45 agent minutes after its hello are 45 console seconds
     fleet = demo_state(45, speed=60.0)
-    clocks = host_clocks(list(fleet.hosts.values()))
-    assert clocks["gpu-b02"] == HostClock(T0, 60.0)
     now = T0 + 45 * SIM_STEP_S / 60.0 + 1.0
+    clocks = host_clocks(list(fleet.hosts.values()), now)
+    assert clocks["gpu-b02"] == HostClock(T0, 60.0)
+    # replayed, the console's clock is the recording's: nothing to map
+    assert host_clocks(list(fleet.hosts.values()), T0 + 45 * SIM_STEP_S) == {}
     shown = all_on_console(findings(fleet), clocks)
     assert max(f.ts for f in shown if f.ts is not None) <= now
     first = first_failure(findings(fleet), clocks=clocks)

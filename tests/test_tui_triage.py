@@ -67,6 +67,12 @@ async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path:
         assert stat.S_IMODE(report.stat().st_mode) == 0o600
         body = report.read_text()
         assert "## 2. System log: suspect" in body and "Xid 79 on gpu-b02 GPU6" in body
+        # the agents run ×600, yet nothing in the report is dated after it was written
+        written = re.search(r"Written (\S+Z)", body)
+        assert written is not None
+        stamps = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", body)
+        assert len(stamps) > 5 and max(stamps) == written.group(1)
+        assert "serial" in body and "VBIOS" in body and "topology-cross-numa" not in body
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, TriageScreen))
         await pilot.press("q")

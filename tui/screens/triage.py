@@ -49,10 +49,19 @@ def host_view(state: HostState) -> HostView:
                     if state.hello else None)
 
 
-def host_clocks(states: list[HostState]) -> dict[str, HostClock]:
-    """Simulated hosts run their clocks faster than the console's: map them back."""
+AHEAD_S = 60.0
+"""A host's newest sample this far ahead of the console's clock runs a faster clock."""
+
+
+def host_clocks(states: list[HostState], now: float) -> dict[str, HostClock]:
+    """Simulated hosts run their clocks faster than the console's: map them back.
+
+    Only while they are ahead of ``now``: a replay's clock is the recording's own (agent)
+    time, and there a simulated host's times are already on it.
+    """
     return {s.name: HostClock(s.hello.ts, s.spec.speed) for s in states
-            if s.hello is not None and s.spec.simulate and s.spec.speed != 1.0}
+            if s.hello is not None and s.spec.simulate and s.spec.speed != 1.0
+            and s.last is not None and s.last.ts > now + AHEAD_S}
 
 
 class TriageScreen(DataScreen):
@@ -108,7 +117,7 @@ class TriageScreen(DataScreen):
         self._now = now
         states = self._states(fleet)
         self._findings = [f for s in states for f in s.findings()]
-        self._clocks = host_clocks(states)
+        self._clocks = host_clocks(states, now)
         self._redraw([host_view(s) for s in states])
 
     def _redraw(self, hosts: list[HostView] | None = None) -> None:
