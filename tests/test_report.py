@@ -208,3 +208,25 @@ def test_demo_report_is_fit_for_an_rma_ticket(tmp_path: Path) -> None:
     assert times == sorted(times)
     for f in data["timeline"]:
         assert f["onset"] <= f["time"] <= "2023-11-14T22:14:06Z"
+
+
+def test_a_host_down_from_the_start_is_listed_without_facts(tmp_path: Path) -> None:
+    from probes.analysis.findings import Finding
+    from probes.triage import Severity
+
+    down = Finding(Step.GPU, "host-unreachable", Severity.CRITICAL, "DOWN · no route to host",
+                   "gpu-c01", ts=T, evidence="ssh: connect to host gpu-c01 port 22: No route")
+    findings = [down, xid79("gpu-t01", T + 60)]
+    hosts = [HostView("gpu-t01", True, 8, "via journalctl", ()),
+             HostView("gpu-c01", False, 0, "not reported by the agent", (), down="unreachable")]
+    rep = build_report("c01", review(findings, hosts, TriageRecord()), first_failure(findings),
+                       findings, {"gpu-t01": hello("gpu-t01").facts}, now=T + 120)
+    md, js = write_report(rep, tmp_path)
+    body, data = md.read_text(), json.loads(js.read_text())
+    assert "- gpu-c01: no facts (the agent never said hello)" in body
+    assert data["hosts_without_facts"] == ["gpu-c01"] and list(data["hosts"]) == ["gpu-t01"]
+    assert "**Do now:** check gpu-c01's power and network" in body
+    assert "- checked: nothing on gpu-c01 (unreachable)" in body
+    # the Xid a minute later is its own fault, named, and its GPU is in the RMA list
+    assert "Separate faults: Xid 79 on gpu-t01 GPU3" in body
+    assert [(g["host"], g["gpu"]) for g in data["hardware"]] == [("gpu-t01", 3)]

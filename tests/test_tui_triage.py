@@ -6,7 +6,7 @@ import re
 import stat
 from pathlib import Path
 
-from textual.widgets import Input
+from textual.widgets import Input, Label
 
 from probes.analysis.incident import Verdict
 from probes.config.fleet import demo_fleet
@@ -86,6 +86,15 @@ async def test_marks_and_notes_survive_leaving_and_reopening(tmp_path: Path) -> 
         await pilot.press("t")
         await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
         await pilot.press("down", "x", "n")
+        await wait_until(pilot, lambda: isinstance(app.screen, NoteScreen))
+        # the modal says how to leave it: Enter saves, Esc cancels
+        hint = str(app.screen.query_one("#note-hint", Label).render())
+        assert "Enter saves" in hint and "Esc cancels" in hint
+        app.screen.query_one(Input).value = "first try, thrown away"
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+        assert Step.SYSLOG not in app.triage_records[None].notes
+        await pilot.press("n")
         await wait_until(pilot, lambda: isinstance(app.screen, NoteScreen))
         app.screen.query_one(Input).value = "reseated GPU 3 on gpu-t02"
         await pilot.press("enter")

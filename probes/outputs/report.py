@@ -100,6 +100,8 @@ class IncidentReport:
     facts: Mapping[str, HostFacts]
     hardware: tuple[FailedGpu, ...] = ()
     """Failed GPUs, the first failure's first."""
+    unknown: tuple[str, ...] = ()
+    """Hosts with incidents but no hello (down since the start): listed, without facts."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -123,6 +125,7 @@ class IncidentReport:
                       for r in self.steps],
             "timeline": [_finding_json(f) for f in self.timeline],
             "hosts": {name: _facts_json(f) for name, f in sorted(self.facts.items())},
+            "hosts_without_facts": list(self.unknown),
         }
 
     def to_markdown(self) -> str:
@@ -187,6 +190,7 @@ class IncidentReport:
             out.append("- " + _md(f"{name}: {facts.os_name or '?'}, kernel {facts.kernel or '?'}, "
                                   f"driver {facts.driver_version or '?'}, "
                                   f"CUDA {facts.cuda_version or '?'}, {len(facts.gpus)}× {gpus}"))
+        out += [f"- {_md(name)}: no facts (the agent never said hello)" for name in self.unknown]
         return "\n".join(out) + "\n"
 
 
@@ -252,7 +256,8 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     involved = {f.host for f in timeline} or set(facts)
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
-                          failed_gpus(first, findings, facts))
+                          failed_gpus(first, findings, facts),
+                          tuple(sorted(h for h in involved if h not in facts)))
 
 
 _GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,
