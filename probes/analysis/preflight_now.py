@@ -62,9 +62,9 @@ def gpu_count(h: HostChecks, inp: HostInput, det: DetectorLimits) -> None:
               "no GPU seen; set expect_gpus to make this a check")
     elif gone or answering != wanted:
         # the verdict leads: a table cut at 25 characters still says which GPU and what
-        lead = f"{'; '.join(gone)}: " if gone else ""
         h.add("gpu-count", F, answering, threshold,
-              f"{lead}{answering} of {wanted} GPUs answer now")
+              f"{'; '.join(gone)}: {answering} of {wanted} GPUs answer now" if gone
+              else f"{answering} GPUs answer now, {wanted} expected")
     else:
         h.add("gpu-count", P, answering, threshold,
               f"{answering} GPUs as expected, all answering now")
