@@ -11,7 +11,6 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.analysis.findings import Finding
 from probes.fleet_state import FleetRow
 from probes.triage import Severity
 from probes.wire.samples import HostFacts
@@ -168,35 +167,51 @@ class HostFactsBar(Static):
         self.update(Content.from_markup(markup, **values))
 
 
-def finding_lines(findings: tuple[Finding, ...], limit: int = FINDING_LINES) -> list[Content]:
-    """Up to ``limit`` findings above info, one line each, worst first (the core's order),
-    then how many more there are and where they are listed."""
-    shown = [f for f in findings if f.severity is not Severity.INFO][:limit]
-    lines = []
+@dataclass(frozen=True)
+class FindingLine:
+    """One line at the top of the host screen: one incident (a GPU's findings folded
+    together, or one host finding), led by the verdict so a cut line keeps its meaning."""
+
+    severity: Severity
+    lead: str
+    """``GPU6 LOST``, ``GPU5 THROTTLED``; empty for a host-wide finding (its summary
+    leads with its verdict)."""
+    summary: str
+    folded: int = 0
+    """Further findings about the same GPU folded into this line."""
+
+
+def finding_lines(lines: tuple[FindingLine, ...], limit: int = FINDING_LINES) -> list[Content]:
+    """Up to ``limit`` lines above info, worst first (the core's order), then how many
+    more there are and where they are listed."""
+    shown = [f for f in lines if f.severity is not Severity.INFO][:limit]
+    out = []
     for f in shown:
-        gpu = f"GPU{f.gpu} " if f.gpu is not None and f.gpu >= 0 else ""
-        lines.append(Content.from_markup(
-            f"[bold {SEVERITY_VARIABLE[f.severity]}]$mark $sev[/] $gpu$summary",
-            mark=SEVERITY_MARK[f.severity], sev=f"{f.severity.value.upper():<8}",
-            gpu=gpu if "GPU" not in f.summary else "", summary=f.summary))
-    rest = len(findings) - len(shown)
-    if not findings:
-        lines.append(Content.from_markup("[$text-dim]no findings on this host[/]"))
+        lead = "$mark $lead[/] · " if f.lead else "$mark[/] "
+        out.append(Content.from_markup(
+            f"[bold {SEVERITY_VARIABLE[f.severity]}]{lead}$summary[$text-dim]$more[/]",
+            mark=SEVERITY_MARK[f.severity], lead=f.lead, summary=f.summary,
+            more=f"  +{f.folded} more" if f.folded else ""))
+    rest = len(lines) - len(shown)
+    if not lines:
+        out.append(Content.from_markup("[$text-dim]no findings on this host[/]"))
     elif rest:
-        lines.append(Content.from_markup("[$text-dim]+$n more: 6 shows every finding[/]",
-                                         n=str(rest)))
-    return lines
+        out.append(Content.from_markup(
+            "[$text-dim]$n more (info and below): 6 shows every finding[/]"
+            if all(f.severity is Severity.INFO for f in lines[len(shown):])
+            else "[$text-dim]$n more: 6 shows every finding[/]", n=str(rest)))
+    return out
 
 
 class FindingsStrip(Static):
     """The host's findings at the top of its screen, compact and worst first."""
 
-    findings: reactive[tuple[Finding, ...]] = reactive((), init=False)
+    findings: reactive[tuple[FindingLine, ...]] = reactive((), init=False)
 
     def on_mount(self) -> None:
         """Show the empty state until the first refresh."""
         self.watch_findings(self.findings)
 
-    def watch_findings(self, findings: tuple[Finding, ...]) -> None:
+    def watch_findings(self, findings: tuple[FindingLine, ...]) -> None:
         """Re-render the lines."""
         self.update(Content("\n").join(finding_lines(findings)))

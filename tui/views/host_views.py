@@ -24,7 +24,7 @@ from probes.rules.parsers.topo import parse_topo
 from probes.triage import Code
 from probes.wire.clock_reasons import REASON_NAMES
 from widgets.gpu_table import GpuRow
-from widgets.host_facts import GpuCount, StaleNotice
+from widgets.host_facts import FindingLine, GpuCount, StaleNotice
 from widgets.host_stats import HostView
 from widgets.iostat_panel import DiskRow, IostatView
 from widgets.memory_growth import GpuMemoryTrend, MemoryGrowthView, ProcessMemory
@@ -105,9 +105,34 @@ def gpu_count(state: HostState) -> GpuCount | None:
     return GpuCount(gpus_present(judged), max(len(judged), state.spec.expect_gpus or 0))
 
 
-def top_findings(state: HostState) -> tuple[Finding, ...]:
-    """The host's findings, worst first, for the lines at the top of its screen."""
-    return tuple(state.findings())
+def top_findings(state: HostState) -> tuple[FindingLine, ...]:
+    """The host's findings worst first, one line per incident for the top of its screen:
+    every finding about one GPU folds into the line of its worst, led by the GPU's verdict
+    (``GPU6 LOST · Xid 79 · …``); a host-wide finding is a line of its own."""
+    found = state.findings()
+    verdicts = _judged(state)
+    by_gpu: dict[int, list[Finding]] = {}
+    order: list[int | Finding] = []
+    for f in found:
+        if f.gpu is None or f.gpu < 0:
+            order.append(f)
+            continue
+        if f.gpu not in by_gpu:
+            order.append(f.gpu)
+        by_gpu.setdefault(f.gpu, []).append(f)
+    lines = []
+    for item in order:
+        if isinstance(item, Finding):
+            lines.append(FindingLine(item.severity, "", item.summary))
+            continue
+        group = by_gpu[item]
+        j = verdicts.get(item)
+        lead = f"GPU{item}" + (f" {j.verdict.value.upper()}" if j is not None
+                               and j.verdict.value != "ok" else "")
+        xid = next((f.xid for f in group if f.xid is not None), None)
+        summary = (f"Xid {xid} · " if xid is not None else "") + group[0].summary
+        lines.append(FindingLine(group[0].severity, lead, summary, len(group) - 1))
+    return tuple(lines)
 
 
 def stale_notice(state: HostState, row: FleetRow, now: float) -> StaleNotice | None:
