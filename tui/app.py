@@ -318,8 +318,9 @@ class RigwatchApp(App[None]):
         on the status line, as text (never markup), where it covers nothing.
         """
         if severity == "error":
+            # never markup: an error quotes hosts, paths and OS messages
             super().notify(message, title=title, severity=severity, timeout=timeout,
-                           markup=markup)
+                           markup=False)
             return
         text = f"{title}: {message}" if title else message
         self.say(text, "warning" if severity == "warning" else "information",
