@@ -172,7 +172,7 @@ class TestSimulatedFacts:
             assert g.power_limit_default_w == 700.0
         assert f.software == SoftwareVersions(
             nvcc="12.4.131", nccl="2.21.5", torch="2.4.0", cuda_runtime="12.4.127",
-            container_runtimes=("docker", "nvidia-container-cli"), fabric_manager="550.54.15")
+            container_runtimes=("docker", "nvidia-container-cli"), fabric_manager="550.90.07")
         assert [(d.name, d.rotational, d.transport) for d in f.block_devices] == [
             ("nvme0n1", False, "nvme"), ("nvme1n1", False, "nvme"), ("sda", False, "sata")]
         sizes = {d.name: d.size_bytes for d in f.block_devices}

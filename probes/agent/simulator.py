@@ -31,7 +31,7 @@ SIM_MEM_BYTES = 2 * 1024 ** 4
 SIM_LOW_RAM_BYTES = 768 * 1024 ** 3
 """``low-ram``: 1.2x the GPUs' 637 GiB, under the 1.5x a preflight asks for."""
 SIM_SOFTWARE = {"nvcc": "12.4.131", "nccl": "2.21.5", "torch": "2.4.0",
-                "cuda_runtime": "12.4.127", "fabric_manager": "550.54.15",
+                "cuda_runtime": "12.4.127", "fabric_manager": "550.90.07",
                 "container_runtimes": ["docker", "nvidia-container-cli"]}
 SIM_SKEW = {"driver_version": "535.183.01", "cuda_version": "12.2",
             "fabric_manager": "535.183.01", "nccl": "2.18.3"}
