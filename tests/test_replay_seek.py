@@ -24,6 +24,7 @@ from probes.analysis.findings import Finding
 from probes.analysis.incident import TriageRecord, first_failure, review
 from probes.config.fleet import HostSpec, demo_fleet
 from probes.fleet_state import FleetState, HostStatus
+from probes.store import replay as replay_module
 from probes.store.recording import Recorder
 from probes.store.recording_backend import RecordingBackend
 from probes.store.recording_reader import RecordingReader
@@ -251,6 +252,48 @@ async def test_playing_on_after_a_seek_equals_straight_play(demo: Path) -> None:
         replay.backend.toggle_pause()
         await asyncio.sleep(0.06)  # the step in flight ends
         replay.check(demo, replay.backend.now())
+
+
+async def test_a_far_seek_thins_the_far_past_and_says_so(demo: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hours of a large fleet are too many items to play one by one: before the last
+    SEEK_CONTEXT_S, one sample per host per THIN_S (scaled down here to the demo's size).
+    Every log line still plays: the Xid, the NCCL timeout and their counts stay exact; the
+    same findings show, onsets off by less than THIN_S; the header says where it is approximate.
+    """
+    monkeypatch.setattr(replay_module, "EXACT_SEEK_ITEMS", 100)
+    monkeypatch.setattr(replay_module, "SEEK_CONTEXT_S", 1200.0)
+    monkeypatch.setattr(replay_module, "THIN_S", 300.0)
+    target = TARGETS[4]
+    emitted: list[SessionItem] = []
+    async with Headless(demo) as replay:
+        plain = replay._emit
+        replay._emit = lambda h, i: (emitted.append(i), plain(h, i))  # type: ignore[method-assign]
+        replay.backend.on_rewind = replay._rewind
+        assert await replay.seek(target) == target
+        got = picture(replay.fleet, target)
+        expected = picture(_straight(demo, target, replay.backend.specs), target)
+        samples = sum(isinstance(i, HostSample) for i in emitted)
+        assert samples < 0.5 * (target - T0) / SIM_STEP_S * 8, "most early samples left out"
+        assert {f[:4] for f in got["findings"]} == {f[:4] for f in expected["findings"]}
+        onsets = {f[:4]: f[4:] for f in expected["findings"]}
+        # a soak detector dates what it finds from the history it has: a thinned past can
+        # date it as late as the whole part's start
+        detected = {(f.code, f.host, f.gpu) for h in replay.fleet.hosts.values()
+                    for f in h.detected}
+        for f in got["findings"]:
+            ts, count = onsets[f[:4]]
+            assert f[5] == count
+            assert (f[4] is None) == (ts is None)
+            late = target - 1200.0 + 300.0 if f[:3] in detected else ts + 300.0
+            assert f[4] is None or ts - 300.0 < f[4] < late, f
+        assert got["first"][0] == expected["first"][0] and got["first"][1] == expected["first"][1]
+        before = time.strftime("%H:%M", time.gmtime(target - 1200.0))
+        assert replay.backend.position.describe().endswith(f" approx. before {before}")
+        monkeypatch.setattr(replay_module, "EXACT_SEEK_ITEMS", 100_000)
+        await replay.seek(TARGETS[2])  # back, and close enough to replay exactly: it says so
+        replay.check(demo, TARGETS[2])
+        assert "approx" not in replay.backend.position.describe()
 
 
 # -- silence on the replay clock ------------------------------------------------------------

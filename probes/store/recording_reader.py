@@ -11,7 +11,7 @@ import itertools
 import os
 import sqlite3
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,12 @@ class RecordingReader:
                                      (kind,)).fetchone()
         return int(row[0])
 
+    def count_between(self, since: float | None, until: float) -> int:
+        """Items with ``since <= ts < until``, counted on the time index (nothing decoded)."""
+        row = self._conn.execute("SELECT count(*) FROM items WHERE ts >= ? AND ts < ?",
+                                 (float("-inf") if since is None else since, until)).fetchone()
+        return int(row[0])
+
     def next_time(self, kind: str, after_ts: float) -> float | None:
         """The ts of the first item of ``kind`` strictly after ``after_ts`` ("next finding")."""
         row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts > ? "
@@ -133,12 +139,15 @@ class RecordingReader:
         return None if row is None else float(row[0])
 
     def items(self, since: float | None = None, until: float | None = None,
-              kinds: Iterable[str] | None = None) -> Iterator[tuple[str, float, Item]]:
+              kinds: Iterable[str] | None = None,
+              skip: Callable[[str, str, float], bool] | None = None,
+              ) -> Iterator[tuple[str, float, Item]]:
         """(host, ts, item) with ``since <= ts < until``, in time order (ties in recording
         order), fetched a few hundred rows at a time so memory stays flat on any file size.
 
         Each kind is read through the ``(kind, ts)`` index and the streams are merged, so
-        "only findings" stays fast on a recording that is mostly samples.
+        "only findings" stays fast on a recording that is mostly samples.  ``skip(kind,
+        host, ts)`` leaves a row out before it is decoded (a replay thinning a long past).
         """
         if kinds is None:
             rows = self._rows(since, until, None)
@@ -149,7 +158,9 @@ class RecordingReader:
             streams = [self._rows(since, until, k) for k in wanted]
             rows = streams[0] if len(streams) == 1 else heapq.merge(*streams)
         unpack = self._body.unpack
-        for ts, _id, host_id, body in rows:
+        for ts, _id, host_id, kind, body in rows:
+            if skip is not None and skip(kind, self._host_name(host_id), ts):
+                continue
             try:
                 item = unpack(body)
             except (codec.CodecError, zlib.error, ValueError, TypeError):
@@ -158,7 +169,7 @@ class RecordingReader:
             yield self._host_name(host_id), ts, item
 
     def _rows(self, since: float | None, until: float | None,
-              kind: str | None) -> Iterator[tuple[float, int, int, bytes]]:
+              kind: str | None) -> Iterator[tuple[float, int, int, str, bytes]]:
         where: list[str] = []
         params: list[Any] = []
         if kind is not None:
@@ -170,7 +181,7 @@ class RecordingReader:
         if until is not None:
             where.append("ts < ?")
             params.append(until)
-        sql = "SELECT ts, id, host_id, body FROM items"
+        sql = "SELECT ts, id, host_id, kind, body FROM items"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY ts, id"
@@ -194,7 +205,7 @@ class RecordingReader:
 
     def _query_plan(self, kind: str | None = None) -> list[str]:
         """How SQLite runs :meth:`items` (for tests: no sort of the whole file)."""
-        sql = "EXPLAIN QUERY PLAN SELECT ts, id, host_id, body FROM items"
+        sql = "EXPLAIN QUERY PLAN SELECT ts, id, host_id, kind, body FROM items"
         params: tuple[Any, ...] = ()
         if kind is not None:
             sql += " WHERE kind = ?"

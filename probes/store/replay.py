@@ -10,7 +10,13 @@ A seek must show what playing straight through to the same instant shows: sticky
 (an Xid, a lost GPU), detectors that need an hour of history, and onsets all depend on
 everything before.  So a seek forward plays the items in between unpaced on top of what is
 on screen, and a seek back starts over from the recording's first item (``on_rewind``) and
-plays unpaced up to the target.  Both are exact; their cost is the items played.
+plays unpaced up to the target.  Both are exact; their cost is the items played (about
+0.1–0.7 ms each).  Only a seek that would play more than ``EXACT_SEEK_ITEMS`` (hours of a
+large fleet) thins the part more than ``SEEK_CONTEXT_S`` before its target to one sample per
+host per ``THIN_S``, every log line, hello and connect still played: sticky findings and
+their counts stay exact, onsets from samples may be up to ``THIN_S`` late, a soak
+detector's (a leak, sustained throttling) as late as the whole part's start, and the header
+says "approx. before HH:MM" until a seek replays exactly again.
 """
 
 from __future__ import annotations
@@ -35,6 +41,13 @@ from probes.wire.events import Emit
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 TICK_S = 0.05
 """Longest real sleep between clock updates while waiting for the next item."""
+EXACT_SEEK_ITEMS = 30_000
+"""The most items a seek plays one by one (tens of seconds on a slow machine); beyond, the
+far past is thinned (see the module's notes)."""
+SEEK_CONTEXT_S = 1800.0
+"""Before the target of a thinned seek, this much recording is still played whole."""
+THIN_S = 60.0
+"""One sample per host per this many seconds in the thinned part of a seek."""
 YIELD_EVERY = 500
 """Items played unpaced (a seek) between yields to the event loop, so the screens stay live."""
 
@@ -70,6 +83,8 @@ class ReplayPosition:
     finished: bool
     seeking_to: float | None = None
     """A seek's target while the items before it are still being played."""
+    approximate_before: float | None = None
+    """What is shown was built from a thinned past before this time."""
 
     def describe(self) -> str:
         """``replay 03:12:07 ×60 ▶ (41 %)``, in UTC like the rest of the console; while a
@@ -80,7 +95,11 @@ class ReplayPosition:
             state = "seeking to " + time.strftime("%H:%M:%S", time.gmtime(self.seeking_to))
         span = self.end - self.start
         done = 100.0 * (self.t - self.start) / span if span > 0 else 100.0
-        return f"replay {clock} ×{self.speed:g} {state} ({done:.0f} %)"
+        text = f"replay {clock} ×{self.speed:g} {state} ({done:.0f} %)"
+        if self.approximate_before is not None:
+            before = time.strftime("%H:%M", time.gmtime(self.approximate_before))
+            text += f" approx. before {before}"
+        return text
 
 
 class ReplayBackend(BackendBase):
@@ -114,6 +133,12 @@ class ReplayBackend(BackendBase):
         self._stream: Generator[Entry, None, None] = self._items()
         self._fast_until: float | None = None
         """A seek's target while the items before it are played unpaced."""
+        self._thin_until: float | None = None
+        """While a far seek plays, samples before this are thinned to one per ``THIN_S``."""
+        self._kept: dict[str, float] = {}
+        """Each host's last sample played in the thinned part."""
+        self.approximate_before: float | None = None
+        """The state on screen was built from a thinned past before this time (None: exact)."""
         self._wake = asyncio.Event()
         self.replay: ReplayControls | None = self
 
@@ -130,7 +155,7 @@ class ReplayBackend(BackendBase):
         """Where the replay stands."""
         target = self._seek_to if self._seek_to is not None else self._fast_until
         return ReplayPosition(self.clock.t, self.speed, self.paused, self.start, self.end,
-                              self.finished, target)
+                              self.finished, target, self.approximate_before)
 
     @property
     def seeking(self) -> bool:
@@ -208,6 +233,7 @@ class ReplayBackend(BackendBase):
         """A seek's unpaced part is over: the clock stands at its target."""
         if self._fast_until is not None:
             self.clock.t, self._fast_until = self._fast_until, None
+        self._thin_until = None
 
     def _begin_seek(self, held: Entry | None) -> tuple[Entry | None, float]:
         """Take the pending seek: (the item to go on from, the time to play unpaced to).
@@ -219,7 +245,16 @@ class ReplayBackend(BackendBase):
         assert target is not None
         self._seek_to = None
         self.finished = False
-        if self._emitted_ts is None or self._emitted_ts < target:
+        forward = self._emitted_ts is None or self._emitted_ts < target
+        far = self.reader.count_between(self._emitted_ts if forward else None,
+                                        target) > EXACT_SEEK_ITEMS
+        self._thin_until = target - SEEK_CONTEXT_S if far else None
+        self._kept = {}
+        if far:
+            self.approximate_before = self._thin_until
+        elif not forward:
+            self.approximate_before = None
+        if forward:
             return held, target
         self.rewinds += 1
         if self.on_rewind is not None:
@@ -233,9 +268,23 @@ class ReplayBackend(BackendBase):
     def _items(self) -> Generator[Entry, None, None]:
         """The recording's items from the start, without recorded findings: the console
         derives those again from the items (a recorded one only marks where to jump)."""
-        for host, ts, item in self.reader.items():
+        for host, ts, item in self.reader.items(skip=self._skip):
             if not isinstance(item, Finding):
                 yield host, ts, item
+
+    def _skip(self, kind: str, host: str, ts: float) -> bool:
+        """Rows left out before they are decoded: recorded findings, and samples in the
+        thinned part of a far seek (one per host per ``THIN_S`` is played)."""
+        if kind == "finding":
+            return True
+        until = self._thin_until
+        if until is None or kind != "sample" or ts >= until:
+            return False
+        last = self._kept.get(host)
+        if last is not None and ts - last < THIN_S:
+            return True
+        self._kept[host] = ts
+        return False
 
     async def _wait_until(self, ts: float) -> bool:
         """Let the clock run to ``ts`` at the current speed; True when a seek interrupts."""
