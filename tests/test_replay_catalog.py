@@ -3,6 +3,7 @@ read from the file's ends and tables, and a damaged file named in one line."""
 
 from __future__ import annotations
 
+import io
 import sqlite3
 import time
 from pathlib import Path
@@ -11,7 +12,13 @@ import pytest
 
 from probes.config.fleet import HostSpec
 from probes.store import catalog
-from probes.store.catalog import format_duration, format_errors, format_recordings, list_recordings
+from probes.store.catalog import (
+    format_duration,
+    format_errors,
+    format_recordings,
+    list_recordings,
+    write_listing,
+)
 from probes.store.recording import Recorder
 from probes.wire.events import Connected, Disconnected
 from tests.test_codec import sample_8gpu
@@ -109,3 +116,18 @@ def test_durations() -> None:
     assert format_duration(6300) == "1 h 45 min"
     assert format_duration(2 * 86400 + 3 * 3600 + 59) == "2 d 3 h"
     assert format_duration(0) == "0 s" and format_duration(None) == "-"
+
+
+def test_the_listing_as_rigwatch_replay_prints_it(tmp_path: Path) -> None:
+    _record(tmp_path / "a.sqlite3", ["h1", "h2"], DAY, DAY + 3600)
+    (tmp_path / "bad.sqlite3").write_bytes(b"junk" * 100)
+    out, err = io.StringIO(), io.StringIO()
+    assert write_listing(tmp_path, out, err) == 1
+    table = out.getvalue().splitlines()
+    assert len(table) == 2 and table[1].endswith("a.sqlite3") and "1 h" in table[1]
+    notes = err.getvalue().splitlines()
+    assert notes[0].startswith("rigwatch: ") and "bad.sqlite3" in notes[0]
+    assert notes[1] == f"1 recording in {tmp_path}; replay one with: rigwatch replay FILE"
+    out, err = io.StringIO(), io.StringIO()
+    assert write_listing(tmp_path / "none", out, err) == 0
+    assert out.getvalue() == "" and err.getvalue().startswith("no recordings in ")

@@ -14,6 +14,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
@@ -124,3 +125,21 @@ def format_recordings(infos: list[RecordingInfo]) -> list[str]:
 def format_errors(infos: list[RecordingInfo]) -> list[str]:
     """One line per file that cannot be read, naming it."""
     return [clean_text(i.error) for i in infos if i.error is not None]
+
+
+def write_listing(directory: str | os.PathLike[str], out: TextIO, err: TextIO) -> int:
+    """``rigwatch replay`` without a file: the table on ``out``; each unreadable file, then
+    the count and how to replay one, on ``err``.  Returns the number of readable recordings."""
+    infos = list_recordings(directory)
+    for line in format_recordings(infos):
+        print(line, file=out)
+    for line in format_errors(infos):
+        print(f"rigwatch: {line}", file=err)
+    readable = sum(1 for i in infos if i.error is None)
+    where = clean_text(str(directory))
+    if readable:
+        print(f"{readable} recording{'s' if readable != 1 else ''} in {where}; "
+              "replay one with: rigwatch replay FILE", file=err)
+    else:
+        print(f"no recordings in {where}", file=err)
+    return readable
