@@ -8,6 +8,7 @@ from probes.analysis.incident import (
     TriageRecord,
     Verdict,
     count,
+    do_now,
     first_failure,
     onset,
     propose_next,
@@ -211,3 +212,19 @@ def test_gpu_step_says_which_hosts_it_could_not_check() -> None:
     checked = review([], hosts, TriageRecord())[0].checked
     assert checked[0].startswith("16 GPUs on 2 of 4 hosts")
     assert checked[1] == "nothing on gpu-c01 (unreachable), gpu-c02 (auth-failed)"
+
+
+def test_do_now_is_one_short_line_for_every_code() -> None:
+    from probes.triage import Code
+
+    for code in Code:
+        for gpu in (None, 3):
+            f = Finding(Step.GPU, code.value, Severity.CRITICAL, "x", "gpu-b02", gpu=gpu,
+                        ts=T, action="Drain the node (see the catalog); then reseat the card")
+            line = f"Do now: {do_now(f)}"
+            assert len(line) <= 78, line
+            assert "gpu-b02" in line and "(see" not in line, line
+    leak = Finding(Step.GPU, "memory-leak", Severity.WARNING, "grows", "gpu-a02", gpu=3, ts=T)
+    first = first_failure([leak])
+    assert first is not None and not first.is_failure
+    assert first.do_now == "checkpoint the job on gpu-a02 GPU3 before it runs out; find what grows"

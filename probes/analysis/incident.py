@@ -399,15 +399,41 @@ def do_now(f: Finding) -> str:
     if code == "gpu-count-short":
         return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
     if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
-        return (f"find the rank that stopped on {host}; rerun with "
-                "TORCH_NCCL_DUMP_ON_TIMEOUT=1")
+        return f"find the stalled rank ({host}); set TORCH_NCCL_DUMP_ON_TIMEOUT=1"
     if f.step is Step.MODEL:
         return f"read {host}'s job log and model code"
+    warning = _WARNING_DO.get(code)
+    if warning is not None:
+        where = host + (f" GPU{f.gpu}" if f.gpu is not None else "")
+        return warning.format(host=host, gpu=gpu, where=where)
     if f.action:
-        first = f.action.split(";")[0].split(". ")[0].strip().rstrip(".")
+        first = f.action.split(";")[0].split(". ")[0].split(" (")[0].strip().rstrip(".:")
         if first:
-            return f"on {host}: " + (first[:64] + "…" if len(first) > 65 else first)
+            if len(first) > 64:
+                first = first[:64].rsplit(" ", 1)[0] + "…"
+            return f"on {host}: {first[0].lower()}{first[1:]}"
     return f"look at {host} ({code})"
+
+
+_WARNING_DO: Mapping[str, str] = {
+    "memory-leak": "checkpoint the job on {where} before it runs out; find what grows",
+    "clocks-throttled": "check the cooling and power of {where} (fans, inlet air)",
+    "throttled-while-busy": "check the cooling and power of {where} (fans, inlet air)",
+    "temp-near-slowdown": "check the cooling of {where} before it slows down",
+    "power-pinned": "check {host}'s power cap (nvidia-smi -q -d POWER)",
+    "pcie-link-downgraded": "reseat {gpu} on {host} at its next drain",
+    "link-downgrade-appeared": "reseat {gpu} on {host} at its next drain",
+    "nvlink-down": "drain {host}, reset {gpu}; RMA it if links stay down",
+    "disk-saturated": "find what saturates {host}'s disk (iotop, iostat -x)",
+    "data-starvation": "feed {host}'s GPUs faster (loader workers, data on local disk)",
+    "host-swapping": "free memory on {host}: its GPUs wait on swap",
+    "swap-activity": "free memory on {host}: its GPUs wait on swap",
+    "ecc-increasing": "drain {host} soon; RMA {gpu} if its ECC errors keep rising",
+    "remap-increasing": "drain {host} soon; RMA {gpu} if its row remaps keep rising",
+    "row-remap-pending": "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
+    "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
+}
+"""What to do first about a chronic condition when it is the earliest thing seen."""
 
 
 def _names(items: Sequence[str], most: int = 4) -> str:
