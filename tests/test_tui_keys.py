@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.binding import Binding
 from textual.dom import DOMNode
+from textual.selection import Selection
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 from textual.widgets._toast import Toast
@@ -163,6 +164,9 @@ async def test_a_report_path_is_on_one_line_and_errors_still_toast_small(
         assert any(path in line for line in screen_lines(app)), screen_lines(app)
         assert not app.screen.query(Toast)
         line = app.screen.query_one(StatusLine)
+        # selecting the line (mouse, then ^c) copies the path whole, not as wrapped
+        selected = line.get_selection(Selection(None, None))
+        assert selected is not None and path in selected[0]
         assert line.region.y >= table.region.bottom  # it took rows, it covers none
         assert table.region.height < rows_before
         app.notify("backend stopped", severity="error", markup=False)

@@ -43,9 +43,16 @@ def own_bindings(cls: type[DOMNode]) -> list[Binding]:
     return list(Binding.make_bindings(declared))
 
 
+ACTION_WORDING = {"toggle_panel": "show or hide the {} panel"}
+"""How help words a binding whose description is a bare name (the host screen's panels)."""
+
+
 def _describe(binding: Binding) -> str:
     if binding.tooltip:
         return binding.tooltip
+    wording = ACTION_WORDING.get(binding.action.split("(")[0])
+    if wording and binding.description:
+        return wording.format(binding.description.lower())
     if binding.description:
         return binding.description
     name = binding.action.split("(")[0].replace("_", " ")
