@@ -157,7 +157,7 @@ async def test_r_retries_the_selected_host_and_says_so() -> None:
 
 
 @pytest.mark.parametrize(("replay", "said"), [
-    (False, "cannot retry gpu-t03 from here"),
+    (False, "cannot retry gpu-t03 now"),
     (True, "cannot retry in a replay"),
 ])
 async def test_r_where_nothing_can_be_retried_says_why(replay: bool, said: str) -> None:

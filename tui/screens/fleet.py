@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Input
 
-from probes.fleet_state import FleetState
+from probes.fleet_state import FleetState, HostStatus
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen
 from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
@@ -37,7 +37,7 @@ class FleetScreen(DataScreen):
         Binding("w", "toggle_wall", "Wall", tooltip="the wall: one cell per GPU (Esc leaves)"),
         Binding("m", "cycle_metric", "Metric", show=False,
                 tooltip="the wall's colour: memory, temperature, utilisation, status"),
-        Binding("R", "retry_host", "Retry host now", show=False,
+        Binding("R", "retry_host", "Retry",
                 tooltip="connect to the selected host now, not at its next retry"),
     ]
 
@@ -180,11 +180,16 @@ class FleetScreen(DataScreen):
             self.notify("cannot retry in a replay: it plays what was recorded", markup=False)
         elif backend.retry_now(host):
             self.notify(f"retrying {host} now", markup=False)
-        elif state.status.value == "streaming":
+        elif state.status is HostStatus.STREAMING:
             self.notify(f"{host} is streaming: nothing to retry", markup=False)
+        elif state.status is HostStatus.CONNECTING:
+            self.notify(f"{host} is connecting now", markup=False)
+        elif state.status is HostStatus.STALE:
+            self.notify(f"{host}'s session is open but silent: it reconnects on its own when "
+                        "the link gives up", markup=False)
         else:
-            self.notify(f"cannot retry {host} from here (a demo or fixed data has no "
-                        "connection to retry)", markup=False, severity="warning")
+            self.notify(f"cannot retry {host} now: its session is not waiting for a retry",
+                        markup=False, severity="warning")
 
     @on(DataTable.RowHighlighted, "#fleet-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
