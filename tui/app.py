@@ -25,6 +25,7 @@ from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
+from probes.analysis.headline import SEP, headline
 from probes.analysis.hook import HookGate, HookResult
 from probes.analysis.incident import TriageRecord
 from probes.analysis.limits import DetectorLimits, PreflightLimits
@@ -279,11 +280,12 @@ class RigwatchApp(App[None]):
         worst = tops[0][1].severity
         level: NoticeLevel = "critical" if worst is Severity.CRITICAL else "warning"
         if len(tops) > MAX_TOASTS:
-            names = ", ".join(f"{host} {top.code}" for host, top, _ in tops[:MAX_TOASTS])
+            names = ", ".join(f"{host} {headline(top).split(SEP)[0].split(', ')[0]}"
+                              for host, top, _ in tops[:MAX_TOASTS])
             text = (f"{len(tops)} hosts with new findings: {names} and "
                     f"{len(tops) - MAX_TOASTS} more — t for triage")
         else:
-            text = " · ".join(f"{host}: {top.summary}"
+            text = " · ".join(f"{host}: {headline(top)}"
                               + (f" (+{count - 1} more)" if count > 1 else "")
                               for host, top, count in tops) + " — t for triage"
         self.say(text, level, ALERT_NOTICE_S)
