@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import itertools
 import sqlite3
 import time
 from pathlib import Path
@@ -30,8 +32,8 @@ from probes.store.recording_backend import RecordingBackend
 from probes.store.recording_reader import RecordingReader
 from probes.store.replay import ReplayBackend
 from probes.triage import Severity
-from probes.wire.events import SessionItem
-from probes.wire.samples import HostSample
+from probes.wire.events import Connected, SessionItem
+from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import SIM_STEP_S, T0, FakeBackend, sim_items, wait_until
 from tui.app import RigwatchApp, make_app
 
@@ -71,10 +73,10 @@ async def _record(path: Path, specs: list[HostSpec], items: list[tuple[str, Sess
 def _straight(path: Path, until: float | None, specs: list[HostSpec]) -> FleetState:
     """Play the recording straight through, every item before ``until``, as the app does."""
     fleet = FleetState(specs)
-    with RecordingReader(path) as reader:
-        for host, ts, item in reader.items(until=until):
-            if not isinstance(item, Finding):
-                fleet.apply(host, item, ts)
+    for host, ts, item in ReplayBackend(str(path)).ordered_items():
+        if until is not None and ts >= until:
+            break
+        fleet.apply(host, item, ts)
     return fleet
 
 
@@ -294,6 +296,36 @@ async def test_a_far_seek_thins_the_far_past_and_says_so(demo: Path,
         await replay.seek(TARGETS[2])  # back, and close enough to replay exactly: it says so
         replay.check(demo, TARGETS[2])
         assert "approx" not in replay.backend.position.describe()
+
+
+async def test_a_backlog_stamped_before_its_hello_plays_after_it(tmp_path: Path) -> None:
+    """A simulated host sends 45 minutes of history stamped in the past right after its
+    hello: the live console saw the hello first, and so does the replay (GPU 6 is LOST, not
+    "never reported")."""
+    spec = next(s for s in demo_fleet() if s.name == "gpu-b02")
+    items = sim_items(spec.name, ",".join(spec.simulate), seed=spec.seed, minutes=60)
+    opened = T0 + 45 * SIM_STEP_S  # the wall clock when the session opened
+    shifted: list[tuple[str, SessionItem]] = []
+    for item in items:
+        if isinstance(item, Connected):
+            item = Connected(opened - 0.5)
+        elif isinstance(item, Hello):
+            item = dataclasses.replace(item, ts=opened)
+        shifted.append((spec.name, item))
+    path = tmp_path / "backlog.sqlite3"
+    await _record(path, [spec], shifted, [])
+    backend = ReplayBackend(str(path))
+    first = list(itertools.islice(backend.ordered_items(), 3))
+    assert [type(i) for _, _, i in first] == [Connected, Hello, HostSample]
+    assert first[0][1] == first[1][1] == T0, "played at the backlog's first stamp"
+    times = [ts for _, ts, _ in backend.ordered_items()]
+    assert times == sorted(times) and len(times) == len(shifted)
+    async with Headless(path) as replay:
+        await replay.seek(T0 + 900.0)
+        state = replay.fleet.hosts[spec.name]
+        assert state.hello is not None and state.status is HostStatus.STREAMING
+        assert any(f.code == "gpu-lost" and f.gpu == 6 for f in state.findings())
+        replay.check(path, T0 + 900.0)
 
 
 # -- silence on the replay clock ------------------------------------------------------------

@@ -120,6 +120,33 @@ class RecordingReader:
                                      (kind,)).fetchone()
         return int(row[0])
 
+    def stamped_late(self, kinds: Iterable[str] = ("connected", "hello"),
+                     lookahead: int = 64) -> list[tuple[float, str, float, Item]]:
+        """Items of ``kinds`` recorded before items of their host stamped earlier:
+        (the earliest such stamp, host, own stamp, item), in recording order.
+
+        A session's Connected and hello carry the console's and agent's clock when it
+        opens, but a simulated host sends its backlog after them stamped in the past: the
+        live console saw the hello first, so a replay must too.  Only the next
+        ``lookahead`` items of the host are looked at (a backlog follows at once).
+        """
+        out: list[tuple[float, str, float, Item]] = []
+        marks = ",".join("?" for _ in kinds)
+        rows = self._conn.execute(f"SELECT id, host_id, ts, body FROM items WHERE kind IN "
+                                  f"({marks}) ORDER BY id", tuple(kinds)).fetchall()
+        for row_id, host_id, ts, body in rows:
+            nxt = self._conn.execute(
+                "SELECT min(ts) FROM (SELECT ts FROM items WHERE host_id = ? AND id > ? "
+                "ORDER BY id LIMIT ?)", (host_id, row_id, lookahead)).fetchone()[0]
+            if nxt is None or nxt >= ts:
+                continue
+            try:
+                item = self._body.unpack(body)
+            except (codec.CodecError, zlib.error, ValueError, TypeError):
+                continue
+            out.append((float(nxt), self._host_name(host_id), float(ts), item))
+        return out
+
     def count_between(self, since: float | None, until: float) -> int:
         """Items with ``since <= ts < until``, counted on the time index (nothing decoded)."""
         row = self._conn.execute("SELECT count(*) FROM items WHERE ts >= ? AND ts < ?",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
-from probes.store.codec import Item
+from probes.store.codec import Item, kind_of
 from probes.store.recording_reader import RecordingReader
 from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
@@ -119,6 +119,8 @@ class ReplayBackend(BackendBase):
             raise ReplayError(f"{path}: the recording holds no items")
         self.start, self.end = span
         self.specs = replay_specs(self.reader)
+        self._early = self.reader.stamped_late()
+        self._moved = {(kind_of(item), host, ts) for _at, host, ts, item in self._early}
         self.clock = ReplayClock(self.start)
         self.speed = speed
         self.paused = False
@@ -130,7 +132,7 @@ class ReplayBackend(BackendBase):
         self._seek_to: float | None = None
         self._emitted_ts: float | None = None
         """The time of the last item emitted: a seek to after it plays on, before it rewinds."""
-        self._stream: Generator[Entry, None, None] = self._items()
+        self._stream: Generator[Entry, None, None] = self.ordered_items()
         self._fast_until: float | None = None
         """A seek's target while the items before it are played unpaced."""
         self._thin_until: float | None = None
@@ -195,7 +197,7 @@ class ReplayBackend(BackendBase):
 
     async def run(self, emit: Emit) -> None:
         """Play from the start; honour seeks; at the end keep the state and wait."""
-        self._stream = self._items()
+        self._stream = self.ordered_items()
         held: Entry | None = None
         """The next item, read but not yet emitted (a seek can come while it waits)."""
         n = 0
@@ -260,22 +262,38 @@ class ReplayBackend(BackendBase):
         if self.on_rewind is not None:
             self.on_rewind()
         self._stream.close()
-        self._stream = self._items()
+        self._stream = self.ordered_items()
         self._emitted_ts = None
         self.clock.t = self.start
         return None, target
 
-    def _items(self) -> Generator[Entry, None, None]:
-        """The recording's items from the start, without recorded findings: the console
-        derives those again from the items (a recorded one only marks where to jump)."""
+    def ordered_items(self) -> Generator[Entry, None, None]:
+        """The recording's items from the start in the order a replay plays them.
+
+        Time order, except that a session's Connected and hello come before the items of
+        their host that arrived after them stamped earlier (a simulated host's backlog), as
+        the live console saw them.  Recorded findings are left out: the console derives
+        them again from the items (a recorded one only marks where to jump).
+        """
+        early = sorted(((at, n, host, item) for n, (at, host, _ts, item)
+                        in enumerate(self._early)), key=lambda e: (e[0], e[1]))
+        k = 0
         for host, ts, item in self.reader.items(skip=self._skip):
+            while k < len(early) and early[k][0] <= ts:
+                at, _n, first, opening = early[k]
+                yield first, at, opening
+                k += 1
             if not isinstance(item, Finding):
                 yield host, ts, item
+        for at, _n, first, opening in early[k:]:
+            yield first, at, opening
+
 
     def _skip(self, kind: str, host: str, ts: float) -> bool:
-        """Rows left out before they are decoded: recorded findings, and samples in the
-        thinned part of a far seek (one per host per ``THIN_S`` is played)."""
-        if kind == "finding":
+        """Rows left out before they are decoded: recorded findings, openings played early
+        (``ordered_items``), and samples in the thinned part of a far seek (one per host
+        per ``THIN_S``)."""
+        if kind == "finding" or (kind, host, ts) in self._moved:
             return True
         until = self._thin_until
         if until is None or kind != "sample" or ts >= until:
