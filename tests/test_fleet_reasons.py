@@ -27,6 +27,7 @@ from tests.support.tui_fakes import (
 )
 from tui.app import RigwatchApp, make_app
 from widgets.fleet_table import FleetDetail, FleetTable
+from widgets.fleet_wall import FleetWall
 from widgets.header_bar import StatusLine
 
 REFUSED = "connection refused by 127.0.0.1:22209"
@@ -182,3 +183,21 @@ async def test_streaming_host_shows_its_worst_finding_led_by_the_verdict() -> No
         assert "GPU3 LOST" in row  # the verdict survives the 80-column cut
         assert detail(app).startswith("gpu-t02 · GPU3 LOST · Xid 79")
         assert "more)" in detail(app)
+
+
+async def test_the_wall_says_why_for_the_host_under_its_cursor() -> None:
+    backend, clock = fake_fleet()
+    app = make_app(backend, demo=False, clock=clock)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _down(pilot, backend, clock)
+        await pilot.press("w")
+        wall = app.screen.query_one(FleetWall)
+        wall.move_cursor("gpu-t02")
+        await _redraw(pilot)
+        assert "GPU3 LOST · Xid 79" in wall.text_lines()[-1]
+        clock.now = NOW + 10
+        wall.move_cursor("gpu-t03")
+        await _redraw(pilot)
+        status_line = wall.text_lines()[-1]
+        assert "gpu-t03" in status_line and "down" in status_line
+        assert f"{REFUSED} · last seen 10 s ago · next retry in 20 s" in status_line

@@ -59,6 +59,9 @@ class WallHost:
     gpus: tuple[WallGpu, ...] = ()
     worst: str | None = None
     """Worst open finding: ``critical``, ``warning``, ``info`` or None."""
+    note: str = ""
+    """What the status line adds for this host: why it is down and when it is retried, or
+    its worst finding led by the verdict."""
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,8 @@ def status_parts(metric: str, host: WallHost | None, gpu: int | None,
         parts += [("  ", "legend"), (f"{SEV_MARK[host.worst]} {host.worst}",
                                      f"sev-{host.worst}")]
     live = host.status not in HOST_GLYPH  # a stale or down host's last readings are old news
+    if host.note and not live:  # why it is down comes before its old figures
+        parts.append((f"  │ {host.note}", host.status))
     if gpu is not None and 0 <= gpu < len(host.gpus) and not live:
         parts.append((f"  │ GPU {gpu}: {HOST_GLYPH[host.status]} {host.status}", "legend"))
     elif gpu is not None and 0 <= gpu < len(host.gpus):
@@ -286,6 +291,8 @@ def status_parts(metric: str, host: WallHost | None, gpu: int | None,
     parts.append((f"  │ {', '.join(figures)}", "legend"))
     if position:
         parts.append((f"  │ {position}", "legend"))
+    if host.note and live:
+        parts.append((f"  │ {host.note}", "legend"))
     return parts
 
 

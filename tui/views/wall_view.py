@@ -12,6 +12,7 @@ from probes.analysis.judge import GpuVerdict
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.wire.samples import GpuSample
 from widgets._wall_layout import WallGpu, WallHost, WallView
+from widgets.fleet_table import FleetLine, is_old, reason_of, timing_text
 
 _STATUS = {HostStatus.STREAMING: "streaming", HostStatus.STALE: "stale",
            HostStatus.CONNECTING: "connecting"}
@@ -41,7 +42,18 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
     gpus += [WallGpu(None, GpuVerdict.LOST)] * max(0, expected - len(gpus))  # off the bus
     return WallHost(state.name, state.spec.tags[0] if state.spec.tags else "",
                     _STATUS.get(row.status, "down"), tuple(gpus),
-                    row.worst.value if row.worst else None)
+                    row.worst.value if row.worst else None, _note(row, state.down_reason))
+
+
+def _note(row: FleetRow, down_reason: str | None) -> str:
+    """The status line's tail: the reason and timing of a host that is not streaming, else
+    its worst finding (the same words as the table's detail line)."""
+    line = FleetLine(row, down_reason)
+    reason = reason_of(line)
+    if reason and is_old(row):
+        timing = timing_text(row)
+        return f"{reason} · {timing}" if timing else reason
+    return row.headline or row.worst_summary or ""
 
 
 def wall_view(fleet: FleetState, metric: str, now: float,
