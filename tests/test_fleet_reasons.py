@@ -201,3 +201,18 @@ async def test_the_wall_says_why_for_the_host_under_its_cursor() -> None:
         status_line = wall.text_lines()[-1]
         assert "gpu-t03" in status_line and "down" in status_line
         assert f"{REFUSED} · last seen 10 s ago · next retry in 20 s" in status_line
+
+
+async def test_the_filter_finds_hosts_by_their_reason() -> None:
+    backend, clock = fake_fleet()
+    app = make_app(backend, demo=False, clock=clock)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _down(pilot, backend, clock)
+        await pilot.press("slash", *"refused", "enter")
+        table = app.screen.query_one(FleetTable)
+        await wait_until(pilot, lambda: table.row_count == 1)
+        assert [str(k.value) for k in table.rows] == ["gpu-t03"]
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: table.row_count == len(HOSTS))
+        await pilot.press("slash", *"lost", "enter")  # the verdict in a headline
+        await wait_until(pilot, lambda: [str(k.value) for k in table.rows] == ["gpu-t02"])
