@@ -31,6 +31,7 @@ from widgets.memory_growth import (
     process_lines,
     reduce_points,
 )
+from widgets.thermal_panel import ScaledHistory
 
 BRAILLE = {chr(c) for c in range(0x2801, 0x2900)}
 
@@ -347,3 +348,22 @@ async def test_with_no_leak_flagged_the_panel_is_its_rows_not_a_screenful() -> N
         await pilot.pause()
         assert not panel.has_class("-quiet") and app.query_one(GrowthPlot).display
         assert panel.outer_size.height > 14
+
+
+async def test_row_trends_share_one_scale_so_noise_stays_flat() -> None:
+    """±20 MiB of noise on steady GPUs is drawn flat; the GPU growing 1,080 MiB/h rises
+    to the top of the same scale (a row scaled to its own min/max drew noise as a cliff)."""
+    view = soak(procs=2)
+    assert view.trend_span >= 1080.0
+    app = GrowthApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.query_one(MemoryGrowth).view = view
+        await pilot.pause()
+        await pilot.pause()
+        for row in app.query(GpuGrowthRow):
+            cells = str(row.query_one(ScaledHistory).render())
+            assert cells, row.index
+            if row.index == 3:
+                assert cells[-1] in "▇█" and cells[0] in "▁▂", cells
+            else:
+                assert set(cells) <= set("▁▂"), (row.index, cells)

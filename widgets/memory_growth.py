@@ -28,13 +28,14 @@ from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 from textual_hires_canvas import Canvas
 from textual_plot import DurationFormatter, HiResMode, PlotWidget
 from textual_plot.plot_widget import Legend
 
 from probes.triage import Severity
 from widgets._format import SEVERITY_VARIABLE, mib, spark_values
+from widgets.thermal_panel import ScaledHistory
 
 LEAK_MARK = ("▲", "LEAK")
 OK_MARK = ("·", "ok")
@@ -48,6 +49,8 @@ NAME_WIDTH = 20
 USER_WIDTH = 10
 TREND_POINTS = 240
 """Points handed to each row's sparkline: more than any panel is wide."""
+TREND_MIN_SPAN_MIB = 1024.0
+"""The rows' shared scale is never narrower: a few MiB of allocator churn stays flat."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,15 @@ class MemoryGrowthView:
     selected_gpu: int | None = None
     """GPU index whose processes are listed (and whose line is drawn brightest)."""
     processes: tuple[ProcessMemory, ...] = ()
+
+    @property
+    def trend_span(self) -> float:
+        """MiB from the bottom to the top of every GPU row's trend: the largest change of
+        any GPU over the window, at least ``TREND_MIN_SPAN_MIB``.  Each row starts at its
+        own lowest point, so a leak rises by its growth while a steady row stays flat."""
+        spans = [max(v) - min(v) for g in self.gpus
+                 if (v := spark_values([p[1] for p in g.points]))]
+        return max([TREND_MIN_SPAN_MIB, *spans])
 
 
 # ---- pure formatting -----------------------------------------------------------------
@@ -407,25 +419,31 @@ class GrowthPlot(PlotWidget, can_focus=False):
 class GpuGrowthRow(Horizontal):
     """One GPU: its numbers, then its own trend sparkline in the remaining width."""
 
-    def __init__(self, g: GpuMemoryTrend, selected: bool) -> None:
+    def __init__(self, g: GpuMemoryTrend, selected: bool,
+                 span: float = TREND_MIN_SPAN_MIB) -> None:
         super().__init__(classes="mg-row")
         self.index = g.index
         self._shown: tuple[GpuMemoryTrend, bool] = (g, selected)
+        self._span = span
         self._ready = False
 
     def compose(self) -> ComposeResult:
         """Numbers and shape."""
         yield Static(classes="mg-stats")
-        yield Sparkline((), classes="mg-trend")
+        yield ScaledHistory(classes="mg-trend")
 
     def on_mount(self) -> None:
         """Show the GPU given at construction."""
         self._ready = True
         self._draw()
 
-    def show(self, g: GpuMemoryTrend, selected: bool) -> None:
-        """Display ``g``; a no-op when nothing about this row changed."""
-        if (g, selected) == self._shown and self._ready:
+    def show(self, g: GpuMemoryTrend, selected: bool, span: float | None = None) -> None:
+        """Display ``g`` (its trend ``span`` MiB tall, shared by the panel's rows); a no-op
+        when nothing about this row changed."""
+        rescaled = span is not None and span != self._span
+        if span is not None:
+            self._span = span
+        if (g, selected) == self._shown and self._ready and not rescaled:
             return
         self._shown = (g, selected)
         self._draw()
@@ -436,8 +454,13 @@ class GpuGrowthRow(Horizontal):
         g, selected = self._shown
         self.index = g.index
         self.query_one(".mg-stats", Static).update(gpu_line(g, selected))
-        self.query_one(Sparkline).data = spark_values(
-            bucket_means([p[1] for p in g.points], TREND_POINTS))
+        trend = self.query_one(ScaledHistory)
+        points = tuple(bucket_means(spark_values([p[1] for p in g.points]), TREND_POINTS))
+        low = min(points, default=0.0)
+        trend.scale = (low, low + self._span)
+        trend.points = points
+        trend.colour = ("$sev-critical" if g.gone else "$mem-rising" if g.leaking
+                        else "$chart-low")
         self.set_class(g.leaking, "-leak")
         self.set_class(selected, "-selected")
 
@@ -494,10 +517,11 @@ class MemoryGrowth(Vertical):
         rows = list(box.query_children(GpuGrowthRow))
         for row in rows[len(view.gpus):]:
             row.remove()
+        span = view.trend_span
         for row, g in zip(rows, view.gpus, strict=False):
-            row.show(g, g.index == view.selected_gpu)
+            row.show(g, g.index == view.selected_gpu, span)
         if len(view.gpus) > len(rows):
-            box.mount_all(GpuGrowthRow(g, g.index == view.selected_gpu)
+            box.mount_all(GpuGrowthRow(g, g.index == view.selected_gpu, span)
                           for g in view.gpus[len(rows):])
         self._layout()
 

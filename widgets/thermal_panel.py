@@ -265,8 +265,10 @@ class ThermalRow(Horizontal):
         self.set_class(g.throttled, "-throttled")
 
 
-class TempHistory(Widget):
-    """One GPU's temperature history on a scale shared with the other GPUs."""
+class ScaledHistory(Widget):
+    """A row's history as blocks on a scale the caller shares between rows, in one theme
+    variable's colour (the caller's verdict): unlike Textual's ``Sparkline``, which scales
+    each row to its own min and max, so noise on a steady row is drawn as a cliff."""
 
     points: reactive[tuple[float, ...]] = reactive((), init=False)
     scale: reactive[tuple[float, float]] = reactive((0.0, SCALE_MIN_SPAN), init=False)
@@ -277,6 +279,10 @@ class TempHistory(Widget):
         """Blocks as wide as the widget."""
         return Content.from_markup(f"[{self.colour}]$h[/]", h=history_text(
             self.points, self.scale, self.size.width))
+
+
+class TempHistory(ScaledHistory):
+    """One GPU's temperature history on a scale shared with the other GPUs."""
 
 
 class ThermalPanel(Vertical):
