@@ -438,3 +438,23 @@ class TestSimulatorScenarios:
     def test_healthy(self) -> None:
         first, h = agent_history("healthy", 720, 10)
         assert run_detectors("h", h, first) == []
+
+
+def test_onsets_hold_while_a_finding_stays_and_restart_when_it_comes_back() -> None:
+    from probes.analysis.detectors import keep_onsets
+
+    def leak(ts: float, gpu: int = 3) -> Finding:
+        return Finding(Step.GPU, "memory-leak", Severity.WARNING, "grows", "h", gpu=gpu, ts=ts)
+
+    onsets: dict[tuple[str, str, int | None, int | None], float] = {}
+    assert [f.ts for f in keep_onsets([leak(1000.0)], onsets)] == [1000.0]
+    # the fitted window slid: the detector now dates it later, its onset stays
+    assert [f.ts for f in keep_onsets([leak(1800.0), leak(1700.0, gpu=5)], onsets)] == [
+        1000.0, 1700.0]
+    # an earlier date (more history read) moves it back
+    assert [f.ts for f in keep_onsets([leak(900.0)], onsets)] == [900.0]
+    # gone (GPU5 too), then back: a new onset
+    assert keep_onsets([], onsets) == [] and onsets == {}
+    assert [f.ts for f in keep_onsets([leak(5000.0)], onsets)] == [5000.0]
+    undated = Finding(Step.GPU, "nvlink-down", Severity.WARNING, "x", "h", gpu=1)
+    assert keep_onsets([undated], onsets) == [undated]
