@@ -38,7 +38,7 @@ from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
-from tui.commands import WINDOWS, CommandError, parse_command, resolve_host
+from tui.commands import WINDOWS, CommandError, parse_command, resolve_host, window_note
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, HostItemReceived, ViewRequested
 from tui.palette import RigwatchCommands
@@ -505,8 +505,7 @@ class RigwatchApp(App[None]):
         elif name == "window":
             self.window_s = WINDOWS[arg]
             self.refresh_view()
-            span = "everything kept" if arg == "all" else f"the last {arg}"
-            self.say(f"chart window: {span} (the host screen's charts)")
+            self.say(window_note(arg))
         elif name in ("sort", "filter", "wall"):
             fleet = self._to_fleet()
             if name == "sort":

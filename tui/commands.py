@@ -39,6 +39,13 @@ WINDOWS = {"5m": 300.0, "1h": 3600.0, "6h": 6 * 3600.0, "24h": 86400.0, "all": 0
 """Chart windows by name; 0 means everything kept."""
 
 
+def window_note(span: str) -> str:
+    """What ``:window SPAN`` answers: the fleet screen has no chart, so say what was set
+    and where it shows."""
+    shown = "everything kept" if WINDOWS.get(span) == 0.0 else f"the last {span}"
+    return f"chart window: {shown} (the host screen's charts)"
+
+
 class CommandError(RigwatchError, ValueError):
     """A command line that cannot be run; the message says what would work."""
 
