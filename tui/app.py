@@ -60,6 +60,7 @@ MAX_TOASTS = 2
 NOTICE_S = 6.0
 """How long a notice stays on the status line (alerts and reports stay longer)."""
 ALERT_NOTICE_S = 15.0
+"""Alerts stay longer: the operator may be looking at another window when they arrive."""
 HELP_SCREENS: tuple[tuple[str, type[DOMNode]], ...] = (
     ("Fleet", FleetScreen), ("Wall (w)", FleetWall), ("Host", HostScreen),
     ("Triage (t)", TriageScreen), ("Preflight (p)", PreflightScreen))
@@ -155,7 +156,8 @@ class RigwatchApp(App[None]):
         self._notice_serial = 0
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        """Keep our stylesheet valid under Textual's built-in themes too."""
+        """Keep our stylesheet valid under any other theme (Textual's are unregistered, but
+        a theme set before that, or registered later, must not fail the stylesheet)."""
         return fallback_variables()
 
     def get_default_screen(self) -> FleetScreen:
