@@ -288,7 +288,6 @@ class ReplayBackend(BackendBase):
         for at, _n, first, opening in early[k:]:
             yield first, at, opening
 
-
     def _skip(self, kind: str, host: str, ts: float) -> bool:
         """Rows left out before they are decoded: recorded findings, openings played early
         (``ordered_items``), and samples in the thinned part of a far seek (one per host
