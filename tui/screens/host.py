@@ -102,6 +102,7 @@ class HostScreen(DataScreen):
         table = self.query_one(GpuTable)
         table.gpus = rows
         table.set_class(notice is not None, "-stale")
+        self.query_one("#host-body").set_class(notice is not None, "-stale")
         self.query_one(GoneGpus).rows = rows
         ctx = PanelContext(getattr(self.app, "window_s", 3600.0), self.selected_gpu)
         for p in HOST_PANELS:
