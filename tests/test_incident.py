@@ -228,3 +228,19 @@ def test_do_now_is_one_short_line_for_every_code() -> None:
     first = first_failure([leak])
     assert first is not None and not first.is_failure
     assert first.do_now == "checkpoint the job on gpu-a02 GPU3 before it runs out; find what grows"
+
+
+def test_nearest_fault_agrees_with_trying_every_fault() -> None:
+    import random
+
+    from probes.analysis.incident import _nearest_fault
+
+    rng = random.Random(19)
+    for _ in range(500):
+        times = [float(rng.randrange(0, 50)) for _ in range(rng.randrange(1, 8))]
+        faults = sorted((t, i) for i, t in enumerate(times))
+        starts = [t for t, _ in faults]
+        at, slack = float(rng.randrange(-10, 60)), float(rng.choice((0, 3, 120)))
+        eligible = [(t, i) for t, i in faults if t <= at + slack]
+        want = min(eligible, key=lambda fi: (abs(fi[0] - at), fi[1]))[1] if eligible else 0
+        assert _nearest_fault(faults, starts, at, slack) == want, (times, at, slack)

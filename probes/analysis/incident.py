@@ -10,6 +10,7 @@ communication error is what most hosts print.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,8 @@ DEFAULT_NCCL_TIMEOUT_S = 600.0
 SAME_EVENT_S = 300.0
 """Findings on one GPU this close to the root's onset are the root seen by another probe."""
 GPU_LOSS_CODES = frozenset({"xid", "gpu-fallen-off-bus", "gpu-lost", "gpu-dropout",
-                            "gpu-unresponsive", "pcie-aer", "rm-init-adapter-failed"})
+                            "gpu-unresponsive", "pcie-aer", "rm-init-adapter-failed",
+                            "gpu-count-short"})
 """One GPU going away, as the kernel log, the samples and the detectors each report it."""
 DOWN_CODES = frozenset({"host-unreachable", "host-auth-failed", "host-key-changed",
                         "host-key-refused", "agent-failed", "host-down", "host-stale",
@@ -224,19 +226,19 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0,
              and f.host == root.host]
     skip |= {id(f) for f in later}
     others: list[Finding] = []
+    named = {root.host}
     for f in sorted((f for f in events if id(f) not in skip and f.step in CAUSE_STEPS),
                     key=lambda f: (onset(f), f.xid is None, _step_index(f))):
-        if f.host != root.host and not any(o.host == f.host for o in others):
+        if f.host not in named:
+            named.add(f.host)
             others.append(f)
+    faults = sorted((onset(c), i) for i, c in enumerate((root, *others)))
+    starts = [t for t, _ in faults]
     for f in events:
         if (id(f) in skip or f.step in CAUSE_STEPS or (f.ts or 0.0) < root.ts
                 or _step_index(f) <= _step_index(root)):
             continue
-        # a symptom belongs to the fault nearest its onset (at most the slack after it):
-        # a host down for an hour did not hang a collective that began a second ago
-        by = min((c for c in (root, *others) if onset(c) <= onset(f) + slack_s),
-                 key=lambda c: abs(onset(c) - onset(f)), default=root)
-        if by is root:
+        if _nearest_fault(faults, starts, onset(f), slack_s) == 0:
             later.append(f)
     later_shown = sorted(all_on_console(later, clocks), key=lambda f: f.ts or 0.0)
     others_shown = all_on_console(others, clocks)
@@ -245,6 +247,21 @@ def first_failure(findings: Sequence[Finding], slack_s: float = 120.0,
                         headline_root(shown, later_shown, bool(causes), others_shown),
                         do_now(root), tuple(all_on_console(same, clocks)),
                         tuple(others_shown))
+
+
+def _nearest_fault(faults: list[tuple[float, int]], starts: list[float], at: float,
+                   slack_s: float) -> int:
+    """Which fault (by index; 0 is the root) a symptom that began ``at`` belongs to: the
+    one nearest in time, at most ``slack_s`` after it.  A host down for an hour did not
+    hang a collective that began a second ago; the GPU that died a second later did."""
+    i = bisect.bisect_right(starts, at + slack_s)
+    if i == 0:
+        return 0
+    j = bisect.bisect_right(starts, at)
+    near = [faults[j]] if j < i else []
+    if j > 0:  # every fault at the latest time before it: at a tie the root wins
+        near += faults[bisect.bisect_left(starts, starts[j - 1]):j]
+    return min(near, key=lambda fi: (abs(fi[0] - at), fi[1]))[1]
 
 
 def same_event(root: Finding, f: Finding) -> bool:
