@@ -41,10 +41,9 @@ def host_view(state: HostState) -> HostView:
     streaming = state.last is not None and not state.status.is_down
     # the word only: the reason in full is the host's finding, in this same step
     down = None if streaming else state.status.value
-    # a line from a job log proves it is followed, whatever the inventory's globs say
-    jobs = tuple(sorted({e.source[4:] for e in state.events if e.source.startswith("job:")}))
+    # a job-log finding also proves its log is followed (``incident.review`` counts it)
     return HostView(state.name, streaming, gpus, state.kernel_log_summary(),
-                    tuple(state.spec.logs) + jobs, expected_gpus=expected, down=down,
+                    tuple(state.spec.logs), expected_gpus=expected, down=down,
                     normal_topology=normal_topology(state.hello.topo_text)
                     if state.hello else None)
 
