@@ -24,9 +24,12 @@ def _clock(ts: float | None) -> str:
 def finding_block(f: Finding) -> list[Content]:
     """Time, severity, where, summary; then the lines before the evidence, the evidence line
     and the action, indented."""
+    where = describe(f)
+    if f.gpu is not None and (f"GPU{f.gpu} " in f.summary or f"GPU {f.gpu} " in f.summary):
+        where = where.removesuffix(f" GPU{f.gpu}")  # the summary names it already
     out = [Content.from_markup(
         f"$ts [bold {SEVERITY_VARIABLE[f.severity]}]$sev[/] [bold]$where[/] $summary$count",
-        ts=_clock(f.ts), sev=f"{f.severity.value:<8}", where=describe(f), summary=f.summary,
+        ts=_clock(f.ts), sev=f"{f.severity.value:<8}", where=where, summary=f.summary,
         count=f" (×{f.count})" if f.count > 1 else "")]
     for line in f.context:
         out.append(Content.from_markup("         [$text-dim]  $ln[/]", ln=line[:400]))
