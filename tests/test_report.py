@@ -229,4 +229,5 @@ def test_a_host_down_from_the_start_is_listed_without_facts(tmp_path: Path) -> N
     assert "- checked: nothing on gpu-c01 (unreachable)" in body
     # the Xid a minute later is its own fault, named, and its GPU is in the RMA list
     assert "Separate faults: Xid 79 on gpu-t01 GPU3" in body
+    assert [f["xid"] for f in data["first_failure"]["separate_faults"]] == [79]
     assert [(g["host"], g["gpu"]) for g in data["hardware"]] == [("gpu-t01", 3)]

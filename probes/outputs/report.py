@@ -116,6 +116,7 @@ class IncidentReport:
                 "do_now": self.first.do_now,
                 "critical": self.first.is_failure,
                 "same_event": [_finding_json(f) for f in self.first.same_event],
+                "separate_faults": [_finding_json(f) for f in self.first.others],
                 "consequences": len(self.first.consequences),
             },
             "hardware": [g.to_json() for g in self.hardware],
