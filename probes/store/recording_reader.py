@@ -153,6 +153,13 @@ class RecordingReader:
                                  (float("-inf") if since is None else since, until)).fetchone()
         return int(row[0])
 
+    def time_before(self, until: float, n: int) -> float | None:
+        """The ts of the ``n``-th item before ``until`` (counting back from it), None when
+        there are fewer: where a stretch of ``n`` items ending at ``until`` begins."""
+        row = self._conn.execute("SELECT ts FROM items WHERE ts < ? ORDER BY ts DESC "
+                                 "LIMIT 1 OFFSET ?", (until, max(0, n - 1))).fetchone()
+        return None if row is None else float(row[0])
+
     def next_time(self, kind: str, after_ts: float) -> float | None:
         """The ts of the first item of ``kind`` strictly after ``after_ts`` ("next finding")."""
         row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts > ? "

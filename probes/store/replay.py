@@ -11,12 +11,12 @@ A seek must show what playing straight through to the same instant shows: sticky
 everything before.  So a seek forward plays the items in between unpaced on top of what is
 on screen, and a seek back starts over from the recording's first item (``on_rewind``) and
 plays unpaced up to the target.  Both are exact; their cost is the items played (about
-0.1–0.7 ms each).  Only a seek that would play more than ``EXACT_SEEK_ITEMS`` (hours of a
-large fleet) thins the part more than ``SEEK_CONTEXT_S`` before its target to one sample per
-host per ``THIN_S``, every log line, hello and connect still played: sticky findings and
-their counts stay exact, onsets from samples may be up to ``THIN_S`` late, a soak
-detector's (a leak, sustained throttling) as late as the whole part's start, and the header
-says "approx. before HH:MM" until a seek replays exactly again.
+0.1-0.7 ms each).  Only a seek that would play more than ``EXACT_SEEK_ITEMS`` (hours of a
+large fleet) thins what lies more than ``SEEK_CONTEXT_S`` (or half that many items) before
+its target to one sample per host per ``THIN_S``; every log line, hello and connect is still
+played.  Sticky findings and their counts stay exact, onsets from samples may be up to
+``THIN_S`` late, a soak detector's (a leak, sustained throttling) as late as the start of
+the whole part, and the header says "approx. before HH:MM" until a seek is exact again.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ EXACT_SEEK_ITEMS = 30_000
 """The most items a seek plays one by one (tens of seconds on a slow machine); beyond, the
 far past is thinned (see the module's notes)."""
 SEEK_CONTEXT_S = 1800.0
-"""Before the target of a thinned seek, this much recording is still played whole."""
+"""Before the target of a thinned seek, this much recording is still played whole (less in a
+fleet whose last ``EXACT_SEEK_ITEMS // 2`` items span less)."""
 THIN_S = 60.0
 """One sample per host per this many seconds in the thinned part of a seek."""
 YIELD_EVERY = 500
@@ -250,7 +251,10 @@ class ReplayBackend(BackendBase):
         forward = self._emitted_ts is None or self._emitted_ts < target
         far = self.reader.count_between(self._emitted_ts if forward else None,
                                         target) > EXACT_SEEK_ITEMS
-        self._thin_until = target - SEEK_CONTEXT_S if far else None
+        self._thin_until = None
+        if far:  # the last SEEK_CONTEXT_S whole, or fewer items in a large fleet
+            whole_from = self.reader.time_before(target, EXACT_SEEK_ITEMS // 2)
+            self._thin_until = max(target - SEEK_CONTEXT_S, whole_from or self.start)
         self._kept = {}
         if far:
             self.approximate_before = self._thin_until
