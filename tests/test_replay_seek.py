@@ -265,6 +265,7 @@ async def test_a_far_seek_thins_the_far_past_and_says_so(demo: Path,
     same findings show, onsets off by less than THIN_S; the header says where it is approximate.
     """
     monkeypatch.setattr(replay_module, "EXACT_SEEK_ITEMS", 100)
+    monkeypatch.setattr(replay_module, "WHOLE_SEEK_ITEMS", 10_000)
     monkeypatch.setattr(replay_module, "SEEK_CONTEXT_S", 1200.0)
     monkeypatch.setattr(replay_module, "THIN_S", 300.0)
     target = TARGETS[4]
@@ -297,6 +298,18 @@ async def test_a_far_seek_thins_the_far_past_and_says_so(demo: Path,
         await replay.seek(TARGETS[2])  # back, and close enough to replay exactly: it says so
         replay.check(demo, TARGETS[2])
         assert "approx" not in replay.backend.position.describe()
+
+
+async def test_a_thinned_seek_plays_a_bounded_number_of_items_whole(
+        demo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a large fleet SEEK_CONTEXT_S holds too many items: WHOLE_SEEK_ITEMS bounds them."""
+    monkeypatch.setattr(replay_module, "EXACT_SEEK_ITEMS", 100)
+    monkeypatch.setattr(replay_module, "WHOLE_SEEK_ITEMS", 40)  # five demo minutes
+    async with Headless(demo) as replay:
+        await replay.seek(TARGETS[4])
+        before = replay.backend.approximate_before
+        assert before is not None and TARGETS[4] - 400.0 < before <= TARGETS[4] - 240.0
+        assert any(f.code == "xid" for f in replay.fleet.hosts["gpu-b02"].findings())
 
 
 async def test_a_backlog_stamped_before_its_hello_plays_after_it(tmp_path: Path) -> None:

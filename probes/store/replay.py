@@ -12,7 +12,7 @@ everything before.  So a seek forward plays the items in between unpaced on top 
 on screen, and a seek back starts over from the recording's first item (``on_rewind``) and
 plays unpaced up to the target.  Both are exact; their cost is the items played (about
 0.1-0.7 ms each).  Only a seek that would play more than ``EXACT_SEEK_ITEMS`` (hours of a
-large fleet) thins what lies more than ``SEEK_CONTEXT_S`` (or half that many items) before
+large fleet) thins what lies more than ``SEEK_CONTEXT_S`` (or ``WHOLE_SEEK_ITEMS``) before
 its target to one sample per host per ``THIN_S``; every log line, hello and connect is still
 played.  Sticky findings and their counts stay exact, onsets from samples may be up to
 ``THIN_S`` late, a soak detector's (a leak, sustained throttling) as late as the start of
@@ -46,7 +46,9 @@ EXACT_SEEK_ITEMS = 30_000
 far past is thinned (see the module's notes)."""
 SEEK_CONTEXT_S = 1800.0
 """Before the target of a thinned seek, this much recording is still played whole (less in a
-fleet whose last ``EXACT_SEEK_ITEMS // 2`` items span less)."""
+fleet whose last ``WHOLE_SEEK_ITEMS`` items span less)."""
+WHOLE_SEEK_ITEMS = EXACT_SEEK_ITEMS // 2
+"""The most items a thinned seek plays whole before its target."""
 THIN_S = 60.0
 """One sample per host per this many seconds in the thinned part of a seek."""
 YIELD_EVERY = 500
@@ -253,7 +255,7 @@ class ReplayBackend(BackendBase):
                                         target) > EXACT_SEEK_ITEMS
         self._thin_until = None
         if far:  # the last SEEK_CONTEXT_S whole, or fewer items in a large fleet
-            whole_from = self.reader.time_before(target, EXACT_SEEK_ITEMS // 2)
+            whole_from = self.reader.time_before(target, WHOLE_SEEK_ITEMS)
             self._thin_until = max(target - SEEK_CONTEXT_S, whole_from or self.start)
         self._kept = {}
         if far:
