@@ -21,7 +21,7 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.analysis.headline import headline
-from probes.analysis.judge import GpuJudgement, TempLevel, judge_gpus
+from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
@@ -306,7 +306,7 @@ class HostState:
     def judgements(self, found: list[Finding] | None = None) -> tuple[GpuJudgement, ...]:
         """Every GPU's verdicts from the newest sample and ``found`` (default: findings())."""
         return judge_gpus(self.last, self.hello, self.findings() if found is None else found,
-                          self.limits.detectors)
+                          self.limits.detectors, expected=self.spec.expect_gpus)
 
     def stale_limit_s(self) -> float:
         """Silence after which a streaming host reads stale."""
@@ -339,7 +339,7 @@ class HostState:
             status=self.status,
             stale_s=(now - self.last_seen) if self.status is HostStatus.STALE and self.last_seen
             else None,
-            gpus_ok=sum(1 for g in gpus if g.state.value == "ok"),
+            gpus_ok=gpus_present(judged),
             gpus_expected=expected,
             max_temp_c=max(temps) if temps else None,
             mem_used_pct=100.0 * used / total if total else None,

@@ -35,8 +35,10 @@ class Tmux:
                               text=True, check=True, timeout=10).stdout
 
     def start(self, command: str) -> None:
+        # the test runner leaves COLUMNS=80/LINES=24 in the process environment (not in
+        # os.environ), and the app would believe them over the pane's real size
         self.cmd("new-session", "-d", "-x", str(self.width), "-y", str(self.height),
-                 "-s", "t", command)
+                 "-s", "t", f"unset COLUMNS LINES; {command}")
 
     def screen(self) -> str:
         return self.cmd("capture-pane", "-p", "-t", "t")

@@ -242,7 +242,7 @@ class RigwatchApp(App[None]):
             return
         now = self._clock()
         findings = [f for s in self.fleet.hosts.values() for f in s.findings()]
-        raised = self.alerts.update(findings, now)
+        raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
             by_host.setdefault(alert.finding.host, []).append(alert)

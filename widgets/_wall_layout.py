@@ -21,9 +21,10 @@ SCALE = {"mem": (0.0, 100.0), "temp": (30.0, 90.0), "util": (0.0, 100.0)}
 """Value at the bottom and top of the ramp per metric (°C for temperature, else %)."""
 UNIT = {"mem": "%", "temp": "°C", "util": "%"}
 STATE_GLYPH = {GpuVerdict.OK: "•", GpuVerdict.HOT: "▲", GpuVerdict.THROTTLED: "↓",
-               GpuVerdict.LEAKING: "↑", GpuVerdict.LOST: "✗", GpuVerdict.UNRESPONSIVE: "?"}
+               GpuVerdict.LEAKING: "↑", GpuVerdict.LOST: "✗", GpuVerdict.UNRESPONSIVE: "?",
+               GpuVerdict.MISSING: "○"}
 """Per-GPU verdicts; in value metrics only those without a reading override the level."""
-NO_READING_STATES = frozenset({GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE})
+NO_READING_STATES = frozenset({GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE, GpuVerdict.MISSING})
 TEMP_STYLE = {TempLevel.HOT: "hot", TempLevel.WARM: "warm"}
 """A temperature cell's colour from the core's level (near this board's slowdown)."""
 HOST_GLYPH = {"stale": "~", "down": "×", "connecting": "·"}

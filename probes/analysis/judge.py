@@ -203,6 +203,9 @@ class GpuJudgement:
     link: Severity | None
     since: float | None = None
     """When a lost GPU went (agent time): the onset of its gpu-lost/gpu-dropout finding."""
+    answering: bool = True
+    """In the newest sample and reading: a GPU that fell off and came back answers, though
+    its verdict stays LOST until the finding is acknowledged."""
 
     @property
     def gone(self) -> bool:
@@ -218,7 +221,8 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
         slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
         temp_level(gpu.temp_c, slowdown_c, limits), temp_level(gpu.temp_mem_c, None, limits),
-        leak, link_shortfall(gpu, limits))
+        leak, link_shortfall(gpu, limits),
+        answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE))
 
 
 def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterable[Finding],
@@ -251,13 +255,14 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     if sample is not None:
         reported = (set(slowdown) | set(gone_at)) - seen
         out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
-                             TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)))
+                             TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)),
+                             answering=False)
                 for i in sorted(reported)]
         seen |= reported
     if expected is not None and sample is not None:
         free = (i for i in range(expected + len(seen)) if i not in seen)
         out += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (), TempLevel.UNKNOWN,
-                             TempLevel.UNKNOWN, None, None)
+                             TempLevel.UNKNOWN, None, None, answering=False)
                 for _ in range(max(0, expected - len(seen)))]
     return tuple(sorted(out, key=lambda j: j.index))
 
@@ -267,9 +272,8 @@ def _finite(ts: float | None) -> float | None:
 
 
 def gpus_present(judged: Iterable[GpuJudgement]) -> int:
-    """GPUs that answer: the ``7`` of the host header's ``7/8``."""
-    return sum(1 for j in judged if j.verdict not in (GpuVerdict.LOST, GpuVerdict.MISSING,
-                                                       GpuVerdict.UNRESPONSIVE))
+    """GPUs that answer now: the ``7`` of ``7/8`` on the host header and the fleet row."""
+    return sum(1 for j in judged if j.answering)
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ class TriageScreen(DataScreen):
                         timeout=15)
             return
         self.last_report = md
-        self.notify(f"{md} (and .json)", title="Report written", timeout=10, markup=False)
+        self.notify(f"{md} (and .json)", title="Report written", timeout=60, markup=False)
 
     def action_back(self) -> None:
         """Back to where triage was opened from."""

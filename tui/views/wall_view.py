@@ -39,7 +39,8 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
     samples = {g.index: g for g in state.last.gpus} if state.last else {}
     gpus = [WallGpu(_value(samples.get(j.index), metric), j.verdict, j.temp) for j in row.gpus]
     expected = row.gpus_expected or 0
-    gpus += [WallGpu(None, GpuVerdict.LOST)] * max(0, expected - len(gpus))  # off the bus
+    # before the first sample nothing is judged: the slots the inventory promises read missing
+    gpus += [WallGpu(None, GpuVerdict.MISSING)] * max(0, expected - len(gpus))
     return WallHost(state.name, state.spec.tags[0] if state.spec.tags else "",
                     _STATUS.get(row.status, "down"), tuple(gpus),
                     row.worst.value if row.worst else None, _note(row, state.down_reason))
