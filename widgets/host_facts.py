@@ -65,7 +65,7 @@ def ago(seconds: float) -> str:
 def stale_line(n: StaleNotice) -> Content:
     """``last seen 2 m ago · unreachable: … · next retry in 8 s`` (status-coloured)."""
     parts = [f"last seen {ago(n.last_seen_s)} ago" if n.last_seen_s is not None
-             else "never seen"]
+             else "never reached"]
     if n.reason:
         parts.append(n.reason)
     elif n.status == "stale":
@@ -73,8 +73,8 @@ def stale_line(n: StaleNotice) -> Content:
     if n.next_retry_s is not None:
         parts.append(f"next retry in {max(0.0, n.next_retry_s):.0f} s")
     variable = "$status-stale" if n.status == "stale" else "$status-down"
-    return Content.from_markup(f"[bold {variable}]$text[/]  [$text-dim]values below are old[/]",
-                               text=" · ".join(parts))
+    tail = "  [$text-dim]values below are old[/]" if n.last_seen_s is not None else ""
+    return Content.from_markup(f"[bold {variable}]$text[/]{tail}", text=" · ".join(parts))
 
 
 def fact_parts(facts: HostFacts, count: GpuCount | None = None) -> list[str]:

@@ -92,7 +92,7 @@ class HostScreen(DataScreen):
         facts.facts = state.hello.facts if state.hello else None
         facts.down_reason = state.down_reason
         facts.gpus = gpu_count(state)
-        notice = stale_notice(state, row, now)
+        notice = stale_notice(state, row)
         stale = self.query_one("#host-stale", Static)
         stale.display = notice is not None
         if notice is not None:

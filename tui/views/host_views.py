@@ -135,18 +135,15 @@ def top_findings(state: HostState) -> tuple[FindingLine, ...]:
     return tuple(lines)
 
 
-def stale_notice(state: HostState, row: FleetRow, now: float) -> StaleNotice | None:
+def stale_notice(state: HostState, row: FleetRow) -> StaleNotice | None:
     """Above the table when the values are old: how old, why, and when the next try is.
 
-    The fleet row's reason, age and retry are used when the core fills them; the host's
-    own last-seen time and down reason otherwise.
+    The age is the core's (of the last agent data: a retry's own failure is no sighting),
+    None for a host never reached; the host's down reason stands in when the row has none.
     """
     if row.status is not HostStatus.STALE and not row.status.is_down:
         return None
-    seen = row.last_seen_s
-    if seen is None and state.last_seen is not None:
-        seen = max(0.0, now - state.last_seen)
-    return StaleNotice(row.status.value, seen, row.reason or state.down_reason,
+    return StaleNotice(row.status.value, row.last_seen_s, row.reason or state.down_reason,
                        row.next_retry_s)
 
 
