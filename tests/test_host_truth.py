@@ -206,3 +206,21 @@ def test_gone_gpu_cells_and_lines() -> None:
     lines = [c.plain for c in gone_lines(rows)]
     assert lines[0].startswith("✗ GPU6 LOST gone since 22:23:20 · bus 00000000:BA:00.0")
     assert lines[1].startswith("✗ GPU7 MISSING")
+
+
+async def test_a_host_never_reached_says_so_not_last_seen() -> None:
+    """Its own failed retries are no sighting: no 'last seen 1 s ago', no 'old values'."""
+    clock = FrozenClock(T0)
+    reason = "connection refused by 127.0.0.1:22209 (sshd down or port closed)"
+    backend = FakeBackend([HostSpec("x-down", expect_gpus=8)],
+                          [("x-down", Disconnected(T0, reason, retry_in_s=30))])
+    app = make_app(backend, demo=True, clock=clock)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await backend.started.wait()
+        clock.now += 5
+        app.post_message(HostChosen("x-down"))
+        await wait_until(pilot, lambda: "never reached" in _screen_text(app))
+        line = next(x for x in _screen_text(app).splitlines() if "never reached" in x)
+        assert "connection refused" in line and "next retry in 25 s" in line, line
+        assert "last seen" not in _screen_text(app)
+        assert "values below are old" not in line

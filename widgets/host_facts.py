@@ -63,15 +63,16 @@ def ago(seconds: float) -> str:
 
 
 def stale_line(n: StaleNotice) -> Content:
-    """``last seen 2 m ago · unreachable: … · next retry in 8 s`` (status-coloured)."""
+    """``last seen 2 m ago · next retry in 8 s · unreachable: …`` (status-coloured): the
+    reason last, since it is the long part a narrow terminal cuts."""
     parts = [f"last seen {ago(n.last_seen_s)} ago" if n.last_seen_s is not None
              else "never reached"]
+    if n.next_retry_s is not None:
+        parts.append(f"next retry in {max(0.0, n.next_retry_s):.0f} s")
     if n.reason:
         parts.append(n.reason)
     elif n.status == "stale":
         parts.append("stale: no data from the agent")
-    if n.next_retry_s is not None:
-        parts.append(f"next retry in {max(0.0, n.next_retry_s):.0f} s")
     variable = "$status-stale" if n.status == "stale" else "$status-down"
     tail = "  [$text-dim]values below are old[/]" if n.last_seen_s is not None else ""
     return Content.from_markup(f"[bold {variable}]$text[/]{tail}", text=" · ".join(parts))
