@@ -1,0 +1,390 @@
+"""The real console against N stand-in hosts over real asyncssh, and the floor, in one run.
+
+Three processes besides this one, each measured from ``/proc`` (user+sys of the process
+and its descendants, so a console that shards work over collector processes is counted
+whole; RSS likewise summed):
+
+1. ``standin_server.py``: N fake hosts on a few loopback ports, each streaming lines the
+   agent's own simulator printed with the options the console sends (the wire format it
+   negotiates), re-stamped, at 1 Hz.  Host keys are in a known_hosts the console checks
+   strictly; the console logs in with its own key.
+2. The console: ``rigwatch --inventory inv.yaml --no-record`` through ``tui.cli.main``, with
+   ``App.run`` swapped for a headless ``run_test`` at 160x48 that drives keys (the backend,
+   the fleet state and the app are the real ones).  Measured: seconds from spawning it until
+   every host has a sample in its fleet state; CPU over a steady-state window with no keys;
+   RSS at the window's end; then key-to-repaint latency (``bench_ui``'s method: a ``Key``
+   sent as the driver does, until the first compositor refresh that shows it) on the fleet
+   screen (sort, wall) and on one host's screen (panels).
+3. The floor: a bare asyncssh client (one connection and exec session per host, the same
+   bootstrap command and source, ``orjson.loads`` of every line) against the same server,
+   over a window of the same length, after the console has exited.
+
+Host-samples are the sample lines the server sent in each window; ``ratio_to_floor`` is the
+console's CPU per host-sample over the floor's.
+
+    python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.support.sshd import free_port, keygen  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SIZE = (160, 48)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# ---- /proc -------------------------------------------------------------------------------
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    kids, out, todo = _children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user+sys, and of reaped children) of ``pid`` and its descendants."""
+    total = 0
+    for p in tree(pid):
+        try:
+            f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in f[11:15])
+    return total / TICK
+
+
+def tree_rss_mb(pid: int) -> float:
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+# ---- the console (child process) ---------------------------------------------------------
+
+async def _drive(app: Any, args: argparse.Namespace) -> None:
+    from tests.bench.bench_ui import Repaints, fleet_keys, host_keys, instrument, press
+    from tui.messages import HostChosen
+    from tui.screens.host import HostScreen
+
+    paints = Repaints()
+    instrument(app, paints)
+    loop = asyncio.get_running_loop()
+    async with app.run_test(size=SIZE) as pilot:
+        while any(h.last is None for h in app.fleet.hosts.values()):
+            await asyncio.sleep(0.02)
+        print(json.dumps({"event": "streaming", "t": time.monotonic(),
+                          "hosts": sum(h.last is not None for h in app.fleet.hosts.values())}),
+              flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)  # the CPU window is over
+        lat: dict[str, list[float]] = {"fleet": [], "host": []}
+
+        async def keys(screen: str, steps: list[tuple[str, Callable[[], bool]]]) -> None:
+            for i in range(args.presses):
+                await asyncio.sleep(args.gap)
+                key, shown = steps[i % len(steps)]
+                lat[screen].append(1000 * await press(app, paints, key, shown))
+
+        await keys("fleet", fleet_keys(app))
+        app.post_message(HostChosen(next(iter(app.fleet.hosts))))
+        while not isinstance(app.screen, HostScreen):
+            await asyncio.sleep(0.01)
+        await pilot.pause(0.3)
+        await keys("host", host_keys(app))
+        print(json.dumps({"event": "keys", "latency_ms": lat}), flush=True)
+        await app.action_quit()
+
+
+def console_child(args: argparse.Namespace) -> int:
+    """Run the real console's entry point with a headless, key-driving ``App.run``."""
+    from tui import cli
+    from tui.app import RigwatchApp
+
+    def run(self: RigwatchApp, *a: object, **kw: object) -> None:
+        asyncio.run(_drive(self, args))
+
+    RigwatchApp.run = run  # type: ignore[method-assign,assignment]
+    return cli.main(["--inventory", args.inventory, "--no-record"])
+
+
+# ---- the floor (child process) -----------------------------------------------------------
+
+async def floor_child_async(args: argparse.Namespace) -> None:
+    import asyncssh
+    import orjson
+
+    from probes.config.inventory import load_inventory
+    from probes.transport.bootstrap import bootstrap_command, shipped_source
+
+    specs = list(load_inventory(Path(args.inventory)).hosts)
+    lines = 0
+    streaming: set[str] = set()
+
+    class Reader(asyncssh.SSHClientSession[bytes]):
+        def __init__(self, name: str) -> None:
+            self.name, self.buf = name, b""
+
+        def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+            nonlocal lines
+            *done, self.buf = (self.buf + data).split(b"\n")
+            for ln in done:
+                orjson.loads(ln)
+                lines += 1
+            if done and self.name not in streaming:
+                streaming.add(self.name)
+
+    gate = asyncio.Semaphore(64)
+    conns: list[Any] = []
+
+    async def one(spec: Any) -> None:
+        o = spec.ssh
+        async with gate:
+            conn = await asyncssh.connect(
+                o.address, o.port, username=o.user, client_keys=[o.identity],
+                known_hosts=o.known_hosts, config=None,
+                encryption_algs=["aes256-gcm@openssh.com", "aes128-gcm@openssh.com"])
+        conns.append(conn)
+        agent_args = spec.agent_args()
+        src = shipped_source(agent_args)
+        chan, _ = await conn.create_session(lambda: Reader(spec.name), bootstrap_command(
+            spec.python or "python3", agent_args, len(src)), encoding=None)
+        chan.write(src)
+
+    await asyncio.gather(*(one(s) for s in specs))
+    while len(streaming) < len(specs):
+        await asyncio.sleep(0.02)
+    print(json.dumps({"event": "streaming", "t": time.monotonic(), "hosts": len(streaming)}),
+          flush=True)
+    await asyncio.Event().wait()
+
+
+# ---- the bench ---------------------------------------------------------------------------
+
+class Child:
+    """A child process speaking JSON lines on stdout; stdin lines tell it to go on."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.spawned = time.monotonic()
+        self.label = " ".join(argv[1:3])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=REPO)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def read(self, timeout: float) -> dict[str, Any]:
+        """The next JSON line (lines that are not JSON objects are passed over)."""
+        out: IO[str] | None = self.proc.stdout
+        assert out is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = out.readline()
+            if not line:
+                raise RuntimeError(f"{self.label} exited ({self.proc.wait()})")
+            if line.startswith("{"):
+                got: dict[str, Any] = json.loads(line)
+                return got
+        raise TimeoutError(f"{self.label}: nothing within {timeout} s")
+
+    def say(self, line: str = "go") -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def write_fleet(root: Path, hosts: int, ports: list[int], host_key: Path,
+                client: Path) -> Path:
+    """known_hosts for every port and an inventory spreading the hosts over the ports."""
+    pub = Path(f"{host_key}.pub").read_text().split()
+    known = root / "known_hosts"
+    known.write_text("".join(f"[127.0.0.1]:{p} {pub[0]} {pub[1]}\n" for p in ports))
+    groups = {f"port{k}": {"address": "127.0.0.1", "port": p,
+                           "hosts": [f"h{i:04d}" for i in range(k, hosts, len(ports))]}
+              for k, p in enumerate(ports)}
+    inv = {"defaults": {"user": "root", "identity": str(client), "known_hosts": str(known),
+                        "host_key_checking": "strict", "interval": 1},
+           "groups": groups}
+    path = root / "inventory.yaml"
+    path.write_text(json.dumps(inv, indent=1))  # JSON is YAML
+    return path
+
+
+def window(pid: int, server: Child, seconds: float) -> dict[str, float]:
+    """CPU of ``pid``'s tree and samples the server sent over ``seconds``; RSS at the end."""
+    server.say("stat")
+    sent0 = server.read(10)["sent"]
+    cpu0, t0 = tree_cpu(pid), time.monotonic()
+    rss = [tree_rss_mb(pid)]
+    while time.monotonic() - t0 < seconds:
+        time.sleep(min(1.0, seconds - (time.monotonic() - t0)))
+        rss.append(tree_rss_mb(pid))
+    cpu, wall = tree_cpu(pid) - cpu0, time.monotonic() - t0
+    server.say("stat")
+    samples = server.read(10)["sent"] - sent0
+    return {"cpu_pct": round(100 * cpu / wall, 2), "host_samples": samples,
+            "samples_per_s": round(samples / wall, 1),
+            "cpu_us_per_sample": round(1e6 * cpu / max(samples, 1), 1),
+            "rss_mb": round(rss[-1], 1), "rss_mb_start": round(rss[0], 1)}
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))] if s else float("nan")
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="rw-fleet-"))
+    client, host_key = root / "client", root / "host_ed25519"
+    keygen(client)
+    keygen(host_key)
+    ports = [free_port() for _ in range(args.ports)]
+    inv = write_fleet(root, args.hosts, ports, host_key, client)
+    from probes.config.inventory import load_inventory
+    agent_args = next(iter(load_inventory(inv).hosts)).agent_args()
+    py = sys.executable
+    env = dict(os.environ, HOME=str(root), XDG_CONFIG_HOME=str(root / "config"),
+               XDG_DATA_HOME=str(root / "data"), XDG_STATE_HOME=str(root / "state"))
+    server = Child([py, str(HERE / "standin_server.py"), "--ports", ",".join(map(str, ports)),
+                    "--host-key", str(host_key), "--client-pub", f"{client}.pub",
+                    "--templates", str(args.templates), "--count", str(args.count),
+                    "--args-json", json.dumps(agent_args)])
+    out: dict[str, Any] = {"bench": "fleet", "hosts": args.hosts, "date": time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.machine(),
+        "cores": os.cpu_count(), "python": sys.version.split()[0], "ports": len(ports),
+        "seconds": args.seconds, "agent_args": agent_args, "quick": args.quick}
+    children: list[Child] = [server]
+    try:
+        assert server.proc.stdout is not None
+        while server.proc.stdout.readline().strip() != "ready":
+            if server.proc.poll() is not None:
+                raise RuntimeError("stand-in server failed")
+        me = [py, str(Path(__file__).resolve()), "--inventory", str(inv),
+              "--presses", str(args.presses), "--gap", str(args.gap)]
+        console = Child([*me, "--console-child"], env)
+        children.append(console)
+        ev = console.read(args.start_timeout)
+        out["all_streaming_s"] = round(ev["t"] - console.spawned, 2)
+        out["hosts_streaming"] = ev["hosts"]
+        time.sleep(args.settle)
+        out["console"] = window(console.pid, server, args.seconds)
+        console.say()
+        lat = console.read(120)["latency_ms"]
+        console.proc.wait(timeout=30)
+        allk = lat["fleet"] + lat["host"]
+        out["keys"] = {s: {"presses": len(v), "p50_ms": round(statistics.median(v), 1),
+                           "p95_ms": round(pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
+                       for s, v in lat.items() if v}
+        floor = Child([*me, "--floor-child"])
+        children.append(floor)
+        ev = floor.read(args.start_timeout)
+        out["floor_all_streaming_s"] = round(ev["t"] - floor.spawned, 2)
+        out["floor_hosts_streaming"] = ev["hosts"]
+        time.sleep(args.settle)
+        out["floor"] = window(floor.pid, server, args.seconds)
+        server.say("stat")
+        out["server"] = server.read(10)
+    finally:
+        for c in reversed(children):
+            c.stop()
+    c, f = out["console"], out["floor"]
+    out.update({
+        "console_cpu_pct": c["cpu_pct"], "rss_mb": c["rss_mb"], "floor_cpu_pct": f["cpu_pct"],
+        "ratio_to_floor": round(c["cpu_us_per_sample"] / max(f["cpu_us_per_sample"], 1e-3), 2),
+        "key_p95_ms": round(pct(allk, 0.95), 1)})
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--hosts", type=int, default=None)
+    p.add_argument("--seconds", type=float, default=None, help="each measured window")
+    p.add_argument("--json", action="store_true",
+                   help="print the JSON object only (else a summary line follows it)")
+    p.add_argument("--quick", action="store_true", help="64 hosts, a few seconds")
+    p.add_argument("--ports", type=int, default=8)
+    p.add_argument("--templates", type=int, default=None)
+    p.add_argument("--count", type=int, default=None, help="samples per template")
+    p.add_argument("--presses", type=int, default=None, help="keys per screen")
+    p.add_argument("--gap", type=float, default=None, help="seconds between keys")
+    p.add_argument("--settle", type=float, default=None)
+    p.add_argument("--start-timeout", type=float, default=600.0)
+    p.add_argument("--inventory", help=argparse.SUPPRESS)
+    p.add_argument("--console-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.console_child:
+        return console_child(args)
+    if args.floor_child:
+        asyncio.run(floor_child_async(args))
+        return 0
+    q = args.quick
+    args.hosts = args.hosts or 64 if q else args.hosts or 256
+    args.seconds = args.seconds or (2.0 if q else 20.0)
+    args.templates = args.templates or (4 if q else 16)
+    args.count = args.count or (30 if q else 120)
+    args.presses = args.presses or (4 if q else 20)
+    args.gap = args.gap if args.gap is not None else (0.1 if q else 0.5)
+    args.settle = args.settle if args.settle is not None else (0.5 if q else 5.0)
+    args.ports = min(args.ports, args.hosts)
+    out = run_bench(args)
+    print(json.dumps(out))
+    if not args.json:
+        print(f"fleet: {out['hosts']} hosts streaming after {out['all_streaming_s']} s "
+              f"(floor {out['floor_all_streaming_s']} s); console {out['console_cpu_pct']} % "
+              f"of a core, {out['rss_mb']} MB; floor {out['floor_cpu_pct']} %; "
+              f"{out['ratio_to_floor']}x the floor per host-sample; key p95 "
+              f"{out['key_p95_ms']} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
