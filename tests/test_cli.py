@@ -97,3 +97,26 @@ def test_unknown_theme_is_a_usage_error() -> None:
     assert proc.returncode == 2
     assert "unknown theme 'no-such-theme'" in proc.stderr
     assert "rigwatch-high-contrast" in proc.stderr
+
+
+def test_replay_without_a_file_lists_each_recording_with_its_span() -> None:
+    """Start, end, length and hosts per recording, newest first; a damaged file is one line
+    naming it, and the listing goes on."""
+    from probes.config.fleet import HostSpec
+    from probes.store.recording import Recorder, default_directory
+    from probes.wire.events import Connected, Disconnected
+
+    day = 1_764_720_000.0  # 2025-12-03 00:00:00 UTC
+    folder = default_directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    with Recorder(folder / "night.sqlite3", "k", ["gpu-a", "gpu-b"]) as rec:
+        rec.describe_hosts([HostSpec("gpu-a"), HostSpec("gpu-b")])
+        rec.record("gpu-a", day, Connected(day))
+        rec.record("gpu-b", day + 3600, Disconnected(day + 3600, "agent exited"))
+    (folder / "bad.sqlite3").write_bytes(b"not a database, a truncated copy")
+    proc = rigwatch("replay")
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "night.sqlite3" in x)
+    assert "2025-12-03 00:00:00" in line and "2025-12-03 01:00:00" in line, line
+    assert " 1 h " in f" {line} " and " 2 " in f" {line} ", line
+    assert "bad.sqlite3" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -183,10 +183,9 @@ def _run_replay(args: argparse.Namespace) -> int:
     from tui.glyphs import wants_ascii
 
     if args.file is None:
-        files = sorted(default_directory().glob("*.sqlite3"), reverse=True)
-        for f in files:
-            print(f)
-        print(f"{len(files)} recordings in {default_directory()}", file=sys.stderr)
+        from probes.store.catalog import write_listing
+
+        write_listing(default_directory(), sys.stdout, sys.stderr)
         return 0
     try:
         backend = ReplayBackend(args.file, speed=args.speed)
