@@ -19,6 +19,7 @@ except ImportError:  # the console still works on the standard library, only slo
     _orjson = None  # type: ignore[assignment]
 
 from probes.errors import ProtocolError
+from probes.wire import structs
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.samples import (
     AgentMessage,
@@ -176,6 +177,13 @@ def decode_line(line: bytes | str) -> AgentMessage:
         UnknownMessageType: valid JSON object with a ``type`` we do not know.
         ProtocolError: not JSON, not an object, or a known type with unusable fields.
     """
+    if type(line) is bytes and line.startswith(b'{"type":"sample"'):
+        try:  # the one-pass path for a clean line; anything it refuses is judged below
+            if not may_need_cleaning(line):
+                check_depth(line)
+                return structs.decode_sample(line)
+        except Exception:  # the checked path below decides
+            pass
     obj, finite = _loads(line)
     if may_need_cleaning(line if isinstance(line, bytes) else line.encode("utf-8", "replace")):
         obj = clean_json(obj, _BLOCK_KEYS)  # raises TooDeep, a ProtocolError
