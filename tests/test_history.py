@@ -62,10 +62,16 @@ def util_series(values: dict[int, float],
     return make
 
 
+
+CLASSIC = (Tier(1.0, 2 * 3600.0), Tier(15.0, 12 * 3600.0), Tier(300.0, 30 * 86400.0))
+"""The first layout (raw 2 h, 15 s for 12 h): the tier mechanics below are pinned to it, so
+they do not move with ``DEFAULT_TIERS`` (whose spans ``test_history_budget.py`` checks)."""
+
+
 class TestRawAndLatest:
     def test_raw_points_come_back_as_given_at_any_interval(self) -> None:
         for interval in (1.0, 10.0, 0.5):
-            h = HostHistory()
+            h = HostHistory(CLASSIC)
             vals = [float(v % 90) for v in range(100)]
             feed(h, 100 * interval, interval, util_series(dict(enumerate(vals))))
             s = h.series(gpu_key(0, "util_pct"))
@@ -142,7 +148,7 @@ class TestRawAndLatest:
 
 class TestTiers:
     def test_a_spike_survives_downsampling(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         spike_at = 600
         feed(h, 3 * 3600, 1.0, util_series({spike_at: 100.0}, default=20.0))
         s = h.series(gpu_key(0, "util_pct"))
@@ -159,7 +165,7 @@ class TestTiers:
         assert sum(p.n for p in merged) == 3 * 3600
 
     def test_stitched_query_is_coarse_then_fine_without_overlap(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         feed(h, 3 * 3600)
         s = h.series(host_key("cpu_pct"))
         assert s is not None
@@ -174,7 +180,7 @@ class TestTiers:
         assert pts[0].t <= T0
 
     def test_finest_tier_covering_since_is_used(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         feed(h, 3 * 3600)
         s = h.series(host_key("cpu_pct"))
         assert s is not None
@@ -182,7 +188,7 @@ class TestTiers:
         assert len(recent) == 600 and all(p.n == 1 for p in recent)
 
     def test_max_points_prefers_a_coarse_tier_and_keeps_the_tail(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         feed(h, 3 * 3600)
         s = h.series(host_key("cpu_pct"))
         assert s is not None
@@ -213,7 +219,7 @@ class TestTiers:
         assert pts[0].n == 30
 
     def test_ten_second_samples_fill_fifteen_second_buckets(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         feed(h, 4 * 3600, 10.0)
         s = h.series(host_key("cpu_pct"))
         assert s is not None
@@ -227,7 +233,7 @@ class TestTiers:
             HostHistory(())
         with pytest.raises(ValueError):
             HostHistory((Tier(1, 60), Tier(15, 1000)))
-        assert DEFAULT_TIERS[1] == Tier(15.0, 12 * 3600.0)
+        assert [t.resolution_s for t in DEFAULT_TIERS] == [1.0, 15.0, 60.0, 300.0]
 
     def test_single_tier_works(self) -> None:
         h = HostHistory((Tier(1.0, 100.0),))
@@ -238,7 +244,7 @@ class TestTiers:
         assert 100 <= len(pts) <= 100 + STAGE_MAX + 1
 
     def test_partial_bucket_counts(self) -> None:
-        h = HostHistory()
+        h = HostHistory(CLASSIC)
         base = gpus(1)[0]
 
         def make(t: float, i: int) -> HostSample:

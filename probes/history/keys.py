@@ -48,11 +48,14 @@ REASON_OTHER = 0x8000
 STATE_CODES = {GpuState.OK: 0, GpuState.UNKNOWN: 1, GpuState.UNRESPONSIVE: 2, GpuState.LOST: 3}
 """A GPU's state as the number its step series holds."""
 
+MIB16 = Codec("H", 1 / 16)
+"""MiB in 16 MiB steps, up to 1 TiB: a bucket's memory, where a leak shows as hundreds of
+MiB an hour (the raw tier keeps float32)."""
 COARSE_CODECS: Mapping[GpuField | HostField | DiskField | ProcField, Codec] = {
-    "mem_used_mib": F32, "util_pct": PCT, "temp_c": PCT, "power_w": Codec("H", 10.0),
+    "mem_used_mib": MIB16, "util_pct": PCT, "temp_c": PCT, "power_w": Codec("H", 10.0),
     "sm_clock_mhz": Codec("H", 1.0), "cpu_pct": PCT, "mem_used_bytes": F32,
     "swap_in_pages_s": HALF, "swap_out_pages_s": HALF, "gpu_count": Codec("B", 1.0),
-    "util": PCT, "await": HALF, "aqu_sz": HALF, "used_mib": F32}
+    "util": PCT, "await": HALF, "aqu_sz": HALF, "used_mib": MIB16}
 """How each dense field is stored in the bucket tiers (lo, hi, mean)."""
 RAW_F32 = frozenset({"mem_used_mib", "mem_used_bytes", "used_mib"})
 """Raw series that need float32's range; the others are half precision."""

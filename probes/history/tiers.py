@@ -18,15 +18,17 @@ from probes.history.storage import NAN, Codec, Columns, Ring, Tier
 BUCKET_BATCH = 10
 """Tier-1 buckets written at a time (at most; a divisor of a tier-2 bucket)."""
 
-DEFAULT_TIERS: tuple[Tier, ...] = (Tier(1.0, 2 * 3600.0), Tier(15.0, 12 * 3600.0),
-                                   Tier(300.0, 30 * 86400.0))
-"""Raw for 2 h, 15 s buckets for 12 h, 5 min buckets for 30 days.
+DEFAULT_TIERS: tuple[Tier, ...] = (Tier(1.0, 900.0), Tier(15.0, 4000.0), Tier(60.0, 23400.0),
+                                   Tier(300.0, 90000.0))
+"""Raw for 15 min, 15 s buckets for 66 min, 1 min for 6.5 h, 5 min for 25 h.
 
-Each tier is as long as a chart needs it: the 6 h window on a 160-column terminal draws a
-point per 67 s, which needs the 15 s buckets, while the 24 h window draws one per 270 s,
-which the 5 min buckets match.  The 15 s tier is most of a soak's memory (about 1.3 MB an
-8-GPU host for 12 h, ``bench_memory_soak.py``); at two days, as first built, a 64-host
-console still grew by 7 MB an hour at 24 h, on its way to about 550 MB."""
+Each tier is as long as a reader needs it, and no longer (the recording keeps the detail):
+the detectors' windows of up to 10 min read raw or 15 s points; the leak's hour (40 bins)
+and the 1 h chart (240 points, 15 s apart) read the 15 s tier; the 6 h chart (90 s a point)
+the 1 min tier; the 24 h chart (360 s a point) the 5 min tier.  A full 8-GPU host costs
+about 0.5 MB, so 1024 hosts hold a day in well under 1 GB (``bench_memory_soak.py
+--history-only``); the first layout (raw 2 h, 15 s for 12 h, 5 min for 30 days) cost
+2.6 MB a host-day and 3.6 MB at 30 days."""
 
 
 Stat = tuple[float, float, float, int]
@@ -75,12 +77,17 @@ class TierSet:
         """Seconds of tier-1 buckets built at a time."""
 
     def _batch_seconds(self) -> float:
+        """A whole number of tier-2 buckets when they are short (up to ``BUCKET_BATCH``
+        tier-1 buckets), else the largest divisor of one: a batch never splits a tier-1
+        bucket and closes tier-2 buckets as soon as they end."""
         if len(self.tiers) < 2:
             return 0.0
         res1 = self.tiers[1].resolution_s
         if len(self.tiers) < 3:
             return res1 * BUCKET_BATCH
         per = round(self.tiers[2].resolution_s / res1)
+        if per <= BUCKET_BATCH:
+            return res1 * per * (BUCKET_BATCH // per)
         k = max(d for d in range(1, BUCKET_BATCH + 1) if per % d == 0)
         return res1 * k
 
