@@ -102,7 +102,7 @@ class TestRawAndLatest:
     def test_unknown_key_is_none(self) -> None:
         h = HostHistory()
         feed(h, 5)
-        assert h.series("gpu/9/util_pct") is None
+        assert h.series(gpu_key(9, "util_pct")) is None
         assert h.series(gpu_key(0, "util_pct")) is not None
 
     def test_missing_values_are_skipped_not_zero(self) -> None:
