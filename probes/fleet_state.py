@@ -151,6 +151,11 @@ class HostState:
     data_seen: float | None = None
     """Console wall time of the newest message from the agent itself (not the session's
     own connect and disconnect items): what "last seen" means."""
+    changes: int = 0
+    """Items folded so far: what a cached row or finding list was computed at."""
+    _found: tuple[int, HostStatus, list[Finding]] | None = field(
+        default=None, repr=False, compare=False)
+    """``findings()`` as of (``changes``, status): they change with nothing else."""
 
     @property
     def name(self) -> str:
@@ -159,6 +164,7 @@ class HostState:
 
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
+        self.changes += 1
         was_stale = self.status is HostStatus.STALE
         self.last_seen = now
         if not isinstance(item, (Connected, Disconnected)):
@@ -291,7 +297,19 @@ class HostState:
         return []
 
     def findings(self) -> list[Finding]:
-        """Current and sticky findings, worst first, one per incident."""
+        """Current and sticky findings, worst first, one per incident.
+
+        Kept until the next item or status change: every tick asks for every host's (rows,
+        alerts), and at a thousand hosts merging them again each time is most of a tick.
+        """
+        cached = self._found
+        if cached is not None and cached[0] == self.changes and cached[1] is self.status:
+            return list(cached[2])
+        found = self._merged_findings()
+        self._found = (self.changes, self.status, found)
+        return list(found)
+
+    def _merged_findings(self) -> list[Finding]:
         self.scan_logs()
         merged = {f.key: f for f in self.reachability()}
         merged.update({f.key: f for f in self.layout})
@@ -388,8 +406,32 @@ def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:
             levels.count(Severity.INFO))
 
 
+def _timeless(row: FleetRow) -> bool:
+    """Whether nothing in ``row`` changes with the clock alone (a streaming host's row)."""
+    return (row.status is not HostStatus.STALE and row.stale_s is None
+            and row.last_seen_s is None and row.next_retry_s is None)
+
+
+def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
+    """``row`` with its age-dependent fields as of ``now``; the rest cannot have changed
+    while the host's items and status did not."""
+    return replace(
+        row,
+        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
+        else None,
+        reason=host._reason(now),
+        last_seen_s=host._last_seen_s(now),
+        next_retry_s=host._next_retry_s(now))
+
+
 class FleetState:
-    """All hosts, in inventory order."""
+    """All hosts, in inventory order.
+
+    Rows are kept per host and computed again only when the host folded an item or its
+    status moved (stale); a down or stale host's ages are re-stamped on the kept row.  At a
+    thousand hosts a redraw, a key press or a burst of connects then costs the hosts that
+    changed, not the whole fleet.
+    """
 
     def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None,
                  preflight: PreflightLimits | None = None) -> None:
@@ -401,6 +443,16 @@ class FleetState:
             for s in specs}
         self._version = 0
         self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
+        self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
+        self._kept: dict[str, tuple[int, HostStatus, FleetRow]] = {}
+        """Each host's row as of (its ``changes``, its status)."""
+        self.row_builds = 0
+        """Rows computed in full so far (tests and benches count them)."""
+
+    @property
+    def version(self) -> int:
+        """Items folded so far: the view is unchanged while it and the clock are."""
+        return self._version
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
@@ -409,6 +461,18 @@ class FleetState:
             state.apply(item, now)
             self._version += 1
 
+    def row(self, host: HostState, now: float) -> FleetRow:
+        """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
+        host.refresh_status(now)
+        kept = self._kept.get(host.name)
+        if kept is not None and kept[0] == host.changes and kept[1] is host.status:
+            row = kept[2]
+            return row if _timeless(row) else _retimed(host, row, now)
+        row = host.row(now)
+        self.row_builds += 1
+        self._kept[host.name] = (host.changes, host.status, row)
+        return row
+
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
 
@@ -416,11 +480,14 @@ class FleetState:
         """
         key = (now, self._version)
         if self._rows is None or self._rows[0] != key:
-            self._rows = (key, [h.row(now) for h in self.hosts.values()])
+            self._rows = (key, [self.row(h, now) for h in self.hosts.values()])
         return self._rows[1]
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
+        key = (now, self._version)
+        if self._totals is not None and self._totals[0] == key:
+            return dict(self._totals[1])
         out = {s.value: 0 for s in HostStatus}
         out.update({s.value: 0 for s in Severity})
         out["gpus"] = 0
@@ -432,4 +499,5 @@ class FleetState:
             for sev, n in zip((Severity.CRITICAL, Severity.WARNING, Severity.INFO),
                               row.by_severity, strict=True):
                 out[sev.value] += n
-        return out
+        self._totals = (key, out)
+        return dict(out)

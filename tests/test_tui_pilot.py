@@ -25,7 +25,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import RigwatchApp, make_app
-from tui.messages import HostChosen, HostItemReceived
+from tui.messages import HostChosen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
@@ -77,8 +77,9 @@ async def test_fleet_screen_lists_every_host(
         assert "3/3 streaming" in header
         assert "24 GPUs" in header
         assert "1 critical" in header
-    received = [m for m in messages if isinstance(m, HostItemReceived)]
-    assert len(received) == len(fleet_items())
+    # every item was folded, in order, and none of them cost a Textual message
+    assert sum(h.changes for h in app.fleet.hosts.values()) == len(fleet_items())
+    assert not [m for m in messages if getattr(m, "item", None) is not None]
 
 
 async def test_cursor_stays_on_host_without_rebuilding(

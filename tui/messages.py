@@ -1,8 +1,7 @@
 """App-level messages: what happened, in the past tense.
 
-``HostItemReceived`` deliberately does not override ``can_replace``: a hello, a log
-event or a disconnect must never be dropped.  The app folds every item into its
-``FleetState`` at once and redraws on a timer, which coalesces samples instead.
+Session items are not messages: the app folds each into its ``FleetState`` as it is
+emitted (``RigwatchApp.fold``) and redraws on a timer, which coalesces samples.
 """
 
 from __future__ import annotations
@@ -10,16 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
-
-from probes.wire.events import SessionItem
-
-
-@dataclass
-class HostItemReceived(Message, bubble=False):
-    """A host's session produced an item (hello, sample, event, connect, disconnect)."""
-
-    host: str
-    item: SessionItem
 
 
 @dataclass

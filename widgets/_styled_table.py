@@ -17,7 +17,7 @@ from rich.text import Text
 from textual import events
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, ColumnKey, RowKey
+from textual.widgets.data_table import CellKey, ColumnKey, RowDoesNotExist, RowKey
 
 Cell = tuple[str, str | None]
 """Display text and the component class (``cell--…``) that colours it, if any."""
@@ -75,6 +75,8 @@ class StyledTable(DataTable[Text]):
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
         self._rendered: dict[tuple[object, ...], _Lines] = {}
         """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
+        self.table_writes = 0
+        """Syncs that changed a cell (tests count them)."""
 
     def on_mount(self) -> None:
         """Create the columns and follow theme changes."""
@@ -116,6 +118,19 @@ class StyledTable(DataTable[Text]):
         if col.width is None:
             self._updated_cells.add(CellKey(row_key, column_key))
             self._require_update_dimensions = True
+
+    def _any_visible(self, keys: list[str]) -> bool:
+        """Whether any of these rows is on screen (rows are one line high)."""
+        top = int(self.scroll_y)
+        bottom = top + self.size.height
+        for key in keys:
+            try:
+                index = self.get_row_index(key)
+            except RowDoesNotExist:
+                continue
+            if top - 1 <= index <= bottom:
+                return True
+        return False
 
     def _ordered_keys(self) -> list[str]:
         """The rows' keys in display order (``self.rows`` is in insertion order)."""
@@ -193,22 +208,26 @@ class StyledTable(DataTable[Text]):
                 self.remove_row(key)
                 self._cells.pop(key, None)
         present = {key for key in current if key in keep}
-        written = False
+        written: list[str] = []
         for key, cells in rows:
             old = self._cells.get(key)
             if old is None and key in present:
                 old = ()  # on the table but forgotten (a restyle): rewrite every cell
             if old is None:
                 self.add_row(*(self._text(cells[i], col) for i, col in self._shown), key=key)
-            elif old != cells:
+            elif old is not cells and old != cells:
                 for i, col in self._shown:
                     if not old or cells[i] != old[i]:
                         self._write_cell(key, col, self._text(cells[i], col))
-                        written = True
+                written.append(key)
             self._cells[key] = cells
         if written:
+            # every row's cached lines are stale, but only rows on screen need a repaint:
+            # the others are drawn from the new data when scrolled to
             self._update_count += 1
-            self.refresh()
+            self.table_writes += 1
+            if self._any_visible(written):
+                self.refresh()
         if self._ordered_keys() != wanted:
             self._reorder(wanted)
         if cursor in self._cells:

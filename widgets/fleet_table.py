@@ -131,13 +131,35 @@ class FleetTable(StyledTable):
     hosts: reactive[tuple[FleetLine, ...]] = reactive((), init=False)
     """One line per host in inventory order, replaced as a whole on every refresh."""
 
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._formatted: dict[str, tuple[FleetRow, str | None, tuple[Cell, ...]]] = {}
+        """Each host's cells and the row they were formatted from: the fleet state hands
+        back the same row object while the host is unchanged."""
+        self.cells_formatted = 0
+        """Rows formatted so far (tests count them)."""
+
     def watch_hosts(self) -> None:
         """Write the new rows into the table."""
         self.sync_rows(self.keyed_rows())
 
     def keyed_rows(self) -> list[KeyedRow]:
-        """One row per host, keyed by host name."""
-        return [(line.row.name, self.cells(line)) for line in self.hosts]
+        """One row per host, keyed by host name; unchanged rows keep their cells."""
+        out: list[KeyedRow] = []
+        kept = self._formatted
+        fresh: dict[str, tuple[FleetRow, str | None, tuple[Cell, ...]]] = {}
+        for line in self.hosts:
+            name = line.row.name
+            was = kept.get(name)
+            if was is not None and was[0] is line.row and was[1] == line.down_reason:
+                cells = was[2]
+            else:
+                cells = self.cells(line)
+                self.cells_formatted += 1
+            fresh[name] = (line.row, line.down_reason, cells)
+            out.append((name, cells))
+        self._formatted = fresh
+        return out
 
     def line_at_cursor(self) -> FleetLine | None:
         """The host line under the cursor, if any."""
