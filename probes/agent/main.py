@@ -14,7 +14,16 @@ import time
 from .commands import exit_now
 from .kernel_log import KERNEL_LOG_MODES, KERNEL_LOOKBACK_LINES
 from .logs import FileTail
-from .output import AGENT_VERSION, PROTOCOL_VERSION, ProbeErrors, Writer, watch_stdin_eof
+from .output import (
+    AGENT_VERSION,
+    COMPACT_VERSION,
+    PROTOCOL_VERSION,
+    CompactEncoder,
+    ProbeErrors,
+    Writer,
+    compact_columns,
+    watch_stdin_eof,
+)
 from .source import open_source, simulator_class
 from .watchdog import GPU_DEADLINE_S
 
@@ -37,6 +46,7 @@ class Agent(object):
         self._scan_logs(first=True)
         self.t0 = time.time()
         self.klog = None
+        self.compact = CompactEncoder() if args.wire == COMPACT_VERSION else None
 
     def _scan_logs(self, first=False):
         """Expand the --tail globs; files that appear later are read from their start."""
@@ -57,6 +67,9 @@ class Agent(object):
                  "ts": time.time(), "host": facts, "gpus": gpus,
                  "probes": self.source.probes(), "simulated": self.source.scenarios()}
         hello.update(extra)
+        if self.compact is not None:
+            hello["v"] = COMPACT_VERSION
+            hello["columns"] = compact_columns()
         self.w.send(hello)
         self.start_kernel_log()
 
@@ -98,7 +111,11 @@ class Agent(object):
                "gpus": gpus, "host": host, "disks": disks}
         if self.seq > 0 and self.seq % PCIE_EVERY_TICKS == 0:
             msg["pcie"] = self.source.pcie(t)
-        self.w.send(msg)
+        if self.compact is None:
+            self.w.send(msg)
+        else:
+            for out in self.compact.encode(msg):
+                self.w.send(out)
         self.seq += 1
 
     def run(self):
@@ -176,6 +193,10 @@ def parse_args(argv):
                    help="start the journal after this cursor instead (no repeats on reconnect)")
     p.add_argument("--sys-root", default="/sys", help=argparse.SUPPRESS)
     p.add_argument("--log-root", default="/", help=argparse.SUPPRESS)
+    p.add_argument("--wire", type=int, choices=(PROTOCOL_VERSION, COMPACT_VERSION),
+                   default=PROTOCOL_VERSION,
+                   help="wire protocol: 1 sends every field each tick (default), 2 sends static "
+                        "facts once and each tick's moving numbers as one array")
     p.add_argument("--stdin-eof-exit", action="store_true",
                    help="exit when stdin closes (the console went away)")
     args = p.parse_args(argv)

@@ -60,3 +60,86 @@ class ProbeErrors(object):
         self._seen[key] = now
         self.w.send({"type": "error", "v": PROTOCOL_VERSION, "ts": time.time(), "probe": probe,
                      "message": message[:2000]})
+
+
+COMPACT_VERSION = 2
+"""``--wire 2``: the compact protocol (PROTOCOL.md, "Wire protocol v2")."""
+GPU_STATIC = ("index", "uuid", "state", "bus_id", "mem_total_mib", "power_limit_w",
+              "sm_clock_max_mhz", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max",
+              "mem_clock_max_mhz", "pstate", "ecc_corrected_volatile",
+              "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate",
+              "retired_pages_pending", "remap_correctable", "remap_uncorrectable",
+              "remap_pending", "remap_failure", "nvlink_up", "nvlink_links", "persistence",
+              "pcie_replay", "processes")
+"""GPU fields that rarely move (``processes``: each one's pid, name and user): sent in a
+``static`` message, again only when one changes."""
+GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
+              "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs", "clock_reasons",
+              "process_used_mib")
+"""GPU fields sent every tick, in this order (``process_used_mib``: each static process's
+memory, in the static list's order)."""
+PROCESS_COLUMNS = ("pid", "name", "user")
+"""A process in ``static``; its ``used_mib`` moves and travels in ``process_used_mib``."""
+HOST_STATIC = ("mem_total_bytes", "swap_total_bytes")
+HOST_MOVING = ("cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "swap_used_bytes",
+               "swap_in_pages_s", "swap_out_pages_s")
+DISK_COLUMNS = ("name", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util")
+
+
+def compact_columns():
+    """The column lists a v2 hello declares (``columns``)."""
+    return {"gpu_static": list(GPU_STATIC), "gpu": list(GPU_MOVING),
+            "process": list(PROCESS_COLUMNS), "host_static": list(HOST_STATIC),
+            "host": list(HOST_MOVING), "disk": list(DISK_COLUMNS)}
+
+
+def _gpu_static(g):
+    row = [g.get(c) for c in GPU_STATIC]
+    row[2] = g.get("state", "ok")  # v1 reads a missing state as ok, null as unknown
+    procs = row[-1]
+    if isinstance(procs, list):
+        row[-1] = [[p.get(c) for c in PROCESS_COLUMNS] if isinstance(p, dict) else p
+                   for p in procs]
+    return row
+
+
+def _short(v):
+    """A whole float as an int (``60000.0`` -> ``60000``): the console reads both alike."""
+    if type(v) is float and v.is_integer() and -1e15 < v < 1e15:
+        return int(v)
+    return v
+
+
+def _gpu_moving(g):
+    row = [_short(g.get(c)) for c in GPU_MOVING[:-1]]
+    procs = g.get("processes")
+    row.append([_short(p.get("used_mib")) if isinstance(p, dict) else None for p in procs]
+               if isinstance(procs, list) else None)
+    return row
+
+
+class CompactEncoder(object):
+    """Turns a v1 sample message into v2's: a ``static`` message when the static part
+    changed (and before the first sample), then the sample as one JSON array."""
+
+    def __init__(self):
+        self._static = None
+
+    def encode(self, msg):
+        """The messages to send for the v1 sample ``msg``, in order."""
+        gpus = msg.get("gpus") or []
+        host = msg.get("host") or {}
+        static = {"gpus": [_gpu_static(g) for g in gpus],
+                  "host": [host.get(c) for c in HOST_STATIC]}
+        out = []
+        if static != self._static:
+            self._static = static
+            out.append(dict({"type": "static", "v": COMPACT_VERSION, "ts": msg["ts"]}, **static))
+        row = [msg["seq"], msg["ts"], [_gpu_moving(g) for g in gpus],
+               [_short(host.get(c)) for c in HOST_MOVING],
+               [[name] + [_short(d.get(c)) for c in DISK_COLUMNS[1:]]
+                for name, d in (msg.get("disks") or {}).items()]]
+        if "pcie" in msg:
+            row.append(msg["pcie"])
+        out.append(row)
+        return out

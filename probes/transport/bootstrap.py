@@ -28,6 +28,8 @@ AGENT_PARTS = ("commands", "output", "values", "watchdog", "proc", "pci", "softw
 SIMULATOR_PART = "simulator"
 """Left out of what a real host is sent."""
 SIMULATE_FLAG = "--simulate"
+WIRE_ARGS = ("--wire", "2")
+"""The agent the console ships speaks wire protocol v2 (``probes/wire/compact.py``)."""
 
 
 @dataclass
@@ -140,12 +142,14 @@ def bootstrap_argv(python: str, agent_args: list[str], nbytes: int | None = None
             ``shipped_source(agent_args)``).
 
     Returns:
-        An argv list; ``--stdin-eof-exit`` is always added.
+        An argv list; ``--stdin-eof-exit`` and ``--wire 2`` (the compact protocol, which
+        the console's reader takes with v1) are always added, before ``agent_args`` so an
+        explicit ``--wire 1`` there still wins.
     """
     n = len(shipped_source(agent_args)) if nbytes is None else nbytes
     code = (f"import sys;exec(compile(sys.stdin.buffer.read({n}),'rigwatch-agent','exec'),"
             "{'__name__':'__main__'})")
-    return [python, "-u", "-c", code, "--stdin-eof-exit", *agent_args]
+    return [python, "-u", "-c", code, "--stdin-eof-exit", *WIRE_ARGS, *agent_args]
 
 
 def bootstrap_command(python: str, agent_args: list[str], nbytes: int | None = None) -> str:

@@ -20,6 +20,7 @@ except ImportError:  # the console still works on the standard library, only slo
 
 from probes.errors import ProtocolError
 from probes.wire import structs
+from probes.wire.compact import COMPACT_VERSION, CompactStream
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.samples import (
     AgentMessage,
@@ -131,6 +132,8 @@ class MessageReader:
         self._splitter = LineSplitter(self.stats, max_line_bytes)
         self.bad_streak = 0
         """Garbled or over-long lines since the last good message."""
+        self.compact: CompactStream | None = None
+        """The stream's v2 state, from its v2 hello (None: v1, the default)."""
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:
         """Decode every complete line in ``chunk``."""
@@ -148,7 +151,12 @@ class MessageReader:
             return None
         self.stats.lines += 1
         try:
-            msg = decode_line(line)
+            msg = self._decode_v2(line) if self.compact is not None else decode_line(line)
+            if msg is None:
+                return None
+            if isinstance(msg, Hello):
+                self.compact = None if msg.protocol < COMPACT_VERSION else \
+                    CompactStream(_parsed(line).get("columns"), _decode_sample)
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -158,6 +166,27 @@ class MessageReader:
             return None
         self.bad_streak = 0
         return msg
+
+
+    def _decode_v2(self, line: bytes) -> AgentMessage | None:
+        """A line of a v2 stream: an array is a tick, ``static`` updates the state."""
+        assert self.compact is not None
+        head = line.lstrip()[:1]
+        if head == b"[":
+            return self.compact.sample(
+                None if may_need_cleaning(line) else line, lambda: _parsed(line))
+        if b'"static"' in line:  # else no need to parse it twice
+            obj = _parsed(line)
+            if isinstance(obj, dict) and obj.get("type") == "static":
+                self.compact.static(obj)
+                return None
+        return decode_line(line)
+
+
+def _parsed(line: bytes) -> Any:
+    """One line parsed and every string sanitised (the checked path's first step)."""
+    obj, _ = _loads(line)
+    return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
 
 
 class UnknownMessageType(ProtocolError):

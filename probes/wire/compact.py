@@ -1,0 +1,250 @@
+"""Reading wire protocol v2: static facts once, then each tick's moving numbers as an array.
+
+A v2 hello declares the columns (``columns``); a ``static`` object carries the fields
+that rarely move, per GPU in the order of the tick's GPU list, and comes again whenever
+one changes; each tick is then one JSON array ``[seq, ts, gpus, host, disks(, pcie)]``
+(PROTOCOL.md, "Wire protocol v2").  So this reader has state, one per stream: it lives in
+``MessageReader`` next to the line splitter.
+
+The decoded :class:`HostSample` equals what v1 gives for the same agent tick, field by
+field: every value goes through the same checks.  The fast path decodes the array with
+msgspec into ``array_like`` Structs typed with the checked bounds and merges each GPU's
+already-checked static values; any line it refuses (an odd value, columns this console
+does not know) is rebuilt into v1's object and handed to v1's checked decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from msgspec import Struct
+from msgspec.structs import astuple
+
+from probes.errors import ProtocolError
+from probes.wire import structs
+from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
+from probes.wire.structs import Amount, Count, Seq, Stamp
+
+COMPACT_VERSION = 2
+GPU_STATIC = ("index", "uuid", "state", "bus_id", "mem_total_mib", "power_limit_w",
+              "sm_clock_max_mhz", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max",
+              "mem_clock_max_mhz", "pstate", "ecc_corrected_volatile",
+              "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate",
+              "retired_pages_pending", "remap_correctable", "remap_uncorrectable",
+              "remap_pending", "remap_failure", "nvlink_up", "nvlink_links", "persistence",
+              "pcie_replay", "processes")
+GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
+              "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs", "clock_reasons",
+              "process_used_mib")
+PROCESS_COLUMNS = ("pid", "name", "user")
+HOST_STATIC = ("mem_total_bytes", "swap_total_bytes")
+HOST_MOVING = ("cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "swap_used_bytes",
+               "swap_in_pages_s", "swap_out_pages_s")
+DISK_COLUMNS = ("name", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util")
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "gpu_static": GPU_STATIC, "gpu": GPU_MOVING, "process": PROCESS_COLUMNS,
+    "host_static": HOST_STATIC, "host": HOST_MOVING, "disk": DISK_COLUMNS}
+"""The layout this console's fast path knows (the agent's ``compact_columns``)."""
+
+
+class GpuRow(Struct, array_like=True, gc=False):
+    """One GPU's moving numbers, in ``GPU_MOVING`` order."""
+
+    mem_used_mib: Amount | None
+    util_pct: Amount | None
+    mem_util_pct: Amount | None
+    temp_c: Amount | None
+    power_w: Amount | None
+    sm_clock_mhz: Amount | None
+    temp_mem_c: Amount | None
+    mem_clock_mhz: Amount | None
+    pcie_tx_kbs: Amount | None
+    pcie_rx_kbs: Amount | None
+    clock_reasons: tuple[str, ...]
+    process_used_mib: list[Amount | None] | None
+
+
+class HostRow(Struct, array_like=True, gc=False):
+    cpu_pct: Amount | None
+    load1: Amount | None
+    load5: Amount | None
+    load15: Amount | None
+    mem_used_bytes: Count | None
+    swap_used_bytes: Count | None
+    swap_in_pages_s: Amount | None
+    swap_out_pages_s: Amount | None
+
+
+class DiskRow(Struct, array_like=True, gc=False):
+    name: str
+    r_s: Amount | None
+    w_s: Amount | None
+    rkb_s: Amount | None
+    wkb_s: Amount | None
+    r_await: Amount | None
+    w_await: Amount | None
+    aqu_sz: Amount | None
+    util: Amount | None
+
+
+class SampleRow(Struct, array_like=True, gc=False):
+    """A v2 tick.  ``pcie`` is only looked at: a tick with chains takes the checked path."""
+
+    seq: Seq | None
+    ts: Stamp
+    gpus: list[GpuRow]
+    host: HostRow
+    disks: list[DiskRow]
+    pcie: Any = None
+
+
+_DECODER = msgspec.json.Decoder(SampleRow)
+_MOVING_GPU = GPU_MOVING[:-1]
+_HOST_MOVING_FIELDS = HostRow.__struct_fields__
+_DISK_FIELDS = DiskRow.__struct_fields__
+_new = object.__new__
+_set = object.__setattr__
+
+V1Decoder = Callable[[dict[str, Any]], HostSample]
+"""v1's checked sample decoder (``probes.wire.protocol._decode_sample``), passed in so this
+module does not import the reader that imports it."""
+
+
+class CompactStream:
+    """The v2 state of one stream: the declared columns and the last static facts."""
+
+    def __init__(self, columns: Any, checked: V1Decoder) -> None:
+        if not isinstance(columns, dict):  # every tick then reads as garbled, the hello not
+            columns = {}
+        self.cols = {k: tuple(c for c in v if isinstance(c, str)) if isinstance(v, list) else ()
+                     for k, v in columns.items() if isinstance(k, str)}
+        self.known = all(self.cols.get(k) == v for k, v in COLUMNS.items())
+        """The hello declares the layout the fast path was written for."""
+        self._checked = checked
+        self._static_gpus: list[dict[str, Any]] | None = None
+        self._static_host: dict[str, Any] = {}
+        self._gpu_base: list[dict[str, Any] | None] = []
+        """Per GPU position: its checked static fields, or None when v1 would drop it."""
+        self._procs: list[tuple[GpuProcess, ...] | None] = []
+        self._host_base: dict[str, Any] = {}
+
+    # --- static -------------------------------------------------------------------------
+
+    def static(self, obj: dict[str, Any]) -> None:
+        """Take a ``static`` message (already parsed and sanitised)."""
+        gpus = obj.get("gpus")
+        host = obj.get("host")
+        names = self.cols.get("gpu_static", ())
+        self._static_gpus = [dict(zip(names, row, strict=False)) if isinstance(row, list) else {}
+                             for row in gpus] if isinstance(gpus, list) else []
+        self._static_host = dict(zip(self.cols.get("host_static", ()), host, strict=False)) \
+            if isinstance(host, list) else {}
+        # Check the static half once, as v1's decoder would on every tick.
+        checked = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host})
+        self._gpu_base, self._procs = [], []
+        for g in self._static_gpus:
+            alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [self._v1_gpu(g, None)]})
+            s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no believable index)
+            self._gpu_base.append(None if s is None else
+                                  {k: getattr(s, k) for k in GPU_STATIC[:-1]})
+            self._procs.append(None if s is None else s.processes)
+        self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
+
+    # --- ticks --------------------------------------------------------------------------
+
+    def sample(self, line: bytes | None, parsed: Callable[[], Any]) -> HostSample:
+        """Decode one tick; ``parsed`` gives the line parsed and sanitised (checked path).
+
+        ``line`` is None where the raw line may hold text to sanitise: checked path only.
+
+        Raises:
+            ProtocolError: no static facts yet, or a tick that does not fit them.
+        """
+        if self._static_gpus is None:
+            raise ProtocolError("v2 sample before any static message")
+        if self.known and line is not None:
+            try:
+                return self._fast(line)
+            except Exception:  # the checked path below decides
+                pass
+        return self._slow(parsed())
+
+    def _fast(self, line: bytes) -> HostSample:
+        s = _DECODER.decode(line)
+        if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
+            raise structs.Refused("pcie or GPU count")
+        gpus = []
+        for row, base, procs in zip(s.gpus, self._gpu_base, self._procs, strict=True):
+            if base is None:
+                continue
+            values = base.copy()
+            vals = astuple(row)
+            values.update(zip(_MOVING_GPU, vals, strict=False))
+            mib = vals[-1]
+            if procs is None:
+                values["processes"] = None
+            else:
+                if mib is None or len(mib) != len(procs):
+                    raise structs.Refused("process count")
+                values["processes"] = tuple([_proc(p, m) for p, m in zip(procs, mib, strict=True)])
+            obj = _new(GpuSample)
+            _set(obj, "__dict__", values)
+            gpus.append(obj)
+        host = self._host_base.copy()
+        host.update(zip(_HOST_MOVING_FIELDS, astuple(s.host), strict=True))
+        stats = _new(HostStats)
+        _set(stats, "__dict__", host)
+        disks = []
+        for d in s.disks:
+            disk = _new(DiskStats)
+            _set(disk, "__dict__", dict(zip(_DISK_FIELDS, astuple(d), strict=True)))
+            disks.append(disk)
+        if len({d.name for d in s.disks}) != len(disks):
+            raise structs.Refused("a disk named twice")  # v1's object keeps the last
+        return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
+
+    def _slow(self, row: Any) -> HostSample:
+        """Rebuild v1's object from the array and the static facts; v1's decoder judges it."""
+        if not isinstance(row, list) or len(row) < 5:
+            raise ProtocolError("v2 sample is not [seq, ts, gpus, host, disks]")
+        assert self._static_gpus is not None
+        gpus = row[2] if isinstance(row[2], list) else []
+        if len(gpus) != len(self._static_gpus):
+            raise ProtocolError("v2 sample's GPUs do not match its static facts")
+        moving = self.cols.get("gpu", ())
+        obj: dict[str, Any] = {
+            "type": "sample", "seq": row[0], "ts": row[1],
+            "gpus": [self._v1_gpu(s, dict(zip(moving, g, strict=False))
+                                  if isinstance(g, list) else {})
+                     for s, g in zip(self._static_gpus, gpus, strict=True)],
+            "host": {**self._static_host,
+                     **(dict(zip(self.cols.get("host", ()), row[3], strict=False))
+                        if isinstance(row[3], list) else {})},
+            "disks": {d[0]: dict(zip(self.cols.get("disk", ())[1:], d[1:], strict=False))
+                      for d in (row[4] if isinstance(row[4], list) else [])
+                      if isinstance(d, list) and d and isinstance(d[0], str)}}
+        if len(row) > 5 and row[5] is not None:
+            obj["pcie"] = row[5]
+        return self._checked(obj)
+
+    def _v1_gpu(self, static: dict[str, Any], moving: dict[str, Any] | None) -> dict[str, Any]:
+        """One GPU as v1 sends it: the static fields, the moving ones, processes whole."""
+        g = {**static, **(moving or {})}
+        procs = static.get("processes")
+        mib = (moving or {}).get("process_used_mib")
+        if isinstance(procs, list):
+            pcols = self.cols.get("process", ())
+            g["processes"] = [
+                {**dict(zip(pcols, p, strict=False)),
+                 "used_mib": mib[i] if isinstance(mib, list) and i < len(mib) else None}
+                if isinstance(p, list) else p for i, p in enumerate(procs)]
+        g.pop("process_used_mib", None)
+        return g
+
+
+def _proc(p: GpuProcess, mib: float | None) -> GpuProcess:
+    obj = _new(GpuProcess)
+    _set(obj, "__dict__", {"pid": p.pid, "name": p.name, "user": p.user, "used_mib": mib})
+    return obj
