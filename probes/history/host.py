@@ -33,10 +33,11 @@ from probes.history.keys import (
     proc_key,
 )
 from probes.history.merge import merge
+from probes.history.staged import Staged, StagedDisk, StagedGpu, slim
 from probes.history.steps import GpuSteps
 from probes.history.storage import NAN, Columns, Point, StepSeries, Tier
 from probes.history.tiers import DEFAULT_TIERS, TierSet
-from probes.wire.samples import DiskStats, GpuSample, GpuState, HostSample
+from probes.wire.samples import DiskStats, HostSample
 
 STAGE_MAX = 16
 """Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,
@@ -84,7 +85,7 @@ _PID_GET = attrgetter("pid")
 _USED_GET = attrgetter("used_mib")
 
 
-def _disk_values(d: DiskStats) -> tuple[float | None, float | None, float | None]:
+def _disk_values(d: DiskStats | StagedDisk) -> tuple[float | None, float | None, float | None]:
     aw = d.r_await if d.w_await is None else (
         d.w_await if d.r_await is None else max(d.r_await, d.w_await))
     return d.util, aw, d.aqu_sz
@@ -122,10 +123,10 @@ class HostHistory:
         self.process_forget_s = process_forget_s
         self.max_disks = max_disks
         self._gpu_steps = GpuSteps(max_step_changes)
-        self._staged: list[HostSample] = []
+        self._staged: list[Staged] = []
+        """Samples not yet cut into columns, slimmed to what is kept (``staged.py``)."""
         self._staged_counts: list[float] = []
         """GPUs answering in each staged sample (``host/gpu_count``)."""
-        self._steps_done = 0
         self._mixed = False
         """Staged samples differ in which GPUs they list."""
         self._proc_seen: dict[str, float] = {}
@@ -153,7 +154,11 @@ class HostHistory:
         self.last_ts = ts
         self.last_sample = sample
         staged = self._staged
-        staged.append(sample)
+        counts = self._staged_counts
+        # Steps are folded now, from the full sample, so that only its numbers are staged.
+        if self._gpu_steps.fold([sample], sample if not staged else None, counts):
+            self._mixed = True
+        staged.append(slim(sample, counts[-1]))
         if len(staged) >= STAGE_MAX or ts - staged[0].ts >= STAGE_MAX_S:
             self._flush()
 
@@ -162,7 +167,7 @@ class HostHistory:
         if self._staged:
             self._flush()
 
-    def _columns_of(self, rows: list[HostSample]) -> dict[str, list[float]]:
+    def _columns_of(self, rows: list[Staged]) -> dict[str, list[float]]:
         """The staged samples as one float column per series (NaN: missing).
 
         When every staged sample lists the same GPUs (the usual case) the columns are cut by
@@ -172,14 +177,14 @@ class HostHistory:
         values: dict[str, list[float]] = {}
         procs: dict[str, list[float]] = {}
         ts_last = rows[-1].ts
-        per_gpu: list[tuple[int, Sequence[GpuSample | None]]] = []
+        per_gpu: list[tuple[int, Sequence[StagedGpu | None]]] = []
         if not self._mixed:
             layout = tuple(map(_INDEX_GET, rows[0].gpus))
             for idx, gcol in zip(layout, zip(*[r.gpus for r in rows], strict=True), strict=True):
                 if idx >= 0:
                     per_gpu.append((idx, gcol))
         else:
-            by_gpu: dict[int, list[GpuSample | None]] = {}
+            by_gpu: dict[int, list[StagedGpu | None]] = {}
             for i, r in enumerate(rows):
                 for g in r.gpus:
                     if g.index < 0:
@@ -208,7 +213,7 @@ class HostHistory:
         values.update(procs)
         return values
 
-    def _disk_columns(self, rows: list[HostSample], values: dict[str, list[float]]) -> None:
+    def _disk_columns(self, rows: list[Staged], values: dict[str, list[float]]) -> None:
         """Disk columns; samples listing the same disks in the same order are cut by zip."""
         names = tuple(map(_NAME_GET, rows[0].disks))
         if names and all(tuple(map(_NAME_GET, r.disks)) == names for r in rows) \
@@ -226,7 +231,7 @@ class HostHistory:
                 values[disk_key(name, "await")] = aw
             return
         k = len(rows)
-        disks: dict[str, list[DiskStats | None]] = {}
+        disks: dict[str, list[StagedDisk | None]] = {}
         for i, r in enumerate(rows):
             for d in r.disks:
                 dc = disks.get(d.name)
@@ -242,7 +247,7 @@ class HostHistory:
             for f, vals in zip(DISK_FIELDS, zip(*trip, strict=True), strict=True):
                 values[disk_key(name, f)] = _floats(vals)
 
-    def _gpu_procs(self, idx: int, gs: Sequence[GpuSample | None], ts: float,
+    def _gpu_procs(self, idx: int, gs: Sequence[StagedGpu | None], ts: float,
                    procs: dict[str, list[float]]) -> None:
         """Process memory columns of one GPU; one steady process is the fast case."""
         plist = ([g.processes if g is not None else None for g in gs] if self._mixed
@@ -289,13 +294,11 @@ class HostHistory:
     def _flush(self) -> None:
         """Write the staged samples to the raw tier, then any coarse buckets now complete."""
         rows = self._staged
-        self._sync_steps()
         values = self._columns_of(rows)
         ts = [r.ts for r in rows]
         self.store.append_raw(ts, values)
         self._staged = []
         self._staged_counts = []
-        self._steps_done = 0
         self._mixed = False
         self._forget_procs(ts[-1])
         if len(self.tiers) > 1:
@@ -312,20 +315,10 @@ class HostHistory:
             self._procs_per_gpu[gpu] -= 1
             self.store.drop_series(key)
 
-    def _sync_steps(self) -> None:
-        """Fold staged samples not yet seen into step series, GPU presence and GPU count."""
-        todo = self._staged[self._steps_done:]
-        if not todo:
-            return
-        if self._gpu_steps.fold(todo, self._staged[0], self._staged_counts):
-            self._mixed = True
-        self._steps_done = len(self._staged)
-
     # -- reading
 
     def series_keys(self) -> list[str]:
         """Keys of the dense series (for ``series``) and the step series (for ``steps``)."""
-        self._sync_steps()
         return sorted(set(self.store.keys) | self._staged_keys()) + sorted(self._gpu_steps.steps)
 
     def _staged_keys(self) -> set[str]:
@@ -349,7 +342,6 @@ class HostHistory:
 
     def steps(self, key: SeriesKey) -> StepSeries | None:
         """A step series (``GPU_STEP_FIELDS``), or None if never seen."""
-        self._sync_steps()
         return self._gpu_steps.steps.get(key)
 
     def gpu_count_series(self) -> Series | None:
@@ -358,13 +350,11 @@ class HostHistory:
 
     def gpu_indices(self) -> list[int]:
         """Every GPU index seen this run."""
-        self._sync_steps()
         return sorted(self._gpu_steps.seen)
 
     def gpus_missing_since(self) -> dict[int, float]:
         """GPUs seen earlier but absent from the newest sample, with the first sample that
         lacked them."""
-        self._sync_steps()
         return dict(self._gpu_steps.missing_since)
 
     def processes(self, gpu: int) -> list[int]:
@@ -393,14 +383,14 @@ class HostHistory:
         """Approximate bytes held by the columns (what grows with the run)."""
         return self.store.nbytes() + self._gpu_steps.nbytes()
 
-    def _extractor(self, key: str) -> Callable[[HostSample], float | None]:
+    def _extractor(self, key: str) -> Callable[[Staged], float | None]:
         parts = key.split("/")
         scope, field = parts[0], parts[-1]
         if scope == "gpu":
             idx = int(parts[1])
             get = attrgetter(field)
 
-            def gpu_val(r: HostSample) -> float | None:
+            def gpu_val(r: Staged) -> float | None:
                 for g in r.gpus:
                     if g.index == idx:
                         v: float | None = get(g)
@@ -409,10 +399,10 @@ class HostHistory:
             return gpu_val
         if scope == "host":
             if field == "gpu_count":
-                return lambda r: float(sum(1 for g in r.gpus if g.state is GpuState.OK))
+                return attrgetter("ok_count")
             hget = attrgetter(field)
 
-            def host_val(r: HostSample) -> float | None:
+            def host_val(r: Staged) -> float | None:
                 v: float | None = hget(r.host)
                 return v
             return host_val
@@ -420,7 +410,7 @@ class HostHistory:
             name = parts[1]
             j = DISK_FIELDS.index(field)
 
-            def disk_val(r: HostSample) -> float | None:
+            def disk_val(r: Staged) -> float | None:
                 for d in r.disks:
                     if d.name == name:
                         return _disk_values(d)[j]
@@ -428,7 +418,7 @@ class HostHistory:
             return disk_val
         gpu, pid = int(parts[1]), int(parts[2])
 
-        def proc_val(r: HostSample) -> float | None:
+        def proc_val(r: Staged) -> float | None:
             for g in r.gpus:
                 if g.index == gpu:
                     for p in g.processes or ():

@@ -1,8 +1,8 @@
 """What changes rarely on a host's GPUs: step series, which GPUs are present, how many answer.
 
-Folded from the staged samples in batches: per sample only state and clock-event reasons are
-compared (they flap); the slower fields are compared on the newest sample, and only when that
-differs are the samples walked one by one.
+Folded as each sample is staged (``fold`` also takes a batch): per sample only state and
+clock-event reasons are compared (they flap); the slower fields are compared on the newest
+sample, and only when that differs are the samples walked one by one.
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ class GpuSteps:
         self._ok_count = 0.0
         self._present: tuple[int, ...] = ()
 
-    def fold(self, todo: list[HostSample], first: HostSample, counts: list[float]) -> bool:
+    def fold(self, todo: list[HostSample], first: HostSample | None,
+             counts: list[float]) -> bool:
         """Fold samples not yet seen; append each one's count of GPUs answering to ``counts``.
 
         Returns:
-            True when a sample after ``first`` (the first staged) lists other GPUs than the
-            one before it, so the staged samples cannot be cut into columns by position.
+            True when a sample after ``first`` (the first staged; None when none of ``todo``
+            is) lists other GPUs than the one before it, so the staged samples cannot be cut
+            into columns by position.
         """
         mixed = False
         full = tuple(map(_SIG_GET, todo[-1].gpus))
@@ -79,7 +81,7 @@ class GpuSteps:
         return (list(map(_FAST_GET, gs)) == list(self._row_fast) * k
                 and list(map(_INDEX_GET, gs)) == list(self._present) * k)
 
-    def _count_and_presence(self, r: HostSample, first: HostSample,
+    def _count_and_presence(self, r: HostSample, first: HostSample | None,
                             counts: list[float]) -> bool:
         mixed = False
         pt = tuple(map(_INDEX_GET, r.gpus))
