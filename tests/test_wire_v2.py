@@ -98,7 +98,7 @@ def test_agent_and_console_declare_the_same_columns() -> None:
     assert set(compact.HOST_STATIC) | set(compact.HOST_MOVING) == \
         {f.name for f in dataclasses.fields(HostStats)}
     assert tuple(f.name for f in dataclasses.fields(DiskStats)) == compact.DISK_COLUMNS
-    assert compact.GpuRow.__struct_fields__ == compact.GPU_MOVING
+    assert compact.GpuRow.__struct_fields__ == (*compact.GPU_MOVING[:-1], "processes")
     assert compact.HostRow.__struct_fields__ == compact.HOST_MOVING
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 from msgspec import Struct
-from msgspec.structs import astuple
+from msgspec.structs import asdict
 
 from probes.errors import ProtocolError
 from probes.wire import structs
@@ -63,7 +63,9 @@ class GpuRow(Struct, array_like=True, gc=False):
     pcie_tx_kbs: Amount | None
     pcie_rx_kbs: Amount | None
     clock_reasons: tuple[str, ...]
-    process_used_mib: list[Amount | None] | None
+    processes: list[Amount | None] | None
+    """``process_used_mib`` on the wire; named so ``asdict`` fills the sample's slot, which
+    then gets the static processes with these amounts."""
 
 
 class HostRow(Struct, array_like=True, gc=False):
@@ -101,9 +103,6 @@ class SampleRow(Struct, array_like=True, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(SampleRow)
-_MOVING_GPU = GPU_MOVING[:-1]
-_HOST_MOVING_FIELDS = HostRow.__struct_fields__
-_DISK_FIELDS = DiskRow.__struct_fields__
 _new = object.__new__
 _set = object.__setattr__
 
@@ -129,6 +128,8 @@ class CompactStream:
         """Per GPU position: its checked static fields, or None when v1 would drop it."""
         self._procs: list[tuple[GpuProcess, ...] | None] = []
         self._host_base: dict[str, Any] = {}
+        self._last_procs: list[tuple[list[float | None] | None, tuple[GpuProcess, ...]] | None]
+        self._last_procs = []
 
     # --- static -------------------------------------------------------------------------
 
@@ -151,6 +152,7 @@ class CompactStream:
                                   {k: getattr(s, k) for k in GPU_STATIC[:-1]})
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
+        self._last_procs = [None] * len(self._procs)
 
     # --- ticks --------------------------------------------------------------------------
 
@@ -176,34 +178,41 @@ class CompactStream:
         if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
             raise structs.Refused("pcie or GPU count")
         gpus = []
-        for row, base, procs in zip(s.gpus, self._gpu_base, self._procs, strict=True):
+        for i, (row, base) in enumerate(zip(s.gpus, self._gpu_base, strict=True)):
             if base is None:
                 continue
-            values = base.copy()
-            vals = astuple(row)
-            values.update(zip(_MOVING_GPU, vals, strict=False))
-            mib = vals[-1]
-            if procs is None:
-                values["processes"] = None
-            else:
-                if mib is None or len(mib) != len(procs):
-                    raise structs.Refused("process count")
-                values["processes"] = tuple([_proc(p, m) for p, m in zip(procs, mib, strict=True)])
+            values = base | asdict(row)
+            values["processes"] = self._processes(i, row.processes)
             obj = _new(GpuSample)
             _set(obj, "__dict__", values)
             gpus.append(obj)
-        host = self._host_base.copy()
-        host.update(zip(_HOST_MOVING_FIELDS, astuple(s.host), strict=True))
+        host = self._host_base | asdict(s.host)
         stats = _new(HostStats)
         _set(stats, "__dict__", host)
         disks = []
         for d in s.disks:
             disk = _new(DiskStats)
-            _set(disk, "__dict__", dict(zip(_DISK_FIELDS, astuple(d), strict=True)))
+            _set(disk, "__dict__", asdict(d))
             disks.append(disk)
         if len({d.name for d in s.disks}) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
         return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
+
+    def _processes(self, i: int, mib: list[float | None] | None
+                   ) -> tuple[GpuProcess, ...] | None:
+        """GPU ``i``'s static processes with this tick's memory (the last tuple while the
+        amounts stay the same: the samples are frozen, so they can share it)."""
+        procs = self._procs[i]
+        if procs is None:
+            return None
+        last = self._last_procs[i]
+        if last is not None and last[0] == mib:
+            return last[1]
+        if mib is None or len(mib) != len(procs):
+            raise structs.Refused("process count")
+        out = tuple([_proc(p, m) for p, m in zip(procs, mib, strict=True)])
+        self._last_procs[i] = (mib, out)
+        return out
 
     def _slow(self, row: Any) -> HostSample:
         """Rebuild v1's object from the array and the static facts; v1's decoder judges it."""

@@ -4,7 +4,7 @@
 in Python per 8-GPU sample.  Here msgspec parses the line straight into Structs whose
 field types carry the checked decoders' bounds (``Meta(ge=0, le=MAX_AMOUNT)``: a negative
 or unbelievable number is a validation error), and the public frozen dataclasses are
-built from the Structs' tuples in one ``dict(zip(...))`` each.
+built from each Struct's ``asdict`` (its fields are named as the dataclass's).
 
 This path only answers for lines it can judge whole: any line it refuses (an odd value,
 a wrong type, a field this console would null rather than trust, PCIe chains) raises, and
@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta, Struct
-from msgspec.structs import astuple
+from msgspec.structs import asdict
 
 from probes.wire.fastfill import MAX_AMOUNT
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, GpuState, HostSample, HostStats
@@ -150,13 +150,13 @@ class Refused(ValueError):
 
 def process(p: ProcessS) -> GpuProcess:
     obj = _new(GpuProcess)
-    _set(obj, "__dict__", dict(zip(PROCESS_FIELDS, astuple(p), strict=True)))
+    _set(obj, "__dict__", asdict(p))
     return obj
 
 
 def gpu(g: GpuS) -> GpuSample:
     """The frozen sample of one GPU Struct (no ``__init__``: its guarded setattrs cost)."""
-    values = dict(zip(GPU_FIELDS, astuple(g), strict=True))
+    values = asdict(g)
     procs = values["processes"]
     if procs is not None:
         values["processes"] = tuple([process(p) for p in procs])
@@ -169,12 +169,12 @@ def host(h: HostS | None) -> HostStats:
     if h is None:
         return EMPTY_HOST
     obj = _new(HostStats)
-    _set(obj, "__dict__", dict(zip(HOST_FIELDS, astuple(h), strict=True)))
+    _set(obj, "__dict__", asdict(h))
     return obj
 
 
 def disk(name: str, d: DiskS) -> DiskStats:
-    values = dict(zip(DISK_FIELDS, astuple(d), strict=True))
+    values = asdict(d)
     values["name"] = name
     obj = _new(DiskStats)
     _set(obj, "__dict__", values)

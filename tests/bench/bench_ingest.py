@@ -19,6 +19,12 @@ Measured per fleet size, each over the same lines:
 The fleets run under the console's collector settings (``tui.gc_policy``); the full
 run also feeds the largest fleet first under CPython's defaults (``…_default_gc``).
 
+Each fleet runs three ways over the same agent ticks: ``hosts_N`` is today's console (v1
+lines, the one-pass msgspec decode of ``probes.wire.structs``), ``hosts_N_v1_old`` the same
+lines through the decoder before it (orjson + ``Filler``), and ``hosts_N_v2`` the compact
+protocol v2 (``probes.wire.compact``) the shipped agent speaks.  ``wire`` gives the bytes
+per 8-GPU tick on each protocol and decode alone, µs per tick, on each path.
+
 ``day_detectors``: every detector over one host's 24 h history at 1 Hz (what each run
 costs once a soak is long), and that cost spread over the samples between runs.
 
@@ -43,12 +49,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from probes import agent
+from probes.agent.output import CompactEncoder, compact_columns
 from probes.analysis.detectors import DEFAULT_LIMITS, DETECTORS, EVERY_S, run_detectors
 from probes.analysis.findings import host_findings, sample_findings
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.history import HostHistory
-from probes.wire import protocol
+from probes.wire import protocol, structs
 from probes.wire.protocol import MessageReader, decode_line
 from probes.wire.samples import Hello, HostSample
 from tui.gc_policy import STREAMING_THRESHOLDS, tune_for_streaming
@@ -65,20 +72,75 @@ def wire(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, separators=(",", ":"), sort_keys=False) + "\n").encode()
 
 
-def template(k: int, seconds: int) -> tuple[bytes, list[bytes]]:
-    """Hello and ``seconds`` sample lines of simulated host ``k`` at 1 Hz."""
+Template = tuple[bytes, list[bytes]]
+
+
+def template(k: int, seconds: int) -> tuple[Template, Template]:
+    """Hello and ``seconds`` ticks of simulated host ``k`` at 1 Hz, as v1 and as v2 (a v2
+    tick's bytes hold the ``static`` message too, on the ticks that send one)."""
     sim = agent.Simulator(agent.parse_scenarios(SCENARIOS[k % len(SCENARIOS)]), k + 1, f"t{k}")
     facts, gpus = sim.facts()
     hello: dict[str, Any] = {"type": "hello", "v": 1, "agent": "bench", "ts": T0, "host": facts,
                              "gpus": gpus, "probes": {"simulator": {"available": True}},
                              "simulated": [s["name"] for s in sim.scen]}
     hello.update(sim.topology())
-    lines = []
+    hello2 = dict(hello, v=2, columns=compact_columns())
+    encoder = CompactEncoder()
+    lines, lines2 = [], []
     for seq in range(seconds):
         g, h, disks = sim.sample(SIM_START_S + seq)
-        lines.append(wire({"type": "sample", "v": 1, "seq": seq, "ts": T0 + seq, "gpus": g,
-                           "host": h, "disks": disks}))
-    return wire(hello), lines
+        msg = {"type": "sample", "v": 1, "seq": seq, "ts": T0 + seq, "gpus": g, "host": h,
+               "disks": disks}
+        lines.append(wire(msg))
+        lines2.append(b"".join(wire(m) for m in encoder.encode(msg)))
+    return (wire(hello), lines), (wire(hello2), lines2)
+
+
+def _refuse(line: bytes) -> HostSample:
+    raise structs.Refused("the old decoder, for comparison")
+
+
+class OldDecoder:
+    """``decode_line`` as it was before the one-pass tier (orjson + ``Filler``)."""
+
+    def __enter__(self) -> None:
+        self.saved = structs.decode_sample
+        structs.decode_sample = _refuse
+
+    def __exit__(self, *exc: object) -> None:
+        structs.decode_sample = self.saved
+
+
+def wire_figures(tmpl: list[Template], tmpl2: list[Template]) -> dict[str, Any]:
+    """Bytes per 8-GPU tick and decode alone, µs per tick, on each protocol and path."""
+    v1 = [line for _, ls in tmpl for line in ls]
+    ticks2 = [line for _, ls in tmpl2 for chunk in ls for line in chunk.splitlines()
+              if line.startswith(b"[")]
+    loads = protocol._loads
+    parse = cpu(lambda: [loads(line) for line in v1]) / len(v1)
+    new = cpu(lambda: [decode_line(line) for line in v1]) / len(v1)
+    with OldDecoder():
+        old = cpu(lambda: [decode_line(line) for line in v1]) / len(v1)
+    streams = []
+    for hello, ls in tmpl2:
+        r = MessageReader()
+        r.feed(hello + ls[0])
+        assert r.compact is not None and r.compact.known
+        streams.append((r.compact, [x for c in ls for x in c.splitlines() if x[:1] == b"["]))
+
+    def v2() -> None:
+        for stream, ticks in streams:
+            for t in ticks:
+                stream.sample(t, lambda: None)  # every agent tick takes the one-pass path
+
+    v2_us = cpu(v2) / len(ticks2)
+    return {"v1_bytes": round(sum(map(len, v1)) / len(v1)),
+            "v2_tick_bytes": round(sum(map(len, ticks2)) / len(ticks2)),
+            "v2_bytes_with_static": round(sum(len(c) for _, ls in tmpl2 for c in ls)
+                                          / len(ticks2)),
+            "orjson_parse_us": round(1e6 * parse, 1), "v1_old_decode_us": round(1e6 * old, 1),
+            "v1_decode_us": round(1e6 * new, 1), "v2_decode_us": round(1e6 * v2_us, 1),
+            "v1_speedup": round(old / new, 2), "v2_speedup_over_v1_old": round(old / v2_us, 2)}
 
 
 def cpu(fn: Any, *args: Any, collect: bool = True) -> float:
@@ -89,15 +151,18 @@ def cpu(fn: Any, *args: Any, collect: bool = True) -> float:
     return time.process_time() - t0
 
 
-def fleet_run(hosts: int, seconds: int, tmpl: list[tuple[bytes, list[bytes]]]
-              ) -> dict[str, Any]:
+def fleet_run(hosts: int, seconds: int, tmpl: list[Template],
+              feed: list[Template] | None = None) -> dict[str, Any]:
+    """One fleet end to end on ``feed`` (default ``tmpl``); the parts and the baseline
+    always on the v1 lines of ``tmpl``."""
+    feed = feed or tmpl
     names = [f"h{i:04d}" for i in range(hosts)]
     fleet = FleetState([HostSpec(name=n, expect_gpus=8) for n in names])
     readers = [MessageReader() for _ in names]
     for i, name in enumerate(names):
-        for msg in readers[i].feed(tmpl[i % TEMPLATES][0]):
+        for msg in readers[i].feed(feed[i % TEMPLATES][0]):
             fleet.apply(name, msg, T0)
-    feeds = [(name, readers[i], tmpl[i % TEMPLATES][1]) for i, name in enumerate(names)]
+    feeds = [(name, readers[i], feed[i % TEMPLATES][1]) for i, name in enumerate(names)]
 
     def end_to_end() -> None:
         for t in range(seconds):
@@ -224,13 +289,19 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [16, 64] if args.quick else [int(x) for x in args.hosts.split(",")]
     seconds = 60 if args.quick else args.seconds
-    tmpl = [template(k, seconds) for k in range(TEMPLATES)]
+    both = [template(k, seconds) for k in range(TEMPLATES)]
+    tmpl, tmpl2 = [b[0] for b in both], [b[1] for b in both]
     results: dict[str, Any] = {}
     if not args.quick:
         # The largest fleet once more under CPython's default collector, for comparison.
         results[f"hosts_{sizes[-1]}_default_gc"] = fleet_run(sizes[-1], seconds, tmpl)
     before = tune_for_streaming()
-    results.update({f"hosts_{n}": fleet_run(n, seconds, tmpl) for n in sizes})
+    for n in sizes:
+        results[f"hosts_{n}"] = fleet_run(n, seconds, tmpl)
+        with OldDecoder():
+            results[f"hosts_{n}_v1_old"] = fleet_run(n, seconds, tmpl)
+        results[f"hosts_{n}_v2"] = fleet_run(n, seconds, tmpl, tmpl2)
+    results["wire"] = wire_figures(tmpl, tmpl2)
     results["day_detectors"] = day_detectors(10 if args.quick else 1)
     out = {"bench": "ingest", "date": time.strftime("%Y-%m-%d"),
            "machine": f"{os.cpu_count()}-core {platform.machine()}, "
@@ -243,8 +314,12 @@ def main() -> None:
                       f"({r['us_per_host_sample']} µs, {r['over_baseline']}x baseline)"
                       for k, r in results.items() if "hosts" in r)
     day = results["day_detectors"]
+    w = results["wire"]
     print(f"ingest: {parts}; 24 h detectors {day['ms_all_detectors']} ms/host run "
-          f"(+{day['amortised_us_per_host_sample']} µs/host-sample)")
+          f"(+{day['amortised_us_per_host_sample']} µs/host-sample); wire: v1 {w['v1_bytes']} B, "
+          f"v2 {w['v2_tick_bytes']} B per tick; decode v1 old {w['v1_old_decode_us']} µs, "
+          f"v1 {w['v1_decode_us']} µs, v2 {w['v2_decode_us']} µs "
+          f"(orjson parse alone {w['orjson_parse_us']} µs)")
 
 
 if __name__ == "__main__":
