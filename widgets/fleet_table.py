@@ -128,7 +128,7 @@ class FleetTable(StyledTable):
         ColumnSpec("worst", "Why / worst finding"),
     )
 
-    hosts: reactive[tuple[FleetLine, ...]] = reactive((), init=False)
+    hosts: reactive[tuple[FleetLine, ...]] = reactive((), init=False, repaint=False)
     """One line per host in inventory order, replaced as a whole on every refresh."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:

@@ -83,7 +83,10 @@ class FleetScreen(DataScreen):
         if self.query_text:
             parts.append(f"filter: {self.query_text}")
         # Content, not a str: a str title is parsed as markup, and the filter is typed text
-        self.query_one(FleetTable).border_title = Content(" · ".join(parts)) if parts else None
+        title = Content(" · ".join(parts)) if parts else None
+        table = self.query_one(FleetTable)
+        if table.border_title != title:  # setting it repaints the table, even to the same
+            table.border_title = title
 
     def _redraw(self) -> None:
         if self._fleet is not None:
