@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -90,8 +91,12 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
         builds, formatted, writes = app.fleet.row_builds, t.cells_formatted, t.table_writes
         repaints: list[None] = []
         plain = t.refresh
-        monkeypatch.setattr(t, "refresh", lambda *a, **k: (repaints.append(None),
-                                                           plain(*a, **k))[1])
+
+        def counted(*a: Any, **k: Any) -> FleetTable:
+            repaints.append(None)
+            return plain(*a, **k)
+
+        monkeypatch.setattr(t, "refresh", counted)
         assert backend.emit is not None
         # the last host is far below the 48-line screen: its new values are written to
         # the table's data but nothing on screen is repainted

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Input
 
-from probes.fleet_state import FleetState, HostStatus
+from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen
 from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
@@ -49,6 +49,10 @@ class FleetScreen(DataScreen):
         self.metric = "mem"
         self._fleet: FleetState | None = None
         self._now = 0.0
+        self._rows: list[FleetRow] = []
+        """The rows of the last ``show``: a key re-sorts or re-filters this view, and the
+        next tick brings the hosts' news (judging them again on a key press cost most of
+        its latency at a thousand hosts)."""
 
     def compose(self) -> ComposeResult:
         """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
@@ -64,8 +68,11 @@ class FleetScreen(DataScreen):
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Replace the table's rows, sorted and filtered as chosen."""
-        self._fleet, self._now = fleet, now
-        rows = sort_rows(filter_rows(fleet.rows(now), self.query_text), self.sort_key)
+        self._fleet, self._now, self._rows = fleet, now, fleet.rows(now)
+        self._draw(fleet, now)
+
+    def _draw(self, fleet: FleetState, now: float) -> None:
+        rows = sort_rows(filter_rows(self._rows, self.query_text), self.sort_key)
         if self.wall:
             self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows)
         else:
@@ -90,7 +97,7 @@ class FleetScreen(DataScreen):
 
     def _redraw(self) -> None:
         if self._fleet is not None:
-            self.show_state(self._fleet, self._now)
+            self._draw(self._fleet, self._now)
 
     def action_toggle_wall(self) -> None:
         """Switch between the table and the wall (one cell per GPU)."""
