@@ -115,7 +115,14 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
         print(json.dumps({"event": "streaming", "t": time.monotonic(),
                           "hosts": sum(h.last is not None for h in app.fleet.hosts.values())}),
               flush=True)
-        await loop.run_in_executor(None, sys.stdin.readline)  # the CPU window is over
+        # Until told "keys": answer "count" with the samples the fleet state has taken in
+        # (the sum of each host's newest seq; bench_peer's hosts are real agents).
+        while (cmd := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) != "keys":
+            if not cmd:
+                return
+            print(json.dumps({"event": "count", "seq_sum": sum(
+                h.last.seq + 1 for h in app.fleet.hosts.values() if h.last is not None)}),
+                flush=True)
         lat: dict[str, list[float]] = {"fleet": [], "host": []}
 
         async def keys(screen: str, steps: list[tuple[str, Callable[[], bool]]]) -> None:
@@ -316,10 +323,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         out["hosts_streaming"] = ev["hosts"]
         time.sleep(args.settle)
         out["console"] = window(console.pid, server, args.seconds)
-        console.say()
+        console.say("keys")
         lat = console.read(120)["latency_ms"]
         console.proc.wait(timeout=30)
-        allk = lat["fleet"] + lat["host"]
         out["keys"] = {s: {"presses": len(v), "p50_ms": round(statistics.median(v), 1),
                            "p95_ms": round(pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
                        for s, v in lat.items() if v}
@@ -339,7 +345,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     out.update({
         "console_cpu_pct": c["cpu_pct"], "rss_mb": c["rss_mb"], "floor_cpu_pct": f["cpu_pct"],
         "ratio_to_floor": round(c["cpu_us_per_sample"] / max(f["cpu_us_per_sample"], 1e-3), 2),
-        "key_p95_ms": round(pct(allk, 0.95), 1)})
+        # The worse screen's p95: the target holds on each screen.
+        "key_p95_ms": max(k["p95_ms"] for k in out["keys"].values())})
     return out
 
 
