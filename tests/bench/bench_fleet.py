@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import platform
+import select
 import statistics
 import subprocess
 import sys
@@ -212,30 +213,41 @@ class Child:
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.spawned = time.monotonic()
         self.label = " ".join(argv[1:3])
+        self.buf = b""
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=REPO)
+                                     env=env, cwd=REPO)
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def read(self, timeout: float) -> dict[str, Any]:
-        """The next JSON line (lines that are not JSON objects are passed over)."""
-        out: IO[str] | None = self.proc.stdout
+        """The next JSON line (lines that are not JSON objects are passed over).
+
+        Raises:
+            TimeoutError: none within ``timeout`` s (a console that never streams).
+            RuntimeError: the child exited.
+        """
+        out: IO[bytes] | None = self.proc.stdout
         assert out is not None
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = out.readline()
-            if not line:
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                if line.startswith(b"{"):
+                    got: dict[str, Any] = json.loads(line)
+                    return got
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                raise TimeoutError(f"{self.label}: nothing within {timeout} s")
+            chunk = os.read(out.fileno(), 65536)
+            if not chunk:
                 raise RuntimeError(f"{self.label} exited ({self.proc.wait()})")
-            if line.startswith("{"):
-                got: dict[str, Any] = json.loads(line)
-                return got
-        raise TimeoutError(f"{self.label}: nothing within {timeout} s")
+            self.buf += chunk
 
     def say(self, line: str = "go") -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.write(line.encode() + b"\n")
         self.proc.stdin.flush()
 
     def stop(self) -> None:
@@ -296,7 +308,11 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     ports = [free_port() for _ in range(args.ports)]
     inv = write_fleet(root, args.hosts, ports, host_key, client)
     from probes.config.inventory import load_inventory
-    agent_args = next(iter(load_inventory(inv).hosts)).agent_args()
+    from probes.transport.bootstrap import bootstrap_argv
+    # Exactly what the console's exec request will carry after the bootstrap's own words
+    # (``--wire 2`` or whatever the bootstrap adds): the recordings are made with it.
+    argv = bootstrap_argv("python3", next(iter(load_inventory(inv).hosts)).agent_args())
+    agent_args = argv[argv.index("--stdin-eof-exit") + 1:]
     py = sys.executable
     env = dict(os.environ, HOME=str(root), XDG_CONFIG_HOME=str(root / "config"),
                XDG_DATA_HOME=str(root / "data"), XDG_STATE_HOME=str(root / "state"))
@@ -310,10 +326,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds, "agent_args": agent_args, "quick": args.quick}
     children: list[Child] = [server]
     try:
-        assert server.proc.stdout is not None
-        while server.proc.stdout.readline().strip() != "ready":
-            if server.proc.poll() is not None:
-                raise RuntimeError("stand-in server failed")
+        server.read(300)  # {"ready": true} once the recordings are made and ports listen
         me = [py, str(Path(__file__).resolve()), "--inventory", str(inv),
               "--presses", str(args.presses), "--gap", str(args.gap)]
         console = Child([*me, "--console-child"], env)
@@ -363,7 +376,8 @@ def main() -> int:
     p.add_argument("--presses", type=int, default=None, help="keys per screen")
     p.add_argument("--gap", type=float, default=None, help="seconds between keys")
     p.add_argument("--settle", type=float, default=None)
-    p.add_argument("--start-timeout", type=float, default=600.0)
+    p.add_argument("--start-timeout", type=float, default=None,
+                   help="seconds the console may take until every host streams")
     p.add_argument("--inventory", help=argparse.SUPPRESS)
     p.add_argument("--console-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
@@ -381,6 +395,7 @@ def main() -> int:
     args.presses = args.presses or (4 if q else 20)
     args.gap = args.gap if args.gap is not None else (0.1 if q else 0.5)
     args.settle = args.settle if args.settle is not None else (0.5 if q else 5.0)
+    args.start_timeout = args.start_timeout or (60.0 if q else 600.0)
     args.ports = min(args.ports, args.hosts)
     out = run_bench(args)
     print(json.dumps(out))

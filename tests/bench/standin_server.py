@@ -14,12 +14,15 @@ Stdin is read until EOF, which ends the session, as the agent's ``--stdin-eof-ex
 Authentication is by public key only (the bench's client key); the host key is the one
 the bench wrote to known_hosts, so the console verifies it as it would a real host.
 
+A v2 tick (a JSON array) gets its first two elements, seq and ts, re-stamped; a v1 line its
+``seq`` and ``ts`` keys.
+
 Control: one JSON line per line read on stdin (``stat``) with ``sessions`` (open exec
 sessions), ``streamed_sessions`` (sessions that sent a sample, ever), ``sent`` (samples sent so far)
-and ``late_recordings``.  Standard output carries only these answers and ``ready``.
+and ``late_recordings``.  Standard output carries only these answers and ``{"ready": true}``.
 
     python tests/bench/standin_server.py --ports P1,P2 --host-key K --client-pub K.pub
-        --templates 16 --count 120 --args-json '["--interval", "1"]'
+        --templates 16 --count 120 --args-json '["--wire", "2", "--interval", "1"]'
 """
 
 from __future__ import annotations
@@ -87,7 +90,8 @@ def _is_sample(line: bytes) -> bool:
         msg = orjson.loads(line)
     except orjson.JSONDecodeError:
         return False
-    return isinstance(msg, dict) and "seq" in msg
+    # v1: an object with a seq; v2: a tick, the array ``[seq, ts, gpus, host, disks, ...]``.
+    return (isinstance(msg, dict) and "seq" in msg) or isinstance(msg, list)
 
 
 def record(args: tuple[str, ...], templates: int, count: int,
@@ -119,6 +123,11 @@ def record(args: tuple[str, ...], templates: int, count: int,
 def restamp(line: bytes, seq: int | None, ts: float) -> bytes:
     """``line`` with its ``seq`` (when it has one) and ``ts`` set to now."""
     msg: Any = orjson.loads(line)
+    if isinstance(msg, list):  # a v2 tick
+        msg[1] = ts
+        if seq is not None:
+            msg[0] = seq
+        return orjson.dumps(msg) + b"\n"
     if not isinstance(msg, dict):
         return line + b"\n"
     if "ts" in msg:
@@ -142,11 +151,17 @@ class Fleet:
     next_index: int = 0
 
     def recording(self, key: tuple[str, ...]) -> list[Template]:
+        """The templates for these agent options; empty when the agent refused them."""
         got = self.recordings.get(key)
         if got is None:
             log.warning("standin: recording on demand for agent options %s", key)
             self.late_recordings += 1
-            got = self.recordings[key] = record(key, self.templates, self.count)
+            try:
+                got = record(key, self.templates, self.count)
+            except (subprocess.CalledProcessError, StopIteration) as exc:
+                log.error("standin: the agent could not record with %s: %s", key, exc)
+                got = []
+            self.recordings[key] = got
         return got
 
 
@@ -207,6 +222,9 @@ class HostSession(asyncssh.SSHServerSession[bytes]):
         fleet = self.fleet
         await self.started.wait()
         recs = fleet.recording(self.key)
+        if not recs:
+            self.close()
+            return
         index = fleet.next_index
         fleet.next_index += 1
         t = recs[index % len(recs)]
@@ -264,7 +282,7 @@ async def serve(args: argparse.Namespace) -> None:
         allow_scp=False, agent_forwarding=False, x11_forwarding=False)
         for port in args.ports]
     threading.Thread(target=control, args=(fleet,), daemon=True).start()
-    print("ready", flush=True)
+    print(json.dumps({"ready": True}), flush=True)
     try:
         await asyncio.Event().wait()
     finally:
