@@ -114,6 +114,7 @@ def run_gpustat_web(n: int, port: int, root: Path, client: Path, known: Path,
     cmd = f"PATH={fakebin}:$PATH gpustat --json"
     argv = [str(peer_python()), "-c", LOOPBACK_MAIN, "--port", str(free_port()),
             "--interval", "1", "--exec", cmd, *[f"127.0.0.1:{port}"] * n]
+    counter.write_text("")  # this run's calls only
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, cwd=root)
     try:
