@@ -58,6 +58,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,6 +77,7 @@ import bench_ingest
 from probes import agent
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.history import HostHistory
 from probes.store import recording
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample, LogEvent
@@ -114,7 +116,9 @@ class Template:
     """One simulated host's hello and its pool of decoded samples, re-stamped on demand."""
 
     def __init__(self, k: int, pool_s: int) -> None:
-        hello_line, lines = bench_ingest.template(k, pool_s)
+        got = bench_ingest.template(k, pool_s)
+        hello_line, lines = got[0] if isinstance(got[0], tuple) else got  # v1 (and v2 since)
+        self.lines: list[bytes] = lines
         hello = decode_line(hello_line)
         assert isinstance(hello, Hello)
         self.hello = hello
@@ -268,6 +272,116 @@ def soak(hosts: int, hours: float, step: int, templates: list[Template],
     }
 
 
+def history_soak(hosts: int, hours: float, templates: list[Template],
+                 fresh: bool) -> dict[str, Any]:
+    """History alone (``HostHistory.add``, no fleet state, detectors or recorder): RSS over
+    the run, bytes per host-day and the CPU of ``add``.
+
+    ``fresh``: every host gets its own freshly decoded sample each second (``decode_line``
+    of its template's line, as the console holds them); otherwise hosts of one template share
+    one re-stamped sample, which is cheap but hides what staging decoded samples costs.
+    """
+    hist = [HostHistory() for _ in range(hosts)]
+    gc.collect()
+    rss_start, _ = status_mb()
+    series: list[tuple[float, float]] = [(0.0, round(rss_start, 1))]
+    add_cpu = 0.0
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    end = int(hours * 3600)
+    every = RSS_EVERY_S if hours >= 1 else 10
+    for t in range(end):
+        for k in range(min(TEMPLATES, hosts)):
+            tmpl = templates[k]
+            if fresh:
+                line = tmpl.lines[t % len(tmpl.lines)]
+                samples = []
+                for _ in range(k, hosts, TEMPLATES):
+                    got = decode_line(line)
+                    assert isinstance(got, HostSample)
+                    samples.append(replace(got, ts=T0 + t, seq=t))
+            else:
+                samples = [tmpl.at(t)] * len(range(k, hosts, TEMPLATES))
+            c0 = time.process_time()
+            for i, smp in zip(range(k, hosts, TEMPLATES), samples, strict=True):
+                hist[i].add(smp)
+            add_cpu += time.process_time() - c0
+            del samples
+        if (t + 1) % every == 0:
+            series.append((round((t + 1) / 3600, 3), round(status_mb()[0], 1)))
+    loop_cpu = time.process_time() - cpu0
+    gc.collect()
+    rss_end, rss_peak = status_mb()
+    last6 = [p for p in series if p[0] >= hours - 6] if hours >= 12 else []
+    sl = slope(last6)
+    nb = sum(h.nbytes() for h in hist)
+    days = hours / 24
+    return {
+        "hosts": hosts, "hours": hours, "fresh_samples": fresh, "host_samples": hosts * end,
+        "wall_s": round(time.perf_counter() - wall0, 1),
+        "add_us_per_host_sample": round(1e6 * add_cpu / (hosts * end), 1),
+        "loop_cpu_us_per_host_sample": round(1e6 * loop_cpu / (hosts * end), 1),
+        "rss_start_mb": round(rss_start, 1), "rss_end_mb": round(rss_end, 1),
+        "rss_peak_mb": round(rss_peak, 1), "rss_growth_mb": round(rss_end - rss_start, 1),
+        "rss_growth_mb_per_host_day": round((rss_end - rss_start) / hosts / days, 3),
+        "history_mb": round(nb / 1e6, 2),
+        "history_mb_per_host_day": round(nb / 1e6 / hosts / days, 3),
+        "last_6h_slope_mb_per_h": round(sl, 2) if sl is not None else None,
+        "last_6h_slope_pct_per_h": round(100 * sl / rss_end, 3) if sl is not None else None,
+        "series": [list(p) for p in series],
+    }
+
+
+def history_main(args: argparse.Namespace) -> None:
+    """``--history-only``: one ``history_soak`` in this process, printed as one JSON line."""
+    gc.collect()
+    templates = [Template(k, args.pool) for k in range(min(TEMPLATES, args.hosts))]
+    gc.collect()
+    tune_for_streaming()
+    reset_peak()
+    r = history_soak(args.hosts, args.hours, templates, args.fresh)
+    print(json.dumps(r))
+
+
+def compare_main(args: argparse.Namespace) -> None:
+    """``--compare REV``: the history-only soak with REV's ``probes/history`` (the rest of
+    this checkout as is) and with this checkout's, alternately, each in its own process."""
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory(prefix="rigwatch-before-") as tmp:
+        subprocess.run(f"git -C {root} archive HEAD | tar -x -C {tmp} && rm -rf "
+                       f"{tmp}/probes/history && git -C {root} archive {args.compare} "
+                       f"probes/history | tar -x -C {tmp}", shell=True, check=True)
+        # This checkout's uncommitted files beyond the history (this bench among them), so
+        # that the two sides differ only in ``probes/history``.
+        for sub in ("probes", "tests"):
+            subprocess.run(f"cd {root} && git ls-files -m -o --exclude-standard {sub} | "
+                           f"grep -v '^probes/history/' | tar -cf - --ignore-failed-read -T - "
+                           f"2>/dev/null | tar -xf - -C {tmp}",
+                           shell=True, check=False)
+        out: dict[str, Any] = {"bench": "memory_soak_history", "date": time.strftime("%Y-%m-%d"),
+                               "machine": f"{os.cpu_count()}-core {platform.machine()}, "
+                                          f"python {platform.python_version()}",
+                               "before_rev": args.compare, "runs": []}
+        here = Path(__file__).resolve()
+        script = {"before": str(Path(tmp) / here.relative_to(root)), "after": str(here)}
+        for hosts, hours, fresh in ((args.hosts, args.hours, False), (1024, 1 / 60, True)):
+            for side in ("before", "after"):
+                cmd = [sys.executable, script[side], "--history-only", "--pool", str(args.pool),
+                       "--hosts", str(hosts), "--hours", str(hours)]
+                if fresh:
+                    cmd.append("--fresh")
+                got = subprocess.run(cmd, capture_output=True, text=True, check=True)
+                r = json.loads(got.stdout.strip().splitlines()[-1])
+                r["side"] = side
+                out["runs"].append(r)
+                print(f"{side:6} {hosts:5} hosts x {hours:g} h: RSS {r['rss_start_mb']} -> "
+                      f"{r['rss_end_mb']} MB, {r['rss_growth_mb_per_host_day']} MB/host-day "
+                      f"(history {r['history_mb_per_host_day']}), last 6 h "
+                      f"{r['last_6h_slope_mb_per_h']} MB/h, add {r['add_us_per_host_sample']} "
+                      f"us/host-sample (all CPU {r['loop_cpu_us_per_host_sample']})",
+                      file=sys.stderr, flush=True)
+    print(json.dumps(out))
+
+
 def baseline_bytes_per_host_hour(tmpl: Template, lines: list[bytes]) -> dict[str, int]:
     """A first cut's store for one host-hour: parsed dicts, and tuples of the same values."""
     hour = [lines[i % len(lines)] for i in range(3600)]
@@ -290,7 +404,20 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--step", type=int, default=1, help="agent seconds between samples")
     ap.add_argument("--pool", type=int, default=600, help="distinct seconds per template")
+    ap.add_argument("--history-only", action="store_true",
+                    help="HostHistory.add alone: no fleet state, detectors or recorder")
+    ap.add_argument("--fresh", action="store_true",
+                    help="with --history-only: decode each host's sample afresh")
+    ap.add_argument("--compare", metavar="REV",
+                    help="history-only, REV's probes/history against this checkout's "
+                         "(--hosts x --hours, then 1024 fresh hosts x 1 min)")
     args = ap.parse_args()
+    if args.compare:
+        compare_main(args)
+        return
+    if args.history_only:
+        history_main(args)
+        return
     hosts, hours = (4, 3.0) if args.quick else (args.hosts, args.hours)
     pool_s = args.pool
     gc.collect()
@@ -303,7 +430,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rigwatch-soak-") as tmp:
         r = soak(hosts, hours, args.step, templates, Path(tmp))
     # After the soak, so its transient objects count neither in its start nor in its peak.
-    _, base_lines = bench_ingest.template(0, pool_s)
+    base_lines = templates[0].lines
     base_hour = baseline_bytes_per_host_hour(templates[0], base_lines)
     per_day = hosts * hours / args.step
     base_dict_mb = base_hour["dicts"] * per_day / 1e6
