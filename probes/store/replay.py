@@ -96,6 +96,7 @@ class ReplayPosition:
         state = "paused" if self.paused else "end" if self.finished else "▶"
         if self.seeking_to is not None:
             state = "seeking to " + time.strftime("%H:%M:%S", time.gmtime(self.seeking_to))
+            state += ", paused" if self.paused else ""
         span = self.end - self.start
         done = 100.0 * (self.t - self.start) / span if span > 0 else 100.0
         text = f"replay {clock} ×{self.speed:g} {state} ({done:.0f} %)"
