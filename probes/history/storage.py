@@ -296,8 +296,11 @@ class StepSeries:
     """A value that changes rarely, kept as (time, value) at each change.
 
     Bounded: after ``max_changes`` changes the oldest are dropped; the first value seen and
-    the total increase (for counters) are kept regardless.
+    the total increase (for counters) are kept regardless.  Slotted: a host has ~90 of them,
+    most never changing, so their per-object dicts were ~20 KB a host.
     """
+
+    __slots__ = ("_max", "_t", "_v", "first", "first_increase_ts", "increase_total", "peak")
 
     def __init__(self, max_changes: int = 512) -> None:
         self._t = array("d")
