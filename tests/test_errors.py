@@ -24,8 +24,9 @@ from probes.errors import (
 from tui.settings import SettingsError
 
 PACKAGES = ("probes", "tui", "widgets")
-INTERNAL = frozenset({"Bad"})
-"""Public-looking names that never leave their module (inventory_values' validation signal)."""
+INTERNAL = frozenset({"Bad", "Refused"})
+"""Public-looking names that never leave their module (inventory_values' validation signal;
+the wire fast path's "let the checked path judge this line")."""
 
 
 def _error_classes() -> list[type[BaseException]]:

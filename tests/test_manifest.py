@@ -43,7 +43,7 @@ def hellos() -> dict[str, Hello]:
 def test_a_host_manifest_holds_the_version_list(hellos: dict[str, Hello]) -> None:
     m = host_manifest(hellos["gpu-a"])
     assert m["nvidia"] == {"driver": "550.90.07", "cuda_driver": "12.4",
-                           "fabric_manager": "550.54.15"}
+                           "fabric_manager": "550.90.07"}
     assert m["software"]["nccl"] == "2.21.5" and m["software"]["torch"] == "2.4.0"
     assert len(m["gpus"]) == 8
     g = m["gpus"][0]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,6 @@ pytestmark = pytest.mark.tmux
 
 RIGWATCH = Path(sys.executable).with_name("rigwatch")
 HOSTS = [s.name for s in demo_fleet()]
-FIRST_PAINT_LIMIT_S = 2.0
 
 
 class Tmux:
@@ -85,7 +83,8 @@ def test_demo_fleet_in_a_real_terminal(term: Tmux) -> None:
     first_paint = time.monotonic() - t0
     assert "demo fleet" in screen
     print(f"\n{term.width}x{term.height}: demo fleet on screen after {first_paint:.2f} s")
-    assert first_paint < FIRST_PAINT_LIMIT_S + (3.0 if os.environ.get("CI") else 0.0)
+    # Startup speed is a bench figure (bench_ui's startup_s), not a timed assertion: the
+    # wait above only bounds a hang.
 
     # The cursor starts on the first host; Down moves to the second, Enter opens it.
     term.keys("Down")
