@@ -13,8 +13,9 @@ BDF_IN_TEXT = re.compile(
 def normalize_bus_id(text: str | None) -> str | None:
     """``00000000:3B:00.0`` → ``0000:3b:00.0``; ``4e:00.0`` → ``0000:4e:00.0``; else None.
 
-    An all-zero domain is cut to four digits; any other domain wider than four
-    (``00008ED0``) is kept whole, lowercased, as the contract's example shows.
+    The domain is printed as Linux's ``%04x`` prints it (lspci, sysfs): NVIDIA's
+    32-bit ``0000000F`` and ``00008ED0`` become ``000f`` and ``8ed0``, so the id joins
+    with ``lspci`` and ``/sys/bus/pci``; a domain above 0xffff keeps the digits it needs.
     """
     if text is None:
         return None
@@ -22,8 +23,5 @@ def normalize_bus_id(text: str | None) -> str | None:
     if m is None:
         return None
     domain, bus, dev, fn = m.groups()
-    domain = (domain or "0").lower()
-    if len(domain) > 4 and set(domain) <= {"0"}:
-        domain = "0000"
-    domain = domain.rjust(4, "0")
+    domain = f"{int(domain or '0', 16):04x}"
     return f"{domain}:{bus.lower().rjust(2, '0')}:{dev.lower().rjust(2, '0')}.{fn}"

@@ -18,6 +18,18 @@ _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # vLLM / Ray worker prefixes: "(VllmWorker rank=2 pid=225) ", "(VllmWorkerProcess pid=9) ",
+    # "(RayWorkerWrapper pid=4411, ip=10.0.0.3) ", "(RayTrainWorker pid=7, ip=10.0.0.5) "
+    ("worker", re.compile(
+        r"^\((?P<v>[A-Za-z_][\w.]{0,60}(?: (?:rank|pid|ip|node_id)=[\w.:\-]{1,64},?)+|pid=\d+"
+        r"(?:, ip=[\w.:\-]{1,64})?)\)\s")),
+    # vLLM's logger: "ERROR 06-26 23:10:17 [multiproc_executor.py:527] " (before 0.6 without
+    # the opening bracket: "INFO 09-03 19:10:35 config.py:813] ")
+    ("applog", re.compile(
+        r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<v>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)"
+        r" \[?[\w.\-]{1,80}:\d{1,6}\]\s")),
+    # torchrun --tee: "[default3]:" (role and local rank)
+    ("rank", re.compile(r"^\[[A-Za-z_]{1,30}?(?P<v>\d{1,5})\]:\s?")),
     # grep over several files: "/var/log/syslog.1:" or "kern.log:"; not a source file's
     # "Loss.cu:250:" of an assert message, whose line number is no srun label
     ("file", re.compile(
@@ -55,6 +67,8 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_WORKER_RANK = re.compile(r"\brank=(\d{1,5})\b")
+_WORKER_IP = re.compile(r"\bip=([\w.:\-]{1,64})")
 _LAUNCHER_KINDS = frozenset({"host", "rank"})
 """Launchers prefix the line before the log's own time; after a time these are message text."""
 _NOT_A_HOST = re.compile(r"^(?:CPU|GPU|cpu|nvme|sd[a-z]|eth|ib|mlx\d_)\d*$")
@@ -79,6 +93,7 @@ def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
     host: str | None = None
     rank: int | None = None
     time: str | None = None
+    applog_time: str | None = None
     for _ in range(8):
         for kind, pattern in _PREFIXES:
             if kind in _LAUNCHER_KINDS and time is not None:
@@ -93,6 +108,16 @@ def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
                     host = m.group("host")
             elif kind == "mono" and time is None:
                 time = value
+            elif kind == "worker":
+                r = _WORKER_RANK.search(value)
+                if r is not None and rank is None:
+                    rank = int(r.group(1))
+                ip = _WORKER_IP.search(value)
+                if ip is not None and host is None:
+                    host = ip.group(1)
+            elif kind == "applog":
+                # the application's own stamp: torch's "[rank2]:" may still follow it
+                applog_time = applog_time or value
             elif kind == "rank" and rank is None:
                 rank = int(value)
             elif kind == "tag":
@@ -103,7 +128,7 @@ def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
             break
         else:
             break
-    return text, host, rank, time
+    return text, host, rank, time or applog_time
 
 
 def log_lines(lines: list[str]) -> list[LogLine]:

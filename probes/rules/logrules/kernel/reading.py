@@ -44,16 +44,9 @@ class Hit:
 
 
 def bus_id(text: str) -> str | None:
-    """``normalize_bus_id``, keeping a wide non-zero domain whole as the contract says.
-
-    ``busid.normalize_bus_id`` cuts ``00008ED0`` to ``8ed0``, against its own docstring and
-    the contract's example; this keeps the contract's ``00008ed0:00:00.0`` either way.
-    """
-    norm = normalize_bus_id(text)
-    domain = text.strip().split(":")[0] if text.count(":") == 2 else ""
-    if norm is None or len(domain) <= 4 or set(domain) <= {"0"}:
-        return norm
-    return domain.lower() + norm[norm.index(":"):]
+    """The contract's form (``busid.normalize_bus_id``): the domain as Linux prints it, so
+    ``PCI:00008ED0:00:00`` joins with lspci's and sysfs's ``8ed0:00:00.0``."""
+    return normalize_bus_id(text)
 
 
 def squeeze(text: str) -> str:

@@ -202,7 +202,7 @@ def _collective(ctx: _Context, line: LogLine, start: int, seg: str, kind: str) -
 
 def _ambiguous(ctx: _Context, line: LogLine) -> Timeout | None:
     m = pat.AMBIGUOUS.search(line.text)
-    if m is None:
+    if m is None or pat.WATCHDOG_REASON_NOT_TIMEOUT.match(line.text, m.end()):
         return None
     return Timeout(ctx.where(line, m.start()), "ambiguous", _int(m.group("seq")),
                    last_enqueued=_int(m.group("enq")), last_completed=_int(m.group("done")),

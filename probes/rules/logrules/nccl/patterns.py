@@ -52,6 +52,13 @@ AMBIGUOUS = re.compile(
     rf"last completed NCCL work: (?P<done>-?{N}))?"
     r"|Some NCCL operations have failed or timed out"
     r"|(?:NCCL|Process group) watchdog thread terminated with exception")
+WATCHDOG_REASON_NOT_TIMEOUT = re.compile(
+    r"\s*:\s*(?!.*(?:[Tt]imeout|timed out|[Hh]eartbeat|stuck))(?:CUDA error|NCCL error|CUBLAS|"
+    r"cuDNN|an illegal|unspecified launch failure|device-side assert|out of memory|"
+    r"[A-Za-z_:]*(?:Error|Exception)\b)")
+"""What a watchdog that "terminated with exception" names when the exception is not a
+timeout (``…: CUDA error: an illegal memory access was encountered``): that error's own rule
+reports it, and the line is no collective timeout."""
 PG = re.compile(r"\[PG (?P<pg>[^\s\]]{1,40})(?: \((?P<name>[^)\]]{1,60})\))? Rank")
 
 F_SEQ = re.compile(rf"\bSeqNum=(?P<v>{N})(?=[,)\s])")

@@ -64,6 +64,9 @@ from probes.rules.result import ExplainFinding
 from probes.rules.text import clean_line
 
 DUP_WINDOW = 4
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]{0,60}? )?[Rr]ank ?(\d{1,5})\]")
+"""torch's own rank marks inside a message (``[rank7]:`` after a glued progress bar,
+``[PG ID 4 PG GUID 19 Rank 1]``, ``[Rank 7]``): the rank when no prefix was peeled."""
 """Lines within which the same record under another prefix is the same record printed by
 another log handler (a line repeated byte for byte is the program logging it again)."""
 
@@ -198,6 +201,8 @@ def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
             if hit is None:
                 continue
             acc = accs.setdefault(hit.code, Acc())
+            if line.rank is None and (mark := _RANK_IN_TEXT.search(text)) is not None:
+                line = replace(line, rank=int(mark.group(1)))
             key = (_record_key(text), line.host, line.rank)
             last = acc.last.get(key)
             acc.last[key] = (line.number, line.raw)

@@ -1,0 +1,126 @@
+"""Real output shapes `rigwatch explain` used to misread (issue #24), each with its source.
+
+Inputs are shaped after the public threads named beside them (values changed); the check is
+the contract's answer (`shared/EXPLAIN-CONTRACT.md`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.rules.busid import normalize_bus_id
+from probes.rules.logrules.lines import peel
+
+
+def explain(tmp_path: Path, text: str, name: str = "pasted.txt") -> dict:
+    path = tmp_path / name
+    path.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "explain", "--json", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode in (0, 1, 2), out.stderr
+    return json.loads(out.stdout)
+
+
+def codes(report: dict) -> list[str]:
+    return [f["code"] for f in report["findings"]]
+
+
+# --- 1. a watchdog that reports a CUDA error is not a timeout --------------------------------
+
+# vllm-project/vllm#28028 (torch 2.8 prefixes), #17098, vllm#4108 (Ray worker prefix),
+# axolotl-ai-cloud/axolotl#1473 (tqdm bar glued in front of the rank prefix).
+WATCHDOG_CUDA = {
+    "torch-2.8": (
+        "[rank1]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:2068] [PG ID 4 PG GUID 19 Rank 1]"
+        " Process group watchdog thread terminated with exception: CUDA error: an illegal memory"
+        " access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n", 1),
+    "vllm-worker": (
+        "(VllmWorker rank=2 pid=225) ERROR 06-26 23:10:17 [multiproc_executor.py:527] WorkerProc"
+        " hit an exception.\n"
+        "(VllmWorker rank=2 pid=225) ERROR 06-26 23:10:17 [multiproc_executor.py:527] "
+        "Process group watchdog thread terminated with exception: CUDA error: an illegal memory "
+        "access was encountered\n", 2),
+    "ray-worker": (
+        "(RayWorkerVllm pid=7046) [rank3]:[E ProcessGroupNCCL.cpp:1182] [Rank 3] NCCL watchdog "
+        "thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+        "(RayWorkerVllm pid=7046) frame #5: c10d::ProcessGroupNCCL::workCleanupLoop() + 0x250 "
+        "(0x7f4da9f49910 in /usr/local/lib/python3.10/dist-packages/torch/lib/"
+        "libtorch_cuda.so)\n", 3),
+    "tqdm-glued": (
+        " 94%|█████████▍| 837/888 [9:42:50<34:08, 40.17s/it][rank7]:[E ProcessGroupNCCL.cpp:1182]"
+        " [Rank 7] NCCL watchdog thread terminated with exception: CUDA error: an illegal memory "
+        "access was encountered\n", 7),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(WATCHDOG_CUDA))
+def test_a_watchdog_reporting_a_cuda_error_is_an_illegal_memory_access(
+        tmp_path: Path, shape: str) -> None:
+    text, rank = WATCHDOG_CUDA[shape]
+    report = explain(tmp_path, text)
+    assert "nccl-timeout" not in codes(report), report["findings"]
+    (ima,) = [f for f in report["findings"] if f["code"] == "illegal-memory-access"]
+    assert ima["step"] == "model" and ima["severity"] == "critical"
+    assert ima.get("ranks") == [rank], ima
+
+
+def test_a_watchdog_that_reports_a_timeout_still_is_one(tmp_path: Path) -> None:
+    """pytorch/pytorch#99113's shape: the watchdog's own timeout, and a hung heartbeat."""
+    report = explain(tmp_path, (
+        "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Process group watchdog thread "
+        "terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1207, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran "
+        "for 600085 milliseconds before timing out.\n"
+        "[rank4]:[E1205 03:12:44.106 ProcessGroupNCCL.cpp:1411] [PG 0 Rank 4] Heartbeat monitor "
+        "timed out! Process will be terminated after dumping debug info.\n"))
+    assert codes(report).count("nccl-timeout") >= 1
+    assert "illegal-memory-access" not in codes(report)
+
+
+@pytest.mark.parametrize(("line", "message", "host", "rank", "time"), [
+    ("(VllmWorker rank=2 pid=225) ERROR 06-26 23:10:17 [multiproc_executor.py:527] boom",
+     "boom", None, 2, "06-26 23:10:17"),
+    ("(VllmWorkerProcess pid=9812) INFO 09-03 19:10:35 config.py:813] hello",
+     "hello", None, None, "09-03 19:10:35"),
+    ("(RayWorkerWrapper pid=4411, ip=10.0.0.3) [rank5]:[E626 23:10:17.4 "
+     "ProcessGroupNCCL.cpp:1592] x", "[E626 23:10:17.4 ProcessGroupNCCL.cpp:1592] x",
+     "10.0.0.3", 5, None),
+    ("[default3]:[rank3]:[W ProcessGroupNCCL.cpp:1] y", "[W ProcessGroupNCCL.cpp:1] y",
+     None, 3, None),
+    ("[default0]:gpu-a01:2201:2201 [0] NCCL INFO Bootstrap", "gpu-a01:2201:2201 [0] NCCL INFO "
+     "Bootstrap", None, 0, None),
+])
+def test_worker_prefixes_are_peeled_like_srun_labels(
+        line: str, message: str, host: str | None, rank: int | None, time: str | None) -> None:
+    """vLLM's worker and logger prefixes (vllm-project/vllm#17098, #8177), Ray's (vllm#4108),
+    torchrun --tee's ``[default3]:`` with the local rank (pytorch/pytorch#75087)."""
+    assert peel(line) == (message, host, rank, time)
+
+
+# --- 5. bus ids with a non-zero 32-bit domain ---------------------------------------------
+
+@pytest.mark.parametrize(("raw", "linux"), [
+    ("00000000:3B:00.0", "0000:3b:00.0"),
+    ("0000000F:01:00.0", "000f:01:00.0"),   # the contract's examples (issue #24)
+    ("00008ED0:00:00.0", "8ed0:00:00.0"),
+    ("0001:02:00.0", "0001:02:00.0"),
+    ("4e:00.0", "0000:4e:00.0"),
+])
+def test_bus_ids_read_as_linux_prints_them(raw: str, linux: str) -> None:
+    assert normalize_bus_id(raw) == linux
+
+
+def test_a_wide_domain_in_a_kernel_xid_joins_with_lspci(tmp_path: Path) -> None:
+    report = explain(tmp_path, (
+        "[ 5.1] NVRM: Xid (PCI:00008ED0:00:00): 79, pid='<unknown>', name=<unknown>, GPU has "
+        "fallen off the bus.\n"), name="dmesg.txt")
+    (xid,) = [f for f in report["findings"] if f["code"].startswith("xid")]
+    assert xid["gpu"] == "8ed0:00:00.0"
