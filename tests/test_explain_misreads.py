@@ -124,3 +124,87 @@ def test_a_wide_domain_in_a_kernel_xid_joins_with_lspci(tmp_path: Path) -> None:
         "fallen off the bus.\n"), name="dmesg.txt")
     (xid,) = [f for f in report["findings"] if f["code"].startswith("xid")]
     assert xid["gpu"] == "8ed0:00:00.0"
+
+
+# --- 2. nvidia-smi -q with host-level blocks before the GPUs ------------------------------
+
+# harvester/harvester#11133 (driver 595, H100 NVL on a vGPU host): a host block with
+# indented keys and "CUDA Version : Not Found" sit between the header and the first GPU.
+SMI_Q_HOST_BLOCKS = """
+==============NVSMI LOG==============
+
+Timestamp                                              : Tue Jul 14 11:19:43 2026
+Driver Version                                         : 595.71.03
+CUDA Version                                           : Not Found
+vGPU Driver Capability
+        Heterogenous Multi-vGPU                        : Supported
+
+Attached GPUs                                          : 2
+GPU 00000000:A1:00.0
+    Product Name                                       : NVIDIA H100 NVL
+    Product Brand                                      : NVIDIA
+    Persistence Mode                                   : Enabled
+    vGPU Device Capability
+        Fractional Multi-vGPU                          : Supported
+        Heterogeneous Time-Slice Profiles              : Supported
+    FB Memory Usage
+        Total                                          : 95830 MiB
+        Reserved                                       : 652 MiB
+        Used                                           : 0 MiB
+        Free                                           : 95179 MiB
+    Performance State                                  : P0
+    Clocks Event Reasons
+        Idle                                           : Active
+        SW Power Cap                                   : Not Active
+        HW Slowdown                                    : Not Active
+    Temperature
+        GPU Current Temp                               : 33 C
+
+GPU 00000001:04:00.0
+    Product Name                                       : NVIDIA H100 NVL
+    FB Memory Usage
+        Total                                          : 95830 MiB
+        Used                                           : 1 MiB
+    Performance State                                  : P0
+    Clocks Event Reasons
+        Idle                                           : Not Active
+        SW Power Cap                                   : Not Active
+        HW Slowdown                                    : Not Active
+            HW Thermal Slowdown                        : Not Active
+            HW Power Brake Slowdown                    : Not Active
+        SW Thermal Slowdown                            : Not Active
+    Clocks Event Reasons Counters
+        SW Power Capping                               : 1041990 us
+        HW Thermal Slowdown                            : 0 us
+"""
+
+
+def test_host_level_blocks_before_the_gpus_are_not_gpus(tmp_path: Path) -> None:
+    report = explain(tmp_path, SMI_Q_HOST_BLOCKS)
+    (inp,) = report["inputs"]
+    assert inp["kind"] == "nvidia-smi-q"
+    parsed = inp["parsed"]
+    assert parsed["driver_version"] == "595.71.03" and parsed["cuda_version"] is None
+    assert parsed["attached_gpus"] == 2
+    assert [g["bus_id"] for g in parsed["gpus"]] == ["0000:a1:00.0", "0001:04:00.0"]
+    first, second = parsed["gpus"]
+    assert first["name"] == "NVIDIA H100 NVL" and first["fb_total_mib"] == 95830
+    assert first["clock_event_reasons_active"] == ["Idle"]
+    # every reason "Not Active" (the counters section below is no reason): an empty list
+    assert second["clock_event_reasons_active"] == []
+    assert [f for f in report["findings"] if f["code"] == "gpu-lost"] == []
+
+
+def test_a_d_memory_performance_excerpt_parses_like_the_others(tmp_path: Path) -> None:
+    """`nvidia-smi -q -d MEMORY,PERFORMANCE` (driver 580 layout, as in NVIDIA's nvidia-smi
+    documentation): one GPU, reasons all Not Active → []."""
+    text = SMI_Q_HOST_BLOCKS.split("GPU 00000001:04:00.0")[1]
+    report = explain(tmp_path, "\n==============NVSMI LOG==============\n\n"
+                     "Timestamp                                 : Wed Nov 19 08:41:02 2025\n"
+                     "Driver Version                            : 580.95.05\n"
+                     "CUDA Version                              : 13.0\n\n"
+                     "Attached GPUs                             : 1\n"
+                     "GPU 00000000:18:00.0" + text)
+    (gpu,) = report["inputs"][0]["parsed"]["gpus"]
+    assert gpu["bus_id"] == "0000:18:00.0" and gpu["fb_used_mib"] == 1
+    assert gpu["clock_event_reasons_active"] == [] and gpu["pstate"] == "P0"

@@ -442,13 +442,15 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
     stack: list[tuple[int, str]] = []
     report: dict[str, str] = {}
     errors: list[tuple[int, str]] = []
+    header = False  # between a report's banner (or its first host key) and its first GPU line
+    host_block = False  # inside a host-level block of the header (``vGPU Driver Capability``)
     for no, line in enumerate(clean_lines(lines), start=1):
         body = _line_body(line)
         text = body.strip()
         if not text:
             continue
         if _BANNER.match(body):
-            cur, stack = None, []
+            cur, stack, header, host_block = None, [], True, False
             continue
         if _ERROR_LINE.search(text) and not _KV.match(body):
             errors.append((no, text))
@@ -464,12 +466,23 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
         if gm:
             cur = _Build(no, normalize_bus_id(gm.group("bdf")), report.get("timestamp"))
             blocks.append(cur)
-            stack = []
+            stack, header, host_block = [], False, False
             continue
         kv = _KV.match(body)
         indent = len(body) - len(body.lstrip(" "))
+        if header and indent > 0 and host_block:
+            continue  # a host-level block's keys (recent drivers): not a GPU
         if indent == 0:
-            stack = []
+            stack, host_block = [], False
+            if header and cur is None:
+                # the host part of a report: every key there is the host's, and a block
+                # that opens there (``vGPU Driver Capability``) is the host's too
+                if kv is None:
+                    host_block = True
+                else:
+                    report.setdefault(kv.group("key").strip().lower(),
+                                      (kv.group("val") or "").strip())
+                continue
             if kv is None:
                 if text != "--":  # grep's group separator: the same GPU goes on
                     cur = None  # a prompt, a command echo, a GPU line cut short
@@ -477,6 +490,7 @@ def parse_smi_q(lines: list[str]) -> SmiQReport:
             key0 = kv.group("key").strip().lower()
             if key0 in _REPORT_KEYS:
                 report[key0] = (kv.group("val") or "").strip()
+                header = cur is None
                 continue
         if kv is not None:
             raw_key, val = kv.group("key").strip(), kv.group("val")
