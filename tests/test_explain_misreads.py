@@ -208,3 +208,62 @@ def test_a_d_memory_performance_excerpt_parses_like_the_others(tmp_path: Path) -
     (gpu,) = report["inputs"][0]["parsed"]["gpus"]
     assert gpu["bus_id"] == "0000:18:00.0" and gpu["fb_used_mib"] == 1
     assert gpu["clock_event_reasons_active"] == [] and gpu["pstate"] == "P0"
+
+
+# --- 3. topo -m matrices as people paste them -----------------------------------------------
+
+def _topo(tmp_path: Path, text: str) -> dict:
+    report = explain(tmp_path, text)
+    (inp,) = report["inputs"]
+    assert inp["kind"] == "topo", inp
+    return inp["parsed"]
+
+
+# NVIDIA/nccl#2157 (18 NICs: "NIC11   NIC12  NIC13" with two spaces in one place, the
+# rows' cells likewise); here a copy also ran "NIC12" and "NIC13" together.
+TOPO_RAN_TOGETHER = (
+    "        GPU0    GPU1    NIC0    NIC1    NIC2    NIC3    NIC4    NIC5    NIC6    NIC7    "
+    "NIC8    NIC9    NIC10   NIC11   NIC12NIC13    CPU Affinity    NUMA Affinity   GPU NUMA ID\n"
+    "GPU0     X      NV12    SYS     SYS     SYS     SYS     SYS     PXB     PXB     PXB     "
+    "PXB     SYS     SYS     SYS     SYS    SYS      48-63,176-191   3               N/A\n"
+    "GPU1    NV12     X      SYS     PXB     PXB     PXB     PXB     SYS     SYS     SYS     "
+    "SYS     SYS     SYS     SYS     SYS    SYS      16-31,144-159   1               N/A\n")
+
+
+def test_column_names_that_ran_together_are_two_columns(tmp_path: Path) -> None:
+    parsed = _topo(tmp_path, TOPO_RAN_TOGETHER)
+    assert parsed["nics"] == [f"NIC{i}" for i in range(14)]
+    assert parsed["links"]["GPU0"]["NIC13"] == "SYS"
+    assert parsed["links"]["GPU1"]["NIC4"] == "PXB"
+    assert parsed["cpu_affinity"] == {"GPU0": "48-63,176-191", "GPU1": "16-31,144-159"}
+    assert parsed["numa_affinity"] == {"GPU0": "3", "GPU1": "1"}
+
+
+def test_a_header_that_lost_a_name_never_puts_a_link_in_the_affinity(tmp_path: Path) -> None:
+    text = TOPO_RAN_TOGETHER.replace("NIC12NIC13", "NIC12")  # one name lost in the copy
+    parsed = _topo(tmp_path, text)
+    assert parsed["cpu_affinity"]["GPU0"] == "48-63,176-191"
+    assert parsed["numa_affinity"]["GPU1"] == "1"
+
+
+def test_escape_codes_around_header_cells(tmp_path: Path) -> None:
+    """A terminal that underlines the header (NVIDIA/go-gpuallocator#17's TAB layout)."""
+    u = "\x1b[4m{}\x1b[0m".format
+    head = "\t".join(["", u("GPU0"), u("GPU1"), u("NIC0"), u("CPU Affinity"), u("NUMA Affinity"),
+                      u("GPU NUMA ID")])
+    parsed = _topo(tmp_path, head + "\n"
+                   "GPU0\t X \tSYS\tSYS\t0-55,112-167\t0\t\tN/A\n"
+                   "GPU1\tSYS\t X \tPHB\t56-111,168-223\t1\t\tN/A\n"
+                   "NIC0\tSYS\tPHB\t X \n")
+    assert parsed["gpus"] == ["GPU0", "GPU1"] and parsed["nics"] == ["NIC0"]
+    assert parsed["cpu_affinity"] == {"GPU0": "0-55,112-167", "GPU1": "56-111,168-223"}
+    assert parsed["numa_affinity"] == {"GPU0": "0", "GPU1": "1"}
+    assert parsed["links"]["GPU1"]["NIC0"] == "PHB"
+
+
+def test_a_single_gpu_matrix(tmp_path: Path) -> None:
+    parsed = _topo(tmp_path, "        GPU0    CPU Affinity    NUMA Affinity   GPU NUMA ID\n"
+                             "GPU0     X      0-31    0               N/A\n\n"
+                             "Legend:\n\n  X    = Self\n")
+    assert parsed["gpus"] == ["GPU0"] and parsed["links"] == {"GPU0": {"GPU0": "X"}}
+    assert parsed["cpu_affinity"] == {"GPU0": "0-31"} and parsed["numa_affinity"] == {"GPU0": "0"}

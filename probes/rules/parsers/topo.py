@@ -35,6 +35,11 @@ _AFFINITY = (("CPU Affinity", "cpu_affinity"), ("NUMA Affinity", "numa_affinity"
              ("GPU NUMA ID", "gpu_numa_id"))
 _CELL_WORD = re.compile(r"^(?:X|NV\d+|SYS|SOC|NODE|PHB|PXB|PIX|PSB|OK|NS|CNS|GNS|TNS|U|N/A)$")
 """Values a header never holds, so a row is never taken for the header."""
+_ANSI = re.compile(r"(?:\x1b|\\x1b)\[[0-9;?]*[ -/]*[@-~]")
+"""Terminal escapes around header cells (a terminal that underlines or colours the header),
+raw or as the ``\\x1b`` text that ``explain``'s input cleaning shows them as."""
+_AFFINITY_VALUE = re.compile(r"^\d[\d,\-]*$")
+"""A CPU list or NUMA id (``0-15,32-47``, ``1``): never a link cell."""
 _NIC_LEGEND = re.compile(r"^\s*(?P<nic>NIC\d+)\s*:\s*(?P<name>\S+)\s*$")
 _LEGEND = re.compile(r"^\s*(?:NIC\s+)?Legend\s*:?\s*$", re.IGNORECASE)
 
@@ -96,11 +101,23 @@ def _tokens(line: str, prefix: str | None = None) -> list[str]:
     return toks
 
 
+_RAN_TOGETHER = re.compile(r"^(?:(?:GPU|NIC)\d+){2,}$|^(?:(?:GPU|NIC)\d+)+CPU$")
+_NAME_PART = re.compile(r"(?:GPU|NIC)\d+|CPU")
+
+
+def _split_run_together(toks: list[str]) -> list[str]:
+    """Header names a copy ran together (``NIC11NIC12``, ``NIC9CPU Affinity``), apart."""
+    out: list[str] = []
+    for tok in toks:
+        out += _NAME_PART.findall(tok) if _RAN_TOGETHER.match(tok) else [tok]
+    return out
+
+
 def _header(line: str, no: int) -> _Header | None:
     """The matrix header: device names from GPU0 on, then the affinity column names."""
-    raw = line.split()
+    raw = _split_run_together(line.split())
     prefix = raw[0] if len(raw) > 1 and _PREFIX.match(raw[0]) and _GPU.match(raw[1]) else None
-    toks = _tokens(line, prefix)
+    toks = _split_run_together(_tokens(line, prefix))
     if not toks or not _GPU.match(toks[0]):
         return None
     devices: list[str] = []
@@ -118,13 +135,18 @@ def _header(line: str, no: int) -> _Header | None:
 
 
 def _row(toks: list[str], n: int) -> tuple[list[str], list[str]]:
-    """A row's link cells (at most ``n``, while they look like cells) and its other values."""
+    """A row's link cells (at most ``n``, while they look like cells) and its other values.
+
+    Link-shaped tokens past the ``n`` the header names (a header that lost a name) are
+    dropped rather than read as affinities: ``SYS`` is never a CPU affinity.
+    """
     cells: list[str] = []
-    for tok in toks:
-        if len(cells) >= n or not _LINK.match(tok):
-            break
-        cells.append(tok)
-    return cells, toks[len(cells):]
+    i = 0
+    while i < len(toks) and _LINK.match(toks[i]) and not _AFFINITY_VALUE.match(toks[i]):
+        if len(cells) < n:
+            cells.append(toks[i])
+        i += 1
+    return cells, toks[i:]
 
 
 def _header_less(cleaned: list[str]) -> _Header | None:
@@ -151,7 +173,7 @@ def parse_topo(lines: list[str]) -> TopoMatrix:
     Returns:
         The devices the header names (even if rows are cut off) and every cell present.
     """
-    cleaned = clean_lines(lines)
+    cleaned = [_ANSI.sub("", line) for line in clean_lines(lines)]
     head = next((h for no, line in enumerate(cleaned, start=1)
                  if (h := _header(line, no)) is not None), None) or _header_less(cleaned)
     if head is None:
