@@ -42,6 +42,7 @@ class Code(str, Enum):
 
     # gpu: devices, clocks, links, memory health, disks, layout
     GPU_LOST = "gpu-lost"
+    GPU_SENSOR_UNREADABLE = "gpu-sensor-unreadable"
     GPU_UNRESPONSIVE = "gpu-unresponsive"
     GPU_DROPOUT = "gpu-dropout"
     CLOCKS_THROTTLED = "clocks-throttled"

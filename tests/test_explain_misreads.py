@@ -110,7 +110,7 @@ def test_worker_prefixes_are_peeled_like_srun_labels(
 @pytest.mark.parametrize(("raw", "linux"), [
     ("00000000:3B:00.0", "0000:3b:00.0"),
     ("0000000F:01:00.0", "000f:01:00.0"),   # the contract's examples (issue #24)
-    ("00008ED0:00:00.0", "8ed0:00:00.0"),
+    ("00008ED0:00:00.0", "8ed0:00:00.0"),   # an Azure V100 (Azure/azhpc-diagnostics#77)
     ("0001:02:00.0", "0001:02:00.0"),
     ("4e:00.0", "0000:4e:00.0"),
 ])
@@ -267,3 +267,59 @@ def test_a_single_gpu_matrix(tmp_path: Path) -> None:
                              "Legend:\n\n  X    = Self\n")
     assert parsed["gpus"] == ["GPU0"] and parsed["links"] == {"GPU0": {"GPU0": "X"}}
     assert parsed["cpu_affinity"] == {"GPU0": "0-31"} and parsed["numa_affinity"] == {"GPU0": "0"}
+
+
+# --- 4. ERR! in one sensor cell is not a lost GPU ---------------------------------------------
+
+# Azure/azhpc-diagnostics#77 (a V100 PCIe reading "ERR! / 250W", everything else readable) and
+# NVIDIA/open-gpu-kernel-modules#1193 (the fan cell ERR!), in the 550 table layout; GPU 2 is
+# the whole-GPU case, every cell ERR!.
+SMI_TABLE_ERR = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA A100-PCIE-40GB          On  |   00000000:17:00.0 Off |                    0 |
+| N/A   34C    P0            ERR! / 250W  |   39125MiB /  40960MiB |     97%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+|   1  NVIDIA A100-PCIE-40GB          On  |   00000000:65:00.0 Off |                    0 |
+| ERR!  36C    P0             63W / 250W  |   39125MiB /  40960MiB |     98%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+|   2  ERR!                           On  |   00000000:CA:00.0 Off |                 ERR! |
+|ERR!  ERR!   ERR!             ERR! / ERR! |   ERR!   /  40960MiB |    ERR!      Default |
+|                                         |                        |                 ERR! |
++-----------------------------------------+------------------------+----------------------+
+"""
+
+
+def test_one_err_cell_is_a_sensor_warning_and_a_dead_gpu_is_lost(tmp_path: Path) -> None:
+    report = explain(tmp_path, SMI_TABLE_ERR)
+    assert report["inputs"][0]["kind"] == "nvidia-smi-table"
+    by_gpu = {(f["code"], f["gpu"]): f for f in report["findings"]}
+    assert ("gpu-lost", "0000:17:00.0") not in by_gpu
+    assert ("gpu-lost", "0000:65:00.0") not in by_gpu
+    power = by_gpu[("gpu-sensor-unreadable", "0000:17:00.0")]
+    assert power["severity"] == "warning" and power["step"] == "gpu"
+    assert "power_w" in power["summary"]
+    assert by_gpu[("gpu-sensor-unreadable", "0000:65:00.0")]["severity"] == "warning"
+    assert by_gpu[("gpu-lost", "0000:ca:00.0")]["severity"] == "critical"
+
+
+def test_one_unknown_error_cell_in_csv_is_a_sensor_warning(tmp_path: Path) -> None:
+    """`--query-gpu` CSV with one cell [Unknown Error] (tutulino/Megaminer#376's fan.speed,
+    Quake4/MindMiner#627's power.default_limit) and a row where everything but the ids is."""
+    report = explain(tmp_path, (
+        "index, pci.bus_id, temperature.gpu, utilization.gpu [%], memory.used [MiB], "
+        "power.draw [W]\n"
+        "0, 00000000:17:00.0, 34, 97 %, 39125 MiB, [Unknown Error]\n"
+        "1, 00000000:CA:00.0, [Unknown Error], [Unknown Error], [Unknown Error], "
+        "[Unknown Error]\n"))
+    by_gpu = {(f["code"], f["gpu"]): f for f in report["findings"]}
+    assert ("gpu-lost", "0000:17:00.0") not in by_gpu
+    assert by_gpu[("gpu-sensor-unreadable", "0000:17:00.0")]["severity"] == "warning"
+    assert by_gpu[("gpu-lost", "0000:ca:00.0")]["severity"] == "critical"

@@ -39,8 +39,11 @@ LOOKS_LIKE_LINES = 5000
 """How far the recogniser reads: the header or command line is at the top of a paste."""
 LOOKS_LIKE_SHARE = 0.6
 """Share of non-blank lines that must be CSV (header, rows, command) for the input to be CSV."""
-LOST_CRITICAL_CELLS = 3
-"""``[Unknown Error]`` cells from which a row counts as a lost GPU rather than a failed read."""
+IDENTITY_FIELDS = frozenset({"index", "pci.bus_id", "pci.device_id", "pci.sub_device_id",
+                             "name", "uuid", "serial", "timestamp", "driver_version",
+                             "vbios_version", "minor_number", "pci.domain", "pci.bus",
+                             "pci.device", "count"})
+"""Columns NVML answers from the device handle alone: readable even on a GPU it cannot talk to."""
 IDLE_PSTATE = 8
 """P-state from which a GPU is idle (P8 and deeper): a slow link there is power saving."""
 
@@ -98,6 +101,9 @@ _KNOWN_GROUPS = frozenset({
 _REASON_BITS = ((0x4, "sw_power_cap"), (0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"),
                 (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"))
 
+ACTION_SENSOR = ("One sensor of this GPU cannot be read while the GPU answers: watch it; check "
+                 "the kernel log for Xid errors on its bus id, and the fan/power hardware if "
+                 "it persists")
 ACTION_LOST = ("Check the kernel log for Xid 79 / 'fallen off the bus' and GSP timeouts on this "
                "GPU; drain the node, reset the GPU (nvidia-smi -r) or reboot; reseat or RMA it "
                "if it recurs")
@@ -406,6 +412,16 @@ def _gpu_of(row: SmiCsvRow) -> str | None:
     return None
 
 
+def _readings(row: SmiCsvRow) -> list[Cell]:
+    """The row's numeric readings, without the columns a handle alone answers (index, ids)."""
+    if row.names:
+        pairs = [v for n, v in zip(row.names, row.values, strict=False)
+                 if n not in IDENTITY_FIELDS]
+    else:
+        pairs = list(row.values[1:])  # noheader, names unknown: the first cell is the index
+    return [v for v in pairs if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
 def _busy(row: SmiCsvRow) -> bool | None:
     """True under load, False when idle (P8+ or 0 % util), None when the row cannot say."""
     util = _num(row.value("utilization.gpu"))
@@ -468,13 +484,17 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
 
     lost = [c for c in row.cells if c.strip().lower() in _LOST_MARKERS]
     if lost:
-        crit = any(c.strip().lower() == "[gpu is lost]" for c in lost) or \
-            len(lost) >= LOST_CRITICAL_CELLS
-        add("gpu-lost", Severity.CRITICAL if crit else Severity.WARNING,
-            f"GPU {who} reads {lost[0]} in {len(lost)} field(s): "
-            + ("NVML has lost it" if crit else "NVML cannot read part of its state"),
-            ACTION_LOST)
-        return out
+        if "[gpu is lost]" in (c.strip().lower() for c in lost) or not _readings(row):
+            add("gpu-lost", Severity.CRITICAL,
+                f"GPU {who} reads {lost[0]} in {len(lost)} field(s) and nothing else: NVML has "
+                "lost it", ACTION_LOST)
+            return out
+        unread = [n for n, c in zip(row.names, row.cells, strict=False)
+                  if c.strip().lower() in _LOST_MARKERS]
+        add("gpu-sensor-unreadable", Severity.WARNING,
+            f"GPU {who} reads {lost[0]} in {', '.join(unread) or f'{len(lost)} field(s)'} "
+            "while its other readings answer: a sensor NVML cannot read, not a lost GPU",
+            ACTION_SENSOR, {"fields": unread})
     if not row.names:
         return out
     busy = _busy(row)

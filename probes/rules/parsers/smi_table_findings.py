@@ -9,8 +9,9 @@ from probes.rules.parsers.smi_table_records import SmiTable
 from probes.rules.result import ExplainFinding
 from probes.triage import Severity, Step
 
-ERR_CRITICAL_CELLS = 3
-"""ERR! cells from which a GPU counts as lost outright rather than as a failing read."""
+VITAL_FIELDS = frozenset({"temp_c", "mem_used_mib", "util_pct"})
+"""A GPU is lost when its name or all of these read ``ERR!``; otherwise an ``ERR!`` cell is
+one sensor NVML cannot read (a power or fan sensor), and the GPU still answers."""
 LOST = re.compile(r"Unable to determine the device handle for GPU|\bGPU is lost\b",
                    re.IGNORECASE)
 
@@ -20,6 +21,9 @@ ACTION_LOST = ("Check the kernel log for Xid 79 / 'fallen off the bus' and GSP t
 ACTION_ERR = ("NVML cannot read this GPU: check the kernel log for Xid 79 / 119 on its bus id, "
               "drain the node and reset or reboot; a single ERR! sensor (fan) alone can be a "
               "failing fan or sensor")
+ACTION_SENSOR = ("One sensor of this GPU cannot be read while the GPU answers: watch it; check "
+                 "the kernel log for Xid errors on its bus id, and the fan/power hardware if "
+                 "it persists (a driver update sometimes fixes a sensor that always reads ERR!)")
 ACTION_ECC = ("Drain the GPU; check nvidia-smi -q -d ECC,ROW_REMAPPER (PAGE_RETIREMENT on older "
               "GPUs) for pending remaps; reset the GPU to apply them, RMA if remapping failed")
 
@@ -52,13 +56,20 @@ def findings(table: SmiTable) -> list[ExplainFinding]:
             ACTION_LOST, gpu=bus, time=table.timestamp))
     for g in table.gpu_rows:
         if g.err_fields:
-            crit = "name" in g.err_fields or len(g.err_fields) >= ERR_CRITICAL_CELLS
-            add(ExplainFinding(
-                Step.GPU, "gpu-lost", Severity.CRITICAL if crit else Severity.WARNING, g.line,
-                g.text, f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
-                f"{len(g.err_fields)} field(s) ({', '.join(g.err_fields)}): "
-                + ("NVML cannot talk to it" if crit else "NVML cannot read part of its state"),
-                ACTION_ERR, gpu=g.bus_id, time=table.timestamp))
+            errs = set(g.err_fields)
+            if "name" in errs or errs >= VITAL_FIELDS:
+                add(ExplainFinding(
+                    Step.GPU, "gpu-lost", Severity.CRITICAL, g.line, g.text,
+                    f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
+                    f"{len(g.err_fields)} field(s) ({', '.join(g.err_fields)}): NVML cannot "
+                    "talk to it", ACTION_ERR, gpu=g.bus_id, time=table.timestamp))
+            else:
+                add(ExplainFinding(
+                    Step.GPU, "gpu-sensor-unreadable", Severity.WARNING, g.line, g.text,
+                    f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
+                    f"{', '.join(g.err_fields)} while its other readings answer: a sensor NVML "
+                    "cannot read, not a lost GPU", ACTION_SENSOR, gpu=g.bus_id,
+                    time=table.timestamp, extra={"fields": list(g.err_fields)}))
         if g.ecc_uncorr:
             add(ExplainFinding(
                 Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, g.line, g.text,
