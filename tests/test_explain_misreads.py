@@ -323,3 +323,32 @@ def test_one_unknown_error_cell_in_csv_is_a_sensor_warning(tmp_path: Path) -> No
     assert ("gpu-lost", "0000:17:00.0") not in by_gpu
     assert by_gpu[("gpu-sensor-unreadable", "0000:17:00.0")]["severity"] == "warning"
     assert by_gpu[("gpu-lost", "0000:ca:00.0")]["severity"] == "critical"
+
+
+# --- 6. pasted CSV with notes between blocks ----------------------------------------------
+
+# Two runs of the same --query-gpu … --format=csv,noheader,nounits (the form
+# netdata/netdata#10362 settled on) with a comment, a sentence with a comma and a second
+# command line whose start was cut off in the copy between them (as issue #24 describes).
+CSV_WITH_NOTES = (
+    "$ nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,utilization.gpu,memory.used,"
+    "power.draw --format=csv,noheader,nounits\n") + """\
+0, 00000000:18:00.0, 33, 0, 1, 70.10
+1, 00000000:2A:00.0, 35, 0, 1, 71.32
+# after starting the job, a minute later:
+gpu=memory.total,memory.used,temperature.gpu --format=csv,noheader,nounits
+then, after the warm-up:
+0, 00000000:18:00.0, 61, 100, 64231, 512.44
+1, 00000000:2A:00.0, 63, 99, 64231, 498.01
+"""
+
+
+def test_notes_between_csv_blocks_are_not_rows_and_both_blocks_are(tmp_path: Path) -> None:
+    report = explain(tmp_path, CSV_WITH_NOTES)
+    (inp,) = report["inputs"]
+    assert inp["kind"] == "nvidia-smi-csv"
+    rows = inp["parsed"]["rows"]
+    assert rows == [[0, "00000000:18:00.0", 33, 0, 1, 70.1],
+                    [1, "00000000:2A:00.0", 35, 0, 1, 71.32],
+                    [0, "00000000:18:00.0", 61, 100, 64231, 512.44],
+                    [1, "00000000:2A:00.0", 63, 99, 64231, 498.01]]

@@ -60,6 +60,11 @@ _COMMAND = re.compile(r"(?:^|[\s/\\$#>%;|&(])nvidia-smi(?:\.exe)?(?:\s|$)", re.I
 _QUERY = re.compile(r"--query-(?P<what>[a-z][a-z-]*)(?:=|\s+)"
                     r"(?:\"(?P<dq>[^\"]*)\"?|'(?P<sq>[^']*)'?|(?P<bare>[^\s\"']+))")
 _FORMAT = re.compile(r"--format(?:=|\s+)[\"']?(?P<fmt>[\w,]+)")
+_NOTE = re.compile(r"^(?:#|//|--\s|\(.*\)$)")
+"""A comment or note pasted between blocks (``# after the restart:``); a root prompt's
+``# nvidia-smi …`` is a command and is read before this."""
+_PROSE = re.compile(r"^[A-Za-z][A-Za-z' ,;\-]*[:.!?]?$")
+"""A line of plain words and no number: a sentence with a comma, not a row."""
 _PROMPT = re.compile(r"^\S{0,64}[$#>%]$")
 _ERROR_LINE = re.compile(
     r"Unable to determine the device handle|\bGPU is lost\b|No devices were found"
@@ -345,9 +350,11 @@ def parse_smi_csv(lines: list[str]) -> SmiCsv:
                 continue
             commands += 1
             what, fields, header = _query(text)
-            if what is not None or header is not None:
+            if what is not None:
                 blocks.append(_Block(None, tuple(normalize_field(f) for f in fields), what,
                                      header, no))
+            # else a command that names no query (a copy cut before ``--query-gpu=``): a note
+            # between blocks, and the rows below it go on under the block they match
             continue
         _data_line(blocks, no, text, host)
     return SmiCsv(tuple(b.freeze() for b in blocks if b.columns is not None or b.rows
@@ -356,8 +363,10 @@ def parse_smi_csv(lines: list[str]) -> SmiCsv:
 
 
 def _data_line(blocks: list[_Block], no: int, text: str, host: str | None) -> None:
-    """A header, a repeated header, or a row of the current block."""
+    """A header, a repeated header, or a row of the current block; notes are none of these."""
     b = blocks[-1]
+    if _NOTE.match(text):
+        return
     cells = split_cells(text)
     if b.columns is not None and tuple(cells) == b.columns:
         return
@@ -383,6 +392,8 @@ def _data_line(blocks: list[_Block], no: int, text: str, host: str | None) -> No
     width = len(b.columns) if b.columns is not None else len(b.names)
     if "," not in text and width != 1:
         return
+    if width and len(cells) != width and _PROSE.match(text):
+        return  # "then, after the job started:" between two blocks
     b.rows.append((no, text, cells, host))
 
 
