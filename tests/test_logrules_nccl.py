@@ -293,11 +293,13 @@ def test_heartbeat_monitor_timeout() -> None:
     assert "watchdog hung" in f.summary and "CUDA call" in f.action
 
 
-def test_ambiguous_watchdog_line_alone_is_a_timeout_but_not_beside_an_error() -> None:
+def test_ambiguous_watchdog_line_alone_is_an_error_not_a_timeout() -> None:
+    """"Either an error or timeout" says neither: only a line that reports a timeout is
+    nccl-timeout (#24); alone it is an nccl-error that says so, beside an error nothing."""
     amb = ("[rank1]:[E1117 03:27:51.4 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 1] Exception "
            "(either an error or timeout) detected by watchdog at work: 12408, last enqueued NCCL "
            "work: 12410, last completed NCCL work: 12407.")
-    f = _one(amb, "nccl-timeout")
+    f = _one(amb, "nccl-error")
     assert "error or timeout" in f.summary
     _one("RuntimeError: NCCL error in: x.cpp:1, internal error - please report this issue to "
          "the NCCL developers, NCCL version 2.18.1\n" + amb, "nccl-error")

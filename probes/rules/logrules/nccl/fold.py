@@ -131,7 +131,9 @@ def _timeout_finding(timeouts: Sequence[Timeout], others: bool) -> ExplainFindin
         action = ACTION_HEARTBEAT + ". " + ACTION_TIMEOUT
     count = len({(t.where.rank, t.seq, t.kind) if t.where.rank is not None else id(t)
                  for t in records})
-    return _finding("nccl-timeout", CRIT, first.where, summary, action, count, extra)
+    # "an error or timeout" with nothing said of which is no timeout (#24): nccl-error
+    code = "nccl-timeout" if real else "nccl-error"
+    return _finding(code, CRIT, first.where, summary, action, count, extra)
 
 
 def _timeout_summary(records: Sequence[Timeout], coll: Sequence[Timeout], ranks: list[int],
