@@ -67,13 +67,20 @@ def decode_reasons(mask):
 
 
 def normalise_bus_id(bus_id):
-    """'00000000:3B:00.0' -> '0000:3b:00.0': lowercase, an all-zero domain cut to 4 digits."""
+    """'00000000:3B:00.0' -> '0000:3b:00.0', '00008ED0:00:00.0' -> '8ed0:00:00.0'.
+
+    The domain is printed as Linux prints it (``%04x``, as lspci and sysfs name the
+    device), so a GPU joins its PCI link on hosts with a non-zero domain too.
+    """
     if not bus_id:
         return bus_id
     b = bus_id.strip().lower()
     parts = b.split(":")
-    if len(parts) == 3 and len(parts[0]) > 4 and set(parts[0]) <= {"0"}:
-        parts[0] = parts[0][-4:]
-    elif len(parts) == 2:
+    if len(parts) == 2:
         parts.insert(0, "0000")
+    elif len(parts) == 3:
+        try:
+            parts[0] = "%04x" % int(parts[0], 16)
+        except ValueError:
+            pass
     return ":".join(parts)
