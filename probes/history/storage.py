@@ -164,14 +164,20 @@ class Ring:
         self.start = 0
 
     def append(self, ts: Sequence[float], data: dict[str, array[Any]],
-               counts: Sequence[int] = ()) -> None:
+               counts: Sequence[int] = (), keep_from: float = math.inf) -> None:
         """Append rows (times ascending, after the newest); ``data`` holds ``width`` values
-        a row per series; series absent from it get missing values."""
+        a row per series; series absent from it get missing values.
+
+        Rows at or after ``keep_from`` are never overwritten, however old: the raw tier
+        keeps what coarse buckets have not yet been built from (sparse samples, minutes
+        apart, would otherwise age out of a short raw span before they are read).
+        """
         k = len(ts)
         newest = ts[-1]
         cap = self.cap
         times = self.times
-        while self.n and times[self.start] < newest - self.span and self.n + k > cap:
+        oldest_ok = min(newest - self.span, keep_from)
+        while self.n and times[self.start] < oldest_ok and self.n + k > cap:
             self.start = (self.start + 1) % cap
             self.n -= 1
         if self.n + k > cap:

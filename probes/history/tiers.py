@@ -8,6 +8,7 @@ closes.  Per-series costs are thus paid once per batch, not per sample or bucket
 from __future__ import annotations
 
 import itertools
+import math
 from array import array
 from collections.abc import Sequence
 from typing import Any
@@ -111,7 +112,12 @@ class TierSet:
             if key not in self.keys:
                 self.add_series(key)
             data[key] = raw.codecs[key].encode(vals)
-        raw.append(ts, data)
+        if len(self.tiers) < 2:
+            raw.append(ts, data)
+        else:
+            # Not yet read into tier-1 buckets: must stay, however sparse the samples.
+            raw.append(ts, data, keep_from=-math.inf if self._built_to is None
+                       else self._built_to)
 
     def nbytes(self) -> int:
         """Approximate bytes held by the columns of every tier."""
