@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
+from probes.rules.parsers import smi_csv_names as csv_names
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.rules.parsers.smi_cells import Cell, cell_value
 from probes.rules.result import ExplainFinding, KindResult
@@ -82,48 +83,6 @@ _MARKER_CELL = re.compile(
 _PSTATE = re.compile(r"^P(\d{1,2})$")
 
 _LOST_MARKERS = frozenset({"[gpu is lost]", "[unknown error]"})
-_ALIASES = {"gpu_name": "name", "gpu_bus_id": "pci.bus_id", "gpu_uuid": "uuid",
-            "gpu_serial": "serial", "used_gpu_memory": "used_memory"}
-_KNOWN_FIELDS = frozenset({
-    "timestamp", "driver_version", "count", "name", "serial", "uuid", "index", "pstate",
-    "vbios_version", "compute_mode", "compute_cap", "persistence_mode", "display_mode",
-    "display_attached", "display_active", "addressing_mode", "hostname", "gpu_recovery_action",
-    "edpp_multiplier", "pid", "process_name", "used_memory", "gpu_utilization",
-    "mem_utilization", "max_memory_usage", "time", "is_running", "gpu_instance_id",
-    "compute_instance_id", "pci.bus_id",
-})
-_KNOWN_GROUPS = frozenset({
-    "pci", "pcie", "clocks", "clocks_event_reasons", "clocks_event_reasons_counters", "memory",
-    "utilization", "temperature", "power", "enforced", "module", "power_smoothing", "ecc",
-    "retired_pages", "remapped_rows", "fan", "inforom", "encoder", "fbc", "mig", "gsp", "c2c",
-    "fabric", "platform", "driver_model", "gom", "accounting", "vgpu_driver_capability",
-    "vgpu_device_capability", "protected_memory", "reset_status", "dramencryption",
-    "clocks_applications", "clocks_default_applications", "gpu_operation_mode",
-})
-"""First components of dotted nvidia-smi field names (``clocks_event_reasons.hw_slowdown``)."""
-
-# Bit values of nvmlClocksEventReason* (the same bits as the older ThrottleReason names).
-_REASON_BITS = ((0x4, "sw_power_cap"), (0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"),
-                (0x40, "hw_thermal_slowdown"), (0x80, "hw_power_brake_slowdown"))
-
-ACTION_SENSOR = ("One sensor of this GPU cannot be read while the GPU answers: watch it; check "
-                 "the kernel log for Xid errors on its bus id, and the fan/power hardware if "
-                 "it persists")
-ACTION_LOST = ("Check the kernel log for Xid 79 / 'fallen off the bus' and GSP timeouts on this "
-               "GPU; drain the node, reset the GPU (nvidia-smi -r) or reboot; reseat or RMA it "
-               "if it recurs")
-ACTION_THROTTLE = ("Check cooling (inlet air, fans, heatsink), power delivery and the power "
-                   "limit (nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE) while it is loaded")
-ACTION_WIDTH = "Reseat the card or check the riser/slot; compare lspci LnkCap and LnkSta"
-ACTION_SPEED = ("Read the link again while the GPU is busy; one that stays below its capable "
-                "generation under load needs a reseat or a BIOS/slot check")
-ACTION_ECC = ("Drain the GPU; check nvidia-smi -q -d ECC,ROW_REMAPPER (PAGE_RETIREMENT on older "
-              "GPUs) for pending remaps; reset the GPU to apply them, RMA if remapping failed")
-ACTION_RETIRED = "Reload the driver or reset the GPU so the pending page retirement takes effect"
-ACTION_REMAP = ("Row remapping failed (no spare rows left): drain the GPU and RMA it; "
-                "nvidia-smi -q -d ROW_REMAPPER shows the histogram")
-
-
 def normalize_field(name: str) -> str:
     """``fan.speed [%]`` → ``fan.speed``; old and query-only names → the header's name.
 
@@ -133,12 +92,12 @@ def normalize_field(name: str) -> str:
     n = _UNIT.sub("", name).strip().lower()
     if n.startswith("clocks_throttle_reasons"):
         n = "clocks_event_reasons" + n[len("clocks_throttle_reasons"):]
-    return _ALIASES.get(n, n)
+    return csv_names.ALIASES.get(n, n)
 
 
 def _known(printed: str) -> bool:
     n = normalize_field(printed)
-    return n in _KNOWN_FIELDS or ("." in n and n.split(".", 1)[0] in _KNOWN_GROUPS)
+    return n in csv_names.KNOWN_FIELDS or ("." in n and n.split(".", 1)[0] in csv_names.KNOWN_GROUPS)
 
 
 def _distinctive(printed: str) -> bool:
@@ -455,7 +414,7 @@ def _active_reasons(row: SmiCsvRow) -> set[str]:
     mask = row.value("clocks_event_reasons.active")
     if isinstance(mask, str) and re.match(r"^0x[0-9A-Fa-f]{1,16}$", mask.strip()):
         bits = int(mask.strip(), 16)
-        active |= {name for bit, name in _REASON_BITS if bits & bit}
+        active |= {name for bit, name in csv_names.REASON_BITS if bits & bit}
     return active
 
 
@@ -498,14 +457,14 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
         if "[gpu is lost]" in (c.strip().lower() for c in lost) or not _readings(row):
             add("gpu-lost", Severity.CRITICAL,
                 f"GPU {who} reads {lost[0]} in {len(lost)} field(s) and nothing else: NVML has "
-                "lost it", ACTION_LOST)
+                "lost it", csv_names.ACTION_LOST)
             return out
         unread = [n for n, c in zip(row.names, row.cells, strict=False)
                   if c.strip().lower() in _LOST_MARKERS]
         add("gpu-sensor-unreadable", Severity.WARNING,
             f"GPU {who} reads {lost[0]} in {', '.join(unread) or f'{len(lost)} field(s)'} "
             "while its other readings answer: a sensor NVML cannot read, not a lost GPU",
-            ACTION_SENSOR, {"fields": unread})
+            csv_names.ACTION_SENSOR, {"fields": unread})
     if not row.names:
         return out
     busy = _busy(row)
@@ -515,7 +474,7 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
         throttled.append("sw_power_cap")
     if throttled:
         add("clocks-throttled", Severity.WARNING,
-            f"GPU {who} clocks held down: {', '.join(throttled)} active", ACTION_THROTTLE,
+            f"GPU {who} clocks held down: {', '.join(throttled)} active", csv_names.ACTION_THROTTLE,
             {"reasons": throttled})
     cur_gen = _int(row.value("pcie.link.gen.gpucurrent"))
     if cur_gen is None:
@@ -530,27 +489,27 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
     link = gen_shortfall(cap_gen, cap_w, cur_gen, cur_w)
     if link is Severity.WARNING:
         add("pcie-link-downgraded", Severity.WARNING,
-            f"GPU {who} PCIe link runs x{cur_w} of x{cap_w}", ACTION_WIDTH)
+            f"GPU {who} PCIe link runs x{cur_w} of x{cap_w}", csv_names.ACTION_WIDTH)
     elif link is Severity.INFO and busy is not False:
         add("pcie-link-downgraded", Severity.INFO,
             f"GPU {who} PCIe link at Gen{cur_gen} of Gen{cap_gen}"
-            + (" under load" if busy else ""), ACTION_SPEED)
+            + (" under load" if busy else ""), csv_names.ACTION_SPEED)
     vol, agg = _ecc(row, "volatile"), _ecc(row, "aggregate")
     if vol:
         add("ecc-uncorrectable", Severity.CRITICAL,
             f"GPU {who} has {vol} uncorrectable ECC error(s) since the driver loaded",
-            ACTION_ECC, {"count_ecc": vol})
+            csv_names.ACTION_ECC, {"count_ecc": vol})
     elif agg:
         add("ecc-uncorrectable", Severity.INFO,
             f"GPU {who} has {agg} uncorrectable ECC error(s) in its lifetime (none since the "
-            "driver loaded)", ACTION_ECC, {"count_ecc": agg})
+            "driver loaded)", csv_names.ACTION_ECC, {"count_ecc": agg})
     if _yes(row.value("retired_pages.pending")):
         add("retired-pages-pending", Severity.WARNING,
-            f"GPU {who}: retired pages wait for a driver reload", ACTION_RETIRED)
+            f"GPU {who}: retired pages wait for a driver reload", csv_names.ACTION_RETIRED)
     if _yes(row.value("remapped_rows.failure")):
         add("row-remap-failure", Severity.CRITICAL,
             f"GPU {who}: row remapping failed (no spare rows); the card needs service",
-            ACTION_REMAP)
+            csv_names.ACTION_REMAP)
     return out
 
 
@@ -580,7 +539,7 @@ def _findings(csv: SmiCsv) -> list[ExplainFinding]:
         out.append(ExplainFinding(
             Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
             f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}: NVML has "
-            "lost it", ACTION_LOST, gpu=bus))
+            "lost it", csv_names.ACTION_LOST, gpu=bus))
     for row in csv.all_rows:
         out.extend(_row_findings(row))
     return _fold(out)
