@@ -97,7 +97,8 @@ def normalize_field(name: str) -> str:
 
 def _known(printed: str) -> bool:
     n = normalize_field(printed)
-    return n in csv_names.KNOWN_FIELDS or ("." in n and n.split(".", 1)[0] in csv_names.KNOWN_GROUPS)
+    return n in csv_names.KNOWN_FIELDS or (
+        "." in n and n.split(".", 1)[0] in csv_names.KNOWN_GROUPS)
 
 
 def _distinctive(printed: str) -> bool:
