@@ -20,7 +20,11 @@ from tests.support.tui_fakes import sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.glyphs import wants_ascii
 from tui.messages import HostChosen
+from tui.screens.fleet import FleetScreen
+from tui.screens.help import HelpScreen
 from tui.screens.host import PANELS, SHOWN_AT_START, HostScreen
+from tui.screens.preflight import PreflightScreen
+from tui.screens.triage import TriageScreen
 from widgets.fleet_table import FleetTable
 from widgets.gpu_table import GpuTable
 
@@ -65,6 +69,12 @@ async def _shows(pilot: Pilot[None], needle: str) -> str:
     raise AssertionError(f"{needle!r} not shown on {type(app.screen).__name__}:\n{text}")
 
 
+async def _on(pilot: Pilot[None], screen: type) -> None:
+    """Wait until ``screen`` is on top: a key that opens a screen may push it a little later
+    (a busy machine), and the next key must not reach the screen below."""
+    await wait_until(pilot, lambda: isinstance(pilot.app.screen, screen))
+
+
 async def _walk(pilot: Pilot[None], plain: bool) -> list[str]:
     """Every screen and panel in turn; returns what each showed."""
     app = pilot.app
@@ -78,6 +88,7 @@ async def _walk(pilot: Pilot[None], plain: bool) -> list[str]:
                      and app.screen.query_one(GpuTable).row_count == 8)
     seen.append(await _shows(pilot, "LOST"))
     await pilot.press("escape")
+    await _on(pilot, FleetScreen)
     # the leaking host: its memory chart is drawn (the NO_COLOR crash was in its canvas)
     app.post_message(HostChosen("gpu-a02"))
     await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
@@ -91,13 +102,19 @@ async def _walk(pilot: Pilot[None], plain: bool) -> list[str]:
         seen.append(await _shows(pilot, PANEL_TEXT[panel]))
         await pilot.press(keys[panel])
     await pilot.press("escape")
+    await _on(pilot, FleetScreen)
     await pilot.press("t")
+    await _on(pilot, TriageScreen)
     seen.append(await _shows(pilot, "First failure"))
     await pilot.press("escape")
+    await _on(pilot, FleetScreen)
     await pilot.press("p")
+    await _on(pilot, PreflightScreen)
     seen.append(await _shows(pilot, "gpu-b02"))
     await pilot.press("escape")
+    await _on(pilot, FleetScreen)
     await pilot.press("question_mark")
+    await _on(pilot, HelpScreen)
     seen.append(await _shows(pilot, "keys"))
     await pilot.press("escape")
     if plain:
