@@ -106,8 +106,9 @@ async def test_marks_and_notes_survive_leaving_and_reopening(tmp_path: Path) -> 
         record = app.triage_records[None]
         assert record.verdict(Step.SYSLOG) is Verdict.SUSPECT
         assert record.notes[Step.SYSLOG] == "reseated GPU 3 on gpu-t02"
-        steps = str(app.screen.query_one(TriageSteps).render())
-        assert "suspect" in steps
+        # the reopened screen fills its steps on the next view, not on mount
+        await wait_until(pilot, lambda: "suspect" in str(
+            app.screen.query_one(TriageSteps).render()))
 
 
 async def test_triage_from_a_host_screen_covers_only_that_host() -> None:

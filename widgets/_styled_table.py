@@ -7,7 +7,7 @@ styled in ``themes/rigwatch.tcss``.  On a theme change the cells are re-resolved
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -118,6 +118,32 @@ class StyledTable(DataTable[Text]):
         if col.width is None:
             self._updated_cells.add(CellKey(row_key, column_key))
             self._require_update_dimensions = True
+
+    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
+        """DataTable's re-measure, then a new cache generation if a column got wider.
+
+        DataTable caches rendered header cells and rows by an update counter, not by width;
+        a header drawn between a write and this (deferred, on idle) re-measure kept its old
+        width beside the wider cells under it, and whether one was drawn in between was a
+        race (a flaky snapshot under load).
+        """
+        before = self._content_widths()
+        super()._update_column_widths(updated_cells)
+        self._new_generation_if_wider(before)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """The same for rows added since the last idle (measured here, not on write)."""
+        before = self._content_widths()
+        super()._update_dimensions(new_rows)
+        self._new_generation_if_wider(before)
+
+    def _content_widths(self) -> list[int]:
+        return [c.content_width for c in self.columns.values()]
+
+    def _new_generation_if_wider(self, before: list[int]) -> None:
+        if self._content_widths() != before:
+            self._update_count += 1
+            self.refresh()
 
     def _any_visible(self, keys: list[str]) -> bool:
         """Whether any of these rows is on screen (rows are one line high)."""
