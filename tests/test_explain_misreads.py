@@ -352,3 +352,49 @@ def test_notes_between_csv_blocks_are_not_rows_and_both_blocks_are(tmp_path: Pat
                     [1, "00000000:2A:00.0", 35, 0, 1, 71.32],
                     [0, "00000000:18:00.0", 61, 100, 64231, 512.44],
                     [1, "00000000:2A:00.0", 63, 99, 64231, 498.01]]
+
+
+# --- 7. lspci: a header glued after prose starts a device; a quoted LnkSta is not one -------
+
+# Shaped after geerlingguy/raspberry-pi-pcie-devices#480 (a card's lspci -vv with
+# "LnkSta: Speed 5GT/s (downgraded), Width x1 (downgraded)") and open-mpi/hwloc#653 (an A100's
+# header with its class code), pasted the way issue comments lose a newline.
+GLUED_HEADER = (
+    "here is my card under load 62:00.0 VGA compatible controller [0300]: NVIDIA Corporation "
+    "GA102 [GeForce RTX 3090] [10de:2204] (rev a1) (prog-if 00 [VGA controller])\n"
+    "\tSubsystem: NVIDIA Corporation Device [10de:147d]\n"
+    "\tNUMA node: 0\n"
+    "\tCapabilities: [78] Express (v2) Legacy Endpoint, MSI 00\n"
+    "\t\tLnkCap:\tPort #0, Speed 16GT/s, Width x16, ASPM L0s L1, Exit Latency L0s <1us\n"
+    "\t\tLnkSta:\tSpeed 16GT/s (ok), Width x8 (downgraded)\n"
+)
+
+# Shaped after janhq/jan#183: a comment that quotes a LnkSta line in its prose, then the
+# device's own lspci -vv block.
+QUOTED_LNKSTA = (
+    "My LnkSta: Speed 2.5GT/s (downgraded), Width x16 (ok) was what I saw yesterday; after "
+    "a reboot:\n"
+    "01:00.0 3D controller: NVIDIA Corporation GH100 [H100 PCIe] (rev a1)\n"
+    "\tCapabilities: [68] Express (v2) Endpoint, MSI 00\n"
+    "\t\tLnkCap:\tPort #0, Speed 32GT/s, Width x16, ASPM not supported\n"
+    "\t\tLnkSta:\tSpeed 32GT/s (ok), Width x16 (ok)\n"
+)
+
+
+def test_a_device_header_glued_after_prose_starts_the_device(tmp_path: Path) -> None:
+    report = explain(tmp_path, GLUED_HEADER)
+    devices = report["inputs"][0]["parsed"]["devices"]
+    assert report["inputs"][0]["kind"] == "lspci"
+    assert [d["address"] for d in devices] == ["0000:62:00.0"]
+    assert devices[0]["sta_width"] == 8 and devices[0]["numa_node"] == 0
+    found = [f for f in report["findings"] if f["code"] == "pcie-link-downgraded"]
+    assert len(found) == 1 and found[0]["gpu"] == "0000:62:00.0"
+    assert found[0]["line"] == 6
+
+
+def test_a_lnksta_quoted_in_a_sentence_is_not_a_link_state(tmp_path: Path) -> None:
+    report = explain(tmp_path, QUOTED_LNKSTA)
+    devices = report["inputs"][0]["parsed"]["devices"]
+    assert [d.get("address") for d in devices] == ["0000:01:00.0"]
+    assert devices[0]["downgraded"] is False
+    assert "pcie-link-downgraded" not in codes(report)

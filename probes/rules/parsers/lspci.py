@@ -23,13 +23,22 @@ LOOKS_LIKE_LINES = 5000
 _BDF = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
 _CLASS_WORD = (r"(?:controller|bridge|device|memory|peripheral|processor|accelerators?|IOMMU"
                r"|SMBus|class|counters|instrumentation|station|fibre channel)")
-_HEADER = re.compile(
-    rf"^\s*(?:[\w.\-\[\]]+:\s+)?(?P<bdf>{_BDF})\s+"
-    rf"(?P<desc>[^\s:][^:]{{0,80}}?{_CLASS_WORD}[^:]{{0,80}}:.*)$", re.IGNORECASE)
-"""``3b:00.0 3D controller: NVIDIA …``, also after a ``host: `` launcher prefix; the class
-name must read like one so that an ``mm:ss.d`` time at a line start is not taken for a BDF."""
-_LNKCAP = re.compile(r"\bLnkCap:\s*(?P<rest>.*)$")
-_LNKSTA = re.compile(r"\bLnkSta:\s*(?P<rest>.*)$")
+_HEADER_BODY = (rf"(?P<bdf>{_BDF})\s+"
+                rf"(?P<desc>[^\s:][^:]{{0,80}}?{_CLASS_WORD}[^:]{{0,80}}:.*)$")
+_LAUNCHER = r"^\s*(?:[\w.\-\[\]]+:\s+)?"
+"""Indentation, or a ``host: `` prefix that pdsh/clush put in front."""
+_HEADER = re.compile(r"(?:^|(?<=\s))" + _HEADER_BODY, re.IGNORECASE)
+"""``3b:00.0 3D controller: NVIDIA …`` anywhere a word starts: at the line start, after a
+launcher prefix, or glued after prose when a paste lost its newline (``…under load 62:00.0
+VGA compatible controller: NVIDIA``).  The class name must read like one so that an
+``mm:ss.d`` time is not taken for a BDF."""
+_HEADER_AT_START = re.compile(_LAUNCHER + _HEADER_BODY, re.IGNORECASE)
+"""The header where lspci prints it: what recognises an lspci paste (a log line with a time
+and a word like "controller" in it is no reason to read the whole input as lspci)."""
+_LNKCAP = re.compile(_LAUNCHER + r"LnkCap:\s*(?P<rest>.*)$")
+_LNKSTA = re.compile(_LAUNCHER + r"LnkSta:\s*(?P<rest>.*)$")
+"""LnkCap/LnkSta where lspci prints them, first on their line; one further into a line is a
+sentence quoting it ("the LnkSta: Speed 2.5GT/s line worries me"), not a link state."""
 _NUMA = re.compile(r"^\s*NUMA node:\s*(?P<n>\d+)\s*$")
 _CAPS = re.compile(r"^\s*Capabilities:\s*\[[0-9a-fA-F]+\]")
 _SPEED = re.compile(r"Speed\s+(?P<v>\d+(?:[.,]\d+)?)\s*(?:GT/s|Gb/s)", re.IGNORECASE)
@@ -158,7 +167,7 @@ def parse_lspci(lines: list[str]) -> tuple[PcieLink, ...]:
     blocks: list[_Block] = []
     cur: _Block | None = None
     for no, line in enumerate(clean_lines(lines), start=1):
-        m = _HEADER.match(line)
+        m = _HEADER.search(line)
         if m:
             cur = _Block(normalize_bus_id(m.group("bdf")), no, m.group("desc").strip())
             blocks.append(cur)
@@ -221,7 +230,7 @@ def explain(lines: list[str]) -> KindResult:
 def looks_like(lines: list[str]) -> bool:
     """A device header line, a LnkCap/LnkSta line or a ``Capabilities: [xx]`` line."""
     for line in clean_lines(lines[:LOOKS_LIKE_LINES]):
-        if _HEADER.match(line) or _LNKCAP.search(line) or _LNKSTA.search(line) or \
+        if _HEADER_AT_START.match(line) or _LNKCAP.search(line) or _LNKSTA.search(line) or \
                 _CAPS.match(line):
             return True
     return False
