@@ -224,3 +224,17 @@ async def test_a_host_never_reached_says_so_not_last_seen() -> None:
         assert "connection refused" in line and "next retry in 25 s" in line, line
         assert "last seen" not in _screen_text(app)
         assert "values below are old" not in line
+
+
+async def test_a_redraw_that_falls_due_after_the_app_closed_draws_nothing() -> None:
+    """A connect near the end asks for a redraw on a timer; it can fire once the screens
+    are gone (it raised ScreenStackError and failed the run, twice in CI)."""
+    specs = [HostSpec(name="x-real", expect_gpus=8)]
+    backend = FakeBackend(specs, [("x-real", Connected(T0))])
+    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    async with app.run_test(size=(80, 24)):
+        pass
+    assert not app.screen_stack
+    before = app.redraws
+    app.refresh_view()
+    assert app.redraws == before + 1

@@ -255,6 +255,8 @@ class RigwatchApp(App[None]):
         self._redraw_pending = False
         self._last_draw = time.monotonic()
         self.redraws += 1
+        if not self.screen_stack:
+            return  # a redraw that was due as the app closed: nothing is left to draw
         screen = self.screen
         if isinstance(screen, DataScreen) and screen.is_mounted:
             screen.show(self.fleet, self._clock(), self.mode_text())
