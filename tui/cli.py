@@ -126,8 +126,13 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
     )
     from probes.store.recording_backend import RecordingBackend
     from probes.transport.backend import AgentFleetBackend
+    from probes.transport.collectors import CollectorBackend, auto_collectors
 
-    live = AgentFleetBackend(specs)
+    collectors = args.collectors
+    if collectors is None:
+        collectors = auto_collectors(len(specs))
+    live: Backend = (CollectorBackend(specs, collectors) if collectors > 0
+                     else AgentFleetBackend(specs))
     if args.no_record:
         return live
     directory = Path(args.record_dir) if args.record_dir else default_directory()
@@ -411,6 +416,20 @@ def _print_agent_source(rest: list[str]) -> int:
     return 0
 
 
+MAX_COLLECTORS = 64
+
+
+def _collector_count(text: str) -> int:
+    """``--collectors``: a whole number from 0 to ``MAX_COLLECTORS``."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= n <= MAX_COLLECTORS:
+        raise argparse.ArgumentTypeError(f"between 0 and {MAX_COLLECTORS}, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, shared by the console and its subcommands."""
     p = argparse.ArgumentParser(
@@ -439,6 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "node_exporter's textfile collector")
     p.add_argument("--metrics-port", metavar="PORT", type=int, default=None,
                    help="serve /metrics on 127.0.0.1:PORT")
+    p.add_argument("--collectors", metavar="N", type=_collector_count, default=None,
+                   help="run the SSH sessions in N worker processes (0: in the console's "
+                        "own); default: by fleet size and cores (none under 256 hosts)")
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")

@@ -21,7 +21,7 @@ from probes.wire.events import Disconnected, Emit
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
-    from probes.transport.session import RetryWake, SessionPolicy
+    from probes.transport.session import NewReader, RetryWake, SessionPolicy
 
 
 class ReplayControls(Protocol):
@@ -102,7 +102,8 @@ log = logging.getLogger(__name__)
 async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
                     gate: asyncio.Semaphore | None,
                     retry_s: float = CRASHED_SESSION_RETRY_S,
-                    wake: RetryWake | None = None) -> None:
+                    wake: RetryWake | None = None,
+                    new_reader: NewReader | None = None) -> None:
     """Run one host's session; if it ever raises, that is this host's state, and it restarts.
 
     ``run_session`` turns every failure of a connection into a ``Disconnected`` already;
@@ -113,7 +114,7 @@ async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
 
     while True:
         try:
-            await run_session(spec, emit, policy, gate, wake)
+            await run_session(spec, emit, policy, gate, wake, new_reader)
             return
         except Exception as exc:  # one host's crash is its state only
             log.error("%s: session crashed", spec.name, exc_info=True)
@@ -134,8 +135,10 @@ class AgentFleetBackend(BackendBase):
 
     def __init__(self, specs: list[HostSpec], max_connecting: int = MAX_CONCURRENT_CONNECTS,
                  policy: SessionPolicy | None = None,
-                 crash_retry_s: float = CRASHED_SESSION_RETRY_S) -> None:
+                 crash_retry_s: float = CRASHED_SESSION_RETRY_S,
+                 new_reader: NewReader | None = None) -> None:
         self.specs = specs
+        self.new_reader = new_reader
         self.max_connecting = max_connecting
         self.policy = policy
         self.crash_retry_s = crash_retry_s
@@ -159,7 +162,8 @@ class AgentFleetBackend(BackendBase):
         gate = asyncio.Semaphore(self.max_connecting)
         self._wakes = {spec.name: RetryWake() for spec in self.specs}
         tasks = [asyncio.create_task(supervise(spec, emit, self.policy, gate,
-                                               self.crash_retry_s, self._wakes[spec.name]),
+                                               self.crash_retry_s, self._wakes[spec.name],
+                                               self.new_reader),
                                      name=f"session {spec.name}") for spec in self.specs]
         try:
             # Each task returns only when its host cannot be watched at all; none raises

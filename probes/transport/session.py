@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
@@ -43,6 +44,8 @@ breaks the session each time (a hostile line after its hello) would otherwise co
 fresh SSH handshake every second, forever."""
 MAX_REASON_CHARS = 300
 """An unexpected error's text (it may quote what a host sent) is cut to this many characters."""
+NewReader = Callable[[str], MessageReader]
+"""Makes the reader of one connection to the named host."""
 log = logging.getLogger(__name__)
 
 
@@ -260,7 +263,8 @@ def _raise_if_cancelled() -> None:
 
 async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None = None,
                       gate: asyncio.Semaphore | None = None,
-                      wake: RetryWake | None = None) -> None:
+                      wake: RetryWake | None = None,
+                      new_reader: NewReader | None = None) -> None:
     """Keep one host's agent streaming until cancelled, reconnecting with backoff.
 
     Args:
@@ -269,6 +273,8 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         policy: backoff and stall timing.
         gate: shared limit on concurrent connection attempts (SSH handshakes).
         wake: lets the operator cut a backoff short (``retry_now``).
+        new_reader: makes each connection's reader (a collector process relays the bytes
+            its reader is fed); a plain ``MessageReader`` by default.
     """
     policy = policy or SessionPolicy()
     rng = random.Random(spec.name)
@@ -283,7 +289,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         emit(host, item)
 
     while True:
-        reader = MessageReader()
+        reader = new_reader(spec.name) if new_reader is not None else MessageReader()
         try:
             transport = make_transport(spec, gate=gate, kernel_after=cursor)
         except TransportError as exc:

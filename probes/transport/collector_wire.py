@@ -1,0 +1,69 @@
+"""What a collector process and the console say to each other over the child's pipes.
+
+Console → collector (stdin): one frame holding the shard (``CollectorJob``), then text
+command lines (``retry <index>``).  End of stdin tells the collector to stop its sessions
+and exit.
+
+Collector → console (stdout): frames, each a batch of ``(host index, entry)`` pairs in the
+order they happened.  An entry is one of:
+
+* ``bytes``: what that host's agent sent, exactly as the transport read it.  The console
+  runs its own reader over it, so the samples are decoded once on each side (the
+  collector's decode drives its session logic: garbage limits, the kernel-log cursor) and
+  never pickled: unpickling an 8-GPU sample costs ~100 µs, decoding its v2 tick ~25 µs.
+* ``None``: the stream ended cleanly; the console flushes its reader (a last line without
+  its newline).
+* a session item made by the session itself (``Connected``, ``Disconnected``, a transport
+  note): rare, pickled whole.
+
+A frame is a 4-byte big-endian length and a pickle.  Pickle is safe here because both ends
+are this program under the same user: host data inside a frame is ``bytes`` or an item
+already sanitised by the collector's decode, never code.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from dataclasses import dataclass
+
+from probes.config.fleet import HostSpec
+from probes.wire.events import SessionItem
+
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 256 * 2**20
+"""A frame longer than this is a broken pipe's garbage, not a batch."""
+RETRY = "retry"
+"""Command: cut this host's backoff (``retry <index>``)."""
+
+Entry = bytes | SessionItem | None
+Batch = list[tuple[int, Entry]]
+
+
+@dataclass(frozen=True)
+class CollectorJob:
+    """One collector's shard: its hosts and how to run their sessions."""
+
+    specs: tuple[HostSpec, ...]
+    max_connecting: int
+    flush_s: float
+    """How long entries wait to be sent together (one frame per flush, not one per line)."""
+
+
+def frame(obj: object) -> bytes:
+    """``obj`` as one frame."""
+    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(body)) + body
+
+
+def frame_length(header: bytes) -> int:
+    """The body length a frame header announces; ValueError when it cannot be one."""
+    (length,) = HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise ValueError(f"frame of {length} bytes")
+    return int(length)
+
+
+def unframe(body: bytes) -> object:
+    """A frame's body back to its object."""
+    return pickle.loads(body)

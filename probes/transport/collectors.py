@@ -1,0 +1,205 @@
+"""``--collectors N``: the fleet's sessions in N worker processes, the console in its own.
+
+One interpreter holds one core.  At 1000 hosts the SSH side alone (handshakes, the
+cipher, channel bookkeeping, the session's decode) is most of a core, and the UI shares it.
+Here each collector process runs the sessions of one shard of the hosts (every Nth host,
+so connect storms spread evenly) and sends the console, once per ``flush_s``, the bytes
+its agents sent plus the few items the sessions make themselves.  The console decodes
+each host's bytes with its own reader and folds the items as if its own sessions had made
+them: everything after the backend (state, history, findings, recording) is unchanged.
+
+A collector that dies is that shard's hosts' ``agent-failed`` state, with the reason, and
+it is started again after ``RESTART_S``; the other collectors never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from probes.config.fleet import HostSpec
+from probes.errors import DisconnectKind
+from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase
+from probes.transport.collector_wire import RETRY, CollectorJob, frame, frame_length, unframe
+from probes.wire.events import Connected, Disconnected, Emit
+from probes.wire.protocol import MessageReader
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 0.05
+"""How long a collector gathers entries before it sends them: 20 frames a second."""
+RESTART_S = 5.0
+"""A collector that died starts again after this long."""
+STOP_S = 10.0
+"""How long a collector has to stop its agents once told to; then it is killed."""
+HOSTS_PER_COLLECTOR = 256
+"""Below this many hosts one process keeps up easily; the automatic count adds a
+collector per this many hosts."""
+MAX_AUTO = 8
+STDERR_LINES = 20
+"""The collector's last stderr lines kept for a crash's reason."""
+
+
+def auto_collectors(hosts: int, cpus: int | None = None) -> int:
+    """How many collectors ``--collectors`` chooses by itself: none (sessions in the
+    console's process) for a small fleet or a one-core machine, else one per
+    ``HOSTS_PER_COLLECTOR`` hosts, leaving a core to the console."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    if hosts < HOSTS_PER_COLLECTOR or cpus < 2:
+        return 0
+    return max(1, min(cpus - 1, math.ceil(hosts / HOSTS_PER_COLLECTOR), MAX_AUTO))
+
+
+@dataclass
+class _Shard:
+    """One collector process and what the console keeps of its hosts."""
+
+    job: CollectorJob
+    readers: dict[int, MessageReader] = field(default_factory=dict)
+    down: set[int] = field(default_factory=set)
+    """Hosts whose last item was a Disconnected: a retry can help them."""
+    proc: asyncio.subprocess.Process | None = None
+    stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+
+
+class CollectorBackend(BackendBase):
+    """Run the fleet's sessions in ``collectors`` worker processes (see the module)."""
+
+    def __init__(self, specs: list[HostSpec], collectors: int,
+                 max_connecting: int = MAX_CONCURRENT_CONNECTS,
+                 flush_s: float = FLUSH_S, restart_s: float = RESTART_S) -> None:
+        if collectors < 1:
+            raise ValueError("a collector backend needs at least one collector")
+        self.specs = specs
+        self.restart_s = restart_s
+        n = min(collectors, max(1, len(specs)))
+        per = max(1, math.ceil(max_connecting / n))
+        self._shards = [_Shard(CollectorJob(tuple(specs[k::n]), per, flush_s))
+                        for k in range(n)]
+        self._where = {spec.name: (shard, i) for shard in self._shards
+                       for i, spec in enumerate(shard.job.specs)}
+
+    @property
+    def collectors(self) -> int:
+        """How many worker processes run the sessions."""
+        return len(self._shards)
+
+    def pids(self) -> list[int]:
+        """The running collectors' process ids (a test checks they are gone after a stop)."""
+        return [s.proc.pid for s in self._shards if s.proc is not None]
+
+    def retry_now(self, host: str) -> bool:
+        """Tell the host's collector to cut its backoff; False unless it is down now."""
+        where = self._where.get(host)
+        if where is None:
+            return False
+        shard, i = where
+        proc = shard.proc
+        if i not in shard.down or proc is None or proc.stdin is None:
+            return False
+        proc.stdin.write(f"{RETRY} {i}\n".encode())
+        return True
+
+    async def run(self, emit: Emit) -> None:
+        """Keep every collector running until cancelled; then stop them all."""
+        tasks = [asyncio.create_task(self._keep(shard, emit), name=f"collector {k}")
+                 for k, shard in enumerate(self._shards)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                # a second cancel would cut short a collector stopping its agents
+                cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+                if cancelling is None or not cancelling():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _keep(self, shard: _Shard, emit: Emit) -> None:
+        while True:
+            reason = await self._run_once(shard, emit)
+            now = time.time()
+            for i, spec in enumerate(shard.job.specs):
+                shard.readers.pop(i, None)
+                shard.down.add(i)
+                emit(spec.name, Disconnected(now, reason, self.restart_s, None,
+                                             DisconnectKind.AGENT_FAILED))
+            await asyncio.sleep(self.restart_s)
+
+    async def _run_once(self, shard: _Shard, emit: Emit) -> str:
+        """One collector process from start to exit; returns why it ended."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "probes.transport.collector_worker",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        shard.proc = proc
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        drain = asyncio.create_task(self._drain_stderr(shard, proc.stderr))
+        try:
+            proc.stdin.write(frame(shard.job))
+            await self._read(shard, proc.stdout, emit)
+            rc = await proc.wait()
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._stop(proc))
+            shard.proc = None
+            drain.cancel()
+        last = shard.stderr[-1] if shard.stderr else "no message"
+        return f"collector process exited (status {rc}): {last}"
+
+    async def _read(self, shard: _Shard, stdout: asyncio.StreamReader, emit: Emit) -> None:
+        """Fold every frame the collector sends until its stdout ends."""
+        specs = shard.job.specs
+        while True:
+            try:
+                length = frame_length(await stdout.readexactly(4))
+                batch = unframe(await stdout.readexactly(length))
+            except (asyncio.IncompleteReadError, ValueError):
+                return
+            if not isinstance(batch, list):
+                return
+            for i, entry in batch:
+                host = specs[i].name
+                if isinstance(entry, bytes):
+                    reader = shard.readers.get(i)
+                    if reader is not None:
+                        for msg in reader.feed(entry):
+                            emit(host, msg)
+                elif entry is None:
+                    reader = shard.readers.get(i)
+                    if reader is not None:
+                        for msg in reader.close():
+                            emit(host, msg)
+                else:
+                    if isinstance(entry, Connected):
+                        shard.readers[i] = MessageReader()
+                        shard.down.discard(i)
+                    elif isinstance(entry, Disconnected):
+                        shard.down.add(i)
+                    emit(host, entry)
+
+    @staticmethod
+    async def _drain_stderr(shard: _Shard, stderr: asyncio.StreamReader) -> None:
+        while line := await stderr.readline():
+            text = line.decode(errors="replace").rstrip()
+            shard.stderr.append(text)
+            log.info("%s", text)
+
+    @staticmethod
+    async def _stop(proc: asyncio.subprocess.Process) -> None:
+        """Close its stdin (the collector stops its agents and exits); kill it if it has
+        not within ``STOP_S``."""
+        if proc.returncode is None and proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_S)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            await proc.wait()
