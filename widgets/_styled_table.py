@@ -158,6 +158,12 @@ class StyledTable(DataTable[Text]):
                 return True
         return False
 
+    def visible_keys(self, margin: int = 2) -> frozenset[str]:
+        """The keys of the rows on screen now, and ``margin`` rows either side."""
+        top = int(self.scroll_y)
+        keys = self._ordered_keys()
+        return frozenset(keys[max(0, top - margin):top + self.size.height + margin])
+
     def _ordered_keys(self) -> list[str]:
         """The rows' keys in display order (``self.rows`` is in insertion order)."""
         locations = self._row_locations

@@ -68,6 +68,9 @@ class FleetScreen(DataScreen):
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Replace the table's rows, sorted and filtered as chosen."""
+        # the rows on screen get fresh numbers every tick, the others every few seconds;
+        # the wall shows every host
+        fleet.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
         self._fleet, self._now, self._rows = fleet, now, fleet.rows(now)
         self._draw(fleet, now)
 
