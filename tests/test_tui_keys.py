@@ -98,7 +98,13 @@ async def test_footer_fits_80_columns(app: RigwatchApp, where: str) -> None:
         await settled(pilot, backend)  # type: ignore[arg-type]
         press = {"fleet": (), "wall": ("w",), "host": ("enter",), "triage": ("t",)}[where]
         await pilot.press(*press)
-        await pilot.pause(0.2)
+        # the footer composes its keys a frame after the screen: wait for them (a busy
+        # machine once took longer than a fixed pause)
+        want = {"host": HostScreen, "triage": TriageScreen}.get(where, FleetScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, want) and any(
+            k.display and not k.has_class("-command-palette")
+            for k in app.screen.query_one(Footer).query(FooterKey)))
+        await pilot.pause(0.1)
         footer = app.screen.query_one(Footer)
         keys = [k for k in footer.query(FooterKey) if k.display]
         palette = [k for k in keys if k.has_class("-command-palette")]
