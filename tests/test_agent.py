@@ -278,6 +278,20 @@ class TestNvmlPath:
         assert gpus[3]["clock_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
         assert gpus[3]["sm_clock_mhz"] == 1410
 
+    def test_a_gpu_process_names_its_job_and_rank_and_nothing_else_of_its_environment(
+            self) -> None:
+        """The stand-in reports the agent's own pid on GPU 0: the agent reads its cgroup
+        and the whitelisted variables, and no other variable reaches the stream."""
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": self.FAKE, "FAKE_NVML": "",
+               "SLURM_JOB_ID": "48211", "SLURM_PROCID": "3", "LOCAL_RANK": "3",
+               "WORLD_SIZE": "16", "MASTER_ADDR": "gpu-a01", "SECRET_TOKEN": "s3cr3t"}
+        lines, _, _ = run_agent(["--once"], env=env, isolated=False)
+        proc = by_type(lines, "sample")[0]["gpus"][0]["processes"][0]
+        assert proc["environ"] is True and proc["rank"] == 3 and proc["local_rank"] == 3
+        assert proc["world_size"] == 16 and proc["master_addr"] == "gpu-a01"
+        assert proc["slurm_job"] == "48211"  # no Slurm cgroup here: from the environment
+        assert "s3cr3t" not in "".join(json.dumps(line) for line in lines)
+
     def test_lost_gpu_is_a_state_not_a_crash(self) -> None:
         gpus = by_type(self._run("lost2", ["--once"]), "sample")[0]["gpus"]
         assert [g["state"] for g in gpus] == ["ok", "ok", "lost", "ok"]

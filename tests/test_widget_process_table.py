@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from textual.app import ComposeResult
 
@@ -46,9 +47,9 @@ def test_sort_key_puts_unknown_memory_last() -> None:
 def test_cells_format_and_dash_unknowns() -> None:
     assert ProcessTable.cells(PROCS[1]) == (
         ("4243", None), ("alice", None), ("python train.py", None), ("1", None),
-        ("81,200", None))
+        ("81,200", None), ("–", "cell--muted"))
     unknown = ProcessTable.cells(PROCS[3])
-    assert [text for text, _ in unknown] == ["–", "–", "–", "2", "–"]
+    assert [text for text, _ in unknown] == ["–", "–", "–", "2", "–", "–"]
     assert all(cls == "cell--muted" for text, cls in unknown if text == "–")
     command, _ = ProcessTable.cells(PROCS[2])[2]
     assert len(command) == COMMAND_WIDTH and command.endswith("…")
@@ -64,10 +65,13 @@ async def test_rows_sorted_by_memory_at_160_and_80_columns() -> None:
             table = panel.query_one(ProcessTable)
             rows = cells(table)
             assert [r[0] for r in rows] == ["4243", "4242", "5001", "4242", "–"]
-            assert rows[0] == ["4243", "alice", "python train.py", "1", "81,200"]
-            assert rows[3][3:] == ["3", "512"], "a process on two GPUs has a row on each"
+            wide = size[0] >= ProcessTable.NARROW_BELOW
+            work = ["–"] if wide else []  # the job column goes below 110 columns
+            assert rows[0] == ["4243", "alice", "python train.py", "1", "81,200", *work]
+            assert rows[3][3:] == ["3", "512", *work], "a process on two GPUs: a row on each"
             assert [str(c.label) for c in table.columns.values()] == [
-                "PID", "User", "Command", "GPU", "Mem MiB"]
+                "PID", "User", "Command", "GPU", "Mem MiB", *(["Job / container"] if wide
+                                                              else [])]
             assert not panel.query_one(".process-empty").display
             text = "\n".join(s.text for s in table.render_lines(table.region.reset_offset))
             assert "81,200" in text and "Mem MiB" in text, f"visible at {size}"
@@ -109,3 +113,19 @@ async def test_many_processes_render_time() -> None:
         await pilot.pause()
         print(f"process table, 400 rows first fill: {(time.perf_counter() - start) * 1000:.1f} ms")
         assert cells(panel.query_one(ProcessTable))[0][0] == "1399"
+
+
+def test_the_work_column_names_the_job_and_rank_else_the_container_or_pod() -> None:
+    from probes.wire.samples import GpuProcess
+    from tui.views.host_views import work_label
+
+    base = GpuProcess(41000, "python", "train", 100.0)
+    assert work_label(base) is None
+    assert work_label(replace(base, slurm_job="48211", slurm_step="0", rank=3,
+                              world_size=16)) == "job 48211.0 rank 3/16"
+    assert work_label(replace(base, slurm_job="48211")) == "job 48211"
+    assert work_label(replace(base, container="3f1c2a9d8e7b", runtime="docker",
+                              rank=2)) == "docker 3f1c2a9d8e7b rank 2"
+    assert work_label(replace(base, container="9b2e4f6a8c0d", runtime="containerd",
+                              pod="0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d")) == "pod 0a1b2c3d"
+    assert work_label(replace(base, rank=0)) == "rank 0"

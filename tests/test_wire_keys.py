@@ -30,6 +30,7 @@ from probes.transport.bootstrap import shipped_source
 from probes.wire import protocol
 from probes.wire.samples import (
     DiskStats,
+    GpuProcess,
     GpuSample,
     Hello,
     HostFacts,
@@ -81,6 +82,9 @@ SIM_LEAVES_OUT: dict[tuple[type, str], str] = {
     (Nic, "speed_mbps"): "an InfiniBand HCA reports its ports instead (Ethernet NICs have these)",
     (GpuSample, "bus_id"): "only nvidia-smi repeats it per sample; the hello has it",
     (GpuSample, "pcie_tx_kbs"): "PCIe throughput is not simulated",
+    (GpuProcess, "container"): "simulated hosts run their job on bare metal",
+    (GpuProcess, "runtime"): "simulated hosts run their job on bare metal",
+    (GpuProcess, "pod"): "simulated hosts run their job on bare metal",
     (GpuSample, "pcie_rx_kbs"): "PCIe throughput is not simulated",
     (LogEvent, "boot"): "only journal and dmesg lines carry a boot id",
     (LogEvent, "cursor"): "only journal lines carry a cursor",

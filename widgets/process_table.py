@@ -20,6 +20,7 @@ TITLE = "Processes"
 COMMAND_WIDTH = 32
 """The command column's width; longer commands are cut with ``…`` so the cut shows."""
 EMPTY = "no GPU processes"
+WORK_WIDTH = 24
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class ProcessRow:
     command: str | None
     gpu: int | None
     used_mib: float | None
+    work: str | None = None
+    """What it works for: Slurm job and rank, container or pod (None: the host cannot tell)."""
 
 
 def sort_key(p: ProcessRow) -> tuple[bool, float, int, int]:
@@ -56,6 +59,7 @@ class ProcessTable(StyledTable):
         ColumnSpec("command", "Command", COMMAND_WIDTH),
         ColumnSpec("gpu", "GPU", 3, right=True),
         ColumnSpec("mem", "Mem MiB", 9, right=True),
+        ColumnSpec("work", "Job / container", WORK_WIDTH, narrow=False),
     )
 
     processes: reactive[tuple[ProcessRow, ...]] = reactive((), init=False)
@@ -86,6 +90,7 @@ class ProcessTable(StyledTable):
             _text(p.command, COMMAND_WIDTH),
             (str(p.gpu), None) if p.gpu is not None else MISSING,
             (mib(p.used_mib), None) if p.used_mib is not None else MISSING,
+            _text(p.work, WORK_WIDTH),
         )
 
 

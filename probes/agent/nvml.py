@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .attribution import attribute
 from .commands import read_text
 from .values import decode_reasons, normalise_bus_id
 
@@ -25,6 +26,8 @@ class NvmlBackend(object):
         self.slow = {}
         self.procs = {}
         self.ticks = {}
+        self.attr = {}
+        """pid -> its attribution, read once while the pid lives."""
 
     def _q(self, fn, *args, **kwargs):
         """One NVML call: unsupported or unavailable values become None, a lost GPU raises."""
@@ -172,9 +175,21 @@ class NvmlBackend(object):
             pid = getattr(p, "pid", None)
             used = getattr(p, "usedGpuMemory", None)
             name, user = process_owner(pid)
-            out.append({"pid": pid, "name": name, "user": user,
-                        "used_mib": round(used / 1048576.0, 1) if isinstance(used, int) else None})
+            info = {"pid": pid, "name": name, "user": user,
+                    "used_mib": round(used / 1048576.0, 1) if isinstance(used, int) else None}
+            info.update(self._attribution(pid))
+            out.append(info)
         return out
+
+    def _attribution(self, pid):
+        """The job, container and rank of a GPU process, read once while the pid lives
+        (its cgroup and environment do not change under it)."""
+        cache = self.attr
+        if pid not in cache:
+            if len(cache) > 4 * MAX_PROCESSES * max(1, len(self.handles)):
+                cache.clear()
+            cache[pid] = attribute(pid)
+        return cache[pid]
 
     def sample_gpu(self, i):
         """One GPU; slow fields and the process list are refreshed every few ticks."""

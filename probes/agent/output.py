@@ -78,7 +78,9 @@ GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "
               "process_used_mib")
 """GPU fields sent every tick, in this order (``process_used_mib``: each static process's
 memory, in the static list's order)."""
-PROCESS_COLUMNS = ("pid", "name", "user")
+PROCESS_COLUMNS = ("pid", "name", "user", "slurm_job", "slurm_step", "slurm_task", "rank",
+                   "local_rank", "world_size", "master_addr", "cuda_visible_devices",
+                   "container", "runtime", "pod", "environ")
 """A process in ``static``; its ``used_mib`` moves and travels in ``process_used_mib``."""
 HOST_STATIC = ("mem_total_bytes", "swap_total_bytes")
 HOST_MOVING = ("cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "swap_used_bytes",

@@ -114,6 +114,8 @@ class Simulator(HostSource):
         self.seed = seed
         self.rng = random.Random(seed)
         self.hostname = hostname or "sim-%d" % seed
+        self.job = str(48200 + seed)
+        """Each simulated host runs one 8-rank Slurm job step on bare metal."""
         ids = random.Random("uuid-%d" % seed)
         self.uuids = ["GPU-%08x-%04x-%04x-%04x-%012x" % (
             ids.getrandbits(32), ids.getrandbits(16), ids.getrandbits(16),
@@ -261,7 +263,11 @@ class Simulator(HostSource):
                 "remap_uncorrectable": 0, "remap_pending": False, "remap_failure": False,
                 "nvlink_up": 18, "nvlink_links": 18, "persistence": True, "pcie_replay": 0,
                 "processes": [{"pid": 41000 + i, "name": "python", "user": "train",
-                               "used_mib": round(mem - 520.0, 1)}],
+                               "used_mib": round(mem - 520.0, 1), "slurm_job": self.job,
+                               "slurm_step": "0", "slurm_task": i, "rank": i,
+                               "local_rank": i, "world_size": 8,
+                               "master_addr": self.hostname,
+                               "cuda_visible_devices": "0,1,2,3,4,5,6,7", "environ": True}],
             })
         return gpus, self._host(t), self._disks(t)
 

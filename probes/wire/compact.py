@@ -38,7 +38,9 @@ GPU_STATIC = ("index", "uuid", "state", "bus_id", "mem_total_mib", "power_limit_
 GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
               "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs", "clock_reasons",
               "process_used_mib")
-PROCESS_COLUMNS = ("pid", "name", "user")
+PROCESS_COLUMNS = ("pid", "name", "user", "slurm_job", "slurm_step", "slurm_task", "rank",
+                   "local_rank", "world_size", "master_addr", "cuda_visible_devices",
+                   "container", "runtime", "pod", "environ")
 HOST_STATIC = ("mem_total_bytes", "swap_total_bytes")
 HOST_MOVING = ("cpu_pct", "load1", "load5", "load15", "mem_used_bytes", "swap_used_bytes",
                "swap_in_pages_s", "swap_out_pages_s")
@@ -255,5 +257,5 @@ class CompactStream:
 
 def _proc(p: GpuProcess, mib: float | None) -> GpuProcess:
     obj = _new(GpuProcess)
-    _set(obj, "__dict__", {"pid": p.pid, "name": p.name, "user": p.user, "used_mib": mib})
+    _set(obj, "__dict__", {**p.__dict__, "used_mib": mib})
     return obj

@@ -472,9 +472,19 @@ def _bool(value: Any) -> bool | None:
 def _decode_processes(value: Any) -> tuple[GpuProcess, ...] | None:
     if not isinstance(value, list):
         return None
-    return tuple(GpuProcess(pid=_pint(p.get("pid")), name=_str(p.get("name")),
-                            user=_str(p.get("user")), used_mib=_pnum(p.get("used_mib")))
-                 for p in value if isinstance(p, dict))
+    return tuple(_decode_process(p) for p in value if isinstance(p, dict))
+
+
+def _decode_process(p: dict[str, Any]) -> GpuProcess:
+    return GpuProcess(
+        pid=_pint(p.get("pid")), name=_str(p.get("name")), user=_str(p.get("user")),
+        used_mib=_pnum(p.get("used_mib")), slurm_job=_str(p.get("slurm_job")),
+        slurm_step=_str(p.get("slurm_step")), slurm_task=_pint(p.get("slurm_task")),
+        rank=_pint(p.get("rank")), local_rank=_pint(p.get("local_rank")),
+        world_size=_pint(p.get("world_size")), master_addr=_str(p.get("master_addr")),
+        cuda_visible_devices=_str(p.get("cuda_visible_devices")),
+        container=_str(p.get("container")), runtime=_str(p.get("runtime")),
+        pod=_str(p.get("pod")), environ=_bool(p.get("environ")))
 
 
 def _decode_disk(name: str, d: dict[str, Any]) -> DiskStats:

@@ -190,6 +190,23 @@ class GpuProcess:
     name: str | None
     user: str | None
     used_mib: float | None
+    # Who it works for (the agent's ``attribution``: cgroup and whitelisted environment);
+    # None where the host could not tell.
+    slurm_job: str | None = None
+    slurm_step: str | None = None
+    slurm_task: int | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    master_addr: str | None = None
+    cuda_visible_devices: str | None = None
+    container: str | None = None
+    """The container's short id (12 hex digits, as ``docker ps`` shows it)."""
+    runtime: str | None = None
+    pod: str | None = None
+    """The Kubernetes pod's UID."""
+    environ: bool | None = None
+    """Whether the agent could read the process's environment (its owner or root only)."""
 
 
 @dataclass(frozen=True)

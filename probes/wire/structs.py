@@ -48,6 +48,18 @@ class ProcessS(Struct, frozen=True, gc=False):
     name: str | None = None
     user: str | None = None
     used_mib: Amount | None = None
+    slurm_job: str | None = None
+    slurm_step: str | None = None
+    slurm_task: Count | None = None
+    rank: Count | None = None
+    local_rank: Count | None = None
+    world_size: Count | None = None
+    master_addr: str | None = None
+    cuda_visible_devices: str | None = None
+    container: str | None = None
+    runtime: str | None = None
+    pod: str | None = None
+    environ: bool | None = None
 
 
 class GpuS(Struct, gc=False):

@@ -23,6 +23,7 @@ from probes.history import Series, disk_key, gpu_key, proc_key
 from probes.rules.parsers.topo import parse_topo
 from probes.triage import Code
 from probes.wire.clock_reasons import REASON_NAMES
+from probes.wire.samples import GpuProcess
 from widgets.gpu_table import GpuRow
 from widgets.host_facts import FindingLine, GpuCount, StaleNotice
 from widgets.host_stats import HostView
@@ -276,9 +277,24 @@ def iostat_view(state: HostState) -> IostatView:
 
 
 def process_rows(state: HostState) -> tuple[ProcessRow, ...]:
-    """Panel 5: every compute process on every GPU."""
-    return tuple(ProcessRow(p.pid, p.user, p.name, g.index, p.used_mib)
+    """Panel 5: every compute process on every GPU, with what it works for."""
+    return tuple(ProcessRow(p.pid, p.user, p.name, g.index, p.used_mib, work_label(p))
                  for g in (state.last.gpus if state.last else ()) for p in g.processes or ())
+
+
+def work_label(p: GpuProcess) -> str | None:
+    """``job 48211.0 rank 3/16``, ``docker 3f1c2a9d8e7b``, ``pod 0a1b2c3d rank 2``: the
+    Slurm job and step, else the container or pod, then the rank; None when unknown."""
+    parts = []
+    if p.slurm_job:
+        parts.append(f"job {p.slurm_job}" + (f".{p.slurm_step}" if p.slurm_step else ""))
+    elif p.pod:
+        parts.append(f"pod {p.pod[:8]}")
+    elif p.container:
+        parts.append(f"{p.runtime or 'container'} {p.container[:12]}")
+    if p.rank is not None:
+        parts.append(f"rank {p.rank}" + (f"/{p.world_size}" if p.world_size else ""))
+    return " ".join(parts) or None
 
 
 def host_view(state: HostState) -> HostView | None:
