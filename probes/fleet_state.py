@@ -111,6 +111,16 @@ class FleetRow:
     """Seconds until the next connection attempt, when the host is down."""
     headline: str | None = None
     """The worst finding led by its verdict ("GPU6 LOST · Xid 79"), so truncation keeps it."""
+    jobs: tuple[str, ...] = ()
+    """The Slurm jobs whose processes hold its GPUs now (the agent's attribution)."""
+
+
+def jobs_of(sample: HostSample | None) -> tuple[str, ...]:
+    """The Slurm job ids of a sample's GPU processes, sorted numerically."""
+    if sample is None:
+        return ()
+    found = {p.slurm_job for g in sample.gpus for p in g.processes or () if p.slurm_job}
+    return tuple(sorted(found, key=lambda j: (len(j), j)))
 
 
 @dataclass
@@ -380,6 +390,7 @@ class HostState:
             next_retry_s=self._next_retry_s(now),
             headline=headline(found[0], found) if found and found[0].severity is not
             Severity.INFO else None,
+            jobs=jobs_of(self.last),
         )
 
     def _reason(self, now: float) -> str | None:

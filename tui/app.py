@@ -506,7 +506,8 @@ class RigwatchApp(App[None]):
 
         self.push_screen(NoteScreen("command", "", heading=":",
                                     placeholder="host NAME · theme light · triage · preflight"
-                                                " · window 6h · sort worst · filter TEXT · wall"
+                                                " · window 6h · sort worst · filter TEXT"
+                                                " · job ID · wall"
                                                 " · help · quit"), done)
 
     def run_command(self, text: str) -> None:
@@ -540,9 +541,11 @@ class RigwatchApp(App[None]):
             self.window_s = WINDOWS[arg]
             self.refresh_view()
             self.say(window_note(arg))
-        elif name in ("sort", "filter", "wall"):
+        elif name in ("sort", "filter", "wall", "job"):
             fleet = self._to_fleet()
-            if name == "sort":
+            if name == "job":
+                fleet.set_filter(f"job:{arg}")
+            elif name == "sort":
                 if arg not in SORT_KEYS:
                     raise CommandError(f":sort takes one of {', '.join(SORT_KEYS)}")
                 fleet.set_sort(arg)

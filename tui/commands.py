@@ -30,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("window", "SPAN", "chart window: 5m, 1h, 6h, 24h, all"),
     Command("sort", "KEY", "sort the fleet: inventory, worst, temp, mem, util, power, name"),
     Command("filter", "TEXT", "show hosts matching every word (!word excludes); empty clears"),
+    Command("job", "ID", "show the hosts whose GPUs a Slurm job holds (the filter job:ID)"),
     Command("wall", "", "toggle the fleet wall (one cell per GPU) and the table"),
     Command("help", "", "the key reference"),
     Command("quit", "", "leave rigwatch"),
@@ -85,6 +86,8 @@ def parse_command(text: str) -> Parsed:
     arg = arg.strip()
     if cmd.arg and not arg and cmd.name not in ("filter",):
         raise CommandError(f":{cmd.name} needs {cmd.arg} — {cmd.help}")
+    if cmd.name == "job" and not arg.isdigit():
+        raise CommandError(f":job takes a Slurm job id (digits), not {arg!r}")
     if cmd.name == "window" and arg not in WINDOWS:
         raise CommandError(f":window takes one of {', '.join(WINDOWS)}")
     return Parsed(cmd.name, arg)

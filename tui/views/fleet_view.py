@@ -39,9 +39,11 @@ def sort_rows(rows: Sequence[FleetRow], key: str) -> list[FleetRow]:
 
 
 def matches(row: FleetRow, query: str) -> bool:
-    """Whether a host passes the filter: every word must appear in its name, tags, status,
-    why it is down or its worst finding (case-insensitive); ``!word`` excludes."""
-    hay = " ".join([row.name, *row.tags, row.status.value, row.worst_summary or "",
+    """Whether a host passes the filter: every word must appear in its name, tags, jobs
+    (``job:48211``), status, why it is down or its worst finding (case-insensitive);
+    ``!word`` excludes."""
+    hay = " ".join([row.name, *row.tags, *(f"job:{j}" for j in row.jobs),
+                    row.status.value, row.worst_summary or "",
                     row.headline or "", row.reason or "",
                     row.worst.value if row.worst else "",
                     "down" if row.status.is_down else ""]).lower()

@@ -1,0 +1,73 @@
+"""Jobs in the console (issue #21 item 2): a host's row knows the Slurm jobs on its GPUs,
+the filter finds them as ``job:ID``, and ``:job ID`` shows just those hosts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from probes.config.fleet import HostSpec
+from probes.fleet_state import FleetState, jobs_of
+from probes.wire.events import Connected
+from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
+from tui.app import make_app
+from tui.commands import CommandError, parse_command
+from tui.screens.fleet import FleetScreen
+from tui.views.fleet_view import filter_rows
+from widgets.fleet_table import FleetTable
+
+
+def _sample_with_processes(host: str, job: str | None):  # type: ignore[no-untyped-def]
+    from probes.wire.samples import GpuProcess
+    s = sample(host, 0)
+    gpus = tuple(replace(g, processes=(GpuProcess(41000 + g.index, "python", "u", 1.0,
+                                                  slurm_job=job),)) for g in s.gpus)
+    return replace(s, gpus=gpus)
+
+
+def test_a_rows_jobs_come_from_its_gpu_processes() -> None:
+    assert jobs_of(None) == ()
+    assert jobs_of(_sample_with_processes("h", "48211")) == ("48211",)
+    assert jobs_of(_sample_with_processes("h", None)) == ()
+    s = _sample_with_processes("h", "9")
+    mixed = replace(s, gpus=s.gpus[:4] + tuple(
+        replace(g, processes=tuple(replace(p, slurm_job="10") for p in g.processes or ()))
+        for g in s.gpus[4:]))
+    assert jobs_of(mixed) == ("9", "10")
+
+
+def test_the_filter_finds_a_job_and_only_its_hosts() -> None:
+    fleet = FleetState([HostSpec(name=h) for h in ("a", "b")])
+    for h, job in (("a", "48211"), ("b", "48212")):
+        fleet.apply(h, Connected(T0), T0)
+        fleet.apply(h, hello(h), T0)
+        fleet.apply(h, _sample_with_processes(h, job), T0)
+    rows = fleet.rows(T0)
+    assert [r.name for r in filter_rows(rows, "job:48211")] == ["a"]
+    assert [r.name for r in filter_rows(rows, "!job:48211")] == ["b"]
+
+
+def test_the_job_command_takes_digits() -> None:
+    assert parse_command(":job 48211").arg == "48211"
+    for bad in (":job", ":job abc", ":job 48211;rm"):
+        try:
+            parse_command(bad)
+        except CommandError:
+            continue
+        raise AssertionError(bad)
+
+
+async def test_colon_job_shows_the_jobs_hosts() -> None:
+    names = ["gpu-j01", "gpu-j02", "gpu-j03"]
+    items = []
+    for h, job in zip(names, ("48211", "48211", "50000"), strict=True):
+        items += [(h, Connected(T0)), (h, hello(h)), (h, _sample_with_processes(h, job))]
+    backend = FakeBackend([HostSpec(name=h) for h in names], items)
+    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await backend.started.wait()
+        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
+                         and app.screen.query_one(FleetTable).row_count == 3)
+        app.run_command("job 48211")
+        await wait_until(pilot, lambda: app.screen.query_one(FleetTable).row_count == 2)
+        shown = [line.row.name for line in app.screen.query_one(FleetTable).hosts]
+        assert shown == ["gpu-j01", "gpu-j02"]
