@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from probes.errors import ConfigError
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
+    from probes.config.slurm import SlurmJob
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
     from tui.settings import Settings
@@ -159,11 +161,16 @@ def _run_console(args: argparse.Namespace) -> int:
     from tui.app import make_app
     from tui.glyphs import wants_ascii
 
-    specs, demo = _fleet(args)
+    job = _slurm_job(args)
+    if job is not None:
+        specs, demo = _job_fleet(job, args), False
+    else:
+        specs, demo = _fleet(args)
     _warn_insecure(specs)
     settings = _settings(args)
-    path = None if demo else choose_inventory_path(args.inventory)
-    name = "demo" if demo else path.stem if path else specs[0].name
+    path = None if demo or job is not None else choose_inventory_path(args.inventory)
+    name = ("demo" if demo else f"job-{job.job_id}" if job is not None
+            else path.stem if path else specs[0].name)
     backend = _recording_backend(specs, demo, name, args, settings)
     app = make_app(backend, demo=demo, title=path.name if path else None,
                    alerts=settings.alerts, detectors=settings.detectors,
@@ -228,11 +235,46 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _slurm_job(args: argparse.Namespace) -> SlurmJob | None:
+    """The job of ``--slurm-job ID`` as Slurm tells it, None without the option."""
+    job_id = getattr(args, "slurm_job", None)
+    if job_id is None:
+        return None
+    from probes.config.slurm import query_job
+
+    return query_job(job_id)
+
+
+def _job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
+    """The job's nodes as hosts (the inventory's entries where it names them)."""
+    from probes.config.slurm import job_specs
+
+    path = choose_inventory_path(getattr(args, "inventory", None))
+    inventory = list(load_inventory(path).hosts) if path is not None else []
+    specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
+    if not specs:
+        raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "
+                          f"({job.state or 'state unknown'})")
+    return specs
+
+
 def _run_snapshot(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import snapshot_line, take_snapshot
 
-    specs, demo = _fleet(args)
+    job = _slurm_job(args)
+    if job is not None:
+        specs, demo = _job_fleet(job, args), False
+    else:
+        specs, demo = _fleet(args)
     snap = asyncio.run(take_snapshot(specs, demo=demo))
+    if job is not None:
+        from probes.outputs.job_log import job_log_findings
+
+        snap["job"] = job.to_json()
+        for host in snap["hosts"]:
+            if host["name"] in job.nodes:
+                host["job"] = job.job_id
+        snap["job_findings"], snap["job_notes"] = job_log_findings(job)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
@@ -458,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "node_exporter's textfile collector")
     p.add_argument("--metrics-port", metavar="PORT", type=int, default=None,
                    help="serve /metrics on 127.0.0.1:PORT")
+    p.add_argument("--slurm-job", metavar="ID", default=None,
+                   help="watch the nodes of this Slurm job (asked of scontrol); the batch "
+                        "host's agent follows the job's StdOut/StdErr")
     p.add_argument("--collectors", metavar="N", type=_collector_count, default=None,
                    help="run the SSH sessions in N worker processes (0: in the console's "
                         "own); default: by fleet size and cores (none under 256 hosts)")
@@ -466,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")
     snap.add_argument("--pretty", action="store_true", help="indent the JSON")
     snap.add_argument("--demo", action="store_true", help="snapshot the demo fleet")
+    snap.add_argument("--slurm-job", metavar="ID", default=argparse.SUPPRESS,
+                      help="the nodes of this Slurm job (from scontrol), and its log's "
+                           "findings with rank and host")
     snap.add_argument("--speed", type=float, default=DEMO_SPEED, help=argparse.SUPPRESS)
     # SUPPRESS: "rigwatch --inventory F snapshot" keeps F (a subparser default would win)
     snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,

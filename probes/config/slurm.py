@@ -1,0 +1,117 @@
+"""A Slurm job as the bastion's Slurm client tells it: its nodes, batch host and log paths.
+
+``scontrol show job ID`` is read as text, because Slurm 22.05 (Debian 12's) has no
+``scontrol --json``, and its ``StdOut=`` is already expanded (``squeue --json`` leaves
+``%j`` in place).  The node list is expanded by rigwatch's own hostlist reader.  The command
+runs with an argv (never a shell) and a timeout.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, replace
+
+from probes.config.fleet import HostSpec, TransportName
+from probes.config.hostlist import expand_hostlist
+from probes.errors import ConfigError
+
+SCONTROL_TIMEOUT_S = 10.0
+_PAIR = re.compile(r"(?:^|\s)(?P<key>[A-Za-z][\w/:]*)=(?P<value>.*?)(?=\s+[A-Za-z][\w/:]*=|$)")
+_NONE = ("(null)", "")
+
+
+class SlurmError(ConfigError):
+    """Slurm cannot tell about the job: no client, no such job, or an answer not understood."""
+
+    title = "Slurm job unusable"
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What rigwatch needs of a job."""
+
+    job_id: str
+    name: str | None
+    state: str | None
+    user: str | None
+    nodes: tuple[str, ...]
+    batch_host: str | None
+    stdout: str | None
+    stderr: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"id": self.job_id, "name": self.name, "state": self.state, "user": self.user,
+                "nodes": list(self.nodes), "batch_host": self.batch_host,
+                "stdout": self.stdout, "stderr": self.stderr}
+
+
+def parse_show_job(text: str) -> SlurmJob:
+    """``scontrol show job`` text (one job) → SlurmJob.
+
+    Raises:
+        SlurmError: no ``JobId=`` in it.
+    """
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        for m in _PAIR.finditer(line.strip()):
+            fields.setdefault(m.group("key"), m.group("value").strip())
+    if "JobId" not in fields or not fields["JobId"].isdigit():
+        raise SlurmError("scontrol show job printed no JobId")
+
+    def get(key: str) -> str | None:
+        value = fields.get(key)
+        return None if value is None or value in _NONE else value
+
+    node_list = get("NodeList")
+    user = get("UserId")
+    return SlurmJob(
+        job_id=fields["JobId"], name=get("JobName"), state=get("JobState"),
+        user=user.split("(", 1)[0] if user else None,
+        nodes=tuple(expand_hostlist(node_list)) if node_list else (),
+        batch_host=get("BatchHost"), stdout=get("StdOut"), stderr=get("StdErr"))
+
+
+def query_job(job_id: str, timeout_s: float = SCONTROL_TIMEOUT_S) -> SlurmJob:
+    """Ask the local Slurm client about ``job_id``.
+
+    Raises:
+        SlurmError: not a job id, no ``scontrol``, a timeout, or Slurm's own refusal (its
+            message, one line).
+    """
+    if not job_id.isdigit():
+        raise SlurmError(f"not a Slurm job id: {job_id!r}")
+    try:
+        out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True,
+                             text=True, timeout=timeout_s, check=False)
+    except FileNotFoundError:
+        raise SlurmError("scontrol not found: run this where the Slurm client is "
+                         "installed") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"scontrol show job {job_id} did not answer within "
+                         f"{timeout_s:g} s") from None
+    if out.returncode != 0:
+        said = (out.stderr or out.stdout).strip().splitlines()
+        raise SlurmError(f"scontrol show job {job_id}: {said[-1] if said else 'failed'}")
+    return parse_show_job(out.stdout)
+
+
+def job_specs(job: SlurmJob, inventory: list[HostSpec], here: str) -> list[HostSpec]:
+    """The hosts to watch for ``job``: each node's inventory entry when it has one, this
+    machine read locally when the node is ``here``, else an SSH host by that name (its
+    settings from ``~/.ssh/config``); the batch host's agent follows the job's log."""
+    known = {s.name: s for s in inventory}
+    logs = tuple(p for p in dict.fromkeys((job.stdout, job.stderr)) if p)
+    out = []
+    for node in job.nodes:
+        if node in known:
+            spec = known[node]
+        elif node == here:
+            spec = HostSpec(name=node)
+        else:
+            spec = HostSpec(name=node, transport=TransportName.SSH)
+        if node == job.batch_host and logs:
+            # the batch host writes the job's log: its agent follows it (read-only)
+            spec = replace(spec, logs=tuple(dict.fromkeys(spec.logs + logs)))
+        out.append(spec)
+    return out

@@ -1,0 +1,150 @@
+"""A real one-node Slurm cluster for tests: munged, slurmctld and slurmd from Debian's
+packages, run as root on 127.0.0.1 with their own key, socket, ports and spool in a temp dir.
+
+Config after ``shared/reviews/ecosystem.md`` §2c (checked with Debian 12's Slurm 22.05):
+``proctrack/linuxproc``, ``task/none``, no accounting, ``Gres=gpu:8`` backed by eight plain
+files.  Anything missing or refusing to start raises ``SlurmUnavailable`` with the reason
+(the test fails with it; it is never skipped quietly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.sshd import free_port
+
+BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "sinfo")
+
+
+class SlurmUnavailable(RuntimeError):
+    """The cluster could not be started; the message says why."""
+
+
+@dataclass
+class SlurmCluster:
+    root: Path
+    node: str
+    env: dict[str, str]
+
+    def run(self, *argv: str, timeout: float = 30.0) -> str:
+        out = subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
+                             timeout=timeout, check=False)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: {out.stderr.strip() or out.stdout.strip()}")
+        return out.stdout
+
+    def sbatch(self, script: Path, *opts: str) -> str:
+        """Submit ``script``; its job id."""
+        out = self.run("sbatch", "--parsable", *opts, str(script))
+        return out.strip().split(";")[0]
+
+    def wait_state(self, job: str, states: tuple[str, ...], timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            text = self.run("scontrol", "show", "job", job)
+            state = text.split("JobState=", 1)[1].split()[0] if "JobState=" in text else ""
+            if state in states:
+                return state
+            time.sleep(0.3)
+        raise SlurmUnavailable(f"job {job} stayed {state or 'unknown'}: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        lines = []
+        for name in ("slurmctld.log", "slurmd.log"):
+            p = self.root / "log" / name
+            if p.exists():
+                lines += [f"{name}: {x}" for x in p.read_text(errors="replace").splitlines()[-5:]]
+        return " | ".join(lines)
+
+    def stop(self) -> None:
+        for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+            p = self.root / pidfile
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(p.read_text().strip()), 15)
+        time.sleep(0.5)
+
+
+def start_cluster(root: Path) -> SlurmCluster:
+    """Start munged, slurmctld and slurmd under ``root``; wait until the node is idle."""
+    missing = [b for b in BINARIES if shutil.which(b) is None and
+               not Path("/usr/sbin", b).exists()]
+    if missing:
+        raise SlurmUnavailable("not installed: " + ", ".join(missing) +
+                               " (apt-get install slurmctld slurmd slurm-client munge)")
+    if os.geteuid() != 0:
+        raise SlurmUnavailable("the test cluster runs its daemons as root")
+    node = socket.gethostname().split(".", 1)[0]
+    for d in ("state", "spool", "log", "gpu"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for i in range(8):
+        (root / "gpu" / f"nvidia{i}").touch()
+    sock = root / "munge.sock"
+    cpus = os.cpu_count() or 1
+    ctld, slurmd_port = free_port(), free_port()
+    (root / "slurm.conf").write_text(f"""\
+ClusterName=rwtest
+SlurmctldHost={node}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={sock}
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+SlurmctldPort={ctld}
+SlurmdPort={slurmd_port}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+GresTypes=gpu
+ReturnToService=2
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP
+""")
+    (root / "gres.conf").write_text(f"NodeName={node} Name=gpu File={root}/gpu/nvidia[0-7]\n")
+    env = dict(os.environ, SLURM_CONF=str(root / "slurm.conf"))
+    key = root / "munge.key"
+
+    def daemon(*argv: str) -> None:
+        out = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=30,
+                             check=False)
+        if out.returncode != 0:
+            raise SlurmUnavailable(f"{argv[0]} did not start: "
+                                   f"{(out.stderr or out.stdout).strip()[-300:]}")
+
+    daemon("mungekey", "-c", "-k", str(key))
+    key.chmod(0o600)
+    daemon("munged", "--force", f"--socket={sock}", f"--key-file={key}",
+           f"--pid-file={root}/munged.pid", f"--log-file={root}/log/munged.log",
+           f"--seed-file={root}/munge.seed")
+    cluster = SlurmCluster(root, node, env)
+    daemon("slurmctld")
+    daemon("slurmd")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            state = cluster.run("sinfo", "-h", "-o", "%t").strip()
+        except RuntimeError:
+            state = ""
+        if state.startswith("idle"):
+            return cluster
+        time.sleep(0.3)
+    cluster.stop()
+    raise SlurmUnavailable(f"the node never became idle ({state!r}): {cluster.log_tail()}")
