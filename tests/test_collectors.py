@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import pytest
 
+from probes.config.fleet import demo_fleet
 from probes.errors import DisconnectKind
 from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
 from probes.transport.collector_worker import Relay
@@ -25,7 +26,7 @@ from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
-from tui.cli import build_parser, demo_fleet
+from tui.cli import build_parser
 
 Items = dict[str, list[SessionItem]]
 

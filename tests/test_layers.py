@@ -36,10 +36,12 @@ ALLOWED: dict[str, frozenset[str]] = {
                                      "probes.analysis"}),
     "probes.store": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                "probes.config", "probes.transport", "probes.analysis"}),
+    # outputs render what the stages before them found; a job's own log is read through
+    # explain's log readers (explain never imports outputs)
     "probes.outputs": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                  "probes.config", "probes.transport", "probes.rules",
                                  "probes.history", "probes.analysis", "probes.fleet_state",
-                                 "probes.store"}),
+                                 "probes.store", "probes.explain"}),
     "probes.explain": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                  "probes.rules"}),
     "probes": frozenset(),

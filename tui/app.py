@@ -257,8 +257,7 @@ class RigwatchApp(App[None]):
         self.redraws += 1
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
-        screen = self.screen
-        if isinstance(screen, DataScreen) and screen.is_mounted:
+        if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
             screen.show(self.fleet, self._clock(), self.mode_text())
 
     def mode_text(self) -> str:
@@ -507,8 +506,7 @@ class RigwatchApp(App[None]):
         self.push_screen(NoteScreen("command", "", heading=":",
                                     placeholder="host NAME · theme light · triage · preflight"
                                                 " · window 6h · sort worst · filter TEXT"
-                                                " · job ID · wall"
-                                                " · help · quit"), done)
+                                                " · job ID · wall · help · quit"), done)
 
     def run_command(self, text: str) -> None:
         """Run one command line; a mistake is a notification saying what would work."""

@@ -13,57 +13,33 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probes.config.fleet import (
     DEMO_SPEED,
-    HostKeyChecking,
     HostSpec,
     TransportName,
-    demo_fleet,
-    local_has_nvidia_gpu,
-    localhost_spec,
 )
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
 from probes.errors import ConfigError
+from tui.cli_fleet import (
+    collector_count,
+    fleet_of,
+    job_fleet,
+    slurm_job_of,
+    warn_insecure,
+    with_job,
+)
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
-    from probes.config.slurm import SlurmJob
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
     from tui.settings import Settings
 
 EXIT_USAGE = 2
-
-
-def _fleet(args: argparse.Namespace) -> tuple[list[HostSpec], bool]:
-    """The hosts to watch: an inventory (given, or the default file), else this machine if
-    it has a GPU, else the demo fleet.
-
-    Raises:
-        InventoryError: the inventory cannot be used.
-    """
-    if args.demo:
-        return demo_fleet(speed=args.speed), True
-    path = choose_inventory_path(args.inventory)
-    if path is not None:
-        return list(load_inventory(path).hosts), False
-    if not local_has_nvidia_gpu():
-        return demo_fleet(speed=args.speed), True
-    return [localhost_spec()], False
-
-
-def _warn_insecure(specs: list[HostSpec]) -> None:
-    off = [s.name for s in specs if s.transport is TransportName.SSH
-           and s.ssh.host_key_checking is HostKeyChecking.OFF]
-    if off:
-        shown = ", ".join(off[:5]) + (f" and {len(off) - 5} more" if len(off) > 5 else "")
-        print(f"rigwatch: WARNING: host key checking is OFF for {shown}: these connections "
-              "are not protected against interception", file=sys.stderr)
 
 
 def _host_line(spec: HostSpec, width: int, unresolved: str) -> str:
@@ -98,7 +74,7 @@ def _run_check_inventory(args: argparse.Namespace) -> int:
             unresolved = "(from ssh config)"
         print(_host_line(spec, width, unresolved))
     print(f"{len(inv.hosts)} hosts in {path}", file=sys.stderr)
-    _warn_insecure(list(inv.hosts))
+    warn_insecure(list(inv.hosts))
     return 0
 
 
@@ -161,12 +137,9 @@ def _run_console(args: argparse.Namespace) -> int:
     from tui.app import make_app
     from tui.glyphs import wants_ascii
 
-    job = _slurm_job(args)
-    if job is not None:
-        specs, demo = _job_fleet(job, args), False
-    else:
-        specs, demo = _fleet(args)
-    _warn_insecure(specs)
+    job = slurm_job_of(args)
+    specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
+    warn_insecure(specs)
     settings = _settings(args)
     path = None if demo or job is not None else choose_inventory_path(args.inventory)
     name = ("demo" if demo else f"job-{job.job_id}" if job is not None
@@ -235,46 +208,14 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _slurm_job(args: argparse.Namespace) -> SlurmJob | None:
-    """The job of ``--slurm-job ID`` as Slurm tells it, None without the option."""
-    job_id = getattr(args, "slurm_job", None)
-    if job_id is None:
-        return None
-    from probes.config.slurm import query_job
-
-    return query_job(job_id)
-
-
-def _job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
-    """The job's nodes as hosts (the inventory's entries where it names them)."""
-    from probes.config.slurm import job_specs
-
-    path = choose_inventory_path(getattr(args, "inventory", None))
-    inventory = list(load_inventory(path).hosts) if path is not None else []
-    specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
-    if not specs:
-        raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "
-                          f"({job.state or 'state unknown'})")
-    return specs
-
-
 def _run_snapshot(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import snapshot_line, take_snapshot
 
-    job = _slurm_job(args)
-    if job is not None:
-        specs, demo = _job_fleet(job, args), False
-    else:
-        specs, demo = _fleet(args)
+    job = slurm_job_of(args)
+    specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
     snap = asyncio.run(take_snapshot(specs, demo=demo))
     if job is not None:
-        from probes.outputs.job_log import job_log_findings
-
-        snap["job"] = job.to_json()
-        for host in snap["hosts"]:
-            if host["name"] in job.nodes:
-                host["job"] = job.job_id
-        snap["job_findings"], snap["job_notes"] = job_log_findings(job)
+        with_job(snap, job)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
@@ -365,8 +306,8 @@ def _run_preflight(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import preflight_inputs
 
     settings = _settings(args)
-    specs, _ = _fleet(args)
-    _warn_insecure(specs)
+    specs, _ = fleet_of(args)
+    warn_insecure(specs)
     results = check_fleet(preflight_inputs(_collect_now(specs), settings.detectors),
                           settings.preflight, settings.detectors)
     if args.json:
@@ -395,7 +336,7 @@ def _run_manifest(args: argparse.Namespace) -> int:
         if Path(a).exists() and Path(b).exists():
             changes = diff_documents(load_manifest(Path(a)), load_manifest(Path(b)))
         else:
-            specs, _ = _fleet(args)
+            specs, _ = fleet_of(args)
             wanted = [s for s in specs if s.name in (a, b)]
             missing = [n for n in (a, b) if n not in {s.name for s in wanted}]
             if missing:
@@ -416,8 +357,8 @@ def _run_manifest(args: argparse.Namespace) -> int:
         if not changes:
             print("no differences", file=sys.stderr)
         return 1 if changes else 0
-    specs, _ = _fleet(args)
-    _warn_insecure(specs)
+    specs, _ = fleet_of(args)
+    warn_insecure(specs)
     results = _collect(specs)
     doc = fleet_manifest({r.spec.name: r.hello for r in results if r.hello is not None},
                          {r.spec.name: r.failure or "no hello" for r in results
@@ -458,20 +399,6 @@ def _print_agent_source(rest: list[str]) -> int:
     return 0
 
 
-MAX_COLLECTORS = 64
-
-
-def _collector_count(text: str) -> int:
-    """``--collectors``: a whole number from 0 to ``MAX_COLLECTORS``."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= n <= MAX_COLLECTORS:
-        raise argparse.ArgumentTypeError(f"between 0 and {MAX_COLLECTORS}, not {n}")
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, shared by the console and its subcommands."""
     p = argparse.ArgumentParser(
@@ -503,7 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-job", metavar="ID", default=None,
                    help="watch the nodes of this Slurm job (asked of scontrol); the batch "
                         "host's agent follows the job's StdOut/StdErr")
-    p.add_argument("--collectors", metavar="N", type=_collector_count, default=None,
+    p.add_argument("--collectors", metavar="N", type=collector_count, default=None,
                    help="run the SSH sessions in N worker processes (0: in the console's "
                         "own); default: by fleet size and cores (none under 256 hosts)")
     sub = p.add_subparsers(dest="command")

@@ -68,8 +68,7 @@ class StreamStats:
 class LineSplitter:
     """Split a byte stream into lines with a bounded buffer.
 
-    An over-long line is dropped as it arrives (its bytes are never all held),
-    and reading resumes at the next newline.
+    An over-long line is dropped as it arrives, never held whole; reading resumes after it.
     """
 
     def __init__(self, stats: StreamStats, max_line_bytes: int = MAX_LINE_BYTES) -> None:
@@ -470,9 +469,8 @@ def _bool(value: Any) -> bool | None:
 
 
 def _decode_processes(value: Any) -> tuple[GpuProcess, ...] | None:
-    if not isinstance(value, list):
-        return None
-    return tuple(_decode_process(p) for p in value if isinstance(p, dict))
+    return tuple(_decode_process(p) for p in value if isinstance(p, dict)) \
+        if isinstance(value, list) else None
 
 
 def _decode_process(p: dict[str, Any]) -> GpuProcess:
@@ -482,9 +480,9 @@ def _decode_process(p: dict[str, Any]) -> GpuProcess:
         slurm_step=_str(p.get("slurm_step")), slurm_task=_pint(p.get("slurm_task")),
         rank=_pint(p.get("rank")), local_rank=_pint(p.get("local_rank")),
         world_size=_pint(p.get("world_size")), master_addr=_str(p.get("master_addr")),
-        cuda_visible_devices=_str(p.get("cuda_visible_devices")),
+        cuda_visible_devices=_str(p.get("cuda_visible_devices")), pod=_str(p.get("pod")),
         container=_str(p.get("container")), runtime=_str(p.get("runtime")),
-        pod=_str(p.get("pod")), environ=_bool(p.get("environ")))
+        environ=_bool(p.get("environ")))
 
 
 def _decode_disk(name: str, d: dict[str, Any]) -> DiskStats:

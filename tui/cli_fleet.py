@@ -1,0 +1,90 @@
+"""Which hosts a command watches: the inventory, this machine, the demo, or a Slurm job's
+nodes; and the options that shape how they are watched (``--collectors``)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from typing import Any
+
+from probes.config.fleet import (
+    HostKeyChecking,
+    HostSpec,
+    TransportName,
+    demo_fleet,
+    local_has_nvidia_gpu,
+    localhost_spec,
+)
+from probes.config.inventory import choose_inventory_path, load_inventory
+from probes.config.slurm import SlurmJob, job_specs, query_job
+from probes.errors import ConfigError
+
+MAX_COLLECTORS = 64
+
+
+def fleet_of(args: argparse.Namespace) -> tuple[list[HostSpec], bool]:
+    """The hosts to watch: an inventory (given, or the default file), else this machine if
+    it has a GPU, else the demo fleet.
+
+    Raises:
+        InventoryError: the inventory cannot be used.
+    """
+    if args.demo:
+        return demo_fleet(speed=args.speed), True
+    path = choose_inventory_path(args.inventory)
+    if path is not None:
+        return list(load_inventory(path).hosts), False
+    if not local_has_nvidia_gpu():
+        return demo_fleet(speed=args.speed), True
+    return [localhost_spec()], False
+
+
+def warn_insecure(specs: list[HostSpec]) -> None:
+    """Say loudly, at every start, which hosts are not checked against known_hosts."""
+    off = [s.name for s in specs if s.transport is TransportName.SSH
+           and s.ssh.host_key_checking is HostKeyChecking.OFF]
+    if off:
+        shown = ", ".join(off[:5]) + (f" and {len(off) - 5} more" if len(off) > 5 else "")
+        print(f"rigwatch: WARNING: host key checking is OFF for {shown}: these connections "
+              "are not protected against interception", file=sys.stderr)
+
+
+def slurm_job_of(args: argparse.Namespace) -> SlurmJob | None:
+    """The job of ``--slurm-job ID`` as Slurm tells it, None without the option."""
+    job_id = getattr(args, "slurm_job", None)
+    return None if job_id is None else query_job(job_id)
+
+
+def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
+    """The job's nodes as hosts (the inventory's entries where it names them)."""
+    path = choose_inventory_path(getattr(args, "inventory", None))
+    inventory = list(load_inventory(path).hosts) if path is not None else []
+    specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
+    if not specs:
+        raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "
+                          f"({job.state or 'state unknown'})")
+    return specs
+
+
+def with_job(snap: dict[str, Any], job: SlurmJob) -> None:
+    """A snapshot of a job's nodes told about the job: its facts, ``job`` on its hosts, and
+    its log's findings with rank and host."""
+    from probes.outputs.job_log import job_log_findings
+
+    snap["job"] = job.to_json()
+    for host in snap["hosts"]:
+        if host["name"] in job.nodes:
+            host["job"] = job.job_id
+    snap["job_findings"], snap["job_notes"] = job_log_findings(job)
+
+
+def collector_count(text: str) -> int:
+    """``--collectors``: a whole number from 0 to ``MAX_COLLECTORS``."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= n <= MAX_COLLECTORS:
+        raise argparse.ArgumentTypeError(f"between 0 and {MAX_COLLECTORS}, not {n}")
+    return n
