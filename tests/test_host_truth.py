@@ -101,6 +101,16 @@ def _screen_text(app: RigwatchApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in strips)
 
 
+def _row(text: str, index: int) -> str:
+    """GPU ``index``'s line of the host screen's table ("" while it is not drawn)."""
+    return next((line for line in text.splitlines()
+                 if line.strip().startswith(f"{index} ") and "State" not in line), "")
+
+
+def _missing_rows(text: str) -> list[str]:
+    return [x for x in text.splitlines() if re.match(r"\s+\d\s+✗ MISSING", x)]
+
+
 def _showing(app: RigwatchApp, host: str) -> bool:
     screen = app.screen
     return isinstance(screen, HostScreen) and screen.host == host \
@@ -118,10 +128,10 @@ async def test_demo_b02_shows_gpu6_lost_and_a03_says_throttled_at_80x24() -> Non
                                   ("gpu-a02", 3, "leaking")):
             app.post_message(HostChosen(host))
             await wait_until(pilot, partial(_showing, app, host))
-            await pilot.pause()
+            # the table's rows reach the screen a frame after the table has them
+            await wait_until(pilot, lambda w=word, i=index: w in _row(_screen_text(app), i))
             text = _screen_text(app)
-            row = next(line for line in text.splitlines()
-                       if line.strip().startswith(f"{index} ") and "State" not in line)
+            row = _row(text, index)
             assert word in row, (host, row)
             # the verdict beside an "ok" it contradicts never appears
             assert "ok" not in row
@@ -153,10 +163,10 @@ async def test_a_host_with_no_gpus_against_expect_gpus_lists_them_missing() -> N
         app.post_message(HostChosen("x-real"))
         await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
                          and app.screen.query_one(GpuTable).row_count == 8)
-        await pilot.pause()
+        await wait_until(pilot, lambda: len(_missing_rows(_screen_text(app))) == 8)
         text = _screen_text(app)
         assert "GPUs 0/8" in str(app.screen.query_one(HostFactsBar).render())
-        rows = [x for x in text.splitlines() if re.match(r"\s+\d\s+✗ MISSING", x)]
+        rows = _missing_rows(text)
         assert len(rows) == 8, text
         assert "GPU0, GPU1, GPU2, GPU3, GPU4, GPU5, GPU6, GPU7 MISSING" in text
         assert "driver" in text
