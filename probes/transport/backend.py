@@ -170,9 +170,14 @@ class AgentFleetBackend(BackendBase):
             # (``supervise``), and a failed one never takes the others with it.
             await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            for task in tasks:
-                # a second cancel would interrupt a session already stopping its agent
-                cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-                if cancelling is None or not cancelling():
-                    task.cancel()
+            cancel_once(tasks)
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def cancel_once(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel each task not already being cancelled: a second cancel would interrupt one
+    that is stopping its agent (or its collector) in a ``finally``."""
+    for task in tasks:
+        cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+        if cancelling is None or not cancelling():
+            task.cancel()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
-from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase
+from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase, cancel_once
 from probes.transport.collector_wire import RETRY, CollectorJob, frame, frame_length, unframe
 from probes.wire.events import Connected, Disconnected, Emit
 from probes.wire.protocol import MessageReader
@@ -114,11 +114,7 @@ class CollectorBackend(BackendBase):
         try:
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                # a second cancel would cut short a collector stopping its agents
-                cancelling = getattr(task, "cancelling", None)  # Python 3.11+
-                if cancelling is None or not cancelling():
-                    task.cancel()
+            cancel_once(tasks)
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _keep(self, shard: _Shard, emit: Emit) -> None:
