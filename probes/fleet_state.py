@@ -7,6 +7,7 @@ hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -21,6 +22,7 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.analysis.headline import headline
+from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.reachability import (
@@ -38,6 +40,7 @@ from probes.rules.logrules.live import LiveLogScanner
 from probes.triage import Step
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import (
+    JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
     Hello,
     HostSample,
@@ -483,6 +486,8 @@ class FleetState:
         for rows nobody could see.  Status, findings, counts and verdicts are never late."""
         self.row_builds = 0
         """Rows computed in full so far (tests and benches count them)."""
+        self.watched_job: str | None = None
+        """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
 
     @property
     def version(self) -> int:
@@ -525,6 +530,22 @@ class FleetState:
         if self._rows is None or self._rows[0] != key:
             self._rows = (key, [self.row(h, now) for h in self.hosts.values()])
         return self._rows[1]
+
+    def rank_index(self, names: Iterable[str] | None = None) -> RankIndex:
+        """Where every rank the hosts (default: all) can place runs."""
+        states = self.hosts.values() if names is None else [
+            self.hosts[n] for n in names if n in self.hosts]
+        return RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
+                          for s in states), self.watched_job)
+
+    def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:
+        """Every finding of the hosts (default: all), each job-log finding told its job and
+        where its rank runs (ranks of one job are placed across all hosts)."""
+        states = self.hosts.values() if names is None else [
+            self.hosts[n] for n in names if n in self.hosts]
+        found = [f for s in states for f in s.findings()]
+        return placed(found, self.rank_index()) if any(
+            f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""

@@ -9,10 +9,15 @@ CUDA OOM on rank 1, after vllm-project/vllm#28028 and pytorch/pytorch#75087) int
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
+import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +25,7 @@ import pytest
 from probes.config.hostlist import expand_hostlist
 from probes.config.slurm import SlurmError, job_specs, parse_show_job, query_job
 from tests.support.slurm import SlurmCluster, start_cluster
+from tests.test_tmux_e2e import REPO, RIGWATCH, Tmux
 
 NCCL_LINE = (
     "0: [rank0]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [Rank 0] Watchdog caught "
@@ -108,3 +114,111 @@ def test_an_unknown_job_is_one_clear_line(cluster: SlurmCluster) -> None:
                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
     assert out.returncode != 0 and out.stdout == ""
     assert "999999" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+# A 2-rank job launched the way Slurm users launch one: ``srun --label`` in the batch script,
+# each task printing NCCL's init line (after NVIDIA/nccl#1814's ``host:pid:tid [dev] NCCL
+# INFO comm … rank R nranks N cudaDev D nvmlDev D busId B … - Init COMPLETE``), then its
+# failure, then staying alive as a GPU process would.  The agent's NVML is the test stand-in
+# (tests/data/fake_pynvml) listing each task's real pid on GPU SLURM_PROCID, so attribution
+# reads the real /proc/PID/environ that slurmstepd gave the task.
+TASK_SCRIPT = r"""#!/bin/bash
+echo $$ > "$PIDS/pid.$SLURM_PROCID"
+echo "$(hostname -s):$$:$$ [$SLURM_PROCID] NCCL INFO comm 0x55f01c18e490 rank $SLURM_PROCID nranks 2 cudaDev $SLURM_PROCID nvmlDev $SLURM_PROCID busId $((18 + SLURM_PROCID))000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE"
+if [ "$SLURM_PROCID" = 0 ]; then
+  echo '[rank0]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.'
+else
+  echo '[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.10 GiB of which 1.06 GiB is free.'
+fi
+exec sleep 300
+"""
+FAKE_NVML = Path(__file__).resolve().parent / "data" / "fake_pynvml"
+
+
+@dataclass
+class RunningJob:
+    job: str
+    pids: dict[int, int]
+    log: Path
+    env: dict[str, str]
+    """What rigwatch runs with: the cluster's SLURM_CONF and the stand-in NVML."""
+
+
+@pytest.fixture(scope="module")
+def running_job(cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[RunningJob]:
+    tmp = tmp_path_factory.mktemp("job")
+    task = tmp / "task.sh"
+    task.write_text(TASK_SCRIPT)
+    task.chmod(0o755)
+    batch = tmp / "train.sh"
+    batch.write_text(f"#!/bin/bash\nexport PIDS={tmp}\nsrun --label {task}\n")
+    batch.chmod(0o755)
+    log = tmp / "train-%j.out"
+    job = cluster.sbatch(batch, "-n2", "--gres=gpu:2", "-J", "train", "-o", str(log))
+    try:
+        cluster.wait_state(job, ("RUNNING",))
+        out = tmp / f"train-{job}.out"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (
+                all((tmp / f"pid.{r}").exists() for r in (0, 1)) and out.exists()
+                and out.read_text().count("NCCL INFO") == 2 and "OutOfMemory" in out.read_text()):
+            time.sleep(0.2)
+        pids = {r: int((tmp / f"pid.{r}").read_text()) for r in (0, 1)}
+        env = dict(cluster.env, PYTHONPATH=str(FAKE_NVML), FAKE_NVML="",
+                   FAKE_NVML_PIDS=",".join(f"{pid}@{r}" for r, pid in pids.items()),
+                   HOME=str(tmp))
+        yield RunningJob(job, pids, out, env)
+    finally:
+        with contextlib.suppress(RuntimeError):
+            cluster.run("scancel", job)
+
+
+def test_a_running_jobs_snapshot_places_each_rank_on_its_gpu(running_job: RunningJob,
+                                                            cluster: SlurmCluster) -> None:
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "snapshot", "--slurm-job",
+                          running_job.job, "--json"], env=running_job.env, capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode in (0, 1), out.stderr
+    snap = json.loads(out.stdout)
+    host = next(h for h in snap["hosts"] if h["name"] == cluster.node)
+    assert host["job"] == running_job.job
+    procs = {p["pid"]: (g["index"], p) for g in host["sample"]["gpus"]
+             for p in g["processes"] or ()}
+    for rank, pid in running_job.pids.items():
+        gpu, proc = procs[pid]
+        # attribution read from the task's real environment, set by slurmstepd
+        assert (gpu, proc["slurm_job"], proc["rank"]) == (rank, running_job.job, rank), proc
+        assert proc["slurm_step"] == "0" and proc["environ"] is True
+    assert [(r["rank"], r["host"], r["gpu"], r["bus_id"]) for r in snap["job"]["ranks"]] == [
+        (0, cluster.node, 0, "0000:18:00.0"), (1, cluster.node, 1, "0000:19:00.0")]
+    found = {f["code"]: f for f in snap["job_findings"]}
+    assert (found["nccl-timeout"]["rank"], found["nccl-timeout"]["host"],
+            found["nccl-timeout"]["rank_gpu"]) == (0, cluster.node, 0)
+    assert (found["cuda-oom"]["rank"], found["cuda-oom"]["host"]) == (1, cluster.node)
+    assert found["cuda-oom"]["placed_by"] == "process"
+
+
+@pytest.mark.tmux
+@pytest.mark.skipif(shutil.which("tmux") is None or not RIGWATCH.exists(),
+                    reason="tmux or the installed rigwatch is missing")
+def test_the_console_watching_a_job_names_the_failing_ranks_host(
+        running_job: RunningJob, cluster: SlurmCluster) -> None:
+    """``rigwatch --slurm-job ID``: the job's node in the fleet, its log read from before
+    the console started, and triage naming the rank, its host and its GPU."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in running_job.env.items()
+                   if k in ("SLURM_CONF", "PYTHONPATH", "FAKE_NVML", "FAKE_NVML_PIDS", "HOME"))
+    term = Tmux(140, 40)
+    try:
+        term.start(f"cd {REPO} && {env} TEXTUAL_ANIMATIONS=none {RIGWATCH} --slurm-job "
+                   f"{running_job.job} --no-record; echo EXITED $?; sleep 30")
+        term.wait_for(lambda s: cluster.node in s and f"Slurm job {running_job.job}" in s,
+                      timeout=20.0)
+        term.keys("t")
+        where = f"rank 0 on {cluster.node} GPU0"
+        screen, _ = term.wait_for(lambda s: where in s, timeout=30.0)
+        assert "nccl-timeout" in screen or "NCCL" in screen, screen
+        term.keys("q")
+        term.wait_for(lambda s: "EXITED 0" in s, timeout=15.0)
+    finally:
+        term.kill()

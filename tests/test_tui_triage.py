@@ -60,7 +60,7 @@ async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path:
         await wait_until(pilot, lambda: "marked suspect" in banner(app))
         await pilot.press("3")
         await wait_until(pilot, lambda: "NCCL" in detail(app).splitlines()[0])
-        assert "nccl-timeout on gpu-b03" in detail(app)
+        assert "nccl-timeout rank 3 on gpu-b03 GPU3" in detail(app)  # the rank placed
         await pilot.press("r")
         await wait_until(pilot, lambda: app.screen.last_report is not None)  # type: ignore[attr-defined]
         report = app.screen.last_report  # type: ignore[attr-defined]

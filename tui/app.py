@@ -114,13 +114,11 @@ class RigwatchApp(App[None]):
         App.COMMANDS | {RigwatchCommands})
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
-                 alerts: AlertPolicy | None = None,
-                 detectors: DetectorLimits | None = None,
+                 alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
                  preflight: PreflightLimits | None = None) -> None:
         super().__init__()
         self.backend = backend
-        self.detector_limits = detectors
-        self.preflight_limits = preflight
+        self.detector_limits, self.preflight_limits = detectors, preflight
         self.fleet = FleetState(backend.specs, detectors, preflight)
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
@@ -141,8 +139,7 @@ class RigwatchApp(App[None]):
         if backend.replay is not None:
             backend.replay.on_rewind = self._rewind
             clock = backend.replay.now
-        self.subtitle = subtitle
-        self.sub_title = subtitle
+        self.subtitle = self.sub_title = subtitle
         self._clock = clock
         self._redraw_pending = False
         self._last_draw = -REDRAW_MIN_S
@@ -272,7 +269,7 @@ class RigwatchApp(App[None]):
         if not self.backend.raises_alerts:
             return
         now = self._clock()
-        findings = [f for s in self.fleet.hosts.values() for f in s.findings()]
+        findings = self.fleet.all_findings()
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
@@ -371,8 +368,10 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
+        watched = self.fleet.watched_job
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits)
+        self.fleet.watched_job = watched
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:
@@ -542,6 +541,7 @@ class RigwatchApp(App[None]):
         elif name in ("sort", "filter", "wall", "job"):
             fleet = self._to_fleet()
             if name == "job":
+                self.fleet.watched_job = arg  # its log's findings are this job's from now on
                 fleet.set_filter(f"job:{arg}")
             elif name == "sort":
                 if arg not in SORT_KEYS:

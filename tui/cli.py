@@ -145,9 +145,11 @@ def _run_console(args: argparse.Namespace) -> int:
     name = ("demo" if demo else f"job-{job.job_id}" if job is not None
             else path.stem if path else specs[0].name)
     backend = _recording_backend(specs, demo, name, args, settings)
-    app = make_app(backend, demo=demo, title=path.name if path else None,
+    app = make_app(backend, demo=demo, title=path.name if path else (
+        f"Slurm job {job.job_id}" if job is not None else None),
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight)
+    app.fleet.watched_job = job.job_id if job is not None else None
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
@@ -213,9 +215,10 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
     job = slurm_job_of(args)
     specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    snap = asyncio.run(take_snapshot(specs, demo=demo))
+    results: list[OnceResult] = []
+    snap = asyncio.run(take_snapshot(specs, demo=demo, keep=results))
     if job is not None:
-        with_job(snap, job)
+        with_job(snap, job, results)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")

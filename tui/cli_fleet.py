@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.config.fleet import (
     HostKeyChecking,
@@ -19,6 +19,9 @@ from probes.config.fleet import (
 from probes.config.inventory import choose_inventory_path, load_inventory
 from probes.config.slurm import SlurmJob, job_specs, query_job
 from probes.errors import ConfigError
+
+if TYPE_CHECKING:
+    from probes.transport.session import OnceResult
 
 MAX_COLLECTORS = 64
 
@@ -67,16 +70,21 @@ def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
     return specs
 
 
-def with_job(snap: dict[str, Any], job: SlurmJob) -> None:
-    """A snapshot of a job's nodes told about the job: its facts, ``job`` on its hosts, and
-    its log's findings with rank and host."""
+def with_job(snap: dict[str, Any], job: SlurmJob, results: list[OnceResult]) -> None:
+    """A snapshot of a job's nodes told about the job: its facts, ``job`` on its hosts, its
+    ranks' hosts and GPUs, and its log's findings with rank and host."""
+    from probes.analysis.job_ranks import HostRanks, RankIndex
     from probes.outputs.job_log import job_log_findings
 
     snap["job"] = job.to_json()
     for host in snap["hosts"]:
         if host["name"] in job.nodes:
             host["job"] = job.job_id
-    snap["job_findings"], snap["job_notes"] = job_log_findings(job)
+    hosts = [HostRanks(r.spec.name, r.sample, r.hello, {}) for r in results]
+    snap["job"]["ranks"] = [
+        {"rank": p.rank, "host": p.host, "gpu": p.gpu, "bus_id": p.bus_id,
+         "gpu_serial": p.serial} for p in RankIndex(hosts, job.job_id).ranks_of(job.job_id)]
+    snap["job_findings"], snap["job_notes"] = job_log_findings(job, hosts)
 
 
 def collector_count(text: str) -> int:

@@ -30,6 +30,8 @@ from .watchdog import GPU_DEADLINE_S
 MAX_TAILED_FILES = 64
 PCIE_EVERY_TICKS = 30
 LOG_GLOB_EVERY_S = 10.0
+MAX_TAIL_LOOKBACK = 16 * 1024 * 1024
+"""A job log's look-back is read at MAX_TAIL_BYTES_PER_TICK a tick: bounded, never a flood."""
 
 
 class Agent(object):
@@ -57,7 +59,10 @@ class Agent(object):
         for pattern in self.args.tail:
             for path in sorted(glob.glob(pattern))[:MAX_TAILED_FILES]:
                 if path not in self.tails and len(self.tails) < MAX_TAILED_FILES:
-                    self.tails[path] = FileTail(path, at_end=first)
+                    # a job log already there at start: its last --tail-lookback bytes
+                    # first (a job that failed before the console opened is still seen)
+                    self.tails[path] = FileTail(path, at_end=first,
+                                                lookback=self.args.tail_lookback)
 
     def hello(self):
         self.t0 -= self.backlog_samples() * self.step()
@@ -179,6 +184,9 @@ def parse_args(argv):
     p.add_argument("--hostname", default=None, help="name to report instead of the real one")
     p.add_argument("--tail", action="append", default=[], metavar="GLOB",
                    help="follow job logs matching GLOB read-only; new lines become events")
+    p.add_argument("--tail-lookback", type=int, default=0, metavar="BYTES",
+                   help="read up to BYTES before the end of a --tail file already there at "
+                        "start (default 0: from its end)")
     p.add_argument("--gpu-deadline", type=float, default=GPU_DEADLINE_S,
                    help="seconds before a GPU probe call counts as hung")
     p.add_argument("--dataset", action="append", default=[], metavar="PATH",
@@ -206,6 +214,8 @@ def parse_args(argv):
         p.error("--sim-history needs --simulate and a value >= 0")
     if args.kernel_lookback < 0:
         p.error("--kernel-lookback must be >= 0")
+    if not 0 <= args.tail_lookback <= MAX_TAIL_LOOKBACK:
+        p.error("--tail-lookback must be between 0 and %d" % MAX_TAIL_LOOKBACK)
     if args.simulate is not None:
         if sim is None:
             p.exit(2, "%s: error: %s (--simulate)\n" % (p.prog, NO_SIMULATOR))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from probes.analysis.findings import Finding
+from probes.analysis.job_ranks import rank_where
 from probes.triage import Code, Severity, Step
 
 STEP_ORDER: tuple[Step, ...] = (Step.GPU, Step.SYSLOG, Step.NCCL, Step.MODEL)
@@ -284,6 +285,9 @@ def _clock(ts: float) -> str:
 def describe(f: Finding) -> str:
     """``Xid 79 on gpu017 GPU3``: what and where, for sentences and timelines."""
     what = f"Xid {f.xid}" if f.xid is not None else f.code
+    ranked = rank_where(f)
+    if ranked is not None:  # a job log's finding: where the rank runs, not who read the log
+        return f"{what} {ranked}"
     where = f.host + (f" GPU{f.gpu}" if f.gpu is not None else "")
     return f"{what} on {where}"
 
@@ -415,9 +419,14 @@ def do_now(f: Finding) -> str:
         return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
     if code == "gpu-count-short":
         return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
+    ranked = rank_where(f)
     if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
-        return f"find the stalled rank ({host}); set TORCH_NCCL_DUMP_ON_TIMEOUT=1"
+        if ranked is not None and code == "rank-failed":
+            return f"check {ranked} first (GPU state, kernel log), then its traceback"
+        return f"find the stalled rank ({ranked or host}); set TORCH_NCCL_DUMP_ON_TIMEOUT=1"
     if f.step is Step.MODEL:
+        if ranked is not None:
+            return f"read the traceback of {ranked} in {host}'s job log, then the model code"
         return f"read {host}'s job log and model code"
     warning = _WARNING_DO.get(code)
     if warning is not None:

@@ -83,6 +83,9 @@ class HostSpec:
     expect_gpus: int | None = None
     logs: tuple[str, ...] = ()
     """Globs of job logs the agent follows (read-only) for NCCL and model triage."""
+    log_lookback_bytes: int = 0
+    """How much of a log already there at start the agent reads first (0: from its end);
+    a Slurm job's own log is read from up to ``JOB_LOG_LOOKBACK`` before its end."""
     datasets: tuple[str, ...] = ()
     """Paths whose device and free space the preflight checks (the training data's home)."""
     ssh: SshOptions = field(default_factory=SshOptions)
@@ -107,6 +110,8 @@ class HostSpec:
             args += ["--simulate", ",".join(self.simulate), "--seed", str(self.seed),
                      "--speed", f"{self.speed:g}", "--hostname=" + self.name]
         args += ["--tail=" + pattern for pattern in self.logs]
+        if self.logs and self.log_lookback_bytes:
+            args.append(f"--tail-lookback={self.log_lookback_bytes}")
         args += ["--dataset=" + path for path in self.datasets]
         if once:
             args.append("--once")

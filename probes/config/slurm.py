@@ -17,6 +17,9 @@ from probes.config.hostlist import expand_hostlist
 from probes.errors import ConfigError
 
 SCONTROL_TIMEOUT_S = 10.0
+JOB_LOG_LOOKBACK = 4 * 1024 * 1024
+"""Bytes of a job's log read from before its end when the console starts: the lines of a
+job that already failed (a 2 000-rank job's NCCL init alone is a few MiB)."""
 _PAIR = re.compile(r"(?:^|\s)(?P<key>[A-Za-z][\w/:]*)=(?P<value>.*?)(?=\s+[A-Za-z][\w/:]*=|$)")
 _NONE = ("(null)", "")
 
@@ -112,6 +115,7 @@ def job_specs(job: SlurmJob, inventory: list[HostSpec], here: str) -> list[HostS
             spec = HostSpec(name=node, transport=TransportName.SSH)
         if node == job.batch_host and logs:
             # the batch host writes the job's log: its agent follows it (read-only)
-            spec = replace(spec, logs=tuple(dict.fromkeys(spec.logs + logs)))
+            spec = replace(spec, logs=tuple(dict.fromkeys(spec.logs + logs)),
+                           log_lookback_bytes=max(spec.log_lookback_bytes, JOB_LOG_LOOKBACK))
         out.append(spec)
     return out

@@ -150,10 +150,14 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
     }
 
 
-async def take_snapshot(specs: list[HostSpec], *, demo: bool = False) -> dict[str, Any]:
+async def take_snapshot(specs: list[HostSpec], *, demo: bool = False,
+                        keep: list[OnceResult] | None = None) -> dict[str, Any]:
     """Collect every host's hello and newest sample concurrently (a simulated host after
-    its history: the snapshot shows what the console would, not the run's first instant)."""
+    its history: the snapshot shows what the console would, not the run's first instant);
+    ``keep`` receives the typed results as well."""
     results = await collect_all_now(specs, MAX_CONCURRENT)
+    if keep is not None:
+        keep.extend(results)
     return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
             "hosts": [host_entry(r) for r in results]}
 

@@ -115,7 +115,7 @@ class TriageScreen(DataScreen):
         self._fleet = fleet
         self._now = now
         states = self._states(fleet)
-        self._findings = [f for s in states for f in s.findings()]
+        self._findings = fleet.all_findings(s.name for s in states)
         self._clocks = host_clocks(states, now)
         self._redraw([host_view(s) for s in states])
 

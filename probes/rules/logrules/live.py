@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from probes.rules.logrules.families import families_for, scan_lines
 from probes.rules.logrules.lines import LogLine, peel
+from probes.rules.logrules.rank_places import LoggedRank, RankPlaces
 from probes.rules.result import ExplainFinding
 
 CONTEXT_LINES = 40
@@ -44,6 +45,8 @@ class _Source:
     pending: list[tuple[LogLine, float]] = field(default_factory=list)
     number: int = 0
     reported: set[tuple[str, str, int | None]] = field(default_factory=set)
+    ranks: RankPlaces = field(default_factory=RankPlaces)
+    """Where the ranks of the job writing this log ran (NCCL init lines, torchrun)."""
 
 
 class LiveLogScanner:
@@ -59,8 +62,16 @@ class LiveLogScanner:
             src = self._sources[source] = _Source()
         src.number += 1
         text, host, rank, time = peel(line)
+        src.ranks.add(text)
         src.pending.append((LogLine(src.number, line, text, host, rank, time), ts))
         return len(src.pending) >= MAX_PENDING
+
+    def rank_places(self) -> dict[int, LoggedRank]:
+        """rank → host (and GPU bus id) as this host's logs told them so far."""
+        out: dict[int, LoggedRank] = {}
+        for src in self._sources.values():
+            out.update(src.ranks.places())
+        return out
 
     @property
     def pending(self) -> int:

@@ -10,6 +10,8 @@ by FAKE_NVML: comma-separated flags
   hangutil1    the same, on GPU 1 only
   memtrouble1  GPU 1 has uncorrectable ECC errors, a row-remap failure, pages pending
   noinit       nvmlInit raises NVMLError_DriverNotLoaded
+FAKE_NVML_PIDS ("PID@GPU,PID@GPU"), when set, lists those processes instead of its own pid
+on GPU 0 (a test's real processes, e.g. a Slurm job's ranks, shown as GPU processes).
 """
 import os
 import time
@@ -225,6 +227,16 @@ def nvmlDeviceGetPcieThroughput(h, counter):
     return 1200 if counter == NVML_PCIE_UTIL_TX_BYTES else 3400
 
 
+def _pids():
+    out = {}
+    for item in filter(None, os.environ.get("FAKE_NVML_PIDS", "").split(",")):
+        pid, _, gpu = item.partition("@")
+        out.setdefault(int(gpu), []).append(int(pid))
+    return out
+
+
 def nvmlDeviceGetComputeRunningProcesses(h):
     _check(h)
+    if os.environ.get("FAKE_NVML_PIDS"):
+        return [Proc(pid, 2048 * 1024 * 1024) for pid in _pids().get(h, [])]
     return [Proc(os.getpid(), 900 * 1024 * 1024)] if h == 0 else []

@@ -1,0 +1,166 @@
+"""Ranks mapped to hosts and GPUs, so a log's "rank 3 failed" names the machine to drain.
+
+Two witnesses, in order of trust:
+
+1. the agents: a GPU process whose environment says ``RANK``/``SLURM_PROCID`` and whose
+   cgroup or environment names its Slurm job sits on a known GPU of a known host (NVML lists
+   processes per device handle, so the GPU is the one the process uses, whatever its index);
+2. the job's log: NCCL's init lines tie a rank to a host and a bus id, torchrun's failure
+   table a rank to a host (``probes/rules/logrules/rank_places.py``).
+
+A finding from a job's log keeps the host whose agent read the log (``host``) and gains
+``job``, ``rank_host``, ``rank_gpu``, ``rank_bus_id`` and ``rank_serial`` where the rank is
+placed; a rank is never placed by guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from probes.analysis.findings import Finding
+from probes.rules.busid import normalize_bus_id
+from probes.rules.logrules.rank_places import LoggedRank
+from probes.wire.samples import JOB_SOURCE_PREFIX, Hello, HostSample
+
+PlaceWitness = Literal["process", "log"]
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    """Where one rank of one job runs."""
+
+    job: str | None
+    rank: int
+    host: str
+    gpu: int | None = None
+    bus_id: str | None = None
+    serial: str | None = None
+    witness: PlaceWitness = "process"
+
+
+@dataclass(frozen=True)
+class HostRanks:
+    """What one host tells about ranks: its newest sample, its hello, its logs' places."""
+
+    host: str
+    sample: HostSample | None
+    hello: Hello | None
+    logged: Mapping[int, LoggedRank]
+
+
+def process_places(host: str, sample: HostSample | None,
+                   hello: Hello | None) -> list[RankPlace]:
+    """The ranks of the GPU processes in ``sample``, each on the GPU it was listed under."""
+    if sample is None:
+        return []
+    serials = _serials(hello)
+    out = []
+    for gpu in sample.gpus:
+        for p in gpu.processes or ():
+            if p.rank is None:
+                continue
+            bus = _bus_of(gpu.index, gpu.bus_id, hello)
+            out.append(RankPlace(p.slurm_job, p.rank, host, gpu.index if gpu.index >= 0 else None,
+                                 bus, serials.get(bus) if bus else None))
+    return out
+
+
+def _bus_of(index: int, bus_id: str | None, hello: Hello | None) -> str | None:
+    if bus_id:
+        return normalize_bus_id(bus_id)
+    if hello is not None:
+        for info in hello.facts.gpus:
+            if info.index == index and info.bus_id:
+                return normalize_bus_id(info.bus_id)
+    return None
+
+
+def _serials(hello: Hello | None) -> dict[str, str]:
+    if hello is None:
+        return {}
+    out = {}
+    for g in hello.facts.gpus:
+        bus = normalize_bus_id(g.bus_id)
+        if bus and g.serial:
+            out[bus] = g.serial
+    return out
+
+
+class RankIndex:
+    """Every placed rank of every job the fleet shows, and the jobs each host runs."""
+
+    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None) -> None:
+        self.watched_job = watched_job
+        self._by_job: dict[tuple[str | None, int], RankPlace] = {}
+        self.jobs_of_host: dict[str, set[str]] = {}
+        logged: list[tuple[HostRanks, LoggedRank]] = []
+        gpu_of_bus: dict[tuple[str, str], tuple[int, str | None]] = {}
+        for h in hosts:
+            for place in process_places(h.host, h.sample, h.hello):
+                self._by_job.setdefault((place.job, place.rank), place)
+                if place.job is not None:
+                    self.jobs_of_host.setdefault(h.host, set()).add(place.job)
+            if h.hello is not None:
+                serials = _serials(h.hello)
+                for info in h.hello.facts.gpus:
+                    bus = normalize_bus_id(info.bus_id)
+                    if bus:
+                        gpu_of_bus[(h.host, bus)] = (info.index, serials.get(bus))
+            logged.extend((h, r) for r in h.logged.values())
+        for h, r in logged:
+            job = self.job_of_log(h.host)
+            if (job, r.rank) in self._by_job:
+                continue  # the agents saw the process: they win over the log
+            gpu, serial = gpu_of_bus.get((r.host, r.bus_id or ""), (None, None))
+            self._by_job[(job, r.rank)] = RankPlace(job, r.rank, r.host, gpu, r.bus_id,
+                                                    serial, "log")
+
+    def job_of_log(self, host: str) -> str | None:
+        """The job whose log ``host``'s agent reads: the watched one when the host is in it
+        or runs nothing known, else the one job its GPU processes run; None when unsure."""
+        jobs = self.jobs_of_host.get(host, set())
+        if self.watched_job is not None and (not jobs or self.watched_job in jobs):
+            return self.watched_job
+        return next(iter(jobs)) if len(jobs) == 1 else None
+
+    def locate(self, job: str | None, rank: int) -> RankPlace | None:
+        """Where ``rank`` of ``job`` runs, None when no witness placed it."""
+        return self._by_job.get((job, rank))
+
+    def ranks_of(self, job: str) -> list[RankPlace]:
+        """Every placed rank of ``job``, by rank."""
+        return sorted((p for (j, _), p in self._by_job.items() if j == job),
+                      key=lambda p: p.rank)
+
+
+def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
+    """``findings`` with each job-log finding told its job and its rank's host and GPU."""
+    out = []
+    for f in findings:
+        if not (f.source or "").startswith(JOB_SOURCE_PREFIX):
+            out.append(f)
+            continue
+        job = index.job_of_log(f.host)
+        extra = dict(f.extra)
+        if job is not None:
+            extra["job"] = job
+        rank = extra.get("rank")
+        place = index.locate(job, rank) if isinstance(rank, int) else None
+        if place is not None:
+            extra["rank_host"] = place.host
+            for key, value in (("rank_gpu", place.gpu), ("rank_bus_id", place.bus_id),
+                               ("rank_serial", place.serial)):
+                if value is not None:
+                    extra[key] = value
+        out.append(replace(f, extra=extra) if extra != f.extra else f)
+    return out
+
+
+def rank_where(f: Finding) -> str | None:
+    """``rank 3 on gpu-b07 GPU1``: a placed rank in words, None when it was not placed."""
+    rank, host, gpu = f.extra.get("rank"), f.extra.get("rank_host"), f.extra.get("rank_gpu")
+    if not isinstance(rank, int) or not isinstance(host, str):
+        return None
+    return f"rank {rank} on {host}" + (f" GPU{gpu}" if isinstance(gpu, int) else "")

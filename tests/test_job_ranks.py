@@ -1,0 +1,163 @@
+"""Ranks placed on hosts and GPUs (issue #21 item 4): a job log's "rank 9 timed out" names the
+machine and the card, from the agents' GPU processes or from the log's own NCCL init lines.
+
+NCCL init lines are shaped after NVIDIA/nccl#1814 (NCCL 2.18+, ``nvmlDev``), #629 (2.7, no
+``nvmlDev``), #1029 (pdsh/mpirun ``host: `` prefix) and nccl-tests#252 (``ncclCommInitRank
+comm …``); torchrun's failure table after torch.distributed.elastic's ChildFailedError
+output (``Root Cause (first observed failure):`` with ``host :`` and ``rank :`` lines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from probes.analysis.incident import describe, do_now
+from probes.analysis.job_ranks import HostRanks, RankIndex
+from probes.config.fleet import HostSpec
+from probes.fleet_state import FleetState
+from probes.rules.logrules.lines import peel
+from probes.rules.logrules.rank_places import LoggedRank, RankPlaces, nccl_bus_id
+from probes.wire.events import Connected
+from probes.wire.samples import GpuProcess, LogEvent
+from tests.support.tui_fakes import T0, hello, sample
+
+INIT_218 = ("gpu-c03:983:1261 [3] NCCL INFO comm 0x55f01c18e490 rank 35 nranks 64 cudaDev 3 "
+            "nvmlDev 3 busId 48000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE")
+INIT_218_TP = ("gpu-c03:983:1301 [3] NCCL INFO comm 0x560dfc7a10e0 rank 3 nranks 8 cudaDev 3 "
+               "nvmlDev 3 busId 48000 commId 0x1b2c3d4e5f607182 - Init COMPLETE")
+INIT_27 = ("A03-R28-I49-3-9000018:193027:193119 [7] NCCL INFO comm 0x7fdf08000d00 rank 15 "
+           "nranks 16 cudaDev 7 busId e7000 - Init COMPLETE")
+INIT_PDSH = ("rdma-gpu-train-worker-0: rdma-gpu-train-worker-0:19488:21063 [4] NCCL INFO comm "
+             "0x55d3a8c3d5a0 rank 4 nranks 16 cudaDev 4 nvmlDev 4 busId ce000 commId "
+             "0x9ad9b5e4ab2566da - Init START")
+INIT_TESTS = ("kolyoz2:25172:25828 [1] NCCL INFO ncclCommInitRank comm 0x556759b190e0 rank 5 "
+              "nranks 8 cudaDev 1 nvmlDev 1 busId 55000 commId 0x996ee6f117cb8e1e - Init START")
+TORCHRUN = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-01-22_10:15:52
+  host      : gpu-node-3
+  rank      : 5 (local_rank: 1)
+  exitcode  : -6 (pid: 12345)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 12345
+============================================================"""
+
+
+def _places(lines: list[str]) -> dict[int, LoggedRank]:
+    places = RankPlaces()
+    for line in lines:
+        places.add(peel(line)[0])
+    return places.places()
+
+
+def test_nccl_bus_ids_read_as_lspci_writes_them() -> None:
+    assert nccl_bus_id("48000") == "0000:48:00.0"
+    assert nccl_bus_id("e7000") == "0000:e7:00.0"
+    assert nccl_bus_id("1001b000") == "0100:1b:00.0"
+
+
+def test_init_lines_of_every_nccl_shape_place_their_rank() -> None:
+    got = _places([INIT_27, INIT_PDSH, INIT_TESTS])
+    assert got[15] == LoggedRank(15, "A03-R28-I49-3-9000018", "0000:e7:00.0", 16)
+    assert got[4] == LoggedRank(4, "rdma-gpu-train-worker-0", "0000:ce:00.0", 16)
+    # nranks 8 < 16: a smaller communicator than the widest seen, not a global rank
+    assert 5 not in got
+
+
+def test_a_processes_smaller_communicator_does_not_rename_its_rank() -> None:
+    for order in ([INIT_218, INIT_218_TP], [INIT_218_TP, INIT_218]):
+        got = _places(order)
+        assert got == {35: LoggedRank(35, "gpu-c03", "0000:48:00.0", 64)}, order
+
+
+def test_torchruns_failure_table_places_the_root_cause_rank() -> None:
+    got = _places(TORCHRUN.splitlines())
+    assert got == {5: LoggedRank(5, "gpu-node-3")}
+    assert _places(["  rank      : 5 (local_rank: 1)"]) == {}  # no host line before it
+
+
+def _with_ranks(host: str, job: str, first_rank: int, serials: bool = True):  # type: ignore[no-untyped-def]
+    s = sample(host, 0)
+    gpus = tuple(replace(g, processes=(GpuProcess(
+        40000 + g.index, "python", "alice", 60000.0, slurm_job=job, slurm_step="0",
+        rank=first_rank + g.index, local_rank=g.index, world_size=16),)) for g in s.gpus)
+    h = hello(host)
+    if serials:
+        h = replace(h, facts=replace(h.facts, gpus=tuple(
+            replace(g, serial=f"16541160{g.index:05d}") for g in h.facts.gpus)))
+    return h, replace(s, gpus=gpus)
+
+
+TIMEOUT_9 = ("9: [rank9]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [Rank 9] Watchdog "
+             "caught collective operation timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, "
+             "NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 "
+             "milliseconds before timing out.")
+
+
+def _fleet(log_lines: list[str], watched: str | None = None) -> FleetState:
+    fleet = FleetState([HostSpec(name=h) for h in ("gpu-a01", "gpu-b07", "gpu-c03")])
+    fleet.watched_job = watched
+    for host, first in (("gpu-a01", 0), ("gpu-b07", 8)):
+        h, s = _with_ranks(host, "48211", first)
+        for item in (Connected(T0), h, s):
+            fleet.apply(host, item, T0)
+    h = hello("gpu-c03")
+    for item in (Connected(T0), h, sample("gpu-c03", 0)):
+        fleet.apply("gpu-c03", item, T0)
+    for n, line in enumerate(log_lines):
+        fleet.apply("gpu-a01", LogEvent(T0 + 1 + n, "job:/shared/train-48211.out", line), T0)
+    return fleet
+
+
+def test_a_rank_on_another_node_is_placed_by_that_nodes_gpu_processes() -> None:
+    fleet = _fleet([TIMEOUT_9])
+    f = next(f for f in fleet.all_findings() if f.code == "nccl-timeout")
+    # the log was read on the batch host; the rank runs on the second node
+    assert f.host == "gpu-a01"
+    assert (f.extra["job"], f.extra["rank"], f.extra["rank_host"], f.extra["rank_gpu"]) == (
+        "48211", 9, "gpu-b07", 1)
+    assert f.extra["rank_bus_id"] == "0000:28:00.0"
+    assert f.extra["rank_serial"] == "1654116000001"
+    assert describe(f) == "nccl-timeout rank 9 on gpu-b07 GPU1"
+    assert "rank 9 on gpu-b07 GPU1" in do_now(f)
+    # the host's own findings are unchanged: the placement is a fleet-wide judgement
+    assert "rank_host" not in next(x for x in fleet.hosts["gpu-a01"].findings()
+                                   if x.code == "nccl-timeout").extra
+
+
+def test_a_rank_no_agent_saw_is_placed_by_the_logs_init_line() -> None:
+    timeout_35 = TIMEOUT_9.replace("9: [rank9]", "35: [rank35]").replace("[Rank 9]", "[Rank 35]")
+    fleet = _fleet([INIT_218_TP, INIT_218, timeout_35])
+    f = next(f for f in fleet.all_findings() if f.code == "nccl-timeout")
+    assert (f.extra["rank"], f.extra["rank_host"], f.extra["rank_gpu"]) == (35, "gpu-c03", 3)
+    assert f.extra["rank_bus_id"] == "0000:48:00.0"
+
+
+def test_an_unplaced_rank_is_never_guessed() -> None:
+    timeout_40 = TIMEOUT_9.replace("9: [rank9]", "40: [rank40]").replace("[Rank 9]", "[Rank 40]")
+    f = next(f for f in _fleet([timeout_40]).all_findings() if f.code == "nccl-timeout")
+    assert f.extra["rank"] == 40 and "rank_host" not in f.extra
+    assert describe(f) == "nccl-timeout on gpu-a01"
+
+
+def test_which_job_a_log_belongs_to() -> None:
+    h, s = _with_ranks("a", "48211", 0)
+    two_jobs = replace(s, gpus=s.gpus[:4] + tuple(
+        replace(g, processes=tuple(replace(p, slurm_job="50000") for p in g.processes or ()))
+        for g in s.gpus[4:]))
+    idle = sample("b", 0)
+    index = RankIndex([HostRanks("a", two_jobs, h, {}), HostRanks("b", idle, hello("b"), {})])
+    assert index.job_of_log("a") is None  # two jobs on it: which one wrote the log is unknown
+    assert index.job_of_log("b") is None
+    watched = RankIndex([HostRanks("a", two_jobs, h, {}), HostRanks("b", idle, hello("b"), {})],
+                        watched_job="50000")
+    assert watched.job_of_log("a") == "50000" and watched.job_of_log("b") == "50000"
+    assert [p.rank for p in watched.ranks_of("50000")] == [4, 5, 6, 7]
