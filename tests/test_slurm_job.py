@@ -122,16 +122,18 @@ def test_an_unknown_job_is_one_clear_line(cluster: SlurmCluster) -> None:
 # failure, then staying alive as a GPU process would.  The agent's NVML is the test stand-in
 # (tests/data/fake_pynvml) listing each task's real pid on GPU SLURM_PROCID, so attribution
 # reads the real /proc/PID/environ that slurmstepd gave the task.
-TASK_SCRIPT = r"""#!/bin/bash
-echo $$ > "$PIDS/pid.$SLURM_PROCID"
-echo "$(hostname -s):$$:$$ [$SLURM_PROCID] NCCL INFO comm 0x55f01c18e490 rank $SLURM_PROCID nranks 2 cudaDev $SLURM_PROCID nvmlDev $SLURM_PROCID busId $((18 + SLURM_PROCID))000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE"
-if [ "$SLURM_PROCID" = 0 ]; then
-  echo '[rank0]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.'
-else
-  echo '[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.10 GiB of which 1.06 GiB is free.'
-fi
-exec sleep 300
-"""
+TASK_SCRIPT = (
+    "#!/bin/bash\n"
+    'echo $$ > "$PIDS/pid.$SLURM_PROCID"\n'
+    'echo "$(hostname -s):$$:$$ [$SLURM_PROCID] NCCL INFO comm 0x55f01c18e490 rank '
+    '$SLURM_PROCID nranks 2 cudaDev $SLURM_PROCID nvmlDev $SLURM_PROCID busId '
+    '$((18 + SLURM_PROCID))000 commId 0x5ae77eb5ea4ec1ee - Init COMPLETE"\n'
+    'if [ "$SLURM_PROCID" = 0 ]; then\n'
+    f"  echo '{NCCL_LINE[3:]}'\n"
+    "else\n"
+    f"  echo '{OOM_LINE[3:]}'\n"
+    "fi\n"
+    "exec sleep 300\n")
 FAKE_NVML = Path(__file__).resolve().parent / "data" / "fake_pynvml"
 
 
