@@ -11,6 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from probes.analysis.allocation import (
+    HoldTracker,
+    idle_allocation_findings,
+    stray_process_findings,
+)
 from probes.analysis.detectors import DetectorSchedule
 from probes.analysis.findings import (
     Finding,
@@ -153,6 +158,8 @@ class HostState:
     layout: tuple[Finding, ...] = ()
     """Findings about how the host is built (topology, PCIe chains), kept until they change."""
     logs: LiveLogScanner = field(default_factory=LiveLogScanner)
+    holds: HoldTracker = field(default_factory=HoldTracker)
+    """Since when each GPU has been held by its current job (allocation against use)."""
     since: dict[tuple[str, str, int | None, int | None], float] = field(default_factory=dict)
     """When each current finding was first seen, so triage can order incidents in time."""
     log_source: LogSourceState | None = None
@@ -221,8 +228,12 @@ class HostState:
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
             self.detected = detected
+        self.holds.update(sample)
         found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
-                 + host_findings(self.name, sample))
+                 + host_findings(self.name, sample)
+                 + idle_allocation_findings(self.name, self.history, sample, self.holds,
+                                            self.limits.detectors)
+                 + stray_process_findings(self.name, sample, self.limits.detectors))
         # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
         # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
         listed = max(len(self.hello.facts.gpus) if self.hello else 0,

@@ -65,6 +65,9 @@ class Code(str, Enum):
     SWAP_ACTIVITY = "swap-activity"
     TOPOLOGY_CROSS_NUMA = "topology-cross-numa"
     GPU_COUNT_SHORT = "gpu-count-short"
+    # gpu, live only: allocation against use (a job's idle GPUs, a process outside any job)
+    GPU_ALLOCATED_IDLE = "gpu-allocated-idle"
+    GPU_STRAY_PROCESS = "gpu-stray-process"
     # gpu, live only (never in ``explain``): the host itself cannot be watched
     HOST_UNREACHABLE = "host-unreachable"
     HOST_AUTH_FAILED = "host-auth-failed"

@@ -99,6 +99,14 @@ class DetectorLimits:
     swap_min_share: float = 0.8
     """Share of the window the host must be swapping."""
 
+    alloc_idle_s: float = 1800.0
+    """How long a job's GPUs may sit at ~0 % before ``gpu-allocated-idle`` (from when the
+    job was first seen on them)."""
+    alloc_idle_util_pct: float = 1.0
+    """The busiest 15 s of that window at or below this counts as idle."""
+    stray_min_mib: float = 256.0
+    """GPU memory a process outside any job must hold to be reported on a Slurm node."""
+
 
 DEFAULT_LIMITS = DetectorLimits()
 

@@ -1,0 +1,120 @@
+"""Allocation against use: GPUs a job holds but does not use, and GPU processes no job owns.
+
+Both cost a site money and jobs their memory: a job that reserved eight GPUs and computes on
+none of them for half an hour (a hung rank, a debugger, a notebook left open), and a process
+outside the scheduler on a Slurm node holding memory the next job will need (its OOM).
+
+"Holds" comes from the agent's attribution of each GPU process (cgroup or environment); the
+idle clock starts when the GPU's current job was first seen on it, never earlier, so a job
+that just started loading is not blamed for the card's idle hour before it.  A process is a
+stray only when its environment was readable and named no job, no container and no pod: an
+unreadable environment is "unknown", never "stray".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from probes.analysis.detectors.window import cols
+from probes.analysis.findings import Finding
+from probes.analysis.limits import DetectorLimits
+from probes.history import HostHistory, gpu_key
+from probes.triage import Code, Severity, Step
+from probes.wire.samples import GpuProcess, HostSample
+
+IDLE_CHECK_EVERY_S = 60.0
+ACTION_IDLE = ("Ask the job's owner whether it is hung or waiting (py-spy dump on a rank, "
+               "scontrol show job); release the GPUs if it is not working")
+ACTION_STRAY = ("Find who started it (ps -o user,lstart,cmd -p PID); stop it or move it "
+                "under Slurm before the next job on this node runs out of GPU memory")
+
+
+def job_of(p: GpuProcess) -> str | None:
+    return p.slurm_job
+
+
+class HoldTracker:
+    """Since when (agent time) each GPU has been held by the job it is held by now."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[str, float]] = {}
+        self.checked_at = float("-inf")
+        """Agent time of the last idle check (the window is read once a minute, not per tick)."""
+        self.idle: list[Finding] = []
+
+    def update(self, sample: HostSample) -> None:
+        held: dict[int, tuple[str, float]] = {}
+        for g in sample.gpus:
+            jobs = sorted({j for p in g.processes or () if (j := job_of(p)) is not None})
+            if not jobs:
+                continue
+            job = jobs[0]
+            kept = self._held.get(g.index)
+            held[g.index] = kept if kept is not None and kept[0] == job else (job, sample.ts)
+        self._held = held
+
+    @property
+    def held(self) -> Mapping[int, tuple[str, float]]:
+        """GPU index → (job, held since)."""
+        return self._held
+
+
+def idle_allocation_findings(host: str, history: HostHistory, sample: HostSample,
+                             holds: HoldTracker, limits: DetectorLimits) -> list[Finding]:
+    """A finding per job whose GPUs here stayed at ≈0 % for ``alloc_idle_s`` since it took
+    them (the busiest 15 s bucket at or below ``alloc_idle_util_pct``)."""
+    if sample.ts - holds.checked_at < IDLE_CHECK_EVERY_S and sample.ts >= holds.checked_at:
+        return [f for f in holds.idle if f.extra.get("job") in
+                {job for job, _ in holds.held.values()}]
+    holds.checked_at = sample.ts
+    holds.idle = _idle(host, history, sample, holds, limits)
+    return list(holds.idle)
+
+
+def _idle(host: str, history: HostHistory, sample: HostSample, holds: HoldTracker,
+          limits: DetectorLimits) -> list[Finding]:
+    window = limits.alloc_idle_s
+    idle_by_job: dict[str, list[tuple[int, float]]] = {}
+    for idx, (job, since) in holds.held.items():
+        if sample.ts - since < window:
+            continue
+        c = cols(history.series(gpu_key(idx, "util_pct")), sample.ts - window)
+        if c is None or c.t[0] - (sample.ts - window) > 60.0:
+            continue  # the window is not covered: no verdict
+        if max(c.hi) <= limits.alloc_idle_util_pct:
+            idle_by_job.setdefault(job, []).append((idx, since))
+    out = []
+    for job, gpus in sorted(idle_by_job.items()):
+        indices = sorted(i for i, _ in gpus)
+        since = min(s for _, s in gpus)
+        minutes = (sample.ts - since) / 60.0
+        which = (f"GPU{indices[0]}" if len(indices) == 1
+                 else "GPUs " + ",".join(str(i) for i in indices))
+        out.append(Finding(
+            Step.GPU, Code.GPU_ALLOCATED_IDLE, Severity.WARNING,
+            f"job {job} holds {which} at ~0% utilisation for {minutes:.0f} min",
+            host, gpu=indices[0] if len(indices) == 1 else None, ts=since, action=ACTION_IDLE,
+            extra={"job": job, "gpus": indices, "idle_s": round(sample.ts - since)}))
+    return out
+
+
+def stray_process_findings(host: str, sample: HostSample,
+                           limits: DetectorLimits) -> list[Finding]:
+    """GPU processes outside any job, container or pod on a node whose other GPU processes
+    run under Slurm, holding at least ``stray_min_mib``."""
+    procs = [(g.index, p) for g in sample.gpus for p in g.processes or ()]
+    if not any(job_of(p) is not None for _, p in procs):
+        return []  # not (now) a Slurm node: every process is "outside Slurm"
+    out = []
+    for idx, p in procs:
+        if (p.environ is not True or job_of(p) is not None or p.container or p.pod
+                or (p.used_mib or 0.0) < limits.stray_min_mib):
+            continue
+        who = " ".join(x for x in (p.name, f"(pid {p.pid}" + (f", {p.user})" if p.user else ")"))
+                       if x)
+        out.append(Finding(
+            Step.GPU, Code.GPU_STRAY_PROCESS, Severity.WARNING,
+            f"GPU{idx}: {who} holds {p.used_mib:,.0f} MiB outside any Slurm job",
+            host, gpu=idx, ts=sample.ts, action=ACTION_STRAY,
+            extra={"pid": p.pid, "user": p.user, "used_mib": p.used_mib}))
+    return out
