@@ -71,3 +71,28 @@ async def test_colon_job_shows_the_jobs_hosts() -> None:
         await wait_until(pilot, lambda: app.screen.query_one(FleetTable).row_count == 2)
         shown = [line.row.name for line in app.screen.query_one(FleetTable).hosts]
         assert shown == ["gpu-j01", "gpu-j02"]
+
+
+def test_the_gpu_tables_job_column_names_each_gpus_work() -> None:
+    from probes.wire.samples import GpuProcess
+    from tui.views.host_views import gpu_work
+    from widgets.gpu_table import GpuTable
+
+    s = _sample_with_processes("h", "48211")
+    g0 = replace(s.gpus[0], processes=(GpuProcess(1, "python", "u", 1.0, slurm_job="48211",
+                                                  slurm_step="0", rank=8, world_size=16),))
+    assert gpu_work(g0) == "job 48211.0 rank 8/16"
+    two = replace(g0, processes=(*g0.processes, GpuProcess(
+        2, "python", "v", 1.0, container="3f1c2a9d8e7b0000", runtime="docker")))
+    assert gpu_work(two) == "job 48211.0 rank 8/16 +1"
+    assert gpu_work(replace(g0, processes=())) is None
+    names = [c.key for c in GpuTable.COLUMNS]
+    assert names.index("job") < names.index("reasons")
+    fleet = FleetState([HostSpec(name="h")])
+    fleet.apply("h", Connected(T0), T0)
+    fleet.apply("h", hello("h"), T0)
+    fleet.apply("h", replace(s, gpus=(g0, *s.gpus[1:])), T0)
+    from tui.views.host_views import gpu_rows
+    rows = gpu_rows(fleet.hosts["h"])
+    cells = GpuTable.cells(rows[0])
+    assert cells[names.index("job")][0] == "job 48211.0 rank 8/16"

@@ -40,6 +40,8 @@ class GpuRow:
     """From the hello: what an RMA asks for."""
     since: str | None = None
     """When a lost GPU went, as the console prints times (``16:14:40``)."""
+    work: str | None = None
+    """Who its processes work for (``job 48211 rank 3``), from the agent's attribution."""
 
     @property
     def index(self) -> int:
@@ -145,6 +147,7 @@ class GpuTable(StyledTable):
         ColumnSpec("power", "Power W", 9, right=True),
         ColumnSpec("clock", "SM MHz", 11, right=True),
         ColumnSpec("pcie", "PCIe"),
+        ColumnSpec("job", "Job / rank", narrow=False),
         ColumnSpec("reasons", "Clock reasons", narrow=False),
     )
 
@@ -168,7 +171,7 @@ class GpuTable(StyledTable):
         word = f"✗ {verdict.value.upper()}" if row.judged.gone else verdict.value
         state: Cell = (word, VERDICT_CLASS[verdict])
         if gpu is None:
-            return ((str(row.index), None), state, *([MISSING] * 7),
+            return ((str(row.index), None), state, *([MISSING] * 8),
                     (gone_text(row), "cell--sev-critical"))
         return (
             (str(gpu.index), None),
@@ -180,5 +183,6 @@ class GpuTable(StyledTable):
             _pair(gpu.power_w, gpu.power_limit_w),
             clock_cell(row),
             pcie_cell(row),
+            (row.work or "", "cell--muted"),
             reasons_cell(row),
         )

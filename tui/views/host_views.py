@@ -23,7 +23,7 @@ from probes.history import Series, disk_key, gpu_key, proc_key
 from probes.rules.parsers.topo import parse_topo
 from probes.triage import Code
 from probes.wire.clock_reasons import REASON_NAMES
-from probes.wire.samples import GpuProcess
+from probes.wire.samples import GpuProcess, GpuSample
 from widgets.gpu_table import GpuRow
 from widgets.host_facts import FindingLine, GpuCount, StaleNotice
 from widgets.host_stats import HostView
@@ -86,8 +86,10 @@ def gpu_rows(state: HostState) -> tuple[GpuRow, ...]:
     rows = []
     for j in judgements(state):
         info = infos.get(j.index)
-        rows.append(GpuRow(samples.get(j.index), j, info.bus_id if info else None,
-                           info.serial if info else None, clock_time(j.since)))
+        g = samples.get(j.index)
+        rows.append(GpuRow(g, j, info.bus_id if info else None,
+                           info.serial if info else None, clock_time(j.since),
+                           gpu_work(g) if g is not None else None))
     # a lost GPU known only by its bus id: its own row unless the hello names it (then the
     # row at its index already says LOST)
     named = {(i.bus_id or "").lower() for i in infos.values()}
@@ -280,6 +282,14 @@ def process_rows(state: HostState) -> tuple[ProcessRow, ...]:
     """Panel 5: every compute process on every GPU, with what it works for."""
     return tuple(ProcessRow(p.pid, p.user, p.name, g.index, p.used_mib, work_label(p))
                  for g in (state.last.gpus if state.last else ()) for p in g.processes or ())
+
+
+def gpu_work(gpu: GpuSample) -> str | None:
+    """The GPU table's ``Job / rank`` cell: its process's work, ``+N`` for more of them."""
+    labels = list(dict.fromkeys(w for p in gpu.processes or () if (w := work_label(p))))
+    if not labels:
+        return None
+    return labels[0] + (f" +{len(labels) - 1}" if len(labels) > 1 else "")
 
 
 def work_label(p: GpuProcess) -> str | None:
