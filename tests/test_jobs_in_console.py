@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from textual.widgets import Static
+
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState, jobs_of
 from probes.wire.events import Connected
@@ -12,8 +14,11 @@ from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample,
 from tui.app import make_app
 from tui.commands import CommandError, parse_command
 from tui.screens.fleet import FleetScreen
+from tui.screens.host import HostScreen
+from tui.screens.job import JobScreen
 from tui.views.fleet_view import filter_rows
 from widgets.fleet_table import FleetTable
+from widgets.job_table import JobTable
 
 
 def _sample_with_processes(host: str, job: str | None):  # type: ignore[no-untyped-def]
@@ -68,7 +73,26 @@ async def test_colon_job_shows_the_jobs_hosts() -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
                          and app.screen.query_one(FleetTable).row_count == 3)
         app.run_command("job 48211")
-        await wait_until(pilot, lambda: app.screen.query_one(FleetTable).row_count == 2)
+        # the job view: its GPUs by rank on its two hosts, with the core's verdicts
+        await wait_until(pilot, lambda: isinstance(app.screen, JobScreen)
+                         and app.screen.picture is not None)
+        assert app.fleet.watched_job == "48211"
+        table = app.screen.query_one(JobTable)
+        await wait_until(pilot, lambda: table.row_count == 16)
+        assert [(x.host, x.gpu.index) for x in table.lines][:2] == [("gpu-j01", 0),
+                                                                    ("gpu-j01", 1)]
+        assert {x.gpu.judged.verdict.value for x in table.lines} == {"ok"}
+        assert "Slurm job 48211 · 2 hosts · 16 GPUs" in str(
+            app.screen.query_one("#job-summary", Static).render())
+        await pilot.press("enter")  # the first row's host
+        await wait_until(pilot, lambda: isinstance(app.screen, HostScreen))
+        assert app.screen.host == "gpu-j01"
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, JobScreen))
+        await pilot.press("escape")
+        # underneath, the fleet shows just the job's hosts
+        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
+                         and app.screen.query_one(FleetTable).row_count == 2)
         shown = [line.row.name for line in app.screen.query_one(FleetTable).hosts]
         assert shown == ["gpu-j01", "gpu-j02"]
 

@@ -41,7 +41,8 @@ from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
-from tui.commands import WINDOWS, CommandError, parse_command, resolve_host, window_note
+from tui.command_run import run_named
+from tui.commands import CommandError, parse_command
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
 from tui.palette import RigwatchCommands
@@ -49,9 +50,9 @@ from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen, Section, build_sections, own_bindings
 from tui.screens.host import HostScreen
+from tui.screens.job import JobScreen
 from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
-from tui.views.fleet_view import SORT_KEYS
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import Notice, NoticeLevel
 
@@ -69,7 +70,8 @@ ALERT_NOTICE_S = 15.0
 """Alerts stay longer: the operator may be looking at another window when they arrive."""
 HELP_SCREENS: tuple[tuple[str, type[DOMNode]], ...] = (
     ("Fleet", FleetScreen), ("Wall (w)", FleetWall), ("Host", HostScreen),
-    ("Triage (t)", TriageScreen), ("Preflight (p)", PreflightScreen))
+    ("Triage (t)", TriageScreen), ("Preflight (p)", PreflightScreen),
+    ("Job (:job ID)", JobScreen))
 """Whose keys the help lists, in this order after the screen it was opened from."""
 HOOK_RESULTS_KEPT = 100
 """Finished hook runs remembered (newest); older ones are forgotten."""
@@ -511,54 +513,9 @@ class RigwatchApp(App[None]):
         """Run one command line; a mistake is a notification saying what would work."""
         try:
             cmd = parse_command(text)
-            self._run(cmd.name, cmd.arg)
+            run_named(self, cmd.name, cmd.arg)
         except CommandError as exc:
             self.notify(str(exc), severity="warning", timeout=6, markup=False)
-
-    def _run(self, name: str, arg: str) -> None:
-        if name == "host":
-            host = resolve_host(arg, list(self.fleet.hosts))
-            self._to_fleet()
-            self.push_screen(HostScreen(host, self.subtitle))
-        elif name == "theme":
-            theme = arg if arg.startswith("rigwatch-") else f"rigwatch-{arg}"
-            if theme not in self.available_themes:
-                raise CommandError(f"no theme {arg!r}: dark, light, high-contrast, colour-safe")
-            self.theme = theme
-            self._say_theme()
-        elif name == "triage":
-            self.action_triage()
-        elif name == "preflight":
-            self.action_preflight()
-        elif name == "help":
-            self.action_help()
-        elif name == "quit":
-            self.run_worker(self.action_quit(), group="quit")
-        elif name == "window":
-            self.window_s = WINDOWS[arg]
-            self.refresh_view()
-            self.say(window_note(arg))
-        elif name in ("sort", "filter", "wall", "job"):
-            fleet = self._to_fleet()
-            if name == "job":
-                self.fleet.watched_job = arg  # its log's findings are this job's from now on
-                fleet.set_filter(f"job:{arg}")
-            elif name == "sort":
-                if arg not in SORT_KEYS:
-                    raise CommandError(f":sort takes one of {', '.join(SORT_KEYS)}")
-                fleet.set_sort(arg)
-            elif name == "filter":
-                fleet.set_filter(arg)
-            else:
-                fleet.action_toggle_wall()
-
-    def _to_fleet(self) -> FleetScreen:
-        """Pop back to the fleet screen and return it."""
-        while len(self.screen_stack) > 1 and not isinstance(self.screen, FleetScreen):
-            self.pop_screen()
-        screen = self.screen
-        assert isinstance(screen, FleetScreen)
-        return screen
 
     def action_next_theme(self) -> None:
         """Step to the next rigwatch theme."""
@@ -567,9 +524,9 @@ class RigwatchApp(App[None]):
         except ValueError:
             i = -1
         self.theme = THEME_CYCLE[(i + 1) % len(THEME_CYCLE)]
-        self._say_theme()
+        self.say_theme()
 
-    def _say_theme(self) -> None:
+    def say_theme(self) -> None:
         word = self.theme.removeprefix("rigwatch-")
         self.say(f"theme: {word} ({THEME_CYCLE.index(self.theme) + 1} of {len(THEME_CYCLE)};"
                  " T for the next)")

@@ -1,0 +1,72 @@
+"""A Slurm job as the console sees it: each rank's host and GPU with the core's verdict, and
+the job's findings, first failure first.
+
+The rows come from the same places as everywhere else: the GPU processes the agents
+attribute to the job (the GPU each is listed under), the ranks the job's log placed, the
+hosts' GPU verdicts (``judge_gpus``) and the fleet's findings placed on ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probes.analysis.findings import Finding
+from probes.analysis.incident import FirstFailure, first_failure
+from probes.fleet_state import FleetState, HostState
+from tui.views.host_views import gpu_rows
+from widgets.gpu_table import GpuRow
+from widgets.job_table import JobLine
+
+
+@dataclass(frozen=True)
+class JobPicture:
+    """Everything the job screen shows."""
+
+    job: str
+    lines: tuple[JobLine, ...]
+    hosts: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    """The job's own findings (its log's) and those of the GPUs it holds, worst first."""
+    first: FirstFailure | None
+
+
+def _gpu_row(rows: dict[tuple[str, int], GpuRow], state: HostState, gpu: int) -> GpuRow | None:
+    key = (state.name, gpu)
+    if key not in rows:
+        rows.update({(state.name, r.index): r for r in gpu_rows(state)})
+    return rows.get(key)
+
+
+def job_picture(fleet: FleetState, job: str) -> JobPicture:
+    """The job's ranks on hosts and GPUs with their verdicts, and its findings."""
+    rows: dict[tuple[str, int], GpuRow] = {}
+    lines: list[JobLine] = []
+    seen: set[tuple[str, int]] = set()
+    for state in fleet.hosts.values():
+        for g in state.last.gpus if state.last is not None else ():
+            ranks = sorted({p.rank for p in g.processes or ()
+                            if p.slurm_job == job and p.rank is not None})
+            if not any(p.slurm_job == job for p in g.processes or ()):
+                continue
+            row = _gpu_row(rows, state, g.index)
+            if row is not None:
+                lines.append(JobLine(ranks[0] if ranks else None, state.name, row))
+                seen.add((state.name, g.index))
+    index = fleet.rank_index()
+    for place in index.ranks_of(job):
+        placed_on = fleet.hosts.get(place.host)
+        if place.witness != "log" or placed_on is None or place.gpu is None or \
+                (place.host, place.gpu) in seen:
+            continue
+        row = _gpu_row(rows, placed_on, place.gpu)
+        if row is not None:
+            lines.append(JobLine(place.rank, place.host, row))
+            seen.add((place.host, place.gpu))
+    lines.sort(key=lambda x: (x.rank is None, x.rank if x.rank is not None else 0, x.host,
+                              x.gpu.index))
+    hosts = tuple(dict.fromkeys(x.host for x in lines))
+    gpus = {(x.host, x.gpu.index) for x in lines}
+    found = [f for f in fleet.all_findings()
+             if f.extra.get("job") == job or (f.host, f.gpu) in gpus
+             or (f.gpu is None and f.host in hosts and not f.source)]
+    return JobPicture(job, tuple(lines), hosts, tuple(found), first_failure(found))
