@@ -161,3 +161,24 @@ def test_which_job_a_log_belongs_to() -> None:
                         watched_job="50000")
     assert watched.job_of_log("a") == "50000" and watched.job_of_log("b") == "50000"
     assert [p.rank for p in watched.ranks_of("50000")] == [4, 5, 6, 7]
+
+
+def test_the_report_lists_the_job_its_nodes_and_the_failing_ranks_host_and_serial() -> None:
+    from probes.outputs.report import build_report, job_sections
+
+    fleet = _fleet([TIMEOUT_9], watched="48211")
+    found = fleet.all_findings()
+    jobs = job_sections(found, fleet.rank_index(), fleet.watched_job)
+    assert [j.job for j in jobs] == ["48211"]
+    (job,) = jobs
+    assert job.nodes == ("gpu-a01", "gpu-b07") and job.ranks == 16
+    report = build_report("job 48211", [], None, found,
+                          {h: s.hello.facts for h, s in fleet.hosts.items() if s.hello},
+                          now=T0 + 60, jobs=jobs)
+    md = report.to_markdown()
+    assert "## Slurm job 48211" in md and "- nodes: gpu-a01, gpu-b07" in md
+    assert ("- failing rank: rank 9 on gpu-b07 GPU1 (serial 1654116000001, bus "
+            "0000:28:00.0): `nccl-timeout`") in md
+    entry = report.to_json()["jobs"][0]  # type: ignore[index]
+    assert entry["failing"]["host"] == "gpu-b07" and entry["failing"]["serial"] == "1654116000001"
+    assert entry["failing"]["log_read_on"] == "gpu-a01"

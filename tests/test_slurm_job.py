@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -220,6 +221,14 @@ def test_the_console_watching_a_job_names_the_failing_ranks_host(
         where = f"rank 0 on {cluster.node} GPU0"
         screen, _ = term.wait_for(lambda s: where in s, timeout=30.0)
         assert "nccl-timeout" in screen or "NCCL" in screen, screen
+        term.keys("r")  # the incident report names the job and the failing rank's GPU
+        screen, _ = term.wait_for(lambda s: "Report written" in s, timeout=15.0)
+        written = re.search(r"Report written: (\S+\.md) \(and \.json\)", screen)
+        assert written is not None, screen
+        md = Path(written.group(1))
+        text = md.read_text()
+        assert f"## Slurm job {running_job.job}" in text and f"- nodes: {cluster.node}" in text
+        assert f"- failing rank: rank 0 on {cluster.node} GPU0 (bus 0000:18:00.0)" in text, text
         term.keys("q")
         term.wait_for(lambda s: "EXITED 0" in s, timeout=15.0)
     finally:

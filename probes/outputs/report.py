@@ -26,6 +26,7 @@ from probes.analysis.incident import (
     incidents,
     onset,
 )
+from probes.analysis.job_ranks import RankIndex, rank_where
 from probes.errors import RigwatchError
 from probes.triage import Code, Severity
 from probes.wire.samples import GpuInfo, HostFacts
@@ -89,6 +90,63 @@ class FailedGpu:
 
 
 @dataclass(frozen=True)
+class JobSection:
+    """A Slurm job the incident touched: its nodes and the rank that failed first."""
+
+    job: str
+    nodes: tuple[str, ...]
+    ranks: int
+    """Ranks placed on a host (by the agents or the job's log)."""
+    failing: Finding | None
+    """The job's earliest critical finding whose rank is placed (else its earliest)."""
+
+    def to_json(self) -> dict[str, object]:
+        """One ``jobs`` entry."""
+        out: dict[str, object] = {"job": self.job, "nodes": list(self.nodes),
+                                  "ranks_placed": self.ranks}
+        f = self.failing
+        if f is not None:
+            out["failing"] = {k: v for k, v in (
+                ("code", str(f.code)), ("rank", f.extra.get("rank")),
+                ("host", f.extra.get("rank_host")), ("gpu", f.extra.get("rank_gpu")),
+                ("serial", f.extra.get("rank_serial")), ("bus_id", f.extra.get("rank_bus_id")),
+                ("log_read_on", f.host), ("summary", f.summary)) if v is not None}
+        return out
+
+    def to_markdown(self) -> list[str]:
+        """The job's lines: nodes, ranks placed, the failing rank's host, GPU and serial."""
+        out = [f"## Slurm job {_md(self.job)}", "",
+               f"- nodes: {_md(', '.join(self.nodes)) or 'none seen'}",
+               f"- ranks placed on a host: {self.ranks}"]
+        f = self.failing
+        if f is not None:
+            where = rank_where(f) or f"rank {f.extra.get('rank', '?')} (host not placed)"
+            ids = ", ".join(f"{k} {v}" for k, v in (("serial", f.extra.get("rank_serial")),
+                                                    ("bus", f.extra.get("rank_bus_id"))) if v)
+            out.append(f"- failing rank: {_md(where)}" + (f" ({_md(ids)})" if ids else "")
+                       + f": {_code(str(f.code))} {_md(f.summary)}")
+        return [*out, ""]
+
+
+def job_sections(findings: Sequence[Finding], index: RankIndex,
+                 watched: str | None = None) -> tuple[JobSection, ...]:
+    """The watched job and every job a finding names, each with its nodes and failing rank."""
+    jobs = dict.fromkeys([watched] if watched else [])
+    jobs.update(dict.fromkeys(str(f.extra["job"]) for f in findings if f.extra.get("job")))
+    out = []
+    for job in jobs:
+        placed = index.ranks_of(job)
+        nodes = {p.host for p in placed} | {h for h, js in index.jobs_of_host.items()
+                                           if job in js}
+        mine = sorted((f for f in findings if f.extra.get("job") == job),
+                      key=lambda f: (f.severity is not Severity.CRITICAL,
+                                     "rank_host" not in f.extra,
+                                     onset(f) if f.ts is not None else float("inf")))
+        out.append(JobSection(job, tuple(sorted(nodes)), len(placed), mine[0] if mine else None))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class IncidentReport:
     """Everything a report holds, independent of how it is written."""
 
@@ -102,6 +160,8 @@ class IncidentReport:
     """Failed GPUs, the first failure's first."""
     unknown: tuple[str, ...] = ()
     """Hosts with incidents but no hello (down since the start): listed, without facts."""
+    jobs: tuple[JobSection, ...] = ()
+    """The Slurm jobs involved (the watched one, those the findings name)."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -120,6 +180,7 @@ class IncidentReport:
                 "consequences": len(self.first.consequences),
             },
             "hardware": [g.to_json() for g in self.hardware],
+            "jobs": [j.to_json() for j in self.jobs],
             "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
                        "note": r.note, "checked": list(r.checked),
                        "findings": [_finding_json(f) for f in r.findings]}
@@ -154,6 +215,8 @@ class IncidentReport:
             out += ["## Failed hardware", ""]
             out += [g.to_markdown() for g in self.hardware]
             out.append("")
+        for j in self.jobs:
+            out += j.to_markdown()
         for i, r in enumerate(self.steps, 1):
             out += [f"## {i}. {_md(r.title)}: {r.verdict.value}", ""]
             out += [f"- checked: {_md(c)}" for c in r.checked]
@@ -243,7 +306,8 @@ def _facts_json(f: HostFacts) -> dict[str, object]:
 
 def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
                  findings: Sequence[Finding], facts: Mapping[str, HostFacts],
-                 now: float | None = None) -> IncidentReport:
+                 now: float | None = None,
+                 jobs: Sequence[JobSection] = ()) -> IncidentReport:
     """Assemble a report; the hosts listed are those with incidents (or all, when none).
 
     The operator's verdicts and notes travel inside ``steps``.  Every time is taken as it
@@ -258,7 +322,7 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),
-                          tuple(sorted(h for h in involved if h not in facts)))
+                          tuple(sorted(h for h in involved if h not in facts)), tuple(jobs))
 
 
 _GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,

@@ -25,7 +25,7 @@ from probes.analysis.incident import (
     review,
 )
 from probes.fleet_state import FleetState, HostState
-from probes.outputs.report import ReportError, build_report, write_report
+from probes.outputs.report import ReportError, build_report, job_sections, write_report
 from tui.screens.base import DataScreen
 from tui.screens.note import NoteScreen
 from widgets.first_failure import FirstFailureBanner
@@ -182,10 +182,12 @@ class TriageScreen(DataScreen):
         facts = {} if fleet is None else {s.name: s.hello.facts for s in self._states(fleet)
                                           if s.hello is not None}
         title = self.host or (self.subtitle or "fleet")
+        placed = all_on_console(self._findings, self._clocks)
+        jobs = () if fleet is None else job_sections(placed, fleet.rank_index(),
+                                                     fleet.watched_job)
         report = build_report(title, self._reviews,
                               first_failure(self._findings, clocks=self._clocks),
-                              all_on_console(self._findings, self._clocks), facts,
-                              now=self._now)
+                              placed, facts, now=self._now, jobs=jobs)
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
