@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -113,6 +114,23 @@ class TestNvidiaSmiFallback:
         assert (g["pcie_gen"], g["pcie_gen_max"], g["pcie_width"], g["pcie_width_max"]) == (
             5, 5, 16, 16)
         assert by_type(lines, "error") == []
+
+    def test_processes_join_their_gpu_by_bus_id(
+            self, fake_smi: Callable[[str], dict[str, str]]) -> None:
+        """``--query-compute-apps`` names GPUs by bus id only, in no set order: each process
+        lands on the GPU with that bus id (6, 0), not on a position in the answer; ``[N/A]``
+        memory (MIG, containers) stays unknown; the agent's own pid is attributed."""
+        env = fake_smi("csv")
+        env["FAKE_SMI_APPS"] = (f"00000000:BA:00.0={os.getpid()}:61528,"
+                                "00000000:18:00.0=999999:[N/A]")
+        lines, _, _ = run_agent(["--once"], env=env)
+        gpus = {g["index"]: g for g in by_type(lines, "sample")[0]["gpus"]}
+        (p6,) = gpus[6]["processes"]
+        assert (p6["pid"], p6["used_mib"]) == (os.getpid(), 61528.0)
+        assert p6["environ"] is True  # attribution read this test's own /proc entry
+        (p0,) = gpus[0]["processes"]
+        assert (p0["pid"], p0["used_mib"], p0["name"]) == (999999, None, None)
+        assert all(gpus[i]["processes"] == [] for i in (1, 2, 3, 4, 5, 7))
 
     def test_older_driver_field_names(self, fake_smi: Callable[[str], dict[str, str]]) -> None:
         """A driver that rejects the new names gets the old ones, and the values still arrive."""
@@ -334,3 +352,17 @@ def test_tail_follows_globbed_job_logs(tmp_path: Path) -> None:
     events = [m for m in map(json.loads, out.decode().splitlines()) if m["type"] == "event"]
     assert [(e["source"], e["line"]) for e in events] == [
         (f"job:{log}", "NCCL WARN Net : Connection closed by remote peer")]
+
+
+def test_compute_apps_rows_as_drivers_print_them() -> None:
+    """``nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory
+    --format=csv,noheader,nounits`` as NVIDIA's nvidia-smi documentation shows the query
+    (one row per process, the bus id with its 8-digit domain); "No running processes found"
+    from some drivers and [N/A] memory under MIG."""
+    from probes.agent.smi import parse_compute_apps
+
+    text = ("00000000:18:00.0, 41235, 61528\n00000000:BA:00.0, 41242, [N/A]\n"
+            "No running processes found\n\n garbage\n")
+    assert parse_compute_apps(text) == [("0000:18:00.0", 41235, 61528.0),
+                                        ("0000:ba:00.0", 41242, None)]
+    assert parse_compute_apps("") == [] and parse_compute_apps(None) == []

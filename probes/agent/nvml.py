@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from .attribution import attribute
-from .commands import read_text
+from .proc import process_owner
 from .values import decode_reasons, normalise_bus_id
 
 MAX_PROCESSES = 64
@@ -267,23 +265,6 @@ def _mode_pair(value):
         return None, None
     return ((bool(current) if isinstance(current, int) else None),
             (bool(pending) if isinstance(pending, int) else None))
-
-
-def process_owner(pid):
-    """(command name, user name) of a pid from /proc; None where it cannot be seen."""
-    if not isinstance(pid, int):
-        return None, None
-    name = read_text("/proc/%d/comm" % pid)
-    user = None
-    status = read_text("/proc/%d/status" % pid) or ""
-    m = re.search(r"^Uid:\s+(\d+)", status, re.M)
-    if m:
-        try:
-            import pwd
-            user = pwd.getpwuid(int(m.group(1))).pw_name
-        except (ImportError, KeyError):
-            user = m.group(1)
-    return (name.strip() if name else None), user
 
 
 class GpuLost(Exception):

@@ -220,3 +220,20 @@ def read_vmstat():
     if "pswpin" not in found:
         return None
     return int(found["pswpin"]), int(found.get("pswpout", 0))
+
+
+def process_owner(pid):
+    """(command name, user name) of a pid from /proc; None where it cannot be seen."""
+    if not isinstance(pid, int):
+        return None, None
+    name = read_text("/proc/%d/comm" % pid)
+    user = None
+    status = read_text("/proc/%d/status" % pid) or ""
+    m = re.search(r"^Uid:\s+(\d+)", status, re.M)
+    if m:
+        try:
+            import pwd
+            user = pwd.getpwuid(int(m.group(1))).pw_name
+        except (ImportError, KeyError):
+            user = m.group(1)
+    return (name.strip() if name else None), user

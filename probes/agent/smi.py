@@ -5,10 +5,15 @@ from __future__ import annotations
 import csv
 import re
 
+from .attribution import attribute
 from .commands import run_command
+from .proc import process_owner
 from .values import decode_reasons, normalise_bus_id, parse_int, parse_number, parse_str, parse_yes
 
 SMI_TIMEOUT_S = 5.0
+SMI_PROCS_EVERY = 5
+"""Ticks between two process queries (processes change slowly; each query costs a fork)."""
+SMI_MAX_PROCESSES = 64
 
 SMI_FIELDS = (
     ("index", ()), ("uuid", ()), ("pci.bus_id", ()), ("name", ()),
@@ -43,6 +48,10 @@ class SmiBackend(object):
         self.path = path
         self.fields = [(f, list(alts)) for f, alts in SMI_FIELDS]
         self.known = {}
+        self.ticks = 0
+        self.procs = None
+        """Bus id -> the GPU's processes, from the newest process query (None: unknown)."""
+        self.attr = {}
 
     def _query(self):
         """Run the query; drop or rename fields the driver rejects (older/newer drivers)."""
@@ -73,9 +82,35 @@ class SmiBackend(object):
     def sample(self):
         """Every GPU as a sample sends it: the name is the hello's and is not repeated."""
         gpus = self._gpus()
+        if self.ticks % SMI_PROCS_EVERY == 0 or self.procs is None:
+            self.procs = self._processes()
+        self.ticks += 1
         for g in gpus:
             g.pop("name", None)
+            if self.procs is not None and g.get("state") != "lost":
+                g["processes"] = self.procs.get(g.get("bus_id"), [])
         return gpus
+
+    def _processes(self):
+        """Compute processes by the bus id of their GPU (``--query-compute-apps`` names a GPU
+        by bus id; its index is not in the answer, and need not be NVML's); None when the
+        query fails."""
+        rc, out, _ = run_command(
+            [self.path, "--query-compute-apps=gpu_bus_id,pid,used_memory",
+             "--format=csv,noheader,nounits"], SMI_TIMEOUT_S)
+        if rc != 0:
+            return None
+        by_bus = {}
+        for bus, pid, used in parse_compute_apps(out)[:SMI_MAX_PROCESSES]:
+            name, user = process_owner(pid)
+            info = {"pid": pid, "name": name, "user": user, "used_mib": used}
+            if pid not in self.attr:
+                if len(self.attr) > 4 * SMI_MAX_PROCESSES:
+                    self.attr.clear()
+                self.attr[pid] = attribute(pid)
+            info.update(self.attr[pid])
+            by_bus.setdefault(bus, []).append(info)
+        return by_bus
 
     def _gpus(self):
         """Every row of the query as a GPU, and the GPUs it says are lost."""
@@ -133,6 +168,21 @@ class SmiBackend(object):
             info.append(one)
         return {"driver_version": driver, "cuda_version": m.group(1) if m else None,
                 "gpus": info}
+
+
+def parse_compute_apps(text):
+    """``--query-compute-apps=gpu_bus_id,pid,used_memory --format=csv,noheader,nounits`` ->
+    [(bus id, pid, MiB or None)]; ``[N/A]`` memory (MIG, containers) is None, and the "No
+    running processes found" line of some drivers is no row."""
+    out = []
+    for row in csv.reader((text or "").splitlines(), skipinitialspace=True):
+        if len(row) != 3:
+            continue
+        bus, pid = normalise_bus_id(row[0].strip()), parse_int(row[1])
+        if bus is None or pid is None:
+            continue
+        out.append((bus, pid, parse_number(row[2])))
+    return out
 
 
 SMI_FACT_FIELDS = ("index", "driver_version", "serial", "vbios_version", "persistence_mode",

@@ -7,6 +7,9 @@ Mode comes from FAKE_SMI_MODE:
   hang      never answers (a driver stuck in D state, as far as the caller can tell)
   nohandle  GPU 0000:8A:00.0 is gone: the device-handle error, other GPUs still answer
   allgone   only the device-handle error, no table at all (exit 255)
+--query-compute-apps answers from FAKE_SMI_APPS ("BUS=PID:MIB,BUS=PID:MIB"; MIB may be
+[N/A]), in the order given, as `nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory
+--format=csv,noheader,nounits` prints them (no index: the GPU is named by bus id only).
 """
 import os
 import re
@@ -36,6 +39,13 @@ def main():
     args = sys.argv[1:]
     if MODE == "hang":
         time.sleep(3600)
+    apps = next((a for a in args if a.startswith("--query-compute-apps=")), None)
+    if apps is not None:
+        for item in filter(None, os.environ.get("FAKE_SMI_APPS", "").split(",")):
+            bus, _, rest = item.partition("=")
+            pid, _, mib = rest.partition(":")
+            print("%s, %s, %s" % (bus, pid, mib))
+        return 0
     query = next((a.split("=", 1)[1] for a in args if a.startswith("--query-gpu=")), None)
     if query is None:
         print("| NVIDIA-SMI 590.48.01      Driver Version: 590.48.01      CUDA Version: 13.1  |")
