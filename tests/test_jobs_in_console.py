@@ -120,3 +120,14 @@ def test_the_gpu_tables_job_column_names_each_gpus_work() -> None:
     rows = gpu_rows(fleet.hosts["h"])
     cells = GpuTable.cells(rows[0])
     assert cells[names.index("job")][0] == "job 48211.0 rank 8/16"
+
+
+def test_sorting_by_job_groups_a_jobs_hosts() -> None:
+    from tui.views.fleet_view import sort_rows
+
+    fleet = FleetState([HostSpec(name=h) for h in ("a", "b", "c", "d")])
+    for h, job in (("a", "900"), ("b", None), ("c", "48211"), ("d", "900")):
+        fleet.apply(h, Connected(T0), T0)
+        fleet.apply(h, hello(h), T0)
+        fleet.apply(h, _sample_with_processes(h, job), T0)
+    assert [r.name for r in sort_rows(fleet.rows(T0), "job")] == ["a", "d", "c", "b"]

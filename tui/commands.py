@@ -28,9 +28,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("triage", "", "guided triage for the fleet (or the host on screen)"),
     Command("preflight", "", "the preflight checklist"),
     Command("window", "SPAN", "chart window: 5m, 1h, 6h, 24h, all"),
-    Command("sort", "KEY", "sort the fleet: inventory, worst, temp, mem, util, power, name"),
+    Command("sort", "KEY", "sort the fleet: inventory, worst, temp, mem, util, power, name, "
+                           "job (a job's hosts together)"),
     Command("filter", "TEXT", "show hosts matching every word (!word excludes); empty clears"),
-    Command("job", "ID", "show the hosts whose GPUs a Slurm job holds (the filter job:ID)"),
+    Command("job", "ID", "a Slurm job: its GPUs by rank, first failure, findings (the fleet "
+                         "filtered to job:ID underneath)"),
     Command("wall", "", "toggle the fleet wall (one cell per GPU) and the table"),
     Command("help", "", "the key reference"),
     Command("quit", "", "leave rigwatch"),

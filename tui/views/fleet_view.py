@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from probes.fleet_state import FleetRow
 
-SORT_KEYS = ("inventory", "worst", "temp", "mem", "util", "power", "name")
+SORT_KEYS = ("inventory", "worst", "temp", "mem", "util", "power", "name", "job")
 """What ``s`` steps through; ``inventory`` keeps the file's order."""
 
 
@@ -28,6 +28,10 @@ def sort_rows(rows: Sequence[FleetRow], key: str) -> list[FleetRow]:
         return sorted(rows, key=lambda r: r.name)
     if key == "worst":
         return sorted(rows, key=_worst_rank)
+    if key == "job":
+        # a job's hosts together (by job id, as numbers), hosts without a job last
+        return sorted(rows, key=lambda r: (not r.jobs, [int(j) if j.isdigit() else -1
+                                                         for j in r.jobs], r.name))
     attr = {"temp": "max_temp_c", "mem": "mem_used_pct", "util": "mean_util_pct",
             "power": "power_w"}[key]
 
