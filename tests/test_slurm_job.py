@@ -233,3 +233,15 @@ def test_the_console_watching_a_job_names_the_failing_ranks_host(
         term.wait_for(lambda s: "EXITED 0" in s, timeout=15.0)
     finally:
         term.kill()
+
+
+def test_log_path_patterns_are_expanded_as_sbatch_documents_them() -> None:
+    """sbatch(1) "filename pattern": older clients print ``StdOut=`` with some left in."""
+    from probes.config.slurm import expand_log_path
+
+    job = parse_show_job(SHOW_JOB_2205)
+    assert expand_log_path("/logs/%x-%j.out", job) == "/logs/train-7.out"
+    assert expand_log_path("/logs/%u/%N.%t.%5j.log", job) == "/logs/alice/gpu-a01.0.00007.log"
+    assert expand_log_path("/logs/100%%-%J-%a.out", job) == "/logs/100%-7.batch-%a.out"
+    raw = parse_show_job(SHOW_JOB_2205.replace("train-7.out", "%x-%j.out"))
+    assert raw.stdout == "/home/alice/logs/train-7.out"

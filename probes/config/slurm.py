@@ -68,11 +68,36 @@ def parse_show_job(text: str) -> SlurmJob:
 
     node_list = get("NodeList")
     user = get("UserId")
-    return SlurmJob(
+    job = SlurmJob(
         job_id=fields["JobId"], name=get("JobName"), state=get("JobState"),
         user=user.split("(", 1)[0] if user else None,
         nodes=tuple(expand_hostlist(node_list)) if node_list else (),
         batch_host=get("BatchHost"), stdout=get("StdOut"), stderr=get("StdErr"))
+    return replace(job, stdout=expand_log_path(job.stdout, job) if job.stdout else None,
+                   stderr=expand_log_path(job.stderr, job) if job.stderr else None)
+
+
+_PATTERN = re.compile(r"%(?P<width>\d{0,2})(?P<key>[%AaJjNnstux])")
+
+
+def expand_log_path(path: str, job: SlurmJob) -> str:
+    """A ``--output`` pattern as Slurm expands it for the batch step (sbatch(1), "filename
+    pattern"): ``%j`` job id, ``%u`` user, ``%x`` job name, ``%N`` the batch host, ``%t``
+    task 0, ``%n`` node 0, ``%s`` ``batch``, ``%J`` ``ID.batch``, ``%A`` the job id, ``%%``;
+    a number after ``%`` pads with zeros (``%5j``).  Older Slurm clients print some of these
+    unexpanded; what rigwatch cannot know (``%a`` of a non-array job) stays as it is."""
+    values = {"j": job.job_id, "A": job.job_id, "u": job.user, "x": job.name,
+              "N": job.batch_host or (job.nodes[0] if job.nodes else None), "t": "0", "n": "0",
+              "s": "batch", "J": f"{job.job_id}.batch", "%": "%"}
+
+    def one(m: re.Match[str]) -> str:
+        value = values.get(m.group("key"))
+        if value is None:
+            return m.group(0)
+        width = int(m.group("width") or 0)
+        return value.zfill(width) if value.isdigit() else value
+
+    return _PATTERN.sub(one, path)
 
 
 def query_job(job_id: str, timeout_s: float = SCONTROL_TIMEOUT_S) -> SlurmJob:
