@@ -131,3 +131,19 @@ def test_sorting_by_job_groups_a_jobs_hosts() -> None:
         fleet.apply(h, hello(h), T0)
         fleet.apply(h, _sample_with_processes(h, job), T0)
     assert [r.name for r in sort_rows(fleet.rows(T0), "job")] == ["a", "d", "c", "b"]
+
+
+def test_the_job_view_keeps_a_lost_gpu_of_the_jobs_node() -> None:
+    from probes.wire.samples import GpuState
+    from tui.views.job_view import job_picture
+
+    fleet = FleetState([HostSpec(name="n", expect_gpus=8)])
+    s = _sample_with_processes("n", "48206")
+    fleet.apply("n", Connected(T0), T0)
+    fleet.apply("n", hello("n"), T0)
+    fleet.apply("n", s, T0)
+    lost = replace(s.gpus[6], state=GpuState.LOST, processes=None)
+    fleet.apply("n", replace(s, ts=T0 + 1, seq=1, gpus=(*s.gpus[:6], lost, s.gpus[7])), T0 + 1)
+    p = job_picture(fleet, "48206")
+    assert [(x.host, x.gpu.index) for x in p.lines if x.gpu.judged.gone] == [("n", 6)]
+    assert len(p.lines) == 8

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from probes.analysis.judge import MEM_HIGH_PCT
 from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
-from widgets.gpu_table import VERDICT_CLASS, GpuRow, gone_text
+from widgets.gpu_table import VERDICT_CLASS, GpuRow
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,6 @@ class JobTable(StyledTable):
                                   (row.serial or "", "cell--muted"))
         g = row.gpu
         if g is None:
-            return (*head, MISSING, MISSING, (gone_text(row), "cell--sev-critical"), *tail)
+            return (*head, MISSING, MISSING, MISSING, *tail)  # the bus id and serial say which
         return (*head, pct_cell(g.util_pct), pct_cell(g.mem_used_pct, MEM_HIGH_PCT),
                 temp_cell(g.temp_c, row.judged.temp), *tail)

@@ -62,6 +62,13 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
         if row is not None:
             lines.append(JobLine(place.rank, place.host, row))
             seen.add((place.host, place.gpu))
+    # a GPU that fell off a node of the job took its rank's process with it: it is still
+    # the job's trouble, listed without a rank
+    for host in dict.fromkeys(x.host for x in lines):
+        for row in gpu_rows(fleet.hosts[host]):
+            if row.judged.gone and (host, row.index) not in seen:
+                lines.append(JobLine(None, host, row))
+                seen.add((host, row.index))
     lines.sort(key=lambda x: (x.rank is None, x.rank if x.rank is not None else 0, x.host,
                               x.gpu.index))
     hosts = tuple(dict.fromkeys(x.host for x in lines))
