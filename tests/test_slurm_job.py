@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
+import os
 import shlex
 import shutil
 import subprocess
@@ -223,9 +223,8 @@ def test_the_console_watching_a_job_names_the_failing_ranks_host(
         assert "nccl-timeout" in screen or "NCCL" in screen, screen
         term.keys("r")  # the incident report names the job and the failing rank's GPU
         screen, _ = term.wait_for(lambda s: "Report written" in s, timeout=15.0)
-        written = re.search(r"Report written: (\S+\.md) \(and \.json\)", screen)
-        assert written is not None, screen
-        md = Path(written.group(1))
+        # the console inherited this test's XDG_DATA_HOME (tests/conftest.py sets one)
+        (md,) = (Path(os.environ["XDG_DATA_HOME"]) / "rigwatch" / "reports").glob("*.md")
         text = md.read_text()
         assert f"## Slurm job {running_job.job}" in text and f"- nodes: {cluster.node}" in text
         assert f"- failing rank: rank 0 on {cluster.node} GPU0 (bus 0000:18:00.0)" in text, text
