@@ -92,6 +92,13 @@ class GoneGpus(Static):
         self.update(Content("\n").join(lines))
 
 
+def state_cell(row: GpuRow) -> Cell:
+    """The core's verdict: ``ok``, ``throttled``…, or ``✗ LOST`` in capitals when gone."""
+    verdict = row.judged.verdict
+    word = f"✗ {verdict.value.upper()}" if row.judged.gone else verdict.value
+    return word, VERDICT_CLASS[verdict]
+
+
 def _pair(used: float | None, total: float | None, unit: str = "") -> Cell:
     if used is None:
         return MISSING
@@ -167,9 +174,7 @@ class GpuTable(StyledTable):
         """The formatted cells of one GPU; a lost or missing one says so in capitals and
         carries its bus id, serial and when it went where its numbers were."""
         gpu = row.gpu
-        verdict = row.judged.verdict
-        word = f"✗ {verdict.value.upper()}" if row.judged.gone else verdict.value
-        state: Cell = (word, VERDICT_CLASS[verdict])
+        state = state_cell(row)
         if gpu is None:
             return ((str(row.index), None), state, *([MISSING] * 8),
                     (gone_text(row), "cell--sev-critical"))

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from probes.analysis.judge import MEM_HIGH_PCT
 from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
-from widgets.gpu_table import VERDICT_CLASS, GpuRow
+from widgets.gpu_table import GpuRow, state_cell
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,9 @@ class JobTable(StyledTable):
     @staticmethod
     def cells(line: JobLine) -> tuple[Cell, ...]:
         row = line.gpu
-        verdict = row.judged.verdict
-        word = f"✗ {verdict.value.upper()}" if row.judged.gone else verdict.value
         head: tuple[Cell, ...] = (
             (str(line.rank) if line.rank is not None else "-", None), (line.host, None),
-            (str(row.index), None), (word, VERDICT_CLASS[verdict]))
+            (str(row.index), None), state_cell(row))
         tail: tuple[Cell, ...] = ((row.bus_id or "", "cell--muted"),
                                   (row.serial or "", "cell--muted"))
         g = row.gpu
