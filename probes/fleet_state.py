@@ -6,6 +6,7 @@ hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -58,6 +59,8 @@ from probes.wire.samples import (
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
 OFF_SCREEN_REFRESH_S = 5.0
+RANK_INDEX_EVERY_S = 2.0
+"""How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 """How old an off-screen host's numbers may get in its fleet row (see ``FleetState.focus``)."""
 SEEN_KERNEL_LINES = 20000
 """Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
@@ -499,6 +502,8 @@ class FleetState:
         """Rows computed in full so far (tests and benches count them)."""
         self.watched_job: str | None = None
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
+        self._ranks: tuple[int, float, str | None, RankIndex] | None = None
+        """The newest rank index: (version, monotonic time, watched job, index)."""
 
     @property
     def version(self) -> int:
@@ -542,12 +547,22 @@ class FleetState:
             self._rows = (key, [self.row(h, now) for h in self.hosts.values()])
         return self._rows[1]
 
-    def rank_index(self, names: Iterable[str] | None = None) -> RankIndex:
-        """Where every rank the hosts (default: all) can place runs."""
-        states = self.hosts.values() if names is None else [
-            self.hosts[n] for n in names if n in self.hosts]
-        return RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                          for s in states), self.watched_job)
+    def rank_index(self) -> RankIndex:
+        """Where every rank the fleet can place runs.
+
+        Rebuilt at most every ``RANK_INDEX_EVERY_S`` while items arrive: ranks move only when
+        processes start or stop, and at a thousand hosts a rebuild is tens of milliseconds,
+        which alerts and triage would otherwise pay every tick of an incident.
+        """
+        now = time.monotonic()
+        kept = self._ranks
+        if kept is not None and kept[2] == self.watched_job and (
+                kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
+            return kept[3]
+        index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
+                           for s in self.hosts.values()), self.watched_job)
+        self._ranks = (self._version, now, self.watched_job, index)
+        return index
 
     def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:
         """Every finding of the hosts (default: all), each job-log finding told its job and

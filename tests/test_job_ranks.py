@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from probes.analysis.incident import describe, do_now
 from probes.analysis.job_ranks import HostRanks, RankIndex
 from probes.config.fleet import HostSpec
@@ -182,3 +184,21 @@ def test_the_report_lists_the_job_its_nodes_and_the_failing_ranks_host_and_seria
     entry = report.to_json()["jobs"][0]  # type: ignore[index]
     assert entry["failing"]["host"] == "gpu-b07" and entry["failing"]["serial"] == "1654116000001"
     assert entry["failing"]["log_read_on"] == "gpu-a01"
+
+
+def test_the_rank_index_is_kept_while_nothing_moved_and_rebuilt_when_due(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import probes.fleet_state as fs
+
+    clock = [1000.0]
+    monkeypatch.setattr(fs.time, "monotonic", lambda: clock[0])
+    fleet = _fleet([TIMEOUT_9])
+    first = fleet.rank_index()
+    assert fleet.rank_index() is first  # nothing folded since
+    fleet.apply("gpu-c03", sample("gpu-c03", 1), T0 + 1)
+    clock[0] += 1.0
+    assert fleet.rank_index() is first  # items arrived, but it is not due yet
+    clock[0] += fs.RANK_INDEX_EVERY_S
+    assert fleet.rank_index() is not first
+    fleet.watched_job = "48211"
+    assert fleet.rank_index().watched_job == "48211"  # a new job is seen at once

@@ -55,37 +55,37 @@ def process_places(host: str, sample: HostSample | None,
     """The ranks of the GPU processes in ``sample``, each on the GPU it was listed under."""
     if sample is None:
         return []
-    serials = _serials(hello)
+    ids = gpu_ids(hello)
     out = []
     for gpu in sample.gpus:
         for p in gpu.processes or ():
             if p.rank is None:
                 continue
-            bus = _bus_of(gpu.index, gpu.bus_id, hello)
+            bus, serial = ids.get(gpu.index, (None, None))
+            if gpu.bus_id:
+                bus = normalize_bus_id(gpu.bus_id)
             out.append(RankPlace(p.slurm_job, p.rank, host, gpu.index if gpu.index >= 0 else None,
-                                 bus, serials.get(bus) if bus else None))
+                                 bus, serial))
     return out
 
 
-def _bus_of(index: int, bus_id: str | None, hello: Hello | None) -> str | None:
-    if bus_id:
-        return normalize_bus_id(bus_id)
-    if hello is not None:
-        for info in hello.facts.gpus:
-            if info.index == index and info.bus_id:
-                return normalize_bus_id(info.bus_id)
-    return None
+_IDS: dict[int, tuple[Hello, dict[int, tuple[str | None, str | None]]]] = {}
+_IDS_KEPT = 16384
 
 
-def _serials(hello: Hello | None) -> dict[str, str]:
+def gpu_ids(hello: Hello | None) -> dict[int, tuple[str | None, str | None]]:
+    """GPU index → (bus id as lspci writes it, serial), per hello: a hello changes once per
+    connection, and reading bus ids every tick was most of placing a thousand hosts' ranks."""
     if hello is None:
         return {}
-    out = {}
-    for g in hello.facts.gpus:
-        bus = normalize_bus_id(g.bus_id)
-        if bus and g.serial:
-            out[bus] = g.serial
-    return out
+    kept = _IDS.get(id(hello))
+    if kept is not None and kept[0] is hello:
+        return kept[1]
+    if len(_IDS) >= _IDS_KEPT:
+        _IDS.clear()
+    ids = {g.index: (normalize_bus_id(g.bus_id), g.serial) for g in hello.facts.gpus}
+    _IDS[id(hello)] = (hello, ids)
+    return ids
 
 
 class RankIndex:
@@ -96,19 +96,19 @@ class RankIndex:
         self._by_job: dict[tuple[str | None, int], RankPlace] = {}
         self.jobs_of_host: dict[str, set[str]] = {}
         logged: list[tuple[HostRanks, LoggedRank]] = []
-        gpu_of_bus: dict[tuple[str, str], tuple[int, str | None]] = {}
+        hellos: dict[str, Hello | None] = {}
         for h in hosts:
             for place in process_places(h.host, h.sample, h.hello):
                 self._by_job.setdefault((place.job, place.rank), place)
                 if place.job is not None:
                     self.jobs_of_host.setdefault(h.host, set()).add(place.job)
-            if h.hello is not None:
-                serials = _serials(h.hello)
-                for info in h.hello.facts.gpus:
-                    bus = normalize_bus_id(info.bus_id)
-                    if bus:
-                        gpu_of_bus[(h.host, bus)] = (info.index, serials.get(bus))
+            hellos[h.host] = h.hello
             logged.extend((h, r) for r in h.logged.values())
+        gpu_of_bus: dict[tuple[str, str], tuple[int, str | None]] = {}
+        for host in {r.host for _, r in logged}:  # only hosts a log placed a rank on
+            for index, (bus, serial) in gpu_ids(hellos.get(host)).items():
+                if bus:
+                    gpu_of_bus[(host, bus)] = (index, serial)
         for h, r in logged:
             job = self.job_of_log(h.host)
             if (job, r.rank) in self._by_job:
