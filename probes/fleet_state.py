@@ -10,7 +10,6 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 
 from probes.analysis.allocation import (
     HoldTracker,
@@ -27,6 +26,7 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
@@ -59,9 +59,9 @@ from probes.wire.samples import (
 STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
 OFF_SCREEN_REFRESH_S = 5.0
+"""How old an off-screen host's numbers may get in its fleet row (see ``FleetState.focus``)."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
-"""How old an off-screen host's numbers may get in its fleet row (see ``FleetState.focus``)."""
 SEEN_KERNEL_LINES = 20000
 """Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
 KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
@@ -69,69 +69,7 @@ ACTION_KERNEL_LOG = ("Read the kernel log by hand (sudo dmesg -T | grep -E 'NVRM
                      "memory') until the agent's user may read it")
 
 
-class HostStatus(str, Enum):
-    """Where a host's stream stands."""
-
-    CONNECTING = "connecting"
-    STREAMING = "streaming"
-    STALE = "stale"
-    DOWN = "down"
-    UNREACHABLE = "unreachable"
-    AUTH_FAILED = "auth-failed"
-    HOST_KEY_REFUSED = "host-key-refused"
-    AGENT_FAILED = "agent-failed"
-
-    @property
-    def is_down(self) -> bool:
-        """Not streaming because of a failure (as opposed to connecting or stale)."""
-        return self not in (HostStatus.CONNECTING, HostStatus.STREAMING, HostStatus.STALE)
-
-
 _DOWN_KINDS = {DisconnectKind(s.value): s for s in HostStatus if s.is_down}
-
-
-@dataclass(frozen=True)
-class FleetRow:
-    """One host's line on the fleet screen: already computed, ready to render."""
-
-    name: str
-    tags: tuple[str, ...]
-    status: HostStatus
-    stale_s: float | None
-    gpus_ok: int
-    gpus_expected: int | None
-    max_temp_c: float | None
-    mem_used_pct: float | None
-    mean_util_pct: float | None
-    power_w: float | None
-    findings: int
-    worst: Severity | None
-    worst_summary: str | None
-    simulated: bool
-    by_severity: tuple[int, int, int] = (0, 0, 0)
-    """Findings counted as (critical, warning, info), for the header totals."""
-    gpus: tuple[GpuJudgement, ...] = ()
-    """Each GPU's verdicts, as every screen shows them (``probes.analysis.judge``)."""
-    temp_level: TempLevel = TempLevel.UNKNOWN
-    """The hottest GPU's level against its own slowdown threshold."""
-    reason: str | None = None
-    """Why the host is down or stale, in full (sanitised): the fleet table's reason."""
-    last_seen_s: float | None = None
-    """Seconds since the host's last item, when it is down or stale (its values are old)."""
-    next_retry_s: float | None = None
-    """Seconds until the next connection attempt, when the host is down."""
-    headline: str | None = None
-    """The worst finding led by its verdict ("GPU6 LOST · Xid 79"), so truncation keeps it."""
-    jobs: tuple[str, ...] = ()
-    """The Slurm jobs whose processes hold its GPUs now (the agent's attribution)."""
-
-
-def jobs_of(sample: HostSample | None) -> tuple[str, ...]:
-    """The Slurm job ids of a sample's GPU processes, sorted numerically."""
-    if sample is None:
-        return ()
-    found = {p.slurm_job for g in sample.gpus for p in g.processes or () if p.slurm_job}
-    return tuple(sorted(found, key=lambda j: (len(j), j)))
 
 
 @dataclass
