@@ -23,7 +23,7 @@ from probes.config.fleet import (
     TransportName,
 )
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
-from probes.errors import ConfigError
+from probes.errors import ConfigError, ProblemsError
 from tui.cli_fleet import (
     collector_count,
     fleet_of,
@@ -83,10 +83,13 @@ RESUME_MAX_AGE_S = 6 * 3600.0
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from probes.rules.nccl_expect import configure
     from tui.settings import Settings, default_settings_path, load_settings
 
     path = getattr(args, "settings", None) or default_settings_path()
-    return load_settings(path) if path else Settings()
+    settings = load_settings(path) if path else Settings()
+    configure(settings.nccl_tests)  # one table for explain and the console's log scans
+    return settings
 
 
 def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
@@ -238,6 +241,11 @@ def _run_explain(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.files.count("-") > 1:
         print("rigwatch explain: standard input ('-') can be read only once", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _settings(args)  # the nccl_tests expectations
+    except ProblemsError as exc:
+        print(f"rigwatch explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.ExitStack() as files:
         try:  # every input opens before any is read: a bad path is one line, no output

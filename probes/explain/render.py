@@ -22,6 +22,9 @@ def _summary_of(inp: ExplainedInput) -> str:
         value = parsed.get(key)
         if isinstance(value, list | dict) and value:
             parts.append(f"{len(value)} {key}")
+    busbw = parsed.get("avg_busbw_gbs")  # nccl-tests
+    if isinstance(busbw, int | float):
+        parts.append(f"{parsed.get('op') or 'collective'} avg busbw {busbw:g} GB/s")
     if "lines" in parsed:
         parts.append(f"{parsed['lines']} lines")
     if parsed.get("long_lines_cut"):  # what a large input's read skipped (explain/stream.py)
