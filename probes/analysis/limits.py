@@ -99,6 +99,14 @@ class DetectorLimits:
     swap_min_share: float = 0.8
     """Share of the window the host must be swapping."""
 
+    throughput_drop_share: float = 0.2
+    """A job's training throughput this far below the run's own median is a drop."""
+    throughput_drop_s: float = 300.0
+    """…held this long (every reading since the drop began below it) is ``throughput-drop``."""
+    throughput_cause_s: float = 600.0
+    """A finding on the same host that began up to this long before the drop (or during it)
+    is what changed at the same time, and names the drop's likely cause."""
+
 
 DEFAULT_LIMITS = DetectorLimits()
 
