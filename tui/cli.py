@@ -32,6 +32,7 @@ from tui.cli_fleet import (
     warn_insecure,
     with_job,
 )
+from tui.cli_ladder import add_ladder_parser, run_ladder
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
@@ -461,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--kind", default=None,
                          help="treat every input as this kind instead of detecting it")
     explain.add_argument("files", nargs="+", metavar="FILE", help="inputs; '-' is stdin")
+    add_ladder_parser(sub)
     report = sub.add_parser("report", help="list incident reports written from the triage "
                             "screen, or print one")
     report.add_argument("name", nargs="?", default=None,
@@ -561,6 +563,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_snapshot(args)
     if args.command == "explain":
         return _run_explain(args)
+    if args.command == "ladder":
+        return run_ladder(args)
     if args.command == "report":
         return _run_report(args)
     if args.command == "replay":
