@@ -25,6 +25,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+_GATE = re.compile(r"/s|/it|per.second|iteration|tps:|wps:|PerSec|train_runtime|\biter \d|"
+                   r"memory \(MB\)|max_memory|world|seq_len|n_gpu|[Nn]um.processes",
+                   re.IGNORECASE)
+"""Words one of the readers needs: a line without any is skipped in one search (most are)."""
 _ANSI = re.compile(r"(?:\x1b|\\x1b)\[[0-9;]*[A-Za-z]")
 """Colour codes, raw or as ``clean_log_line`` shows them (torchtitan colours its metrics)."""
 _NUM = r"(\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -105,13 +109,15 @@ def _gib(value: str, unit: str) -> float:
 
 def read_line(text: str) -> Reading | None:
     """The reading of one (peeled) log line, or None when it says nothing about speed."""
-    if not text or len(text) > 4000:
+    if not text or len(text) > 4000 or _GATE.search(text) is None:
         return None
-    text = _ANSI.sub("", text)
-    for read in (_megatron, _titan, _deepspeed, _hf_summary, _nanogpt, _bar, _generic, _setup):
-        got = read(text)
-        if got is not None:
-            return got
+    if "x1b" in text:
+        text = _ANSI.sub("", text)
+    for words, read in _READERS:
+        if any(w in text for w in words):
+            got = read(text)
+            if got is not None:
+                return got
     return None
 
 
@@ -230,3 +236,17 @@ def _setup(text: str) -> Reading | None:
         return None
     return Reading("setup", world_size=int(w.group(1)) if w else None,
                    seq_len=int(s.group(1)) if s else None)
+
+
+_READERS = (
+    (("iteration", "memory (MB)"), _megatron),
+    (("tps:", "wps:"), _titan),
+    (("PerSec", "Samples/sec"), _deepspeed),
+    (("train_runtime",), _hf_summary),
+    (("iter ",), _nanogpt),
+    (("/s", "/it"), _bar),
+    (("/s", "/S", "per second", "per_second", "max_memory", "MAX_MEMORY", "Max_memory"), _generic),
+    (("world", "World", "WORLD", "seq_len", "n_gpu", "processes"), _setup),
+)
+"""Each reader after the words it needs, in the order tried: a plain ``in`` test is much
+cheaper than the reader's regular expressions."""
