@@ -15,6 +15,7 @@ model code step when nothing else changed — then the program itself slowed dow
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import statistics
 from collections import deque
@@ -69,6 +70,8 @@ class _Series:
     ts: deque[float] = field(default_factory=deque)
     values: deque[float] = field(default_factory=deque)
     version: int = 0
+    line: str = ""
+    """The newest progress line as the log printed it: the finding's evidence."""
 
 
 def _value(r: Reading) -> tuple[str, float] | None:
@@ -89,6 +92,7 @@ class Drop:
     now: float
     readings: int
     newest: float
+    line: str = ""
 
 
 class ThroughputTracker:
@@ -115,6 +119,7 @@ class ThroughputTracker:
         s.ts.append(ts)
         s.values.append(v)
         s.version += 1
+        s.line = line
         if len(s.values) > MAX_POINTS:
             _thin(s)
 
@@ -136,8 +141,9 @@ class ThroughputTracker:
         for name, s in self._series.items():
             cached = self._judged.get(name)
             if cached is None or cached[0] != s.version or cached[1] != limits:
+                drop = find_drop(name, s.unit, list(s.ts), list(s.values), limits)
                 cached = (s.version, limits,
-                          find_drop(name, s.unit, list(s.ts), list(s.values), limits))
+                          None if drop is None else dataclasses.replace(drop, line=s.line))
                 self._judged[name] = cached
             if cached[2] is not None:
                 out.append(cached[2])
@@ -226,15 +232,15 @@ def throughput_findings(host: str, tracker: ThroughputTracker, others: Sequence[
             out.append(Finding(Step.MODEL, Code.THROUGHPUT_DROP, Severity.WARNING,
                                what + "; nothing else on the host changed", host,
                                ts=drop.onset, action=ACTION_MODEL, source=drop.source,
-                               extra=extra))
+                               evidence=drop.line or None, extra=extra))
             continue
         why, f = cause
         where = f"GPU{f.gpu} " if f.gpu is not None else ""
         extra.update(cause=str(f.code), cause_gpu=f.gpu)
         out.append(Finding(f.step, Code.THROUGHPUT_DROP, Severity.WARNING,
-                           f"{what}; at the same time {why}: {where}{f.code}", host,
-                           gpu=f.gpu, ts=drop.onset, action=ACTIONS[why], source=drop.source,
-                           evidence=f.summary, extra=extra))
+                           f"{what}; at the same time {why}: {where}{f.code} ({f.summary})",
+                           host, gpu=f.gpu, ts=drop.onset, action=ACTIONS[why],
+                           source=drop.source, evidence=drop.line or None, extra=extra))
     return out
 
 
