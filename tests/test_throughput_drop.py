@@ -83,7 +83,7 @@ def test_the_demo_throttle_scenario_raises_a_drop_tied_to_the_throttling() -> No
     drop = next(f for f in found if f.code == "throughput-drop")
     assert drop.step is Step.GPU and drop.gpu == 5
     assert drop.extra["cause"] in ("throttled-while-busy", "clocks-throttled")
-    assert drop.source == "job:/var/log/train/rank0.log"
+    assert drop.source == "job:/var/log/train/rank0.log" and "tps:" in (drop.evidence or "")
     assert 25.0 <= float(drop.extra["drop_pct"]) <= 40.0  # type: ignore[arg-type]
     # the job's nccl-tests check ran healthy: no nccl finding
     assert not any(f.step is Step.NCCL for f in found)
