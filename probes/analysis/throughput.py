@@ -95,6 +95,24 @@ class Drop:
     line: str = ""
 
 
+@dataclass(frozen=True)
+class JobSpeed:
+    """One job log's training speed now, beside the run's median, for the host screen."""
+
+    source: str
+    unit: str
+    now: float
+    median: float
+    """The run's median; during a drop, the median before it (the drop's baseline)."""
+    dropped: bool
+    """``throughput-drop`` holds for this log (the core's verdict; screens only show it)."""
+
+    @property
+    def share(self) -> float:
+        """``now`` as a share of the run's median."""
+        return self.now / self.median if self.median > 0 else 1.0
+
+
 class ThroughputTracker:
     """One throughput series per job log of one host, fed line by line."""
 
@@ -134,6 +152,14 @@ class ThroughputTracker:
     def newest(self, source: str) -> float | None:
         s = self._series.get(source)
         return s.values[-1] if s is not None and s.values else None
+
+    def speeds(self, limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[JobSpeed, ...]:
+        """Each log's newest reading beside its run's median, and whether it dropped."""
+        drops = {d.source: d for d in self.drops(limits)}
+        return tuple(JobSpeed(name, s.unit, s.values[-1],
+                              drops[name].baseline if name in drops
+                              else statistics.median(s.values), name in drops)
+                     for name, s in self._series.items() if s.values)
 
     def drops(self, limits: DetectorLimits = DEFAULT_LIMITS) -> list[Drop]:
         """Every log's current drop (recomputed only when the log gained readings)."""
