@@ -104,3 +104,18 @@ def test_a_log_without_progress_lines_has_no_throughput() -> None:
     lines = ["NCCL INFO Bootstrap : Using eth0:192.0.2.1<0>", "Traceback (most recent call last):"]
     assert series_of(log_lines(lines)) is None
     assert "throughput" not in parse_as("log", lines).parsed
+
+
+@pytest.mark.parametrize(("line", "world"), [
+    (" using world size: 16, data-parallel size: 2, context-parallel size: 1", 16),  # Megatron-LM
+    ("  Num processes: 8", 8),  # accelerate
+    ("All distributed processes registered. Starting with 8 processes", 8),  # Lightning
+    ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16", 16),  # Lightning
+    ("[rank0]:[titan] 2025-06-16 22:28:01,102 - root - INFO - Building 1-D device mesh with "
+     "['dp_shard'], [8]", 8),  # torchtitan
+])
+def test_world_size_lines(line: str, world: int) -> None:
+    from probes.rules.logrules.lines import peel
+
+    r = read_line(peel(line)[0])
+    assert r is not None and r.world_size == world

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 _GATE = re.compile(r"/s|/it|per.second|iteration|tps:|wps:|PerSec|train_runtime|\biter \d|"
-                   r"memory \(MB\)|max_memory|world|seq_len|n_gpu|[Nn]um.processes",
+                   r"memory \(MB\)|max_memory|world|seq_len|n_gpu|processes|MEMBER|device mesh",
                    re.IGNORECASE)
 """Words one of the readers needs: a line without any is skipped in one search (most are)."""
 _ANSI = re.compile(r"(?:\x1b|\\x1b)\[[0-9;]*[A-Za-z]")
@@ -65,8 +65,12 @@ _NANOGPT = re.compile(r"\biter (?P<step>\d+): loss [\d.]+, time " + _NUM + r"ms"
 _STEP = re.compile(r"\b(?:step|global_step|iter|iteration)[\s:=]+(?P<step>\d+)", re.IGNORECASE)
 _MAX_ALLOC = re.compile(r"max_memory_allocated\w*[\s:=()]+" + _NUM + r"\s*(?P<u>GiB|GB|MiB|MB)",
                         re.IGNORECASE)
-_WORLD = re.compile(r"\b(?:world[_ ]size|Num processes|num_processes|n_gpu)\b[\s:=]+(\d+)",
-                    re.IGNORECASE)
+_WORLD = re.compile(r"\b(?:world[_ ]size|Num processes|num_processes|n_gpu)\b[\s:=]+(\d+)"
+                    r"|Starting with (\d+) processes|\bMEMBER: \d+/(\d+)"
+                    r"|device mesh with \[[^\]]*\], \[(\d+)\]", re.IGNORECASE)
+"""World size as trainers print it: Megatron's ``using world size: 16``, accelerate's ``Num
+processes: 8``, Lightning's ``Starting with 8 processes`` / ``MEMBER: 1/8``, torchtitan's
+``Building 1-D device mesh with ['dp_shard'], [8]``."""
 _SEQ_LEN = re.compile(r"\b(?:seq_length|seq_len|max_seq_len)\b[\s.:=]+(\d+)")
 
 
@@ -234,7 +238,8 @@ def _setup(text: str) -> Reading | None:
     s = _SEQ_LEN.search(text)
     if w is None and s is None:
         return None
-    return Reading("setup", world_size=int(w.group(1)) if w else None,
+    world = next((int(g) for g in w.groups() if g), None) if w else None
+    return Reading("setup", world_size=world,
                    seq_len=int(s.group(1)) if s else None)
 
 
@@ -246,7 +251,8 @@ _READERS = (
     (("iter ",), _nanogpt),
     (("/s", "/it"), _bar),
     (("/s", "/S", "per second", "per_second", "max_memory", "MAX_MEMORY", "Max_memory"), _generic),
-    (("world", "World", "WORLD", "seq_len", "n_gpu", "processes"), _setup),
+    (("world", "World", "WORLD", "seq_len", "n_gpu", "processes", "MEMBER", "device mesh"),
+     _setup),
 )
 """Each reader after the words it needs, in the order tried: a plain ``in`` test is much
 cheaper than the reader's regular expressions."""
