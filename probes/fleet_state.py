@@ -335,7 +335,7 @@ class HostState:
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
         merged.update({f.key: f for f in throughput_findings(
-            self.name, self.speed, list(merged.values()), self.limits.detectors)})
+            self.name, self.speed, list(merged.values()), self.limits.detectors, self.history)})
         # A host that cannot be watched leads its own list: everything else about it is old.
         return sorted(merged.values(), key=lambda f: (
             -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))

@@ -102,3 +102,25 @@ def test_the_train_scenario_alone_is_healthy() -> None:
     assert fleet.hosts["sim"].findings() == []
     unit, points = fleet.hosts["sim"].speed.series("job:/var/log/train/rank0.log")
     assert unit == "tokens/s" and len(points) == 40
+
+
+def test_with_no_finding_beside_it_idle_gpus_name_the_drop_waiting_for_work() -> None:
+    """A loader that cannot keep up: the GPUs' utilisation falls with the throughput."""
+    from probes.history import HostHistory
+    from probes.wire.samples import GpuSample, HostSample
+
+    history = HostHistory()
+    for i in range(30):
+        ts = 1000.0 + i * 60.0
+        util = 95.0 if i < 16 else 55.0
+        history.add(HostSample(ts=ts, seq=i, gpus=tuple(
+            GpuSample(index=g, util_pct=util, sm_clock_mhz=1980.0, sm_clock_max_mhz=1980.0)
+            for g in range(8))))
+    tr = _tracker([5860] * 16 + [4100] * 14)
+    (found,) = throughput_findings("h", tr, [], history=history)
+    assert found.step is Step.GPU and found.extra["cause"] == "gpu-idle"
+    assert found.extra["util_fall_pct"] == 40.0 and "waited for work" in found.summary
+    busy = HostHistory()
+    for i in range(30):
+        busy.add(HostSample(ts=1000.0 + i * 60.0, seq=i, gpus=(GpuSample(index=0, util_pct=95.0),)))
+    assert throughput_findings("h", tr, [], history=busy)[0].step is Step.MODEL

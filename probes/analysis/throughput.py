@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.history import HostHistory, gpu_key
 from probes.rules.logrules.lines import peel
 from probes.rules.throughput import Reading, read_line
 from probes.triage import Code, Severity, Step
@@ -60,6 +61,13 @@ ACTIONS = {
     "communication slowed": "Check the links (nvidia-smi nvlink -s, ibstat, PCIe width) and "
                             "rerun nccl-tests between the hosts",
 }
+STARVED = "the GPUs waited for work"
+"""No finding beside the drop, but the GPUs' utilisation fell with it: they sat idle between
+steps (an input pipeline or a peer that cannot keep up), not slower at the same work."""
+UTIL_FALL_PCT = 15.0
+"""Mean utilisation this many points lower during a drop than before it reads as waiting."""
+ACTIONS[STARVED] = ("The GPUs idle between steps: check the data loader (workers, CPU, "
+                    "dataset disk iostat) and, for a multi-host job, the slowest rank")
 ACTION_MODEL = ("Nothing else on the host changed: look at the program (a new data shard, "
                 "logging, checkpointing, evaluation, a slow rank on another host)")
 
@@ -240,14 +248,44 @@ def _cause(drop: Drop, others: Sequence[Finding],
     return None
 
 
+def util_fall(history: HostHistory, drop: Drop, limits: DetectorLimits) -> float | None:
+    """How many points the GPUs' mean utilisation fell from before the drop to during it
+    (None when the history does not cover both stretches)."""
+    before: list[float] = []
+    during: list[float] = []
+    for idx in history.gpu_indices():
+        series = history.series(gpu_key(idx, "util_pct"))
+        if series is None:
+            continue
+        for p in series.points(drop.onset - limits.throughput_cause_s, drop.newest):
+            (before if p.t < drop.onset else during).append(p.mean)
+    if not before or not during:
+        return None
+    return statistics.fmean(before) - statistics.fmean(during)
+
+
 def throughput_findings(host: str, tracker: ThroughputTracker, others: Sequence[Finding],
-                        limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+                        limits: DetectorLimits = DEFAULT_LIMITS,
+                        history: HostHistory | None = None) -> list[Finding]:
     """``throughput-drop`` for each of the host's job logs whose throughput fell and stayed
-    down, under the step of what changed beside it (``others``: the host's other findings)."""
+    down, under the step of what changed beside it (``others``: the host's other findings;
+    ``history``: its samples, read when no finding names a cause, for idle GPUs)."""
     out = []
     for drop in tracker.drops(limits):
         pct = 100.0 * (1.0 - drop.now / drop.baseline)
         cause = _cause(drop, others, limits)
+        fell = util_fall(history, drop, limits) if cause is None and history else None
+        if cause is None and fell is not None and fell >= UTIL_FALL_PCT:
+            out.append(Finding(
+                Step.GPU, Code.THROUGHPUT_DROP, Severity.WARNING,
+                f"training throughput {pct:.0f}% below the run's median "
+                f"({_fmt(drop.baseline)} → {_fmt(drop.now)} {drop.unit}); at the same time "
+                f"{STARVED}: GPU utilisation {fell:.0f} points lower", host, ts=drop.onset,
+                action=ACTIONS[STARVED], source=drop.source, evidence=drop.line or None,
+                extra={"baseline": round(drop.baseline, 3), "now": round(drop.now, 3),
+                       "unit": drop.unit, "drop_pct": round(pct, 1), "readings": drop.readings,
+                       "cause": "gpu-idle", "util_fall_pct": round(fell, 1)}))
+            continue
         what = (f"training throughput {pct:.0f}% below the run's median "
                 f"({_fmt(drop.baseline)} → {_fmt(drop.now)} {drop.unit}) for "
                 f"{(drop.newest - drop.onset) / 60.0:.0f} min")
