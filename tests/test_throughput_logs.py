@@ -25,6 +25,7 @@ The logs in ``tests/data/trainlogs`` keep the line shapes of public logs (values
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,3 +120,12 @@ def test_world_size_lines(line: str, world: int) -> None:
 
     r = read_line(peel(line)[0])
     assert r is not None and r.world_size == world
+
+
+def test_the_readable_report_names_the_throughput(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    assert main(["explain", str(DATA / "torchtitan.log")]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "torchtitan throughput median 5,858 tokens/s per GPU over 30 readings" in head
