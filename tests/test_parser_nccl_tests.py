@@ -14,6 +14,8 @@ The samples in ``tests/data/nccl_tests`` keep the layouts of public output (valu
   explains they are not errors).
 * ``v100-allgather-2020-oob.txt``: nccl-tests issue #37 (2020 table without ``redop``, footer
   without ``#``, ``1e+00`` deviations, 2 out-of-bounds values).
+* ``v100-two-processes-without-mpi.txt``: NVIDIA/nccl-tests issue #107 again (two processes
+  each running a one-rank test: the frame twice, two ``Rank 0`` lines, busbw 0);
 * ``p5-mpi-tagged-tail.txt``: aws/aws-k8s-tester PR #503 (Open MPI ``[1,0]<stdout>:`` tags).
 * ``rtx5090-alltoall-1gpu.txt``: nccl-tests issue #287 (one GPU, ``N/A`` in-place #wrong).
 * ``a10g-markdown-stripped.txt``: nccl-tests issue #249 (``#`` lost to a markdown renderer).
@@ -76,6 +78,7 @@ EXPECTED = {
     "h200-reducescatter-then-broadcast.txt": ("reduce_scatter", 3, 333.6, 0, 16, set()),
     "a100-sendrecv-per-iter.txt": ("sendrecv", 3, 143.8, 0, 2, set()),
     "h100-allreduce-timestamps-small.txt": ("all_reduce", 5, 0.0, 0, 8, set()),
+    "v100-two-processes-without-mpi.txt": ("all_reduce", 2, 0.0, 0, 2, set()),
 }
 
 
@@ -268,3 +271,9 @@ def test_settings_yaml_sets_the_table_explain_judges_against(tmp_path: Path,
     settings.write_text("nccl_tests:\n  nvlink4_gb: 150\n", encoding="utf-8")
     assert main(["explain", "--json", str(DATA / "h100-allreduce-8gpu-slow.txt")]) == 2
     assert "nvlink4_gbs" in capsys.readouterr().err  # the close match is named
+
+
+def test_two_one_rank_processes_are_said_so_and_not_judged_as_two_hosts() -> None:
+    _, parsed, found = _explain("v100-two-processes-without-mpi.txt")
+    assert parsed["separate_processes"] is True and parsed["hosts"] == ["node-b", "node-a"]
+    assert found == {}  # busbw 0 is what a one-rank test prints, not a slow network

@@ -82,7 +82,8 @@ def _whole(v: float | None) -> str:
 def _low(test: NcclTest, number: list[int]) -> list[ExplainFinding]:
     table = current()
     fabric = fabric_of(test.hosts, [r.name for r in test.ranks])
-    if fabric is None or len(test.ranks) < 2 or not _judged(test, fabric):
+    if fabric is None or len(test.ranks) < 2 or test.separate_processes \
+            or not _judged(test, fabric):
         return []
     big = [r for r in test.rows if r.size_bytes >= table.min_bytes and r.best_busbw is not None]
     if not big:

@@ -137,6 +137,14 @@ class NcclTest:
     def hosts(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r.host for r in self.ranks))
 
+    @property
+    def separate_processes(self) -> bool:
+        """The same rank number printed twice: each process ran its own one-rank test (a
+        binary built without ``MPI=1`` started by ``mpirun``; NVIDIA/nccl-tests #107, #294),
+        so the rank lines describe no single communicator."""
+        numbers = [r.rank for r in self.ranks]
+        return len(numbers) != len(set(numbers))
+
     def to_parsed(self) -> dict[str, object]:
         """The contract's ``nccl-tests`` summary, plus ``devices``, ``hosts`` and ``config``."""
         out: dict[str, object] = {
@@ -144,6 +152,8 @@ class NcclTest:
             "avg_busbw_gbs": self.avg_busbw_gbs, "out_of_bounds": self.out_of_bounds,
             "ranks": len(self.ranks), "devices": [r.to_json() for r in self.ranks],
             "hosts": list(self.hosts)}
+        if self.separate_processes:
+            out["separate_processes"] = True
         if self.config:
             out["config"] = dict(self.config)
         return out
