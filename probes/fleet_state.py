@@ -39,6 +39,7 @@ from probes.analysis.reachability import (
     gpu_count_finding,
     stale_finding,
 )
+from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory
@@ -101,6 +102,8 @@ class HostState:
     logs: LiveLogScanner = field(default_factory=LiveLogScanner)
     holds: HoldTracker = field(default_factory=HoldTracker)
     """Since when each GPU has been held by its current job (allocation against use)."""
+    speed: ThroughputTracker = field(default_factory=ThroughputTracker)
+    """Training throughput per job log (``probes.analysis.throughput``)."""
     since: dict[tuple[str, str, int | None, int | None], float] = field(default_factory=dict)
     """When each current finding was first seen, so triage can order incidents in time."""
     log_source: LogSourceState | None = None
@@ -144,6 +147,8 @@ class HostState:
             if item.source == KERNEL_SOURCE and self._seen_before(item):
                 return
             self.events.append(item)
+            if item.source != KERNEL_SOURCE:
+                self.speed.add(item.source, item.line, item.ts)
             if self.logs.add(item.source, item.line, item.ts):
                 self.scan_logs()
         elif isinstance(item, LogSourceState):
@@ -284,6 +289,8 @@ class HostState:
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
+        merged.update({f.key: f for f in throughput_findings(
+            self.name, self.speed, list(merged.values()), self.limits.detectors, self.history)})
         # A host that cannot be watched leads its own list: everything else about it is old.
         return sorted(merged.values(), key=lambda f: (
             -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))

@@ -100,6 +100,8 @@ class Code(str, Enum):
     DEVICE_SIDE_ASSERT = "device-side-assert"
     LOSS_NAN = "loss-nan"
     LOSS_SCALE_OVERFLOW = "loss-scale-overflow"
+    THROUGHPUT_DROP = "throughput-drop"
+    """Placed under the step of its likely cause (throttling → gpu …), else here."""
 
     def __str__(self) -> str:
         return self.value

@@ -12,6 +12,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,10 +57,14 @@ def test_a_log_deep_in_a_large_file_gives_the_same_findings(
     before, n_before = _filler(int(1.5 * block))
     after, _ = _filler(2 * block)
     big = (before + text + after).encode()
-    alone = to_document([explain_bytes("x", text.encode())])
-    streamed = to_document([stream.explain_stream("x", io.BytesIO(big))])
+    alone: dict[str, Any] = to_document([explain_bytes("x", text.encode())])
+    streamed: dict[str, Any] = to_document([stream.explain_stream("x", io.BytesIO(big))])
     assert streamed["inputs"][0]["kind"] == "log"
-    assert streamed["inputs"][0]["parsed"] == {"lines": len(split_lines(decode(big)))}
+    parsed = streamed["inputs"][0]["parsed"]
+    assert parsed["lines"] == len(split_lines(decode(big)))
+    assert set(parsed) <= {"lines", "throughput"}  # a training log's speed (issue 23)
+    speed = alone["inputs"][0]["parsed"].get("throughput")
+    assert (parsed.get("throughput") or {}).get("points") == (speed or {}).get("points")
     assert _without_source(streamed, n_before) == _without_source(alone)
 
 

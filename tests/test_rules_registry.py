@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probes.explain import detect
-from probes.rules.logrules import kernel, nccl, training
+from probes.rules.logrules import kernel, nccl, nccl_tests, training
 from probes.rules.logrules.families import (
     FAMILIES,
     KERNEL_SOURCE,
@@ -27,13 +27,15 @@ def test_every_family_is_in_the_one_registry_in_triage_order() -> None:
     assert [(f.name, f.reads, f.scan) for f in FAMILIES] == [
         ("kernel", LogKind.KERNEL, kernel.scan),
         ("nccl", LogKind.JOB, nccl.scan),
+        ("nccl-tests", LogKind.JOB, nccl_tests.scan),
         ("training", LogKind.JOB, training.scan),
     ]
 
 
 def test_a_source_routes_to_its_families() -> None:
     assert [f.name for f in families_for(KERNEL_SOURCE)] == ["kernel"]
-    assert [f.name for f in families_for("job:/var/log/train.log")] == ["nccl", "training"]
+    assert [f.name for f in families_for("job:/var/log/train.log")] == [
+        "nccl", "nccl-tests", "training"]
     every = {f for f in FAMILIES if f.reads is LogKind.KERNEL} | set(families_for("job:x"))
     assert every == set(FAMILIES)
 
@@ -56,6 +58,7 @@ def test_live_and_explain_find_the_same_codes_through_the_registry() -> None:
 
 def test_parsers_are_tried_in_the_documented_order_with_their_kinds() -> None:
     assert [r.kind for r in detect.RECOGNISERS] == [
-        "nvidia-smi-csv", "dmon", "nvidia-smi-table", "nvidia-smi-q", "topo", "lspci", "iostat"]
+        "nvidia-smi-csv", "dmon", "nvidia-smi-table", "nvidia-smi-q", "topo", "lspci", "iostat",
+        "nccl-tests"]
     assert detect.KINDS[-2:] == ("pmon", "log")
     assert next(r for r in detect.RECOGNISERS if r.kind == "dmon").kind_of is dmon.kind_of

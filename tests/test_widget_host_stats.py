@@ -159,3 +159,16 @@ async def test_equal_view_is_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> Non
         assert len(calls) == before
         text = str(render_host(busy_view()))
         assert "host swapping" in text
+
+
+def test_training_throughput_shows_beside_the_host_with_the_cores_drop_verdict() -> None:
+    from probes.analysis.throughput import JobSpeed
+
+    slow = JobSpeed("job:/var/log/train/rank0.log", "tokens/s", 2716.0, 3869.0, dropped=True)
+    fine = JobSpeed("job:/scratch/eval.log", "it/s", 3.3, 3.31, dropped=False)
+    text = render_host(replace(busy_view(), speeds=(slow, fine))).plain
+    lines = [line for line in text.splitlines() if line.startswith("Training")]
+    assert lines[0].split() == ["Training", "2,716", "tokens/s", "70%", "of", "the", "run's",
+                                "median", "3,869", "▼", "drop", "rank0.log"]
+    assert "▼" not in lines[1] and "3.3 it/s" in lines[1] and "eval.log" in lines[1]
+    assert "Training" not in render_host(busy_view()).plain  # no progress lines: no row

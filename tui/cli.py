@@ -23,7 +23,7 @@ from probes.config.fleet import (
     TransportName,
 )
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
-from probes.errors import ConfigError
+from probes.errors import ConfigError, ProblemsError
 from tui.cli_fleet import (
     collector_count,
     fleet_of,
@@ -32,6 +32,7 @@ from tui.cli_fleet import (
     warn_insecure,
     with_job,
 )
+from tui.cli_ladder import add_ladder_parser, run_ladder
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
@@ -83,10 +84,13 @@ RESUME_MAX_AGE_S = 6 * 3600.0
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from probes.rules.nccl_expect import configure
     from tui.settings import Settings, default_settings_path, load_settings
 
     path = getattr(args, "settings", None) or default_settings_path()
-    return load_settings(path) if path else Settings()
+    settings = load_settings(path) if path else Settings()
+    configure(settings.nccl_tests)  # one table for explain and the console's log scans
+    return settings
 
 
 def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
@@ -241,6 +245,11 @@ def _run_explain(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.files.count("-") > 1:
         print("rigwatch explain: standard input ('-') can be read only once", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _settings(args)  # the nccl_tests expectations
+    except ProblemsError as exc:
+        print(f"rigwatch explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.ExitStack() as files:
         try:  # every input opens before any is read: a bad path is one line, no output
@@ -456,6 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--kind", default=None,
                          help="treat every input as this kind instead of detecting it")
     explain.add_argument("files", nargs="+", metavar="FILE", help="inputs; '-' is stdin")
+    add_ladder_parser(sub)
     report = sub.add_parser("report", help="list incident reports written from the triage "
                             "screen, or print one")
     report.add_argument("name", nargs="?", default=None,
@@ -556,6 +566,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_snapshot(args)
     if args.command == "explain":
         return _run_explain(args)
+    if args.command == "ladder":
+        return run_ladder(args)
     if args.command == "report":
         return _run_report(args)
     if args.command == "replay":

@@ -30,6 +30,7 @@ from probes.analysis.alerts import AlertPolicy
 from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.config import inventory_values as v
 from probes.errors import Problem, ProblemsError
+from probes.rules.nccl_expect import NcclExpectations
 from probes.triage import Severity
 
 ENV_VAR = "RIGWATCH_SETTINGS"
@@ -58,6 +59,8 @@ class Settings:
     alerts: AlertPolicy = field(default_factory=AlertPolicy)
     detectors: DetectorLimits = field(default_factory=DetectorLimits)
     recording: RecordingLimits = field(default_factory=RecordingLimits)
+    nccl_tests: NcclExpectations = field(default_factory=NcclExpectations)
+    """The bus bandwidth nccl-tests runs are judged against (``probes.rules.nccl_expect``)."""
 
 
 
@@ -96,6 +99,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "alerts": (AlertPolicy, _readers(AlertPolicy)),
     "detectors": (DetectorLimits, _readers(DetectorLimits)),
     "recording": (RecordingLimits, _readers(RecordingLimits)),
+    "nccl_tests": (NcclExpectations, _readers(NcclExpectations)),
 }
 """Each section of the file: the dataclass it fills and a reader per field."""
 
@@ -165,4 +169,5 @@ def load_settings(path: str | Path) -> Settings:
                                      "mem_ratio_fail must not exceed mem_ratio_warn")])
     return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]),
                     detectors=DetectorLimits(**values["detectors"]),
-                    recording=RecordingLimits(**values["recording"]))
+                    recording=RecordingLimits(**values["recording"]),
+                    nccl_tests=NcclExpectations(**values["nccl_tests"]))

@@ -16,6 +16,7 @@ from textual.widget import Widget
 
 from probes.analysis.findings import Finding
 from probes.analysis.judge import CoreCount, HostHealth
+from probes.analysis.throughput import JobSpeed
 from probes.wire.samples import HostStats
 from widgets._format import finding_line
 
@@ -46,17 +47,20 @@ class HostView:
     findings: tuple[Finding, ...] = ()
     health: HostHealth | None = None
     """The core's marks (overloaded, memory high, swapping, cores per GPU); None: no marks."""
+    speeds: tuple[JobSpeed, ...] = ()
+    """Training throughput of each job log the agent follows (none: no progress lines)."""
 
     @classmethod
     def from_stats(cls, stats: HostStats, *, cores_physical: int | None = None,
                    cores_logical: int | None = None, gpu_count: int | None = None,
                    findings: tuple[Finding, ...] = (),
-                   health: HostHealth | None = None) -> HostView:
+                   health: HostHealth | None = None,
+                   speeds: tuple[JobSpeed, ...] = ()) -> HostView:
         """The view of a sample's ``HostStats`` plus facts from the host's hello."""
         return cls(stats.cpu_pct, stats.load1, stats.load5, stats.load15,
                    stats.mem_used_bytes, stats.mem_total_bytes, stats.swap_used_bytes,
                    stats.swap_total_bytes, stats.swap_in_pages_s, stats.swap_out_pages_s,
-                   cores_physical, cores_logical, gpu_count, findings, health)
+                   cores_physical, cores_logical, gpu_count, findings, health, speeds)
 
 
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:
@@ -131,12 +135,27 @@ def render_host(view: HostView | None) -> Content:
     if health is not None and health.cores is CoreCount.FEW:
         cores.append(_mark("▼ few", "$sev-warning"))
     lines.append(_row("Cores", *cores))
+    lines += [_speed_row(sp) for sp in view.speeds]
 
     lines.append(Content.styled("Findings", "bold $text-dim"))
     if not view.findings:
         lines.append(Content.styled("no host findings", "$text-dim"))
     lines += [finding_line(f) for f in view.findings]
     return Content("\n").join(lines)
+
+
+def _speed_row(sp: JobSpeed) -> Content:
+    """``Training  2,716 tokens/s  70 % of the run's median 3,869  ▼ drop  rank0.log``."""
+    def fmt(v: float) -> str:
+        return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+    parts: list[tuple[str, str] | str] = [
+        f"{fmt(sp.now)} {sp.unit}",
+        (f"  {sp.share:.0%} of the run's median {fmt(sp.median)}", "$text-dim")]
+    if sp.dropped:
+        parts.append(_mark("▼ drop", "$sev-warning"))
+    parts.append((f"  {sp.source.rsplit('/', 1)[-1]}", "$text-dim"))
+    return _row("Training", *parts)
 
 
 class HostStatsPanel(Widget):

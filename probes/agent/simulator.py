@@ -20,7 +20,7 @@ SIM_MEM_TOTAL = 81559.0
 SIM_SM_MAX = 1980.0
 SIM_POWER_LIMIT = 700.0
 SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
-                 "link-downgrade", "low-ram", "driver-skew")
+                 "link-downgrade", "low-ram", "driver-skew", "train")
 SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
 SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
 LEAK_MIB_PER_H = 600.0
@@ -44,6 +44,16 @@ SIM_BLOCK_DEVICES = (
     {"name": "sda", "size_bytes": 480103981056, "rotational": False,
      "model": "SAMSUNG MZ7L3480HCHQ-00A07", "transport": "sata"},
 )
+
+
+def _throttle_temp(t):
+    """``throttle``: the GPU's temperature climbing towards 90.5 °C (no noise)."""
+    return 62.0 + 28.5 * (1.0 - math.exp(-t / THROTTLE_TAU_S))
+
+
+def _throttle_clock(temp):
+    """The SM clock a GPU at ``temp`` throttles to (from 85 °C)."""
+    return max(1100.0, SIM_SM_MAX - (temp - 84.0) * 110.0)
 
 
 def parse_scenarios(text):
@@ -97,6 +107,100 @@ def sim_topo_text():
     return "\n".join(lines) + "\n"
 
 
+TRAIN_LOG = "job:/var/log/train/rank0.log"
+"""``train``: where the simulated job's log lives on the host."""
+TRAIN_EVERY_S = 60.0
+"""A progress line per simulated minute (one per demo tick)."""
+TRAIN_TPS_PER_GPU = 3900.0
+"""Tokens/s per H100 of the simulated job (an 8B model under FSDP) at full clocks."""
+_SIM_DATE = "2026-12-04"
+
+
+def _stamp(t):
+    s = int(t) % 86400
+    return "%s %02d:%02d:%02d,%03d" % (_SIM_DATE, s // 3600, s // 60 % 60, s % 60,
+                                       int(t * 1000) % 1000)
+
+
+def sim_nccl_tests_lines(hosts, bus_ids, gpus_per_host, peak_busbw):
+    """``all_reduce_perf -b 1M -e 8G -f 2`` output as nccl-tests prints it (src/util.cu)."""
+    n = len(hosts) * gpus_per_host
+    out = ["# nccl-tests version 2.13.11 nccl-headers=22105 nccl-library=22105",
+           "# Collective test starting: all_reduce_perf",
+           "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 8589934592 step: 2(factor) warmup "
+           "iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    for h, host in enumerate(hosts):
+        for d in range(gpus_per_host):
+            b = bus_ids[d]
+            out.append("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s:%s:%s] "
+                       "NVIDIA H100 80GB HBM3" % (h * gpus_per_host + d, 41000 + d, host, d,
+                                                  b[0:4], b[5:7], b[8:10]))
+    out += ["#", "#                                                              out-of-place"
+            "                       in-place          ",
+            "#       size         count      type   redop    root     time   algbw   busbw "
+            "#wrong     time   algbw   busbw #wrong",
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)       "]
+    total = 0.0
+    rows = 0
+    size = 1 << 20
+    while size <= 8 << 30:
+        busbw = peak_busbw * size / (size + 48.0 * (1 << 20))
+        algbw = busbw * n / (2.0 * (n - 1))
+        us = size / algbw / 1e3
+        cells = ("%.1f" % us if us < 1e5 else "%.0f" % us, "%.2f" % algbw, "%.2f" % busbw)
+        out.append("%12d  %12d  %8s  %6s  %6s  %7s  %6s  %6s  %6d  %7s  %6s  %6s  %6d"
+                   % (size, size // 4, "float", "sum", -1, cells[0], cells[1], cells[2], 0,
+                      cells[0], cells[1], cells[2], 0))
+        total += busbw
+        rows += 1
+        size *= 2
+    out += ["# Out of bounds values : 0 OK",
+            "# Avg bus bandwidth    : %g " % round(total / rows, 4),
+            "#", "# Collective test concluded: all_reduce_perf"]
+    return out
+
+
+class TrainJob:
+    """``train``: the host's job log — an nccl-tests check, then torchtitan's progress lines.
+
+    The job runs at its slowest GPU's pace (``pace``: 1.0 at full clocks), as synchronous
+    data-parallel training does, so a throttling GPU slows every line after it.
+    """
+
+    def __init__(self, hostnames, bus_ids, gpus_per_host=8, tps_per_gpu=TRAIN_TPS_PER_GPU,
+                 peak_busbw=480.0, mem_gib=61.02, seed=0):
+        self.hosts = list(hostnames)
+        self.bus_ids = bus_ids
+        self.gpus = gpus_per_host
+        self.world = gpus_per_host * len(self.hosts)
+        self.tps = tps_per_gpu
+        self.busbw = peak_busbw
+        self.mem = mem_gib
+        self.rng = random.Random("train-%d" % seed)
+        self.next_at = None
+        self.step = 0
+
+    def lines(self, t, pace=1.0):
+        """The lines the job printed since the last call, up to simulated time ``t``."""
+        out = []
+        if self.next_at is None:
+            out.append("[rank0]:[titan] %s - root - INFO - Starting job: llama3_8b, world "
+                       "size: %d" % (_stamp(t), self.world))
+            if self.world > 1:
+                out += sim_nccl_tests_lines(self.hosts, self.bus_ids, self.gpus, self.busbw)
+            self.next_at = t
+        while t >= self.next_at:
+            self.step += 10
+            tps = self.tps * pace * (1.0 + self.rng.uniform(-0.015, 0.015))
+            out.append("[rank0]:[titan] %s - root - INFO - step: %d  loss: %7.4f  memory: "
+                       "%.2fGiB(%.2f%%)  tps: {:,}  tflops: %.2f  mfu: %.2f%%".format(int(tps))
+                       % (_stamp(self.next_at), self.step, 2.1 + 8.0 / (1 + self.step / 200.0),
+                          self.mem, 100.0 * self.mem / 79.19, tps * 0.0977, tps * 0.00988))
+            self.next_at += TRAIN_EVERY_S
+        return out
+
+
 @register_simulator
 class Simulator(HostSource):
     """A realistic 8x H100 host whose trouble follows its scenarios; deterministic per seed.
@@ -125,6 +229,8 @@ class Simulator(HostSource):
         self.serials = ["1654%09d" % ((serials * 8 + i) % 10 ** 9) for i in range(8)]
         self.mem_bytes = SIM_LOW_RAM_BYTES if "low-ram" in self.names else SIM_MEM_BYTES
         self.fired = set()
+        self.train = TrainJob([self.hostname], SIM_BUS_IDS, seed=seed) \
+            if "train" in self.names else None
 
     @classmethod
     def from_args(cls, args):
@@ -234,12 +340,12 @@ class Simulator(HostSource):
             mem = self.base_mem[i]
             th = self._get("throttle")
             if th is not None and th["gpu"] == i:
-                temp = 62.0 + 28.5 * (1.0 - math.exp(-t / THROTTLE_TAU_S)) + r.uniform(-0.5, 0.5)
+                temp = _throttle_temp(t) + r.uniform(-0.5, 0.5)
                 if temp >= 85.0:
                     reasons = ["sw_thermal_slowdown"]
                     if temp >= 88.0:
                         reasons.append("hw_thermal_slowdown")
-                    clock = max(1100.0, SIM_SM_MAX - (temp - 84.0) * 110.0)
+                    clock = _throttle_clock(temp)
                     power *= clock / SIM_SM_MAX
             lk = self._get("leak")
             if lk is not None and lk["gpu"] == i:
@@ -299,8 +405,17 @@ class Simulator(HostSource):
                  "aqu_sz": 0.01, "util": 0.8}
         return {"nvme0n1": data, "nvme1n1": dict(quiet), "sda": dict(quiet)}
 
+    def _slowest_clock_share(self, t):
+        """A synchronous job runs at its slowest GPU's pace: the throttled one's clock."""
+        th = self._get("throttle")
+        if th is None or _throttle_temp(t) < 85.0:
+            return 1.0
+        return _throttle_clock(_throttle_temp(t)) / SIM_SM_MAX
+
     def events(self, t):
         out = []
+        if self.train is not None:
+            out += [(TRAIN_LOG, line) for line in self.train.lines(t, self._slowest_clock_share(t))]
         lost = self._get("xid79")
         if lost is not None and t >= lost["at"] and "xid79" not in self.fired:
             self.fired.add("xid79")

@@ -107,6 +107,14 @@ class DetectorLimits:
     stray_min_mib: float = 256.0
     """GPU memory a process outside any job must hold to be reported on a Slurm node."""
 
+    throughput_drop_share: float = 0.2
+    """A job's training throughput this far below the run's own median is a drop."""
+    throughput_drop_s: float = 300.0
+    """…held this long (every reading since the drop began below it) is ``throughput-drop``."""
+    throughput_cause_s: float = 600.0
+    """A finding on the same host that began up to this long before the drop (or during it)
+    is what changed at the same time, and names the drop's likely cause."""
+
 
 DEFAULT_LIMITS = DetectorLimits()
 

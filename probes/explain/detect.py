@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from probes.rules.logrules.scan import explain_log
-from probes.rules.parsers import dmon, iostat, lspci, smi_csv, smi_q, smi_table, topo
+from probes.rules.parsers import (
+    dmon,
+    iostat,
+    lspci,
+    nccl_tests,
+    smi_csv,
+    smi_q,
+    smi_table,
+    topo,
+)
 from probes.rules.result import KindResult
 
 
@@ -46,11 +55,15 @@ RECOGNISERS: tuple[Recogniser, ...] = (
     Recogniser(topo),
     Recogniser(lspci),
     Recogniser(iostat),
+    Recogniser(nccl_tests),
 )
 """Recognisers in the order tried.  CSV and dmon come first because they demand nvidia-smi's
 own field names or ``# gpu`` headers, while the table's error-only form (one "Unable to
 determine the device handle" line) would also claim a short CSV that ends in that error."""
 _ALIASES = {"pmon": "dmon"}
+_LOG_RULES_TOO = frozenset({nccl_tests.KIND})
+"""Kinds whose text is also a log: nccl-tests prints NCCL's own warnings beside its table, and
+its findings are the log rules' (``probes.rules.logrules.nccl_tests``)."""
 """Kinds served by another kind's module (``dmon`` parses both and says which)."""
 _BY_KIND: dict[str, Parser] = {r.kind: r.parser for r in RECOGNISERS}
 LOG = "log"
@@ -75,4 +88,8 @@ def parse_as(kind: str, lines: list[str]) -> KindResult:
         return KindResult(UNKNOWN, {})
     if kind == LOG:
         return explain_log(lines)
-    return _BY_KIND[_ALIASES.get(kind, kind)].explain(lines)
+    done = _BY_KIND[_ALIASES.get(kind, kind)].explain(lines)
+    if kind in _LOG_RULES_TOO:
+        found = (*done.findings, *explain_log(lines).findings)
+        return KindResult(done.kind, done.parsed, found)
+    return done

@@ -22,8 +22,18 @@ def _summary_of(inp: ExplainedInput) -> str:
         value = parsed.get(key)
         if isinstance(value, list | dict) and value:
             parts.append(f"{len(value)} {key}")
+    busbw = parsed.get("avg_busbw_gbs")  # nccl-tests
+    if isinstance(busbw, int | float):
+        parts.append(f"{parsed.get('op') or 'collective'} avg busbw {busbw:g} GB/s")
     if "lines" in parsed:
         parts.append(f"{parsed['lines']} lines")
+    speed = parsed.get("throughput")  # a training log (probes/rules/throughput)
+    if isinstance(speed, dict) and isinstance(speed.get("median"), int | float):
+        per = " per GPU" if speed.get("per_gpu") else ""
+        m = speed["median"]
+        shown = f"{m:,.0f}" if m >= 100 else f"{m:.3g}"
+        parts.append(f"{speed.get('trainer')} throughput median {shown} "
+                     f"{speed.get('unit')}{per} over {speed.get('points')} readings")
     if parsed.get("long_lines_cut"):  # what a large input's read skipped (explain/stream.py)
         parts.append(f"{parsed['long_lines_cut']} lines cut to their first "
                      f"{parsed['max_line_chars']} characters")

@@ -31,6 +31,7 @@ from probes.rules.logrules.families import scan_lines
 from probes.rules.logrules.lines import LogLine, peel
 from probes.rules.result import ExplainFinding, KindResult, merge_same
 from probes.rules.text import split_lines
+from probes.rules.throughput import Seen, assemble, collect
 
 BLOCK_BYTES = 2 * 1024 * 1024
 """Bytes read at a time, and so about the text of one window of log lines."""
@@ -161,23 +162,28 @@ def explain_log_blocks(blocks: Iterator[bytes]) -> KindResult:
     """
     reader = _Lines()
     found: list[ExplainFinding] = []
+    seen: list[Seen] = []
     count = 0
     for block in blocks:
-        count = _scan(reader.feed(block), count, found)
+        count = _scan(reader.feed(block), count, found, seen)
         found[:] = merge_same(found)
-    count = _scan(reader.feed(b"", final=True), count, found)
+    count = _scan(reader.feed(b"", final=True), count, found, seen)
     parsed: dict[str, object] = {"lines": count}
+    speed = assemble(seen)
+    if speed is not None:
+        parsed["throughput"] = speed.to_parsed()
     if reader.long_lines:
         parsed["long_lines_cut"] = reader.long_lines
         parsed["max_line_chars"] = MAX_LINE_CHARS
     return KindResult(LOG, parsed, tuple(merge_same(found)))
 
 
-def _scan(lines: list[str], before: int, found: list[ExplainFinding]) -> int:
+def _scan(lines: list[str], before: int, found: list[ExplainFinding], seen: list[Seen]) -> int:
     """Peel and scan one window; line numbers continue from ``before``.  Returns the count."""
     window = []
     for i, raw in enumerate(lines, before + 1):
         text, host, rank, time = peel(raw)
         window.append(LogLine(i, raw, text, host, rank, time))
     found.extend(scan_lines(window))
+    collect(window, seen)
     return before + len(lines)

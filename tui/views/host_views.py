@@ -318,4 +318,5 @@ def host_view(state: HostState) -> HostView | None:
     return HostView.from_stats(
         state.last.host, cores_physical=physical, cores_logical=logical, gpu_count=gpus,
         findings=tuple(state.findings()),
-        health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight))
+        health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight),
+        speeds=state.speed.speeds(state.limits.detectors))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from probes.rules.logrules import kernel, nccl, training
+from probes.rules.logrules import kernel, nccl, nccl_tests, training
 from probes.rules.logrules.lines import LogLine
 from probes.rules.result import ExplainFinding, merge_same
 from probes.wire.samples import KERNEL_SOURCE
@@ -41,6 +41,7 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("kernel", LogKind.KERNEL, kernel.scan),
     Family("nccl", LogKind.JOB, nccl.scan),
+    Family("nccl-tests", LogKind.JOB, nccl_tests.scan),
     Family("training", LogKind.JOB, training.scan),
 )
 """In triage order: the kernel (``syslog`` step), then NCCL, then the model code."""

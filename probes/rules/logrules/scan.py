@@ -5,6 +5,7 @@ from __future__ import annotations
 from probes.rules.logrules.families import scan_lines
 from probes.rules.logrules.lines import log_lines
 from probes.rules.result import KindResult
+from probes.rules.throughput import series_of
 
 
 def explain_log(lines: list[str]) -> KindResult:
@@ -13,4 +14,9 @@ def explain_log(lines: list[str]) -> KindResult:
     A pasted file's source is unknown, so unlike the live console (which runs only the
     families that read each source) every family reads it.
     """
-    return KindResult("log", {"lines": len(lines)}, tuple(scan_lines(log_lines(lines))))
+    peeled = log_lines(lines)
+    parsed: dict[str, object] = {"lines": len(lines)}
+    speed = series_of(peeled)
+    if speed is not None:  # a training log: its throughput series (probes.rules.throughput)
+        parsed["throughput"] = speed.to_parsed()
+    return KindResult("log", parsed, tuple(scan_lines(peeled)))

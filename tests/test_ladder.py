@@ -1,0 +1,80 @@
+"""``rigwatch ladder``: the scale-up ladder from job logs, recordings and the demo runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probes.outputs.ladder import ladder, render, run_of, run_of_log
+from probes.store.recording import Recorder
+from probes.wire.protocol import decode_line
+from tests.conftest import AGENT_SOURCE
+from tui.cli import main
+from tui.cli_ladder import demo_logs
+
+
+def test_the_demo_ladder_shows_efficiency_and_names_communication(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ladder", "--demo"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[3:]}
+    assert rows["demo-1gpu.log"].split()[1:3] == ["1", "1"] and "baseline" in rows["demo-1gpu.log"]
+    eight = rows["demo-8gpu-1node.log"]
+    assert " 8 " in eight and "95%" in eight and "scales well" in eight
+    two = rows["demo-16gpu-2nodes.log"]
+    assert " 16 " in two and " 2 " in two and "55%" in two
+    assert "likely bottleneck: communication (nccl-bandwidth-low)" in two
+    assert "GiB" in two
+
+
+def test_logs_on_disk_give_the_same_table(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    paths = []
+    for name, lines in demo_logs():
+        path = tmp_path / name
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(str(path))
+    assert main(["ladder", *reversed(paths)]) == 0  # any order: smallest run first
+    from_files = capsys.readouterr().out
+    assert main(["ladder", "--demo"]) == 0
+    assert from_files == capsys.readouterr().out
+
+
+def test_a_run_without_a_gpu_count_or_throughput_says_so() -> None:
+    steps = ladder([run_of_log("a.log", ["step 10 | 1,000 tokens/s", "step 20 | 1,010 tokens/s"]),
+                    run_of_log("b.log", ["hello"])])
+    text = render(steps)
+    assert "GPU count unknown" in text and "no throughput in the input" in text
+
+
+def test_unreadable_inputs_are_one_line_and_exit_2(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ladder", str(tmp_path / "missing.log")]) == 2
+    assert "missing.log" in capsys.readouterr().err
+    assert main(["ladder"]) == 2
+
+
+def test_a_recording_gives_gpus_memory_and_the_consoles_findings(tmp_path: Path) -> None:
+    """A recorded run of the simulated job with GPU 5 throttling: the GPUs come from the
+    job's processes, the peak from their memory, the verdict from the console's findings."""
+    args = ["--simulate", "train,throttle:5", "--interval", "60", "--fast", "--count", "50",
+            "--seed", "3", "--hostname=gpu-c01"]
+    proc = subprocess.run([sys.executable, "-I", "-", *args], input=AGENT_SOURCE,
+                          capture_output=True, check=True, timeout=120)
+    path = tmp_path / "run.rigwatch"
+    with Recorder(path, "test", ["gpu-c01"], flush_interval_s=0.05) as rec:
+        for line in proc.stdout.splitlines():
+            item = decode_line(line)
+            rec.record("gpu-c01", float(getattr(item, "ts", 0.0) or 0.0), item)
+    run = run_of(str(path))
+    assert run.gpus == 8 and run.nodes == 1
+    assert run.peak_mem_gib is not None and 55.0 < run.peak_mem_gib < 80.0
+    assert run.speed is not None and run.speed.unit == "tokens/s"
+    codes = {c for c, _ in run.findings}
+    assert "throughput-drop" in codes and "throttled-while-busy" in codes
+    base = run_of_log("one.log", demo_logs()[0][1])
+    (_, step) = ladder([base, run])
+    assert "likely bottleneck: thermal/power (" in step.verdict
