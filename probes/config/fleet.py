@@ -128,7 +128,7 @@ def demo_fleet(speed: float = DEMO_SPEED,
     plan = [
         ("gpu-a01", ("healthy",), "rack-a"),
         ("gpu-a02", ("leak:3",), "rack-a"),
-        ("gpu-a03", ("throttle:5",), "rack-a"),
+        ("gpu-a03", ("throttle:5", "train"), "rack-a"),
         ("gpu-a04", ("link-downgrade:2",), "rack-a"),
         # an older driver stack than the rest: preflight's odd one out
         ("gpu-b01", ("disk-saturated", "driver-skew"), "rack-b"),
