@@ -1,0 +1,115 @@
+"""Which dcgm-exporter metric fills which ``GpuSample`` field, and the PromQL that reads it.
+
+One table, so the live refresh, the history read at start-up and the "not collected" notes
+agree on names.  Metric names and labels are those of NVIDIA's dcgm-exporter
+(``etc/default-counters.csv``); ``rigwatch --metrics-port`` exports the same ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """How a metric's number becomes a field's value."""
+
+    FLOAT = "float"
+    INT = "int"
+    FLAG = "flag"
+    """Non-zero is true (``DCGM_FI_DEV_ROW_REMAP_FAILURE``)."""
+    REASONS = "reasons"
+    """A clock-event bitmask, decoded to the reason names the agent sends."""
+    FREE = "free"
+    """Framebuffer free: with ``mem_used_mib`` it gives ``mem_total_mib``."""
+    XID = "xid"
+    """The last Xid's code: a change is an event, not a field."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One GPU quantity as dcgm-exporter exports it."""
+
+    attr: str
+    """The ``GpuSample`` attribute (or a ``Kind`` with its own handling)."""
+    metrics: tuple[str, ...]
+    """Its metric name; older exporters' name after it (the clock-event reasons)."""
+    kind: Kind = Kind.FLOAT
+    default_on: bool = True
+    """In dcgm-exporter's ``default-counters.csv``; off ones get a "not collected" note."""
+    history: bool = False
+    """Read over the detectors' window at start-up (``query_range``)."""
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("mem_used_mib", ("DCGM_FI_DEV_FB_USED",), history=True),
+    Field("mem_total_mib", ("DCGM_FI_DEV_FB_FREE",), Kind.FREE, history=True),
+    Field("util_pct", ("DCGM_FI_DEV_GPU_UTIL",), history=True),
+    Field("mem_util_pct", ("DCGM_FI_DEV_MEM_COPY_UTIL",)),
+    Field("temp_c", ("DCGM_FI_DEV_GPU_TEMP",), history=True),
+    Field("temp_mem_c", ("DCGM_FI_DEV_MEMORY_TEMP",)),
+    Field("power_w", ("DCGM_FI_DEV_POWER_USAGE",), history=True),
+    Field("sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK",), history=True),
+    Field("mem_clock_mhz", ("DCGM_FI_DEV_MEM_CLOCK",)),
+    Field("pcie_replay", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",), Kind.INT),
+    Field("remap_uncorrectable", ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",), Kind.INT),
+    Field("remap_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",), Kind.INT),
+    Field("remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), Kind.FLAG),
+    Field("xid", ("DCGM_FI_DEV_XID_ERRORS",), Kind.XID),
+    Field("clock_reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+                            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), Kind.REASONS,
+          default_on=False, history=True),
+    Field("pcie_gen", ("DCGM_FI_DEV_PCIE_LINK_GEN",), Kind.INT, default_on=False),
+    Field("pcie_width", ("DCGM_FI_DEV_PCIE_LINK_WIDTH",), Kind.INT, default_on=False),
+    Field("ecc_uncorrected_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",), Kind.INT,
+          default_on=False),
+    Field("ecc_corrected_volatile", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), Kind.INT,
+          default_on=False),
+    Field("power_limit_w", ("DCGM_FI_DEV_POWER_MGMT_LIMIT",), default_on=False),
+    Field("sm_clock_max_mhz", ("DCGM_FI_DEV_MAX_SM_CLOCK",), default_on=False),
+    Field("power_violation_us", ("DCGM_FI_DEV_POWER_VIOLATION",), Kind.INT, default_on=False),
+    Field("thermal_violation_us", ("DCGM_FI_DEV_THERMAL_VIOLATION",), Kind.INT,
+          default_on=False),
+)
+"""Every field the source reads, one instant query each per refresh."""
+
+SAMPLE_ATTRS = frozenset({
+    "mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w",
+    "sm_clock_mhz", "mem_clock_mhz", "pcie_replay", "remap_uncorrectable", "remap_correctable",
+    "remap_failure", "pcie_gen", "pcie_width", "ecc_uncorrected_volatile",
+    "ecc_corrected_volatile", "power_limit_w", "sm_clock_max_mhz"})
+"""Fields that are ``GpuSample`` attributes as they are (the others have a ``Kind``'s rule
+or are read only to say whether they are collected)."""
+
+IDENTITY_LABELS = ("gpu", "UUID", "pci_bus_id", "modelName", "DCGM_FI_DRIVER_VERSION")
+"""The labels that name a GPU: read once (and on every rediscovery), not every refresh."""
+
+
+def matchers(match: str) -> str:
+    """``--match`` as label matchers without braces (``{job="dcgm"}`` and ``job="dcgm"``
+    both work)."""
+    text = match.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    return text
+
+
+def selector(metrics: tuple[str, ...], match: str) -> str:
+    """The series of one field (any of its names) under ``match``."""
+    extra = matchers(match)
+    if len(metrics) == 1:
+        return f"{metrics[0]}{{{extra}}}" if extra else metrics[0]
+    names = "|".join(metrics)
+    return "{" + f'__name__=~"{names}"' + (f",{extra}" if extra else "") + "}"
+
+
+def per_gpu(metrics: tuple[str, ...], match: str, host_label: str) -> str:
+    """One value per host and GPU: only the labels that say which, so a 10,000-host answer
+    carries three labels a series, not dcgm-exporter's ten."""
+    return f"max by ({host_label}, instance, gpu) ({selector(metrics, match)})"
+
+
+def identity(match: str, host_label: str) -> str:
+    """Every GPU with the labels that name it (``group``: the value is always 1)."""
+    labels = ", ".join((host_label, "instance", *IDENTITY_LABELS))
+    return f"group by ({labels}) ({selector(('DCGM_FI_DEV_FB_USED',), match)})"
