@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError
 from probes.transport.prometheus_client import PromEndpoint, PrometheusError
-from probes.transport.prometheus_source import DEFAULT_REFRESH_S, PromFleetOptions
+from probes.transport.prometheus_source import (
+    DEFAULT_REFRESH_S,
+    PromFleetOptions,
+    with_window,
+)
 
 if TYPE_CHECKING:
     from tui.settings import Settings
@@ -93,6 +97,7 @@ def _snapshot(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from probes.outputs.snapshot import snapshot_line
 
     settings = _limits(args)
+    options = with_window(options, settings.detectors.leak_window_s)
     snap = asyncio.run(prometheus_snapshot(options, settings.detectors))
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
@@ -112,6 +117,7 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from probes.outputs.snapshot import preflight_inputs
 
     settings = _limits(args)
+    options = with_window(options, settings.detectors.leak_window_s)
     read = asyncio.run(read_fleet(options, settings.detectors))
     results = check_fleet(preflight_inputs(read.results, settings.detectors),
                           settings.preflight, settings.detectors)
@@ -133,6 +139,7 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from tui.glyphs import wants_ascii
 
     settings = _limits(args)
+    options = with_window(options, settings.detectors.leak_window_s)
     source = PromFleetSource(options)
     found = asyncio.run(source.discover())
     if not found.hosts:

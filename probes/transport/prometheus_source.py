@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from probes.transport.prometheus_client import (
     MatrixItem,
@@ -72,6 +72,17 @@ class PromFleetOptions:
     history_s: float = DEFAULT_HISTORY_S
     """Read this far back at start-up (0: no history)."""
     history_step_s: float = DEFAULT_HISTORY_STEP_S
+
+
+HISTORY_POINTS = 120
+"""Points per series read at start-up: the leak detector's 40 bins three times over."""
+
+
+def with_window(options: PromFleetOptions, window_s: float) -> PromFleetOptions:
+    """Read ``window_s`` of history at start-up (the detectors' longest window), in
+    ``HISTORY_POINTS`` steps of at least a second."""
+    return replace(options, history_s=window_s,
+                   history_step_s=max(1.0, window_s / HISTORY_POINTS))
 
 
 GpuId = tuple[str, int]
