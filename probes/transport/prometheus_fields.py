@@ -55,7 +55,7 @@ FIELDS: tuple[Field, ...] = (
     Field("remap_uncorrectable", ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",), Kind.INT),
     Field("remap_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",), Kind.INT),
     Field("remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), Kind.FLAG),
-    Field("xid", ("DCGM_FI_DEV_XID_ERRORS",), Kind.XID),
+    Field("xid", ("DCGM_FI_DEV_XID_ERRORS",), Kind.XID, history=True),
     Field("clock_reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
                             "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), Kind.REASONS,
           default_on=False, history=True),
@@ -109,7 +109,13 @@ def per_gpu(metrics: tuple[str, ...], match: str, host_label: str) -> str:
     return f"max by ({host_label}, instance, gpu) ({selector(metrics, match)})"
 
 
-def identity(match: str, host_label: str) -> str:
-    """Every GPU with the labels that name it (``group``: the value is always 1)."""
+def identity(match: str, host_label: str, window_s: float = 0.0) -> str:
+    """Every GPU with the labels that name it (``group``: the value is always 1).
+
+    With a window, every GPU seen in it: one that fell off the bus an hour ago is still
+    listed, and its absence from the newest values is then a lost GPU, as with an agent."""
     labels = ", ".join((host_label, "instance", *IDENTITY_LABELS))
-    return f"group by ({labels}) ({selector(('DCGM_FI_DEV_FB_USED',), match)})"
+    series = selector(("DCGM_FI_DEV_FB_USED",), match)
+    if window_s >= 1.0:
+        series = f"last_over_time({series}[{int(window_s)}s])"
+    return f"group by ({labels}) ({series})"

@@ -167,10 +167,12 @@ class PromFleetSource:
         opts = self.options
         names = sorted({m for f in FIELDS for m in f.metrics})
         extra = matchers(opts.match)
-        present_q = ("count by (__name__) ({" + f'__name__=~"{"|".join(names)}"'
-                     + (f",{extra}" if extra else "") + "})")
+        every = "{" + f'__name__=~"{"|".join(names)}"' + (f",{extra}" if extra else "") + "}"
+        if opts.history_s >= 1.0:  # a series that ended in the window still tells of it
+            every = f"last_over_time({every}[{int(opts.history_s)}s])"
+        present_q = f"count by (__name__) ({every})"
         ids, present = await asyncio.gather(
-            self.client.query(identity(opts.match, opts.host_label), at),
+            self.client.query(identity(opts.match, opts.host_label, opts.history_s), at),
             self.client.query(present_q, at))
         found = Discovery(present=frozenset(i.metric.get("__name__", "") for i in present))
         for item in ids:
@@ -273,17 +275,18 @@ class PromFleetSource:
                 f"(DCGM_FI_DEV_XID_ERRORS on GPU {idx})")
         events.append((host, LogEvent(ts, KERNEL_SOURCE, line)))
 
-    async def read_history(self, end: float) -> dict[str, list[HostSample]]:
+    async def read_history(self, end: float) -> tuple[dict[str, list[HostSample]],
+                                                      list[tuple[str, LogEvent]]]:
         """The detectors' window before ``end``: a sample per host per step, oldest first,
-        from one ``query_range`` per history field."""
+        from one ``query_range`` per history field; and the Xids that changed in it."""
         opts = self.options
         if opts.history_s <= 0:
-            return {}
+            return {}, []
         step = max(opts.history_step_s, opts.history_s / MAX_POINTS)
         start = end - opts.history_s
         stop = end - step
         if stop <= start:
-            return {}
+            return {}, []
         fields = [f for f in self._fields() if f.history]
         answers = await asyncio.gather(*(self.client.query_range(
             per_gpu(f.metrics, opts.match, opts.host_label), start, stop, step)
@@ -292,12 +295,13 @@ class PromFleetSource:
         for f, series in zip(fields, answers, strict=True):
             self._fold_range(f, series, at)
         out: dict[str, list[HostSample]] = {}
+        events: list[tuple[str, LogEvent]] = []
         for ts in sorted(at):
-            samples, _ = self._samples(ts, at[ts])
+            samples, found = self._samples(ts, at[ts])
+            events += found
             for host, s in samples.items():
                 out.setdefault(host, []).append(s)
-        self._xid.clear()
-        return out
+        return out, events
 
     def _fold_range(self, f: Field, series: list[MatrixItem],
                     at: dict[float, dict[GpuId, dict[str, object]]]) -> None:
@@ -317,7 +321,7 @@ class PromFleetSource:
         silent agent does.  A failed refresh is retried at the next one."""
         await self.discover()
         now = time.time()
-        history = await self.read_history(now)
+        history, past_events = await self.read_history(now)
         wanted = set(hosts) if hosts is not None else None
         for host in self.discovery.hosts:
             if wanted is not None and host not in wanted:
@@ -328,6 +332,9 @@ class PromFleetSource:
             emit(host, self.discovery.hello(host, now - self.options.history_s, totals))
             for s in past:
                 emit(host, s)
+        for host, ev in past_events:
+            if wanted is None or host in wanted:
+                emit(host, ev)
         while True:
             started = time.monotonic()
             try:
