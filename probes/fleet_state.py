@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from probes.analysis.collected import collection_findings
 from probes.analysis.detectors import DetectorSchedule
 from probes.analysis.findings import (
     Finding,
@@ -188,7 +189,8 @@ class HostState:
             self.status = HostStatus.STREAMING
             self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
-                                + link_chain_findings(self.name, item, item.pcie))
+                                + link_chain_findings(self.name, item, item.pcie)
+                                + collection_findings(self.name, item))
         elif isinstance(item, LogEvent):
             if item.source == KERNEL_SOURCE and self._seen_before(item):
                 return

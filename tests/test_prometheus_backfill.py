@@ -117,4 +117,11 @@ def test_a_leak_of_six_hours_is_found_at_start_up(tmp_path: Path) -> None:
     assert gen["reason"] == ("not collected — add DCGM_FI_DEV_PCIE_LINK_GEN to the "
                              "exporter's counters")
     assert "DCGM_FI_DEV_FB_USED" not in probes  # collected: no note
+    # ... and the core's verdict, which the findings panels and triage render
+    note = found["gpu-h01"][("metric-not-collected", None)]
+    assert note["severity"] == "info"
+    assert "PCIe link generation" in note["summary"]
+    assert "not collected — add " in note["summary"]
+    assert "DCGM_FI_DEV_PCIE_LINK_GEN" in note["summary"]
+    assert "DCGM_FI_DEV_FB_USED" not in note["summary"]
     print(f"\nbackfill {backfill_s:.1f} s; snapshot {snap['source']}")
