@@ -17,11 +17,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
+
+import pytest
 
 from probes.outputs.export import export_openmetrics
+from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
+from probes.transport.prometheus_client import PromEndpoint
+from probes.transport.prometheus_fields import FIELDS
+from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource, with_window
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostFacts, HostSample
 from tests.support.prometheus import backfill, prometheus
+from tests.support.tui_fakes import wait_until
+from tui.app import make_app
 
 STEP_S = 60.0
 DAY_S = 86400.0
@@ -76,7 +84,17 @@ def _xid_family(end: float, lost_at: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_a_leak_of_six_hours_is_found_at_start_up(tmp_path: Path) -> None:
+@dataclass
+class Day:
+    url: str
+    end: float
+    backfill_s: float
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Day]:
+    """A Prometheus holding a backfilled day that ends 30 s ago."""
+    tmp_path = tmp_path_factory.mktemp("backfill")
     end = time.time() - 30.0
     lost_at = end - 40 * 60.0
     leak_from = end - 6 * 3600.0
@@ -92,9 +110,14 @@ def test_a_leak_of_six_hours_is_found_at_start_up(tmp_path: Path) -> None:
     backfill(om, tsdb)
     backfill_s = time.monotonic() - t0
     with prometheus(tmp_path / "prom") as prom:
-        out = subprocess.run([sys.executable, "-m", "tui.cli", "snapshot", "--prometheus",
-                              prom.url, "--json"], capture_output=True, text=True,
-                             timeout=120, check=False)
+        yield Day(prom.url, end, backfill_s)
+
+
+def test_a_leak_of_six_hours_is_found_at_start_up(day: Day) -> None:
+    end = day.end
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "snapshot", "--prometheus",
+                          day.url, "--json"], capture_output=True, text=True,
+                         timeout=120, check=False)
     assert out.returncode == 0, out.stderr  # every host answered (findings do not fail it)
     snap = json.loads(out.stdout)
     hosts = {h["name"]: h for h in snap["hosts"]}
@@ -124,4 +147,25 @@ def test_a_leak_of_six_hours_is_found_at_start_up(tmp_path: Path) -> None:
     assert "not collected — add " in note["summary"]
     assert "DCGM_FI_DEV_PCIE_LINK_GEN" in note["summary"]
     assert "DCGM_FI_DEV_FB_USED" not in note["summary"]
-    print(f"\nbackfill {backfill_s:.1f} s; snapshot {snap['source']}")
+    print(f"\nbackfill {day.backfill_s:.1f} s; snapshot {snap['source']}")
+
+
+async def test_the_console_watches_the_prometheus_fleet(day: Day) -> None:
+    """The same screens on the Prometheus source: every host streams, the leak is on the
+    fleet table from the history read at start-up."""
+    options = with_window(PromFleetOptions(PromEndpoint(day.url), refresh_s=1.0), 3600.0)
+    source = PromFleetSource(options)
+    found = await source.discover()
+    backend = PrometheusBackend(options, prometheus_specs(found.hosts, 1.0), source)
+    app = make_app(backend, demo=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: all(
+            h.last is not None and h.last.seq > 60 for h in app.fleet.hosts.values()),
+            timeout_s=30)
+        await wait_until(pilot, lambda: any(
+            f.code == "memory-leak" for f in app.fleet.hosts["gpu-h02"].findings()),
+            timeout_s=30)
+        rows = {r.name: r for r in app.fleet.rows(time.time())}
+        assert set(rows) == {"gpu-h01", "gpu-h02", "gpu-h03"}
+        assert backend.mode_text().startswith("Prometheus http://127.0.0.1:")
+        assert source.refreshes >= 1 and source.last_queries <= len(FIELDS)
