@@ -159,7 +159,7 @@ async def test_the_console_watches_the_prometheus_fleet(day: Day) -> None:
     backend = PrometheusBackend(options, prometheus_specs(found.hosts, 1.0), source)
     app = make_app(backend, demo=False)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: all(
+        await wait_until(pilot, lambda: source.refreshes >= 2 and all(
             h.last is not None and h.last.seq > 60 for h in app.fleet.hosts.values()),
             timeout_s=30)
         await wait_until(pilot, lambda: any(

@@ -2,21 +2,22 @@
 
 Decoding a 10,000-host answer takes a good part of a second of Python; on the console's
 loop that would freeze keys and redraws once per refresh.  The source therefore runs on its
-own thread with its own loop and shares nothing with the UI but ``emit`` (which the app
-makes thread-safe).  Cancelling ``run`` cancels the source there and waits for it.
+own thread with its own loop and shares nothing with the UI: each item is handed to the
+UI's loop, where ``emit`` runs.  Cancelling ``run`` cancels the source there and waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 from collections.abc import Iterable
 
 from probes.config.fleet import HostSpec
 from probes.transport.backend import BackendBase
 from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
-from probes.wire.events import Emit
+from probes.wire.events import Emit, SessionItem
 
 
 def prometheus_specs(hosts: Iterable[str], refresh_s: float,
@@ -46,6 +47,12 @@ class PrometheusBackend(BackendBase):
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         main = asyncio.get_running_loop()
         hosts = [s.name for s in self.specs]
+        # Items are handed to the caller's loop in the caller's context: an app's fold may
+        # start timers, and those need the app's context variables (Textual's active app).
+        context = contextvars.copy_context()
+
+        def emit_there(host: str, item: SessionItem) -> None:
+            main.call_soon_threadsafe(emit, host, item, context=context)
 
         def finish(exc: BaseException | None) -> None:
             if done.done():
@@ -57,7 +64,7 @@ class PrometheusBackend(BackendBase):
 
         def body() -> None:
             asyncio.set_event_loop(loop)
-            task = loop.create_task(self.source.run(emit, hosts))
+            task = loop.create_task(self.source.run(emit_there, hosts))
             error: BaseException | None = None
             try:
                 loop.run_until_complete(task)

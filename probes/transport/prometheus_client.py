@@ -107,6 +107,49 @@ class _Failure(msgspec.Struct):
     error: str = ""
 
 
+KEY_LABEL = "rw_gpu"
+"""The one label a keyed query's answer carries (``label_join`` of host, instance, GPU)."""
+
+
+class _Key(msgspec.Struct):
+    rw_gpu: str = ""
+
+
+class _KeyedRow(msgspec.Struct):
+    metric: _Key
+    value: tuple[float, float]
+
+
+class _KeyedRange(msgspec.Struct):
+    metric: _Key
+    values: list[tuple[float, float]]
+
+
+class _KeyedRowsData(msgspec.Struct):
+    result: list[_KeyedRow]
+
+
+class _KeyedRangeData(msgspec.Struct):
+    result: list[_KeyedRange]
+
+
+class _KeyedRows(msgspec.Struct):
+    status: str
+    data: _KeyedRowsData | None = None
+    error: str | None = None
+
+
+class _KeyedRanges(msgspec.Struct):
+    status: str
+    data: _KeyedRangeData | None = None
+    error: str | None = None
+
+
+_KEYED_ROWS = msgspec.json.Decoder(_KeyedRows, strict=False)
+_KEYED_RANGES = msgspec.json.Decoder(_KeyedRanges, strict=False)
+"""Values decoded straight to floats (``strict=False`` reads ``"61234"`` and ``"NaN"``): a
+10,000-host answer is 80,000 rows, and a Python ``float()`` per row was most of a refresh.
+``+Inf`` fails this decoder; such an answer is read again through the string form."""
 _VECTOR = msgspec.json.Decoder(_Vector)
 _MATRIX = msgspec.json.Decoder(_Matrix)
 _FAILURE = msgspec.json.Decoder(_Failure)
@@ -144,6 +187,56 @@ class PromClient:
         if at is not None:
             form["time"] = f"{at:.3f}"
         body = await self._post("/api/v1/query", form)
+        try:
+            got = _VECTOR.decode(body)
+        except msgspec.DecodeError as exc:
+            raise PrometheusError(f"not a vector answer to {promql!r}: {exc}") from None
+        if got.status != "success" or got.data is None:
+            raise PrometheusError(f"query {promql!r} failed: {got.error or got.status}")
+        return got.data.result
+
+    async def query_keyed(self, promql: str, at: float | None = None
+                          ) -> list[tuple[str, float]]:
+        """An instant query whose series carry only ``KEY_LABEL``: (key, value) pairs, NaN
+        (no reading) left out."""
+        form = {"query": promql}
+        if at is not None:
+            form["time"] = f"{at:.3f}"
+        body = await self._post("/api/v1/query", form)
+        try:
+            got = _KEYED_ROWS.decode(body)
+        except msgspec.ValidationError:
+            return [(i.metric.get(KEY_LABEL, ""), v) for i in await self._vector(body, promql)
+                    if (v := number(i.value[1])) is not None]
+        except msgspec.DecodeError as exc:
+            raise PrometheusError(f"not a vector answer to {promql!r}: {exc}") from None
+        if got.status != "success" or got.data is None:
+            raise PrometheusError(f"query {promql!r} failed: {got.error or got.status}")
+        return [(r.metric.rw_gpu, r.value[1]) for r in got.data.result
+                if r.value[1] == r.value[1]]
+
+    async def query_range_keyed(self, promql: str, start: float, end: float, step_s: float
+                                ) -> list[tuple[str, list[tuple[float, float]]]]:
+        """A range query whose series carry only ``KEY_LABEL``: (key, [(t, value)…])."""
+        form = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                "step": f"{step_s:g}"}
+        body = await self._post("/api/v1/query_range", form)
+        try:
+            got = _KEYED_RANGES.decode(body)
+        except msgspec.ValidationError:
+            slow = _MATRIX.decode(body)
+            rows = slow.data.result if slow.data is not None else []
+            return [(i.metric.get(KEY_LABEL, ""),
+                     [(t, v) for t, text in i.values if (v := number(text)) is not None])
+                    for i in rows]
+        except msgspec.DecodeError as exc:
+            raise PrometheusError(f"not a matrix answer to {promql!r}: {exc}") from None
+        if got.status != "success" or got.data is None:
+            raise PrometheusError(f"query_range {promql!r} failed: {got.error or got.status}")
+        return [(r.metric.rw_gpu, [(t, v) for t, v in r.values if v == v])
+                for r in got.data.result]
+
+    async def _vector(self, body: bytes, promql: str) -> list[VectorItem]:
         try:
             got = _VECTOR.decode(body)
         except msgspec.DecodeError as exc:

@@ -15,14 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from probes.transport.prometheus_client import (
-    MatrixItem,
-    PromClient,
-    PromEndpoint,
-    PrometheusError,
-    VectorItem,
-    number,
-)
+from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError
 from probes.transport.prometheus_fields import (
     FIELDS,
     SAMPLE_ATTRS,
@@ -57,6 +50,8 @@ DEFAULT_HISTORY_STEP_S = 60.0
 MAX_POINTS = 11000
 """Prometheus refuses a range query of more points per series than this."""
 CONCURRENT_QUERIES = 4
+MAX_IDS = 1 << 20
+"""Series keys remembered (a key per GPU: a 10,000-host fleet has 80,000)."""
 """Queries in flight at once: enough to overlap Prometheus's work with decoding."""
 
 
@@ -152,6 +147,9 @@ class PromFleetSource:
         self.discovery = Discovery()
         self._seq: dict[str, int] = {}
         self._xid: dict[GpuId, int] = {}
+        self._ids: dict[str, GpuId | None] = {}
+        self._kept: dict[str, dict[GpuId, object]] = {}
+        """The last values of fields read every few refreshes, by field."""
         self.refreshes = 0
         self.last_refresh_s = 0.0
         """Wall seconds of the newest refresh (queries, decoding and building samples)."""
@@ -197,40 +195,78 @@ class PromFleetSource:
 
     async def read_now(self, at: float | None = None) -> tuple[float, dict[str, HostSample],
                                                                list[tuple[str, LogEvent]]]:
-        """One refresh: every collected field's instant query, as one sample per host.
+        """One refresh: each due field's instant query, as one sample per host.  A field
+        read every few refreshes keeps its last values between.
 
         Returns the evaluation time, the samples by host, and Xid events (host, event).
         """
         started = time.perf_counter()
         before = self.client.queries
         ts = time.time() if at is None else at
+        n = self.refreshes
         fields = self._fields()
+        due = [f for f in fields if n % f.every == 0]
         gate = asyncio.Semaphore(CONCURRENT_QUERIES)
 
-        async def one(f: Field) -> list[VectorItem]:
+        async def one(f: Field) -> list[tuple[str, float]]:
             async with gate:
-                return await self.client.query(per_gpu(f.metrics, self.options.match,
-                                                       self.options.host_label), ts)
+                return await self.client.query_keyed(
+                    per_gpu(f.metrics, self.options.match, self.options.host_label), ts)
 
-        answers = await asyncio.gather(*(one(f) for f in fields))
+        answers = await asyncio.gather(*(one(f) for f in due))
         values: dict[GpuId, dict[str, object]] = {}
-        for f, items in zip(fields, answers, strict=True):
-            self._fold(f, ((i.metric, i.value[1]) for i in items), values)
+        for f, rows in zip(due, answers, strict=True):
+            if f.every > 1:
+                kept: dict[GpuId, object] = {}
+                self._fold(f, rows, kept)
+                self._kept[f.attr] = kept
+        for f in fields:
+            if f.every > 1:
+                for gid, v in self._kept.get(f.attr, {}).items():
+                    values.setdefault(gid, {})[f.attr] = v
+        for f, rows in zip(due, answers, strict=True):
+            if f.every == 1:
+                self._fold_into(f, rows, values)
         samples, events = self._samples(ts, values)
         self.refreshes += 1
         self.last_queries = self.client.queries - before
         self.last_refresh_s = time.perf_counter() - started
         return ts, samples, events
 
-    def _fold(self, f: Field, items: Iterable[tuple[dict[str, str], str]],
-              into: dict[GpuId, dict[str, object]]) -> None:
-        host_label = self.options.host_label
-        for labels, text in items:
-            host, idx = host_of(labels, host_label), gpu_of(labels)
-            v = number(text)
-            if host is None or idx is None or v is None:
+    def _gpu_id(self, key: str) -> GpuId | None:
+        """``host|instance|gpu`` as (host, index); remembered, as keys repeat every refresh."""
+        got = self._ids.get(key, False)
+        if got is not False:
+            return got  # type: ignore[return-value]
+        host_v, _, rest = key.rpartition("|")
+        host_v, _, inst = host_v.rpartition("|")
+        labels = {"instance": inst}
+        if host_v:
+            labels[self.options.host_label] = host_v
+        host = host_of(labels, self.options.host_label)
+        gid = (host, int(rest)) if host is not None and rest.isdigit() else None
+        if len(self._ids) < MAX_IDS:
+            self._ids[key] = gid
+        return gid
+
+    def _fold(self, f: Field, rows: list[tuple[str, float]], into: dict[GpuId, object]) -> None:
+        kind = f.kind
+        for key, v in rows:
+            gid = self._gpu_id(key)
+            if gid is not None:
+                into[gid] = v if kind is Kind.FLOAT else _typed(kind, v)
+
+    def _fold_into(self, f: Field, rows: list[tuple[str, float]],
+                   into: dict[GpuId, dict[str, object]]) -> None:
+        attr, kind = f.attr, f.kind
+        for key, v in rows:
+            gid = self._gpu_id(key)
+            if gid is None:
                 continue
-            into.setdefault((host, idx), {})[f.attr] = _typed(f.kind, v)
+            got = into.get(gid)
+            if got is None:
+                got = into[gid] = {}
+            got[attr] = v if kind is Kind.FLOAT else _typed(kind, v)
 
     def _samples(self, ts: float, values: dict[GpuId, dict[str, object]]
                  ) -> tuple[dict[str, HostSample], list[tuple[str, LogEvent]]]:
@@ -288,7 +324,7 @@ class PromFleetSource:
         if stop <= start:
             return {}, []
         fields = [f for f in self._fields() if f.history]
-        answers = await asyncio.gather(*(self.client.query_range(
+        answers = await asyncio.gather(*(self.client.query_range_keyed(
             per_gpu(f.metrics, opts.match, opts.host_label), start, stop, step)
             for f in fields))
         at: dict[float, dict[GpuId, dict[str, object]]] = {}
@@ -303,17 +339,14 @@ class PromFleetSource:
                 out.setdefault(host, []).append(s)
         return out, events
 
-    def _fold_range(self, f: Field, series: list[MatrixItem],
+    def _fold_range(self, f: Field, series: list[tuple[str, list[tuple[float, float]]]],
                     at: dict[float, dict[GpuId, dict[str, object]]]) -> None:
-        host_label = self.options.host_label
-        for item in series:
-            host, idx = host_of(item.metric, host_label), gpu_of(item.metric)
-            if host is None or idx is None:
+        for key, points in series:
+            gid = self._gpu_id(key)
+            if gid is None:
                 continue
-            for t, text in item.values:
-                v = number(text)
-                if v is not None:
-                    at.setdefault(t, {}).setdefault((host, idx), {})[f.attr] = _typed(f.kind, v)
+            for t, v in points:
+                at.setdefault(t, {}).setdefault(gid, {})[f.attr] = _typed(f.kind, v)
 
     async def run(self, emit: Emit, hosts: Iterable[str] | None = None) -> None:
         """Discover, emit each host's hello and history, then a sample per refresh until
