@@ -51,7 +51,8 @@ SLOW_EVERY = 4
 
 FIELDS: tuple[Field, ...] = (
     Field("mem_used_mib", ("DCGM_FI_DEV_FB_USED",), history=True),
-    Field("mem_total_mib", ("DCGM_FI_DEV_FB_FREE",), Kind.FREE, history=True),
+    Field("mem_free_mib", ("DCGM_FI_DEV_FB_FREE",), Kind.FREE, history=True,
+          every=SLOW_EVERY),
     Field("util_pct", ("DCGM_FI_DEV_GPU_UTIL",), history=True),
     Field("mem_util_pct", ("DCGM_FI_DEV_MEM_COPY_UTIL",), every=SLOW_EVERY),
     Field("temp_c", ("DCGM_FI_DEV_GPU_TEMP",), history=True),

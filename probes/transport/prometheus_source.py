@@ -50,6 +50,7 @@ DEFAULT_HISTORY_STEP_S = 60.0
 MAX_POINTS = 11000
 """Prometheus refuses a range query of more points per series than this."""
 CONCURRENT_QUERIES = 4
+TOTAL = "mem_total_mib"
 MAX_IDS = 1 << 20
 """Series keys remembered (a key per GPU: a 10,000-host fleet has 80,000)."""
 """Queries in flight at once: enough to overlap Prometheus's work with decoding."""
@@ -216,17 +217,22 @@ class PromFleetSource:
         answers = await asyncio.gather(*(one(f) for f in due))
         values: dict[GpuId, dict[str, object]] = {}
         for f, rows in zip(due, answers, strict=True):
+            if f.every == 1:
+                self._fold_into(f, rows, values)
+        for f, rows in zip(due, answers, strict=True):
             if f.every > 1:
                 kept: dict[GpuId, object] = {}
                 self._fold(f, rows, kept)
-                self._kept[f.attr] = kept
-        for f in fields:
-            if f.every > 1:
-                for gid, v in self._kept.get(f.attr, {}).items():
-                    values.setdefault(gid, {})[f.attr] = v
-        for f, rows in zip(due, answers, strict=True):
-            if f.every == 1:
-                self._fold_into(f, rows, values)
+                if f.kind is Kind.FREE:  # kept as the total: used moves, the total does not
+                    kept = {gid: v + used for gid, v in kept.items() if isinstance(v, float)
+                            and isinstance(used := values.get(gid, {}).get("mem_used_mib"),
+                                           float)}
+                self._kept[TOTAL if f.kind is Kind.FREE else f.attr] = kept
+        for attr, kept_values in self._kept.items():
+            for gid, v in kept_values.items():
+                got = values.get(gid)
+                if got is not None:  # a GPU with no reading now gets no old ones either
+                    got[attr] = v
         samples, events = self._samples(ts, values)
         self.refreshes += 1
         self.last_queries = self.client.queries - before
@@ -285,9 +291,11 @@ class PromFleetSource:
              events: list[tuple[str, LogEvent]]) -> GpuSample:
         info = self.discovery.gpus.get(host, {}).get(idx)
         kw = {k: v for k, v in got.items() if k in SAMPLE_ATTRS}
-        free, used = got.get("mem_total_mib"), got.get("mem_used_mib")
-        if isinstance(free, float) and isinstance(used, float):
-            kw["mem_total_mib"] = free + used
+        total, free, used = got.get(TOTAL), got.get("mem_free_mib"), got.get("mem_used_mib")
+        if isinstance(total, float):
+            kw[TOTAL] = total
+        elif isinstance(free, float) and isinstance(used, float):
+            kw[TOTAL] = free + used
         mask = got.get("clock_reasons")
         if isinstance(mask, int):
             kw["clock_reasons"] = reasons_of(mask)

@@ -159,7 +159,8 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
     out["refresh_s_median"] = round(statistics.median(times), 3)
     out["refresh_s_max"] = round(max(times), 3)
     out["refresh_cpu_s_median"] = round(statistics.median(cpus), 3)
-    out["queries_per_refresh"] = queries[-1]
+    out["queries_per_refresh"] = queries
+    out["queries_per_refresh_mean"] = round(statistics.mean(queries), 1)
     out["bytes_per_refresh"] = nbytes[-1]
     out["samples_per_refresh"] = len(samples)
     out["ratio_refresh_to_baseline"] = round(out["refresh_s_median"]
@@ -235,7 +236,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", default="1000,10000")
     ap.add_argument("--points", type=int, default=4, help="samples per series, a minute apart")
-    ap.add_argument("--refreshes", type=int, default=5)
+    ap.add_argument("--refreshes", type=int, default=8)
     ap.add_argument("--every", type=float, default=15.0, help="refresh interval of the loop")
     ap.add_argument("--run", type=float, default=45.0, help="seconds of the loop window")
     ap.add_argument("--json", action="store_true")
