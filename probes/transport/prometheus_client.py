@@ -150,6 +150,13 @@ _KEYED_RANGES = msgspec.json.Decoder(_KeyedRanges, strict=False)
 """Values decoded straight to floats (``strict=False`` reads ``"61234"`` and ``"NaN"``): a
 10,000-host answer is 80,000 rows, and a Python ``float()`` per row was most of a refresh.
 ``+Inf`` fails this decoder; such an answer is read again through the string form."""
+class _LabelValues(msgspec.Struct):
+    status: str
+    data: list[str] = []
+    error: str | None = None
+
+
+_LABEL_VALUES = msgspec.json.Decoder(_LabelValues)
 _VECTOR = msgspec.json.Decoder(_Vector)
 _MATRIX = msgspec.json.Decoder(_Matrix)
 _FAILURE = msgspec.json.Decoder(_Failure)
@@ -259,7 +266,22 @@ class PromClient:
             raise PrometheusError(f"query_range {promql!r} failed: {got.error or got.status}")
         return got.data.result
 
-    async def _post(self, path: str, form: dict[str, str]) -> bytes:
+    async def label_values(self, label: str, match: str, start: float, end: float
+                           ) -> list[str]:
+        """Values of ``label`` among series matching ``match`` in [start, end]: read from
+        the index, not by evaluating the series (``/api/v1/label/<name>/values``)."""
+        body = await self._post(f"/api/v1/label/{urllib.parse.quote(label)}/values",
+                                {"match[]": match, "start": f"{start:.3f}",
+                                 "end": f"{end:.3f}"}, method="GET")
+        try:
+            got = _LABEL_VALUES.decode(body)
+        except msgspec.DecodeError as exc:
+            raise PrometheusError(f"not a label-values answer: {exc}") from None
+        if got.status != "success":
+            raise PrometheusError(f"label values of {label} failed: {got.error or got.status}")
+        return got.data
+
+    async def _post(self, path: str, form: dict[str, str], method: str = "POST") -> bytes:
         """POST a form (long selectors do not fit a URL) and return a 2xx body.
 
         Raises:
@@ -267,7 +289,8 @@ class PromClient:
         """
         self.queries += 1
         try:
-            return await asyncio.wait_for(self._exchange(path, form), self.endpoint.timeout_s)
+            return await asyncio.wait_for(self._exchange(path, form, method),
+                                          self.endpoint.timeout_s)
         except asyncio.TimeoutError:
             raise PrometheusError(f"{self.endpoint.url}: no answer within "
                                   f"{self.endpoint.timeout_s:g} s") from None
@@ -276,9 +299,12 @@ class PromClient:
                                   if isinstance(exc, OSError) and exc.strerror
                                   else f"{self.endpoint.url}: {exc}") from None
 
-    async def _exchange(self, path: str, form: dict[str, str]) -> bytes:
+    async def _exchange(self, path: str, form: dict[str, str], method: str) -> bytes:
         body = urllib.parse.urlencode(form).encode()
-        head = [f"POST {self._prefix}{path} HTTP/1.1", f"Host: {self._host}:{self._port}",
+        target = f"{self._prefix}{path}"
+        if method == "GET":  # the label-values endpoint takes no form
+            target, body = f"{target}?{body.decode()}", b""
+        head = [f"{method} {target} HTTP/1.1", f"Host: {self._host}:{self._port}",
                 "Content-Type: application/x-www-form-urlencoded",
                 f"Content-Length: {len(body)}", "Accept: application/json",
                 "Accept-Encoding: identity", "Connection: close", "User-Agent: rigwatch"]

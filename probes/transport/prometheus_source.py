@@ -52,6 +52,9 @@ MAX_POINTS = 11000
 CONCURRENT_QUERIES = 4
 TOTAL = "mem_total_mib"
 MAX_IDS = 1 << 20
+LOOKBACK_S = 300.0
+"""Prometheus's default lookback: an instant query sees a series this long after its last
+sample."""
 """Series keys remembered (a key per GPU: a 10,000-host fleet has 80,000)."""
 """Queries in flight at once: enough to overlap Prometheus's work with decoding."""
 
@@ -167,13 +170,14 @@ class PromFleetSource:
         names = sorted({m for f in FIELDS for m in f.metrics})
         extra = matchers(opts.match)
         every = "{" + f'__name__=~"{"|".join(names)}"' + (f",{extra}" if extra else "") + "}"
-        if opts.history_s >= 1.0:  # a series that ended in the window still tells of it
-            every = f"last_over_time({every}[{int(opts.history_s)}s])"
-        present_q = f"count by (__name__) ({every})"
+        now = time.time() if at is None else at
+        # which metrics exist (a series that ended in the window still tells of it): from
+        # the index, as a query over a million series would take seconds
         ids, present = await asyncio.gather(
             self.client.query(identity(opts.match, opts.host_label, opts.history_s), at),
-            self.client.query(present_q, at))
-        found = Discovery(present=frozenset(i.metric.get("__name__", "") for i in present))
+            self.client.label_values("__name__", every,
+                                     now - max(opts.history_s, LOOKBACK_S), now))
+        found = Discovery(present=frozenset(present))
         for item in ids:
             labels = item.metric
             host, idx = host_of(labels, opts.host_label), gpu_of(labels)

@@ -48,8 +48,8 @@ def backfill(openmetrics: Path, tsdb: Path) -> str:
 
 
 @contextlib.contextmanager
-def prometheus(root: Path, scrape_port: int | None = None,
-               interval_s: float = 1.0) -> Iterator[RunningPrometheus]:
+def prometheus(root: Path, scrape_port: int | None = None, interval_s: float = 1.0,
+               extra_args: tuple[str, ...] = ()) -> Iterator[RunningPrometheus]:
     """Run Prometheus on a free port; with ``scrape_port`` it scrapes
     ``127.0.0.1:scrape_port/metrics`` every ``interval_s``."""
     if not Path(PROMETHEUS).exists():
@@ -70,7 +70,7 @@ def prometheus(root: Path, scrape_port: int | None = None,
         proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
              "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}",
-             "--log.level=warn"], stdout=out, stderr=subprocess.STDOUT, cwd=root)
+             "--log.level=warn", *extra_args], stdout=out, stderr=subprocess.STDOUT, cwd=root)
     running = RunningPrometheus(f"http://127.0.0.1:{port}", root, log)
     try:
         deadline = time.monotonic() + 60.0
