@@ -6,8 +6,10 @@ For each N: the OpenMetrics file is written (dcgm-exporter's default-on families
 labels, ``--points`` samples a minute apart ending 30 s ago), backfilled, and Prometheus is
 started on it with a 3 h lookback (``--query.lookback-delta``): at 10,000 hosts the backfill
 and the start-up reads take minutes, and with the default 5 min the data would go stale
-before the refreshes are measured (a live Prometheus is scraping all along).  Measured, in this process (the console's side; Prometheus's own CPU is
-its own process and reported apart):
+before the refreshes are measured (a live Prometheus is scraping all along).
+
+Measured, in this process (the console's side; Prometheus's own CPU is its own process and
+reported apart):
 
 - baseline: one raw instant query of ``DCGM_FI_DEV_FB_USED`` for the whole fleet (HTTP and
   bytes only, no decoding): what any reader pays for the biggest single answer;
