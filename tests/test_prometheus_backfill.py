@@ -169,3 +169,17 @@ async def test_the_console_watches_the_prometheus_fleet(day: Day) -> None:
         assert set(rows) == {"gpu-h01", "gpu-h02", "gpu-h03"}
         assert backend.mode_text().startswith("Prometheus http://127.0.0.1:")
         assert source.refreshes >= 1 and source.last_queries <= len(FIELDS)
+
+
+def test_preflight_reads_the_same_fleet(day: Day) -> None:
+    """``preflight --prometheus``: the same checks on what Prometheus can tell; the host
+    with a lost GPU fails."""
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "preflight", "--prometheus",
+                          day.url, "--json"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.stdout.startswith("{"), out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert out.returncode == doc["exit"], out.stderr
+    verdicts = {h["name"]: h["verdict"] for h in doc["hosts"]}
+    assert sorted(verdicts) == ["gpu-h01", "gpu-h02", "gpu-h03"]
+    assert verdicts["gpu-h03"] == "fail", doc["hosts"][2]

@@ -17,7 +17,7 @@ from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.fleet_state import FleetState
 from probes.outputs.snapshot import SNAPSHOT_VERSION, _plain
 from probes.transport.prometheus_backend import prometheus_specs
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource, totals_of
 from probes.transport.session import OnceResult
 
 
@@ -53,9 +53,7 @@ async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT
     for spec in specs:
         host = spec.name
         past = history.get(host, [])
-        totals = {g.index: g.mem_total_mib for g in (past[-1].gpus if past else ())
-                  if g.mem_total_mib}
-        hello = disc.hello(host, ts - options.history_s, totals)
+        hello = disc.hello(host, ts - options.history_s, totals_of(past))
         fleet.apply(host, hello, ts)
         for s in past:
             fleet.apply(host, s, ts)

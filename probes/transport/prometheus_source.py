@@ -372,9 +372,8 @@ class PromFleetSource:
             if wanted is not None and host not in wanted:
                 continue
             past = history.get(host, [])
-            totals = {g.index: g.mem_total_mib for g in (past[-1].gpus if past else ())
-                      if g.mem_total_mib}
-            emit(host, self.discovery.hello(host, now - self.options.history_s, totals))
+            emit(host, self.discovery.hello(host, now - self.options.history_s,
+                                            totals_of(past)))
             for s in past:
                 emit(host, s)
         for host, ev in past_events:
@@ -397,6 +396,16 @@ class PromFleetSource:
                 if wanted is None or host in wanted:
                     emit(host, s)
             await asyncio.sleep(max(0.0, self.options.refresh_s - (time.monotonic() - started)))
+
+
+def totals_of(past: list[HostSample]) -> dict[int, float]:
+    """Each GPU's newest memory total in its history (a GPU lost since keeps its own)."""
+    out: dict[int, float] = {}
+    for s in past:
+        for g in s.gpus:
+            if g.mem_total_mib:
+                out[g.index] = g.mem_total_mib
+    return out
 
 
 def _label(labels: dict[str, str], name: str) -> str | None:
