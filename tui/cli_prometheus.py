@@ -147,7 +147,8 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
                           f"(DCGM_FI_DEV_FB_USED{{{options.match}}} has none)")
     backend = PrometheusBackend(options, prometheus_specs(found.hosts, options.refresh_s),
                                 source)
-    app = make_app(backend, demo=False, title=f"prometheus {options.endpoint.url}",
+    # the header's note (the backend's mode text) says where the numbers come from
+    app = make_app(backend, demo=False, title=options.match or None,
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
