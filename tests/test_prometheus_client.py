@@ -126,3 +126,44 @@ async def test_https_with_a_ca_file(tmp_path: Path) -> None:
         assert len(got) == 2
         with pytest.raises(PrometheusError, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
             await PromClient(PromEndpoint.from_options(url)).query("x")
+
+
+async def test_a_prometheus_that_fails_mid_run_marks_every_host_down() -> None:
+    """Discovery answers, then every query gets a 503: each host is told why, and the
+    source keeps retrying at its refresh instead of ending."""
+    from probes.transport.prometheus_fields import IDENTITY_LABELS
+    from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+    from probes.wire.events import Disconnected
+
+    ids = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"Hostname": h, "instance": f"{h}:9400", "gpu": "0",
+                    "UUID": f"GPU-{h}", "pci_bus_id": "00000000:18:00.0"},
+         "value": [1733300000.0, "1"]} for h in ("gpu-a01", "gpu-a02")]}}
+    names = {"status": "success", "data": ["DCGM_FI_DEV_FB_USED"]}
+    calls: list[str] = []
+
+    def handler(path: str, headers: dict[str, str], form: dict[str, str]
+                ) -> tuple[int, bytes, bool]:
+        calls.append(path)
+        if "/label/" in path:
+            return 200, json.dumps(names).encode(), False
+        if "group by" in form.get("query", ""):
+            assert all(lab in form["query"] for lab in IDENTITY_LABELS)
+            return 200, json.dumps(ids).encode(), False
+        return 503, b"Service Unavailable", False
+
+    got: list[tuple[str, object]] = []
+    async for port in _serve(handler):
+        opts = PromFleetOptions(PromEndpoint(f"http://127.0.0.1:{port}"), refresh_s=0.05,
+                                history_s=0)
+        task = asyncio.create_task(PromFleetSource(opts).run(lambda h, i: got.append((h, i))))
+        for _ in range(200):
+            await asyncio.sleep(0.02)
+            if sum(isinstance(i, Disconnected) for _, i in got) >= 4:
+                break
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    downs = [(h, i) for h, i in got if isinstance(i, Disconnected)]
+    assert {h for h, _ in downs} == {"gpu-a01", "gpu-a02"}
+    assert "HTTP 503" in downs[0][1].reason  # type: ignore[attr-defined]
+    assert len(downs) >= 4  # retried, not given up
