@@ -270,7 +270,7 @@ class HostState:
             read = f"read via {src.via}" if src.via else "read"
             return f"{read} ({src.note})" if src.note else read
         if src.state is LogSourceStatus.OFF:
-            return "not read (kernel log off)"
+            return f"not read: {src.detail}" if src.detail else "not read (kernel log off)"
         if src.state is LogSourceStatus.SIMULATED:
             return "simulated"
         word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"

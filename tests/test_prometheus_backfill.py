@@ -168,6 +168,8 @@ async def test_the_console_watches_the_prometheus_fleet(day: Day) -> None:
         rows = {r.name: r for r in app.fleet.rows(time.time())}
         assert set(rows) == {"gpu-h01", "gpu-h02", "gpu-h03"}
         assert backend.mode_text().startswith("Prometheus http://127.0.0.1:")
+        # the log steps say what Prometheus cannot tell, and how to get it
+        assert "over SSH" in app.fleet.hosts["gpu-h01"].kernel_log_summary()
         assert source.refreshes >= 1 and source.last_queries <= len(FIELDS)
 
 

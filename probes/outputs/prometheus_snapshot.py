@@ -17,7 +17,12 @@ from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.fleet_state import FleetState
 from probes.outputs.snapshot import SNAPSHOT_VERSION, _plain
 from probes.transport.prometheus_backend import prometheus_specs
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource, totals_of
+from probes.transport.prometheus_source import (
+    PromFleetOptions,
+    PromFleetSource,
+    no_kernel_log,
+    totals_of,
+)
 from probes.transport.session import OnceResult
 
 
@@ -55,6 +60,7 @@ async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT
         past = history.get(host, [])
         hello = disc.hello(host, ts - options.history_s, totals_of(past))
         fleet.apply(host, hello, ts)
+        fleet.apply(host, no_kernel_log(ts), ts)
         for s in past:
             fleet.apply(host, s, ts)
         result = OnceResult(spec, hello=hello, sample=samples.get(host))

@@ -35,6 +35,8 @@ from probes.wire.samples import (
     HostFacts,
     HostSample,
     LogEvent,
+    LogSourceState,
+    LogSourceStatus,
     ProbeStatus,
 )
 from probes.wire.sanitize import clean_text
@@ -374,6 +376,7 @@ class PromFleetSource:
             past = history.get(host, [])
             emit(host, self.discovery.hello(host, now - self.options.history_s,
                                             totals_of(past)))
+            emit(host, no_kernel_log(now))
             for s in past:
                 emit(host, s)
         for host, ev in past_events:
@@ -396,6 +399,13 @@ class PromFleetSource:
                 if wanted is None or host in wanted:
                     emit(host, s)
             await asyncio.sleep(max(0.0, self.options.refresh_s - (time.monotonic() - started)))
+
+
+def no_kernel_log(ts: float) -> LogSourceState:
+    """What the log steps say of a Prometheus-read host: its kernel log is not there."""
+    return LogSourceState(ts, KERNEL_SOURCE, LogSourceStatus.OFF,
+                          detail="Prometheus holds no kernel log; watch this host over SSH "
+                                 "(--inventory) to read its Xid, AER and OOM lines")
 
 
 def totals_of(past: list[HostSample]) -> dict[int, float]:
