@@ -55,3 +55,20 @@ def test_an_unreachable_prometheus_is_one_line_not_a_traceback(
     assert main(["snapshot", "--prometheus", f"http://127.0.0.1:{free_port()}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rigwatch: http://127.0.0.1:") and "Traceback" not in err
+
+
+def test_the_settings_file_can_name_the_prometheus(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("prometheus:\n  url: http://prom:9090\n  match: 'cluster=\"a\"'\n"
+                        "  refresh_s: 30\n")
+    opts = prometheus_options(build_parser().parse_args(["--settings", str(settings),
+                                                         "snapshot"]))
+    assert opts is not None and opts.endpoint.url == "http://prom:9090"
+    assert opts.match == 'cluster="a"' and opts.refresh_s == 30.0
+    # a fleet named on the command line wins; other commands never read it
+    for argv in (["--settings", str(settings), "--demo"],
+                 ["--settings", str(settings), "explain", "-"]):
+        assert prometheus_options(build_parser().parse_args(argv)) is None
+    settings.write_text("prometheus:\n  urll: http://prom:9090\n")
+    with pytest.raises(ConfigError):
+        prometheus_options(build_parser().parse_args(["--settings", str(settings)]))

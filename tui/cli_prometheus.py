@@ -54,7 +54,7 @@ def prometheus_options(args: argparse.Namespace) -> PromFleetOptions | None:
     """
     url = getattr(args, "prometheus", None)
     if url is None:
-        return None
+        return _from_settings(args)
     if getattr(args, "demo", False) or getattr(args, "inventory", None):
         raise ConfigError("rigwatch: --prometheus reads its hosts from Prometheus; "
                           "it cannot be used with --demo or --inventory")
@@ -69,6 +69,25 @@ def prometheus_options(args: argparse.Namespace) -> PromFleetOptions | None:
     return PromFleetOptions(endpoint, match=getattr(args, "match", "") or "",
                             host_label=getattr(args, "host_label", "Hostname") or "Hostname",
                             refresh_s=refresh)
+
+
+def _from_settings(args: argparse.Namespace) -> PromFleetOptions | None:
+    """The settings file's ``prometheus:`` section, for the commands that watch a fleet
+    when the command line names none (no --demo, --inventory or --slurm-job)."""
+    if args.command not in (None, "snapshot", "preflight") or any(
+            getattr(args, name, None) for name in ("demo", "inventory", "slurm_job")):
+        return None
+    prom = _limits(args).prometheus
+    if prom.url is None:
+        return None
+    try:
+        endpoint = PromEndpoint.from_options(prom.url, prom.bearer_token_file, prom.ca_file)
+    except PrometheusError as exc:
+        raise ConfigError(f"rigwatch: settings prometheus.url: {exc}") from None
+    if prom.refresh_s <= 0:
+        raise ConfigError("rigwatch: settings prometheus.refresh_s must be > 0")
+    return PromFleetOptions(endpoint, match=prom.match or "",
+                            host_label=prom.host_label or "Hostname", refresh_s=prom.refresh_s)
 
 
 def run_prometheus(args: argparse.Namespace, options: PromFleetOptions) -> int:

@@ -51,6 +51,19 @@ class RecordingLimits:
 
 
 @dataclass(frozen=True)
+class PrometheusSettings:
+    """Read the fleet from Prometheus (``prometheus:`` section): the command line's
+    ``--prometheus`` and its options, used when no fleet is given on the command line."""
+
+    url: str | None = None
+    match: str | None = None
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    host_label: str | None = None
+    refresh_s: float = 15.0
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the settings file can set."""
 
@@ -58,6 +71,7 @@ class Settings:
     alerts: AlertPolicy = field(default_factory=AlertPolicy)
     detectors: DetectorLimits = field(default_factory=DetectorLimits)
     recording: RecordingLimits = field(default_factory=RecordingLimits)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
 
 
 
@@ -96,6 +110,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "alerts": (AlertPolicy, _readers(AlertPolicy)),
     "detectors": (DetectorLimits, _readers(DetectorLimits)),
     "recording": (RecordingLimits, _readers(RecordingLimits)),
+    "prometheus": (PrometheusSettings, _readers(PrometheusSettings)),
 }
 """Each section of the file: the dataclass it fills and a reader per field."""
 
@@ -165,4 +180,5 @@ def load_settings(path: str | Path) -> Settings:
                                      "mem_ratio_fail must not exceed mem_ratio_warn")])
     return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]),
                     detectors=DetectorLimits(**values["detectors"]),
-                    recording=RecordingLimits(**values["recording"]))
+                    recording=RecordingLimits(**values["recording"]),
+                    prometheus=PrometheusSettings(**values["prometheus"]))
