@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from probes.analysis.findings import Finding
+from probes.analysis.not_collected import missing_metrics, not_collected_text
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello
 
-METRIC_PREFIX = "DCGM_"
 CHECKS: Mapping[str, str] = {
     "DCGM_FI_DEV_PCIE_LINK_GEN": "PCIe link generation",
     "DCGM_FI_DEV_PCIE_LINK_WIDTH": "PCIe link width",
@@ -32,15 +32,7 @@ CHECKS: Mapping[str, str] = {
 
 def not_collected(hello: Hello | None) -> dict[str, str]:
     """Metric name → the check it feeds, for every metric the host's exporter lacks."""
-    if hello is None:
-        return {}
-    return {p.name: CHECKS.get(p.name, p.name) for p in hello.facts.probes
-            if p.name.startswith(METRIC_PREFIX) and not p.available}
-
-
-def not_collected_text(metrics: list[str]) -> str:
-    """``not collected — add A, B to the exporter's counters``."""
-    return f"not collected — add {', '.join(metrics)} to the exporter's counters"
+    return {m: CHECKS.get(m, m) for m in missing_metrics(hello)}
 
 
 def collection_findings(host: str, hello: Hello | None) -> list[Finding]:
