@@ -77,6 +77,10 @@ class PromFleetOptions:
 
 HISTORY_POINTS = 120
 """Points per series read at start-up: the leak detector's 40 bins three times over."""
+HISTORY_BUDGET = 120_000
+"""Host-samples read at start-up across the fleet: 120 a host up to 1,000 hosts, then
+fewer (12 at 10,000: the leak detector needs six points over half an hour)."""
+MIN_HISTORY_POINTS = 12
 
 
 def with_window(options: PromFleetOptions, window_s: float) -> PromFleetOptions:
@@ -332,7 +336,10 @@ class PromFleetSource:
         opts = self.options
         if opts.history_s <= 0:
             return {}, []
-        step = max(opts.history_step_s, opts.history_s / MAX_POINTS)
+        # a large fleet reads fewer points: the console folds every one of them at start
+        hosts = max(1, len(self.discovery.gpus))
+        points = max(MIN_HISTORY_POINTS, min(MAX_POINTS, HISTORY_BUDGET // hosts))
+        step = max(opts.history_step_s, opts.history_s / points)
         start = end - opts.history_s
         stop = end - step
         if stop <= start:
