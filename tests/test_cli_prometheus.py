@@ -72,3 +72,10 @@ def test_the_settings_file_can_name_the_prometheus(tmp_path: Path) -> None:
     settings.write_text("prometheus:\n  urll: http://prom:9090\n")
     with pytest.raises(ConfigError):
         prometheus_options(build_parser().parse_args(["--settings", str(settings)]))
+
+
+def test_the_parsers_default_refresh_is_the_sources() -> None:
+    from probes.transport import prometheus_source
+    from tui import cli_prometheus
+
+    assert cli_prometheus.DEFAULT_REFRESH_S == prometheus_source.DEFAULT_REFRESH_S

@@ -11,15 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError
-from probes.transport.prometheus_client import PromEndpoint, PrometheusError
-from probes.transport.prometheus_source import (
-    DEFAULT_REFRESH_S,
-    PromFleetOptions,
-    with_window,
-)
 
 if TYPE_CHECKING:
+    from probes.transport.prometheus_source import PromFleetOptions
     from tui.settings import Settings
+
+DEFAULT_REFRESH_S = 15.0
+"""``prometheus_source.DEFAULT_REFRESH_S``, named here so that building the parser imports
+no HTTP client (every ``rigwatch`` command builds it; a test keeps the two equal)."""
 
 
 def add_prometheus_args(p: argparse.ArgumentParser, sub: bool = False) -> None:
@@ -55,6 +54,9 @@ def prometheus_options(args: argparse.Namespace) -> PromFleetOptions | None:
     url = getattr(args, "prometheus", None)
     if url is None:
         return _from_settings(args)
+    from probes.transport.prometheus_client import PromEndpoint, PrometheusError
+    from probes.transport.prometheus_source import PromFleetOptions
+
     if getattr(args, "demo", False) or getattr(args, "inventory", None):
         raise ConfigError("rigwatch: --prometheus reads its hosts from Prometheus; "
                           "it cannot be used with --demo or --inventory")
@@ -80,6 +82,8 @@ def _from_settings(args: argparse.Namespace) -> PromFleetOptions | None:
     prom = _limits(args).prometheus
     if prom.url is None:
         return None
+    from probes.transport.prometheus_client import PromEndpoint, PrometheusError
+    from probes.transport.prometheus_source import PromFleetOptions
     try:
         endpoint = PromEndpoint.from_options(prom.url, prom.bearer_token_file, prom.ca_file)
     except PrometheusError as exc:
@@ -92,6 +96,7 @@ def _from_settings(args: argparse.Namespace) -> PromFleetOptions | None:
 
 def run_prometheus(args: argparse.Namespace, options: PromFleetOptions) -> int:
     """Run the console, ``snapshot`` or ``preflight`` on the Prometheus fleet."""
+    from probes.transport.prometheus_client import PrometheusError
     try:
         if args.command == "snapshot":
             return _snapshot(args, options)
@@ -114,6 +119,7 @@ def _limits(args: argparse.Namespace) -> Settings:
 def _snapshot(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from probes.outputs.prometheus_snapshot import prometheus_snapshot
     from probes.outputs.snapshot import snapshot_line
+    from probes.transport.prometheus_source import with_window
 
     settings = _limits(args)
     options = with_window(options, settings.detectors.leak_window_s)
@@ -134,6 +140,7 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from probes.analysis.preflight import check_fleet, exit_status, json_report, text_report
     from probes.outputs.prometheus_snapshot import read_fleet
     from probes.outputs.snapshot import preflight_inputs
+    from probes.transport.prometheus_source import with_window
 
     settings = _limits(args)
     options = with_window(options, settings.detectors.leak_window_s)
@@ -152,7 +159,7 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
 
 def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
     from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
-    from probes.transport.prometheus_source import PromFleetSource
+    from probes.transport.prometheus_source import PromFleetSource, with_window
     from tui.app import make_app
     from tui.gc_policy import tune_for_streaming
     from tui.glyphs import wants_ascii
