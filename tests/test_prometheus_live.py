@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,13 +55,13 @@ async def test_snapshot_reads_the_demo_fleet_back_from_prometheus(tmp_path: Path
         app.metrics_port = scrape_port
         async with app.run_test(size=(120, 40)):
             await _wait_for_series(prom.url, 35.0)
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tui.cli", "--settings", str(settings), "snapshot",
-                "--prometheus", prom.url, "--json",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, err.decode()
-    snap = json.loads(out)
+            # a thread waits for the command while the console's loop keeps serving scrapes
+            proc = await asyncio.to_thread(
+                subprocess.run, [sys.executable, "-m", "tui.cli", "--settings", str(settings),
+                                 "snapshot", "--prometheus", prom.url, "--json"],
+                capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    snap = json.loads(proc.stdout)
     hosts = {h["name"]: h for h in snap["hosts"]}
     assert sorted(hosts) == [s.name for s in demo_fleet()]
     gpus = {name: len(h["sample"]["gpus"]) for name, h in hosts.items()}
