@@ -15,7 +15,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError
+from probes.transport.prometheus_client import (
+    KeyedRow,
+    PromClient,
+    PromEndpoint,
+    PrometheusError,
+)
 from probes.transport.prometheus_fields import (
     FIELDS,
     SAMPLE_ATTRS,
@@ -219,7 +224,7 @@ class PromFleetSource:
         due = [f for f in fields if n % f.every == 0]
         gate = asyncio.Semaphore(CONCURRENT_QUERIES)
 
-        async def one(f: Field) -> list[tuple[str, float]]:
+        async def one(f: Field) -> list[KeyedRow]:
             async with gate:
                 return await self.client.query_keyed(
                     per_gpu(f.metrics, self.options.match, self.options.host_label), ts)
@@ -265,18 +270,26 @@ class PromFleetSource:
             self._ids[key] = gid
         return gid
 
-    def _fold(self, f: Field, rows: list[tuple[str, float]], into: dict[GpuId, object]) -> None:
+    def _fold(self, f: Field, rows: list[KeyedRow], into: dict[GpuId, object]) -> None:
         kind = f.kind
-        for key, v in rows:
-            gid = self._gpu_id(key)
+        for row in rows:
+            v = row.value[1]
+            if v != v:  # NaN: no reading
+                continue
+            gid = self._gpu_id(row.metric.rw_gpu)
             if gid is not None:
                 into[gid] = v if kind is Kind.FLOAT else _typed(kind, v)
 
-    def _fold_into(self, f: Field, rows: list[tuple[str, float]],
+    def _fold_into(self, f: Field, rows: list[KeyedRow],
                    into: dict[GpuId, dict[str, object]]) -> None:
         attr, kind = f.attr, f.kind
-        for key, v in rows:
-            gid = self._gpu_id(key)
+        ids = self._ids
+        for row in rows:
+            v = row.value[1]
+            if v != v:  # NaN: no reading
+                continue
+            key = row.metric.rw_gpu
+            gid = ids[key] if key in ids else self._gpu_id(key)
             if gid is None:
                 continue
             got = into.get(gid)
