@@ -33,8 +33,8 @@ def test_the_gpu_table_says_not_collected_instead_of_a_blank() -> None:
     assert judged.note("pcie_width") == ("not collected — add DCGM_FI_DEV_PCIE_LINK_WIDTH to "
                                          "the exporter's counters")
     row = GpuRow(SAMPLE.gpus[0], judged)
-    assert pcie_cell(row) == ("not collected", "cell--muted")
-    assert reasons_cell(row) == ("not collected", "cell--muted")
+    assert pcie_cell(row) == ("uncollected", "cell--muted")
+    assert reasons_cell(row) == ("uncollected", "cell--muted")
     # collected but not reported this tick: the ordinary blank, not a false "not collected"
     (plain,) = judge_gpus(SAMPLE, _hello(()), [])
     assert plain.note("pcie_width") is None

@@ -103,7 +103,8 @@ def pcie_cell(row: GpuRow) -> Cell:
     gpu = row.gpu
     if gpu is not None and gpu.pcie_gen is None and gpu.pcie_width is None \
             and row.judged.note("pcie_width"):
-        return "not collected", "cell--muted"
+        # short enough for an 80-column screen; the host's finding names the counters to add
+        return "uncollected", "cell--muted"
     if gpu is None or (gpu.pcie_gen is None and gpu.pcie_width is None):
         return MISSING
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
@@ -131,7 +132,7 @@ def reasons_cell(row: GpuRow) -> Cell:
     """Active clock-event reasons, coloured when the core counts one as throttling."""
     reasons = row.gpu.clock_reasons if row.gpu is not None else ()
     if not reasons and row.gpu is not None and row.judged.note("clock_reasons"):
-        return "not collected", "cell--muted"
+        return "uncollected", "cell--muted"
     if not reasons:
         return "", None
     return ", ".join(reasons), "cell--throttled" if row.judged.slowing else "cell--muted"
