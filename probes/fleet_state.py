@@ -16,6 +16,7 @@ from probes.analysis.allocation import (
     idle_allocation_findings,
     stray_process_findings,
 )
+from probes.analysis.collected import collection_findings
 from probes.analysis.detectors import DetectorSchedule
 from probes.analysis.findings import (
     Finding,
@@ -142,7 +143,8 @@ class HostState:
             self.status = HostStatus.STREAMING
             self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
-                                + link_chain_findings(self.name, item, item.pcie))
+                                + link_chain_findings(self.name, item, item.pcie)
+                                + collection_findings(self.name, item))
         elif isinstance(item, LogEvent):
             if item.source == KERNEL_SOURCE and self._seen_before(item):
                 return
@@ -228,7 +230,7 @@ class HostState:
             read = f"read via {src.via}" if src.via else "read"
             return f"{read} ({src.note})" if src.note else read
         if src.state is LogSourceStatus.OFF:
-            return "not read (kernel log off)"
+            return f"not read: {src.detail}" if src.detail else "not read (kernel log off)"
         if src.state is LogSourceStatus.SIMULATED:
             return "simulated"
         word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"

@@ -77,6 +77,8 @@ class Code(str, Enum):
     HOST_DOWN = "host-down"
     HOST_STALE = "host-stale"
     FLEET_DOWN = "fleet-down"
+    METRIC_NOT_COLLECTED = "metric-not-collected"
+    """Read from Prometheus: the exporters leave out a metric a check needs."""
     # syslog: kernel and system log
     XID = "xid"
     GPU_FALLEN_OFF_BUS = "gpu-fallen-off-bus"

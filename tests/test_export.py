@@ -58,8 +58,8 @@ def test_prometheus_text_uses_dcgm_names_and_labels(host: OnceResult) -> None:
     # every family is announced once, before its samples
     for m in GPU_METRICS:
         if any(x.startswith(m.name + "{") for x in lines):
-            assert text.count(f"# TYPE {m.name} gauge") == 1
-            assert text.index(f"# TYPE {m.name} gauge") < text.index(m.name + "{")
+            assert text.count(f"# TYPE {m.name} {m.type}") == 1
+            assert text.index(f"# TYPE {m.name} {m.type}") < text.index(m.name + "{")
     assert 'rigwatch_host_up{Hostname="odd\\"host\\\\"} 0' in lines
     assert ('rigwatch_findings{Hostname="gpu-a01",step="syslog",code="xid",severity="critical"}'
             ' 1') in lines

@@ -33,6 +33,7 @@ from tui.cli_fleet import (
     with_job,
 )
 from tui.cli_ladder import add_ladder_parser, run_ladder
+from tui.cli_prometheus import add_prometheus_args, prometheus_options, run_prometheus
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
@@ -445,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collectors", metavar="N", type=collector_count, default=None,
                    help="run the SSH sessions in N worker processes (0: in the console's "
                         "own); default: by fleet size and cores (none under 256 hosts)")
+    add_prometheus_args(p)
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -457,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     # SUPPRESS: "rigwatch --inventory F snapshot" keeps F (a subparser default would win)
     snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
                       help="hosts to snapshot (YAML)")
+    add_prometheus_args(snap, sub=True)
     explain = sub.add_parser(
         "explain", help="recognise and explain pasted nvidia-smi / lspci / iostat / topo "
         "output or a kernel, NCCL or training log, in triage order")
@@ -479,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--settings", metavar="FILE", default=argparse.SUPPRESS,
                      help="thresholds (YAML 'preflight:' section); default: "
                           "$RIGWATCH_SETTINGS or <config dir>/rigwatch/settings.yaml")
+    add_prometheus_args(pre, sub=True)
     man = sub.add_parser("manifest", help="the full hardware/software version list per host, "
                          "or the difference between two manifests or two hosts")
     man.add_argument("--format", choices=("yaml", "json"), default="yaml")
@@ -560,6 +564,9 @@ def _drop_stdout() -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the subcommand ``args`` names (the console when none)."""
+    prom = prometheus_options(args)
+    if prom is not None:
+        return run_prometheus(args, prom)
     if args.command == "check-inventory":
         return _run_check_inventory(args)
     if args.command == "snapshot":

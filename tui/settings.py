@@ -52,6 +52,19 @@ class RecordingLimits:
 
 
 @dataclass(frozen=True)
+class PrometheusSettings:
+    """Read the fleet from Prometheus (``prometheus:`` section): the command line's
+    ``--prometheus`` and its options, used when no fleet is given on the command line."""
+
+    url: str | None = None
+    match: str | None = None
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    host_label: str | None = None
+    refresh_s: float = 15.0
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the settings file can set."""
 
@@ -61,6 +74,7 @@ class Settings:
     recording: RecordingLimits = field(default_factory=RecordingLimits)
     nccl_tests: NcclExpectations = field(default_factory=NcclExpectations)
     """The bus bandwidth nccl-tests runs are judged against (``probes.rules.nccl_expect``)."""
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
 
 
 
@@ -100,6 +114,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "detectors": (DetectorLimits, _readers(DetectorLimits)),
     "recording": (RecordingLimits, _readers(RecordingLimits)),
     "nccl_tests": (NcclExpectations, _readers(NcclExpectations)),
+    "prometheus": (PrometheusSettings, _readers(PrometheusSettings)),
 }
 """Each section of the file: the dataclass it fills and a reader per field."""
 
@@ -170,4 +185,5 @@ def load_settings(path: str | Path) -> Settings:
     return Settings(preflight=limits, alerts=AlertPolicy(**values["alerts"]),
                     detectors=DetectorLimits(**values["detectors"]),
                     recording=RecordingLimits(**values["recording"]),
-                    nccl_tests=NcclExpectations(**values["nccl_tests"]))
+                    nccl_tests=NcclExpectations(**values["nccl_tests"]),
+                    prometheus=PrometheusSettings(**values["prometheus"]))

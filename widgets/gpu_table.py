@@ -110,6 +110,10 @@ def pcie_cell(row: GpuRow) -> Cell:
     """``Gen5 x16``, or ``Gen4 x8 < Gen5 x16``; coloured when the core calls it a shortfall
     (lanes lost, or a lower generation under load)."""
     gpu = row.gpu
+    if gpu is not None and gpu.pcie_gen is None and gpu.pcie_width is None \
+            and row.judged.note("pcie_width"):
+        # short enough for an 80-column screen; the host's finding names the counters to add
+        return "uncollected", "cell--muted"
     if gpu is None or (gpu.pcie_gen is None and gpu.pcie_width is None):
         return MISSING
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
@@ -136,6 +140,8 @@ def clock_cell(row: GpuRow) -> Cell:
 def reasons_cell(row: GpuRow) -> Cell:
     """Active clock-event reasons, coloured when the core counts one as throttling."""
     reasons = row.gpu.clock_reasons if row.gpu is not None else ()
+    if not reasons and row.gpu is not None and row.judged.note("clock_reasons"):
+        return "uncollected", "cell--muted"
     if not reasons:
         return "", None
     return ", ".join(reasons), "cell--throttled" if row.judged.slowing else "cell--muted"

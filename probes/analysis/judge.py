@@ -20,6 +20,7 @@ from probes.analysis.limits import (
     DetectorLimits,
     PreflightLimits,
 )
+from probes.analysis.not_collected import field_notes
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.triage import DISK_SATURATED_UTIL, Code, Severity
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
@@ -206,6 +207,13 @@ class GpuJudgement:
     answering: bool = True
     """In the newest sample and reading: a GPU that fell off and came back answers, though
     its verdict stays LOST until the finding is acknowledged."""
+    not_collected: tuple[tuple[str, str], ...] = ()
+    """(``GpuSample`` field, what to show instead) for readings the host's exporter does
+    not collect (``not_collected.field_notes``): a panel says so instead of a blank."""
+
+    def note(self, field: str) -> str | None:
+        """What to show for ``field`` when it is not collected; None when it is."""
+        return next((text for f, text in self.not_collected if f == field), None)
 
     @property
     def gone(self) -> bool:
@@ -294,6 +302,9 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
         out += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (), TempLevel.UNKNOWN,
                              TempLevel.UNKNOWN, None, None, answering=False)
                 for _ in range(max(0, expected - len(seen)))]
+    notes = field_notes(hello)
+    if notes:
+        out = [replace(j, not_collected=notes) for j in out]
     return tuple(sorted(out, key=lambda j: j.index))
 
 

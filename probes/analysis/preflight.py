@@ -88,7 +88,7 @@ def _gpus(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     mems = Counter(round(g.mem_total_mib or 0) for g in gpus)
     if len(mems) > 1:
         usual = mems.most_common(1)[0][0]
-        odd = [f"GPU{g.index} {g.mem_total_mib:g} MiB" for g in gpus
+        odd = [f"GPU{g.index} {g.mem_total_mib or 0:g} MiB" for g in gpus
                if round(g.mem_total_mib or 0) != usual]
         h.add("gpu-memory", W, sorted(mems), "equal on every GPU",
               f"{', '.join(odd)} differ from {usual} MiB (retired memory or a different SKU)")

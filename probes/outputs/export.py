@@ -20,16 +20,27 @@ from pathlib import Path
 
 from probes.analysis.findings import Finding
 from probes.outputs.private_file import private_file
+from probes.wire.clock_reasons import mask_of
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One exported gauge: its name, help text and how to read it from a GPU sample."""
+    """One exported family: its name, help text and how to read it from a GPU sample."""
 
     name: str
     help: str
     read: Callable[[GpuSample], float | int | None]
+    type: str = "gauge"
+    """dcgm-exporter's type for the family (``counter`` for replays, ECC, remapped rows), so
+    federating both sources gives one metadata.  The OpenMetrics export keeps ``gauge``:
+    OpenMetrics wants a counter's samples named ``*_total``, and the names must stay
+    dcgm-exporter's."""
+
+
+def _reasons_mask(g: GpuSample) -> int | None:
+    """The clock-event bitmask; None where the clocks were not read (no reasons known)."""
+    return mask_of(g.clock_reasons) if g.sm_clock_mhz is not None or g.clock_reasons else None
 
 
 GPU_METRICS: tuple[Metric, ...] = (
@@ -47,18 +58,31 @@ GPU_METRICS: tuple[Metric, ...] = (
     Metric("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
            lambda g: g.mem_clock_mhz),
     Metric("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.",
-           lambda g: g.pcie_replay),
+           lambda g: g.pcie_replay, "counter"),
     Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
-           lambda g: g.ecc_uncorrected_volatile),
+           lambda g: g.ecc_uncorrected_volatile, "counter"),
     Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
-           lambda g: g.ecc_corrected_volatile),
+           lambda g: g.ecc_corrected_volatile, "counter"),
     Metric("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-           "Number of remapped rows for uncorrectable errors.", lambda g: g.remap_uncorrectable),
+           "Number of remapped rows for uncorrectable errors.", lambda g: g.remap_uncorrectable,
+           "counter"),
     Metric("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-           "Number of remapped rows for correctable errors.", lambda g: g.remap_correctable),
+           "Number of remapped rows for correctable errors.", lambda g: g.remap_correctable,
+           "counter"),
+    Metric("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed",
+           lambda g: None if g.remap_failure is None else int(g.remap_failure)),
     Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe link width.", lambda g: g.pcie_width),
     Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe link generation.", lambda g: g.pcie_gen),
+    Metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons (bitmask).",
+           _reasons_mask),
+    Metric("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).",
+           lambda g: g.power_limit_w),
+    Metric("DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock (in MHz).",
+           lambda g: g.sm_clock_max_mhz),
 )
+XID_METRIC = Metric("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
+                    lambda g: None)
+"""Read from the host's Xid findings (its kernel log), not from a sample."""
 
 
 @dataclass(frozen=True)
@@ -81,11 +105,12 @@ def _labels(pairs: Iterable[tuple[str, object]]) -> str:
 
 
 def _gpu_labels(host: str, index: int, uuid: str | None, info: GpuInfo | None) -> str:
-    pairs: list[tuple[str, object]] = [("gpu", index), ("UUID", uuid or (info.uuid if info
-                                                                         else "") or "")]
-    if info is not None and info.bus_id:
-        pairs.append(("pci_bus_id", info.bus_id))
-    pairs += [("modelName", info.name if info and info.name else ""), ("Hostname", host)]
+    """The same label names for every GPU, always (an unknown value is empty, which
+    Prometheus drops), in dcgm-exporter's order."""
+    pairs: list[tuple[str, object]] = [
+        ("gpu", index), ("UUID", uuid or (info.uuid if info else "") or ""),
+        ("pci_bus_id", info.bus_id if info is not None and info.bus_id else ""),
+        ("modelName", info.name if info and info.name else ""), ("Hostname", host)]
     return _labels(pairs)
 
 
@@ -115,8 +140,10 @@ def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> st
                                  f"{_gpu_labels(h.name, g.index, g.uuid, infos.get(g.index))} "
                                  f"{_number(v)}{ts}\n")
         if lines:
-            out.write(f"# HELP {metric.name} {metric.help}\n# TYPE {metric.name} gauge\n")
+            out.write(f"# HELP {metric.name} {metric.help}\n"
+                      f"# TYPE {metric.name} {metric.type}\n")
             out.writelines(lines)
+    _write_xids(out, hosts, timestamps)
     out.write("# HELP rigwatch_host_up Whether the host's agent is streaming (1) or not (0).\n"
               "# TYPE rigwatch_host_up gauge\n")
     for h in hosts:
@@ -131,6 +158,33 @@ def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> st
         for (step, code, sev), n in sorted(counts.items()):
             out.write(f"rigwatch_findings{_labels([('Hostname', h.name), ('step', step), ('code', code), ('severity', sev)])} {n}\n")  # noqa: E501
     return out.getvalue()
+
+
+def _write_xids(out: io.StringIO, hosts: list[HostExport], timestamps: bool) -> None:
+    """``DCGM_FI_DEV_XID_ERRORS``: each GPU's last Xid code, as dcgm-exporter reports it
+    (0 on a GPU that has had none), from the host's Xid findings."""
+    lines = []
+    for h in hosts:
+        if h.sample is None:
+            continue
+        last: dict[int, tuple[float, int]] = {}
+        for f in h.findings:
+            if f.xid is not None and f.gpu is not None:
+                ts = f.ts or 0.0
+                if f.gpu not in last or ts >= last[f.gpu][0]:
+                    last[f.gpu] = (ts, f.xid)
+        infos = {i.index: i for i in h.hello.facts.gpus} if h.hello else {}
+        stamp = f" {int(h.sample.ts * 1000)}" if timestamps else ""
+        for g in h.sample.gpus:
+            if g.index >= 0:
+                code = last.get(g.index, (0.0, 0))[1]
+                lines.append(f"{XID_METRIC.name}"
+                             f"{_gpu_labels(h.name, g.index, g.uuid, infos.get(g.index))} "
+                             f"{code}{stamp}\n")
+    if lines:
+        out.write(f"# HELP {XID_METRIC.name} {XID_METRIC.help}\n"
+                  f"# TYPE {XID_METRIC.name} gauge\n")
+        out.writelines(lines)
 
 
 def write_textfile(path: Path, text: str) -> None:

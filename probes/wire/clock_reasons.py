@@ -6,6 +6,7 @@ alone to hosts); ``tests/test_history_keys.py`` ties the two together.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -42,3 +43,18 @@ REASON_BITS: Mapping[str, int] = {r.name: r.bit for r in CLOCK_REASONS}
 """Bit of each reason, by the name the agent sends."""
 REASON_NAMES: Mapping[str, str] = {r.name: r.label for r in CLOCK_REASONS}
 """Display name of each reason, by the name the agent sends."""
+
+
+@functools.lru_cache(maxsize=1024)
+def reasons_of(mask: int) -> tuple[str, ...]:
+    """The reason names set in an NVML clock-event bitmask (dcgm-exporter's
+    ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``); kept by mask, as 80,000 GPUs share a few."""
+    return tuple(r.name for r in CLOCK_REASONS if mask & r.bit)
+
+
+def mask_of(names: tuple[str, ...]) -> int:
+    """The NVML bitmask of reason names: what rigwatch exports for ``reasons_of`` to read."""
+    mask = 0
+    for name in names:
+        mask |= REASON_BITS.get(name, 0)
+    return mask

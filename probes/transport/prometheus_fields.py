@@ -1,0 +1,139 @@
+"""Which dcgm-exporter metric fills which ``GpuSample`` field, and the PromQL that reads it.
+
+One table, so the live refresh, the history read at start-up and the "not collected" notes
+agree on names.  Metric names and labels are those of NVIDIA's dcgm-exporter
+(``etc/default-counters.csv``); ``rigwatch --metrics-port`` exports the same ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from probes.transport.prometheus_client import KEY_LABEL
+
+
+class Kind(str, Enum):
+    """How a metric's number becomes a field's value."""
+
+    FLOAT = "float"
+    INT = "int"
+    FLAG = "flag"
+    """Non-zero is true (``DCGM_FI_DEV_ROW_REMAP_FAILURE``)."""
+    REASONS = "reasons"
+    """A clock-event bitmask, decoded to the reason names the agent sends."""
+    FREE = "free"
+    """Framebuffer free: with ``mem_used_mib`` it gives ``mem_total_mib``."""
+    XID = "xid"
+    """The last Xid's code: a change is an event, not a field."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One GPU quantity as dcgm-exporter exports it."""
+
+    attr: str
+    """The ``GpuSample`` attribute (or a ``Kind`` with its own handling)."""
+    metrics: tuple[str, ...]
+    """Its metric name; older exporters' name after it (the clock-event reasons)."""
+    kind: Kind = Kind.FLOAT
+    default_on: bool = True
+    """In dcgm-exporter's ``default-counters.csv``; off ones get a "not collected" note."""
+    history: bool = False
+    """Read over the detectors' window at start-up (``query_range``)."""
+    every: int = 1
+    """Read every this many refreshes: slow counters and settings need not cost a query
+    each refresh (their last value is kept between)."""
+
+
+SLOW_EVERY = 4
+"""Counters, settings and secondary readings are read every fourth refresh."""
+
+FIELDS: tuple[Field, ...] = (
+    Field("mem_used_mib", ("DCGM_FI_DEV_FB_USED",), history=True),
+    Field("mem_free_mib", ("DCGM_FI_DEV_FB_FREE",), Kind.FREE, history=True,
+          every=SLOW_EVERY),
+    Field("util_pct", ("DCGM_FI_DEV_GPU_UTIL",), history=True),
+    Field("mem_util_pct", ("DCGM_FI_DEV_MEM_COPY_UTIL",), every=SLOW_EVERY),
+    Field("temp_c", ("DCGM_FI_DEV_GPU_TEMP",), history=True),
+    Field("temp_mem_c", ("DCGM_FI_DEV_MEMORY_TEMP",), every=SLOW_EVERY),
+    Field("power_w", ("DCGM_FI_DEV_POWER_USAGE",), history=True),
+    Field("sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK",), history=True),
+    Field("mem_clock_mhz", ("DCGM_FI_DEV_MEM_CLOCK",), every=SLOW_EVERY),
+    Field("pcie_replay", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",), Kind.INT, every=SLOW_EVERY),
+    Field("remap_uncorrectable", ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",), Kind.INT,
+          every=SLOW_EVERY),
+    Field("remap_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",), Kind.INT,
+          every=SLOW_EVERY),
+    Field("remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), Kind.FLAG, every=SLOW_EVERY),
+    Field("xid", ("DCGM_FI_DEV_XID_ERRORS",), Kind.XID, history=True),
+    Field("clock_reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+                            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), Kind.REASONS,
+          default_on=False, history=True),
+    Field("pcie_gen", ("DCGM_FI_DEV_PCIE_LINK_GEN",), Kind.INT, default_on=False,
+          every=SLOW_EVERY),
+    Field("pcie_width", ("DCGM_FI_DEV_PCIE_LINK_WIDTH",), Kind.INT, default_on=False,
+          every=SLOW_EVERY),
+    Field("ecc_uncorrected_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",), Kind.INT,
+          default_on=False, every=SLOW_EVERY),
+    Field("ecc_corrected_volatile", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), Kind.INT,
+          default_on=False, every=SLOW_EVERY),
+    Field("power_limit_w", ("DCGM_FI_DEV_POWER_MGMT_LIMIT",), default_on=False,
+          every=SLOW_EVERY),
+    Field("sm_clock_max_mhz", ("DCGM_FI_DEV_MAX_SM_CLOCK",), default_on=False,
+          every=SLOW_EVERY),
+    Field("power_violation_us", ("DCGM_FI_DEV_POWER_VIOLATION",), Kind.INT, default_on=False),
+    Field("thermal_violation_us", ("DCGM_FI_DEV_THERMAL_VIOLATION",), Kind.INT,
+          default_on=False),
+)
+"""Every field the source reads: one instant query each per refresh it is due."""
+
+SAMPLE_ATTRS = frozenset({
+    "mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w",
+    "sm_clock_mhz", "mem_clock_mhz", "pcie_replay", "remap_uncorrectable", "remap_correctable",
+    "remap_failure", "pcie_gen", "pcie_width", "ecc_uncorrected_volatile",
+    "ecc_corrected_volatile", "power_limit_w", "sm_clock_max_mhz"})
+"""Fields that are ``GpuSample`` attributes as they are (the others have a ``Kind``'s rule
+or are read only to say whether they are collected)."""
+
+IDENTITY_LABELS = ("gpu", "UUID", "pci_bus_id", "modelName", "DCGM_FI_DRIVER_VERSION")
+"""The labels that name a GPU: read once (and on every rediscovery), not every refresh."""
+
+
+def matchers(match: str) -> str:
+    """``--match`` as label matchers without braces (``{job="dcgm"}`` and ``job="dcgm"``
+    both work)."""
+    text = match.strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    return text
+
+
+def selector(metrics: tuple[str, ...], match: str) -> str:
+    """The series of one field (any of its names) under ``match``."""
+    extra = matchers(match)
+    if len(metrics) == 1:
+        return f"{metrics[0]}{{{extra}}}" if extra else metrics[0]
+    names = "|".join(metrics)
+    return "{" + f'__name__=~"{names}"' + (f",{extra}" if extra else "") + "}"
+
+
+def per_gpu(metrics: tuple[str, ...], match: str, host_label: str) -> str:
+    """One value per host and GPU, keyed by one label ``host|instance|gpu``
+    (``KEY_LABEL``): a 10,000-host answer then carries one short label a series, not
+    dcgm-exporter's ten, and decodes in a fraction of the time."""
+    joined = (f'label_join({selector(metrics, match)}, "{KEY_LABEL}", "|", '
+              f'"{host_label}", "instance", "gpu")')
+    return f"max by ({KEY_LABEL}) ({joined})"
+
+
+def identity(match: str, host_label: str, window_s: float = 0.0) -> str:
+    """Every GPU with the labels that name it (``group``: the value is always 1).
+
+    With a window, every GPU seen in it: one that fell off the bus an hour ago is still
+    listed, and its absence from the newest values is then a lost GPU, as with an agent."""
+    labels = ", ".join((host_label, "instance", *IDENTITY_LABELS))
+    series = selector(("DCGM_FI_DEV_FB_USED",), match)
+    if window_s >= 1.0:
+        series = f"last_over_time({series}[{int(window_s)}s])"
+    return f"group by ({labels}) ({series})"
