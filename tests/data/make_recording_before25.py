@@ -1,0 +1,33 @@
+# How tests/data/recording_before25.sqlite3 was made, with the code of main before issue 25
+# (schema 1: every item a deflated JSON row).  Kept for the record; it needs that code.
+import asyncio, contextlib, sys
+from pathlib import Path
+sys.path.insert(0, ".")
+from probes.config.fleet import demo_fleet
+from probes.fleet_state import FleetState
+from probes.store.recording import Recorder
+from probes.store.recording_backend import RecordingBackend
+from probes.triage import Severity
+from tests.support.tui_fakes import T0, FakeBackend, sim_items
+
+specs = [s for s in demo_fleet() if s.name in ("gpu-a01", "gpu-a03", "gpu-a04", "gpu-b02")]
+items = [(s.name, i) for s in specs for i in sim_items(s.name, ",".join(s.simulate), seed=s.seed, minutes=20)]
+fleet = FleetState(specs)
+for h, i in items:
+    fleet.apply(h, i, T0)
+marks = [f for h in fleet.hosts.values() for f in h.findings() if f.severity is not Severity.INFO and f.ts is not None]
+path = Path(sys.argv[1])
+async def main():
+    live = FakeBackend(specs, items)
+    rec = Recorder(path, "demo-before25", [s.name for s in specs])
+    backend = RecordingBackend(live, rec)
+    rec.describe_hosts(specs)
+    task = asyncio.create_task(backend.run(lambda _h, _i: None))
+    await live.started.wait()
+    for f in marks:
+        backend.record_alert(f, f.ts or T0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+asyncio.run(main())
+print(len(items), len(marks))
