@@ -371,15 +371,15 @@ def test_a_newer_schema_is_refused_in_one_line(rec_dir: Path) -> None:
             opener()
         msg = str(e.value)
         assert "\n" not in msg
-        assert str(path) in msg and "version 7" in msg and "supported version 1" in msg
+        assert str(path) in msg and "version 7" in msg and "supported version 2" in msg
 
 
 def test_an_older_schema_without_a_migration_is_refused(rec_dir: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     path = rec_dir / "old.sqlite3"
     Recorder(path, "fleet", ["h"]).close()
-    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 2)
-    with pytest.raises(RecordingError, match=r"version 1, which cannot be migrated.* version 2"):
+    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 3)
+    with pytest.raises(RecordingError, match=r"version 2, which cannot be migrated.* version 3"):
         Recorder(path, "fleet", ["h"])
 
 
@@ -388,15 +388,16 @@ def test_migrations_run_in_order_on_open(rec_dir: Path, monkeypatch: pytest.Monk
     with Recorder(path, "fleet", ["h"]) as rec:
         rec.record("h", 1.0, _log(1))
 
-    def to_v2(conn: sqlite3.Connection) -> None:
+    def to_v3(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE items ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(recording_format.MIGRATIONS, 2, to_v2)
+    monkeypatch.setattr(recording_format, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(recording_format, "READABLE_VERSIONS", frozenset({1, 2, 3}))
+    monkeypatch.setitem(recording_format.MIGRATIONS, 3, to_v3)
     with Recorder(path, "fleet", ["h"]) as rec:
         rec.record("h", 2.0, _log(2))
     with RecordingReader(path) as r:
-        assert r.meta["schema_version"] == "2"
+        assert r.meta["schema_version"] == "3"
         assert [i for _, _, i in r.items()] == [_log(1), _log(2)]
 
 

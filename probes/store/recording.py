@@ -43,11 +43,13 @@ from typing import Any, Literal
 from probes.config.fleet import HostSpec
 from probes.store import codec
 from probes.store import recording_format as fmt
+from probes.store.block_writer import SamplePacker
 from probes.store.codec import Item
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
+from probes.store.retention import apply_retention
+from probes.wire.samples import HostSample
 
-_DELETE_BATCH = 2000
 _RETENTION_BUDGET_S = 0.25
 """Longest the writer spends deleting before it commits new items again."""
 _EARLY_FLUSH_ITEMS = 5000
@@ -209,6 +211,7 @@ class Recorder:
         self._cpu_s = 0.0
         self._wake = threading.Event()
         self._stopping = False
+        self._packer: SamplePacker
         self._conn, self._body, self._host_ids = self._open(fleet_key, list(hosts))
         self._bytes = _file_bytes(self._path)
         self._thread = threading.Thread(target=self._run, name="rigwatch-recorder", daemon=True)
@@ -345,6 +348,8 @@ class Recorder:
             body = fmt.Body(fmt.stored_zdict(meta, path))
             conn.executemany("INSERT OR IGNORE INTO hosts(name) VALUES (?)",
                              [(h,) for h in hosts])
+            self._packer = SamplePacker(conn, body)
+            self._packer.recover()  # what a killed recorder left staged
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -369,7 +374,7 @@ class Recorder:
                     if not self._apply_retention():
                         next_retention = time.monotonic()
                 if self._stopping:
-                    self._flush()
+                    self._flush(closing=True)
                     if self._max_age_s is not None or self._max_bytes is not None:
                         self._apply_retention()  # the last batch may have crossed the limit
                     return
@@ -386,44 +391,47 @@ class Recorder:
             return False
         return time.monotonic() >= when
 
-    def _flush(self) -> None:
+    def _flush(self, closing: bool = False) -> None:
         pending = self._pending
         n = len(pending)
         if self._meta_pending and self._state == "recording":
             self._write_meta()
-        if not n or self._state != "recording":
+        if (not n and not closing) or self._state != "recording":
             return
         cpu0 = time.thread_time()
         rows = []
         body = self._body
         conn = self._conn
-        new_hosts = False
-        popleft = pending.popleft
-        for _ in range(n):
-            host, ts, item = popleft()
-            hid = self._host_ids.get(host)
-            if hid is None:
-                if not new_hosts:
-                    conn.execute("BEGIN IMMEDIATE")
-                    new_hosts = True
-                hid = self._add_host(host)
-            try:
-                kind, blob = body.pack(item)
-            except (codec.CodecError, TypeError, ValueError):
-                self._skipped += 1
-                continue
-            rows.append((hid, ts, kind, blob))
-        if not new_hosts:
-            conn.execute("BEGIN IMMEDIATE")
+        packer = self._packer
+        add_sample = packer.add
+        written = 0
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT INTO items(host_id, ts, kind, body) VALUES (?, ?, ?, ?)",
-                             rows)
+            popleft = pending.popleft
+            for _ in range(n):
+                host, ts, item = popleft()
+                hid = self._host_ids.get(host)
+                if hid is None:
+                    hid = self._add_host(host)
+                if type(item) is HostSample and add_sample(hid, ts, item):
+                    written += 1
+                    continue
+                try:
+                    kind, blob = body.pack(item)
+                except (codec.CodecError, TypeError, ValueError):
+                    self._skipped += 1
+                    continue
+                rows.append((packer.item_written(hid, kind), hid, ts, kind, blob))
+            conn.executemany("INSERT INTO items(id, host_id, ts, kind, body) "
+                             "VALUES (?, ?, ?, ?, ?)", rows)
+            packer.flush(closing)
             conn.execute("COMMIT")
         except BaseException:
+            packer.rollback()
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        self._items_written += len(rows)
+        self._items_written += len(rows) + written
         self._bytes = _file_bytes(self._path)
         self._cpu_s += time.thread_time() - cpu0
 
@@ -448,51 +456,10 @@ class Recorder:
 
     def _apply_retention(self) -> bool:
         """Delete what retention says must go; False if the time budget ran out first."""
-        deadline = time.monotonic() + _RETENTION_BUDGET_S
-        conn = self._conn
-        if self._max_age_s is not None:
-            cutoff = self._clock() - self._max_age_s
-            while True:
-                if time.monotonic() > deadline:
-                    return False
-                gone = self._delete("SELECT id FROM items WHERE ts < ? ORDER BY ts LIMIT ?",
-                                    (cutoff, _DELETE_BATCH))
-                if gone < _DELETE_BATCH:
-                    break
-        if self._max_bytes is not None and self._live_bytes() > self._max_bytes:
-            # Down to 90%, so the next check is not due right after the next flush.
-            target = int(self._max_bytes * 0.9)
-            while (live := self._live_bytes()) > target:
-                if time.monotonic() > deadline:
-                    return False
-                lo, hi = conn.execute("SELECT min(id), max(id) FROM items").fetchone()
-                if lo is None:
-                    break
-                per_row = live / (hi - lo + 1)
-                batch = min(_DELETE_BATCH, int((live - target) / per_row) + 1)
-                if not self._delete("SELECT id FROM items ORDER BY ts LIMIT ?", (batch,)):
-                    break
+        done = apply_retention(self._conn, self._max_age_s, self._max_bytes, self._clock,
+                               _RETENTION_BUDGET_S)
         self._bytes = _file_bytes(self._path)
-        return True
-
-    def _live_bytes(self) -> int:
-        """Bytes in pages that hold data (the file also has free pages waiting for reuse)."""
-        conn = self._conn
-        pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-        return (pages - free) * int(conn.execute("PRAGMA page_size").fetchone()[0])
-
-    def _delete(self, select: str, params: tuple[Any, ...]) -> int:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            cur = conn.execute(f"DELETE FROM items WHERE id IN ({select})", params)
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        return int(cur.rowcount)
+        return done
 
     def _stop(self, reason: str) -> None:
         self._accepting = False
