@@ -19,7 +19,6 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import orjson
 
 from probes.store import recording_format as fmt
@@ -88,20 +87,27 @@ class SampleTables:
         return round(n) + int(staged)
 
     def times_before(self, until: float, n: int) -> list[float]:
-        """Up to ``n`` sample times before ``until``, newest first (a block's spread evenly
-        over its span: what a thinned seek needs to know where ``n`` items back lies)."""
+        """The ``n`` latest sample times before ``until``, newest first (fewer if there
+        are fewer): blocks are opened from the latest back until no earlier one can hold a
+        later time than the ``n``-th found."""
         if not self.present:
             return []
         out = [float(r[0]) for r in self._conn.execute(
             f"SELECT s.ts {_UNPACKED} AND s.ts < ? ORDER BY s.ts DESC LIMIT ?", (until, n))]
-        for t0, t1, k in self._conn.execute(
-                "SELECT t0, t1, n FROM blocks WHERE t0 < ? ORDER BY t0 DESC", (until,)):
-            top = min(t1, until)
-            share = k if t1 < until else max(1, int(k * (top - t0) / (t1 - t0 or 1.0)))
-            out += np.linspace(top, t0, share).tolist()
-            if len(out) >= 2 * n:
-                break
+        span = self._span()
         out.sort(reverse=True)
+        for bid, tid, t0, t1, body in self._conn.execute(
+                "SELECT id, template_id, t0, t1, body FROM blocks WHERE t0 < ? "
+                "ORDER BY t0 DESC", (until,)):
+            if len(out) >= n and out[n - 1] > t0 + span:
+                break
+            if t1 < until and len(out) >= n and t1 < out[n - 1]:
+                continue
+            block = self._block(bid, tid, body)
+            if block is not None:
+                out += [t for t in block.rts if t < until]
+                out.sort(reverse=True)
+                del out[n:]
         return out[:n]
 
     def next_time(self, after_ts: float) -> float | None:
@@ -212,15 +218,16 @@ class SampleTables:
         template, ints = self._template(ref[0])
         if len(ref) == 3:
             block: Block = ref[1]
-            ts, seq, reasons, numbers = block.row(ref[2])
+            ts, seq, reasons, numbers, pcie = block.row(ref[2])
         else:
             try:
-                ts, seq, why, numbers = orjson.loads(ref[1])
+                ts, seq, why, numbers, *more = orjson.loads(ref[1])
                 reasons = tuple(tuple(str(x) for x in r) for r in why)
+                pcie = more[0] if more else None
             except (orjson.JSONDecodeError, ValueError, TypeError):
                 raise BlockError("damaged staged row") from None
         try:
-            return rebuild(template, ts, seq, reasons, numbers)
+            return rebuild(template, ts, seq, reasons, numbers, pcie)
         except (ValueError, TypeError) as e:
             raise BlockError(f"damaged sample: {e}") from None
 

@@ -96,10 +96,13 @@ class SamplePacker:
             op = _Open(host_id, frame.signature, tid, self.next_item - 1, sid,
                        self._clock() + span)
             self._open[host_id] = op
-        op.rows.append((rts, frame.ts, frame.seq, frame.reasons, frame.numbers))
+        op.rows.append((rts, frame.ts, frame.seq, frame.reasons, frame.numbers, frame.pcie))
         op.last_staged = sid
+        staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
+        if frame.pcie is not None:
+            staged.append(frame.pcie)
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts,
-                             orjson.dumps([frame.ts, frame.seq, frame.reasons, frame.numbers])))
+                             orjson.dumps(staged)))
         return True
 
     def item_written(self, host_id: int, kind: str) -> int:
@@ -165,10 +168,10 @@ class SamplePacker:
             op = _Open(hid, (), tid, after, staged[0][0], 0.0)
             for sid, rts, body in staged:
                 try:
-                    ts, seq, reasons, numbers = orjson.loads(body)
+                    ts, seq, reasons, numbers, *pcie = orjson.loads(body)
                 except (orjson.JSONDecodeError, ValueError, TypeError):
                     continue  # a torn row cannot be: SQLite commits whole; skip what is odd
-                op.rows.append((rts, ts, seq, reasons, numbers))
+                op.rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
                 op.last_staged = sid
             if op.rows:
                 self._pack(op)

@@ -14,8 +14,9 @@ stored once) and the rest is a matrix with one row per sample (:func:`encode_blo
 
 A decoded sample equals the one recorded (``==`` on the dataclasses): the template gives
 every static field, the columns every moving one, ``None`` comes back from a null mask and
-integer fields as ``int``.  A sample that does not fit (PCIe chains on that tick, a value of
-an unexpected type) is not split: the recorder stores it whole, as before.
+integer fields as ``int``; a tick's PCIe chains (every 30th tick) ride in the block's header.
+A sample that does not fit (a value of an unexpected type) is not split: the recorder
+stores it whole, as before.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
-from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
+from probes.store import codec
+from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
                "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
@@ -77,12 +79,21 @@ class Frame:
     reasons: tuple[tuple[str, ...], ...]
     """Each GPU's clock reasons (text, kept as a per-block table of distinct tuples)."""
     numbers: list[float | int | None]
+    pcie: dict[str, list[dict[str, Any]]] | None = None
+    """The tick's PCIe chains as JSON-able data, on the ticks that carry them."""
 
 
 def split(s: HostSample) -> Frame | None:
     """The sample as signature and numbers; None when it must be stored whole."""
-    if s.pcie is not None or type(s.ts) is not float or type(s.seq) is not int:
+    if type(s.ts) is not float or type(s.seq) is not int:
         return None
+    pcie = None
+    if s.pcie is not None:
+        try:
+            pcie = {str(bus): [codec.encode_dataclass(link) for link in links]
+                    for bus, links in s.pcie.items()}
+        except (codec.CodecError, TypeError, AttributeError):
+            return None
     sig: list[Any] = []
     nums: list[Any] = []
     reasons = []
@@ -116,7 +127,7 @@ def split(s: HostSample) -> Frame | None:
     if not all(type(r) is tuple for r in reasons):
         return None
     sig.append((len(s.gpus), len(s.disks)))
-    return Frame(tuple(sig), s.ts, s.seq, tuple(reasons), nums)
+    return Frame(tuple(sig), s.ts, s.seq, tuple(reasons), nums, pcie)
 
 
 def _int_columns(template: HostSample) -> list[int]:
@@ -129,8 +140,9 @@ def _int_columns(template: HostSample) -> list[int]:
     return out
 
 
-Row = tuple[float, float, int, Sequence[Sequence[str]], Sequence[Any]]
-"""(recording time, the sample's own ts, seq, each GPU's reasons, numbers)."""
+Row = tuple[float, float, int, Sequence[Sequence[str]], Sequence[Any], Any]
+"""(recording time, the sample's own ts, seq, each GPU's reasons, numbers, PCIe chains as
+data or None)."""
 
 
 def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
@@ -140,7 +152,10 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
     """
     table: dict[tuple[str, ...], int] = {}
     matrix: list[list[Any]] = []
-    for rts, ts, seq, reasons, numbers in rows:
+    chains: dict[str, Any] = {}
+    for i, (rts, ts, seq, reasons, numbers, pcie) in enumerate(rows):
+        if pcie is not None:
+            chains[str(i)] = pcie
         codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
         matrix.append([rts, ts, seq, *codes, *numbers])
     obj = np.array(matrix, dtype=object)
@@ -179,7 +194,7 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
             planes.append(part.view(np.uint8).reshape(-1, w).T.tobytes())
     has_nulls = bool(nulls.any())
     head = {"reasons": [list(r) for r in table], "nulls": has_nulls,
-            "gpus": len(rows[0][3]) if rows else 0}
+            "gpus": len(rows[0][3]) if rows else 0, "pcie": chains}
     text = json.dumps(head, separators=(",", ":")).encode("utf-8")
     parts = [_HEAD.pack(_MAGIC, values.shape[0], values.shape[1], len(text)), text,
              decimals.tobytes(), widths.tobytes()]
@@ -195,12 +210,13 @@ class Block:
 
     def __init__(self, values: np.ndarray[Any, Any], ints: np.ndarray[Any, Any],
                  nulls: np.ndarray[Any, Any] | None, ncodes: int, table: list[tuple[str, ...]],
-                 int_columns: Sequence[int]) -> None:
+                 int_columns: Sequence[int], pcie: Any = None) -> None:
         self._values = values
         self._ints = ints
         self._nulls = nulls
         self._ncodes = ncodes
         self._table = table
+        self._pcie = pcie if isinstance(pcie, dict) else {}
         self._int_cols = [3 + ncodes + i for i in int_columns if 3 + ncodes + i < values.shape[1]]
         self.rts: list[float] = values[:, 0].tolist()
         """Each row's recording time."""
@@ -208,8 +224,8 @@ class Block:
     def __len__(self) -> int:
         return len(self.rts)
 
-    def row(self, i: int) -> tuple[float, int, tuple[tuple[str, ...], ...], list[Any]]:
-        """(the sample's ts, seq, each GPU's reasons, numbers) of row ``i``.
+    def row(self, i: int) -> tuple[float, int, tuple[tuple[str, ...], ...], list[Any], Any]:
+        """(the sample's ts, seq, each GPU's reasons, numbers, PCIe data) of row ``i``.
 
         Raises:
             BlockError: a reason code out of range (a damaged block).
@@ -226,7 +242,7 @@ class Block:
             reasons = tuple(self._table[int(ints[3 + j])] for j in range(c))
         except IndexError:
             raise BlockError("damaged block: clock reasons out of range") from None
-        return row[1], int(ints[2]), reasons, row[3 + c:]
+        return row[1], int(ints[2]), reasons, row[3 + c:], self._pcie.get(str(i))
 
 
 def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
@@ -278,7 +294,8 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
             values[:, cols] = ints[:, cols].view(np.float64)
         elif d > 0:
             values[:, cols] = ints[:, cols] / (10.0 ** int(d))
-    return Block(values, ints, nulls, _codes_count(head, c), table, int_columns)
+    return Block(values, ints, nulls, _codes_count(head, c), table, int_columns,
+                 head.get("pcie"))
 
 
 def _codes_count(head: dict[str, Any], c: int) -> int:
@@ -295,8 +312,8 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def rebuild(template: HostSample, ts: float, seq: int,
-            reasons: tuple[tuple[str, ...], ...], numbers: Sequence[Any]) -> HostSample:
+def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str, ...], ...],
+            numbers: Sequence[Any], pcie: Any = None) -> HostSample:
     """The sample a row stands for: the template's static fields, the row's numbers.
 
     Built as the compact wire reader builds samples (``__dict__`` filled at once): the
@@ -336,9 +353,18 @@ def rebuild(template: HostSample, ts: float, seq: int,
         disks.append(obj_d)
     if k != len(numbers):
         raise BlockError(f"a row of {len(numbers)} numbers for a template of {k}")
+    chains = None
+    if pcie is not None:
+        if not isinstance(pcie, dict):
+            raise BlockError("damaged PCIe chains")
+        try:
+            chains = {str(bus): tuple(codec.decode_dataclass(PcieLink, x) for x in links)
+                      for bus, links in pcie.items()}
+        except (codec.CodecError, TypeError):
+            raise BlockError("damaged PCIe chains") from None
     out = _new(HostSample)
     _set(out, "__dict__", {"ts": ts, "seq": seq, "gpus": tuple(gpus), "host": host,
-                           "disks": tuple(disks), "pcie": None})
+                           "disks": tuple(disks), "pcie": chains})
     return out
 
 

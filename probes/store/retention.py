@@ -37,10 +37,10 @@ def apply_retention(conn: sqlite3.Connection, max_age_s: float | None, max_bytes
                          (cutoff, cutoff, BLOCK_BATCH))
             if gone == 0:
                 break
-    if max_bytes is not None and live_bytes(conn) > max_bytes:
+    if max_bytes is not None and kept_bytes(conn) > max_bytes:
         # Down to 90%, so the next check is not due right after the next flush.
         target = int(max_bytes * 0.9)
-        while live_bytes(conn) > target:
+        while kept_bytes(conn) > target:
             if time.monotonic() > deadline:
                 return False
             gone = _drop(conn, "SELECT id FROM items WHERE kind = 'sample' ORDER BY ts LIMIT ?",
@@ -59,6 +59,17 @@ def live_bytes(conn: sqlite3.Connection) -> int:
     pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
     free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
     return (pages - free) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def kept_bytes(conn: sqlite3.Connection) -> int:
+    """Live bytes less the staged rows: those are about to be packed (a block of each host,
+    tens of MB at a thousand hosts), and deleting old samples would never shrink them."""
+    live = live_bytes(conn)
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'staging'").fetchone():
+        staged = conn.execute("SELECT coalesce(sum(length(body)) + 40 * count(*), 0) "
+                              "FROM staging").fetchone()[0]
+        live -= int(staged)
+    return live
 
 
 def _drop(conn: sqlite3.Connection, items: str, item_params: tuple[object, ...],
