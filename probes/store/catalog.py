@@ -34,6 +34,8 @@ class RecordingInfo:
     simulated: bool = False
     """Its hosts were simulated (the demo): its times are the simulator's, not a real night's."""
     error: str | None = None
+    dropped_before: float | None = None
+    """Retention deleted its samples before this time (None: it never had to)."""
 
     @property
     def duration_s(self) -> float | None:
@@ -50,13 +52,15 @@ def _describe(path: Path) -> RecordingInfo:
         with RecordingReader(path) as reader:
             span = reader.span()
             specs = reader.host_specs()
+            dropped = reader.dropped_before
     except RecordingError as e:
         return RecordingInfo(path, size, error=str(e))
     except (sqlite3.Error, OSError) as e:
         return RecordingInfo(path, size, error=f"cannot read recording {path}: {e}")
     start, end = span if span is not None else (None, None)
     return RecordingInfo(path, size, start, end, len(specs),
-                         simulated=bool(specs) and all(s.simulate for s in specs))
+                         simulated=bool(specs) and all(s.simulate for s in specs),
+                         dropped_before=dropped)
 
 
 def list_recordings(directory: str | os.PathLike[str]) -> list[RecordingInfo]:
@@ -110,7 +114,9 @@ def format_recordings(infos: list[RecordingInfo]) -> list[str]:
     if not good:
         return []
     rows = [(_when(i.start), _when(i.end), format_duration(i.duration_s), str(i.hosts),
-             _size(i.bytes), clean_text(i.path.name) + ("  (simulated)" if i.simulated else ""))
+             _size(i.bytes), clean_text(i.path.name) + ("  (simulated)" if i.simulated else "")
+             + ("" if i.dropped_before is None
+                else f"  (retention dropped samples before {_when(i.dropped_before)})"))
             for i in good]
     head = ("START (UTC)", "END (UTC)", "DURATION", "HOSTS", "SIZE", "FILE")
     widths = [max(len(r[k]) for r in [head, *rows]) for k in range(5)]
