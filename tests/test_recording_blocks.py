@@ -278,3 +278,12 @@ def test_retention_by_size_says_what_it_dropped(tmp_path: Path,
     assert span is not None and span[1] == 3000.0
     lines = catalog.format_recordings(catalog.list_recordings(tmp_path))
     assert "dropped" in lines[1]
+
+
+def test_the_replay_header_says_retention_dropped_samples() -> None:
+    from probes.store.replay import ReplayPosition
+
+    pos = ReplayPosition(1_700_000_600.0, 60.0, False, 1_700_000_000.0, 1_700_003_600.0,
+                         False, dropped_before=1_700_000_300.0)
+    assert "samples before 2023-11-14 22:18 dropped by retention" in pos.describe()
+    assert "dropped" not in dataclasses.replace(pos, dropped_before=None).describe()

@@ -215,7 +215,7 @@ class SampleTables:
         Raises:
             BlockError: a damaged row or template.
         """
-        template, ints = self._template(ref[0])
+        template, _ints = self._template(ref[0])
         if len(ref) == 3:
             block: Block = ref[1]
             ts, seq, reasons, numbers, pcie = block.row(ref[2])

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
 from probes.store import codec
+from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
@@ -158,13 +158,15 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
             chains[str(i)] = pcie
         codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
         matrix.append([rts, ts, seq, *codes, *numbers])
-    obj = np.array(matrix, dtype=object)
-    if obj.ndim != 2:
+    try:  # None becomes NaN: the protocol refuses non-finite numbers, so NaN means None
+        values: np.ndarray[Any, Any] = np.array(matrix, dtype=np.float64)
+    except ValueError:
+        raise BlockError("rows of different lengths in one block") from None
+    if values.ndim != 2:
         raise BlockError("rows of different lengths in one block")
-    nulls = np.equal(obj, None)
-    obj[nulls] = 0.0
-    values = obj.astype(np.float64)
-    ints = np.zeros(values.shape, dtype=np.int64)
+    nulls = np.isnan(values)
+    values[nulls] = 0.0
+    ints: np.ndarray[Any, Any] = np.zeros(values.shape, dtype=np.int64)
     decimals = np.full(values.shape[1], -1, dtype=np.int8)
     todo = np.ones(values.shape[1], dtype=bool)
     for d in range(_MAX_DECIMALS + 1):

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from probes.config.fleet import HostSpec
 from probes.store import codec
