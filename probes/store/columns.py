@@ -22,14 +22,14 @@ stores it whole, as before.
 from __future__ import annotations
 
 import dataclasses
-import json
 import struct
 import zlib
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import orjson
 
 from probes.store import codec
 from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
@@ -51,6 +51,10 @@ _PROC_STATIC = itemgetter(*[f.name for f in dataclasses.fields(GpuProcess)
 _HOST_STATIC = itemgetter(*[f.name for f in dataclasses.fields(HostStats)
                             if f.name not in HOST_NUMBERS])
 _GPU_NUM = itemgetter(*GPU_NUMBERS)
+_USED = itemgetter("used_mib")
+_REASONS = itemgetter("clock_reasons")
+_NAME = itemgetter("name")
+_TUPLE = frozenset({tuple})
 _HOST_NUM = itemgetter(*HOST_NUMBERS)
 _DISK_NUM = itemgetter(*DISK_NUMBERS)
 _NUMBER_TYPES = frozenset({float, int, type(None)})
@@ -69,9 +73,9 @@ class BlockError(ValueError):
     """A block that cannot be decoded (damaged, or from a newer rigwatch)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Frame:
-    """One sample split: its static signature and its moving values."""
+class Frame(NamedTuple):
+    """One sample split: its static signature and its moving values (a tuple: the writer
+    makes one per sample, a thousand a second)."""
 
     signature: Signature
     ts: float
@@ -84,8 +88,13 @@ class Frame:
 
 
 def split(s: HostSample) -> Frame | None:
-    """The sample as signature and numbers; None when it must be stored whole."""
-    if type(s.ts) is not float or type(s.seq) is not int:
+    """The sample as signature and numbers; None when it must be stored whole.
+
+    Written for speed (the recorder's writer calls it for every sample): the dataclasses'
+    ``__dict__`` read through ``itemgetter`` and ``map``, no per-field Python code.
+    """
+    ts, seq = s.ts, s.seq
+    if type(ts) is not float or type(seq) is not int:
         return None
     pcie = None
     if s.pcie is not None:
@@ -94,20 +103,21 @@ def split(s: HostSample) -> Frame | None:
                     for bus, links in s.pcie.items()}
         except (codec.CodecError, TypeError, AttributeError):
             return None
-    sig: list[Any] = []
-    nums: list[Any] = []
-    reasons = []
     try:
-        for g in s.gpus:
-            d = g.__dict__
+        gd = [g.__dict__ for g in s.gpus]
+        sig: list[Any] = list(map(_GPU_STATIC, gd))
+        nums: list[Any] = []
+        more = nums.extend
+        for d in gd:
             procs = d["processes"]
             if procs is None:
-                sig.append((_GPU_STATIC(d), None))
+                sig.append(None)
             else:
-                sig.append((_GPU_STATIC(d), tuple([_PROC_STATIC(p.__dict__) for p in procs])))
-                nums.extend([p.used_mib for p in procs])
-            nums.extend(_GPU_NUM(d))
-            reasons.append(d["clock_reasons"])
+                pd = [p.__dict__ for p in procs]
+                sig.append(tuple(map(_PROC_STATIC, pd)))
+                more(map(_USED, pd))
+            more(_GPU_NUM(d))
+        reasons = tuple(map(_REASONS, gd))
         h = s.host.__dict__
         host = _HOST_NUM(h)
         sig.append(_HOST_STATIC(h))
@@ -115,19 +125,17 @@ def split(s: HostSample) -> Frame | None:
             v = host[k]
             if v is not None and (type(v) is not int or not -_EXACT_INT < v < _EXACT_INT):
                 return None
-        nums.extend(host)
-        for disk in s.disks:
-            dd = disk.__dict__
-            sig.append(dd["name"])
-            nums.extend(_DISK_NUM(dd))
+        more(host)
+        dd = [d.__dict__ for d in s.disks]
+        sig.extend(map(_NAME, dd))
+        for d in dd:
+            more(_DISK_NUM(d))
     except (AttributeError, KeyError):  # not the dataclasses this module knows
         return None
-    if not set(map(type, nums)) <= _NUMBER_TYPES:
+    if not set(map(type, nums)) <= _NUMBER_TYPES or not set(map(type, reasons)) <= _TUPLE:
         return None
-    if not all(type(r) is tuple for r in reasons):
-        return None
-    sig.append((len(s.gpus), len(s.disks)))
-    return Frame(tuple(sig), s.ts, s.seq, tuple(reasons), nums, pcie)
+    sig.append((len(gd), len(dd)))
+    return Frame(tuple(sig), ts, seq, reasons, nums, pcie)
 
 
 def _int_columns(template: HostSample) -> list[int]:
@@ -153,10 +161,14 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
     table: dict[tuple[str, ...], int] = {}
     matrix: list[list[Any]] = []
     chains: dict[str, Any] = {}
+    last: Any = None
+    codes: list[int] = []
     for i, (rts, ts, seq, reasons, numbers, pcie) in enumerate(rows):
         if pcie is not None:
             chains[str(i)] = pcie
-        codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+        if reasons != last:  # they seldom change from one tick to the next
+            codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+            last = reasons
         matrix.append([rts, ts, seq, *codes, *numbers])
     try:  # None becomes NaN: the protocol refuses non-finite numbers, so NaN means None
         values: np.ndarray[Any, Any] = np.array(matrix, dtype=np.float64)
@@ -197,7 +209,7 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
     has_nulls = bool(nulls.any())
     head = {"reasons": [list(r) for r in table], "nulls": has_nulls,
             "gpus": len(rows[0][3]) if rows else 0, "pcie": chains}
-    text = json.dumps(head, separators=(",", ":")).encode("utf-8")
+    text = orjson.dumps(head)
     parts = [_HEAD.pack(_MAGIC, values.shape[0], values.shape[1], len(text)), text,
              decimals.tobytes(), widths.tobytes()]
     if has_nulls:
@@ -260,7 +272,7 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
         if magic != _MAGIC:
             raise BlockError("not a rigwatch block")
         pos = _HEAD.size
-        head = json.loads(data[pos:pos + tlen])
+        head = orjson.loads(data[pos:pos + tlen])
         pos += tlen
         decimals = np.frombuffer(data, np.int8, c, pos)
         pos += c
