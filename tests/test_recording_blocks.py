@@ -258,17 +258,22 @@ def test_readers_never_see_a_sample_twice_while_blocks_are_packed(
         assert r.sample_spacing("h") == 1.0
 
 
-def test_retention_by_size_says_what_it_dropped(tmp_path: Path,
-                                                 stream: list[HostSample]) -> None:
-    path = tmp_path / "cap.sqlite3"
+def _capped(path: Path, stream: list[HostSample], **kw: object) -> None:
+    """3000 one-second samples and one log line first, under a size cap."""
     with Recorder(path, "fleet", ["h"], flush_interval_s=0.02, max_bytes=120_000,
-                  retention_interval_s=0.02) as rec:
+                  retention_interval_s=0.02, **kw) as rec:  # type: ignore[arg-type]
         rec.record("h", 0.5, LogEvent(0.5, "kernel", "NVRM: Xid 79"))
         for i in range(3000):
             s = stream[i % len(stream)]
             rec.record("h", float(i + 1), dataclasses.replace(s, seq=i, ts=float(i + 1)))
             if i % 200 == 0:
                 time.sleep(0.05)
+
+
+def test_retention_by_size_drops_samples_first_and_says_so(tmp_path: Path,
+                                                            stream: list[HostSample]) -> None:
+    path = tmp_path / "cap.sqlite3"
+    _capped(path, stream, tiers=None)
     with RecordingReader(path) as r:
         dropped = r.dropped_before
         logs = list(r.items(kinds=["log"]))
@@ -277,7 +282,61 @@ def test_retention_by_size_says_what_it_dropped(tmp_path: Path,
     assert len(logs) == 1  # the log line outlived the older samples
     assert span is not None and span[1] == 3000.0
     lines = catalog.format_recordings(catalog.list_recordings(tmp_path))
-    assert "dropped" in lines[1]
+    assert "retention dropped samples before" in lines[1]
+
+
+def test_over_the_cap_full_resolution_goes_first(tmp_path: Path,
+                                                 stream: list[HostSample]) -> None:
+    """With tiers on (the default), the oldest whole samples become 15 s min/max/mean
+    buckets before anything is deleted; the log line is never thinned."""
+    path = tmp_path / "tiers.sqlite3"
+    _capped(path, stream)
+    with RecordingReader(path) as r:
+        full_from = r.full_resolution_from
+        samples = [(ts, i) for _, ts, i in r.items(kinds=["sample"])]
+        logs = list(r.items(kinds=["log"]))
+        tiers = dict(r._conn.execute("SELECT tier, count(*) FROM blocks GROUP BY tier"))
+    assert full_from is not None and 1.0 < full_from <= 3000.0
+    assert tiers.get(1, 0) > 0 and len(logs) == 1
+    old = [ts for ts, _ in samples if ts < full_from]
+    new = [ts for ts, _ in samples if ts >= full_from]
+    assert new == [float(t) for t in range(int(new[0]), 3001)]  # whole, every second
+    gaps = [b - a for a, b in zip(old, old[1:], strict=False)]
+    assert old and max(gaps) <= 15.0 and sum(gaps) / len(gaps) > 10.0  # 15 s buckets
+    lines = catalog.format_recordings(catalog.list_recordings(tmp_path))
+    assert "buckets before" in lines[1]
+
+
+def test_buckets_hold_the_mean_min_and_max(tmp_path: Path, stream: list[HostSample]) -> None:
+    from probes.store import thinning
+
+    path = tmp_path / "old.sqlite3"
+    day = 86400.0
+    times = [t * 1.0 for t in range(120)] + [3 * day + t for t in range(3)]
+    for part in (times[:120], times[120:]):  # two sessions: blocks of their own
+        with Recorder(path, "fleet", ["h"], tiers=None) as rec:
+            for t in part:
+                k = times.index(t)
+                s = stream[k % len(stream)]
+                rec.record("h", t, dataclasses.replace(s, seq=k, ts=t))
+    with Recorder(path, "fleet", ["h"]) as rec:  # the newest sample is 3 days on: thin
+        pass
+    with RecordingReader(path) as r:
+        got = [(ts, i) for _, ts, i in r.items()]
+        row = r._conn.execute("SELECT template_id, body, lo, hi FROM blocks WHERE tier = 1"
+                              ).fetchone()
+    assert [ts for ts, _ in got][:8] == [14.0, 29.0, 44.0, 59.0, 74.0, 89.0, 104.0, 119.0]
+    assert [ts for ts, _ in got][8:] == times[120:]
+    first = [stream[k % len(stream)].gpus[0].util_pct for k in range(15)]
+    mean = got[0][1]
+    assert isinstance(mean, HostSample)
+    assert mean.gpus[0].util_pct == pytest.approx(sum(first) / 15, abs=1e-3)  # type: ignore[operator]
+    lo = columns.decode_block(row[2]).row(0)[3]
+    hi = columns.decode_block(row[3]).row(0)[3]
+    # GPU 0's util_pct: after its processes' memory, at its place among the GPU's numbers
+    k = len(stream[0].gpus[0].processes or ()) + columns.GPU_NUMBERS.index("util_pct")
+    assert (lo[k], hi[k]) == (min(first), max(first))  # type: ignore[type-var]
+    assert thinning.TierSpans().full_s == 48 * 3600.0
 
 
 def test_the_replay_header_says_retention_dropped_samples() -> None:

@@ -72,6 +72,10 @@ class SamplePacker:
         self._packed: dict[int, int] = {}
         self._deleted_below = 0
         self._seen: set[int] = set()
+        row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
+        self.newest: float | None = None if row[0] is None else float(row[0])
+        """The latest recording time of any sample staged or packed (tiers count back
+        from it)."""
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (BLOCK_SPAN_KEY,)).fetchone()
         self._span = float(row[0]) if row else 0.0
         self._span_written = self._span
@@ -97,6 +101,8 @@ class SamplePacker:
                        self._clock() + span)
             self._open[host_id] = op
         op.rows.append((rts, frame.ts, frame.seq, frame.reasons, frame.numbers, frame.pcie))
+        if self.newest is None or rts > self.newest:
+            self.newest = rts
         op.last_staged = sid
         staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
         if frame.pcie is not None:

@@ -48,6 +48,7 @@ from probes.store.codec import Item
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
 from probes.store.retention import apply_retention
+from probes.store.thinning import TierSpans, thin, thin_oldest
 from probes.wire.samples import HostSample
 
 _RETENTION_BUDGET_S = 0.25
@@ -177,7 +178,8 @@ class Recorder:
     def __init__(self, path: str | os.PathLike[str], fleet_key: str, hosts: Iterable[str],
                  *, flush_interval_s: float = 1.0, max_age_s: float | None = None,
                  max_bytes: int | None = None, retention_interval_s: float = 60.0,
-                 max_pending: int = 500_000, clock: Callable[[], float] = time.time) -> None:
+                 max_pending: int = 500_000, clock: Callable[[], float] = time.time,
+                 tiers: TierSpans | None = TierSpans()) -> None:
         """Open the recording and start the writer.
 
         Args:
@@ -191,7 +193,10 @@ class Recorder:
             retention_interval_s: how often the writer checks retention.
             max_pending: a queue this long means the disk cannot keep up: recording stops.
             clock: wall time for retention by age (tests pass their own).
+            tiers: how long whole samples and 15 s buckets are kept before they are
+                thinned (:mod:`probes.store.thinning`); None keeps every sample whole.
         """
+        self._tiers = tiers
         self._path = Path(path)
         self._flush_interval_s = flush_interval_s
         self._max_age_s = max_age_s
@@ -375,7 +380,8 @@ class Recorder:
                         next_retention = time.monotonic()
                 if self._stopping:
                     self._flush(closing=True)
-                    if self._max_age_s is not None or self._max_bytes is not None:
+                    if self._max_age_s is not None or self._max_bytes is not None \
+                            or self._tiers is not None:
                         self._apply_retention()  # the last batch may have crossed the limit
                     return
                 self._wake.wait(max(0.0, next_flush - time.monotonic()))
@@ -387,7 +393,7 @@ class Recorder:
             self._finish()
 
     def _retention_due(self, when: float) -> bool:
-        if self._max_age_s is None and self._max_bytes is None:
+        if self._max_age_s is None and self._max_bytes is None and self._tiers is None:
             return False
         return time.monotonic() >= when
 
@@ -456,8 +462,14 @@ class Recorder:
 
     def _apply_retention(self) -> bool:
         """Delete what retention says must go; False if the time budget ran out first."""
-        done = apply_retention(self._conn, self._max_age_s, self._max_bytes, self._clock,
-                               _RETENTION_BUDGET_S)
+        conn, body = self._conn, self._body
+        newest = self._packer.newest  # tiers count back from the newest sample, not the
+        done = (self._tiers is None or newest is None  # wall clock: a replayed past stays
+                or thin(conn, body, newest, self._tiers, _RETENTION_BUDGET_S / 2))
+        done = apply_retention(conn, self._max_age_s, self._max_bytes, self._clock,
+                               _RETENTION_BUDGET_S / 2,
+                               None if self._tiers is None else lambda: thin_oldest(conn, body)
+                               ) and done
         self._bytes = _file_bytes(self._path)
         return done
 

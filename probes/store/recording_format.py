@@ -107,7 +107,7 @@ def _create_v2(conn: sqlite3.Connection) -> None:
                  "body BLOB)")
     conn.execute("CREATE TABLE blocks(id INTEGER PRIMARY KEY, host_id INTEGER, t0 REAL, "
                  "t1 REAL, n INTEGER, template_id INTEGER, after_item INTEGER, tier INTEGER, "
-                 "body BLOB)")
+                 "body BLOB, lo BLOB, hi BLOB)")
     conn.execute("CREATE INDEX blocks_t0 ON blocks(t0)")
     conn.execute("CREATE INDEX blocks_host ON blocks(host_id, t0)")
     conn.execute("CREATE TABLE staging(id INTEGER PRIMARY KEY, host_id INTEGER, "

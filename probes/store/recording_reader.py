@@ -85,6 +85,18 @@ class RecordingReader:
         return self._skipped + self._samples.damaged
 
     @property
+    def full_resolution_from(self) -> float | None:
+        """Samples before this time are kept as 15 s or 5 min buckets (None: all whole)."""
+        return self._meta_float("full_resolution_from")
+
+    def _meta_float(self, key: str) -> float | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        try:
+            return float(row[0]) if row else None
+        except ValueError:
+            return None
+
+    @property
     def dropped_before(self) -> float | None:
         """Retention deleted samples up to this time (None: nothing was deleted)."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'dropped_before'"

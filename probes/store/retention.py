@@ -23,8 +23,13 @@ DROPPED_KEY = "dropped_before"
 
 
 def apply_retention(conn: sqlite3.Connection, max_age_s: float | None, max_bytes: int | None,
-                    clock: Callable[[], float], budget_s: float) -> bool:
-    """Delete what the limits say must go; False if ``budget_s`` ran out first."""
+                    clock: Callable[[], float], budget_s: float,
+                    thin_oldest: Callable[[], bool] | None = None) -> bool:
+    """Delete what the limits say must go; False if ``budget_s`` ran out first.
+
+    Over the size limit, ``thin_oldest`` (the oldest whole samples made 15 s buckets) is
+    tried before anything is deleted: full resolution goes first, then the oldest buckets.
+    """
     deadline = time.monotonic() + budget_s
     if max_age_s is not None:
         cutoff = clock() - max_age_s
@@ -40,18 +45,30 @@ def apply_retention(conn: sqlite3.Connection, max_age_s: float | None, max_bytes
     if max_bytes is not None and kept_bytes(conn) > max_bytes:
         # Down to 90%, so the next check is not due right after the next flush.
         target = int(max_bytes * 0.9)
-        while kept_bytes(conn) > target:
+        while (kept := kept_bytes(conn)) > target:
             if time.monotonic() > deadline:
                 return False
+            if thin_oldest is not None and thin_oldest():
+                continue
             gone = _drop(conn, "SELECT id FROM items WHERE kind = 'sample' ORDER BY ts LIMIT ?",
                          (DELETE_BATCH,), "SELECT id FROM blocks ORDER BY t0 LIMIT ?",
-                         (BLOCK_BATCH,))
+                         (_block_batch(conn, kept - target),))
             if gone == 0:  # no samples left: the oldest of everything else
                 gone = _drop(conn, "SELECT id FROM items ORDER BY ts LIMIT ?", (DELETE_BATCH,),
                              None, ())
             if gone == 0:
                 break
     return True
+
+
+def _block_batch(conn: sqlite3.Connection, excess: int) -> int:
+    """How many of the oldest blocks hold about ``excess`` bytes (a block is minutes of a
+    host: deleting a fixed batch could take far more than the limit asks)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'blocks'").fetchone():
+        return 0
+    avg = conn.execute("SELECT avg(length(body)) FROM (SELECT body FROM blocks "
+                       "ORDER BY t0 LIMIT 20)").fetchone()[0]
+    return BLOCK_BATCH if not avg else max(1, min(BLOCK_BATCH, int(excess / avg) + 1))
 
 
 def live_bytes(conn: sqlite3.Connection) -> int:
