@@ -9,6 +9,7 @@ so the blocks see what a live fleet sends.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import shutil
@@ -301,7 +302,7 @@ def test_over_the_cap_full_resolution_goes_first(tmp_path: Path,
     old = [ts for ts, _ in samples if ts < full_from]
     new = [ts for ts, _ in samples if ts >= full_from]
     assert new == [float(t) for t in range(int(new[0]), 3001)]  # whole, every second
-    gaps = [b - a for a, b in zip(old, old[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(old)]
     assert old and max(gaps) <= 15.0 and sum(gaps) / len(gaps) > 10.0  # 15 s buckets
     lines = catalog.format_recordings(catalog.list_recordings(tmp_path))
     assert "buckets before" in lines[1]

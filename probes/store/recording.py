@@ -48,7 +48,7 @@ from probes.store.codec import Item
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
 from probes.store.retention import apply_retention
-from probes.store.thinning import TierSpans, thin, thin_oldest
+from probes.store.thinning import DEFAULT_TIERS, TierSpans, thin, thin_oldest
 from probes.wire.samples import HostSample
 
 _RETENTION_BUDGET_S = 0.25
@@ -179,7 +179,7 @@ class Recorder:
                  *, flush_interval_s: float = 1.0, max_age_s: float | None = None,
                  max_bytes: int | None = None, retention_interval_s: float = 60.0,
                  max_pending: int = 500_000, clock: Callable[[], float] = time.time,
-                 tiers: TierSpans | None = TierSpans()) -> None:
+                 tiers: TierSpans | None = DEFAULT_TIERS) -> None:
         """Open the recording and start the writer.
 
         Args:

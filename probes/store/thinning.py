@@ -49,6 +49,9 @@ class TierSpans:
     mid_s: float = MID_S
 
 
+DEFAULT_TIERS = TierSpans()
+
+
 def thin(conn: sqlite3.Connection, body: fmt.Body, now: float, spans: TierSpans,
          budget_s: float, force_before: float | None = None) -> bool:
     """Thin what is old enough (or older than ``force_before``, whatever its age: size
