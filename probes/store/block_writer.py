@@ -48,7 +48,9 @@ class _Open:
     after_item: int
     first_staged: int
     due: float
-    rows: list[Row] = field(default_factory=list)
+    rows: list[tuple[float, bytes]] = field(default_factory=list)
+    """(recording time, the staged row's JSON): a thousand hosts' open blocks in memory
+    cost their JSON (about 1 KB a row), not a Python object per number."""
     last_staged: int = 0
 
 
@@ -72,6 +74,8 @@ class SamplePacker:
         self._packed: dict[int, int] = {}
         self._deleted_below = 0
         self._seen: set[int] = set()
+        self._procs: dict[int, dict[int, tuple[Any, ...]]] = {}
+        """Per host, ``split``'s memory of each GPU's last process tuple."""
         row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
         self.newest: float | None = None if row[0] is None else float(row[0])
         """The latest recording time of any sample staged or packed (tiers count back
@@ -84,7 +88,10 @@ class SamplePacker:
 
     def add(self, host_id: int, rts: float, sample: HostSample) -> bool:
         """Stage one sample; False when it does not split (store it whole instead)."""
-        frame = split(sample)
+        seen = self._procs.get(host_id)
+        if seen is None:
+            seen = self._procs[host_id] = {}
+        frame = split(sample, seen)
         if frame is None:
             return False
         op = self._open.get(host_id)
@@ -100,15 +107,16 @@ class SamplePacker:
             op = _Open(host_id, frame.signature, tid, self.next_item - 1, sid,
                        self._clock() + span)
             self._open[host_id] = op
-        op.rows.append((rts, frame.ts, frame.seq, frame.reasons, frame.numbers, frame.pcie))
         if self.newest is None or rts > self.newest:
             self.newest = rts
         op.last_staged = sid
         staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
         if frame.pcie is not None:
             staged.append(frame.pcie)
-        self._staged.append((sid, host_id, op.template_id, op.after_item, rts,
-                             orjson.dumps(staged)))
+        text = orjson.dumps(staged)
+        # orjson's bytes keep its whole output buffer (tens of KB); a copy is exact-sized.
+        op.rows.append((rts, bytes(memoryview(text))))
+        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
         return True
 
     def item_written(self, host_id: int, kind: str) -> int:
@@ -173,11 +181,7 @@ class SamplePacker:
         for (hid, tid, after), staged in groups.items():
             op = _Open(hid, (), tid, after, staged[0][0], 0.0)
             for sid, rts, body in staged:
-                try:
-                    ts, seq, reasons, numbers, *pcie = orjson.loads(body)
-                except (orjson.JSONDecodeError, ValueError, TypeError):
-                    continue  # a torn row cannot be: SQLite commits whole; skip what is odd
-                op.rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
+                op.rows.append((rts, body))
                 op.last_staged = sid
             if op.rows:
                 self._pack(op)
@@ -199,10 +203,19 @@ class SamplePacker:
         return tid
 
     def _pack(self, op: _Open) -> None:
-        times = [r[0] for r in op.rows]
+        rows: list[Row] = []
+        for rts, text in op.rows:
+            try:
+                ts, seq, reasons, numbers, *pcie = orjson.loads(text)
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                continue  # SQLite commits rows whole; what does not parse was never ours
+            rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
+        if not rows:
+            return
+        times = [r[0] for r in rows]
         t0, t1 = min(times), max(times)
-        self._blocks.append((op.host_id, t0, t1, len(op.rows), op.template_id, op.after_item,
-                             encode_block(op.rows)))
+        self._blocks.append((op.host_id, t0, t1, len(rows), op.template_id, op.after_item,
+                             encode_block(rows)))
         self._packed[op.host_id] = max(op.last_staged, self._packed.get(op.host_id, 0))
         self._span = max(self._span, t1 - t0)
 
