@@ -347,3 +347,12 @@ def test_the_replay_header_says_retention_dropped_samples() -> None:
                          False, dropped_before=1_700_000_300.0)
     assert "samples before 2023-11-14 22:18 dropped by retention" in pos.describe()
     assert "dropped" not in dataclasses.replace(pos, dropped_before=None).describe()
+
+
+def test_the_tier_spans_are_settings(tmp_path: Path) -> None:
+    from tui.settings import load_settings
+
+    path = tmp_path / "settings.yaml"
+    path.write_text("recording:\n  full_resolution_hours: 12\n  bucket_15s_days: 3\n")
+    keep = load_settings(path).recording
+    assert (keep.full_resolution_hours, keep.bucket_15s_days) == (12.0, 3.0)

@@ -111,11 +111,23 @@ class SampleTables:
         return out[:n]
 
     def next_time(self, after_ts: float) -> float | None:
-        """The first sample time strictly after ``after_ts``."""
-        for ts, *_ in self.rows(after_ts, None):
-            if ts > after_ts:
-                return ts
-        return None
+        """The first sample time strictly after ``after_ts``: the first block that begins
+        after it (a block's ``t0`` is its earliest row), or a row of a block that straddles
+        it, or a staged row; only the straddling blocks are opened."""
+        if not self.present:
+            return None
+        conn = self._conn
+        found = [float(r[0]) for r in conn.execute(
+            f"SELECT min(s.ts) {_UNPACKED} AND s.ts > ?", (after_ts,)) if r[0] is not None]
+        row = conn.execute("SELECT min(t0) FROM blocks WHERE t0 > ?", (after_ts,)).fetchone()
+        if row[0] is not None:
+            found.append(float(row[0]))
+        for bid, tid, body in conn.execute(
+                "SELECT id, template_id, body FROM blocks WHERE t0 >= ? AND t0 <= ? AND t1 > ?",
+                (after_ts - self._span(), after_ts, after_ts)):
+            block = self._block(bid, tid, body)
+            found += [t for t in (block.rts if block is not None else []) if t > after_ts]
+        return min(found) if found else None
 
     def prev_time(self, before_ts: float) -> float | None:
         """The last sample time strictly before ``before_ts``.

@@ -113,9 +113,10 @@ class SamplePacker:
         staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
         if frame.pcie is not None:
             staged.append(frame.pcie)
-        text = orjson.dumps(staged)
-        # orjson's bytes keep its whole output buffer (tens of KB); a copy is exact-sized.
-        op.rows.append((rts, bytes(memoryview(text))))
+        # orjson's bytes keep its whole output buffer (tens of KB; a flush of a fleet's
+        # backlog holds thousands of them): an exact-size copy is what is kept.
+        text = bytes(memoryview(orjson.dumps(staged)))
+        op.rows.append((rts, text))
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
         return True
 
