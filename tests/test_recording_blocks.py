@@ -297,8 +297,14 @@ def test_over_the_cap_full_resolution_goes_first(tmp_path: Path,
         samples = [(ts, i) for _, ts, i in r.items(kinds=["sample"])]
         logs = list(r.items(kinds=["log"]))
         tiers = dict(r._conn.execute("SELECT tier, count(*) FROM blocks GROUP BY tier"))
+        widest = r._conn.execute("SELECT max(t1 - t0) FROM blocks").fetchone()[0]
+        span = float(r.meta["block_span"])
+        middle = [ts for _, ts, _ in r.items(since=full_from / 2)]
     assert full_from is not None and 1.0 < full_from <= 3000.0
     assert tiers.get(1, 0) > 0 and len(logs) == 1
+    assert span >= widest > 240  # a thinned block spans hours; readers must still find it
+    assert middle == sorted(t for t in [ts for ts, _ in samples] + [0.5]
+                            if t >= full_from / 2)
     old = [ts for ts, _ in samples if ts < full_from]
     new = [ts for ts, _ in samples if ts >= full_from]
     assert new == [float(t) for t in range(int(new[0]), 3001)]  # whole, every second

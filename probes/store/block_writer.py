@@ -149,9 +149,12 @@ class SamplePacker:
                              "tier, body) VALUES (?, ?, ?, ?, ?, ?, 0, ?)", self._blocks)
             conn.executemany("INSERT OR REPLACE INTO packed(host_id, last_staged) VALUES (?, ?)",
                              self._packed.items())
-        if self._span > self._span_written:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                         (BLOCK_SPAN_KEY, repr(self._span)))
+        if self._span > self._span_written:  # never below what thinning wrote
+            row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                               (BLOCK_SPAN_KEY,)).fetchone()
+            if row is None or float(row[0]) < self._span:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             (BLOCK_SPAN_KEY, repr(self._span)))
             self._span_written = self._span
         keep = min((op.first_staged for op in self._open.values()), default=self._next_staged)
         if keep > self._deleted_below:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from probes.store import recording_format as fmt
+from probes.store.block_writer import BLOCK_SPAN_KEY
 from probes.store.columns import BlockError, Row, decode_block, encode_block, int_columns
 from probes.wire.samples import HostSample
 
@@ -102,10 +103,17 @@ def _thin_one_group(conn: sqlite3.Connection, body: fmt.Body, tier: int, cutoff:
         mean, lo, hi = parts
         if mean:
             times = [r[0] for r in mean]
+            t0, t1 = min(times), max(times)
             conn.execute("INSERT INTO blocks(host_id, t0, t1, n, template_id, after_item, tier, "
                          "body, lo, hi) VALUES (?, ?, ?, ?, ?, -1, ?, ?, ?, ?)",
-                         (host_id, min(times), max(times), len(mean), template_id, tier,
+                         (host_id, t0, t1, len(mean), template_id, tier,
                           encode_block(mean), encode_block(lo), encode_block(hi)))
+            # Readers find the blocks over a time through t0 and the longest span.
+            span = conn.execute("SELECT value FROM meta WHERE key = ?",
+                                (BLOCK_SPAN_KEY,)).fetchone()
+            if span is None or float(span[0]) < t1 - t0:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             (BLOCK_SPAN_KEY, repr(t1 - t0)))
         full_from = conn.execute("SELECT min(t0) FROM blocks WHERE tier = 0").fetchone()[0]
         if full_from is None:  # none whole is left: just after the newest bucket
             full_from = math.nextafter(max(r[0] for r in mean), math.inf) if mean else None
