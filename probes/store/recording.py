@@ -10,10 +10,16 @@ UI's way:
   killed (``kill -9`` loses at most the items of the last interval), though not a power cut.
 * Any write error (disk full, read-only file, I/O error) stops the recording with a reason
   in :attr:`Recorder.status`; ``record`` then does nothing.  Nothing is raised into the UI.
-* Retention (``max_age_s``, ``max_bytes``) deletes the oldest items in batches, checked by
-  the writer about once a minute.  Freed pages are reused by later items rather than given
-  back (no ``VACUUM``, no ``auto_vacuum``): the file stops growing at about ``max_bytes`` but
-  does not shrink below its peak size.
+* Samples are staged each second and packed a minute at a time into columnar blocks
+  (:mod:`probes.store.block_writer`, :mod:`probes.store.columns`): about 50-100 bytes per
+  8-GPU host-sample instead of 750-900 as whole rows.
+* Tiers (``tiers``) turn whole samples older than 48 h of recording time into 15 s, then
+  5 min, min/max/mean buckets (:mod:`probes.store.thinning`); retention (``max_age_s``,
+  ``max_bytes``, :mod:`probes.store.retention`) deletes by age, and over the size buckets the
+  oldest whole samples first, then deletes the oldest samples, other items last; both are
+  checked by the writer about once a minute.  Freed pages are reused by later items rather
+  than given back (no ``VACUUM``, no ``auto_vacuum``): the file stops growing at about
+  ``max_bytes`` but does not shrink below its peak size.
 * The file's layout and row codec are :mod:`probes.store.recording_format`; reading is
   :mod:`probes.store.recording_reader`.
 
