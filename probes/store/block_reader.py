@@ -61,10 +61,12 @@ class SampleTables:
     def span(self) -> tuple[float, float] | None:
         if not self.present:
             return None
+        # The latest t1 is among the blocks begun within block_span of the latest t0: both
+        # ends come from the index on t0, never a scan (the listing reads every file's).
         lo, hi = self._conn.execute(
             f"SELECT min(x), max(y) FROM (SELECT (SELECT min(t0) FROM blocks) AS x, "
-            f"(SELECT max(t1) FROM blocks) AS y UNION ALL SELECT min(s.ts), max(s.ts) "
-            f"{_UNPACKED})").fetchone()
+            f"(SELECT max(t1) FROM blocks WHERE t0 >= (SELECT max(t0) FROM blocks) - ?) AS y "
+            f"UNION ALL SELECT min(s.ts), max(s.ts) {_UNPACKED})", (self._span(),)).fetchone()
         return None if lo is None else (float(lo), float(hi))
 
     def count_between(self, since: float | None, until: float) -> int:
@@ -168,15 +170,20 @@ class SampleTables:
             f"SELECT s.ts {_UNPACKED} AND s.host_id = ? ORDER BY s.id LIMIT ?", (host_id, n))]
         return sorted(out)[:n]
 
-    def min_after(self, host_id: int, item_id: int, lookahead: int) -> float | None:
+    def min_after(self, host_id: int, item_id: int, lookahead: int,
+                  before: float | None = None) -> float | None:
         """The earliest time among ``host_id``'s first ``lookahead`` samples recorded after
-        the ``items`` row ``item_id``."""
+        the ``items`` row ``item_id``.  With ``before``, a block whose first time is not
+        before it is not opened (its earliest time is its ``t0``)."""
         if not self.present:
             return None
         times: list[float] = []
-        for bid, tid, body in self._conn.execute(
-                "SELECT id, template_id, body FROM blocks WHERE host_id = ? AND after_item >= ? "
-                "ORDER BY after_item, id LIMIT 2", (host_id, item_id)):
+        for bid, tid, t0, body in self._conn.execute(
+                "SELECT id, template_id, t0, body FROM blocks WHERE host_id = ? "
+                "AND after_item >= ? ORDER BY after_item, id LIMIT 2", (host_id, item_id)):
+            if before is not None and t0 >= before:
+                times.append(float(t0))
+                continue
             block = self._block(bid, tid, body)
             times += block.rts[:lookahead] if block is not None else []
         times += [float(r[0]) for r in self._conn.execute(

@@ -110,6 +110,8 @@ def _create_v2(conn: sqlite3.Connection) -> None:
                  "body BLOB, lo BLOB, hi BLOB)")
     conn.execute("CREATE INDEX blocks_t0 ON blocks(t0)")
     conn.execute("CREATE INDEX blocks_host ON blocks(host_id, t0)")
+    conn.execute("CREATE INDEX blocks_after ON blocks(host_id, after_item)")
+    conn.execute("CREATE INDEX blocks_tier ON blocks(tier, t0)")
     conn.execute("CREATE TABLE staging(id INTEGER PRIMARY KEY, host_id INTEGER, "
                  "template_id INTEGER, after_item INTEGER, ts REAL, body BLOB)")
     conn.execute("CREATE TABLE packed(host_id INTEGER PRIMARY KEY, last_staged INTEGER)")

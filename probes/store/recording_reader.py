@@ -169,7 +169,7 @@ class RecordingReader:
             nxt = self._conn.execute(
                 "SELECT min(ts) FROM (SELECT ts FROM items WHERE host_id = ? AND id > ? "
                 "ORDER BY id LIMIT ?)", (host_id, row_id, lookahead)).fetchone()[0]
-            blocks = self._samples.min_after(host_id, row_id, lookahead)
+            blocks = self._samples.min_after(host_id, row_id, lookahead, before=ts)
             if blocks is not None:
                 nxt = blocks if nxt is None else min(nxt, blocks)
             if nxt is None or nxt >= ts:
