@@ -108,6 +108,7 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
         new_recording_path,
     )
     from probes.store.recording_backend import RecordingBackend
+    from probes.store.thinning import TierSpans
     from probes.transport.backend import AgentFleetBackend
     from probes.transport.collectors import CollectorBackend, auto_collectors
 
@@ -128,7 +129,9 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
         keep = settings.recording
         recorder = Recorder(path, key, [s.name for s in specs],
                             max_age_s=keep.max_age_days * 86400.0,
-                            max_bytes=int(keep.max_size_gib * 2**30))
+                            max_bytes=int(keep.max_size_gib * 2**30),
+                            tiers=TierSpans(keep.full_resolution_hours * 3600.0,
+                                            keep.bucket_15s_days * 86400.0))
         reader = RecordingReader(path) if resume else None
     except (RecordingError, OSError) as exc:
         print(f"rigwatch: not recording: {exc}", file=sys.stderr)

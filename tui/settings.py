@@ -48,7 +48,12 @@ class RecordingLimits:
 
     max_age_days: float = 30.0
     max_size_gib: float = 20.0
-    """Per recording file; the oldest items go first."""
+    """Per recording file; over it the oldest whole samples become buckets first, then the
+    oldest samples go (log lines, findings and hellos last)."""
+    full_resolution_hours: float = 48.0
+    """Whole samples for this much of the newest recording time; older, 15 s buckets."""
+    bucket_15s_days: float = 7.0
+    """15 s buckets this long; older, 5 min buckets (min, max and mean of each number)."""
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,10 @@ class RecordingInfo:
     simulated: bool = False
     """Its hosts were simulated (the demo): its times are the simulator's, not a real night's."""
     error: str | None = None
+    dropped_before: float | None = None
+    """Retention deleted its samples before this time (None: it never had to)."""
+    full_from: float | None = None
+    """Its samples before this time are 15 s / 5 min buckets (None: all are whole)."""
 
     @property
     def duration_s(self) -> float | None:
@@ -50,13 +54,16 @@ def _describe(path: Path) -> RecordingInfo:
         with RecordingReader(path) as reader:
             span = reader.span()
             specs = reader.host_specs()
+            dropped = reader.dropped_before
+            full_from = reader.full_resolution_from
     except RecordingError as e:
         return RecordingInfo(path, size, error=str(e))
     except (sqlite3.Error, OSError) as e:
         return RecordingInfo(path, size, error=f"cannot read recording {path}: {e}")
     start, end = span if span is not None else (None, None)
     return RecordingInfo(path, size, start, end, len(specs),
-                         simulated=bool(specs) and all(s.simulate for s in specs))
+                         simulated=bool(specs) and all(s.simulate for s in specs),
+                         dropped_before=dropped, full_from=full_from)
 
 
 def list_recordings(directory: str | os.PathLike[str]) -> list[RecordingInfo]:
@@ -110,7 +117,11 @@ def format_recordings(infos: list[RecordingInfo]) -> list[str]:
     if not good:
         return []
     rows = [(_when(i.start), _when(i.end), format_duration(i.duration_s), str(i.hosts),
-             _size(i.bytes), clean_text(i.path.name) + ("  (simulated)" if i.simulated else ""))
+             _size(i.bytes), clean_text(i.path.name) + ("  (simulated)" if i.simulated else "")
+             + ("" if i.full_from is None
+                else f"  (buckets before {_when(i.full_from)}, whole samples after)")
+             + ("" if i.dropped_before is None
+                else f"  (retention dropped samples before {_when(i.dropped_before)})"))
             for i in good]
     head = ("START (UTC)", "END (UTC)", "DURATION", "HOSTS", "SIZE", "FILE")
     widths = [max(len(r[k]) for r in [head, *rows]) for k in range(5)]

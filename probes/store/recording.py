@@ -10,10 +10,16 @@ UI's way:
   killed (``kill -9`` loses at most the items of the last interval), though not a power cut.
 * Any write error (disk full, read-only file, I/O error) stops the recording with a reason
   in :attr:`Recorder.status`; ``record`` then does nothing.  Nothing is raised into the UI.
-* Retention (``max_age_s``, ``max_bytes``) deletes the oldest items in batches, checked by
-  the writer about once a minute.  Freed pages are reused by later items rather than given
-  back (no ``VACUUM``, no ``auto_vacuum``): the file stops growing at about ``max_bytes`` but
-  does not shrink below its peak size.
+* Samples are staged each second and packed a minute at a time into columnar blocks
+  (:mod:`probes.store.block_writer`, :mod:`probes.store.columns`): about 50-100 bytes per
+  8-GPU host-sample instead of 750-900 as whole rows.
+* Tiers (``tiers``) turn whole samples older than 48 h of recording time into 15 s, then
+  5 min, min/max/mean buckets (:mod:`probes.store.thinning`); retention (``max_age_s``,
+  ``max_bytes``, :mod:`probes.store.retention`) deletes by age, and over the size buckets the
+  oldest whole samples first, then deletes the oldest samples, other items last; both are
+  checked by the writer about once a minute.  Freed pages are reused by later items rather
+  than given back (no ``VACUUM``, no ``auto_vacuum``): the file stops growing at about
+  ``max_bytes`` but does not shrink below its peak size.
 * The file's layout and row codec are :mod:`probes.store.recording_format`; reading is
   :mod:`probes.store.recording_reader`.
 
@@ -38,16 +44,19 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from probes.config.fleet import HostSpec
 from probes.store import codec
 from probes.store import recording_format as fmt
+from probes.store.block_writer import SamplePacker
 from probes.store.codec import Item
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
+from probes.store.retention import apply_retention
+from probes.store.thinning import DEFAULT_TIERS, TierSpans, thin, thin_oldest
+from probes.wire.samples import HostSample
 
-_DELETE_BATCH = 2000
 _RETENTION_BUDGET_S = 0.25
 """Longest the writer spends deleting before it commits new items again."""
 _EARLY_FLUSH_ITEMS = 5000
@@ -175,7 +184,8 @@ class Recorder:
     def __init__(self, path: str | os.PathLike[str], fleet_key: str, hosts: Iterable[str],
                  *, flush_interval_s: float = 1.0, max_age_s: float | None = None,
                  max_bytes: int | None = None, retention_interval_s: float = 60.0,
-                 max_pending: int = 500_000, clock: Callable[[], float] = time.time) -> None:
+                 max_pending: int = 500_000, clock: Callable[[], float] = time.time,
+                 tiers: TierSpans | None = DEFAULT_TIERS) -> None:
         """Open the recording and start the writer.
 
         Args:
@@ -189,7 +199,10 @@ class Recorder:
             retention_interval_s: how often the writer checks retention.
             max_pending: a queue this long means the disk cannot keep up: recording stops.
             clock: wall time for retention by age (tests pass their own).
+            tiers: how long whole samples and 15 s buckets are kept before they are
+                thinned (:mod:`probes.store.thinning`); None keeps every sample whole.
         """
+        self._tiers = tiers
         self._path = Path(path)
         self._flush_interval_s = flush_interval_s
         self._max_age_s = max_age_s
@@ -209,6 +222,7 @@ class Recorder:
         self._cpu_s = 0.0
         self._wake = threading.Event()
         self._stopping = False
+        self._packer: SamplePacker
         self._conn, self._body, self._host_ids = self._open(fleet_key, list(hosts))
         self._bytes = _file_bytes(self._path)
         self._thread = threading.Thread(target=self._run, name="rigwatch-recorder", daemon=True)
@@ -345,6 +359,8 @@ class Recorder:
             body = fmt.Body(fmt.stored_zdict(meta, path))
             conn.executemany("INSERT OR IGNORE INTO hosts(name) VALUES (?)",
                              [(h,) for h in hosts])
+            self._packer = SamplePacker(conn, body)
+            self._packer.recover()  # what a killed recorder left staged
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -369,8 +385,9 @@ class Recorder:
                     if not self._apply_retention():
                         next_retention = time.monotonic()
                 if self._stopping:
-                    self._flush()
-                    if self._max_age_s is not None or self._max_bytes is not None:
+                    self._flush(closing=True)
+                    if self._max_age_s is not None or self._max_bytes is not None \
+                            or self._tiers is not None:
                         self._apply_retention()  # the last batch may have crossed the limit
                     return
                 self._wake.wait(max(0.0, next_flush - time.monotonic()))
@@ -382,48 +399,51 @@ class Recorder:
             self._finish()
 
     def _retention_due(self, when: float) -> bool:
-        if self._max_age_s is None and self._max_bytes is None:
+        if self._max_age_s is None and self._max_bytes is None and self._tiers is None:
             return False
         return time.monotonic() >= when
 
-    def _flush(self) -> None:
+    def _flush(self, closing: bool = False) -> None:
         pending = self._pending
         n = len(pending)
         if self._meta_pending and self._state == "recording":
             self._write_meta()
-        if not n or self._state != "recording":
+        if (not n and not closing) or self._state != "recording":
             return
         cpu0 = time.thread_time()
         rows = []
         body = self._body
         conn = self._conn
-        new_hosts = False
-        popleft = pending.popleft
-        for _ in range(n):
-            host, ts, item = popleft()
-            hid = self._host_ids.get(host)
-            if hid is None:
-                if not new_hosts:
-                    conn.execute("BEGIN IMMEDIATE")
-                    new_hosts = True
-                hid = self._add_host(host)
-            try:
-                kind, blob = body.pack(item)
-            except (codec.CodecError, TypeError, ValueError):
-                self._skipped += 1
-                continue
-            rows.append((hid, ts, kind, blob))
-        if not new_hosts:
-            conn.execute("BEGIN IMMEDIATE")
+        packer = self._packer
+        add_sample = packer.add
+        written = 0
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("INSERT INTO items(host_id, ts, kind, body) VALUES (?, ?, ?, ?)",
-                             rows)
+            popleft = pending.popleft
+            for _ in range(n):
+                host, ts, item = popleft()
+                hid = self._host_ids.get(host)
+                if hid is None:
+                    hid = self._add_host(host)
+                if type(item) is HostSample and add_sample(hid, ts, item):
+                    written += 1
+                    continue
+                try:
+                    kind, blob = body.pack(item)
+                except (codec.CodecError, TypeError, ValueError):
+                    self._skipped += 1
+                    continue
+                rows.append((packer.item_written(hid, kind), hid, ts, kind, blob))
+            conn.executemany("INSERT INTO items(id, host_id, ts, kind, body) "
+                             "VALUES (?, ?, ?, ?, ?)", rows)
+            packer.flush(closing)
             conn.execute("COMMIT")
         except BaseException:
+            packer.rollback()
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
-        self._items_written += len(rows)
+        self._items_written += len(rows) + written
         self._bytes = _file_bytes(self._path)
         self._cpu_s += time.thread_time() - cpu0
 
@@ -448,51 +468,16 @@ class Recorder:
 
     def _apply_retention(self) -> bool:
         """Delete what retention says must go; False if the time budget ran out first."""
-        deadline = time.monotonic() + _RETENTION_BUDGET_S
-        conn = self._conn
-        if self._max_age_s is not None:
-            cutoff = self._clock() - self._max_age_s
-            while True:
-                if time.monotonic() > deadline:
-                    return False
-                gone = self._delete("SELECT id FROM items WHERE ts < ? ORDER BY ts LIMIT ?",
-                                    (cutoff, _DELETE_BATCH))
-                if gone < _DELETE_BATCH:
-                    break
-        if self._max_bytes is not None and self._live_bytes() > self._max_bytes:
-            # Down to 90%, so the next check is not due right after the next flush.
-            target = int(self._max_bytes * 0.9)
-            while (live := self._live_bytes()) > target:
-                if time.monotonic() > deadline:
-                    return False
-                lo, hi = conn.execute("SELECT min(id), max(id) FROM items").fetchone()
-                if lo is None:
-                    break
-                per_row = live / (hi - lo + 1)
-                batch = min(_DELETE_BATCH, int((live - target) / per_row) + 1)
-                if not self._delete("SELECT id FROM items ORDER BY ts LIMIT ?", (batch,)):
-                    break
+        conn, body = self._conn, self._body
+        newest = self._packer.newest  # tiers count back from the newest sample, not the
+        done = (self._tiers is None or newest is None  # wall clock: a replayed past stays
+                or thin(conn, body, newest, self._tiers, _RETENTION_BUDGET_S / 2))
+        done = apply_retention(conn, self._max_age_s, self._max_bytes, self._clock,
+                               _RETENTION_BUDGET_S / 2,
+                               None if self._tiers is None else lambda: thin_oldest(conn, body)
+                               ) and done
         self._bytes = _file_bytes(self._path)
-        return True
-
-    def _live_bytes(self) -> int:
-        """Bytes in pages that hold data (the file also has free pages waiting for reuse)."""
-        conn = self._conn
-        pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
-        free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
-        return (pages - free) * int(conn.execute("PRAGMA page_size").fetchone()[0])
-
-    def _delete(self, select: str, params: tuple[Any, ...]) -> int:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            cur = conn.execute(f"DELETE FROM items WHERE id IN ({select})", params)
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        return int(cur.rowcount)
+        return done
 
     def _stop(self, reason: str) -> None:
         self._accepting = False

@@ -1,9 +1,10 @@
 """The file format of a recording: schema and migrations, the row codec, the header checks.
 
-A recording is one SQLite file (``PRAGMA application_id`` "RWC1") with three tables:
+A recording is one SQLite file (``PRAGMA application_id`` "RWC1") with the tables
 ``meta`` (key/value: app, schema_version, fleet_key, created, the compression dictionary,
 the hosts' specs),
-``hosts`` (id, name) and ``items`` (host_id, ts, kind, body).  A body is ``zlib``
+``hosts`` (id, name) and ``items`` (host_id, ts, kind, body), and since version 2 the
+sample tables of :func:`_create_v2` (templates, blocks, staging, packed).  A body is ``zlib``
 raw-deflate of compact JSON from :mod:`probes.store.codec`, primed with a preset dictionary
 built from typical items; the dictionary is stored in ``meta`` with its id, so a reader
 never depends on this version's dictionary.  The writer (:mod:`probes.store.recording`) and
@@ -48,8 +49,11 @@ from probes.wire.samples import (
 )
 from probes.wire.sanitize import clean_json, clean_text, may_need_cleaning
 
-SCHEMA_VERSION = 1
-"""The layout this version writes and reads."""
+SCHEMA_VERSION = 2
+"""The layout this version writes."""
+
+READABLE_VERSIONS = frozenset({1, 2})
+"""What a reader opens as it is: version 1 holds every sample whole in ``items``."""
 
 APPLICATION_ID = 0x52574331
 """``PRAGMA application_id`` of a recording ("RWC1"), so ``file(1)``-style tools can tell."""
@@ -88,7 +92,32 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO meta VALUES ('app', 'rigwatch')")
 
 
-MIGRATIONS: dict[int, Migration] = {1: _create_v1}
+def _create_v2(conn: sqlite3.Connection) -> None:
+    """1 -> 2: samples as columnar blocks (:mod:`probes.store.columns`).
+
+    ``templates``: a host's whole sample, once per static signature.  ``blocks``: the
+    moving numbers of up to a few minutes of one host's samples of one template.
+    ``staging``: each second's samples, cheap, until their block is packed (``packed``
+    says which staged rows of a host are already in blocks, so a reader never sees a
+    sample twice).  ``after_item`` is the ``items`` id recorded just before a block's
+    first sample: the order of samples against hellos.  Samples that do not split, and
+    every sample of a version-1 file, stay whole in ``items``.
+    """
+    conn.execute("CREATE TABLE templates(id INTEGER PRIMARY KEY, host_id INTEGER, ts REAL, "
+                 "body BLOB)")
+    conn.execute("CREATE TABLE blocks(id INTEGER PRIMARY KEY, host_id INTEGER, t0 REAL, "
+                 "t1 REAL, n INTEGER, template_id INTEGER, after_item INTEGER, tier INTEGER, "
+                 "body BLOB, lo BLOB, hi BLOB)")
+    conn.execute("CREATE INDEX blocks_t0 ON blocks(t0)")
+    conn.execute("CREATE INDEX blocks_host ON blocks(host_id, t0)")
+    conn.execute("CREATE INDEX blocks_after ON blocks(host_id, after_item)")
+    conn.execute("CREATE INDEX blocks_tier ON blocks(tier, t0)")
+    conn.execute("CREATE TABLE staging(id INTEGER PRIMARY KEY, host_id INTEGER, "
+                 "template_id INTEGER, after_item INTEGER, ts REAL, body BLOB)")
+    conn.execute("CREATE TABLE packed(host_id INTEGER PRIMARY KEY, last_staged INTEGER)")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _create_v1, 2: _create_v2}
 """Target version -> the step that brings a file there from the version before.
 
 Opening a file at version ``v`` runs steps ``v+1 … SCHEMA_VERSION`` in one transaction; a

@@ -18,7 +18,9 @@ from typing import Any
 from probes.config.fleet import HostSpec
 from probes.store import codec
 from probes.store import recording_format as fmt
+from probes.store.block_reader import SampleTables
 from probes.store.codec import Item
+from probes.store.columns import BlockError
 from probes.store.recording_format import RecordingError
 
 _FETCH_ROWS = 256
@@ -40,12 +42,13 @@ class RecordingReader:
             raise RecordingError(f"cannot open recording {self._path}: {e}") from None
         try:
             version = fmt.schema_version(self._conn, self._path)
-            if version != fmt.SCHEMA_VERSION:
+            if version not in fmt.READABLE_VERSIONS:
                 fmt.refuse_version(self._path, version)
                 raise RecordingError(f"{self._path} has schema version {version}; open it for "
                                      f"recording once to migrate it to {fmt.SCHEMA_VERSION}")
             self._meta = fmt.read_meta(self._conn)
             self._body = fmt.Body(fmt.stored_zdict(self._meta, self._path))
+            self._samples = SampleTables(self._conn, self._body)
         except sqlite3.DatabaseError as e:
             self._conn.close()
             raise RecordingError(f"cannot read recording {self._path}: {e}") from None
@@ -79,7 +82,29 @@ class RecordingReader:
     def skipped(self) -> int:
         """Rows :meth:`items` left out because they would not decode (damaged, or written
         by a newer rigwatch with values this one does not know)."""
-        return self._skipped
+        return self._skipped + self._samples.damaged
+
+    @property
+    def full_resolution_from(self) -> float | None:
+        """Samples before this time are kept as 15 s or 5 min buckets (None: all whole)."""
+        return self._meta_float("full_resolution_from")
+
+    def _meta_float(self, key: str) -> float | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        try:
+            return float(row[0]) if row else None
+        except ValueError:
+            return None
+
+    @property
+    def dropped_before(self) -> float | None:
+        """Retention deleted samples up to this time (None: nothing was deleted)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'dropped_before'"
+                                 ).fetchone()
+        try:
+            return float(row[0]) if row else None
+        except ValueError:
+            return None
 
     def hosts(self) -> list[str]:
         """Host names in the order they were first recorded."""
@@ -100,6 +125,7 @@ class RecordingReader:
         times = [float(r[0]) for r in self._conn.execute(
             "SELECT ts FROM items WHERE kind = 'sample' AND host_id = ? ORDER BY ts LIMIT ?",
             (row[0], samples))]
+        times = sorted(times + self._samples.first_times(row[0], samples))[:samples]
         gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
         return gaps[len(gaps) // 2] if gaps else None
 
@@ -107,9 +133,13 @@ class RecordingReader:
         """(first ts, last ts), or None for a recording with no items."""
         row = self._conn.execute("SELECT (SELECT min(ts) FROM items), "
                                  "(SELECT max(ts) FROM items)").fetchone()
-        if row is None or row[0] is None:
+        ends = [] if row is None or row[0] is None else [(float(row[0]), float(row[1]))]
+        more = self._samples.span()
+        if more is not None:
+            ends.append(more)
+        if not ends:
             return None
-        return float(row[0]), float(row[1])
+        return min(e[0] for e in ends), max(e[1] for e in ends)
 
     def count(self, kind: str | None = None) -> int:
         """Items in the recording (of one kind, if given)."""
@@ -118,7 +148,8 @@ class RecordingReader:
         else:
             row = self._conn.execute("SELECT count(*) FROM items WHERE kind = ?",
                                      (kind,)).fetchone()
-        return int(row[0])
+        more = self._samples.count() if kind in (None, "sample") else 0
+        return int(row[0]) + more
 
     def stamped_late(self, kinds: Iterable[str] = ("connected", "hello"),
                      lookahead: int = 64) -> list[tuple[float, str, float, Item]]:
@@ -138,6 +169,9 @@ class RecordingReader:
             nxt = self._conn.execute(
                 "SELECT min(ts) FROM (SELECT ts FROM items WHERE host_id = ? AND id > ? "
                 "ORDER BY id LIMIT ?)", (host_id, row_id, lookahead)).fetchone()[0]
+            blocks = self._samples.min_after(host_id, row_id, lookahead, before=ts)
+            if blocks is not None:
+                nxt = blocks if nxt is None else min(nxt, blocks)
             if nxt is None or nxt >= ts:
                 continue
             try:
@@ -151,26 +185,35 @@ class RecordingReader:
         """Items with ``since <= ts < until``, counted on the time index (nothing decoded)."""
         row = self._conn.execute("SELECT count(*) FROM items WHERE ts >= ? AND ts < ?",
                                  (float("-inf") if since is None else since, until)).fetchone()
-        return int(row[0])
+        return int(row[0]) + self._samples.count_between(since, until)
 
     def time_before(self, until: float, n: int) -> float | None:
         """The ts of the ``n``-th item before ``until`` (counting back from it), None when
         there are fewer: where a stretch of ``n`` items ending at ``until`` begins."""
-        row = self._conn.execute("SELECT ts FROM items WHERE ts < ? ORDER BY ts DESC "
-                                 "LIMIT 1 OFFSET ?", (until, max(0, n - 1))).fetchone()
-        return None if row is None else float(row[0])
+        n = max(1, n)
+        times = [float(r[0]) for r in self._conn.execute(
+            "SELECT ts FROM items WHERE ts < ? ORDER BY ts DESC LIMIT ?", (until, n))]
+        if self._samples.present:
+            times = sorted(times + self._samples.times_before(until, n), reverse=True)
+        return times[n - 1] if len(times) >= n else None
 
     def next_time(self, kind: str, after_ts: float) -> float | None:
         """The ts of the first item of ``kind`` strictly after ``after_ts`` ("next finding")."""
         row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts > ? "
                                  "ORDER BY ts LIMIT 1", (kind, after_ts)).fetchone()
-        return None if row is None else float(row[0])
+        found = [] if row is None else [float(row[0])]
+        if kind == "sample" and (more := self._samples.next_time(after_ts)) is not None:
+            found.append(more)
+        return min(found) if found else None
 
     def prev_time(self, kind: str, before_ts: float) -> float | None:
         """The ts of the last item of ``kind`` strictly before ``before_ts``."""
         row = self._conn.execute("SELECT ts FROM items WHERE kind = ? AND ts < ? "
                                  "ORDER BY ts DESC LIMIT 1", (kind, before_ts)).fetchone()
-        return None if row is None else float(row[0])
+        found = [] if row is None else [float(row[0])]
+        if kind == "sample" and (more := self._samples.prev_time(before_ts)) is not None:
+            found.append(more)
+        return max(found) if found else None
 
     def items(self, since: float | None = None, until: float | None = None,
               kinds: Iterable[str] | None = None,
@@ -183,21 +226,26 @@ class RecordingReader:
         "only findings" stays fast on a recording that is mostly samples.  ``skip(kind,
         host, ts)`` leaves a row out before it is decoded (a replay thinning a long past).
         """
+        streams: list[Iterator[tuple[float, int, int, str, Any]]]
         if kinds is None:
-            rows = self._rows(since, until, None)
+            streams = [self._rows(since, until, None)]
+            wanted = ["sample"]
         else:
             wanted = sorted(set(kinds))
             if not wanted:
                 return
             streams = [self._rows(since, until, k) for k in wanted]
-            rows = streams[0] if len(streams) == 1 else heapq.merge(*streams)
+        if "sample" in wanted and self._samples.present:
+            streams.append(self._samples.rows(since, until))
+        rows = streams[0] if len(streams) == 1 else heapq.merge(*streams)
         unpack = self._body.unpack
+        from_block = self._samples.decode
         for ts, _id, host_id, kind, body in rows:
             if skip is not None and skip(kind, self._host_name(host_id), ts):
                 continue
             try:
-                item = unpack(body)
-            except (codec.CodecError, zlib.error, ValueError, TypeError):
+                item = from_block(body) if type(body) is tuple else unpack(body)
+            except (codec.CodecError, zlib.error, ValueError, TypeError, BlockError):
                 self._skipped += 1
                 continue
             yield self._host_name(host_id), ts, item

@@ -88,6 +88,10 @@ class ReplayPosition:
     """A seek's target while the items before it are still being played."""
     approximate_before: float | None = None
     """What is shown was built from a thinned past before this time."""
+    dropped_before: float | None = None
+    """The recording's retention deleted its samples before this time."""
+    full_from: float | None = None
+    """The recording keeps its samples before this time as 15 s / 5 min buckets."""
 
     def describe(self) -> str:
         """``replay 03:12:07 ×60 ▶ (41 %)``, in UTC like the rest of the console; while a
@@ -103,6 +107,12 @@ class ReplayPosition:
         if self.approximate_before is not None:
             before = time.strftime("%H:%M", time.gmtime(self.approximate_before))
             text += f" approx. before {before}"
+        if self.dropped_before is not None:
+            gone = time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.dropped_before))
+            text += f" · samples before {gone} dropped by retention"
+        if self.full_from is not None and self.t < self.full_from:
+            whole = time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.full_from))
+            text += f" · buckets (15 s/5 min means) until {whole}"
         return text
 
 
@@ -123,6 +133,8 @@ class ReplayBackend(BackendBase):
             raise ReplayError(f"{path}: the recording holds no items")
         self.start, self.end = span
         self.specs = replay_specs(self.reader)
+        self.dropped_before = self.reader.dropped_before
+        self.full_from = self.reader.full_resolution_from
         self._early = self.reader.stamped_late()
         self._moved = {(kind_of(item), host, ts) for _at, host, ts, item in self._early}
         self.clock = ReplayClock(self.start)
@@ -161,7 +173,8 @@ class ReplayBackend(BackendBase):
         """Where the replay stands."""
         target = self._seek_to if self._seek_to is not None else self._fast_until
         return ReplayPosition(self.clock.t, self.speed, self.paused, self.start, self.end,
-                              self.finished, target, self.approximate_before)
+                              self.finished, target, self.approximate_before,
+                              self.dropped_before, self.full_from)
 
     @property
     def seeking(self) -> bool:

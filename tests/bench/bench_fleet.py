@@ -8,7 +8,9 @@ whole; RSS likewise summed):
    agent's own simulator printed with the options the console sends (the wire format it
    negotiates), re-stamped, at 1 Hz.  Host keys are in a known_hosts the console checks
    strictly; the console logs in with its own key.
-2. The console: ``rigwatch --inventory inv.yaml --no-record`` through ``tui.cli.main``, with
+2. The console: ``rigwatch --inventory inv.yaml --no-record`` through ``tui.cli.main`` (with
+   ``--record blocks|rows`` it records as by default, and the recorder's writer thread CPU
+   over the window is reported; ``rows`` is the layout before issue 25), with
    ``App.run`` swapped for a headless ``run_test`` at 160x48 that drives keys (the backend,
    the fleet state and the app are the real ones).  Measured: seconds from spawning it until
    every host has a sample in its fleet state; CPU over a steady-state window with no keys;
@@ -130,6 +132,9 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
         while (cmd := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) != "keys":
             if not cmd:
                 return
+            if cmd == "recorder":
+                print(json.dumps(recorder_event()), flush=True)
+                continue
             print(json.dumps({"event": "count", "seq_sum": sum(
                 h.last.seq + 1 for h in app.fleet.hosts.values() if h.last is not None)}),
                 flush=True)
@@ -151,6 +156,35 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
         await app.action_quit()
 
 
+_RECORDERS: list[Any] = []
+"""The console's recorders (``--record``), to read their writer's CPU from."""
+
+
+def recorder_event() -> dict[str, Any]:
+    """The recorders' writer CPU, items and file bytes so far, and the time."""
+    return {"event": "recorder", "t": time.monotonic(),
+            "writer_cpu_s": sum(r.writer_cpu_s for r in _RECORDERS),
+            "items": sum(r.status.items_written for r in _RECORDERS),
+            "bytes": sum(r.status.bytes for r in _RECORDERS),
+            "states": [r.status.state for r in _RECORDERS]}
+
+
+def track_recorders(layout: str) -> None:
+    """Keep every Recorder the console makes; ``rows``: with its block packer off, so it
+    writes every sample whole as before issue 25 (the baseline in the same run)."""
+    from probes.store import recording
+
+    init = recording.Recorder.__init__
+
+    def tracked(self: Any, *a: Any, **kw: Any) -> None:
+        init(self, *a, **kw)
+        if layout == "rows":
+            self._packer.add = lambda *_a: False
+        _RECORDERS.append(self)
+
+    recording.Recorder.__init__ = tracked  # type: ignore[method-assign]
+
+
 def console_child(args: argparse.Namespace) -> int:
     """Run the real console's entry point with a headless, key-driving ``App.run``."""
     from tui import cli
@@ -161,7 +195,11 @@ def console_child(args: argparse.Namespace) -> int:
 
     RigwatchApp.run = run  # type: ignore[method-assign,assignment]
     extra = [] if args.collectors is None else ["--collectors", str(args.collectors)]
-    return cli.main(["--inventory", args.inventory, "--no-record", *extra])
+    if args.record == "off":
+        extra.append("--no-record")
+    else:
+        track_recorders(args.record)
+    return cli.main(["--inventory", args.inventory, *extra])
 
 
 # ---- the floor (child process) -----------------------------------------------------------
@@ -343,13 +381,26 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
               "--presses", str(args.presses), "--gap", str(args.gap)]
         if args.collectors is not None:
             me += ["--collectors", str(args.collectors)]
-        console = Child([*me, "--console-child"], env)
+        console = Child([*me, "--console-child", "--record", args.record], env)
         children.append(console)
         ev = console.read(args.start_timeout)
         out["all_streaming_s"] = round(ev["t"] - console.spawned, 2)
         out["hosts_streaming"] = ev["hosts"]
         time.sleep(args.settle)
+        if args.record != "off":
+            console.say("recorder")
+            r0 = console.read(30)
         out["console"] = window(console.pid, server, args.seconds)
+        if args.record != "off":
+            console.say("recorder")
+            r1 = console.read(30)
+            wall, cpu, items = r1["t"] - r0["t"], r1["writer_cpu_s"] - r0["writer_cpu_s"], \
+                r1["items"] - r0["items"]
+            out["recorder"] = {
+                "layout": args.record, "states": r1["states"], "items_per_s":
+                round(items / wall, 1), "writer_core_pct": round(100 * cpu / wall, 2),
+                "writer_us_per_item": round(1e6 * cpu / max(items, 1), 1),
+                "file_bytes_at_end": r1["bytes"]}
         console.say("keys")
         lat = console.read(120)["latency_ms"]
         console.proc.wait(timeout=30)
@@ -395,6 +446,9 @@ def main() -> int:
                    help="seconds the console may take until every host streams")
     p.add_argument("--collectors", type=int, default=None,
                    help="the console's --collectors (default: its automatic count)")
+    p.add_argument("--record", choices=("off", "rows", "blocks"), default="off",
+                   help="the console records (blocks: as it does by default; rows: every "
+                        "sample whole, as before issue 25); its writer's CPU is reported")
     p.add_argument("--inventory", help=argparse.SUPPRESS)
     p.add_argument("--console-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
@@ -422,7 +476,11 @@ def main() -> int:
               f"of a core (UI process {out['ui_process_cpu_pct']} %), {out['rss_mb']} MB; "
               f"floor {out['floor_cpu_pct']} %; "
               f"{out['ratio_to_floor']}x the floor per host-sample; key p95 "
-              f"{out['key_p95_ms']} ms")
+              f"{out['key_p95_ms']} ms" + (
+                  "" if "recorder" not in out else
+                  f"; recorder ({out['recorder']['layout']}) writer "
+                  f"{out['recorder']['writer_core_pct']} % of a core, "
+                  f"{out['recorder']['writer_us_per_item']} us per item"))
     return 0
 
 

@@ -178,7 +178,7 @@ def slope(points: list[tuple[float, float]]) -> float | None:
 
 
 def soak(hosts: int, hours: float, step: int, templates: list[Template],
-         directory: Path) -> dict[str, Any]:
+         directory: Path, layout: str = "blocks") -> dict[str, Any]:
     names = [f"h{i:04d}" for i in range(hosts)]
     fleet = FleetState([HostSpec(name=n, expect_gpus=8) for n in names])
     limits = RecordingLimits()
@@ -187,6 +187,8 @@ def soak(hosts: int, hours: float, step: int, templates: list[Template],
                              max_age_s=limits.max_age_days * 86400.0,
                              max_bytes=int(limits.max_size_gib * 2**30),
                              clock=lambda: now_box[0])
+    if layout == "rows":  # every sample whole, as before issue 25: the baseline
+        rec._packer.add = lambda *_a: False  # type: ignore[method-assign]
     by_template = [[(i, n) for i, n in enumerate(names) if i % TEMPLATES == k]
                    for k in range(TEMPLATES)]
     by_template = [group for group in by_template if group]
@@ -263,6 +265,9 @@ def soak(hosts: int, hours: float, step: int, templates: list[Template],
         "recording_mb": round(st.bytes / 1e6, 1),
         "recording_bytes_per_item": round(st.bytes / st.items_written) if st.items_written
         else None,
+        "recording_layout": layout,
+        **recording_figures(directory / "soak.sqlite3", host_samples, step, rec.writer_cpu_s,
+                            st.items_written),
         "recorder_status": {"state": st.state, "reason": st.reason,
                             "items_written": st.items_written, "skipped": rec.skipped},
         "recorder_max_backlog": max_backlog, "recorder_waits": waits,
@@ -270,6 +275,29 @@ def soak(hosts: int, hours: float, step: int, templates: list[Template],
         "series": [list(p) for p in series],
         "history_series": [list(p) for p in hist_series],
     }
+
+
+def recording_figures(path: Path, host_samples: int, step: int, writer_cpu_s: float,
+                      items: int) -> dict[str, Any]:
+    """Bytes per host-sample (pages in use: the staging rows' pages are free again after
+    close), GB per day at 64 and 1024 hosts at this step, and the writer's CPU per item
+    and share of a core at 1024 hosts."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        pages, free, page = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                             for p in ("page_count", "freelist_count", "page_size"))
+    finally:
+        conn.close()
+    per = (pages - free) * page / max(host_samples, 1)
+    per_item_us = 1e6 * writer_cpu_s / max(items, 1)
+    per_s = 86400 / step
+    return {"recording_bytes_per_host_sample": round(per, 1),
+            "recording_gb_per_day_64_hosts": round(per * 64 * per_s / 1e9, 2),
+            "recording_gb_per_day_1024_hosts": round(per * 1024 * per_s / 1e9, 2),
+            "writer_us_per_item": round(per_item_us, 1),
+            "writer_core_pct_1024_hosts": round(per_item_us * 1024 / step / 1e4, 2)}
 
 
 def history_soak(hosts: int, hours: float, templates: list[Template],
@@ -404,6 +432,8 @@ def main() -> None:
     ap.add_argument("--hours", type=float, default=24.0)
     ap.add_argument("--step", type=int, default=1, help="agent seconds between samples")
     ap.add_argument("--pool", type=int, default=600, help="distinct seconds per template")
+    ap.add_argument("--record-layout", choices=("blocks", "rows"), default="blocks",
+                    help="rows: every sample whole, as the recorder wrote before issue 25")
     ap.add_argument("--history-only", action="store_true",
                     help="HostHistory.add alone: no fleet state, detectors or recorder")
     ap.add_argument("--fresh", action="store_true",
@@ -428,7 +458,7 @@ def main() -> None:
     tune_for_streaming()  # as the console does once it has started
     reset_peak()
     with tempfile.TemporaryDirectory(prefix="rigwatch-soak-") as tmp:
-        r = soak(hosts, hours, args.step, templates, Path(tmp))
+        r = soak(hosts, hours, args.step, templates, Path(tmp), args.record_layout)
     # After the soak, so its transient objects count neither in its start nor in its peak.
     base_lines = templates[0].lines
     base_hour = baseline_bytes_per_host_hour(templates[0], base_lines)
@@ -460,7 +490,11 @@ def main() -> None:
           f"{r['pool_mb']} MB sample pool), second half {r['second_half_slope_mb_per_h']} MB/h "
           f"({r['second_half_slope_pct_per_h']} %/h; history "
           f"{r['history_second_half_slope_mb_per_h']} MB/h); history {r['history_mb']} MB, "
-          f"recording {r['recording_mb']} MB ({r['recorder_status']['state']}); first cut "
+          f"recording {r['recording_mb']} MB ({r['recorder_status']['state']}, "
+          f"{r['recording_layout']}: {r['recording_bytes_per_host_sample']} B per host-sample, "
+          f"{r['recording_gb_per_day_64_hosts']} GB/day at 64 hosts, "
+          f"{r['recording_gb_per_day_1024_hosts']} at 1024; writer {r['writer_us_per_item']} "
+          f"us per item, {r['writer_core_pct_1024_hosts']} % of a core at 1024); first cut "
           f"{r['baseline_dict_mb']} MB of dicts ({r['baseline_dict_over_rss_growth']}x "
           f"rigwatch's growth), {r['baseline_tuple_mb']} MB of tuples "
           f"({r['baseline_tuple_over_rss_growth']}x)")

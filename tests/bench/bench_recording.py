@@ -1,8 +1,17 @@
 """Recording cost: codec speed, bytes per host-sample, writer CPU at 64 hosts x 1 Hz, reading.
 
 Prints one JSON object and one summary line.  Samples come from the agent's simulator
-(8 GPUs, values moving tick to tick), so compression sees realistic rows.  Writer CPU is the
-writer thread's own CPU time (``time.thread_time``), compared with ``codec.encode`` alone.
+(8 GPUs, values moving tick to tick, PCIe chains every 30th tick), so compression sees
+realistic rows.  Writer CPU is the writer thread's own CPU time (``time.thread_time``),
+compared with ``codec.encode`` alone.
+
+Two layouts are written in the same run: ``rows``, every sample a deflated JSON row as
+before issue 25 (the recorder with its block packer switched off: today's encoding and
+writer path), and ``blocks``, the columnar blocks (:mod:`probes.store.columns`).  Bytes per
+host-sample are the file's pages in use after close over the samples written (the staging
+table's rows are packed and their pages free for reuse by then; in a live file they hold
+about a minute of each host).  GB per day at 64 and 1024 hosts at 1 Hz follow from them,
+the writer's share of a core at 1024 hosts from its CPU per item.
 
     python tests/bench/bench_recording.py [--quick]
 """
@@ -83,10 +92,25 @@ def codec_figures(samples: list[HostSample], repeat: int) -> dict[str, float]:
     }
 
 
-def write_flat_out(path: Path, per_host: list[list[HostSample]]) -> dict[str, float]:
+class RowsRecorder(recording.Recorder):
+    """The recorder as it wrote before blocks: every sample whole in ``items``."""
+
+    def _prepare(self, conn: sqlite3.Connection, fleet_key: str,
+                 hosts: list[str]) -> tuple[recording_format.Body, dict[str, int]]:
+        out = super()._prepare(conn, fleet_key, hosts)
+        self._packer.add = lambda *_a: False  # type: ignore[method-assign]
+        return out
+
+
+LAYOUTS: dict[str, type[recording.Recorder]] = {"rows": RowsRecorder,
+                                                 "blocks": recording.Recorder}
+
+
+def write_flat_out(path: Path, per_host: list[list[HostSample]],
+                   layout: str = "blocks") -> dict[str, float]:
     """Every sample as fast as record() takes them: the writer's ceiling."""
     ticks = len(per_host[0])
-    rec = recording.Recorder(path, "bench", [f"node-{h:02d}" for h in range(len(per_host))])
+    rec = LAYOUTS[layout](path, "bench", [f"node-{h:02d}" for h in range(len(per_host))])
     t0 = time.perf_counter()
     n = 0
     for t in range(ticks):
@@ -99,14 +123,26 @@ def write_flat_out(path: Path, per_host: list[list[HostSample]]) -> dict[str, fl
     wall = time.perf_counter() - t0
     st = rec.status
     assert st.state == "off" and st.items_written == n, st
+    conn = sqlite3.connect(path)
+    try:
+        pages, free, page = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                             for p in ("page_count", "freelist_count", "page_size"))
+    finally:
+        conn.close()
+    per = (pages - free) * page / n  # staged rows' pages are free again after close
     return {"items": n, "items_per_s": round(n / wall),
             "record_call_us": round(queued / n * 1e6, 2),
-            "writer_cpu_us_per_item": round(rec.writer_cpu_s / n * 1e6, 1)}
+            "writer_cpu_us_per_item": round(rec.writer_cpu_s / n * 1e6, 1),
+            "file_bytes_per_host_sample": round(per, 1),
+            "gb_per_day_64_hosts": round(per * 64 * 86400 / 1e9, 2),
+            "gb_per_day_1024_hosts": round(per * 1024 * 86400 / 1e9, 2),
+            "writer_core_pct_1024_hosts": round(rec.writer_cpu_s / n * 1024 * 100, 2)}
 
 
-def write_realtime(path: Path, per_host: list[list[HostSample]], seconds: int) -> dict[str, float]:
+def write_realtime(path: Path, per_host: list[list[HostSample]], seconds: int,
+                   layout: str = "blocks") -> dict[str, float]:
     """64 hosts at 1 Hz in real time: what the writer costs a live console."""
-    rec = recording.Recorder(path, "bench", [f"node-{h:02d}" for h in range(len(per_host))])
+    rec = LAYOUTS[layout](path, "bench", [f"node-{h:02d}" for h in range(len(per_host))])
     slowest = 0.0
     n = 0
     start = time.monotonic()
@@ -139,12 +175,13 @@ def read_figures(path: Path) -> dict[str, float]:
             r.next_time("sample", span[0] + (span[1] - span[0]) * i / 200)
         jump = (time.perf_counter() - t0) / 200
     conn = sqlite3.connect(path)
-    body = conn.execute("SELECT avg(length(body)) FROM items").fetchone()[0]
+    body = sum(conn.execute(f"SELECT coalesce(sum(length(body)), 0) FROM {t}").fetchone()[0]
+               for t in ("items", "blocks", "templates"))
     conn.close()
     size = os.path.getsize(path)
     return {"items": n, "read_items_per_s": round(n / full), "next_time_us": round(jump * 1e6, 1),
             "file_bytes": size, "file_bytes_per_item": round(size / n),
-            "body_bytes_per_item": round(body)}
+            "body_bytes_per_item": round(body / n, 1)}
 
 
 def main() -> None:
@@ -154,26 +191,39 @@ def main() -> None:
     ticks, realtime_s, repeat, sim_hosts = (6, 2, 20, 4) if args.quick else (60, 10, 200, 16)
     base = simulated_samples(sim_hosts, ticks)
     per_host = [base[h % sim_hosts] for h in range(HOSTS)]
+    layouts: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         codecs = codec_figures([s for host in base for s in host], repeat)
-        flat = write_flat_out(Path(tmp) / "flat.sqlite3", per_host)
-        live = write_realtime(Path(tmp) / "live.sqlite3", per_host, realtime_s)
-        read = read_figures(Path(tmp) / "flat.sqlite3")
-    flat["writer_over_encode_ratio"] = round(flat["writer_cpu_us_per_item"] / codecs["encode_us"],
-                                             2)
+        for layout in LAYOUTS:
+            flat = write_flat_out(Path(tmp) / f"flat-{layout}.sqlite3", per_host, layout)
+            live = write_realtime(Path(tmp) / f"live-{layout}.sqlite3", per_host, realtime_s,
+                                  layout)
+            read = read_figures(Path(tmp) / f"flat-{layout}.sqlite3")
+            flat["writer_over_encode_ratio"] = round(
+                flat["writer_cpu_us_per_item"] / codecs["encode_us"], 2)
+            layouts[layout] = {"write": flat, "realtime_64x1hz": live, "read": read}
+    rows, blocks = layouts["rows"]["write"], layouts["blocks"]["write"]
+    ratios = {"bytes_rows_over_blocks": round(rows["file_bytes_per_host_sample"]
+                                              / blocks["file_bytes_per_host_sample"], 1),
+              "writer_cpu_rows_over_blocks": round(rows["writer_cpu_us_per_item"]
+                                                   / blocks["writer_cpu_us_per_item"], 2)}
     out = {"bench": "recording", "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
            "machine": platform.machine(), "cores": os.cpu_count(),
            "date": time.strftime("%Y-%m-%d"), "quick": args.quick, "hosts": HOSTS,
-           "gpus_per_sample": len(base[0][0].gpus), "codec": codecs, "write": flat,
-           "realtime_64x1hz": live, "read": read}
+           "ticks": ticks, "gpus_per_sample": len(base[0][0].gpus), "codec": codecs,
+           "layouts": layouts, "ratios": ratios}
     print(json.dumps(out))
-    print(f"recording: 8-GPU sample encode+decode {codecs['encode_decode_us']} us, "
-          f"{codecs['body_bytes']} B/row ({codecs['json_bytes']} B JSON, "
-          f"{codecs['zlib_no_dict_bytes']} B zlib without dictionary); writer "
-          f"{flat['items_per_s']} items/s, {flat['writer_cpu_us_per_item']} us CPU/item "
-          f"({flat['writer_over_encode_ratio']}x encode alone), "
-          f"{live['writer_core_pct']}% of a core at {HOSTS} hosts x 1 Hz; "
-          f"read {read['read_items_per_s']} items/s")
+    b_read = layouts["blocks"]["read"]
+    print(f"recording: 8-GPU host-sample {rows['file_bytes_per_host_sample']} B as rows, "
+          f"{blocks['file_bytes_per_host_sample']} B in blocks "
+          f"({ratios['bytes_rows_over_blocks']}x smaller; "
+          f"{blocks['gb_per_day_64_hosts']} GB/day at 64 hosts, "
+          f"{blocks['gb_per_day_1024_hosts']} at 1024, against "
+          f"{rows['gb_per_day_64_hosts']} and {rows['gb_per_day_1024_hosts']}); writer "
+          f"{blocks['writer_cpu_us_per_item']} us CPU/item against "
+          f"{rows['writer_cpu_us_per_item']} ({blocks['writer_core_pct_1024_hosts']}% of a "
+          f"core at 1024 hosts x 1 Hz against {rows['writer_core_pct_1024_hosts']}%); "
+          f"read {b_read['read_items_per_s']} items/s")
 
 
 if __name__ == "__main__":

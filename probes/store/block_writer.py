@@ -1,0 +1,235 @@
+"""The recorder's side of columnar blocks: stage each second's samples, pack closed blocks.
+
+A block packs well only with many rows, but a killed console must lose at most the last
+second.  So every flush writes each sample cheaply to ``staging`` (its numbers as JSON, a
+row per sample, in the same transaction as everything else), and keeps the row in memory
+with its host's open block.  A block closes when it is ``BLOCK_S`` old (wall time), holds
+``BLOCK_ROWS`` rows, its host's static facts change, or its host says hello again; it is
+then compressed (:func:`probes.store.columns.encode_block`) and written to ``blocks``, and
+``packed`` records the last staged row it holds.  Staged rows are deleted by id range once
+no open block needs them: one cheap statement, no index.  After a crash the next recorder
+packs what was left staged (:meth:`SamplePacker.recover`); readers meanwhile read staged
+rows that ``packed`` does not cover.
+
+Everything here runs on the writer thread, inside its transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from probes.store import recording_format as fmt
+from probes.store.columns import Row, Signature, encode_block, split
+from probes.wire.samples import HostSample
+
+BLOCK_S = 60.0
+"""Longest a block stays open, in wall seconds: at 1 Hz a block holds a minute."""
+BLOCK_ROWS = 240
+"""Most rows in a block (a fleet fed faster than real time closes blocks by count)."""
+REOPEN_KINDS = frozenset({"hello", "connected", "disconnected"})
+"""Items that close their host's open block, so a block lies wholly before or after them
+(the order a replay plays a hello against its host's samples)."""
+BLOCK_SPAN_KEY = "block_span"
+"""``meta``: the longest span (t1 - t0) of any block, so readers can find the blocks that
+overlap a time through the index on t0."""
+
+
+@dataclass
+class _Open:
+    host_id: int
+    signature: Signature
+    template_id: int
+    after_item: int
+    first_staged: int
+    due: float
+    rows: list[tuple[float, bytes]] = field(default_factory=list)
+    """(recording time, the staged row's JSON): a thousand hosts' open blocks in memory
+    cost their JSON (about 1 KB a row), not a Python object per number."""
+    last_staged: int = 0
+
+
+class SamplePacker:
+    """Splits samples into staged rows and packs blocks; the writer thread owns it."""
+
+    def __init__(self, conn: sqlite3.Connection, body: fmt.Body,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._conn = conn
+        self._body = body
+        self._clock = clock
+        self._open: dict[int, _Open] = {}
+        self._last_template: dict[int, tuple[Signature, int]] = {}
+        self._next_staged = _next_id(conn, "staging")
+        self._next_template = _next_id(conn, "templates")
+        self.next_item = _next_id(conn, "items")
+        """The id the next ``items`` row gets (the writer inserts with explicit ids)."""
+        self._staged: list[tuple[Any, ...]] = []
+        self._blocks: list[tuple[Any, ...]] = []
+        self._templates: list[tuple[Any, ...]] = []
+        self._packed: dict[int, int] = {}
+        self._deleted_below = 0
+        self._seen: set[int] = set()
+        self._procs: dict[int, dict[int, tuple[Any, ...]]] = {}
+        """Per host, ``split``'s memory of each GPU's last process tuple."""
+        row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
+        self.newest: float | None = None if row[0] is None else float(row[0])
+        """The latest recording time of any sample staged or packed (tiers count back
+        from it)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (BLOCK_SPAN_KEY,)).fetchone()
+        self._span = float(row[0]) if row else 0.0
+        self._span_written = self._span
+
+    # -- called for each item, in recording order ----------------------------------------
+
+    def add(self, host_id: int, rts: float, sample: HostSample) -> bool:
+        """Stage one sample; False when it does not split (store it whole instead)."""
+        seen = self._procs.get(host_id)
+        if seen is None:
+            seen = self._procs[host_id] = {}
+        frame = split(sample, seen)
+        if frame is None:
+            return False
+        op = self._open.get(host_id)
+        if op is not None and (op.signature != frame.signature or len(op.rows) >= BLOCK_ROWS):
+            self._pack(self._open.pop(host_id))
+            op = None
+        sid = self._next_staged
+        self._next_staged += 1
+        if op is None:
+            tid = self._template(host_id, frame.signature, rts, sample)
+            span = BLOCK_S if host_id in self._seen else self._first_span(host_id)
+            self._seen.add(host_id)
+            op = _Open(host_id, frame.signature, tid, self.next_item - 1, sid,
+                       self._clock() + span)
+            self._open[host_id] = op
+        if self.newest is None or rts > self.newest:
+            self.newest = rts
+        op.last_staged = sid
+        staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
+        if frame.pcie is not None:
+            staged.append(frame.pcie)
+        # orjson's bytes keep its whole output buffer (tens of KB; a flush of a fleet's
+        # backlog holds thousands of them): an exact-size copy is what is kept.
+        text = bytes(memoryview(orjson.dumps(staged)))
+        op.rows.append((rts, text))
+        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
+        return True
+
+    def item_written(self, host_id: int, kind: str) -> int:
+        """An ``items`` row is about to be written for ``host_id``: its id."""
+        iid = self.next_item
+        self.next_item += 1
+        if kind in REOPEN_KINDS:
+            op = self._open.pop(host_id, None)
+            if op is not None:
+                self._pack(op)
+        return iid
+
+    # -- once per flush, inside the transaction ------------------------------------------
+
+    def flush(self, closing: bool = False) -> None:
+        """Pack the blocks that are due (all of them when ``closing``) and write."""
+        now = self._clock()
+        for hid in [h for h, op in self._open.items() if closing or now >= op.due]:
+            self._pack(self._open.pop(hid))
+        conn = self._conn
+        if self._templates:
+            conn.executemany("INSERT INTO templates(id, host_id, ts, body) VALUES (?, ?, ?, ?)",
+                             self._templates)
+        if self._staged:
+            conn.executemany("INSERT INTO staging(id, host_id, template_id, after_item, ts, "
+                             "body) VALUES (?, ?, ?, ?, ?, ?)", self._staged)
+        if self._blocks:
+            conn.executemany("INSERT INTO blocks(host_id, t0, t1, n, template_id, after_item, "
+                             "tier, body) VALUES (?, ?, ?, ?, ?, ?, 0, ?)", self._blocks)
+            conn.executemany("INSERT OR REPLACE INTO packed(host_id, last_staged) VALUES (?, ?)",
+                             self._packed.items())
+        if self._span > self._span_written:  # never below what thinning wrote
+            row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                               (BLOCK_SPAN_KEY,)).fetchone()
+            if row is None or float(row[0]) < self._span:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             (BLOCK_SPAN_KEY, repr(self._span)))
+            self._span_written = self._span
+        keep = min((op.first_staged for op in self._open.values()), default=self._next_staged)
+        if keep > self._deleted_below:
+            conn.execute("DELETE FROM staging WHERE id < ?", (keep,))
+            self._deleted_below = keep
+        self._templates.clear()
+        self._staged.clear()
+        self._blocks.clear()
+        self._packed.clear()
+
+    def rollback(self) -> None:
+        """The transaction failed: what was collected for it is dropped with it."""
+        self._templates.clear()
+        self._staged.clear()
+        self._blocks.clear()
+        self._packed.clear()
+
+    def recover(self) -> int:
+        """Pack rows a killed recorder left staged; the number of samples packed."""
+        conn = self._conn
+        rows = conn.execute(
+            "SELECT s.id, s.host_id, s.template_id, s.after_item, s.ts, s.body FROM staging s "
+            "LEFT JOIN packed p ON p.host_id = s.host_id "
+            "WHERE s.id > coalesce(p.last_staged, 0) ORDER BY s.id").fetchall()
+        groups: dict[tuple[int, int, int], list[tuple[int, float, bytes]]] = {}
+        for sid, hid, tid, after, rts, body in rows:
+            groups.setdefault((hid, tid, after), []).append((sid, rts, body))
+        for (hid, tid, after), staged in groups.items():
+            op = _Open(hid, (), tid, after, staged[0][0], 0.0)
+            for sid, rts, body in staged:
+                op.rows.append((rts, body))
+                op.last_staged = sid
+            if op.rows:
+                self._pack(op)
+        self.flush()
+        conn.execute("DELETE FROM staging")
+        return len(rows)
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _template(self, host_id: int, sig: Signature, rts: float, sample: HostSample) -> int:
+        last = self._last_template.get(host_id)
+        if last is not None and last[0] == sig:
+            return last[1]
+        _kind, blob = self._body.pack(sample)
+        tid = self._next_template
+        self._next_template += 1
+        self._templates.append((tid, host_id, rts, blob))
+        self._last_template[host_id] = (sig, tid)
+        return tid
+
+    def _pack(self, op: _Open) -> None:
+        rows: list[Row] = []
+        for rts, text in op.rows:
+            try:
+                ts, seq, reasons, numbers, *pcie = orjson.loads(text)
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                continue  # SQLite commits rows whole; what does not parse was never ours
+            rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
+        if not rows:
+            return
+        times = [r[0] for r in rows]
+        t0, t1 = min(times), max(times)
+        self._blocks.append((op.host_id, t0, t1, len(rows), op.template_id, op.after_item,
+                             encode_block(rows)))
+        self._packed[op.host_id] = max(op.last_staged, self._packed.get(op.host_id, 0))
+        self._span = max(self._span, t1 - t0)
+
+    @staticmethod
+    def _first_span(host_id: int) -> float:
+        """A host's first block is cut short by a per-host amount, so a fleet that connects
+        at once does not pack all its blocks in the same second ever after."""
+        return BLOCK_S * (0.25 + 0.75 * ((host_id * 0.6180339887) % 1.0))
+
+
+def _next_id(conn: sqlite3.Connection, table: str) -> int:
+    row = conn.execute(f"SELECT max(id) FROM {table}").fetchone()
+    return int(row[0] or 0) + 1

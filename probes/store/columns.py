@@ -1,0 +1,399 @@
+"""Columnar blocks: a host's samples as static facts once and moving numbers by column.
+
+Most of an 8-GPU sample never changes from one tick to the next (uuids, limits, max
+clocks, ECC counters, the processes' owners); what moves is about a hundred numbers.  So a
+sample is split (:func:`split`) into a *signature* of everything static and a row of
+numbers, in the wire v2's column order (``probes.wire.compact``).  Samples of one host with
+one signature form a block; the first sample of the block is kept whole (its *template*,
+stored once) and the rest is a matrix with one row per sample (:func:`encode_block`):
+
+* each column is scaled to integers by the smallest power of ten that gives every value
+  back exactly (``97.7`` -> ``977``; a column that has none keeps its float's bits),
+* then differenced along time and zigzagged, so a slow value is a few small integers,
+* then stored by byte plane, as narrow as the column's largest step needs, and deflated.
+
+A decoded sample equals the one recorded (``==`` on the dataclasses): the template gives
+every static field, the columns every moving one, ``None`` comes back from a null mask and
+integer fields as ``int``; a tick's PCIe chains (every 30th tick) ride in the block's header.
+A sample that does not fit (a value of an unexpected type) is not split: the recorder
+stores it whole, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import zlib
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
+import orjson
+
+from probes.errors import RigwatchError
+from probes.store import codec
+from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
+from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
+
+GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
+               "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
+"""A GPU's moving numbers (the wire v2's ``gpu`` columns less the reasons and processes)."""
+HOST_NUMBERS = HOST_MOVING
+DISK_NUMBERS = DISK_COLUMNS[1:]
+HOST_INTS = frozenset(i for i, k in enumerate(HOST_NUMBERS) if k.endswith("_bytes"))
+"""Positions in ``HOST_NUMBERS`` of integer fields (they come back as ``int``)."""
+
+_MOVING_GPU = {*GPU_NUMBERS, "clock_reasons", "processes"}
+_GPU_STATIC = itemgetter(*[f.name for f in dataclasses.fields(GpuSample)
+                           if f.name not in _MOVING_GPU])
+_PROC_STATIC = itemgetter(*[f.name for f in dataclasses.fields(GpuProcess)
+                            if f.name != "used_mib"])
+_HOST_STATIC = itemgetter(*[f.name for f in dataclasses.fields(HostStats)
+                            if f.name not in HOST_NUMBERS])
+_GPU_NUM = itemgetter(*GPU_NUMBERS)
+_USED = itemgetter("used_mib")
+_REASONS = itemgetter("clock_reasons")
+_NAME = itemgetter("name")
+_TUPLE = frozenset({tuple})
+_HOST_NUM = itemgetter(*HOST_NUMBERS)
+_DISK_NUM = itemgetter(*DISK_NUMBERS)
+_NUMBER_TYPES = frozenset({float, int, type(None)})
+_EXACT_INT = 2 ** 53
+"""Integers up to this survive a trip through a float64 (the matrix's type)."""
+_MAX_DECIMALS = 6
+_MAGIC = b"RWB1"
+_HEAD = struct.Struct("<4sIII")
+"""magic, rows, columns, length of the JSON part."""
+
+Signature = tuple[Any, ...]
+"""Everything static in a sample: two samples with equal signatures share a template."""
+
+
+class BlockError(RigwatchError, ValueError):
+    """A block that cannot be decoded (damaged, or from a newer rigwatch)."""
+
+    title = "Recording block unreadable"
+
+
+class Frame(NamedTuple):
+    """One sample split: its static signature and its moving values (a tuple: the writer
+    makes one per sample, a thousand a second)."""
+
+    signature: Signature
+    ts: float
+    seq: int
+    reasons: tuple[tuple[str, ...], ...]
+    """Each GPU's clock reasons (text, kept as a per-block table of distinct tuples)."""
+    numbers: list[float | int | None]
+    pcie: dict[str, list[dict[str, Any]]] | None = None
+    """The tick's PCIe chains as JSON-able data, on the ticks that carry them."""
+
+
+def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Frame | None:
+    """The sample as signature and numbers; None when it must be stored whole.
+
+    Written for speed (the recorder's writer calls it for every sample): the dataclasses'
+    ``__dict__`` read through ``itemgetter`` and ``map``, no per-field Python code.
+    ``seen`` (one per host, kept by the caller) remembers each GPU's last process tuple
+    with its static part and amounts: the wire's decoder hands the same tuple on while the
+    amounts stay, so most ticks skip the processes' seventeen fields.
+    """
+    ts, seq = s.ts, s.seq
+    if type(ts) is not float or type(seq) is not int:
+        return None
+    pcie = None
+    if s.pcie is not None:
+        try:
+            pcie = {str(bus): [codec.encode_dataclass(link) for link in links]
+                    for bus, links in s.pcie.items()}
+        except (codec.CodecError, TypeError, AttributeError):
+            return None
+    try:
+        gd = [g.__dict__ for g in s.gpus]
+        sig: list[Any] = list(map(_GPU_STATIC, gd))
+        nums: list[Any] = []
+        more = nums.extend
+        for i, d in enumerate(gd):
+            procs = d["processes"]
+            if procs is None:
+                sig.append(None)
+            else:
+                last = None if seen is None else seen.get(i)
+                if last is None or last[0] is not procs:
+                    pd = [p.__dict__ for p in procs]
+                    last = (procs, tuple(map(_PROC_STATIC, pd)), list(map(_USED, pd)))
+                    if seen is not None:
+                        seen[i] = last
+                sig.append(last[1])
+                more(last[2])
+            more(_GPU_NUM(d))
+        reasons = tuple(map(_REASONS, gd))
+        h = s.host.__dict__
+        host = _HOST_NUM(h)
+        sig.append(_HOST_STATIC(h))
+        for k in HOST_INTS:
+            v = host[k]
+            if v is not None and (type(v) is not int or not -_EXACT_INT < v < _EXACT_INT):
+                return None
+        more(host)
+        dd = [d.__dict__ for d in s.disks]
+        sig.extend(map(_NAME, dd))
+        for d in dd:
+            more(_DISK_NUM(d))
+    except (AttributeError, KeyError):  # not the dataclasses this module knows
+        return None
+    if not set(map(type, nums)) <= _NUMBER_TYPES or not set(map(type, reasons)) <= _TUPLE:
+        return None
+    sig.append((len(gd), len(dd)))
+    return Frame(tuple(sig), ts, seq, reasons, nums, pcie)
+
+
+def _int_columns(template: HostSample) -> list[int]:
+    """Positions in a frame's numbers of the integer fields, for the template's layout."""
+    out = []
+    k = 0
+    for g in template.gpus:
+        k += len(g.processes or ()) + len(GPU_NUMBERS)
+    out += [k + i for i in sorted(HOST_INTS)]
+    return out
+
+
+Row = tuple[float, float, int, Sequence[Sequence[str]], Sequence[Any], Any]
+"""(recording time, the sample's own ts, seq, each GPU's reasons, numbers, PCIe chains as
+data or None)."""
+
+
+def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
+    """Rows of one signature as one compressed block.
+
+    ``reasons`` may be lists (a row read back from the staging table's JSON).
+    """
+    table: dict[tuple[str, ...], int] = {}
+    matrix: list[list[Any]] = []
+    chains: dict[str, Any] = {}
+    last: Any = None
+    codes: list[int] = []
+    for i, (rts, ts, seq, reasons, numbers, pcie) in enumerate(rows):
+        if pcie is not None:
+            chains[str(i)] = pcie
+        if reasons != last:  # they seldom change from one tick to the next
+            codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+            last = reasons
+        matrix.append([rts, ts, seq, *codes, *numbers])
+    try:  # None becomes NaN: the protocol refuses non-finite numbers, so NaN means None
+        values: np.ndarray[Any, Any] = np.array(matrix, dtype=np.float64)
+    except ValueError:
+        raise BlockError("rows of different lengths in one block") from None
+    if values.ndim != 2:
+        raise BlockError("rows of different lengths in one block")
+    nulls = np.isnan(values)
+    values[nulls] = 0.0
+    ints: np.ndarray[Any, Any] = np.zeros(values.shape, dtype=np.int64)
+    decimals = np.full(values.shape[1], -1, dtype=np.int8)
+    todo = np.ones(values.shape[1], dtype=bool)
+    for d in range(_MAX_DECIMALS + 1):
+        p = 10.0 ** d
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = np.round(values[:, todo] * p)
+            ok = np.all((r / p == values[:, todo]) & (np.abs(r) < _EXACT_INT), axis=0)
+        cols = np.flatnonzero(todo)[ok]
+        ints[:, cols] = r[:, ok].astype(np.int64)
+        decimals[cols] = d
+        todo[cols] = False
+        if not todo.any():
+            break
+    raw = np.flatnonzero(todo)
+    ints[:, raw] = values[:, raw].view(np.int64)
+    steps = np.diff(ints, axis=0, prepend=np.zeros((1, ints.shape[1]), dtype=np.int64))
+    zz = ((steps << 1) ^ (steps >> 63)).view(np.uint64)
+    top = zz.max(axis=0) if len(zz) else np.zeros(ints.shape[1], dtype=np.uint64)
+    widths = np.ones(ints.shape[1], dtype=np.int8)
+    for w in (2, 4, 8):
+        widths[top >= np.uint64(1 << (8 * (w // 2)))] = w
+    planes = []
+    for w in (1, 2, 4, 8):
+        cols = np.flatnonzero(widths == w)
+        if len(cols):
+            part = np.ascontiguousarray(zz[:, cols].T).astype(f"<u{w}")
+            planes.append(part.view(np.uint8).reshape(-1, w).T.tobytes())
+    has_nulls = bool(nulls.any())
+    head = {"reasons": [list(r) for r in table], "nulls": has_nulls,
+            "gpus": len(rows[0][3]) if rows else 0, "pcie": chains}
+    text = orjson.dumps(head)
+    parts = [_HEAD.pack(_MAGIC, values.shape[0], values.shape[1], len(text)), text,
+             decimals.tobytes(), widths.tobytes()]
+    if has_nulls:
+        parts.append(np.packbits(np.ascontiguousarray(nulls.T)).tobytes())
+    parts += planes
+    return zlib.compress(b"".join(parts), level)
+
+
+class Block:
+    """A decoded block, its rows built on demand (a block holds minutes of samples and a
+    reader may hold one per host at once: numbers stay in arrays until asked for)."""
+
+    def __init__(self, values: np.ndarray[Any, Any], ints: np.ndarray[Any, Any],
+                 nulls: np.ndarray[Any, Any] | None, ncodes: int, table: list[tuple[str, ...]],
+                 int_columns: Sequence[int], pcie: Any = None) -> None:
+        self._values = values
+        self._ints = ints
+        self._nulls = nulls
+        self._ncodes = ncodes
+        self._table = table
+        self._pcie = pcie if isinstance(pcie, dict) else {}
+        self._int_cols = [3 + ncodes + i for i in int_columns if 3 + ncodes + i < values.shape[1]]
+        self.rts: list[float] = values[:, 0].tolist()
+        """Each row's recording time."""
+
+    def __len__(self) -> int:
+        return len(self.rts)
+
+    def row(self, i: int) -> tuple[float, int, tuple[tuple[str, ...], ...], list[Any], Any]:
+        """(the sample's ts, seq, each GPU's reasons, numbers, PCIe data) of row ``i``.
+
+        Raises:
+            BlockError: a reason code out of range (a damaged block).
+        """
+        c = self._ncodes
+        row: list[Any] = self._values[i].tolist()
+        ints = self._ints[i]
+        for k in self._int_cols:
+            row[k] = int(ints[k])
+        if self._nulls is not None:
+            for k in np.flatnonzero(self._nulls[i]).tolist():
+                row[k] = None
+        try:
+            reasons = tuple(self._table[int(ints[3 + j])] for j in range(c))
+        except IndexError:
+            raise BlockError("damaged block: clock reasons out of range") from None
+        return row[1], int(ints[2]), reasons, row[3 + c:], self._pcie.get(str(i))
+
+
+def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
+    """The rows :func:`encode_block` packed; ``int_columns`` (positions in the numbers)
+    come back as ``int``.
+
+    Raises:
+        BlockError: damaged or unknown data.
+    """
+    try:
+        data = zlib.decompress(body)
+        magic, n, c, tlen = _HEAD.unpack_from(data)
+        if magic != _MAGIC:
+            raise BlockError("not a rigwatch block")
+        pos = _HEAD.size
+        head = orjson.loads(data[pos:pos + tlen])
+        pos += tlen
+        decimals = np.frombuffer(data, np.int8, c, pos)
+        pos += c
+        widths = np.frombuffer(data, np.int8, c, pos)
+        pos += c
+        nulls = None
+        if head.get("nulls"):
+            size = (n * c + 7) // 8
+            bits = np.unpackbits(np.frombuffer(data, np.uint8, size, pos))[:n * c]
+            nulls = bits.reshape(c, n).T.astype(bool)
+            pos += size
+        zz = np.zeros((n, c), dtype=np.uint64)
+        for w in (1, 2, 4, 8):
+            cols = np.flatnonzero(widths == w)
+            if not len(cols):
+                continue
+            size = n * len(cols) * w
+            plane = np.frombuffer(data, np.uint8, size, pos).reshape(w, -1).T.copy()
+            zz[:, cols] = plane.view(f"<u{w}").reshape(len(cols), n).T
+            pos += size
+        if pos != len(data):
+            raise BlockError("block length does not match its header")
+        table = [tuple(str(x) for x in r) for r in head.get("reasons", [])]
+    except (zlib.error, struct.error, ValueError, TypeError, KeyError) as e:
+        raise BlockError(f"damaged block: {e}") from None
+    zzi = zz.view(np.int64)
+    steps = (zz >> np.uint64(1)).view(np.int64) ^ -(zzi & 1)
+    ints = np.cumsum(steps, axis=0)
+    values = ints.astype(np.float64)
+    for d in np.unique(decimals):
+        cols = np.flatnonzero(decimals == d)
+        if d < 0:
+            values[:, cols] = ints[:, cols].view(np.float64)
+        elif d > 0:
+            values[:, cols] = ints[:, cols] / (10.0 ** int(d))
+    return Block(values, ints, nulls, _codes_count(head, c), table, int_columns,
+                 head.get("pcie"))
+
+
+def _codes_count(head: dict[str, Any], c: int) -> int:
+    n = head.get("gpus")
+    return int(n) if isinstance(n, int) and 0 <= n <= c - 3 else 0
+
+
+def int_columns(template: HostSample) -> list[int]:
+    """Positions in a frame's numbers of the integer fields, for the template's layout."""
+    return _int_columns(template)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str, ...], ...],
+            numbers: Sequence[Any], pcie: Any = None) -> HostSample:
+    """The sample a row stands for: the template's static fields, the row's numbers.
+
+    Built as the compact wire reader builds samples (``__dict__`` filled at once): the
+    values were checked when the template and the numbers were recorded.
+    """
+    k = 0
+    gpus = []
+    ng = len(GPU_NUMBERS)
+    for g, why in zip(template.gpus, reasons, strict=True):
+        d = dict(g.__dict__)
+        procs = g.processes
+        if procs is not None:
+            np_ = len(procs)
+            d["processes"] = tuple([_with_used(p, m) for p, m
+                                    in zip(procs, numbers[k:k + np_], strict=True)])
+            k += np_
+        d.update(zip(GPU_NUMBERS, numbers[k:k + ng], strict=True))
+        k += ng
+        d["clock_reasons"] = why
+        obj = _new(GpuSample)
+        _set(obj, "__dict__", d)
+        gpus.append(obj)
+    h = dict(template.host.__dict__)
+    nh = len(HOST_NUMBERS)
+    h.update(zip(HOST_NUMBERS, numbers[k:k + nh], strict=True))
+    k += nh
+    host = _new(HostStats)
+    _set(host, "__dict__", h)
+    disks = []
+    nd = len(DISK_NUMBERS)
+    for disk in template.disks:
+        dd = {"name": disk.name}
+        dd.update(zip(DISK_NUMBERS, numbers[k:k + nd], strict=True))
+        k += nd
+        obj_d = _new(DiskStats)
+        _set(obj_d, "__dict__", dd)
+        disks.append(obj_d)
+    if k != len(numbers):
+        raise BlockError(f"a row of {len(numbers)} numbers for a template of {k}")
+    chains = None
+    if pcie is not None:
+        if not isinstance(pcie, dict):
+            raise BlockError("damaged PCIe chains")
+        try:
+            chains = {str(bus): tuple(codec.decode_dataclass(PcieLink, x) for x in links)
+                      for bus, links in pcie.items()}
+        except (codec.CodecError, TypeError):
+            raise BlockError("damaged PCIe chains") from None
+    out = _new(HostSample)
+    _set(out, "__dict__", {"ts": ts, "seq": seq, "gpus": tuple(gpus), "host": host,
+                           "disks": tuple(disks), "pcie": chains})
+    return out
+
+
+def _with_used(p: GpuProcess, mib: Any) -> GpuProcess:
+    obj = _new(GpuProcess)
+    _set(obj, "__dict__", {**p.__dict__, "used_mib": mib})
+    return obj
