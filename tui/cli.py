@@ -28,6 +28,7 @@ from tui.cli_fleet import (
     collector_count,
     fleet_of,
     job_fleet,
+    print_preflight,
     slurm_job_of,
     warn_insecure,
     with_job,
@@ -318,7 +319,7 @@ def _collect_now(specs: list[HostSpec]) -> list[OnceResult]:
 
 
 def _run_preflight(args: argparse.Namespace) -> int:
-    from probes.analysis.preflight import check_fleet, exit_status, json_report, text_report
+    from probes.analysis.preflight import check_fleet
     from probes.outputs.snapshot import preflight_inputs
 
     settings = _settings(args)
@@ -326,14 +327,7 @@ def _run_preflight(args: argparse.Namespace) -> int:
     warn_insecure(specs)
     results = check_fleet(preflight_inputs(_collect_now(specs), settings.detectors),
                           settings.preflight, settings.detectors)
-    if args.json:
-        json.dump(json_report(results), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        lines, summary = text_report(results)
-        sys.stdout.writelines(line + "\n" for line in lines)
-        print(summary, file=sys.stderr)
-    return exit_status(results)
+    return print_preflight(results, args.json)
 
 
 def _run_manifest(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ nodes; and the options that shape how they are watched (``--collectors``)."""
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from probes.config.slurm import SlurmJob, job_specs, query_job
 from probes.errors import ConfigError
 
 if TYPE_CHECKING:
+    from probes.analysis.preflight import CheckResult
     from probes.transport.session import OnceResult
 
 MAX_COLLECTORS = 64
@@ -96,3 +98,18 @@ def collector_count(text: str) -> int:
     if not 0 <= n <= MAX_COLLECTORS:
         raise argparse.ArgumentTypeError(f"between 0 and {MAX_COLLECTORS}, not {n}")
     return n
+
+
+def print_preflight(results: list[CheckResult], as_json: bool) -> int:
+    """Preflight's results on stdout (JSON, or a line per host with the summary on stderr);
+    its exit status: the same for every fleet source."""
+    from probes.analysis.preflight import exit_status, json_report, text_report
+
+    if as_json:
+        json.dump(json_report(results), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        lines, summary = text_report(results)
+        sys.stdout.writelines(line + "\n" for line in lines)
+        print(summary, file=sys.stderr)
+    return exit_status(results)

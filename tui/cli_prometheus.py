@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probes.errors import ConfigError
+from tui.cli_fleet import print_preflight
 
 if TYPE_CHECKING:
     from probes.transport.prometheus_source import PromFleetOptions
@@ -137,7 +138,7 @@ def _snapshot(args: argparse.Namespace, options: PromFleetOptions) -> int:
 
 
 def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
-    from probes.analysis.preflight import check_fleet, exit_status, json_report, text_report
+    from probes.analysis.preflight import check_fleet
     from probes.outputs.prometheus_snapshot import read_fleet
     from probes.outputs.snapshot import preflight_inputs
     from probes.transport.prometheus_source import with_window
@@ -147,14 +148,7 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
     read = asyncio.run(read_fleet(options, settings.detectors))
     results = check_fleet(preflight_inputs(read.results, settings.detectors),
                           settings.preflight, settings.detectors)
-    if args.json:
-        json.dump(json_report(results), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        lines, summary = text_report(results)
-        sys.stdout.writelines(line + "\n" for line in lines)
-        print(summary, file=sys.stderr)
-    return exit_status(results)
+    return print_preflight(results, args.json)
 
 
 def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
