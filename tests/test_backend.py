@@ -49,6 +49,33 @@ def test_a_recording_backend_notes_recording_and_keeps_alerts(tmp_path: Path) ->
         assert [type(i).__name__ for _, _, i in r.items()] == ["Connected", "Finding"]
 
 
+def test_recording_does_not_change_how_hosts_are_reached(tmp_path: Path) -> None:
+    """``R`` (retry now) and the drill-down go to the live backend under the recorder: the
+    console records by default, and a retry that said "nothing to retry" was a lie."""
+
+    class Live(AgentFleetBackend):
+        def __init__(self) -> None:
+            super().__init__(SPECS)
+            self.asked: list[str] = []
+
+        def retry_now(self, host: str) -> bool:
+            self.asked.append(f"retry {host}")
+            return host == "gpu-b01"
+
+        def drill_down(self, host: str) -> bool:
+            self.asked.append(f"drill {host}")
+            return True
+
+    inner = Live()
+    rec = Recorder(tmp_path / "r.sqlite3", "k", ["gpu-b01"])
+    backend: Backend = RecordingBackend(inner, rec)
+    assert backend.retry_now("gpu-b01") and not backend.retry_now("nope")
+    assert backend.drill_down("gpu-b01")
+    assert inner.asked == ["retry gpu-b01", "retry nope", "drill gpu-b01"]
+    assert not AgentFleetBackend(SPECS).drill_down("gpu-b01")  # agents send everything
+    rec.close()
+
+
 def test_a_replay_raises_no_alerts_and_is_its_own_controls(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite3"
     rec = Recorder(path, "k", ["gpu-b01"])

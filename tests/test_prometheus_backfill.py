@@ -13,14 +13,17 @@ samples shaped like an 8x H100 host's; the Xid family is written as dcgm-exporte
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from probes.config.fleet import HostSpec, SshOptions
 from probes.outputs.export import export_openmetrics
 from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
 from probes.transport.prometheus_client import PromEndpoint
@@ -28,6 +31,7 @@ from probes.transport.prometheus_fields import FIELDS
 from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource, with_window
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostFacts, HostSample
 from tests.support.prometheus import backfill, prometheus
+from tests.support.sshd import keygen, make_sshd
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
 
@@ -185,3 +189,45 @@ def test_preflight_reads_the_same_fleet(day: Day) -> None:
     verdicts = {h["name"]: h["verdict"] for h in doc["hosts"]}
     assert sorted(verdicts) == ["gpu-h01", "gpu-h02", "gpu-h03"]
     assert verdicts["gpu-h03"] == "fail", doc["hosts"][2]
+
+
+async def test_opening_a_host_reads_its_kernel_log_and_topology_over_ssh(
+        day: Day, tmp_path: Path) -> None:
+    """Issue #22 item 4: metrics hold no kernel log, topology or PCIe chains.  A host that
+    the inventory reaches over SSH (here a real OpenSSH sshd on 127.0.0.1 running the
+    agent with a simulated Xid 79) is read once when its screen opens: its kernel lines
+    become findings like any agent's, the log steps stop saying SSH is needed, and the
+    topology joins its hello while its GPUs stay the ones Prometheus knows."""
+    key, known = tmp_path / "client_ed25519", tmp_path / "known_hosts"
+    keygen(key)
+    sshd = make_sshd(tmp_path / "sshd", key, known)
+    try:
+        ssh = SshOptions(address="127.0.0.1", port=sshd.port, user="root",
+                         identity=str(key), known_hosts=str(known),
+                         connect_timeout_s=5.0, login_timeout_s=10.0)
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else "python3"
+        reach = HostSpec(name="gpu-h01", transport="ssh", python=python,
+                         simulate=("xid79:6@0",), ssh=ssh)
+        options = with_window(PromFleetOptions(PromEndpoint(day.url), refresh_s=1.0), 3600.0)
+        source = PromFleetSource(options)
+        found = await source.discover()
+        backend = PrometheusBackend(options, prometheus_specs(found.hosts, 1.0), source,
+                                    ssh={"gpu-h01": reach})
+        app = make_app(backend, demo=False)
+        async with app.run_test(size=(140, 40)) as pilot:
+            state = app.fleet.hosts["gpu-h01"]
+            await wait_until(pilot, lambda: state.hello is not None and state.last is not None,
+                             timeout_s=30)
+            uuids = [g.uuid for g in state.hello.facts.gpus]  # type: ignore[union-attr]
+            assert "over SSH" in state.kernel_log_summary()
+            assert not [f for f in state.findings() if f.code == "xid"]
+            app.open_host("gpu-h01")
+            await wait_until(pilot, lambda: backend.drilled == ["gpu-h01"] and any(
+                f.code == "xid" and f.xid == 79 for f in state.findings()), timeout_s=60)
+            assert "over SSH" not in state.kernel_log_summary()
+            assert state.hello is not None and state.hello.topo_text
+            assert [g.uuid for g in state.hello.facts.gpus] == uuids  # still Prometheus's
+            assert not backend.drill_down("gpu-h01")  # read a moment ago: not again yet
+            assert not backend.drill_down("gpu-h02")  # no way to reach it over SSH
+    finally:
+        sshd.stop()

@@ -443,7 +443,18 @@ class RigwatchApp(App[None]):
 
     def on_host_chosen(self, message: HostChosen) -> None:
         """Open the chosen host."""
-        self.push_screen(HostScreen(message.host, self.subtitle))
+        self.open_host(message.host)
+
+    def open_host(self, host: str) -> None:
+        """The host's screen; a backend whose source cannot see its kernel log or topology
+        (Prometheus) reads them over SSH now, when SSH can reach it."""
+        self.push_screen(HostScreen(host, self.subtitle))
+        self.drill_down(host)
+
+    def drill_down(self, host: str) -> None:
+        """Ask the backend to read ``host`` over SSH once, and say so."""
+        if self.backend.drill_down(host):
+            self.say(f"reading {host}'s kernel log and topology over SSH", "information")
 
     @on(Worker.StateChanged)
     def _backend_state(self, event: Worker.StateChanged) -> None:
@@ -475,6 +486,8 @@ class RigwatchApp(App[None]):
         if isinstance(self.screen, TriageScreen):
             return
         host = self.screen.host if isinstance(self.screen, HostScreen) else None
+        if host is not None:
+            self.drill_down(host)
         record = self.triage_records.setdefault(host, TriageRecord())
         self.push_screen(TriageScreen(self.subtitle, record, host, self.reports_dir))
 

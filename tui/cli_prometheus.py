@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from probes.config.fleet import HostSpec
 from probes.errors import ConfigError
-from tui.cli_fleet import print_preflight
+from tui.cli_fleet import print_preflight, warn_insecure
 
 if TYPE_CHECKING:
     from probes.transport.prometheus_source import PromFleetOptions
@@ -58,9 +59,10 @@ def prometheus_options(args: argparse.Namespace) -> PromFleetOptions | None:
     from probes.transport.prometheus_client import PromEndpoint, PrometheusError
     from probes.transport.prometheus_source import PromFleetOptions
 
-    if getattr(args, "demo", False) or getattr(args, "inventory", None):
+    if getattr(args, "demo", False) or getattr(args, "slurm_job", None):
         raise ConfigError("rigwatch: --prometheus reads its hosts from Prometheus; "
-                          "it cannot be used with --demo or --inventory")
+                          "it cannot be used with --demo or --slurm-job (--inventory "
+                          "names the hosts SSH reaches for the drill-down)")
     refresh = float(getattr(args, "refresh", DEFAULT_REFRESH_S))
     if refresh <= 0:
         raise ConfigError("rigwatch: --refresh must be > 0")
@@ -166,7 +168,7 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
         raise ConfigError(f"rigwatch: no GPU series in {options.endpoint.url} "
                           f"(DCGM_FI_DEV_FB_USED{{{options.match}}} has none)")
     backend = PrometheusBackend(options, prometheus_specs(found.hosts, options.refresh_s),
-                                source)
+                                source, ssh=_ssh_hosts(args))
     # the header's note (the backend's mode text) says where the numbers come from
     app = make_app(backend, demo=False, title=options.match or None,
                    alerts=settings.alerts, detectors=settings.detectors,
@@ -179,3 +181,16 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
     tune_for_streaming()
     app.run()
     return app.return_code or 0
+
+
+def _ssh_hosts(args: argparse.Namespace) -> dict[str, HostSpec]:
+    """``--inventory``'s hosts by name: those the host screen and triage may read over SSH
+    (kernel log, topology) when Prometheus names them."""
+    path = getattr(args, "inventory", None)
+    if not path:
+        return {}
+    from probes.config.inventory import load_inventory
+
+    specs = list(load_inventory(path).hosts)
+    warn_insecure(specs)
+    return {s.name: s for s in specs}

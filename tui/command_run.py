@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from tui.commands import WINDOWS, CommandError, resolve_host, window_note
 from tui.screens.fleet import FleetScreen
-from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
 from tui.views.fleet_view import SORT_KEYS
 
@@ -23,7 +22,7 @@ def run_named(app: RigwatchApp, name: str, arg: str) -> None:
     if name == "host":
         host = resolve_host(arg, list(app.fleet.hosts))
         to_fleet(app)
-        app.push_screen(HostScreen(host, app.subtitle))
+        app.open_host(host)
     elif name == "theme":
         theme = arg if arg.startswith("rigwatch-") else f"rigwatch-{arg}"
         if theme not in app.available_themes:

@@ -56,6 +56,14 @@ class RecordingBackend(BackendBase):
         """A mark in the recording, so a replay can jump to it (``>`` and ``<``)."""
         self.recorder.record(finding.host, ts, finding)
 
+    def retry_now(self, host: str) -> bool:
+        """The live backend's: recording does not change how hosts are reached."""
+        return self.inner.retry_now(host)
+
+    def drill_down(self, host: str) -> bool:
+        """The live backend's (what it reads is recorded like any other item)."""
+        return self.inner.drill_down(host)
+
     def _earlier(self) -> Iterator[tuple[str, float, Item]]:
         reader = self.resume_from
         if reader is None:

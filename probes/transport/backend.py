@@ -72,6 +72,10 @@ class Backend(Protocol):
     def retry_now(self, host: str) -> bool:
         """Cut ``host``'s wait before its next connection attempt; False when it cannot."""
 
+    def drill_down(self, host: str) -> bool:
+        """Read over SSH, once, what this backend's source cannot tell about ``host`` (its
+        kernel log, topology, PCIe chains); False when there is nothing to add or no way."""
+
 
 class BackendBase:
     """A live backend's capabilities: no note, alerts raised, nothing recorded, no replay."""
@@ -89,6 +93,10 @@ class BackendBase:
 
     def retry_now(self, host: str) -> bool:
         """Nothing to retry here (a replay, a demo): the operator is told so."""
+        return False
+
+    def drill_down(self, host: str) -> bool:
+        """The agents already send everything (or a replay holds what it holds)."""
         return False
 
 
