@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from probes.store import recording_format as fmt
-from probes.store.columns import BlockError, Row, Signature, encode_block, numbers_array, split
+from probes.store.columns import Row, Signature, encode_block, split
 from probes.wire.samples import HostSample
 
 BLOCK_S = 60.0
@@ -48,13 +48,10 @@ class _Open:
     after_item: int
     first_staged: int
     due: float
-    rows: list[Row] = field(default_factory=list)
-    """The block's rows, numbers as float64 arrays (:func:`numbers_array`): a thousand
-    hosts' open blocks cost about 1 KB a row, not a Python object per number, and packing
-    parses nothing."""
+    rows: list[tuple[float, bytes]] = field(default_factory=list)
+    """(recording time, the staged row's JSON): a thousand hosts' open blocks in memory
+    cost their JSON (about 1 KB a row), not a Python object per number."""
     last_staged: int = 0
-    reasons: Any = None
-    """The last row's clock reasons: an equal tuple is replaced by this one, so rows share it."""
 
 
 class SamplePacker:
@@ -119,16 +116,7 @@ class SamplePacker:
         # orjson's bytes keep its whole output buffer (tens of KB; a flush of a fleet's
         # backlog holds thousands of them): an exact-size copy is what is kept.
         text = bytes(memoryview(orjson.dumps(staged)))
-        reasons = frame.reasons
-        if reasons == op.reasons:
-            reasons = op.reasons
-        else:
-            op.reasons = reasons
-        try:
-            numbers: Any = numbers_array(frame.numbers)
-        except BlockError:
-            numbers = frame.numbers  # split checked the types: not expected
-        op.rows.append((rts, frame.ts, frame.seq, reasons, numbers, frame.pcie))
+        op.rows.append((rts, text))
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
         return True
 
@@ -197,12 +185,8 @@ class SamplePacker:
         for (hid, tid, after), staged in groups.items():
             op = _Open(hid, (), tid, after, staged[0][0], 0.0)
             for sid, rts, body in staged:
+                op.rows.append((rts, body))
                 op.last_staged = sid
-                try:
-                    ts, seq, reasons, numbers, *pcie = orjson.loads(body)
-                except (orjson.JSONDecodeError, ValueError, TypeError):
-                    continue  # SQLite commits rows whole; what does not parse was never ours
-                op.rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
             if op.rows:
                 self._pack(op)
         self.flush()
@@ -223,7 +207,13 @@ class SamplePacker:
         return tid
 
     def _pack(self, op: _Open) -> None:
-        rows = op.rows
+        rows: list[Row] = []
+        for rts, text in op.rows:
+            try:
+                ts, seq, reasons, numbers, *pcie = orjson.loads(text)
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                continue  # SQLite commits rows whole; what does not parse was never ours
+            rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
         if not rows:
             return
         times = [r[0] for r in rows]

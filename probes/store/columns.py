@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import struct
 import zlib
-from array import array
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -171,18 +170,23 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
     ``reasons`` may be lists (a row read back from the staging table's JSON).
     """
     table: dict[tuple[str, ...], int] = {}
-    front: list[list[Any]] = []
+    matrix: list[list[Any]] = []
     chains: dict[str, Any] = {}
     last: Any = None
     codes: list[int] = []
-    for i, (rts, ts, seq, reasons, _numbers, pcie) in enumerate(rows):
+    for i, (rts, ts, seq, reasons, numbers, pcie) in enumerate(rows):
         if pcie is not None:
             chains[str(i)] = pcie
         if reasons != last:  # they seldom change from one tick to the next
             codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
             last = reasons
-        front.append([rts, ts, seq, *codes])
-    values = _matrix(front, [r[4] for r in rows])
+        matrix.append([rts, ts, seq, *codes, *numbers])
+    try:  # None becomes NaN: the protocol refuses non-finite numbers, so NaN means None
+        values: np.ndarray[Any, Any] = np.array(matrix, dtype=np.float64)
+    except ValueError:
+        raise BlockError("rows of different lengths in one block") from None
+    if values.ndim != 2:
+        raise BlockError("rows of different lengths in one block")
     nulls = np.isnan(values)
     values[nulls] = 0.0
     ints: np.ndarray[Any, Any] = np.zeros(values.shape, dtype=np.int64)
@@ -223,39 +227,6 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
         parts.append(np.packbits(np.ascontiguousarray(nulls.T)).tobytes())
     parts += planes
     return zlib.compress(b"".join(parts), level)
-
-
-def numbers_array(numbers: Sequence[Any]) -> array:
-    """A frame's numbers as float64 (None as NaN), the way :func:`encode_block` stores
-    them: the writer keeps this (8 bytes a number) for its open blocks, so packing needs
-    no parsing and no Python object per number."""
-    try:
-        return array("d", numbers)
-    except TypeError:  # a None (NaN: the protocol refuses non-finite numbers) or worse
-        out = array("d")
-        try:
-            out.frombytes(np.array(numbers, dtype=np.float64).tobytes())
-        except (TypeError, ValueError):
-            raise BlockError("numbers that are not numbers") from None
-        return out
-
-
-def _matrix(front: list[list[Any]], numbers: list[Any]) -> np.ndarray[Any, Any]:
-    """Rows' leading columns and numbers (sequences, or float64 arrays from
-    :func:`numbers_array`) as one float64 matrix; None becomes NaN."""
-    try:
-        head: np.ndarray[Any, Any] = np.array(front, dtype=np.float64)
-        width = len(numbers[0]) if numbers else 0
-        if all(type(n) is array and len(n) == width for n in numbers):
-            body = np.frombuffer(b"".join(numbers), dtype=np.float64).reshape(len(numbers),
-                                                                               width)
-        else:
-            body = np.array([list(n) for n in numbers], dtype=np.float64)
-        if head.ndim != 2 or body.ndim != 2:
-            raise ValueError
-        return np.concatenate([head, body], axis=1)
-    except (ValueError, TypeError):
-        raise BlockError("rows of different lengths in one block") from None
 
 
 class Block:
