@@ -60,6 +60,7 @@ async def test_snapshot_reads_the_demo_fleet_back_from_prometheus(tmp_path: Path
                 subprocess.run, [sys.executable, "-m", "tui.cli", "--settings", str(settings),
                                  "snapshot", "--prometheus", prom.url, "--json"],
                 capture_output=True, text=True, timeout=60, check=False)
+            await app.action_quit()  # the agents get EOF and are reaped while the loop runs
     assert proc.returncode == 0, proc.stderr
     snap = json.loads(proc.stdout)
     hosts = {h["name"]: h for h in snap["hosts"]}
