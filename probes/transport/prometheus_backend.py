@@ -2,8 +2,9 @@
 
 Decoding a 10,000-host answer takes a good part of a second of Python; on the console's
 loop that would freeze keys and redraws once per refresh.  The source therefore runs on its
-own thread with its own loop and shares nothing with the UI: each item is handed to the
-UI's loop, where ``emit`` runs.  Cancelling ``run`` cancels the source there and waits for it.
+own thread with its own loop and shares nothing with the UI: items are handed to the UI's
+loop in batches (``handoff``), where ``emit`` runs.  Cancelling ``run`` cancels the source
+there and waits for it.
 
 Metrics say nothing of a host's kernel log, topology or PCIe chains.  For a host SSH can
 reach (an inventory entry of that name), ``drill_down`` runs the agent once over SSH when
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping
 
 from probes.config.fleet import HostSpec
 from probes.transport.backend import BackendBase
+from probes.transport.handoff import Handoff
 from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
 from probes.transport.session import OnceResult, collect_once
 from probes.wire.events import Emit, SessionItem
@@ -102,8 +104,8 @@ class PrometheusBackend(BackendBase):
                 self._hellos[host] = item
             emit(host, item)
 
-        def emit_there(host: str, item: SessionItem) -> None:
-            main.call_soon_threadsafe(keep, host, item, context=context)
+        handoff = Handoff(main, keep, context)
+        emit_there = handoff.put
 
         self._emit = keep
 

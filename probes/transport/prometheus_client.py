@@ -107,51 +107,6 @@ class _Failure(msgspec.Struct):
     error: str = ""
 
 
-KEY_LABEL = "rw_gpu"
-"""The one label a keyed query's answer carries (``label_join`` of host, instance, GPU)."""
-
-
-class Key(msgspec.Struct):
-    rw_gpu: str = ""
-
-
-class KeyedRow(msgspec.Struct):
-    """One series of a keyed answer: ``metric.rw_gpu`` and ``[time, value]`` (NaN: none)."""
-
-    metric: Key
-    value: tuple[float, float]
-
-
-class _KeyedRange(msgspec.Struct):
-    metric: Key
-    values: list[tuple[float, float]]
-
-
-class _KeyedRowsData(msgspec.Struct):
-    result: list[KeyedRow]
-
-
-class _KeyedRangeData(msgspec.Struct):
-    result: list[_KeyedRange]
-
-
-class _KeyedRows(msgspec.Struct):
-    status: str
-    data: _KeyedRowsData | None = None
-    error: str | None = None
-
-
-class _KeyedRanges(msgspec.Struct):
-    status: str
-    data: _KeyedRangeData | None = None
-    error: str | None = None
-
-
-_KEYED_ROWS = msgspec.json.Decoder(_KeyedRows, strict=False)
-_KEYED_RANGES = msgspec.json.Decoder(_KeyedRanges, strict=False)
-"""Values decoded straight to floats (``strict=False`` reads ``"61234"`` and ``"NaN"``): a
-10,000-host answer is 80,000 rows, and a Python ``float()`` per row was most of a refresh.
-``+Inf`` fails this decoder; such an answer is read again through the string form."""
 class _LabelValues(msgspec.Struct):
     status: str
     data: list[str] = []
@@ -204,46 +159,20 @@ class PromClient:
             raise PrometheusError(f"query {promql!r} failed: {got.error or got.status}")
         return got.data.result
 
-    async def query_keyed(self, promql: str, at: float | None = None) -> list[KeyedRow]:
-        """An instant query whose series carry only ``KEY_LABEL``, as decoded: the caller
-        skips NaN values (no reading).  No second pass over a 80,000-row answer."""
+    async def query_body(self, promql: str, at: float | None = None) -> bytes:
+        """An instant query's answer as sent, for a caller with its own decoder (the
+        per-GPU answers of a refresh, ``prometheus_rows``)."""
         form = {"query": promql}
         if at is not None:
             form["time"] = f"{at:.3f}"
-        body = await self._post("/api/v1/query", form)
-        try:
-            got = _KEYED_ROWS.decode(body)
-        except msgspec.ValidationError:
-            nan = float("nan")
-            return [KeyedRow(Key(i.metric.get(KEY_LABEL, "")),
-                             (i.value[0], v if (v := number(i.value[1])) is not None else nan))
-                    for i in await self._vector(body, promql)]
-        except msgspec.DecodeError as exc:
-            raise PrometheusError(f"not a vector answer to {promql!r}: {exc}") from None
-        if got.status != "success" or got.data is None:
-            raise PrometheusError(f"query {promql!r} failed: {got.error or got.status}")
-        return got.data.result
+        return await self._post("/api/v1/query", form)
 
-    async def query_range_keyed(self, promql: str, start: float, end: float, step_s: float
-                                ) -> list[tuple[str, list[tuple[float, float]]]]:
-        """A range query whose series carry only ``KEY_LABEL``: (key, [(t, value)…])."""
-        form = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                "step": f"{step_s:g}"}
-        body = await self._post("/api/v1/query_range", form)
-        try:
-            got = _KEYED_RANGES.decode(body)
-        except msgspec.ValidationError:
-            slow = _MATRIX.decode(body)
-            rows = slow.data.result if slow.data is not None else []
-            return [(i.metric.get(KEY_LABEL, ""),
-                     [(t, v) for t, text in i.values if (v := number(text)) is not None])
-                    for i in rows]
-        except msgspec.DecodeError as exc:
-            raise PrometheusError(f"not a matrix answer to {promql!r}: {exc}") from None
-        if got.status != "success" or got.data is None:
-            raise PrometheusError(f"query_range {promql!r} failed: {got.error or got.status}")
-        return [(r.metric.rw_gpu, [(t, v) for t, v in r.values if v == v])
-                for r in got.data.result]
+    async def query_range_body(self, promql: str, start: float, end: float,
+                               step_s: float) -> bytes:
+        """A range query's answer as sent (see ``query_body``)."""
+        return await self._post("/api/v1/query_range", {
+            "query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}",
+            "step": f"{step_s:g}"})
 
     async def _vector(self, body: bytes, promql: str) -> list[VectorItem]:
         try:

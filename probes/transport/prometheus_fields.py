@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from probes.transport.prometheus_client import KEY_LABEL
+from probes.transport.prometheus_rows import group_labels
 
 
 class Kind(str, Enum):
@@ -109,22 +109,21 @@ def matchers(match: str) -> str:
     return text
 
 
-def selector(metrics: tuple[str, ...], match: str) -> str:
-    """The series of one field (any of its names) under ``match``."""
-    extra = matchers(match)
+def selector(metrics: tuple[str, ...], match: str, shard: str = "") -> str:
+    """The series of one field (any of its names) under ``match`` (and a shard's
+    matcher)."""
+    extra = ",".join(m for m in (matchers(match), shard) if m)
     if len(metrics) == 1:
         return f"{metrics[0]}{{{extra}}}" if extra else metrics[0]
     names = "|".join(metrics)
     return "{" + f'__name__=~"{names}"' + (f",{extra}" if extra else "") + "}"
 
 
-def per_gpu(metrics: tuple[str, ...], match: str, host_label: str) -> str:
-    """One value per host and GPU, keyed by one label ``host|instance|gpu``
-    (``KEY_LABEL``): a 10,000-host answer then carries one short label a series, not
-    dcgm-exporter's ten, and decodes in a fraction of the time."""
-    joined = (f'label_join({selector(metrics, match)}, "{KEY_LABEL}", "|", '
-              f'"{host_label}", "instance", "gpu")')
-    return f"max by ({KEY_LABEL}) ({joined})"
+def per_gpu(metrics: tuple[str, ...], match: str, host_label: str, shard: str = "") -> str:
+    """One value per host and GPU, keeping only the labels that name them
+    (``group_labels``): a 10,000-host answer then carries three short labels a series, not
+    dcgm-exporter's ten."""
+    return f"max by ({', '.join(group_labels(host_label))}) ({selector(metrics, match, shard)})"
 
 
 def identity(match: str, host_label: str, window_s: float = 0.0) -> str:

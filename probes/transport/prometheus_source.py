@@ -11,16 +11,14 @@ label (``instance`` where an exporter has none), GPUs from ``gpu``/``UUID``/``pc
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from probes.transport.prometheus_client import (
-    KeyedRow,
-    PromClient,
-    PromEndpoint,
-    PrometheusError,
-)
+from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError
+from probes.transport.prometheus_columns import Column, SlotTable
 from probes.transport.prometheus_fields import (
     FIELDS,
     SAMPLE_ATTRS,
@@ -30,12 +28,12 @@ from probes.transport.prometheus_fields import (
     matchers,
     per_gpu,
 )
-from probes.wire.clock_reasons import reasons_of
+from probes.transport.prometheus_rows import GpuId, RowDecoder, host_name
+from probes.transport.prometheus_shards import Shard, plan, shard_count
 from probes.wire.events import Disconnected, Emit
 from probes.wire.samples import (
     KERNEL_SOURCE,
     GpuInfo,
-    GpuSample,
     Hello,
     HostFacts,
     HostSample,
@@ -57,13 +55,15 @@ DEFAULT_HISTORY_STEP_S = 60.0
 MAX_POINTS = 11000
 """Prometheus refuses a range query of more points per series than this."""
 CONCURRENT_QUERIES = 4
+"""Queries in flight at once: enough to overlap Prometheus's work with decoding."""
 TOTAL = "mem_total_mib"
-MAX_IDS = 1 << 20
 LOOKBACK_S = 300.0
 """Prometheus's default lookback: an instant query sees a series this long after its last
 sample."""
-"""Series keys remembered (a key per GPU: a 10,000-host fleet has 80,000)."""
-"""Queries in flight at once: enough to overlap Prometheus's work with decoding."""
+REDISCOVER_READS = 20
+"""Full refreshes between two discoveries: a host's new scrape address (an exporter pod
+moved) joins its shard within minutes."""
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -95,19 +95,9 @@ def with_window(options: PromFleetOptions, window_s: float) -> PromFleetOptions:
                    history_step_s=max(1.0, window_s / HISTORY_POINTS))
 
 
-GpuId = tuple[str, int]
-"""(host name, GPU index)."""
-
-
 def host_of(labels: dict[str, str], host_label: str) -> str | None:
     """The host a series belongs to: its host label, else its scrape address without port."""
-    name = labels.get(host_label)
-    if not name:
-        inst = labels.get("instance", "")
-        head, sep, port = inst.rpartition(":")
-        name = head if sep and port.isdigit() and head else inst
-    name = clean_text(name).strip()
-    return name or None
+    return host_name(labels.get(host_label, ""), labels.get("instance", ""))
 
 
 def gpu_of(labels: dict[str, str]) -> int | None:
@@ -123,6 +113,10 @@ class Discovery:
     drivers: dict[str, str] = field(default_factory=dict)
     present: frozenset[str] = frozenset()
     """Metric names with at least one series under the match."""
+    shard_label: str = "instance"
+    """The label shards select hosts by: the host label where every series has it."""
+    shard_values: dict[str, set[str]] = field(default_factory=dict)
+    """Each host's raw values of ``shard_label`` (remote text: only ever quoted)."""
 
     @property
     def hosts(self) -> list[str]:
@@ -154,25 +148,31 @@ def not_collected_text(f: Field) -> str:
 
 
 class PromFleetSource:
-    """Reads the fleet; ``run`` emits hellos, the history window, then a sample per refresh."""
+    """Reads the fleet; ``run`` emits hellos, the history window, then a sample per host
+    every refresh (a shard at a time on a large fleet: ``prometheus_shards``)."""
 
     def __init__(self, options: PromFleetOptions, client: PromClient | None = None) -> None:
+        if not _LABEL_NAME.fullmatch(options.host_label):
+            raise PrometheusError(f"host label {options.host_label[:40]!r} is not a "
+                                  "Prometheus label name")
         self.options = options
         self.client = client or PromClient(options.endpoint)
         self.discovery = Discovery()
+        self._decoder = RowDecoder(options.host_label)
         self._seq: dict[str, int] = {}
         self._xid: dict[GpuId, int] = {}
-        self._ids: dict[str, GpuId | None] = {}
-        self._kept: dict[str, dict[GpuId, object]] = {}
-        """The last values of fields read every few refreshes, by field."""
+        self._uuids: dict[str, dict[int, str | None]] = {}
+        self.shards: list[Shard] = [Shard(frozenset(), "")]
+        self._tables: list[SlotTable] = [SlotTable(self._decoder)]
         self.refreshes = 0
+        """Shard reads done (a whole-fleet refresh is one read per shard)."""
         self.last_refresh_s = 0.0
-        """Wall seconds of the newest refresh (queries, decoding and building samples)."""
+        """Wall seconds of the newest read (queries, decoding and building samples)."""
         self.last_queries = 0
-        """HTTP queries the newest refresh sent."""
+        """HTTP queries the newest read sent."""
 
     async def discover(self, at: float | None = None) -> Discovery:
-        """Hosts, GPUs and which metrics exist (two queries).
+        """Hosts, GPUs and which metrics exist (two queries); the shards follow from them.
 
         Raises:
             PrometheusError: Prometheus cannot answer.
@@ -189,6 +189,8 @@ class PromFleetSource:
             self.client.label_values("__name__", every,
                                      now - max(opts.history_s, LOOKBACK_S), now))
         found = Discovery(present=frozenset(present))
+        by_host: dict[str, set[str]] = {}
+        by_instance: dict[str, set[str]] = {}
         for item in ids:
             labels = item.metric
             host, idx = host_of(labels, opts.host_label), gpu_of(labels)
@@ -200,8 +202,27 @@ class PromFleetSource:
             driver = _label(labels, "DCGM_FI_DRIVER_VERSION")
             if driver:
                 found.drivers[host] = driver
+            by_host.setdefault(host, set()).add(labels.get(opts.host_label, ""))
+            by_instance.setdefault(host, set()).add(labels.get("instance", ""))
+        if by_host and all("" not in v for v in by_host.values()):
+            found.shard_label, found.shard_values = opts.host_label, by_host
+        else:
+            found.shard_label, found.shard_values = "instance", by_instance
         self.discovery = found
+        self._uuids = {h: {i: g.uuid for i, g in gpus.items()} for h, gpus in found.gpus.items()}
+        self._reshard()
         return found
+
+    def _reshard(self) -> None:
+        """Shards for the discovered fleet; a shard whose hosts did not change keeps its
+        slots and the values it keeps between reads."""
+        disc = self.discovery
+        gpus = sum(len(g) for g in disc.gpus.values())
+        fast = sum(1 for f in self._fields() if f.every == 1)
+        shards = plan(disc.shard_values, disc.shard_label, shard_count(gpus, fast))
+        old = {s.matcher: t for s, t in zip(self.shards, self._tables, strict=True)}
+        self._tables = [old.get(s.matcher) or SlotTable(self._decoder) for s in shards]
+        self.shards = shards
 
     def _fields(self) -> list[Field]:
         present = self.discovery.present
@@ -209,138 +230,97 @@ class PromFleetSource:
                 and f.attr not in ("power_violation_us", "thermal_violation_us")
                 and any(m in present for m in f.metrics)]
 
+    def _due(self, fields: list[Field], reads: int) -> list[Field]:
+        """Every field at a shard's first read; then those read every refresh, and the
+        slower ones in turn (each every ``f.every`` reads, spread so that no read carries
+        them all)."""
+        if reads == 0:
+            return fields
+        slow = [f for f in fields if f.every > 1]
+        return [f for f in fields if f.every == 1
+                or (reads + slow.index(f)) % f.every == 0]
+
     async def read_now(self, at: float | None = None) -> tuple[float, dict[str, HostSample],
                                                                list[tuple[str, LogEvent]]]:
-        """One refresh: each due field's instant query, as one sample per host.  A field
-        read every few refreshes keeps its last values between.
+        """The whole fleet now: every shard read once (as ``snapshot`` needs).
 
         Returns the evaluation time, the samples by host, and Xid events (host, event).
         """
-        started = time.perf_counter()
-        before = self.client.queries
         ts = time.time() if at is None else at
-        n = self.refreshes
-        fields = self._fields()
-        due = [f for f in fields if n % f.every == 0]
-        gate = asyncio.Semaphore(CONCURRENT_QUERIES)
+        started, before = time.perf_counter(), self.client.queries
+        samples: dict[str, HostSample] = {}
+        events: list[tuple[str, LogEvent]] = []
+        for k in range(len(self.shards)):
+            _, got, found = await self.read_shard(k, ts)
+            samples.update(got)
+            events += found
+        self.last_queries = self.client.queries - before
+        self.last_refresh_s = time.perf_counter() - started
+        return ts, samples, events
 
-        async def one(f: Field) -> list[KeyedRow]:
+    async def read_shard(self, k: int, at: float | None = None
+                         ) -> tuple[float, dict[str, HostSample], list[tuple[str, LogEvent]]]:
+        """One read of shard ``k``: each due field's instant query over its hosts, as one
+        sample per host.  A field read every few reads keeps its last values between."""
+        started, before = time.perf_counter(), self.client.queries
+        ts = time.time() if at is None else at
+        shard, table = self.shards[k], self._tables[k]
+        due = self._due(self._fields(), table.reads)
+        gate = asyncio.Semaphore(CONCURRENT_QUERIES)
+        opts = self.options
+
+        async def one(f: Field) -> Column:
+            promql = per_gpu(f.metrics, opts.match, opts.host_label, shard.matcher)
             async with gate:
-                return await self.client.query_keyed(
-                    per_gpu(f.metrics, self.options.match, self.options.host_label), ts)
+                body = await self.client.query_body(promql, ts)
+            return table.column(self._decoder.instant(body, promql), f.kind)
 
         answers = await asyncio.gather(*(one(f) for f in due))
-        values: dict[GpuId, dict[str, object]] = {}
-        for f, rows in zip(due, answers, strict=True):
-            if f.every == 1:
-                self._fold_into(f, rows, values)
-        for f, rows in zip(due, answers, strict=True):
-            if f.every > 1:
-                kept: dict[GpuId, object] = {}
-                self._fold(f, rows, kept)
-                if f.kind is Kind.FREE:  # kept as the total: used moves, the total does not
-                    kept = {gid: v + used for gid, v in kept.items() if isinstance(v, float)
-                            and isinstance(used := values.get(gid, {}).get("mem_used_mib"),
-                                           float)}
-                self._kept[TOTAL if f.kind is Kind.FREE else f.attr] = kept
-        for attr, kept_values in self._kept.items():
-            for gid, v in kept_values.items():
-                got = values.get(gid)
-                if got is not None:  # a GPU with no reading now gets no old ones either
-                    got[attr] = v
-        samples, events = self._samples(ts, values)
+        now: list[tuple[str, Column]] = []
+        xid: Column | None = None
+        cols = dict(zip((f.attr for f in due), answers, strict=True))
+        for f in due:
+            col = cols[f.attr]
+            if f.kind is Kind.XID:
+                xid = col
+            elif f.every == 1:
+                now.append((f.attr, col))
+            elif f.kind is Kind.FREE:  # kept as the total: used moves, the total does not
+                used = table.padded(cols.get("mem_used_mib") or [])
+                table.kept[TOTAL] = [v + u if v is not None and u is not None else None
+                                     for v, u in zip(table.padded(col), used, strict=True)]
+            else:
+                table.kept[f.attr] = col
+        kept = list(table.kept.items())
+        table.reads += 1
+        samples, events = self._samples(ts, table, now, kept, xid)
         self.refreshes += 1
         self.last_queries = self.client.queries - before
         self.last_refresh_s = time.perf_counter() - started
         return ts, samples, events
 
-    def _gpu_id(self, key: str) -> GpuId | None:
-        """``host|instance|gpu`` as (host, index); remembered, as keys repeat every refresh."""
-        got = self._ids.get(key, False)
-        if got is not False:
-            return got  # type: ignore[return-value]
-        host_v, _, rest = key.rpartition("|")
-        host_v, _, inst = host_v.rpartition("|")
-        labels = {"instance": inst}
-        if host_v:
-            labels[self.options.host_label] = host_v
-        host = host_of(labels, self.options.host_label)
-        gid = (host, int(rest)) if host is not None and rest.isdigit() else None
-        if len(self._ids) < MAX_IDS:
-            self._ids[key] = gid
-        return gid
-
-    def _fold(self, f: Field, rows: list[KeyedRow], into: dict[GpuId, object]) -> None:
-        kind = f.kind
-        for row in rows:
-            v = row.value[1]
-            if v != v:  # NaN: no reading
-                continue
-            gid = self._gpu_id(row.metric.rw_gpu)
-            if gid is not None:
-                into[gid] = v if kind is Kind.FLOAT else _typed(kind, v)
-
-    def _fold_into(self, f: Field, rows: list[KeyedRow],
-                   into: dict[GpuId, dict[str, object]]) -> None:
-        attr, kind = f.attr, f.kind
-        ids = self._ids
-        for row in rows:
-            v = row.value[1]
-            if v != v:  # NaN: no reading
-                continue
-            key = row.metric.rw_gpu
-            gid = ids[key] if key in ids else self._gpu_id(key)
-            if gid is None:
-                continue
-            got = into.get(gid)
-            if got is None:
-                got = into[gid] = {}
-            got[attr] = v if kind is Kind.FLOAT else _typed(kind, v)
-
-    def _samples(self, ts: float, values: dict[GpuId, dict[str, object]]
+    def _samples(self, ts: float, table: SlotTable, now: list[tuple[str, Column]],
+                 kept: list[tuple[str, Column]], xid: Column | None
                  ) -> tuple[dict[str, HostSample], list[tuple[str, LogEvent]]]:
-        per_host: dict[str, list[GpuSample]] = {}
-        events: list[tuple[str, LogEvent]] = []
-        for (host, idx), got in sorted(values.items()):
-            per_host.setdefault(host, []).append(self._gpu(host, idx, got, ts, events))
+        by_host, changed = table.build(now, kept, xid, self._uuids, self._xid)
         out = {}
-        for host, gpus in per_host.items():
+        for host, gpus in by_host.items():
             seq = self._seq.get(host, 0)
             self._seq[host] = seq + 1
             out[host] = HostSample(ts, seq, tuple(gpus))
-        return out, events
+        return out, [self._xid_event(host, idx, code, ts) for (host, idx), code in changed
+                     if code > 0]
 
-    def _gpu(self, host: str, idx: int, got: dict[str, object], ts: float,
-             events: list[tuple[str, LogEvent]]) -> GpuSample:
-        info = self.discovery.gpus.get(host, {}).get(idx)
-        kw = {k: v for k, v in got.items() if k in SAMPLE_ATTRS}
-        total, free, used = got.get(TOTAL), got.get("mem_free_mib"), got.get("mem_used_mib")
-        if isinstance(total, float):
-            kw[TOTAL] = total
-        elif isinstance(free, float) and isinstance(used, float):
-            kw[TOTAL] = free + used
-        mask = got.get("clock_reasons")
-        if isinstance(mask, int):
-            kw["clock_reasons"] = reasons_of(mask)
-        xid = got.get("xid")
-        if isinstance(xid, int):
-            self._xid_event(host, idx, xid, info, ts, events)
-        return GpuSample(index=idx, uuid=info.uuid if info else None, **kw)  # type: ignore[arg-type]
-
-    def _xid_event(self, host: str, idx: int, xid: int, info: GpuInfo | None, ts: float,
-                   events: list[tuple[str, LogEvent]]) -> None:
+    def _xid_event(self, host: str, idx: int, xid: int, ts: float) -> tuple[str, LogEvent]:
         """A change of the last Xid's code is an Xid event (the metric is sticky: the same
         code again later is not seen, a limit of the metric that kernel-log triage covers).
         It is written as the kernel line the driver prints, saying where it came from, so
         the same Xid rules and catalog read it."""
-        before = self._xid.get((host, idx))
-        self._xid[(host, idx)] = xid
-        if xid <= 0 or xid == before:
-            return
+        info = self.discovery.gpus.get(host, {}).get(idx)
         bus = info.bus_id if info and info.bus_id else f"GPU{idx}"
         line = (f"NVRM: Xid (PCI:{bus}): {xid}, reported by dcgm-exporter "
                 f"(DCGM_FI_DEV_XID_ERRORS on GPU {idx})")
-        events.append((host, LogEvent(ts, KERNEL_SOURCE, line)))
+        return host, LogEvent(ts, KERNEL_SOURCE, line)
 
     async def read_history(self, end: float) -> tuple[dict[str, list[HostSample]],
                                                       list[tuple[str, LogEvent]]]:
@@ -358,34 +338,40 @@ class PromFleetSource:
         if stop <= start:
             return {}, []
         fields = [f for f in self._fields() if f.history]
-        answers = await asyncio.gather(*(self.client.query_range_keyed(
-            per_gpu(f.metrics, opts.match, opts.host_label), start, stop, step)
-            for f in fields))
-        at: dict[float, dict[GpuId, dict[str, object]]] = {}
-        for f, series in zip(fields, answers, strict=True):
-            self._fold_range(f, series, at)
+        table = SlotTable(self._decoder)
+        at: dict[float, dict[str, Column]] = {}
+        gate = asyncio.Semaphore(CONCURRENT_QUERIES)
+
+        async def one(f: Field) -> None:
+            promql = per_gpu(f.metrics, opts.match, opts.host_label)
+            async with gate:
+                body = await self.client.query_range_body(promql, start, stop, step)
+            table.columns_over_time(self._decoder.range(body, promql), f.kind, f.attr, at)
+
+        await asyncio.gather(*(one(f) for f in fields))
         out: dict[str, list[HostSample]] = {}
         events: list[tuple[str, LogEvent]] = []
         for ts in sorted(at):
-            samples, found = self._samples(ts, at[ts])
+            cols = at[ts]
+            xid = cols.pop("xid", None)
+            if "mem_free_mib" in cols:
+                free, used = table.padded(cols.pop("mem_free_mib")), \
+                    table.padded(cols.get("mem_used_mib") or [])
+                cols[TOTAL] = [v + u if v is not None and u is not None else None
+                               for v, u in zip(free, used, strict=True)]
+            now = [(a, c) for a, c in cols.items() if a != TOTAL]
+            kept = [(TOTAL, cols[TOTAL])] if TOTAL in cols else []
+            samples, found = self._samples(ts, table, now, kept, xid)
             events += found
             for host, s in samples.items():
                 out.setdefault(host, []).append(s)
         return out, events
 
-    def _fold_range(self, f: Field, series: list[tuple[str, list[tuple[float, float]]]],
-                    at: dict[float, dict[GpuId, dict[str, object]]]) -> None:
-        for key, points in series:
-            gid = self._gpu_id(key)
-            if gid is None:
-                continue
-            for t, v in points:
-                at.setdefault(t, {}).setdefault(gid, {})[f.attr] = _typed(f.kind, v)
-
     async def run(self, emit: Emit, hosts: Iterable[str] | None = None) -> None:
-        """Discover, emit each host's hello and history, then a sample per refresh until
-        cancelled.  A host with no series in a refresh gets none: it goes stale, as a
-        silent agent does.  A failed refresh is retried at the next one."""
+        """Discover, emit each host's hello and history, then read a shard every
+        ``refresh_s / shards`` until cancelled (every host once a refresh).  A host with no
+        series in a read gets no sample: it goes stale, as a silent agent does.  A failed
+        read is retried at the next one."""
         await self.discover()
         now = time.time()
         history, past_events = await self.read_history(now)
@@ -402,23 +388,34 @@ class PromFleetSource:
         for host, ev in past_events:
             if wanted is None or host in wanted:
                 emit(host, ev)
+        cycles = 0
         while True:
-            started = time.monotonic()
-            try:
-                _ts, samples, events = await self.read_now()
-            except PrometheusError as exc:
-                # every host is unwatchable for the same reason: say it on each, retry
-                samples, events = {}, []
-                for host in self.discovery.hosts:
-                    if wanted is None or host in wanted:
-                        emit(host, Disconnected(time.time(), f"Prometheus: {exc}",
-                                                self.options.refresh_s))
-            for host, ev in events:
-                emit(host, ev)
-            for host, s in samples.items():
+            for k in range(len(self.shards)):
+                started = time.monotonic()
+                await self._read_and_emit(k, emit, wanted)
+                period = self.options.refresh_s / len(self.shards)
+                await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
+            cycles += 1
+            if cycles % REDISCOVER_READS == 0:
+                with contextlib.suppress(PrometheusError):  # the old shards serve on
+                    await self.discover()
+
+    async def _read_and_emit(self, k: int, emit: Emit, wanted: set[str] | None) -> None:
+        try:
+            _ts, samples, events = await self.read_shard(k)
+        except PrometheusError as exc:
+            # every host of the shard is unwatchable for the same reason: say it, retry
+            samples, events = {}, []
+            for host in sorted(self.shards[k].hosts):
                 if wanted is None or host in wanted:
-                    emit(host, s)
-            await asyncio.sleep(max(0.0, self.options.refresh_s - (time.monotonic() - started)))
+                    emit(host, Disconnected(time.time(), f"Prometheus: {exc}",
+                                            self.options.refresh_s))
+        for host, ev in events:
+            if wanted is None or host in wanted:
+                emit(host, ev)
+        for host, s in samples.items():
+            if wanted is None or host in wanted:
+                emit(host, s)
 
 
 def no_kernel_log(ts: float) -> LogSourceState:
@@ -441,11 +438,3 @@ def totals_of(past: list[HostSample]) -> dict[int, float]:
 def _label(labels: dict[str, str], name: str) -> str | None:
     v = labels.get(name)
     return clean_text(v) if v else None
-
-
-def _typed(kind: Kind, v: float) -> object:
-    if kind in (Kind.INT, Kind.REASONS, Kind.XID):
-        return int(v)
-    if kind is Kind.FLAG:
-        return v != 0
-    return v

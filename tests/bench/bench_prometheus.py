@@ -14,12 +14,14 @@ reported apart):
 - baseline: one raw instant query of ``DCGM_FI_DEV_FB_USED`` for the whole fleet (HTTP and
   bytes only, no decoding): what any reader pays for the biggest single answer;
 - discovery (2 queries) and the start-up history read (``query_range`` per history field);
-- a refresh (``read_now``: one instant query per collected metric, decoding, building a
-  sample per host), its queries and bytes; median of ``--refreshes``;
-- folding one refresh's samples into the console's fleet state (history, findings,
-  detectors when due), the part that runs on the UI thread;
-- CPU of this process per refresh, and the share of a core at a ``--every`` refresh,
-  measured over the source's own run loop (refreshes plus the idle between them).
+- a refresh: one shard's read (``read_shard``: one instant query per due metric over the
+  shard's hosts, decoding, building a sample per host), its queries and bytes; median of
+  ``--refreshes`` after each shard's first read; up to ~1,600 hosts the shard is the whole
+  fleet.  Also the whole fleet read at once (every shard, as ``snapshot`` reads it);
+- folding a read's samples into the console's fleet state (history, findings, detectors
+  when due), the part that runs on the UI thread;
+- the share of a core of this process over the refresh loop as the console runs it (a
+  shard read every ``--every / shards`` seconds, each folded into the fleet state).
 
     python tests/bench/bench_prometheus.py --hosts 1000,10000 [--points 4] [--json]
 """
@@ -150,24 +152,32 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
     out["history_queries"] = source.client.queries - q0
     out["history_samples"] = sum(len(v) for v in history.values())
 
+    # a refresh reads one shard (all of the fleet up to ~1,600 hosts): what the fleet
+    # table waits for between two updates
+    shards = len(source.shards)
+    out["shards"] = shards
+    out["hosts_per_shard"] = [len(sh.hosts) for sh in source.shards]
     times, cpus, queries, nbytes = [], [], [], []
-    samples: dict[str, Any] = {}
-    for _ in range(refreshes):
+    for i in range(shards + refreshes):
         b0, c0 = source.client.bytes_read, _cpu()
-        _, samples, _ = await source.read_now()
-        times.append(source.last_refresh_s)
-        cpus.append(_cpu() - c0)
-        queries.append(source.last_queries)
-        nbytes.append(source.client.bytes_read - b0)
+        await source.read_shard(i % shards)
+        if i >= shards:  # a shard's first read reads every field once; then the steady state
+            times.append(source.last_refresh_s)
+            cpus.append(_cpu() - c0)
+            queries.append(source.last_queries)
+            nbytes.append(source.client.bytes_read - b0)
     out["refresh_s_median"] = round(statistics.median(times), 3)
     out["refresh_s_max"] = round(max(times), 3)
     out["refresh_cpu_s_median"] = round(statistics.median(cpus), 3)
     out["queries_per_refresh"] = queries
     out["queries_per_refresh_mean"] = round(statistics.mean(queries), 1)
-    out["bytes_per_refresh"] = nbytes[-1]
-    out["samples_per_refresh"] = len(samples)
+    out["bytes_per_refresh_max"] = max(nbytes)
     out["ratio_refresh_to_baseline"] = round(out["refresh_s_median"]
-                                             / out["baseline_raw_query_s"], 1)
+                                             / out["baseline_raw_query_s"], 2)
+    # the whole fleet read at once (what ``snapshot`` does): every shard, one after another
+    _, samples, _ = await source.read_now()
+    out["whole_fleet_read_s"] = round(source.last_refresh_s, 3)
+    out["samples_per_whole_read"] = len(samples)
 
     fleet = FleetState(prometheus_specs(found.hosts, every_s))
     now = time.time()
@@ -182,28 +192,38 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
     for host, s in samples.items():
         fleet.apply(host, s, now)
     out["fold_first_refresh_s"] = round(time.perf_counter() - t0, 3)
-    _, later, _ = await source.read_now()  # a refresh later: only the due detectors run
+    _, later, _ = await source.read_shard(0)  # a read later: only the due detectors run
     t0 = time.perf_counter()
     for host, s in later.items():
         fleet.apply(host, s, now + every_s)
-    out["fold_next_refresh_s"] = round(time.perf_counter() - t0, 3)
+    out["fold_next_read_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
     rows = fleet.rows(now + every_s)
     out["fleet_rows_s"] = round(time.perf_counter() - t0, 3)
     assert len(rows) == hosts
 
-    # the refresh loop as ``PromFleetSource.run`` runs it (a refresh, then sleep until the
-    # next is due), without its start-up: CPU of this process over the whole window
+    # the refresh loop as ``PromFleetSource.run`` runs it (a shard read every
+    # every_s / shards), each read folded into the fleet state as the console's UI thread
+    # does: CPU of this whole process over the window, so the console's share of a core
     c0, t0 = _cpu(), time.perf_counter()
-    refreshed = 0
+    reads, fold_s, read_walls = 0, 0.0, []
     while time.perf_counter() - t0 < run_s:
         started = time.monotonic()
-        await source.read_now()
-        refreshed += 1
-        await asyncio.sleep(max(0.0, every_s - (time.monotonic() - started)))
+        _, got, _ = await source.read_shard(reads % shards)
+        read_walls.append(source.last_refresh_s)
+        f0 = time.perf_counter()
+        stamp = time.time()
+        for host, s in got.items():
+            fleet.apply(host, s, stamp)
+        fold_s += time.perf_counter() - f0
+        reads += 1
+        await asyncio.sleep(max(0.0, every_s / shards - (time.monotonic() - started)))
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
     out["loop_window_s"] = round(wall, 1)
-    out["loop_refreshes"] = refreshed
+    out["loop_reads"] = reads
+    out["loop_read_s_median"] = round(statistics.median(read_walls), 3)
+    out["loop_read_s_max"] = round(max(read_walls), 3)
+    out["loop_fold_s_per_read"] = round(fold_s / max(1, reads), 3)
     out["loop_cpu_share_of_a_core"] = round(cpu / wall, 3)
     return out
 
@@ -250,7 +270,14 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=15.0, help="refresh interval of the loop")
     ap.add_argument("--run", type=float, default=45.0, help="seconds of the loop window")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--url", help="measure a Prometheus already running (its series as this "
+                                  "bench writes them) instead of backfilling a new one")
     args = ap.parse_args()
+    if args.url:
+        n = int(args.hosts.split(",")[0])
+        print(json.dumps(asyncio.run(measure(args.url, n, args.refreshes, args.every,
+                                             args.run)), indent=1))
+        return
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
     results = []
     for n in (int(x) for x in args.hosts.split(",")):
