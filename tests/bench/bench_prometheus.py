@@ -21,9 +21,10 @@ reported apart):
 - folding a read's samples into the console's fleet state (history, findings, detectors
   when due), the part that runs on the UI thread;
 - the share of a core of this process over the refresh loop as the console runs it (a
-  shard read every ``--every / shards`` seconds, each folded into the fleet state).
+  shard read every ``--every / shards`` seconds, each folded into the fleet state, and the
+  fleet table's rows and totals once a second), with the console's collector settings.
 
-    python tests/bench/bench_prometheus.py --hosts 1000,10000 [--points 4] [--json]
+    python tests/bench/bench_prometheus.py --hosts 1000,10000 [--points 4] [--spacing 60] [--json]
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from probes.transport.prometheus_source import (  # noqa: E402
     with_window,
 )
 from tests.support.prometheus import backfill, prometheus  # noqa: E402
+from tui.gc_policy import tune_for_streaming  # noqa: E402
 
 FAMILIES = (
     ("DCGM_FI_DEV_FB_USED", "gauge"), ("DCGM_FI_DEV_FB_FREE", "gauge"),
@@ -79,7 +81,8 @@ def _value(name: str, host: int, gpu: int, k: int) -> str:
             "DCGM_FI_DEV_MEM_CLOCK": "2619"}.get(name, "0")
 
 
-def write_openmetrics(path: Path, hosts: int, points: int, end: float) -> int:
+def write_openmetrics(path: Path, hosts: int, points: int, end: float,
+                      spacing_s: float = 60.0) -> int:
     """The fleet's series; returns the number of samples written."""
     labels = []
     for h in range(hosts):
@@ -91,7 +94,7 @@ def write_openmetrics(path: Path, hosts: int, points: int, end: float) -> int:
                                  f'DCGM_FI_DRIVER_VERSION="550.90.07",'
                                  f'instance="10.{h // 65536}.{h // 256 % 256}.{h % 256}:9400",'
                                  f'job="dcgm"'))
-    stamps = [f"{end - 60.0 * (points - 1 - k):.3f}" for k in range(points)]
+    stamps = [f"{end - spacing_s * (points - 1 - k):.3f}" for k in range(points)]
     n = 0
     with path.open("w", buffering=1 << 20) as f:
         for name, kind in FAMILIES:
@@ -131,6 +134,7 @@ def _prometheus_pid(port_url: str) -> int | None:
 async def measure(url: str, hosts: int, refreshes: int, every_s: float,
                   run_s: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    tune_for_streaming()  # the console's collector settings (``tui/gc_policy.py``)
     client = PromClient(PromEndpoint(url, timeout_s=300.0))
     t0 = time.perf_counter()
     body = await client._post("/api/v1/query", {"query": "DCGM_FI_DEV_FB_USED"})
@@ -205,6 +209,20 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
     # the refresh loop as ``PromFleetSource.run`` runs it (a shard read every
     # every_s / shards), each read folded into the fleet state as the console's UI thread
     # does: CPU of this whole process over the window, so the console's share of a core
+    # and the fleet table's tick, once a second, as the console's: rows and totals, a
+    # screenful of hosts on screen (off-screen rows are rebuilt at most every 5 s)
+    fleet.focus = frozenset(found.hosts[:40])
+    tick_s: list[float] = []
+
+    async def ticks() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            t = time.perf_counter()
+            fleet.rows(time.time())
+            fleet.totals(time.time())
+            tick_s.append(time.perf_counter() - t)
+
+    ticker = asyncio.create_task(ticks())
     c0, t0 = _cpu(), time.perf_counter()
     reads, fold_s, read_walls = 0, 0.0, []
     while time.perf_counter() - t0 < run_s:
@@ -219,6 +237,9 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
         reads += 1
         await asyncio.sleep(max(0.0, every_s / shards - (time.monotonic() - started)))
     wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    ticker.cancel()
+    out["loop_tick_s_median"] = round(statistics.median(tick_s), 3) if tick_s else None
+    out["loop_tick_s_max"] = round(max(tick_s), 3) if tick_s else None
     out["loop_window_s"] = round(wall, 1)
     out["loop_reads"] = reads
     out["loop_read_s_median"] = round(statistics.median(read_walls), 3)
@@ -229,12 +250,12 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
 
 
 def run_one(hosts: int, points: int, refreshes: int, every_s: float, run_s: float,
-            keep: Path | None) -> dict[str, Any]:
+            keep: Path | None, spacing_s: float = 60.0) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-prom-{hosts}-", dir=keep))
     om = tmp / "fleet.om"
     end = time.time() - 30.0
     t0 = time.perf_counter()
-    n = write_openmetrics(om, hosts, points, end)
+    n = write_openmetrics(om, hosts, points, end, spacing_s)
     result: dict[str, Any] = {"hosts": hosts, "gpus": hosts * 8, "series": hosts * 8 *
                               len(FAMILIES), "samples_backfilled": n,
                               "openmetrics_mib": round(om.stat().st_size / 2**20, 1),
@@ -266,6 +287,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", default="1000,10000")
     ap.add_argument("--points", type=int, default=4, help="samples per series, a minute apart")
+    ap.add_argument("--spacing", type=float, default=60.0,
+                    help="seconds between two samples of a series (300 with 13 points: an "
+                         "hour, so that the start-up history has points at 10,000 hosts)")
     ap.add_argument("--refreshes", type=int, default=8)
     ap.add_argument("--every", type=float, default=15.0, help="refresh interval of the loop")
     ap.add_argument("--run", type=float, default=45.0, help="seconds of the loop window")
@@ -281,7 +305,7 @@ def main() -> None:
     machine = f"{platform.node()} {os.cpu_count()} cores, Python {platform.python_version()}"
     results = []
     for n in (int(x) for x in args.hosts.split(",")):
-        r = run_one(n, args.points, args.refreshes, args.every, args.run, None)
+        r = run_one(n, args.points, args.refreshes, args.every, args.run, None, args.spacing)
         results.append(r)
         if not args.json:
             print(json.dumps(r, indent=1), flush=True)
