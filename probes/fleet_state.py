@@ -7,9 +7,10 @@ hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from probes.analysis.allocation import (
     HoldTracker,
@@ -394,6 +395,11 @@ class _KeptRow:
     marks: tuple[tuple[object, Severity], ...]
 
 
+_STATUS = attrgetter("status")
+_GPUS_OK = attrgetter("gpus_ok")
+_BY_SEVERITY = attrgetter("by_severity")
+
+
 def _finding_marks(host: HostState) -> tuple[tuple[object, Severity], ...]:
     """What of a host's findings its row shows: which there are and how bad."""
     return tuple((f.key, f.severity) for f in host.findings())
@@ -527,14 +533,17 @@ class FleetState:
             return dict(self._totals[1])
         out = {s.value: 0 for s in HostStatus}
         out.update({s.value: 0 for s in Severity})
-        out["gpus"] = 0
-        for row in self.rows(now):
-            out[row.status.value] += 1
-            if row.status.is_down and row.status is not HostStatus.DOWN:
-                out[HostStatus.DOWN.value] += 1
-            out["gpus"] += row.gpus_ok
-            for sev, n in zip((Severity.CRITICAL, Severity.WARNING, Severity.INFO),
-                              row.by_severity, strict=True):
-                out[sev.value] += n
+        rows = self.rows(now)
+        # counted a column at a time: at 10,000 hosts a loop over rows and enum values was
+        # a tenth of a core at one tick a second
+        for status, n in Counter(map(_STATUS, rows)).items():
+            out[status.value] += n
+            if status.is_down and status is not HostStatus.DOWN:
+                out[HostStatus.DOWN.value] += n
+        out["gpus"] = sum(map(_GPUS_OK, rows))
+        if rows:
+            for sev, col in zip((Severity.CRITICAL, Severity.WARNING, Severity.INFO),
+                                zip(*map(_BY_SEVERITY, rows), strict=True), strict=True):
+                out[sev.value] += sum(col)
         self._totals = (key, out)
         return dict(out)
