@@ -15,6 +15,7 @@ import asyncio
 import ssl
 import urllib.parse
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
@@ -231,7 +232,7 @@ class PromClient:
                                   else f"{self.endpoint.url}: {exc}") from None
 
     async def _exchange(self, path: str, form: dict[str, str], method: str) -> bytes:
-        body = urllib.parse.urlencode(form).encode()
+        body = "&".join(f"{_quoted(k)}={_quoted(v)}" for k, v in form.items()).encode()
         target = f"{self._prefix}{path}"
         if method == "GET":  # the label-values endpoint takes no form
             target, body = f"{target}?{body.decode()}", b""
@@ -321,3 +322,10 @@ async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
             await reader.readexactly(2)
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
         raise PrometheusError("the chunked answer was malformed or cut short") from None
+
+
+@lru_cache(maxsize=512)
+def _quoted(text: str) -> str:
+    """A form field quoted once: a shard's selector (tens of KB at 10,000 hosts) goes out
+    unchanged in every read, and quoting it each time was a tenth of a read's CPU."""
+    return urllib.parse.quote_plus(text)
