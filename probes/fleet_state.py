@@ -63,6 +63,10 @@ STALE_AFTER_INTERVALS = 3.0
 STALE_MIN_S = 5.0
 OFF_SCREEN_REFRESH_S = 5.0
 """How old an off-screen host's numbers may get in its fleet row (see ``FleetState.focus``)."""
+OFF_SCREEN_INTERVALS = 2.0
+"""…or this many of the host's intervals: a host read every 15 s (Prometheus) changes every
+15 s, so 5 s never spared a rebuild; at 10,000 such hosts the rebuilds were a tenth of a
+core."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 SEEN_KERNEL_LINES = 20000
@@ -485,9 +489,11 @@ class FleetState:
         return row
 
     def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
-        """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` ago, same findings."""
+        """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` (or two of the host's
+        intervals) ago, same findings."""
+        wait = max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
         return (self.focus is not None and host.name not in self.focus
-                and 0.0 <= now - kept.built_at < OFF_SCREEN_REFRESH_S
+                and 0.0 <= now - kept.built_at < wait
                 and kept.marks == _finding_marks(host))
 
     def rows(self, now: float) -> list[FleetRow]:
