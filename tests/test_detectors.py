@@ -16,6 +16,7 @@ from probes.agent import LEAK_MIB_PER_H
 from probes.analysis.detectors import (
     DEFAULT_LIMITS,
     DetectorLimits,
+    DetectorSchedule,
     detect_counters_increasing,
     detect_data_starvation,
     detect_gpu_dropout,
@@ -29,6 +30,7 @@ from probes.analysis.detectors import (
 )
 from probes.analysis.detectors.memory import leak_estimate
 from probes.analysis.findings import Finding
+from probes.fleet_state import detector_stretch
 from probes.history import HostHistory, gpu_key
 from probes.triage import Severity, Step
 from probes.wire.protocol import decode_line
@@ -458,3 +460,26 @@ def test_onsets_hold_while_a_finding_stays_and_restart_when_it_comes_back() -> N
     assert [f.ts for f in keep_onsets([leak(5000.0)], onsets)] == [5000.0]
     undated = Finding(Step.GPU, "nvlink-down", Severity.WARNING, "x", "h", gpu=1)
     assert keep_onsets([undated], onsets) == [undated]
+
+
+@pytest.mark.parametrize(("stretch", "first_rerun_s"), [(1.0, 60.0), (3.0, 180.0)])
+def test_a_very_large_fleet_runs_each_detector_less_often(stretch: float,
+                                                          first_rerun_s: float) -> None:
+    """At 10,000 hosts every detector's period is stretched (``detector_stretch``): the
+    detectors' CPU stays that of a 3,000-host fleet."""
+    schedule = DetectorSchedule(DEFAULT_LIMITS, stretch)
+    h = HostHistory()
+    ran = []
+    for k in range(16):  # a host read every 15 s (Prometheus) for four minutes
+        s = HostSample(ts=T0 + 15.0 * k, seq=k, gpus=(GPU,))
+        h.add(s)
+        if schedule.run("h", h, hello(1), s) is not None:
+            ran.append(15.0 * k)
+    assert ran[0] == 0.0
+    assert ran[1] == first_rerun_s + 15.0  # the first sample past the period
+
+
+def test_the_stretch_grows_with_the_fleet_past_3000_hosts() -> None:
+    assert detector_stretch(8) == 1.0
+    assert detector_stretch(3000) == 1.0
+    assert detector_stretch(10_000) == pytest.approx(10 / 3)

@@ -42,8 +42,12 @@ from probes.wire.samples import DiskStats, HostSample
 STAGE_MAX = 16
 """Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,
 so this bounds what staging holds per host (~0.3 MB); below it, per-series costs grow."""
-STAGE_MAX_S = 60.0
-"""…or once the staged samples span this long (slow agents)."""
+STAGE_MAX_S = 240.0
+"""…or once the staged samples span this long (slow sources).  Each write pays every
+series' fixed cost once: a source read every 15 s (Prometheus) writes every 16 samples, as
+a 1 Hz agent does, not every 4 (a quarter less of a 10,000-host console's fold)."""
+STAGE_MIN_S = 60.0
+"""The shortest staging span a tier layout must leave room for."""
 
 
 class Series:
@@ -116,9 +120,14 @@ class HostHistory:
         self.store = TierSet(tiers)
         """The rings of every tier (``tiers.py``)."""
         self.tiers = self.store.tiers
-        if (len(tiers) > 1
-                and tiers[0].span_s < self.store.batch_s + STAGE_MAX_S + tiers[1].resolution_s):
-            raise ValueError("the raw tier must span at least a bucket batch plus the staging")
+        self.stage_max_s = STAGE_MAX_S
+        """Staging's longest span here: ``STAGE_MAX_S``, less where the raw tier is short."""
+        if len(tiers) > 1:
+            room = tiers[0].span_s - self.store.batch_s - tiers[1].resolution_s
+            if room < STAGE_MIN_S:
+                raise ValueError("the raw tier must span at least a bucket batch plus the "
+                                 "staging")
+            self.stage_max_s = min(STAGE_MAX_S, room)
         self.max_processes_per_gpu = max_processes_per_gpu
         self.process_forget_s = process_forget_s
         self.max_disks = max_disks
@@ -159,7 +168,7 @@ class HostHistory:
         if self._gpu_steps.fold([sample], sample if not staged else None, counts):
             self._mixed = True
         staged.append(slim(sample, counts[-1]))
-        if len(staged) >= STAGE_MAX or ts - staged[0].ts >= STAGE_MAX_S:
+        if len(staged) >= STAGE_MAX or ts - staged[0].ts >= self.stage_max_s:
             self._flush()
 
     def flush(self) -> None:
