@@ -95,7 +95,9 @@ class SamplePacker:
         if frame is None:
             return False
         op = self._open.get(host_id)
-        if op is not None and (op.signature != frame.signature or len(op.rows) >= BLOCK_ROWS):
+        sig = frame.signature
+        if op is not None and ((op.signature is not sig and op.signature != sig)
+                               or len(op.rows) >= BLOCK_ROWS):
             self._pack(self._open.pop(host_id))
             op = None
         sid = self._next_staged

@@ -33,7 +33,7 @@ import orjson
 
 from probes.errors import RigwatchError
 from probes.store import codec
-from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
+from probes.wire.compact import DISK_COLUMNS, HOST_MOVING, STATIC_EPOCH
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
@@ -97,7 +97,10 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     ``__dict__`` read through ``itemgetter`` and ``map``, no per-field Python code.
     ``seen`` (one per host, kept by the caller) remembers each GPU's last process tuple
     with its static part and amounts: the wire's decoder hands the same tuple on while the
-    amounts stay, so most ticks skip the processes' seventeen fields.
+    amounts stay, so most ticks skip the processes' seventeen fields.  It also remembers
+    the last signature with the wire's static epoch (``STATIC_EPOCH``): a sample of the
+    same epoch with the same disks has the same signature (the same object), which is then
+    neither built nor compared field by field.
     """
     ts, seq = s.ts, s.seq
     if type(ts) is not float or type(seq) is not int:
@@ -109,44 +112,55 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
                     for bus, links in s.pcie.items()}
         except (codec.CodecError, TypeError, AttributeError):
             return None
+    if seen is None:
+        seen = {}
     try:
         gd = [g.__dict__ for g in s.gpus]
-        sig: list[Any] = list(map(_GPU_STATIC, gd))
         nums: list[Any] = []
         more = nums.extend
+        procs_static: list[Any] = []
         for i, d in enumerate(gd):
             procs = d["processes"]
             if procs is None:
-                sig.append(None)
+                procs_static.append(None)
             else:
-                last = None if seen is None else seen.get(i)
+                last = seen.get(i)
                 if last is None or last[0] is not procs:
                     pd = [p.__dict__ for p in procs]
-                    last = (procs, tuple(map(_PROC_STATIC, pd)), list(map(_USED, pd)))
-                    if seen is not None:
-                        seen[i] = last
-                sig.append(last[1])
+                    last = seen[i] = (procs, tuple(map(_PROC_STATIC, pd)), list(map(_USED, pd)))
+                procs_static.append(last[1])
                 more(last[2])
             more(_GPU_NUM(d))
         reasons = tuple(map(_REASONS, gd))
         h = s.host.__dict__
         host = _HOST_NUM(h)
-        sig.append(_HOST_STATIC(h))
         for k in HOST_INTS:
             v = host[k]
             if v is not None and (type(v) is not int or not -_EXACT_INT < v < _EXACT_INT):
                 return None
         more(host)
         dd = [d.__dict__ for d in s.disks]
-        sig.extend(map(_NAME, dd))
+        names = tuple(map(_NAME, dd))
         for d in dd:
             more(_DISK_NUM(d))
+        epoch = s.__dict__.get(STATIC_EPOCH)
+        memo = seen.get(-1)
+        if epoch is not None and memo is not None and memo[0] is epoch and memo[1] == names:
+            signature = memo[2]
+        else:
+            sig: list[Any] = list(map(_GPU_STATIC, gd))
+            sig += procs_static
+            sig.append(_HOST_STATIC(h))
+            sig += names
+            sig.append((len(gd), len(dd)))
+            signature = tuple(sig)
+            if epoch is not None:
+                seen[-1] = (epoch, names, signature)
     except (AttributeError, KeyError):  # not the dataclasses this module knows
         return None
     if not set(map(type, nums)) <= _NUMBER_TYPES or not set(map(type, reasons)) <= _TUPLE:
         return None
-    sig.append((len(gd), len(dd)))
-    return Frame(tuple(sig), ts, seq, reasons, nums, pcie)
+    return Frame(signature, ts, seq, reasons, nums, pcie)
 
 
 def _int_columns(template: HostSample) -> list[int]:
