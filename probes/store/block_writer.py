@@ -1,8 +1,9 @@
 """The recorder's side of columnar blocks: stage each second's samples, pack closed blocks.
 
 A block packs well only with many rows, but a killed console must lose at most the last
-second.  So every flush writes each sample cheaply to ``staging`` (its numbers as JSON, a
-row per sample, in the same transaction as everything else), and keeps the row in memory
+second.  So every flush writes each sample cheaply to ``staging`` (its numbers as float64,
+:mod:`probes.store.staged_rows`, a row per sample, in the same transaction as everything
+else), and keeps the row in memory
 with its host's open block.  A block closes when it is ``BLOCK_S`` old (wall time), holds
 ``BLOCK_ROWS`` rows, its host's static facts change, or its host says hello again; it is
 then compressed (:func:`probes.store.columns.encode_block`) and written to ``blocks``, and
@@ -22,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from probes.store import recording_format as fmt
-from probes.store.columns import Row, Signature, encode_block, split
+from probes.store import staged_rows
+from probes.store.columns import BlockError, Row, Signature, encode_arrays, encode_block, split
+from probes.store.staged_rows import StagedRowError
 from probes.wire.samples import HostSample
 
 BLOCK_S = 60.0
@@ -49,8 +50,9 @@ class _Open:
     first_staged: int
     due: float
     rows: list[tuple[float, bytes]] = field(default_factory=list)
-    """(recording time, the staged row's JSON): a thousand hosts' open blocks in memory
-    cost their JSON (about 1 KB a row), not a Python object per number."""
+    """(recording time, the staged row, :mod:`probes.store.staged_rows`): a thousand
+    hosts' open blocks in memory cost their rows (about 1 KB each), not a Python object
+    per number."""
     last_staged: int = 0
 
 
@@ -74,6 +76,8 @@ class SamplePacker:
         self._packed: dict[int, int] = {}
         self._deleted_below = 0
         self._seen: set[int] = set()
+        self._tails: dict[int, tuple[tuple[tuple[str, ...], ...], bytes]] = {}
+        """Per host, the last reasons without PCIe chains and their staged JSON."""
         self._procs: dict[int, dict[int, tuple[Any, ...]]] = {}
         """Per host, ``split``'s memory of each GPU's last process tuple."""
         row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
@@ -112,14 +116,19 @@ class SamplePacker:
         if self.newest is None or rts > self.newest:
             self.newest = rts
         op.last_staged = sid
-        staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
+        reasons = frame.reasons
         if frame.pcie is not None:
-            staged.append(frame.pcie)
-        # orjson's bytes keep its whole output buffer (tens of KB; a flush of a fleet's
-        # backlog holds thousands of them): an exact-size copy is what is kept.
-        text = bytes(memoryview(orjson.dumps(staged)))
-        op.rows.append((rts, text))
-        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
+            tail = staged_rows.tail(reasons, frame.pcie)
+        else:
+            last = self._tails.get(host_id)
+            if last is not None and last[0] == reasons:
+                tail = last[1]
+            else:
+                tail = staged_rows.tail(reasons)
+                self._tails[host_id] = (reasons, tail)
+        body = staged_rows.pack(frame.ts, frame.seq, frame.numbers, tail)
+        op.rows.append((rts, body))
+        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, body))
         return True
 
     def item_written(self, host_id: int, kind: str) -> int:
@@ -209,19 +218,11 @@ class SamplePacker:
         return tid
 
     def _pack(self, op: _Open) -> None:
-        rows: list[Row] = []
-        for rts, text in op.rows:
-            try:
-                ts, seq, reasons, numbers, *pcie = orjson.loads(text)
-            except (orjson.JSONDecodeError, ValueError, TypeError):
-                continue  # SQLite commits rows whole; what does not parse was never ours
-            rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
-        if not rows:
+        got = _encode(op.rows)
+        if got is None:
             return
-        times = [r[0] for r in rows]
-        t0, t1 = min(times), max(times)
-        self._blocks.append((op.host_id, t0, t1, len(rows), op.template_id, op.after_item,
-                             encode_block(rows)))
+        block, t0, t1, n = got
+        self._blocks.append((op.host_id, t0, t1, n, op.template_id, op.after_item, block))
         self._packed[op.host_id] = max(op.last_staged, self._packed.get(op.host_id, 0))
         self._span = max(self._span, t1 - t0)
 
@@ -230,6 +231,61 @@ class SamplePacker:
         """A host's first block is cut short by a per-host amount, so a fleet that connects
         at once does not pack all its blocks in the same second ever after."""
         return BLOCK_S * (0.25 + 0.75 * ((host_id * 0.6180339887) % 1.0))
+
+
+def _encode(staged: list[tuple[float, bytes]]) -> tuple[bytes, float, float, int] | None:
+    """(block, first and last recording time, rows) of a block's staged rows; None when
+    none of them parses (SQLite commits rows whole: what does not parse was never ours).
+
+    Binary rows go to the block as arrays; rows staged as JSON (by an older rigwatch,
+    found after a crash) are parsed whole.
+    """
+    if any(body[:1] == b"[" for _rts, body in staged):
+        rows: list[Row] = []
+        for rts, body in staged:
+            try:
+                ts, seq, reasons, numbers, pcie = staged_rows.unpack(body)
+            except StagedRowError:
+                continue
+            rows.append((rts, ts, seq, reasons, numbers, pcie))
+        if not rows:
+            return None
+        times = [r[0] for r in rows]
+        return encode_block(rows), min(times), max(times), len(rows)
+    rts_l: list[float] = []
+    ts_l: list[float] = []
+    seq_l: list[int] = []
+    raws: list[bytes] = []
+    codes_l: list[list[int]] = []
+    table: dict[tuple[str, ...], int] = {}
+    chains: dict[str, Any] = {}
+    last_tail = b""
+    codes: list[int] = []
+    chain: Any = None
+    for rts, body in staged:
+        try:
+            ts, seq, raw, tail = staged_rows.parts(body)
+            if tail != last_tail:  # the reasons seldom change from one tick to the next
+                reasons, chain = staged_rows.read_tail(tail)
+                codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+                last_tail = tail
+        except StagedRowError:
+            continue
+        if chain is not None:
+            chains[str(len(raws))] = chain
+        rts_l.append(rts)
+        ts_l.append(ts)
+        seq_l.append(seq)
+        raws.append(raw)
+        codes_l.append(codes)
+    if not raws:
+        return None
+    k = len(raws[0]) // 8
+    if any(len(r) != 8 * k for r in raws) or any(len(c) != len(codes) for c in codes_l):
+        raise BlockError("rows of different lengths in one block")
+    block = encode_arrays(rts_l, ts_l, seq_l, codes_l, staged_rows.numbers_matrix(raws, k),
+                          list(table), chains)
+    return block, min(rts_l), max(rts_l), len(raws)
 
 
 def _next_id(conn: sqlite3.Connection, table: str) -> int:

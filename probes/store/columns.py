@@ -201,6 +201,30 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
         raise BlockError("rows of different lengths in one block") from None
     if values.ndim != 2:
         raise BlockError("rows of different lengths in one block")
+    return _encode_values(values, list(table), len(rows[0][3]) if rows else 0, chains, level)
+
+
+def encode_arrays(rts: Sequence[float], ts: Sequence[float], seq: Sequence[int],
+                  codes: Sequence[Sequence[int]], numbers: np.ndarray[Any, Any],
+                  table: Sequence[tuple[str, ...]], chains: dict[str, Any],
+                  level: int = 6) -> bytes:
+    """What :func:`encode_block` makes of the same rows, from their parts as arrays:
+    ``codes`` each row's reasons as indexes into ``table``, ``numbers`` an n × k float64
+    matrix with NaN for None (staged rows, :mod:`probes.store.staged_rows`)."""
+    n, k = numbers.shape
+    c = len(codes[0]) if n else 0
+    values = np.empty((n, 3 + c + k), dtype=np.float64)
+    values[:, 0] = rts
+    values[:, 1] = ts
+    values[:, 2] = seq
+    if c:
+        values[:, 3:3 + c] = codes
+    values[:, 3 + c:] = numbers
+    return _encode_values(values, table, c, chains, level)
+
+
+def _encode_values(values: np.ndarray[Any, Any], table: Sequence[Sequence[str]], ngpus: int,
+                   chains: dict[str, Any], level: int) -> bytes:
     nulls = np.isnan(values)
     values[nulls] = 0.0
     ints: np.ndarray[Any, Any] = np.zeros(values.shape, dtype=np.int64)
@@ -232,8 +256,8 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
             part = np.ascontiguousarray(zz[:, cols].T).astype(f"<u{w}")
             planes.append(part.view(np.uint8).reshape(-1, w).T.tobytes())
     has_nulls = bool(nulls.any())
-    head = {"reasons": [list(r) for r in table], "nulls": has_nulls,
-            "gpus": len(rows[0][3]) if rows else 0, "pcie": chains}
+    head = {"reasons": [list(r) for r in table], "nulls": has_nulls, "gpus": ngpus,
+            "pcie": chains}
     text = orjson.dumps(head)
     parts = [_HEAD.pack(_MAGIC, values.shape[0], values.shape[1], len(text)), text,
              decimals.tobytes(), widths.tobytes()]
