@@ -36,6 +36,9 @@ BLOCK_ROWS = 240
 REOPEN_KINDS = frozenset({"hello", "connected", "disconnected"})
 """Items that close their host's open block, so a block lies wholly before or after them
 (the order a replay plays a hello against its host's samples)."""
+Parts = tuple[float, float, int, bytes, bytes]
+"""A staged row as the writer keeps it: (recording time, ts, seq, the numbers' float64
+bytes, the JSON tail), :mod:`probes.store.staged_rows`."""
 BLOCK_SPAN_KEY = "block_span"
 """``meta``: the longest span (t1 - t0) of any block, so readers can find the blocks that
 overlap a time through the index on t0."""
@@ -49,10 +52,12 @@ class _Open:
     after_item: int
     first_staged: int
     due: float
-    rows: list[tuple[float, bytes]] = field(default_factory=list)
-    """(recording time, the staged row, :mod:`probes.store.staged_rows`): a thousand
-    hosts' open blocks in memory cost their rows (about 1 KB each), not a Python object
-    per number."""
+    rows: list[Parts] = field(default_factory=list)
+    """The staged rows' parts: a thousand hosts' open blocks in memory cost their numbers'
+    bytes (about 1 KB a row; the JSON tail is shared while the reasons stay), not a Python
+    object per number."""
+    old_rows: list[Row] | None = None
+    """Rows an older rigwatch staged as JSON, parsed (only when recovering them)."""
     last_staged: int = 0
 
 
@@ -126,8 +131,9 @@ class SamplePacker:
             else:
                 tail = staged_rows.tail(reasons)
                 self._tails[host_id] = (reasons, tail)
-        body = staged_rows.pack(frame.ts, frame.seq, frame.numbers, tail)
-        op.rows.append((rts, body))
+        raw = staged_rows.values(frame.numbers)
+        body = staged_rows.join(frame.ts, frame.seq, raw, tail)
+        op.rows.append((rts, frame.ts, frame.seq, raw, tail))
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts, body))
         return True
 
@@ -195,11 +201,20 @@ class SamplePacker:
             groups.setdefault((hid, tid, after), []).append((sid, rts, body))
         for (hid, tid, after), staged in groups.items():
             op = _Open(hid, (), tid, after, staged[0][0], 0.0)
+            if any(body[:1] == b"[" for _sid, _rts, body in staged):
+                op.old_rows = []  # JSON, from before binary rows: parsed whole
             for sid, rts, body in staged:
-                op.rows.append((rts, body))
                 op.last_staged = sid
-            if op.rows:
-                self._pack(op)
+                try:
+                    if op.old_rows is not None:
+                        op.old_rows.append((rts, *staged_rows.unpack(body)))
+                    else:
+                        parts = staged_rows.parts(body)
+                        staged_rows.read_tail(parts[3])  # parses, or is left out
+                        op.rows.append((rts, *parts))
+                except StagedRowError:
+                    continue  # SQLite commits rows whole: what does not parse was never ours
+            self._pack(op)
         self.flush()
         conn.execute("DELETE FROM staging")
         return len(rows)
@@ -218,7 +233,7 @@ class SamplePacker:
         return tid
 
     def _pack(self, op: _Open) -> None:
-        got = _encode(op.rows)
+        got = _encode(op.rows) if op.old_rows is None else _encode_old(op.old_rows)
         if got is None:
             return
         block, t0, t1, n = got
@@ -233,59 +248,44 @@ class SamplePacker:
         return BLOCK_S * (0.25 + 0.75 * ((host_id * 0.6180339887) % 1.0))
 
 
-def _encode(staged: list[tuple[float, bytes]]) -> tuple[bytes, float, float, int] | None:
-    """(block, first and last recording time, rows) of a block's staged rows; None when
-    none of them parses (SQLite commits rows whole: what does not parse was never ours).
-
-    Binary rows go to the block as arrays; rows staged as JSON (by an older rigwatch,
-    found after a crash) are parsed whole.
-    """
-    if any(body[:1] == b"[" for _rts, body in staged):
-        rows: list[Row] = []
-        for rts, body in staged:
-            try:
-                ts, seq, reasons, numbers, pcie = staged_rows.unpack(body)
-            except StagedRowError:
-                continue
-            rows.append((rts, ts, seq, reasons, numbers, pcie))
-        if not rows:
-            return None
-        times = [r[0] for r in rows]
-        return encode_block(rows), min(times), max(times), len(rows)
-    rts_l: list[float] = []
-    ts_l: list[float] = []
-    seq_l: list[int] = []
-    raws: list[bytes] = []
-    codes_l: list[list[int]] = []
+def _encode(rows: list[Parts]) -> tuple[bytes, float, float, int] | None:
+    """(block, first and last recording time, rows) of a block's staged rows, from their
+    parts: the numbers go to the block as one matrix, nothing is parsed but a changed
+    tail.  None when there are no rows."""
+    if not rows:
+        return None
+    rts_l, ts_l, seq_l, raws, tails = zip(*rows, strict=True)
     table: dict[tuple[str, ...], int] = {}
     chains: dict[str, Any] = {}
-    last_tail = b""
+    codes_l: list[list[int]] = []
+    last_tail = None
     codes: list[int] = []
     chain: Any = None
-    for rts, body in staged:
-        try:
-            ts, seq, raw, tail = staged_rows.parts(body)
-            if tail != last_tail:  # the reasons seldom change from one tick to the next
+    for i, tail in enumerate(tails):
+        if tail is not last_tail and tail != last_tail:  # the reasons seldom change
+            try:
                 reasons, chain = staged_rows.read_tail(tail)
-                codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
-                last_tail = tail
-        except StagedRowError:
-            continue
+            except StagedRowError:
+                raise BlockError("damaged staged row") from None
+            codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+            last_tail = tail
         if chain is not None:
-            chains[str(len(raws))] = chain
-        rts_l.append(rts)
-        ts_l.append(ts)
-        seq_l.append(seq)
-        raws.append(raw)
+            chains[str(i)] = chain
         codes_l.append(codes)
-    if not raws:
-        return None
     k = len(raws[0]) // 8
     if any(len(r) != 8 * k for r in raws) or any(len(c) != len(codes) for c in codes_l):
         raise BlockError("rows of different lengths in one block")
     block = encode_arrays(rts_l, ts_l, seq_l, codes_l, staged_rows.numbers_matrix(raws, k),
                           list(table), chains)
     return block, min(rts_l), max(rts_l), len(raws)
+
+
+def _encode_old(rows: list[Row]) -> tuple[bytes, float, float, int] | None:
+    """:func:`_encode` for rows parsed whole (staged as JSON by an older rigwatch)."""
+    if not rows:
+        return None
+    times = [r[0] for r in rows]
+    return encode_block(rows), min(times), max(times), len(rows)
 
 
 def _next_id(conn: sqlite3.Connection, table: str) -> int:

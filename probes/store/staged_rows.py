@@ -30,10 +30,19 @@ class StagedRowError(ValueError):
     """A staged row that does not parse (never ours: SQLite commits rows whole)."""
 
 
+def values(numbers: Sequence[Any]) -> bytes:
+    """A row's numbers as float64 bytes, NaN for None."""
+    return np.array(numbers, dtype=np.float64).tobytes()
+
+
+def join(ts: float, seq: int, raw: bytes, tail: bytes) -> bytes:
+    """One row from its parts: ``raw`` from :func:`values`, ``tail`` from :func:`tail`."""
+    return b"".join((_HEAD.pack(TAG, len(raw) // 8, len(tail), ts, seq), raw, tail))
+
+
 def pack(ts: float, seq: int, numbers: Sequence[Any], tail: bytes) -> bytes:
     """One row; ``tail`` is :func:`tail`'s JSON for the sample's reasons (and PCIe)."""
-    values = np.array(numbers, dtype=np.float64).tobytes()
-    return b"".join((_HEAD.pack(TAG, len(numbers), len(tail), ts, seq), values, tail))
+    return join(ts, seq, values(numbers), tail)
 
 
 def tail(reasons: Sequence[Sequence[str]], pcie: Any = None) -> bytes:
