@@ -273,16 +273,18 @@ def test_disk_full_stops_recording_with_a_reason(rec_dir: Path) -> None:
     samples = [_noisy(i) for i in range(50)]
     sample = samples[0]
     assert _wait_for(lambda: rec.status.state == "recording")
-    for i in range(2000):
+    for i in range(20_000):  # packed, random numbers take ~130 B a sample: ~8,000 fill it
         rec.record("h", float(i), samples[i % 50])  # never raises
-        if i % 10 == 0:
+        if i % 40 == 0:
             time.sleep(0.01)
+            if rec.status.state == "stopped":
+                break
     assert _wait_for(lambda: rec.status.state == "stopped")
     st = rec.status
     assert st.reason is not None and st.reason.startswith("disk full")
     assert "database or disk is full" in st.reason
     written = st.items_written
-    assert 0 < written < 2000
+    assert 0 < written < 20_000
     t0 = time.perf_counter()
     for i in range(10_000):
         rec.record("h", float(i), sample)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.store import catalog, codec, columns
-from probes.store.block_writer import BLOCK_ROWS
+from probes.store import catalog, codec, columns, recording_format
+from probes.store.block_writer import BLOCK_ROWS, SamplePacker
 from probes.store.recording import Recorder
 from probes.store.recording_reader import RecordingReader
 from probes.wire.protocol import decode_line
@@ -362,3 +362,59 @@ def test_the_tier_spans_are_settings(tmp_path: Path) -> None:
     path.write_text("recording:\n  full_resolution_hours: 12\n  bucket_15s_days: 3\n")
     keep = load_settings(path).recording
     assert (keep.full_resolution_hours, keep.bucket_15s_days) == (12.0, 3.0)
+
+
+def _staged_only(path: Path, samples: list[HostSample]) -> sqlite3.Connection:
+    """A file whose samples are all still staged, as a killed recorder leaves it."""
+    with Recorder(path, "fleet", ["h"]):
+        pass
+    conn = sqlite3.connect(path, isolation_level=None)
+    body = recording_format.Body(recording_format.stored_zdict(
+        recording_format.read_meta(conn), path))
+    packer = SamplePacker(conn, body)
+    hid = conn.execute("SELECT id FROM hosts WHERE name = 'h'").fetchone()[0]
+    conn.execute("BEGIN IMMEDIATE")
+    for i, s in enumerate(samples):
+        assert packer.add(hid, float(i + 1), s)
+    packer.flush()  # no block is due: the rows stay staged
+    conn.execute("COMMIT")
+    return conn
+
+
+@pytest.mark.parametrize("layout", ["binary", "json"])
+def test_staged_rows_read_and_pack_binary_or_as_json_from_before(
+        tmp_path: Path, stream: list[HostSample], layout: str) -> None:
+    """Staged rows are float64 since issue 25d; rows an older rigwatch staged as JSON (then
+    killed) still read as the samples they were, and the next recorder packs them."""
+    samples = stream[:40]
+    assert any(s.pcie for s in samples)
+    path = tmp_path / f"staged-{layout}.sqlite3"
+    conn = _staged_only(path, samples)
+    try:
+        ids = [r[0] for r in conn.execute("SELECT id FROM staging ORDER BY id")]
+        assert len(ids) == len(samples)
+        if layout == "json":  # what block_writer wrote before: [ts, seq, reasons, numbers(, pcie)]
+            for sid, s in zip(ids, samples, strict=True):
+                f = columns.split(s)
+                assert f is not None
+                old = [f.ts, f.seq, f.reasons, f.numbers, *([f.pcie] if f.pcie else [])]
+                conn.execute("UPDATE staging SET body = ? WHERE id = ?",
+                             (json.dumps(old).encode(), sid))
+        first = conn.execute("SELECT body FROM staging ORDER BY id").fetchone()[0]
+        assert first[:1] == (b"[" if layout == "json" else b"\x01")
+    finally:
+        conn.close()
+    with RecordingReader(path) as r:
+        got = [(ts, i) for _, ts, i in r.items()]
+    assert got == [(float(k + 1), s) for k, s in enumerate(samples)]
+    for (_, g), s in zip(got, samples, strict=True):  # integers come back as int
+        assert isinstance(g, HostSample)
+        assert type(g.host.mem_used_bytes) is type(s.host.mem_used_bytes)
+        assert type(g.seq) is int
+    with Recorder(path, "fleet", ["h"]):
+        pass  # recovers: packs the staged rows
+    with RecordingReader(path) as r:
+        assert r._conn.execute("SELECT count(*) FROM staging").fetchone()[0] == 0
+        assert r._conn.execute("SELECT sum(n) FROM blocks").fetchone()[0] == len(samples)
+        assert [(ts, i) for _, ts, i in r.items()] == \
+            [(float(k + 1), s) for k, s in enumerate(samples)]

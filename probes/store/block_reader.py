@@ -19,11 +19,11 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
-
 from probes.store import recording_format as fmt
+from probes.store import staged_rows
 from probes.store.block_writer import BLOCK_SPAN_KEY
 from probes.store.columns import Block, BlockError, decode_block, int_columns, rebuild
+from probes.store.staged_rows import StagedRowError
 from probes.wire.samples import HostSample
 
 BLOCK_RANK = 1 << 62
@@ -234,16 +234,18 @@ class SampleTables:
         Raises:
             BlockError: a damaged row or template.
         """
-        template, _ints = self._template(ref[0])
+        template, ints = self._template(ref[0])
         if len(ref) == 3:
             block: Block = ref[1]
             ts, seq, reasons, numbers, pcie = block.row(ref[2])
         else:
             try:
-                ts, seq, why, numbers, *more = orjson.loads(ref[1])
+                ts, seq, why, numbers, pcie = staged_rows.unpack(ref[1])
                 reasons = tuple(tuple(str(x) for x in r) for r in why)
-                pcie = more[0] if more else None
-            except (orjson.JSONDecodeError, ValueError, TypeError):
+                for k in ints:  # a binary row's integers are float64, as in a block
+                    if k < len(numbers) and isinstance(numbers[k], float):
+                        numbers[k] = int(numbers[k])
+            except (StagedRowError, ValueError, TypeError):
                 raise BlockError("damaged staged row") from None
         try:
             return rebuild(template, ts, seq, reasons, numbers, pcie)

@@ -1,8 +1,9 @@
 """The recorder's side of columnar blocks: stage each second's samples, pack closed blocks.
 
 A block packs well only with many rows, but a killed console must lose at most the last
-second.  So every flush writes each sample cheaply to ``staging`` (its numbers as JSON, a
-row per sample, in the same transaction as everything else), and keeps the row in memory
+second.  So every flush writes each sample cheaply to ``staging`` (its numbers as float64,
+:mod:`probes.store.staged_rows`, a row per sample, in the same transaction as everything
+else), and keeps the row in memory
 with its host's open block.  A block closes when it is ``BLOCK_S`` old (wall time), holds
 ``BLOCK_ROWS`` rows, its host's static facts change, or its host says hello again; it is
 then compressed (:func:`probes.store.columns.encode_block`) and written to ``blocks``, and
@@ -22,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from probes.store import recording_format as fmt
-from probes.store.columns import Row, Signature, encode_block, split
+from probes.store import staged_rows
+from probes.store.columns import BlockError, Row, Signature, encode_arrays, encode_block, split
+from probes.store.staged_rows import StagedRowError
 from probes.wire.samples import HostSample
 
 BLOCK_S = 60.0
@@ -35,6 +36,9 @@ BLOCK_ROWS = 240
 REOPEN_KINDS = frozenset({"hello", "connected", "disconnected"})
 """Items that close their host's open block, so a block lies wholly before or after them
 (the order a replay plays a hello against its host's samples)."""
+Parts = tuple[float, float, int, bytes, bytes]
+"""A staged row as the writer keeps it: (recording time, ts, seq, the numbers' float64
+bytes, the JSON tail), :mod:`probes.store.staged_rows`."""
 BLOCK_SPAN_KEY = "block_span"
 """``meta``: the longest span (t1 - t0) of any block, so readers can find the blocks that
 overlap a time through the index on t0."""
@@ -48,9 +52,12 @@ class _Open:
     after_item: int
     first_staged: int
     due: float
-    rows: list[tuple[float, bytes]] = field(default_factory=list)
-    """(recording time, the staged row's JSON): a thousand hosts' open blocks in memory
-    cost their JSON (about 1 KB a row), not a Python object per number."""
+    rows: list[Parts] = field(default_factory=list)
+    """The staged rows' parts: a thousand hosts' open blocks in memory cost their numbers'
+    bytes (about 1 KB a row; the JSON tail is shared while the reasons stay), not a Python
+    object per number."""
+    old_rows: list[Row] | None = None
+    """Rows an older rigwatch staged as JSON, parsed (only when recovering them)."""
     last_staged: int = 0
 
 
@@ -74,6 +81,8 @@ class SamplePacker:
         self._packed: dict[int, int] = {}
         self._deleted_below = 0
         self._seen: set[int] = set()
+        self._tails: dict[int, tuple[tuple[tuple[str, ...], ...], bytes]] = {}
+        """Per host, the last reasons without PCIe chains and their staged JSON."""
         self._procs: dict[int, dict[int, tuple[Any, ...]]] = {}
         """Per host, ``split``'s memory of each GPU's last process tuple."""
         row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
@@ -95,7 +104,9 @@ class SamplePacker:
         if frame is None:
             return False
         op = self._open.get(host_id)
-        if op is not None and (op.signature != frame.signature or len(op.rows) >= BLOCK_ROWS):
+        sig = frame.signature
+        if op is not None and ((op.signature is not sig and op.signature != sig)
+                               or len(op.rows) >= BLOCK_ROWS):
             self._pack(self._open.pop(host_id))
             op = None
         sid = self._next_staged
@@ -110,14 +121,20 @@ class SamplePacker:
         if self.newest is None or rts > self.newest:
             self.newest = rts
         op.last_staged = sid
-        staged = [frame.ts, frame.seq, frame.reasons, frame.numbers]
+        reasons = frame.reasons
         if frame.pcie is not None:
-            staged.append(frame.pcie)
-        # orjson's bytes keep its whole output buffer (tens of KB; a flush of a fleet's
-        # backlog holds thousands of them): an exact-size copy is what is kept.
-        text = bytes(memoryview(orjson.dumps(staged)))
-        op.rows.append((rts, text))
-        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, text))
+            tail = staged_rows.tail(reasons, frame.pcie)
+        else:
+            last = self._tails.get(host_id)
+            if last is not None and last[0] == reasons:
+                tail = last[1]
+            else:
+                tail = staged_rows.tail(reasons)
+                self._tails[host_id] = (reasons, tail)
+        raw = staged_rows.values(frame.numbers)
+        body = staged_rows.join(frame.ts, frame.seq, raw, tail)
+        op.rows.append((rts, frame.ts, frame.seq, raw, tail))
+        self._staged.append((sid, host_id, op.template_id, op.after_item, rts, body))
         return True
 
     def item_written(self, host_id: int, kind: str) -> int:
@@ -184,11 +201,20 @@ class SamplePacker:
             groups.setdefault((hid, tid, after), []).append((sid, rts, body))
         for (hid, tid, after), staged in groups.items():
             op = _Open(hid, (), tid, after, staged[0][0], 0.0)
+            if any(body[:1] == b"[" for _sid, _rts, body in staged):
+                op.old_rows = []  # JSON, from before binary rows: parsed whole
             for sid, rts, body in staged:
-                op.rows.append((rts, body))
                 op.last_staged = sid
-            if op.rows:
-                self._pack(op)
+                try:
+                    if op.old_rows is not None:
+                        op.old_rows.append((rts, *staged_rows.unpack(body)))
+                    else:
+                        parts = staged_rows.parts(body)
+                        staged_rows.read_tail(parts[3])  # parses, or is left out
+                        op.rows.append((rts, *parts))
+                except StagedRowError:
+                    continue  # SQLite commits rows whole: what does not parse was never ours
+            self._pack(op)
         self.flush()
         conn.execute("DELETE FROM staging")
         return len(rows)
@@ -207,19 +233,11 @@ class SamplePacker:
         return tid
 
     def _pack(self, op: _Open) -> None:
-        rows: list[Row] = []
-        for rts, text in op.rows:
-            try:
-                ts, seq, reasons, numbers, *pcie = orjson.loads(text)
-            except (orjson.JSONDecodeError, ValueError, TypeError):
-                continue  # SQLite commits rows whole; what does not parse was never ours
-            rows.append((rts, ts, seq, reasons, numbers, pcie[0] if pcie else None))
-        if not rows:
+        got = _encode(op.rows) if op.old_rows is None else _encode_old(op.old_rows)
+        if got is None:
             return
-        times = [r[0] for r in rows]
-        t0, t1 = min(times), max(times)
-        self._blocks.append((op.host_id, t0, t1, len(rows), op.template_id, op.after_item,
-                             encode_block(rows)))
+        block, t0, t1, n = got
+        self._blocks.append((op.host_id, t0, t1, n, op.template_id, op.after_item, block))
         self._packed[op.host_id] = max(op.last_staged, self._packed.get(op.host_id, 0))
         self._span = max(self._span, t1 - t0)
 
@@ -228,6 +246,46 @@ class SamplePacker:
         """A host's first block is cut short by a per-host amount, so a fleet that connects
         at once does not pack all its blocks in the same second ever after."""
         return BLOCK_S * (0.25 + 0.75 * ((host_id * 0.6180339887) % 1.0))
+
+
+def _encode(rows: list[Parts]) -> tuple[bytes, float, float, int] | None:
+    """(block, first and last recording time, rows) of a block's staged rows, from their
+    parts: the numbers go to the block as one matrix, nothing is parsed but a changed
+    tail.  None when there are no rows."""
+    if not rows:
+        return None
+    rts_l, ts_l, seq_l, raws, tails = zip(*rows, strict=True)
+    table: dict[tuple[str, ...], int] = {}
+    chains: dict[str, Any] = {}
+    codes_l: list[list[int]] = []
+    last_tail = None
+    codes: list[int] = []
+    chain: Any = None
+    for i, tail in enumerate(tails):
+        if tail is not last_tail and tail != last_tail:  # the reasons seldom change
+            try:
+                reasons, chain = staged_rows.read_tail(tail)
+            except StagedRowError:
+                raise BlockError("damaged staged row") from None
+            codes = [table.setdefault(tuple(r), len(table)) for r in reasons]
+            last_tail = tail
+        if chain is not None:
+            chains[str(i)] = chain
+        codes_l.append(codes)
+    k = len(raws[0]) // 8
+    if any(len(r) != 8 * k for r in raws) or any(len(c) != len(codes) for c in codes_l):
+        raise BlockError("rows of different lengths in one block")
+    block = encode_arrays(rts_l, ts_l, seq_l, codes_l, staged_rows.numbers_matrix(raws, k),
+                          list(table), chains)
+    return block, min(rts_l), max(rts_l), len(raws)
+
+
+def _encode_old(rows: list[Row]) -> tuple[bytes, float, float, int] | None:
+    """:func:`_encode` for rows parsed whole (staged as JSON by an older rigwatch)."""
+    if not rows:
+        return None
+    times = [r[0] for r in rows]
+    return encode_block(rows), min(times), max(times), len(rows)
 
 
 def _next_id(conn: sqlite3.Connection, table: str) -> int:

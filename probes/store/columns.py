@@ -33,7 +33,7 @@ import orjson
 
 from probes.errors import RigwatchError
 from probes.store import codec
-from probes.wire.compact import DISK_COLUMNS, HOST_MOVING
+from probes.wire.compact import DISK_COLUMNS, HOST_MOVING, STATIC_EPOCH
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
@@ -97,7 +97,10 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     ``__dict__`` read through ``itemgetter`` and ``map``, no per-field Python code.
     ``seen`` (one per host, kept by the caller) remembers each GPU's last process tuple
     with its static part and amounts: the wire's decoder hands the same tuple on while the
-    amounts stay, so most ticks skip the processes' seventeen fields.
+    amounts stay, so most ticks skip the processes' seventeen fields.  It also remembers
+    the last signature with the wire's static epoch (``STATIC_EPOCH``): a sample of the
+    same epoch with the same disks has the same signature (the same object), which is then
+    neither built nor compared field by field.
     """
     ts, seq = s.ts, s.seq
     if type(ts) is not float or type(seq) is not int:
@@ -109,44 +112,56 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
                     for bus, links in s.pcie.items()}
         except (codec.CodecError, TypeError, AttributeError):
             return None
+    if seen is None:
+        seen = {}
     try:
         gd = [g.__dict__ for g in s.gpus]
-        sig: list[Any] = list(map(_GPU_STATIC, gd))
         nums: list[Any] = []
         more = nums.extend
+        procs_static: list[Any] = []
         for i, d in enumerate(gd):
             procs = d["processes"]
             if procs is None:
-                sig.append(None)
+                procs_static.append(None)
             else:
-                last = None if seen is None else seen.get(i)
+                last = seen.get(i)
                 if last is None or last[0] is not procs:
                     pd = [p.__dict__ for p in procs]
-                    last = (procs, tuple(map(_PROC_STATIC, pd)), list(map(_USED, pd)))
-                    if seen is not None:
-                        seen[i] = last
-                sig.append(last[1])
+                    last = seen[i] = (procs, tuple(map(_PROC_STATIC, pd)), list(map(_USED, pd)))
+                procs_static.append(last[1])
                 more(last[2])
             more(_GPU_NUM(d))
         reasons = tuple(map(_REASONS, gd))
         h = s.host.__dict__
         host = _HOST_NUM(h)
-        sig.append(_HOST_STATIC(h))
         for k in HOST_INTS:
             v = host[k]
             if v is not None and (type(v) is not int or not -_EXACT_INT < v < _EXACT_INT):
                 return None
         more(host)
         dd = [d.__dict__ for d in s.disks]
-        sig.extend(map(_NAME, dd))
+        names = tuple(map(_NAME, dd))
         for d in dd:
             more(_DISK_NUM(d))
+        epoch = s.__dict__.get(STATIC_EPOCH)
+        memo = seen.get(-1)
+        if epoch is not None and memo is not None and memo[0] is epoch and memo[1] == names:
+            # The wire's fast path typed every number (msgspec: float, int or None) and
+            # every GPU's reasons (a tuple of str): nothing below to check.
+            return Frame(memo[2], ts, seq, reasons, nums, pcie)
+        sig: list[Any] = list(map(_GPU_STATIC, gd))
+        sig += procs_static
+        sig.append(_HOST_STATIC(h))
+        sig += names
+        sig.append((len(gd), len(dd)))
+        signature = tuple(sig)
     except (AttributeError, KeyError):  # not the dataclasses this module knows
         return None
     if not set(map(type, nums)) <= _NUMBER_TYPES or not set(map(type, reasons)) <= _TUPLE:
         return None
-    sig.append((len(gd), len(dd)))
-    return Frame(tuple(sig), ts, seq, reasons, nums, pcie)
+    if epoch is not None:
+        seen[-1] = (epoch, names, signature)
+    return Frame(signature, ts, seq, reasons, nums, pcie)
 
 
 def _int_columns(template: HostSample) -> list[int]:
@@ -187,6 +202,30 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
         raise BlockError("rows of different lengths in one block") from None
     if values.ndim != 2:
         raise BlockError("rows of different lengths in one block")
+    return _encode_values(values, list(table), len(rows[0][3]) if rows else 0, chains, level)
+
+
+def encode_arrays(rts: Sequence[float], ts: Sequence[float], seq: Sequence[int],
+                  codes: Sequence[Sequence[int]], numbers: np.ndarray[Any, Any],
+                  table: Sequence[tuple[str, ...]], chains: dict[str, Any],
+                  level: int = 6) -> bytes:
+    """What :func:`encode_block` makes of the same rows, from their parts as arrays:
+    ``codes`` each row's reasons as indexes into ``table``, ``numbers`` an n × k float64
+    matrix with NaN for None (staged rows, :mod:`probes.store.staged_rows`)."""
+    n, k = numbers.shape
+    c = len(codes[0]) if n else 0
+    values = np.empty((n, 3 + c + k), dtype=np.float64)
+    values[:, 0] = rts
+    values[:, 1] = ts
+    values[:, 2] = seq
+    if c:
+        values[:, 3:3 + c] = codes
+    values[:, 3 + c:] = numbers
+    return _encode_values(values, table, c, chains, level)
+
+
+def _encode_values(values: np.ndarray[Any, Any], table: Sequence[Sequence[str]], ngpus: int,
+                   chains: dict[str, Any], level: int) -> bytes:
     nulls = np.isnan(values)
     values[nulls] = 0.0
     ints: np.ndarray[Any, Any] = np.zeros(values.shape, dtype=np.int64)
@@ -218,8 +257,8 @@ def encode_block(rows: Sequence[Row], level: int = 6) -> bytes:
             part = np.ascontiguousarray(zz[:, cols].T).astype(f"<u{w}")
             planes.append(part.view(np.uint8).reshape(-1, w).T.tobytes())
     has_nulls = bool(nulls.any())
-    head = {"reasons": [list(r) for r in table], "nulls": has_nulls,
-            "gpus": len(rows[0][3]) if rows else 0, "pcie": chains}
+    head = {"reasons": [list(r) for r in table], "nulls": has_nulls, "gpus": ngpus,
+            "pcie": chains}
     text = orjson.dumps(head)
     parts = [_HEAD.pack(_MAGIC, values.shape[0], values.shape[1], len(text)), text,
              decimals.tobytes(), widths.tobytes()]

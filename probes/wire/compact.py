@@ -49,6 +49,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu_static": GPU_STATIC, "gpu": GPU_MOVING, "process": PROCESS_COLUMNS,
     "host_static": HOST_STATIC, "host": HOST_MOVING, "disk": DISK_COLUMNS}
 """The layout this console's fast path knows (the agent's ``compact_columns``)."""
+STATIC_EPOCH = "_static_epoch"
+"""A hidden ``__dict__`` key of the samples the fast path builds: an object made anew with
+each ``static`` message of each stream.  Two samples with the same object (``is``) share
+every static field (GPUs, their processes' static half, the host's), so the recorder need
+not compare them (``probes.store.columns.split``).  Not a dataclass field: ``==``,
+``repr`` and the codecs never see it; a sample built any other way has none."""
 
 
 class GpuRow(Struct, array_like=True, gc=False):
@@ -132,6 +138,7 @@ class CompactStream:
         self._host_base: dict[str, Any] = {}
         self._last_procs: list[tuple[list[float | None] | None, tuple[GpuProcess, ...]] | None]
         self._last_procs = []
+        self._epoch = object()
 
     # --- static -------------------------------------------------------------------------
 
@@ -155,6 +162,7 @@ class CompactStream:
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
         self._last_procs = [None] * len(self._procs)
+        self._epoch = object()
 
     # --- ticks --------------------------------------------------------------------------
 
@@ -198,7 +206,9 @@ class CompactStream:
             disks.append(disk)
         if len({d.name for d in s.disks}) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
-        return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
+        out = structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
+        out.__dict__[STATIC_EPOCH] = self._epoch
+        return out
 
     def _processes(self, i: int, mib: list[float | None] | None
                    ) -> tuple[GpuProcess, ...] | None:
