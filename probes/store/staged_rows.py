@@ -22,12 +22,16 @@ from typing import Any
 import numpy as np
 import orjson
 
+from probes.errors import RigwatchError
+
 TAG = 1
 _HEAD = struct.Struct("<BHIdq")
 
 
-class StagedRowError(ValueError):
+class StagedRowError(RigwatchError, ValueError):
     """A staged row that does not parse (never ours: SQLite commits rows whole)."""
+
+    title = "Recording staged row unreadable"
 
 
 def values(numbers: Sequence[Any]) -> bytes:
