@@ -75,6 +75,35 @@ def test_a_block_gives_back_every_sample_exactly(stream: list[HostSample]) -> No
     assert any(g.clock_reasons for s, _ in same for g in s.gpus)
 
 
+def test_a_template_is_stored_without_its_moving_numbers(tmp_path: Path,
+                                                        stream: list[HostSample]) -> None:
+    # The rows hold every moving value: a template blanked of them rebuilds every sample
+    # exactly, as a whole one (a template written before) does.
+    bare = columns.static_part(stream[0])
+    assert all(g.util_pct is None and g.clock_reasons == () for g in bare.gpus)
+    assert bare.pcie is None and bare.host.mem_used_bytes is None
+    assert columns.split(bare) is not None
+    assert columns.split(bare).signature == columns.split(stream[0]).signature  # type: ignore[union-attr]
+    assert columns.int_columns(bare) == columns.int_columns(stream[0])
+    for s in stream[:40]:
+        f = columns.split(s)
+        assert f is not None
+        for template in (bare, stream[0]):
+            assert columns.rebuild(template, f.ts, f.seq, f.reasons, f.numbers, f.pcie) == s
+    path = tmp_path / "t.sqlite3"
+    with Recorder(path, "fleet", ["node-07"]) as rec:
+        for s in stream[:10]:
+            rec.record("node-07", s.ts, s)
+    conn = sqlite3.connect(path)
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        blob = conn.execute("SELECT body FROM templates").fetchone()[0]
+    finally:
+        conn.close()
+    body = recording_format.Body(recording_format.stored_zdict(meta, path))
+    assert body.unpack(blob) == columns.static_part(stream[0])
+
+
 def test_a_sample_of_an_unexpected_type_is_stored_whole(stream: list[HostSample]) -> None:
     odd = dataclasses.replace(stream[0], gpus=(dataclasses.replace(
         stream[0].gpus[0], util_pct="97"), *stream[0].gpus[1:]))  # type: ignore[arg-type]

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from probes.store import columns, staged_rows
 from probes.store import recording_format as fmt
-from probes.store import staged_rows
 from probes.store.columns import BlockError, Row, Signature, encode_arrays, encode_block, split
 from probes.store.staged_rows import StagedRowError
 from probes.wire.samples import HostSample
@@ -225,7 +225,7 @@ class SamplePacker:
         last = self._last_template.get(host_id)
         if last is not None and last[0] == sig:
             return last[1]
-        _kind, blob = self._body.pack(sample)
+        _kind, blob = self._body.pack(columns.static_part(sample))  # rows hold the numbers
         tid = self._next_template
         self._next_template += 1
         self._templates.append((tid, host_id, rts, blob))
