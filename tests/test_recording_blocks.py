@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.store import catalog, codec, columns, recording_format
+from probes.store import catalog, codec, columns, recording_format, staged_rows
 from probes.store.block_writer import BLOCK_ROWS, SamplePacker
 from probes.store.recording import Recorder
 from probes.store.recording_reader import RecordingReader
@@ -447,3 +447,17 @@ def test_staged_rows_read_and_pack_binary_or_as_json_from_before(
         assert r._conn.execute("SELECT sum(n) FROM blocks").fetchone()[0] == len(samples)
         assert [(ts, i) for _, ts, i in r.items()] == \
             [(float(k + 1), s) for k, s in enumerate(samples)]
+
+
+def test_the_number_packer_packs_what_values_packs() -> None:
+    # One host's rows: Nones that stay, move, come and go, a row of another length, a
+    # number that is no float64: every row's bytes are values()'s, NaN for None.
+    rows: list[list[float | int | None]] = [
+        [1.5, None, 3, 2 ** 40, None], [1.25, None, 4, 2 ** 40, 7.0], [None, 2.0, 3, 5, None],
+        [1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0], [None, None], [1.0, 2.0, 3.0, 4.0, None]]
+    packer = staged_rows.NumberPacker()
+    for row in rows:
+        want = staged_rows.values(row)
+        assert packer.pack(list(row)) == want
+    with pytest.raises(OverflowError):
+        packer.pack([10 ** 400, 1.0])

@@ -84,6 +84,8 @@ class SamplePacker:
         self._tails: dict[int, tuple[tuple[tuple[str, ...], ...], bytes]] = {}
         """Per host, the last reasons without PCIe chains and their staged JSON."""
         self._procs: dict[int, dict[int, tuple[Any, ...]]] = {}
+        self._numbers: dict[int, staged_rows.NumberPacker] = {}
+        """Per host, the packer of its staged rows' numbers."""
         """Per host, ``split``'s memory of each GPU's last process tuple."""
         row = conn.execute("SELECT max(t1) FROM blocks").fetchone()
         self.newest: float | None = None if row[0] is None else float(row[0])
@@ -131,7 +133,10 @@ class SamplePacker:
             else:
                 tail = staged_rows.tail(reasons)
                 self._tails[host_id] = (reasons, tail)
-        raw = staged_rows.values(frame.numbers)
+        packer = self._numbers.get(host_id)
+        if packer is None:
+            packer = self._numbers[host_id] = staged_rows.NumberPacker()
+        raw = packer.pack(frame.numbers)
         body = staged_rows.join(frame.ts, frame.seq, raw, tail)
         op.rows.append((rts, frame.ts, frame.seq, raw, tail))
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts, body))

@@ -39,6 +39,49 @@ def values(numbers: Sequence[Any]) -> bytes:
     return np.array(numbers, dtype=np.float64).tobytes()
 
 
+_NAN = float("nan")
+
+
+class NumberPacker:
+    """:func:`values` for one host's rows, about three times cheaper (the writer packs a
+    thousand rows a second).
+
+    A host's rows keep their length and, mostly, which of their numbers are None (a GPU
+    that does not report a field, a disk with no requests): so the packer keeps a
+    ``struct`` for the length and the last row's None positions, sets those to NaN and
+    packs; a row whose Nones moved fails to pack and is packed again after a full scan.
+    ``numbers`` is changed in place (the writer's own list, made per sample).
+    """
+
+    __slots__ = ("_nulls", "_struct")
+
+    def __init__(self) -> None:
+        self._struct = struct.Struct("<0d")
+        self._nulls: list[int] = []
+
+    def pack(self, numbers: list[Any]) -> bytes:
+        """``numbers`` as float64 bytes, NaN for None (what :func:`values` gives)."""
+        st = self._struct
+        if st.size == 8 * len(numbers):
+            for k in self._nulls:
+                if numbers[k] is None:
+                    numbers[k] = _NAN
+            try:
+                return st.pack(*numbers)
+            except struct.error:  # a None elsewhere (or not a number: values() says)
+                pass
+        nulls = [i for i, x in enumerate(numbers) if x is None]
+        for k in nulls:
+            numbers[k] = _NAN
+        if st.size != 8 * len(numbers):
+            self._struct = st = struct.Struct(f"<{len(numbers)}d")
+        self._nulls = nulls
+        try:
+            return st.pack(*numbers)
+        except (struct.error, OverflowError):
+            return values(numbers)
+
+
 def join(ts: float, seq: int, raw: bytes, tail: bytes) -> bytes:
     """One row from its parts: ``raw`` from :func:`values`, ``tail`` from :func:`tail`."""
     return b"".join((_HEAD.pack(TAG, len(raw) // 8, len(tail), ts, seq), raw, tail))
