@@ -36,9 +36,9 @@ BLOCK_ROWS = 240
 REOPEN_KINDS = frozenset({"hello", "connected", "disconnected"})
 """Items that close their host's open block, so a block lies wholly before or after them
 (the order a replay plays a hello against its host's samples)."""
-Parts = tuple[float, float, int, bytes | memoryview, bytes]
+Parts = tuple[float, float, int, bytes, bytes]
 """A staged row as the writer keeps it: (recording time, ts, seq, the numbers' float64
-bytes (a view into the staged row), the JSON tail), :mod:`probes.store.staged_rows`."""
+bytes, the JSON tail), :mod:`probes.store.staged_rows`."""
 BLOCK_SPAN_KEY = "block_span"
 """``meta``: the longest span (t1 - t0) of any block, so readers can find the blocks that
 overlap a time through the index on t0."""
@@ -136,7 +136,8 @@ class SamplePacker:
         packer = self._numbers.get(host_id)
         if packer is None:
             packer = self._numbers[host_id] = staged_rows.NumberPacker()
-        body, raw = packer.row(frame.ts, frame.seq, frame.numbers, tail)
+        raw = packer.pack(frame.numbers)
+        body = staged_rows.join(frame.ts, frame.seq, raw, tail)
         op.rows.append((rts, frame.ts, frame.seq, raw, tail))
         self._staged.append((sid, host_id, op.template_id, op.after_item, rts, body))
         return True
