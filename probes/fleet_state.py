@@ -44,7 +44,7 @@ from probes.analysis.reachability import (
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
-from probes.history import HostHistory
+from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LiveLogScanner
 from probes.triage import Step
 from probes.wire.events import Connected, Disconnected, SessionItem
@@ -452,13 +452,26 @@ class FleetState:
         stretch = detector_stretch(len(specs))
         self.hosts: dict[str, HostState] = {
             s.name: HostState(s, limits=self.limits,
-                              detectors=DetectorSchedule(self.limits.detectors, stretch))
+                              detectors=DetectorSchedule(self.limits.detectors, stretch),
+                              history=HostHistory(tiers_for(s.interval_s)))
             for s in specs}
         self._version = 0
         self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
         self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
         self._kept: dict[str, _KeptRow] = {}
         """Each host's newest row and what it was built from."""
+        self._list: list[FleetRow] = []
+        """The newest rows in inventory order (``rows`` hands out copies)."""
+        self._place = {name: i for i, name in enumerate(self.hosts)}
+        self._due: set[str] = set(self.hosts)
+        """Hosts to look at in the next ``rows``: they folded an item since the last."""
+        self._waiting: dict[str, float] = {}
+        """Off-screen hosts whose new numbers wait, each until when (``_may_wait``)."""
+        self._timed: set[str] = set()
+        """Hosts whose rows carry ages (stale, down): re-stamped each time."""
+        self._stale_at: dict[str, float] = {}
+        """When each streaming host turns stale unless an item comes first."""
+        self._visited_at: float | None = None
         self.focus: frozenset[str] | None = None
         """The hosts whose rows are on screen, None for all of them.  A row is rebuilt
         whenever its host's items change, except that an off-screen host whose status and
@@ -483,38 +496,79 @@ class FleetState:
         if state is not None:
             state.apply(item, now)
             self._version += 1
+            self._due.add(host)
 
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
         host.refresh_status(now)
-        kept = self._kept.get(host.name)
+        name = host.name
+        kept = self._kept.get(name)
         if kept is not None and kept.status is host.status and (
                 kept.changes == host.changes or self._may_wait(host, kept, now)):
             row = kept.row
-            return row if _timeless(row) else _retimed(host, row, now)
-        row = host.row(now)
-        self.row_builds += 1
-        self._kept[host.name] = _KeptRow(host.changes, host.status, row, now,
-                                         _finding_marks(host))
+            if kept.changes == host.changes:
+                self._waiting.pop(name, None)
+            else:
+                self._waiting[name] = kept.built_at + self._wait_s(host)
+            if not _timeless(row):
+                row = _retimed(host, row, now)
+        else:
+            row = host.row(now)
+            self.row_builds += 1
+            self._kept[name] = _KeptRow(host.changes, host.status, row, now,
+                                        _finding_marks(host))
+            self._waiting.pop(name, None)
+        if _timeless(row):
+            self._timed.discard(name)
+        else:
+            self._timed.add(name)
+        if host.status is HostStatus.STREAMING and host.last_seen is not None:
+            self._stale_at[name] = host.last_seen + host.stale_limit_s()
+        else:
+            self._stale_at.pop(name, None)
         return row
+
+    @staticmethod
+    def _wait_s(host: HostState) -> float:
+        return max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
 
     def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
         """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` (or two of the host's
         intervals) ago, same findings."""
-        wait = max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
         return (self.focus is not None and host.name not in self.focus
-                and 0.0 <= now - kept.built_at < wait
+                and 0.0 <= now - kept.built_at < self._wait_s(host)
                 and kept.marks == _finding_marks(host))
 
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
 
-        A redraw asks for rows and for totals at the same ``now``: they are computed once.
+        Only the hosts that may have moved are looked at: those that folded an item, whose
+        row carries an age, that turn stale by now, or whose waiting numbers are due or came
+        on screen.  At 10,000 hosts read every 15 s that is a few hundred a second, where a
+        loop over every host was a tenth of a core.  A redraw asks for rows and for totals
+        at the same ``now``: they are computed once.
         """
         key = (now, self._version)
         if self._rows is None or self._rows[0] != key:
-            self._rows = (key, [self.row(h, now) for h in self.hosts.values()])
+            self._rows = (key, self._refreshed(now))
         return self._rows[1]
+
+    def _refreshed(self, now: float) -> list[FleetRow]:
+        if not self._list or self._visited_at is None or now < self._visited_at:
+            # first call, or the clock went back (a replay's seek): look at every host
+            self._list = [self.row(h, now) for h in self.hosts.values()]
+        else:
+            focus = self.focus
+            due = self._due | self._timed
+            due.update(n for n, t in self._stale_at.items() if t < now)
+            due.update(n for n, t in self._waiting.items()
+                       if t <= now or focus is None or n in focus)
+            hosts, place, out = self.hosts, self._place, self._list
+            for name in due:
+                out[place[name]] = self.row(hosts[name], now)
+        self._due = set()
+        self._visited_at = now
+        return list(self._list)
 
     def rank_index(self) -> RankIndex:
         """Where every rank the fleet can place runs.

@@ -229,7 +229,8 @@ _memo_limits: dict[int, DetectorLimits] = {}
 
 
 def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
-              leak: Severity | None, limits: DetectorLimits = DEFAULT_LIMITS) -> GpuJudgement:
+              leak: Severity | None, limits: DetectorLimits = DEFAULT_LIMITS,
+              not_collected: tuple[tuple[str, str], ...] = ()) -> GpuJudgement:
     """One sampled GPU, given the codes of the findings about it.
 
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
@@ -242,25 +243,46 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
         _memo_limits[id(limits)] = limits
     key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
            gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
-           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max)
+           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected)
     judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
-        judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits)
+        judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
+                                         not_collected)
     return judged
 
 
 def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
-               leak: Severity | None, limits: DetectorLimits) -> GpuJudgement:
+               leak: Severity | None, limits: DetectorLimits,
+               not_collected: tuple[tuple[str, str], ...]) -> GpuJudgement:
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
         slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
         temp_level(gpu.temp_c, slowdown_c, limits), temp_level(gpu.temp_mem_c, None, limits),
         leak, link_shortfall(gpu, limits),
-        answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE))
+        answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE),
+        not_collected=not_collected)
+
+
+_notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
+"""``field_notes`` by hello (held, so no id is reused): a hello comes once a connection and
+every row build asks for its notes."""
+
+
+def _field_notes(hello: Hello | None) -> tuple[tuple[str, str], ...]:
+    if hello is None:
+        return ()
+    kept = _notes_memo.get(id(hello))
+    if kept is not None and kept[0] is hello:
+        return kept[1]
+    if len(_notes_memo) >= _MEMO_MAX:
+        _notes_memo.clear()
+    notes = field_notes(hello)
+    _notes_memo[id(hello)] = (hello, notes)
+    return notes
 
 
 def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterable[Finding],
@@ -285,8 +307,9 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
             ts = f.ts if f.ts is not None else float("inf")
             gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
+    notes = _field_notes(hello)
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
-                     limits)
+                     limits, notes)
            for g in (sample.gpus if sample else ()) if g.index >= 0]
     out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
@@ -294,17 +317,15 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
         reported = (set(slowdown) | set(gone_at)) - seen
         out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
                              TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)),
-                             answering=False)
+                             answering=False, not_collected=notes)
                 for i in sorted(reported)]
         seen |= reported
     if expected is not None and sample is not None:
         free = (i for i in range(expected + len(seen)) if i not in seen)
         out += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (), TempLevel.UNKNOWN,
-                             TempLevel.UNKNOWN, None, None, answering=False)
+                             TempLevel.UNKNOWN, None, None, answering=False,
+                             not_collected=notes)
                 for _ in range(max(0, expected - len(seen)))]
-    notes = field_notes(hello)
-    if notes:
-        out = [replace(j, not_collected=notes) for j in out]
     return tuple(sorted(out, key=lambda j: j.index))
 
 

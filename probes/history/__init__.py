@@ -25,7 +25,7 @@ from probes.history.keys import (
     reason_mask,
 )
 from probes.history.storage import Columns, Point, StepSeries, Tier
-from probes.history.tiers import BUCKET_BATCH, DEFAULT_TIERS
+from probes.history.tiers import BUCKET_BATCH, DEFAULT_TIERS, tiers_for
 from probes.wire.clock_reasons import REASON_BITS
 
 __all__ = [
@@ -56,4 +56,5 @@ __all__ = [
     "host_key",
     "proc_key",
     "reason_mask",
+    "tiers_for",
 ]
