@@ -74,8 +74,9 @@ def hostile_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 
 
 def test_a_small_fleet_is_one_shard_with_no_matcher() -> None:
-    assert shard_count(1600 * 8, 6) == 1
-    assert shard_count(10_000 * 8, 6) == 6
+    assert shard_count(1000 * 8, 6) == 1
+    assert shard_count(1001 * 8, 6) == 2
+    assert shard_count(10_000 * 8, 6) == 10
     assert plan({"a": {"a"}, "b": {"b"}}, "Hostname", 1) == [
         prometheus_shards.Shard(frozenset({"a", "b"}), "")]
 

@@ -16,7 +16,7 @@ reported apart):
 - discovery (2 queries) and the start-up history read (``query_range`` per history field);
 - a refresh: one shard's read (``read_shard``: one instant query per due metric over the
   shard's hosts, decoding, building a sample per host), its queries and bytes; median of
-  ``--refreshes`` after each shard's first read; up to ~1,600 hosts the shard is the whole
+  ``--refreshes`` after each shard's first read; up to 1,000 hosts the shard is the whole
   fleet.  Also the whole fleet read at once (every shard, as ``snapshot`` reads it);
 - folding a read's samples into the console's fleet state (history, findings, detectors
   when due), the part that runs on the UI thread;
@@ -156,7 +156,7 @@ async def measure(url: str, hosts: int, refreshes: int, every_s: float,
     out["history_queries"] = source.client.queries - q0
     out["history_samples"] = sum(len(v) for v in history.values())
 
-    # a refresh reads one shard (all of the fleet up to ~1,600 hosts): what the fleet
+    # a refresh reads one shard (all of the fleet up to 1,000 hosts): what the fleet
     # table waits for between two updates
     shards = len(source.shards)
     out["shards"] = shards
