@@ -42,10 +42,12 @@ from probes.wire.samples import DiskStats, HostSample
 STAGE_MAX = 16
 """Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,
 so this bounds what staging holds per host (~0.3 MB); below it, per-series costs grow."""
-STAGE_MAX_S = 240.0
-"""…or once the staged samples span this long (slow sources).  Each write pays every
-series' fixed cost once: a source read every 15 s (Prometheus) writes every 16 samples, as
-a 1 Hz agent does, not every 4 (a quarter less of a 10,000-host console's fold)."""
+STAGE_MAX_S = 3600.0
+"""…or once the staged samples span this long, or the room the raw tier leaves (slow
+sources).  Each write pays every series' fixed cost once: a source read every 15 s
+(Prometheus) writes every 16 samples, as a 1 Hz agent does, and its start-up history
+(points 300 s apart at 10,000 hosts) every 11 or so, not every second one (240 s made the
+history's fold half tier building)."""
 STAGE_MIN_S = 60.0
 """The shortest staging span a tier layout must leave room for."""
 
