@@ -7,10 +7,9 @@ hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 
 from probes.analysis.allocation import (
     HoldTracker,
@@ -28,6 +27,7 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
@@ -349,7 +349,7 @@ class HostState:
             mean_util_pct=sum(utils) / len(utils) if utils else None,
             power_w=sum(powers) if powers else None,
             findings=len(found),
-            by_severity=_count_by_severity(found),
+            by_severity=count_by_severity(found),
             worst=found[0].severity if found else None,
             # an info finding (a far NIC) is no headline: the column stays for trouble
             worst_summary=found[0].summary if found and found[0].severity is not
@@ -386,12 +386,6 @@ class HostState:
         return max(0.0, self.outage.retry_at - now)
 
 
-def _count_by_severity(found: list[Finding]) -> tuple[int, int, int]:
-    levels = [f.severity for f in found]
-    return (levels.count(Severity.CRITICAL), levels.count(Severity.WARNING),
-            levels.count(Severity.INFO))
-
-
 @dataclass(frozen=True)
 class _KeptRow:
     """A host's newest fleet row and what it was built from."""
@@ -403,11 +397,6 @@ class _KeptRow:
     marks: tuple[tuple[object, Severity], ...]
 
 
-_STATUS = attrgetter("status")
-_GPUS_OK = attrgetter("gpus_ok")
-_BY_SEVERITY = attrgetter("by_severity")
-
-
 def detector_stretch(hosts: int) -> float:
     """How many of its periods apart each detector runs in a fleet of ``hosts``."""
     return max(1.0, hosts / DETECTOR_HOSTS)
@@ -416,12 +405,6 @@ def detector_stretch(hosts: int) -> float:
 def _finding_marks(host: HostState) -> tuple[tuple[object, Severity], ...]:
     """What of a host's findings its row shows: which there are and how bad."""
     return tuple((f.key, f.severity) for f in host.findings())
-
-
-def _timeless(row: FleetRow) -> bool:
-    """Whether nothing in ``row`` changes with the clock alone (a streaming host's row)."""
-    return (row.status is not HostStatus.STALE and row.stale_s is None
-            and row.last_seen_s is None and row.next_retry_s is None)
 
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
@@ -510,7 +493,7 @@ class FleetState:
                 self._waiting.pop(name, None)
             else:
                 self._waiting[name] = kept.built_at + self._wait_s(host)
-            if not _timeless(row):
+            if not timeless(row):
                 row = _retimed(host, row, now)
         else:
             row = host.row(now)
@@ -518,7 +501,7 @@ class FleetState:
             self._kept[name] = _KeptRow(host.changes, host.status, row, now,
                                         _finding_marks(host))
             self._waiting.pop(name, None)
-        if _timeless(row):
+        if timeless(row):
             self._timed.discard(name)
         else:
             self._timed.add(name)
@@ -601,19 +584,6 @@ class FleetState:
         key = (now, self._version)
         if self._totals is not None and self._totals[0] == key:
             return dict(self._totals[1])
-        out = {s.value: 0 for s in HostStatus}
-        out.update({s.value: 0 for s in Severity})
-        rows = self.rows(now)
-        # counted a column at a time: at 10,000 hosts a loop over rows and enum values was
-        # a tenth of a core at one tick a second
-        for status, n in Counter(map(_STATUS, rows)).items():
-            out[status.value] += n
-            if status.is_down and status is not HostStatus.DOWN:
-                out[HostStatus.DOWN.value] += n
-        out["gpus"] = sum(map(_GPUS_OK, rows))
-        if rows:
-            for sev, col in zip((Severity.CRITICAL, Severity.WARNING, Severity.INFO),
-                                zip(*map(_BY_SEVERITY, rows), strict=True), strict=True):
-                out[sev.value] += sum(col)
+        out = count_rows(self.rows(now))
         self._totals = (key, out)
         return dict(out)
