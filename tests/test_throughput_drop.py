@@ -69,6 +69,19 @@ def test_the_drop_goes_under_its_cause_or_under_model_code() -> None:
     assert throughput_findings("h", tr, [old])[0].step is Step.MODEL
 
 
+def test_clocks_held_down_name_the_drop_before_a_warm_card_does() -> None:
+    """The temperature warning often starts first (the card warms, then throttles): the drop
+    is still put on the throttling, whichever window dated its finding earlier."""
+    tr = _tracker([5860] * 8 + [4100] * 8)
+    onset = 1000.0 + 8 * 60.0
+    warm = Finding(Step.GPU, Code.TEMP_NEAR_SLOWDOWN, Severity.WARNING, "GPU5 at 90 °C", "h",
+                   gpu=5, ts=onset - 300.0)
+    (tied,) = throughput_findings("h", tr, [warm, _throttled(onset - 60.0)])
+    assert tied.extra["cause"] == "throttled-while-busy"
+    (alone,) = throughput_findings("h", tr, [warm])
+    assert alone.extra["cause"] == "temp-near-slowdown"
+
+
 def test_the_demo_throttle_scenario_raises_a_drop_tied_to_the_throttling() -> None:
     """The real agent, simulating ``train`` beside ``throttle:5``, through the console's model."""
     args = ["--simulate", "train,throttle:5", "--interval", "60", "--fast", "--count", "50",

@@ -36,19 +36,21 @@ MIN_BASELINE = 5
 MIN_DROP = 3
 """Readings in a drop needed to call it one (one slow step is no trend)."""
 
-CAUSES: tuple[tuple[frozenset[str], str], ...] = (
-    (frozenset({Code.GPU_LOST, Code.GPU_DROPOUT, Code.GPU_FALLEN_OFF_BUS, Code.XID,
-                Code.GPU_UNRESPONSIVE}), "a GPU was lost"),
-    (frozenset({Code.THROTTLED_WHILE_BUSY, Code.CLOCKS_THROTTLED, Code.TEMP_NEAR_SLOWDOWN,
-                Code.POWER_PINNED}), "a GPU throttled"),
-    (frozenset({Code.DISK_SATURATED, Code.DATA_STARVATION}), "the input pipeline starved"),
-    (frozenset({Code.HOST_SWAPPING, Code.SWAP_ACTIVITY, Code.OOM_KILLER}),
-     "the host ran short of memory"),
-    (frozenset({Code.NCCL_TIMEOUT, Code.NCCL_NET_ERROR, Code.NCCL_ERROR, Code.RANK_FAILED,
-                Code.NVLINK_DOWN, Code.LINK_DOWNGRADE_APPEARED, Code.PCIE_LINK_DOWNGRADED}),
+CAUSES: tuple[tuple[tuple[str, ...], str], ...] = (
+    ((Code.GPU_LOST, Code.GPU_FALLEN_OFF_BUS, Code.GPU_DROPOUT, Code.GPU_UNRESPONSIVE,
+      Code.XID), "a GPU was lost"),
+    ((Code.THROTTLED_WHILE_BUSY, Code.CLOCKS_THROTTLED, Code.POWER_PINNED,
+      Code.TEMP_NEAR_SLOWDOWN), "a GPU throttled"),
+    ((Code.DATA_STARVATION, Code.DISK_SATURATED), "the input pipeline starved"),
+    ((Code.OOM_KILLER, Code.HOST_SWAPPING, Code.SWAP_ACTIVITY), "the host ran short of memory"),
+    ((Code.RANK_FAILED, Code.NCCL_TIMEOUT, Code.NCCL_NET_ERROR, Code.NCCL_ERROR,
+      Code.NVLINK_DOWN, Code.PCIE_LINK_DOWNGRADED, Code.LINK_DOWNGRADE_APPEARED),
      "communication slowed"),
 )
-"""What can slow a run, most decisive first; the first kind found beside the drop is named."""
+"""What can slow a run, most decisive kind first; the first kind found beside the drop is
+named.  Within a kind, at one severity, the codes go from what slows the run to what warns
+of it (clocks held down before a temperature near its limit), so the finding named does not
+hang on which of the two a window's edge dated first."""
 ACTIONS = {
     "a GPU was lost": "The job runs without (or waits for) a GPU: drain the host, read the Xid "
                       "and restart the job on healthy GPUs",
@@ -242,7 +244,7 @@ def _cause(drop: Drop, others: Sequence[Finding],
             and (f.ts is None or f.ts <= drop.newest)]
     for codes, why in CAUSES:
         hits = sorted((f for f in near if f.code in codes),
-                      key=lambda f: (-f.severity.rank, f.ts or 0.0))
+                      key=lambda f: (-f.severity.rank, codes.index(f.code), f.ts or 0.0))
         if hits:
             return why, hits[0]
     return None
