@@ -21,3 +21,10 @@ Data flows one way, and each stage may import only what its line names
     outputs      export, metrics, report, manifest, snapshot        every stage above
     explain      the ``rigwatch explain`` command                   errors, triage, rules
 """
+
+import warnings as _warnings
+
+# Recent cryptography releases warn, at import, that DSA is deprecated wherever asyncssh
+# names its DSA types; on a console's stderr that reads as a fault, and a command's output
+# is data.  rigwatch offers no DSA keys of its own, so only asyncssh's warning is silenced.
+_warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
