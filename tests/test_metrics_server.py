@@ -142,7 +142,8 @@ async def test_twenty_clients_that_never_read_cost_nothing_and_are_cut_off() -> 
         for c in clients:
             c.close()
         assert peak - base_rss < 48, (base_rss, peak)  # was +784 MiB
-        assert lag < base_lag + 0.25, (base_lag, lag)  # was 2.9 s
+        # 1 s of slack: a shared 2-core machine lags 0.3 s at times; the fault was 2.9 s
+        assert lag < base_lag + 1.0, (base_lag, lag)
         assert server.renders == 1
     finally:
         server.close()
