@@ -11,9 +11,11 @@ recorder's own ``writer_cpu_s`` (``time.thread_time`` around ``_flush``) over th
 after ``--warm``.
 
 Variants take parts of the writer out, to say where its time goes (all in the same run, as
-ratios against ``full``): ``no-pack`` (closed blocks are dropped, not encoded),
-``no-staging`` (no staged rows inserted or deleted), ``no-sqlite`` (nothing executed but
-BEGIN/COMMIT).  ``--profile`` prints cProfile's top functions over the measured flushes.
+ratios against ``full``): ``no-row`` (frames read from the samples' fields, not from the
+wire's decoded rows: the writer before issue 25g), ``no-pack`` (closed blocks are dropped,
+not encoded), ``no-staging`` (no staged rows inserted or deleted), ``no-sqlite`` (nothing
+executed but BEGIN/COMMIT).  ``--profile`` prints cProfile's top functions over the
+measured flushes.
 ``--trees A B ...`` runs the ``full`` variant of each source tree in turn (subprocesses,
 interleaved), for a base against a branch in the same minutes.
 
@@ -41,8 +43,6 @@ REPO = Path(os.environ.get("RIGWATCH_TREE") or Path(__file__).resolve().parents[
 sys.path.insert(0, str(REPO))
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-
-from standin_server import Template, record, restamp  # noqa: E402
 
 from probes.store import recording  # noqa: E402
 from probes.wire.protocol import MessageReader  # noqa: E402
@@ -95,17 +95,34 @@ def _no_sqlite(rec: recording.Recorder) -> None:
     rec._conn = Null()  # type: ignore[assignment]
 
 
+def _no_row(rec: recording.Recorder) -> None:
+    """Frames from the samples' fields, not their wire rows (the writer before issue 25g)."""
+    from probes.store import columns
+
+    columns._ROWS_FIT = False  # run_once puts it back
+
+
 VARIANTS: dict[str, Callable[[recording.Recorder], None] | None] = {
-    "full": None, "no-pack": _no_pack, "no-staging": _no_staging, "no-sqlite": _no_sqlite}
+    "full": None, "no-row": _no_row, "no-pack": _no_pack, "no-staging": _no_staging,
+    "no-sqlite": _no_sqlite}
 
 
-def load_templates(n: int, count: int) -> list[Template]:
+def load_templates(n: int, count: int) -> list[Any]:
+    """The stand-in fleet's recordings (imported here: ``standin_server`` puts its own tree
+    first on ``sys.path``, and ``--trees`` runs must import ``probes`` from theirs)."""
+    from standin_server import record
+
     return record(AGENT_ARGS, n, count)
 
 
-def run_once(templates: list[Template], hosts: int, ticks: int, warm: int, variant: str,
+def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: str,
              profile: cProfile.Profile | None = None) -> dict[str, float]:
     """One recording of ``hosts`` × ``ticks``: the writer's CPU per item after ``warm``."""
+    from standin_server import restamp
+
+    from probes.store import columns
+
+    rows_fit = getattr(columns, "_ROWS_FIT", None)
     root = Path(tempfile.mkdtemp(prefix="rw-writer-"))
     names = [f"gpu-node-{h:04d}" for h in range(hosts)]
     readers = [MessageReader() for _ in range(hosts)]
@@ -150,6 +167,8 @@ def run_once(templates: list[Template], hosts: int, ticks: int, warm: int, varia
                 "cpu_s": round(cpu, 3), "file_mb": round(size / 1e6, 2)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if rows_fit is not None:
+            columns._ROWS_FIT = rows_fit
 
 
 def child(args: argparse.Namespace) -> int:
@@ -158,7 +177,8 @@ def child(args: argparse.Namespace) -> int:
     for _ in range(args.repeat):
         for v in args.variants:
             out[v].append(run_once(templates, args.hosts, args.ticks, args.warm, v)["us_per_item"])
-    print(json.dumps({"tree": str(REPO), "us_per_item": out}), flush=True)
+    print(json.dumps({"tree": str(REPO), "probes": str(Path(recording.__file__).parents[2]),
+                      "us_per_item": out}), flush=True)
     return 0
 
 
