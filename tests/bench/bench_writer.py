@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import pstats
@@ -115,6 +116,19 @@ def load_templates(n: int, count: int) -> list[Any]:
     return record(AGENT_ARGS, n, count)
 
 
+_GC = {"s": 0.0, "n": 0.0, "t0": 0.0}
+
+
+def _gc_timer(phase: str, _info: dict[str, Any]) -> None:
+    """Collections run by this thread, as the writer's CPU counts them (the console's
+    thresholds, ``tui.gc_policy``: whichever thread crosses them collects)."""
+    if phase == "start":
+        _GC["t0"] = time.thread_time()
+    else:
+        _GC["s"] += time.thread_time() - _GC["t0"]
+        _GC["n"] += 1
+
+
 def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: str,
              profile: cProfile.Profile | None = None) -> dict[str, float]:
     """One recording of ``hosts`` × ``ticks``: the writer's CPU per item after ``warm``."""
@@ -140,10 +154,12 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
                 for msg in reader.feed(line + b"\n"):
                     rec.record(names[h], float(getattr(msg, "ts", 0.0) or T0), msg)
         rec._flush()
-        cpu0 = items0 = 0.0
+        cpu0 = items0 = gc0 = 0.0
+        gc_in_flush = 0.0
         for t in range(ticks):
             if t == warm:
                 cpu0, items0 = rec.writer_cpu_s, rec.status.items_written
+                gc_in_flush = 0.0
             for h, reader in enumerate(readers):
                 tpl = templates[h % len(templates)]
                 lines = tpl.samples[t % len(tpl.samples)]
@@ -153,17 +169,20 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
                     for msg in reader.feed(raw):
                         rec.record(names[h], float(getattr(msg, "ts", 0.0) or ts), msg)
             clock[0] += 1.0
+            gc0 = _GC["s"]
             if profile is not None and t >= warm:
                 profile.enable()
                 rec._flush()
                 profile.disable()
             else:
                 rec._flush()
+            gc_in_flush += _GC["s"] - gc0
         cpu = rec.writer_cpu_s - cpu0
         items = rec.status.items_written - items0
         rec.close()
         size = (root / "r.sqlite3").stat().st_size
         return {"us_per_item": round(1e6 * cpu / max(items, 1), 2), "items": items,
+                "gc_us_per_item": round(1e6 * gc_in_flush / max(items, 1), 2),
                 "cpu_s": round(cpu, 3), "file_mb": round(size / 1e6, 2)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -171,7 +190,17 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
             columns._ROWS_FIT = rows_fit
 
 
+def setup_gc(args: argparse.Namespace) -> None:
+    """The console's collector settings (unless ``--default-gc``), timed."""
+    if not args.default_gc:
+        from tui.gc_policy import tune_for_streaming
+
+        tune_for_streaming()
+    gc.callbacks.append(_gc_timer)
+
+
 def child(args: argparse.Namespace) -> int:
+    setup_gc(args)
     templates = load_templates(args.templates, args.count)
     out: dict[str, list[float]] = {v: [] for v in args.variants}
     for _ in range(args.repeat):
@@ -212,6 +241,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--profile", action="store_true", help="cProfile the measured flushes")
     p.add_argument("--trees", nargs="+", help="source trees to compare (full variant)")
+    p.add_argument("--default-gc", action="store_true",
+                   help="CPython's collector thresholds, not the console's")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -220,6 +251,7 @@ def main() -> int:
         print(json.dumps(compare_trees(args)))
         return 0
     templates = load_templates(args.templates, args.count)
+    setup_gc(args)
     if args.profile:
         prof = cProfile.Profile()
         got = run_once(templates, args.hosts, args.ticks, args.warm, "full", prof)
@@ -228,14 +260,17 @@ def main() -> int:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
         return 0
     runs: dict[str, list[float]] = {v: [] for v in args.variants}
+    gcs: dict[str, list[float]] = {v: [] for v in args.variants}
     for _ in range(args.repeat):
         for v in args.variants:
-            runs[v].append(run_once(templates, args.hosts, args.ticks, args.warm, v)["us_per_item"])
+            got = run_once(templates, args.hosts, args.ticks, args.warm, v)
+            runs[v].append(got["us_per_item"])
+            gcs[v].append(got["gc_us_per_item"])
     med = {v: statistics.median(r) for v, r in runs.items()}
     base = med.get("full") or next(iter(med.values()))
     out = {"bench": "writer", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "hosts": args.hosts, "ticks": args.ticks, "warm": args.warm,
-           "load": os.getloadavg()[0], "runs": runs, "median_us": med,
+           "load": os.getloadavg()[0], "runs": runs, "gc_us_per_item": gcs, "median_us": med,
            "ratio_to_full": {v: round(m / base, 3) for v, m in med.items()}}
     print(json.dumps(out))
     print("writer: " + ", ".join(f"{v} {m:.1f} us/item ({out['ratio_to_full'][v]}x)"
