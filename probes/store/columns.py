@@ -69,11 +69,11 @@ _HOST_NUM = itemgetter(*HOST_NUMBERS)
 _DISK_NUM = itemgetter(*DISK_NUMBERS)
 _NUMBER_TYPES = frozenset({float, int, type(None)})
 _EXACT_INT = 2 ** 53
+"""Integers up to this survive a trip through a float64 (the matrix's type)."""
 _ROWS_FIT = (GpuRow.__struct_fields__ == (*GPU_NUMBERS, "clock_reasons", "processes")
              and HostRow.__struct_fields__ == HOST_NUMBERS
              and DiskRow.__struct_fields__ == ("name", *DISK_NUMBERS))
 """The wire's rows hold a frame's numbers in its order (else ``V2_ROW`` is not used)."""
-"""Integers up to this survive a trip through a float64 (the matrix's type)."""
 _MAX_DECIMALS = 6
 _POWERS = [10.0 ** d for d in range(_MAX_DECIMALS + 1)]
 _WIDE = (np.uint64(1 << 8), np.uint64(1 << 16), np.uint64(1 << 32))
@@ -116,7 +116,8 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     amounts stay, so most ticks skip the processes' seventeen fields.  It also remembers
     the last signature with the wire's static epoch (``STATIC_EPOCH``): a sample of the
     same epoch with the same disks has the same signature (the same object), which is then
-    neither built nor compared field by field.
+    neither built nor compared field by field.  Such a sample's numbers are read from the
+    wire's decoded row when it carries one (``V2_ROW``, :func:`_from_row`).
     """
     ts, seq = s.ts, s.seq
     if type(ts) is not float or type(seq) is not int:
