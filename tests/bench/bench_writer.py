@@ -14,7 +14,9 @@ Variants take parts of the writer out, to say where its time goes (all in the sa
 ratios against ``full``): ``no-row`` (frames read from the samples' fields, not from the
 wire's decoded rows: the writer before issue 25g), ``no-pack`` (closed blocks are dropped,
 not encoded), ``no-staging`` (no staged rows inserted or deleted), ``no-sqlite`` (nothing
-executed but BEGIN/COMMIT).  ``--profile`` prints cProfile's top functions over the
+executed but BEGIN/COMMIT), ``no-free`` (the bench holds each tick's items until after the
+flush, so freeing them is not the writer's: in the console whichever thread drops a sample
+last frees it).  ``--profile`` prints cProfile's top functions over the
 measured flushes.
 ``--trees A B ...`` runs the ``full`` variant of each source tree in turn (subprocesses,
 interleaved), for a base against a branch in the same minutes.
@@ -105,7 +107,7 @@ def _no_row(rec: recording.Recorder) -> None:
 
 VARIANTS: dict[str, Callable[[recording.Recorder], None] | None] = {
     "full": None, "no-row": _no_row, "no-pack": _no_pack, "no-staging": _no_staging,
-    "no-sqlite": _no_sqlite}
+    "no-sqlite": _no_sqlite, "no-free": None}
 
 
 def load_templates(n: int, count: int) -> list[Any]:
@@ -155,6 +157,7 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
                     rec.record(names[h], float(getattr(msg, "ts", 0.0) or T0), msg)
         rec._flush()
         cpu0 = items0 = gc0 = 0.0
+        held: list[Any] = []
         gc_in_flush = 0.0
         for t in range(ticks):
             if t == warm:
@@ -168,6 +171,8 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
                     raw = restamp(line, t + 1, ts) if k == 0 else line + b"\n"
                     for msg in reader.feed(raw):
                         rec.record(names[h], float(getattr(msg, "ts", 0.0) or ts), msg)
+                        if variant == "no-free":
+                            held.append(msg)
             clock[0] += 1.0
             gc0 = _GC["s"]
             if profile is not None and t >= warm:
@@ -177,6 +182,7 @@ def run_once(templates: list[Any], hosts: int, ticks: int, warm: int, variant: s
             else:
                 rec._flush()
             gc_in_flush += _GC["s"] - gc0
+            held.clear()  # after the timed flush: the items are freed outside it
         cpu = rec.writer_cpu_s - cpu0
         items = rec.status.items_written - items0
         rec.close()
