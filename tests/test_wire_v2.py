@@ -203,3 +203,50 @@ def test_a_v1_agent_still_streams_to_this_console(streams: dict[str, tuple[bytes
     out = reader.feed(streams["healthy"][0])
     assert reader.compact is None and reader.stats.garbled == 0
     assert sum(isinstance(m, HostSample) for m in out) == 40
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_recorder_reads_a_tick_from_its_row_as_from_the_sample(
+        streams: dict[str, tuple[bytes, bytes]], scenario: str) -> None:
+    # The recorder's split takes a fast-path tick's numbers from its decoded row
+    # (compact.V2_ROW): the same frame as from the sample's own fields, tick after tick.
+    from probes.store import columns
+
+    reader = MessageReader()
+    samples = [m for m in reader.feed(streams[scenario][1]) if isinstance(m, HostSample)]
+    assert sum(compact.V2_ROW in vars(s) for s in samples) > 30
+    assert columns._ROWS_FIT  # the wire's rows and the frame's numbers agree on the order
+    seen: dict[int, Any] = {}
+    plain_seen: dict[int, Any] = {}
+    for s in samples:
+        plain = object.__new__(HostSample)
+        object.__setattr__(plain, "__dict__", {k: v for k, v in vars(s).items()
+                                               if k != compact.V2_ROW})
+        got, want = columns.split(s, seen), columns.split(plain, plain_seen)
+        assert got is not None and want is not None
+        assert got.signature == want.signature
+        assert got[1:] == want[1:]
+        assert [type(x) for x in got.numbers] == [type(x) for x in want.numbers]
+
+
+def test_a_tick_whose_disks_changed_is_split_from_its_fields(
+        streams: dict[str, tuple[bytes, bytes]]) -> None:
+    # The row path reuses the remembered signature only while the disks stay the same.
+    import orjson
+
+    from probes.store import columns
+
+    lines = streams["healthy"][1].splitlines()
+    ticks = [i for i, ln in enumerate(lines) if ln.startswith(b"[")]
+    tick = orjson.loads(lines[ticks[3]])
+    tick[4].append(["nvme9n1", *tick[4][0][1:]])
+    lines[ticks[3]] = orjson.dumps(tick)
+    samples = [m for m in MessageReader().feed(b"\n".join(lines) + b"\n")
+               if isinstance(m, HostSample)]
+    seen: dict[int, Any] = {}
+    frames = [columns.split(s, seen) for s in samples[:6]]
+    assert compact.V2_ROW in vars(samples[3]) and len(samples[3].disks) == len(samples[2].disks) + 1
+    assert all(f is not None for f in frames)
+    assert frames[3].signature != frames[2].signature  # type: ignore[union-attr]
+    assert frames[3].numbers == columns.split(samples[3]).numbers  # type: ignore[union-attr]
+    assert frames[4].signature == frames[2].signature  # type: ignore[union-attr]

@@ -30,10 +30,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
+from msgspec.structs import astuple
 
 from probes.errors import RigwatchError
 from probes.store import codec
-from probes.wire.compact import DISK_COLUMNS, HOST_MOVING, STATIC_EPOCH
+from probes.wire.compact import (
+    DISK_COLUMNS,
+    HOST_MOVING,
+    STATIC_EPOCH,
+    V2_ROW,
+    DiskRow,
+    GpuRow,
+    HostRow,
+)
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
@@ -61,6 +70,10 @@ _DISK_NUM = itemgetter(*DISK_NUMBERS)
 _NUMBER_TYPES = frozenset({float, int, type(None)})
 _EXACT_INT = 2 ** 53
 """Integers up to this survive a trip through a float64 (the matrix's type)."""
+_ROWS_FIT = (GpuRow.__struct_fields__ == (*GPU_NUMBERS, "clock_reasons", "processes")
+             and HostRow.__struct_fields__ == HOST_NUMBERS
+             and DiskRow.__struct_fields__ == ("name", *DISK_NUMBERS))
+"""The wire's rows hold a frame's numbers in its order (else ``V2_ROW`` is not used)."""
 _MAX_DECIMALS = 6
 _POWERS = [10.0 ** d for d in range(_MAX_DECIMALS + 1)]
 _WIDE = (np.uint64(1 << 8), np.uint64(1 << 16), np.uint64(1 << 32))
@@ -103,7 +116,8 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     amounts stay, so most ticks skip the processes' seventeen fields.  It also remembers
     the last signature with the wire's static epoch (``STATIC_EPOCH``): a sample of the
     same epoch with the same disks has the same signature (the same object), which is then
-    neither built nor compared field by field.
+    neither built nor compared field by field.  Such a sample's numbers are read from the
+    wire's decoded row when it carries one (``V2_ROW``, :func:`_from_row`).
     """
     ts, seq = s.ts, s.seq
     if type(ts) is not float or type(seq) is not int:
@@ -117,6 +131,14 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
             return None
     if seen is None:
         seen = {}
+    sd = s.__dict__
+    row = sd.get(V2_ROW)
+    if row is not None and pcie is None and _ROWS_FIT:
+        memo = seen.get(-1)
+        if memo is not None and memo[0] is sd.get(STATIC_EPOCH):
+            frame = _from_row(row, ts, seq, memo)
+            if frame is not None:
+                return frame
     try:
         gd = [g.__dict__ for g in s.gpus]
         nums: list[Any] = []
@@ -165,6 +187,35 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     if epoch is not None:
         seen[-1] = (epoch, names, signature)
     return Frame(signature, ts, seq, reasons, nums, pcie)
+
+
+def _from_row(row: Any, ts: float, seq: int, memo: tuple[Any, ...]) -> Frame | None:
+    """:func:`split`'s frame from the wire's decoded row (``V2_ROW``) of a sample whose
+    static facts are the remembered signature's (``memo``: epoch, disk names, signature);
+    None when its disks differ.  The rows' values are the sample's own objects, typed by
+    msgspec: each GPU's processes' amounts, its numbers; the host's; each disk's."""
+    nums: list[Any] = []
+    more = nums.extend
+    reasons = []
+    for g in row.gpus:
+        t = astuple(g)
+        more(t[-1])
+        more(t[:-2])
+        reasons.append(t[-2])
+    host = astuple(row.host)
+    for k in HOST_INTS:
+        v = host[k]
+        if v is not None and not -_EXACT_INT < v < _EXACT_INT:
+            return None
+    more(host)
+    names = []
+    for d in row.disks:
+        t = astuple(d)
+        names.append(t[0])
+        more(t[1:])
+    if tuple(names) != memo[1]:
+        return None
+    return Frame(memo[2], ts, seq, tuple(reasons), nums, None)
 
 
 def _int_columns(template: HostSample) -> list[int]:

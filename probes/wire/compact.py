@@ -55,6 +55,12 @@ each ``static`` message of each stream.  Two samples with the same object (``is`
 every static field (GPUs, their processes' static half, the host's), so the recorder need
 not compare them (``probes.store.columns.split``).  Not a dataclass field: ``==``,
 ``repr`` and the codecs never see it; a sample built any other way has none."""
+V2_ROW = "_v2_row"
+"""A hidden ``__dict__`` key (like ``STATIC_EPOCH``): the tick's decoded :class:`SampleRow`,
+on samples whose every GPU and process list came from it unchanged.  The recorder reads the
+moving numbers from it (a few compact Structs) instead of from the sample's dicts, which are
+cold in memory by the time the writer gets to them: at a thousand hosts that is most of what
+reading a sample costs.  Nothing is computed for it here; the Structs are the decoder's own."""
 
 
 class GpuRow(Struct, array_like=True, gc=False):
@@ -139,6 +145,8 @@ class CompactStream:
         self._last_procs: list[tuple[list[float | None] | None, tuple[GpuProcess, ...]] | None]
         self._last_procs = []
         self._epoch = object()
+        self._whole = False
+        """Every GPU and its processes are kept as the tick sends them (``V2_ROW``)."""
 
     # --- static -------------------------------------------------------------------------
 
@@ -163,6 +171,8 @@ class CompactStream:
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
         self._last_procs = [None] * len(self._procs)
         self._epoch = object()
+        self._whole = all(b is not None for b in self._gpu_base) and \
+            all(p is not None for p in self._procs)
 
     # --- ticks --------------------------------------------------------------------------
 
@@ -207,7 +217,10 @@ class CompactStream:
         if len({d.name for d in s.disks}) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
         out = structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
-        out.__dict__[STATIC_EPOCH] = self._epoch
+        extra = out.__dict__
+        extra[STATIC_EPOCH] = self._epoch
+        if self._whole:
+            extra[V2_ROW] = s
         return out
 
     def _processes(self, i: int, mib: list[float | None] | None

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -39,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -158,12 +160,26 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
 
 _RECORDERS: list[Any] = []
 """The console's recorders (``--record``), to read their writer's CPU from."""
+_WRITER_GC = {"s": 0.0, "n": 0, "t0": 0.0}
+"""Garbage collections run on the recorder's writer thread: their CPU counts as the
+writer's (whichever thread crosses the threshold collects for the whole process)."""
+
+
+def _writer_gc(phase: str, _info: dict[str, Any]) -> None:
+    if threading.current_thread().name != "rigwatch-recorder":
+        return
+    if phase == "start":
+        _WRITER_GC["t0"] = time.thread_time()
+    else:
+        _WRITER_GC["s"] += time.thread_time() - _WRITER_GC["t0"]
+        _WRITER_GC["n"] += 1
 
 
 def recorder_event() -> dict[str, Any]:
     """The recorders' writer CPU, items and file bytes so far, and the time."""
     return {"event": "recorder", "t": time.monotonic(),
             "writer_cpu_s": sum(r.writer_cpu_s for r in _RECORDERS),
+            "writer_gc_s": _WRITER_GC["s"], "writer_gcs": _WRITER_GC["n"],
             "items": sum(r.status.items_written for r in _RECORDERS),
             "bytes": sum(r.status.bytes for r in _RECORDERS),
             "states": [r.status.state for r in _RECORDERS]}
@@ -183,6 +199,7 @@ def track_recorders(layout: str) -> None:
         _RECORDERS.append(self)
 
     recording.Recorder.__init__ = tracked  # type: ignore[method-assign]
+    gc.callbacks.append(_writer_gc)
 
 
 def console_child(args: argparse.Namespace) -> int:
@@ -400,6 +417,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                 "layout": args.record, "states": r1["states"], "items_per_s":
                 round(items / wall, 1), "writer_core_pct": round(100 * cpu / wall, 2),
                 "writer_us_per_item": round(1e6 * cpu / max(items, 1), 1),
+                "writer_gc_us_per_item": round(
+                    1e6 * (r1["writer_gc_s"] - r0["writer_gc_s"]) / max(items, 1), 1),
+                "writer_gcs": r1["writer_gcs"] - r0["writer_gcs"],
                 "file_bytes_at_end": r1["bytes"]}
         console.say("keys")
         lat = console.read(120)["latency_ms"]
@@ -480,7 +500,8 @@ def main() -> int:
                   "" if "recorder" not in out else
                   f"; recorder ({out['recorder']['layout']}) writer "
                   f"{out['recorder']['writer_core_pct']} % of a core, "
-                  f"{out['recorder']['writer_us_per_item']} us per item"))
+                  f"{out['recorder']['writer_us_per_item']} us per item (garbage collections "
+                  f"on the writer {out['recorder']['writer_gc_us_per_item']} us)"))
     return 0
 
 
