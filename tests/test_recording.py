@@ -11,6 +11,7 @@ import random
 import signal
 import sqlite3
 import stat
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -139,12 +140,17 @@ def test_record_never_blocks_on_disk(rec_dir: Path) -> None:
     """record() is an append: a burst of 5000 samples costs the caller microseconds each."""
     path = rec_dir / "fast.sqlite3"
     item = sample_8gpu()
+    took = []
+    clock = time.perf_counter
     with Recorder(path, "fleet", ["h"]) as rec:
-        t0 = time.perf_counter()
         for i in range(5000):
+            t0 = clock()
             rec.record("h", float(i), item)
-        per_item = (time.perf_counter() - t0) / 5000
-    assert per_item < 50e-6
+            took.append(clock() - t0)
+    # The median, not the mean: a call that waits for the GIL while the writer packs (a
+    # switch interval, 5 ms) is the thread scheduler, not the disk; a commit per call would
+    # put every call at a fraction of a millisecond.
+    assert statistics.median(took) < 20e-6, statistics.median(took)
     assert _count(path) == 5000
 
 
