@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -65,11 +66,37 @@ class SlurmCluster:
         return " | ".join(lines)
 
     def stop(self) -> None:
+        """Cancel the jobs, then stop the daemons: slurmd outlives a SIGTERM while a job's
+        steps run, and a test's sleeping job outlived the test run."""
+        with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
+            jobs = self.run("squeue", "-h", "-o", "%i", timeout=10.0).split()
+            if jobs:
+                self.run("scancel", *jobs, timeout=10.0)
+            deadline = time.monotonic() + 10.0  # until slurmd has ended their steps
+            while jobs and time.monotonic() < deadline:
+                time.sleep(0.2)
+                jobs = self.run("squeue", "-h", "-o", "%i", timeout=10.0).split()
+        pids = []
         for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
-            p = self.root / pidfile
             with contextlib.suppress(OSError, ValueError):
-                os.kill(int(p.read_text().strip()), 15)
-        time.sleep(0.5)
+                pid = int((self.root / pidfile).read_text().strip())
+                os.kill(pid, signal.SIGTERM)
+                pids.append(pid)
+        deadline = time.monotonic() + 5.0
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if _alive(p)]
+            time.sleep(0.1)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def start_cluster(root: Path) -> SlurmCluster:
