@@ -25,7 +25,7 @@ _TAG = "tag:yaml.org,2002:"
 NULL, STR, INT, FLOAT, BOOL = (_TAG + t for t in ("null", "str", "int", "float", "bool"))
 _C = SafeConstructor()
 """Used only for its scalar methods, which keep no state between calls."""
-_HOP = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
+_HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
                   r"(?::(?P<port>\d+))?")
 
 

@@ -20,7 +20,10 @@ SCONTROL_TIMEOUT_S = 10.0
 JOB_LOG_LOOKBACK = 4 * 1024 * 1024
 """Bytes of a job's log read from before its end when the console starts: the lines of a
 job that already failed (a 2 000-rank job's NCCL init alone is a few MiB)."""
-_PAIR = re.compile(r"(?:^|\s)(?P<key>[A-Za-z][\w/:]*)=(?P<value>.*?)(?=\s+[A-Za-z][\w/:]*=|$)")
+_PAIR = re.compile(r"(?:^|\s)(?P<key>[A-Za-z][\w/:]*)=(?P<value>.*?)"
+                   r"(?=(?<!\s)\s+[A-Za-z][\w/:]*=|$)")
+"""``Key=value`` pairs.  The value ends where a space run before the next key starts (the
+lookbehind): tried at every space of a long run, the rest of the run was read each time."""
 _NONE = ("(null)", "")
 
 
