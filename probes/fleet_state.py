@@ -30,6 +30,7 @@ from probes.analysis.findings import (
 from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
+from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
@@ -45,9 +46,10 @@ from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
-from probes.rules.logrules.live import LiveLogScanner
+from probes.rules.logrules.live import LineClock, LiveLogScanner
+from probes.rules.logrules.stamps import HostTime
 from probes.triage import Step
-from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.events import ClockOffset, Connected, Disconnected, SessionItem
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
@@ -127,6 +129,9 @@ class HostState:
     data_seen: float | None = None
     """Console wall time of the newest message from the agent itself (not the session's
     own connect and disconnect items): what "last seen" means."""
+    clock: ClockOffset | None = None
+    """The session's newest estimate of the host's clock against the console's (the times
+    folded here are already corrected by its ``applied_s``)."""
     changes: int = 0
     """Items folded so far: what a cached row or finding list was computed at."""
     _found: tuple[int, HostStatus, list[Finding]] | None = field(
@@ -143,12 +148,14 @@ class HostState:
         self.changes += 1
         was_stale = self.status is HostStatus.STALE
         self.last_seen = now
-        if not isinstance(item, (Connected, Disconnected)):
+        if not isinstance(item, (Connected, Disconnected, ClockOffset)):
             self.data_seen = now
         if isinstance(item, HostSample):
             self._apply_sample(item)
         elif isinstance(item, Hello):
             self.hello = item
+            self.logs.clock = LineClock(HostTime(item.utc_offset_s or 0.0, item.boot_time),
+                                        self.logs.clock.offset_s)
             self.status = HostStatus.STREAMING
             self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
@@ -167,6 +174,9 @@ class HostState:
                 self.log_source = item
         elif isinstance(item, ProbeError):
             self.errors.append(item)
+        elif isinstance(item, ClockOffset):
+            self.clock = item
+            self.logs.clock = LineClock(self.logs.clock.zone, item.applied_s)
         elif isinstance(item, Connected):
             self.status = HostStatus.CONNECTING
             self.down_reason = None
@@ -297,6 +307,8 @@ class HostState:
         merged = {f.key: f for f in self.reachability()}
         merged.update({f.key: f for f in self.layout})
         merged.update({f.key: f for f in self._log_source_findings()})
+        merged.update({f.key: f for f in clock_findings(self.name, self.clock,
+                                                         self.limits.detectors)})
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)

@@ -70,7 +70,8 @@ class Agent(object):
         extra = self.source.topology()
         hello = {"type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION,
                  "ts": time.time(), "host": facts, "gpus": gpus,
-                 "probes": self.source.probes(), "simulated": self.source.scenarios()}
+                 "probes": self.source.probes(), "simulated": self.source.scenarios(),
+                 "clock": self.source.clock(self.args.speed)}
         hello.update(extra)
         if self.compact is not None:
             hello["v"] = COMPACT_VERSION

@@ -38,6 +38,8 @@ class RankPlace:
     bus_id: str | None = None
     serial: str | None = None
     witness: PlaceWitness = "process"
+    world_size: int | None = None
+    """The job's rank count as the process's environment said it (``WORLD_SIZE``)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def process_places(host: str, sample: HostSample | None,
             if gpu.bus_id:
                 bus = normalize_bus_id(gpu.bus_id)
             out.append(RankPlace(p.slurm_job, p.rank, host, gpu.index if gpu.index >= 0 else None,
-                                 bus, serial))
+                                 bus, serial, world_size=p.world_size))
     return out
 
 
@@ -91,17 +93,33 @@ def gpu_ids(hello: Hello | None) -> dict[int, tuple[str | None, str | None]]:
 class RankIndex:
     """Every placed rank of every job the fleet shows, and the jobs each host runs."""
 
-    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None) -> None:
+    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None,
+                 watched_hosts: Iterable[str] = ()) -> None:
         self.watched_job = watched_job
+        self.watched_hosts = frozenset(watched_hosts)
+        """The hosts Slurm gave the watched job: they run it even when no GPU process says so
+        (a simulated or Prometheus-read host, a process the agent may not read)."""
         self._by_job: dict[tuple[str | None, int], RankPlace] = {}
         self.jobs_of_host: dict[str, set[str]] = {}
+        self.job_of_gpu: dict[tuple[str, int], str] = {}
+        """(host, GPU index) → the job whose process the agent listed on that GPU."""
+        self.nranks: dict[str | None, int] = {}
+        """How many ranks a job has, as NCCL's init lines (``nranks``) told it."""
+        self.comm_of_host: dict[str, str] = {}
+        """The widest NCCL communicator a host's logs initialised (its id): the failure
+        domain of a job no scheduler names."""
         logged: list[tuple[HostRanks, LoggedRank]] = []
         hellos: dict[str, Hello | None] = {}
         for h in hosts:
             for place in process_places(h.host, h.sample, h.hello):
                 self._by_job.setdefault((place.job, place.rank), place)
+                if place.world_size:
+                    self.nranks[place.job] = max(self.nranks.get(place.job, 0),
+                                                 place.world_size)
                 if place.job is not None:
                     self.jobs_of_host.setdefault(h.host, set()).add(place.job)
+                    if place.gpu is not None:
+                        self.job_of_gpu.setdefault((h.host, place.gpu), place.job)
             hellos[h.host] = h.hello
             logged.extend((h, r) for r in h.logged.values())
         gpu_of_bus: dict[tuple[str, str], tuple[int, str | None]] = {}
@@ -109,8 +127,14 @@ class RankIndex:
             for index, (bus, serial) in gpu_ids(hellos.get(host)).items():
                 if bus:
                     gpu_of_bus[(host, bus)] = (index, serial)
+        widest: dict[str, int] = {}
         for h, r in logged:
             job = self.job_of_log(h.host)
+            if r.nranks:
+                self.nranks[job] = max(self.nranks.get(job, 0), r.nranks)
+            if r.comm and (r.nranks or 0) >= widest.get(h.host, 0):
+                widest[h.host] = r.nranks or 0
+                self.comm_of_host[h.host] = r.comm
             if (job, r.rank) in self._by_job:
                 continue  # the agents saw the process: they win over the log
             gpu, serial = gpu_of_bus.get((r.host, r.bus_id or ""), (None, None))
@@ -121,9 +145,28 @@ class RankIndex:
         """The job whose log ``host``'s agent reads: the watched one when the host is in it
         or runs nothing known, else the one job its GPU processes run; None when unsure."""
         jobs = self.jobs_of_host.get(host, set())
-        if self.watched_job is not None and (not jobs or self.watched_job in jobs):
-            return self.watched_job
+        watched = self.watched_job
+        if watched is not None and (watched in jobs or (not jobs and (
+                not self.watched_hosts or host in self.watched_hosts))):
+            return watched
         return next(iter(jobs)) if len(jobs) == 1 else None
+
+    def comms_on(self, host: str) -> frozenset[str]:
+        """The communicator a host's logs initialised, as a set (empty when none)."""
+        comm = self.comm_of_host.get(host)
+        return frozenset({comm}) if comm else frozenset()
+
+    def jobs_on(self, host: str, gpu: int | None = None) -> frozenset[str]:
+        """The jobs that run on ``host`` (on its GPU ``gpu`` when the agents said which): the
+        failure domains a fault of that host or GPU belongs to."""
+        if gpu is not None:
+            job = self.job_of_gpu.get((host, gpu))
+            if job is not None:
+                return frozenset({job})
+        jobs = set(self.jobs_of_host.get(host, ()))
+        if self.watched_job is not None and host in self.watched_hosts:
+            jobs.add(self.watched_job)
+        return frozenset(jobs)
 
     def locate(self, job: str | None, rank: int) -> RankPlace | None:
         """Where ``rank`` of ``job`` runs, None when no witness placed it."""
@@ -146,6 +189,8 @@ def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
         extra = dict(f.extra)
         if job is not None:
             extra["job"] = job
+        elif f.host in index.comm_of_host:
+            extra["comm"] = index.comm_of_host[f.host]
         rank = extra.get("rank")
         place = index.locate(job, rank) if isinstance(rank, int) else None
         if place is not None:

@@ -133,8 +133,9 @@ def demo_fleet(speed: float = DEMO_SPEED,
         # an older driver stack than the rest: preflight's odd one out
         ("gpu-b01", ("disk-saturated", "driver-skew"), "rack-b"),
         ("gpu-b02", ("xid79:6@600",), "rack-b"),
-        # its collective waits on gpu-b02's lost GPU until the 600 s watchdog fires
-        ("gpu-b03", ("nccl-timeout@1200",), "rack-b"),
+        # job 48207 (not gpu-b02's 48206): a collective hangs from 900 s, every GPU spinning
+        # at 100 % and idle power, until the 600 s watchdog fires; no rank failed first
+        ("gpu-b03", ("nccl-timeout@1500",), "rack-b"),
         ("gpu-b04", ("low-ram",), "rack-b"),  # runs fine, fails preflight on memory
     ]
     return [

@@ -14,6 +14,7 @@ from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.analysis.preflight import HostInput
 from probes.config.fleet import HostSpec
 from probes.rules.logrules.live import LiveLogScanner
+from probes.transport.host_clock import clocked
 from probes.transport.session import (
     ONCE_CONCURRENCY,
     ONCE_TIMEOUT_S,
@@ -22,7 +23,7 @@ from probes.transport.session import (
     run_session,
 )
 from probes.triage import Severity
-from probes.wire.events import Disconnected
+from probes.wire.events import ClockOffset, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 SNAPSHOT_VERSION = 1
@@ -69,8 +70,10 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
     result = OnceResult(spec)
     ended = asyncio.Event()
 
-    def keep(_host: str, item: object) -> None:
-        if isinstance(item, Disconnected):
+    def keep(_host: str, item: SessionItem) -> None:
+        if isinstance(item, ClockOffset):
+            result.clock = item
+        elif isinstance(item, Disconnected):
             if result.sample is None:
                 result.failure = item.reason
             ended.set()
@@ -85,7 +88,7 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
         elif isinstance(item, LogSourceState):
             result.log_source = item
 
-    session = asyncio.create_task(run_session(run, keep))
+    session = asyncio.create_task(run_session(run, clocked(keep)))
     try:
         await asyncio.wait_for(ended.wait(), timeout_s)
     except asyncio.TimeoutError:

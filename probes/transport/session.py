@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport import TRANSPORTS, Transport
-from probes.wire.events import Connected, Disconnected, Emit, SessionItem
+from probes.transport.host_clock import clocked
+from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -328,6 +329,9 @@ class OnceResult:
     log_source: LogSourceState | None = None
     failure: str | None = None
     garbled: int = 0
+    clock: ClockOffset | None = None
+    """The host's clock against this machine's, from its hello and sample (their times,
+    and the events', are already corrected by it)."""
 
 
 async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
@@ -335,8 +339,10 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
     result = OnceResult(spec)
     reader = MessageReader()
 
-    def keep(_host: str, item: object) -> None:
+    def file(_host: str, item: SessionItem) -> None:
         _file(result, item)
+
+    keep = clocked(file)
 
     try:
         transport = make_transport(spec, once=True)
@@ -379,3 +385,5 @@ def _file(result: OnceResult, item: object) -> None:
         result.errors.append(msg)
     elif isinstance(msg, LogSourceState):
         result.log_source = msg
+    elif isinstance(msg, ClockOffset):
+        result.clock = msg

@@ -34,7 +34,26 @@ class Disconnected:
         object.__setattr__(self, "reason", clean_text(self.reason))
 
 
-SessionItem = AgentMessage | Connected | Disconnected
+@dataclass(frozen=True)
+class ClockOffset:
+    """How far the host's clock runs ahead of the console's (negative: behind), as the
+    session estimates it from when the host's samples arrive.
+
+    Every time the session passes on after this item is already corrected by
+    ``applied_s``: recordings and replays keep the console's time order across hosts.
+    """
+
+    ts: float
+    """Console time of the estimate."""
+    offset_s: float
+    """Host clock minus console clock (the link's delay makes it read slightly low)."""
+    applied_s: float
+    """What is taken off the host's times from now on (0 while the offset is small)."""
+    samples: int = 0
+    """How many of the host's messages the estimate rests on."""
+
+
+SessionItem = AgentMessage | Connected | Disconnected | ClockOffset
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""

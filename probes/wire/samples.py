@@ -180,6 +180,12 @@ class Hello:
     topo_text: str | None = None
     """``nvidia-smi topo -m`` as the host printed it (parsed by ``probes.rules.parsers.topo``)."""
     datasets: tuple[DatasetDevice, ...] = ()
+    clock_speed: float = 1.0
+    """Host seconds per real second: a simulated host lives faster (the demo's 60)."""
+    utc_offset_s: float | None = None
+    """The host's local time minus UTC, for log stamps that name no zone; None: unknown."""
+    boot_time: float | None = None
+    """When the host booted (its clock), for the kernel's ``[sec.usec]`` stamps."""
 
 
 @dataclass(frozen=True)
