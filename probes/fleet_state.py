@@ -27,6 +27,7 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
@@ -34,6 +35,7 @@ from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
+from probes.analysis.onsets import Clocks
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
     Outage,
@@ -42,6 +44,7 @@ from probes.analysis.reachability import (
     gpu_count_finding,
     stale_finding,
 )
+from probes.analysis.repeats import merged_repeat
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
@@ -273,10 +276,7 @@ class HostState:
             return
         for f in log_findings(self.name, self.hello, self.logs.scan()):
             kept = self.sticky.get(f.key)
-            if kept is None:
-                self.sticky[f.key] = f
-            else:
-                self.sticky[f.key] = replace(kept, count=kept.count + f.count)
+            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
 
     def reachability(self) -> list[Finding]:
         """Down (critical) or stale (warning): the host itself cannot be watched now.
@@ -477,6 +477,8 @@ class FleetState:
         """Rows computed in full so far (tests and benches count them)."""
         self.watched_job: str | None = None
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
+        self.watched_hosts: frozenset[str] = frozenset()
+        """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
         self._ranks: tuple[int, float, str | None, RankIndex] | None = None
         """The newest rank index: (version, monotonic time, watched job, index)."""
 
@@ -578,7 +580,8 @@ class FleetState:
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), self.watched_job)
+                           for s in self.hosts.values()), self.watched_job,
+                          self.watched_hosts)
         self._ranks = (self._version, now, self.watched_job, index)
         return index
 
@@ -590,6 +593,12 @@ class FleetState:
         found = [f for s in states for f in s.findings()]
         return placed(found, self.rank_index()) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
+
+    def diagnosis(self, names: Iterable[str] | None = None,
+                  clocks: Clocks | None = None) -> Diagnosis:
+        """Every incident's first failure over the hosts (default: all), the lead first:
+        the one answer triage, the job view, reports and snapshots all read."""
+        return diagnose(self.all_findings(names), self.rank_index(), clocks=clocks)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""

@@ -25,6 +25,7 @@ from probes.config.fleet import (
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
 from probes.errors import ConfigError, ProblemsError
 from tui.cli_fleet import (
+    SnapshotFold,
     collector_count,
     fleet_of,
     job_fleet,
@@ -224,10 +225,10 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
     job = slurm_job_of(args)
     specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    results: list[OnceResult] = []
-    snap = asyncio.run(take_snapshot(specs, demo=demo, keep=results))
-    if job is not None:
-        with_job(snap, job, results)
+    fold = SnapshotFold(job)
+    snap = asyncio.run(take_snapshot(specs, demo=demo, fold=fold))
+    if job is not None and fold.fleet is not None:
+        with_job(snap, job, fold.fleet, fold.notes)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
@@ -269,11 +270,18 @@ def _run_explain(args: argparse.Namespace) -> int:
         except ExplainInputError as exc:
             print(f"rigwatch explain: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    import time
+
+    from probes.outputs.explain_first import explain_diagnosis, first_json, first_line
+
+    first = explain_diagnosis(explained, time.time()).first
     if args.json:
-        json.dump(to_document(explained), sys.stdout, ensure_ascii=False)
+        document = to_document(explained)
+        document["first_failure"] = first_json(first)  # an addition to the contract
+        json.dump(document, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(explained))
+        sys.stdout.write(render_text(explained, first_line(first)))
     return 0
 
 

@@ -98,8 +98,8 @@ _WARNING_DO: Mapping[str, str] = {
 
 
 _CULPRIT_DO: Mapping[str, str] = {
-    Code.CUDA_OOM: "{where} ran out of GPU memory first: read its traceback and memory use; "
-                   "the other ranks only waited",
+    Code.CUDA_OOM: "{where} ran out of GPU memory first: read its traceback; the others "
+                   "only waited",
     Code.ILLEGAL_MEMORY_ACCESS: "{where} failed first: read its traceback (CUDA_LAUNCH_BLOCKING"
                                 "=1 places the kernel), then its GPU's kernel log",
     Code.DEVICE_SIDE_ASSERT: "{where} failed first: read its assert and traceback",

@@ -312,6 +312,17 @@ def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Fi
         out.append(Finding(f.step, f.code, f.severity, f.summary, host,
                            gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
                            ts=hit.ts, action=f.action, source=hit.source, count=f.count,
-                           extra=dict(f.extra), context=hit.context, clock=hit.clock,
+                           extra=with_rank(f.extra), context=hit.context, clock=hit.clock,
                            line=hit.line))
+    return out
+
+
+def with_rank(extra: Mapping[str, object]) -> dict[str, object]:
+    """A rule's ``extra`` with ``rank`` set when it names exactly one rank (``ranks: [1]``):
+    that rank is the finding's, to be placed on its host and GPU."""
+    out = dict(extra)
+    ranks = out.get("ranks")
+    if "rank" not in out and isinstance(ranks, list | tuple) and len(ranks) == 1 \
+            and isinstance(ranks[0], int):
+        out["rank"] = ranks[0]
     return out

@@ -140,7 +140,7 @@ class FirstFailure:
             "rank": c.rank if c is not None else None,
             "gpu": c.gpu if c is not None and c.gpu is not None else f.gpu,
             "bus_id": c.bus_id if c is not None else None,
-            "onset": _iso(onset(f)) if f.ts is not None else None,
+            "onset": _iso(onset(f)) if f.ts else None,  # 0: an input with no stamps
             "clock": self.clock.value,
             "domain": self.domain.label if self.domain is not None else None,
             "job": self.domain.job if self.domain is not None else None,
