@@ -370,10 +370,10 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
-        watched = self.fleet.watched_job
+        watched, hosts = self.fleet.watched_job, self.fleet.watched_hosts
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits)
-        self.fleet.watched_job = watched
+        self.fleet.watched_job, self.fleet.watched_hosts = watched, hosts
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:

@@ -160,6 +160,8 @@ def _run_console(args: argparse.Namespace) -> int:
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight)
     app.fleet.watched_job = job.job_id if job is not None else None
+    app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
+        else frozenset()
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()

@@ -21,7 +21,9 @@ SIM_MEM_TOTAL = 81559.0
 SIM_SM_MAX = 1980.0
 SIM_POWER_LIMIT = 700.0
 SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
-                 "link-downgrade", "low-ram", "driver-skew", "train")
+                 "link-downgrade", "low-ram", "driver-skew", "train", "no-environ")
+"""``no-environ``: the GPU processes are listed without their job (an agent that may not read
+another user's /proc/PID/environ): where they run must come from the job's log."""
 SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
 SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
 SIM_NCCL_TIMEOUT_S = 600.0
@@ -389,14 +391,21 @@ class Simulator(HostSource):
                 "retired_pages_pending": None, "remap_correctable": 0,
                 "remap_uncorrectable": 0, "remap_pending": False, "remap_failure": False,
                 "nvlink_up": 18, "nvlink_links": 18, "persistence": True, "pcie_replay": 0,
-                "processes": [{"pid": 41000 + i, "name": "python", "user": "train",
-                               "used_mib": round(mem - 520.0, 1), "slurm_job": self.job,
-                               "slurm_step": "0", "slurm_task": i, "rank": i,
-                               "local_rank": i, "world_size": 8,
-                               "master_addr": self.hostname,
-                               "cuda_visible_devices": "0,1,2,3,4,5,6,7", "environ": True}],
+                "processes": [self._process(i, mem)],
             })
         return gpus, self._host(t), self._disks(t)
+
+    def _process(self, i, mem):
+        """GPU ``i``'s process: rank ``i`` of the host's job, or, with ``no-environ``, a
+        process whose environment the agent could not read."""
+        if "no-environ" in self.names:
+            return {"pid": 41000 + i, "name": "python", "user": "train",
+                    "used_mib": round(mem - 520.0, 1), "environ": False}
+        return {"pid": 41000 + i, "name": "python", "user": "train",
+                "used_mib": round(mem - 520.0, 1), "slurm_job": self.job,
+                "slurm_step": "0", "slurm_task": i, "rank": i, "local_rank": i,
+                "world_size": 8, "master_addr": self.hostname,
+                "cuda_visible_devices": "0,1,2,3,4,5,6,7", "environ": True}
 
     def _host(self, t):
         r = self.rng

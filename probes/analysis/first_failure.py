@@ -79,14 +79,18 @@ class Culprit:
     @property
     def where(self) -> str:
         """``rank 1 on n2 GPU1 (0000:19:00.0)``; as much as is known."""
+        return self.place + (f" ({self.bus_id})" if self.bus_id else "")
+
+    @property
+    def place(self) -> str:
+        """``rank 1 on n2 GPU1``: the rank and where it runs, without the bus id."""
         parts = []
         if self.rank is not None:
             parts.append(f"rank {self.rank}")
         if self.host:
             on = f"on {self.host}" + (f" GPU{self.gpu}" if self.gpu is not None else "")
             parts.append(on if parts else on[3:])
-        text = " ".join(parts) or "an unknown rank"
-        return text + (f" ({self.bus_id})" if self.bus_id else "")
+        return " ".join(parts) or "an unknown rank"
 
     def to_json(self) -> dict[str, object]:
         """The ``culprit`` object of reports and snapshots."""

@@ -61,7 +61,17 @@ def _name(code: str, n: int, short: bool = False) -> str:
 
 def _consequence_phrase(code: str, group: list[Finding]) -> str:
     start = min(f.ts or 0.0 for f in group)
-    return f"{_name(code, len(group))} on {_hosts_phrase(group)} from {_clock(start)}"
+    ranks = {r for f in group for r in _ranks_of(f)}
+    where = f"of {len(ranks)} ranks" if len(ranks) > 1 else f"on {_hosts_phrase(group)}"
+    return f"{_name(code, len(group))} {where} from {_clock(start)}"
+
+
+def _ranks_of(f: Finding) -> list[int]:
+    ranks = f.extra.get("ranks")
+    if isinstance(ranks, list | tuple):
+        return [r for r in ranks if isinstance(r, int) and not isinstance(r, bool)]
+    rank = f.extra.get("rank")
+    return [rank] if isinstance(rank, int) and not isinstance(rank, bool) else []
 
 
 def _by_code(later: Sequence[Finding]) -> list[tuple[str, list[Finding]]]:
@@ -117,7 +127,9 @@ def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool,
     groups = _by_code(later)
     if groups:
         code, group = groups[0]
-        head += f", then {_name(code, len(group), short=True)} on {_hosts_phrase(group)}"
+        ranks = {r for f in group for r in _ranks_of(f)}
+        where = f"of {len(ranks)} ranks" if len(ranks) > 1 else f"on {_hosts_phrase(group)}"
+        head += f", then {_name(code, len(group), short=True)} {where}"
         rest = sum(len(g) for _, g in groups[1:])
         if rest:
             head += f" and {rest} more"

@@ -193,13 +193,18 @@ def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
             extra["comm"] = index.comm_of_host[f.host]
         rank = extra.get("rank")
         place = index.locate(job, rank) if isinstance(rank, int) else None
+        gpu = f.gpu
         if place is not None:
             extra["rank_host"] = place.host
             for key, value in (("rank_gpu", place.gpu), ("rank_bus_id", place.bus_id),
                                ("rank_serial", place.serial)):
                 if value is not None:
                     extra[key] = value
-        out.append(replace(f, extra=extra) if extra != f.extra else f)
+            if place.host != f.host:
+                gpu = None  # the log's "GPU 1" is the rank's, on its host, not the reader's
+        if extra != f.extra or gpu != f.gpu:
+            f = replace(f, extra=extra, gpu=gpu)
+        out.append(f)
     return out
 
 

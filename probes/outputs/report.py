@@ -28,6 +28,7 @@ from probes.analysis.incident import (
     incidents,
     onset,
 )
+from probes.analysis.incident_text import where_host
 from probes.analysis.job_ranks import RankIndex
 from probes.errors import RigwatchError
 from probes.triage import Code, Severity
@@ -142,7 +143,7 @@ class JobSection:
             if c is not None and self.job is not None:
                 ids = ", ".join(f"{k} {v}" for k, v in (("serial", c.serial),
                                                         ("bus", c.bus_id)) if v)
-                where = c.where if c.known else "unknown"
+                where = c.place if c.known else "unknown"
                 out.append(f"- failing rank: {_md(where)}" + (f" ({_md(ids)})" if ids else "")
                            + f": {_code(str(i.finding.code))} {_md(i.finding.summary)}")
                 out.append(f"- how it was told: {_md(c.why)}")
@@ -347,7 +348,7 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     """
     timeline = tuple(sorted(incidents(findings),
                             key=lambda f: (onset(f), STEP_ORDER.index(f.step))))
-    involved = {f.host for f in timeline} or set(facts)
+    involved = {where_host(f) for f in timeline} | {f.host for f in timeline} or set(facts)
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),
