@@ -48,19 +48,26 @@ CULPRIT_NODE, CULPRIT_GPU, CULPRIT_BUS = "n3", 1, "0000:2a:00.0"
 TASK = r"""#!/bin/bash
 r=$SLURM_PROCID; l=$SLURM_LOCALID; node=$SLURMD_NODENAME
 bus=(18000 2a000)
-echo "$node:$$:$$ [$l] NCCL INFO comm 0x55f01c18e490 rank $r nranks 8 cudaDev $l nvmlDev $l busId ${bus[$l]} commId 0x5ae77eb5ea4ec1ee - Init COMPLETE"
+init="NCCL INFO comm 0x55f01c18e490 rank $r nranks 8 cudaDev $l nvmlDev $l"
+echo "$node:$$:$$ [$l] $init busId ${bus[$l]} commId 0x5ae77eb5ea4ec1ee - Init COMPLETE"
 sleep "$FAIL_AFTER"
 if [ "$r" = "$CULPRIT" ]; then
   if [ "$MODE" = oom ]; then
     echo "[rank$r]: Traceback (most recent call last):"
     echo "[rank$r]:   File \"/workspace/train.py\", line 212, in <module>"
     echo "[rank$r]:     loss = model(batch).loss"
-    echo "[rank$r]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU $l has a total capacity of 79.10 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.02 GiB memory in use."
+    oom="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    oom="$oom GPU $l has a total capacity of 79.10 GiB of which 1.06 GiB is free."
+    oom="$oom Including non-PyTorch memory, this process has 78.02 GiB memory in use."
+    echo "[rank$r]: $oom"
   fi
   exit 1
 fi
 sleep "$WAIT_AFTER"
-echo "[rank$r]:[E$(date -u '+%m%d %H:%M:%S.%6N') $$ ProcessGroupNCCL.cpp:1182] [Rank $r] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=81, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=5000) ran for 5012 milliseconds before timing out."
+glog="[E$(date -u '+%m%d %H:%M:%S.%6N') $$ ProcessGroupNCCL.cpp:1182]"
+work="WorkNCCL(SeqNum=81, OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576,"
+work="$work Timeout(ms)=5000) ran for 5012 milliseconds before timing out."
+echo "[rank$r]:$glog [Rank $r] Watchdog caught collective operation timeout: $work"
 """
 
 
@@ -217,7 +224,7 @@ def test_an_xid_under_a_rank_is_the_first_failure_of_its_job(
     """n3's GPU1 falls off the bus 12 s after its agent starts; rank 5 on it dies without a
     word, the others time out 5 s after their collective began, from 30 s on."""
     inv = inventory(tmp_path, {"n3": "no-environ,xid79:1@12"})
-    job, log = submit(cluster, tmp_path, "xid", 14.0, 16.0)
+    job, _ = submit(cluster, tmp_path, "xid", 14.0, 16.0)
     cluster.wait_state(job, ("RUNNING",))
 
     async def run() -> dict[str, object]:
