@@ -19,6 +19,7 @@ from probes.transport.session import (
     ONCE_TIMEOUT_S,
     OnceResult,
     collect_once,
+    keep_log_source,
     run_session,
 )
 from probes.triage import Severity
@@ -83,7 +84,7 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
         elif isinstance(item, ProbeError):
             result.errors.append(item)
         elif isinstance(item, LogSourceState):
-            result.log_source = item
+            keep_log_source(result, item)
 
     session = asyncio.create_task(run_session(run, keep))
     try:
@@ -145,6 +146,7 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
         "sample": _plain(result.sample),
         "events": _plain(result.events),
         "probe_errors": _plain(result.errors),
+        "job_logs": _plain(result.job_logs),
         "findings": _plain(findings),
         "garbled_lines": result.garbled,
     }
