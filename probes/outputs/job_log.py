@@ -10,22 +10,47 @@ on a one-node job it is that node.  Never guessed otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import islice
+from typing import BinaryIO
 
 from probes.analysis.job_ranks import HostRanks, RankIndex
 from probes.config.slurm import SlurmJob
 from probes.explain.run import ExplainInputError, ordered
-from probes.explain.stream import explain_stream, open_input
+from probes.explain.stream import explain_stream
+from probes.outputs.job_file import JobFileRefused, open_job_file, skipped_bytes
 from probes.rules.logrules.lines import peel
 from probes.rules.logrules.rank_places import LoggedRank, RankPlaces
 
 MAX_PLACE_LINES = 2_000_000
 """Lines of a job's log read for rank placements (NCCL init is near the start)."""
+MAX_PLACE_LINE = 8192
+"""A longer line keeps its head: an NCCL init line is a few hundred bytes."""
+_BLOCK = 1024 * 1024
 
 
 def _log_paths(job: SlurmJob) -> list[str]:
     return [p for p in dict.fromkeys((job.stdout, job.stderr)) if p]
+
+
+def _lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``fh``, each cut to :data:`MAX_PLACE_LINE` bytes, in bounded memory."""
+    carry = b""
+    cut = False  # the carry is a cut line's head: drop up to its end
+    while block := fh.read(_BLOCK):
+        parts = block.split(b"\n")
+        parts[0] = carry + parts[0]
+        for i, part in enumerate(parts[:-1]):
+            if not (cut and i == 0):
+                yield part[:MAX_PLACE_LINE]
+            cut = False
+        carry = parts[-1]
+        if len(carry) > MAX_PLACE_LINE:
+            if not cut:
+                yield carry[:MAX_PLACE_LINE]
+            carry, cut = carry[:MAX_PLACE_LINE], True
+    if carry and not cut:
+        yield carry
 
 
 def logged_places(job: SlurmJob) -> dict[int, LoggedRank]:
@@ -33,9 +58,9 @@ def logged_places(job: SlurmJob) -> dict[int, LoggedRank]:
     places = RankPlaces()
     for path in _log_paths(job):
         try:
-            with open_input(path) as fh:
-                for raw in islice(fh, MAX_PLACE_LINES):
-                    places.add(peel(raw[:8192].decode("utf-8", "replace"))[0])
+            with open_job_file(path, job.user_id) as fh:
+                for raw in islice(_lines(fh), MAX_PLACE_LINES):
+                    places.add(peel(raw.decode("utf-8", "replace"))[0])
         except (ExplainInputError, OSError):
             continue  # job_log_findings says why
     return places.places()
@@ -54,9 +79,14 @@ def job_log_findings(job: SlurmJob, hosts: Sequence[HostRanks] = ()
     explained, notes = [], []
     for path in _log_paths(job):
         try:
-            with open_input(path) as fh:
+            with open_job_file(path, job.user_id) as fh:
                 explained.append(explain_stream(path, fh))
-        except ExplainInputError as exc:
+                if skipped := skipped_bytes(fh):
+                    notes.append(f"{path}: its first {skipped / 2**20:.0f} MiB were not read "
+                                 "(the snapshot reads a job log's end)")
+        except JobFileRefused as exc:
+            notes.append(str(exc))
+        except (ExplainInputError, OSError) as exc:
             notes.append(f"{exc} (the job's log is read on this machine: follow it on "
                          f"{job.batch_host or 'the batch host'} with the agent instead)")
     reader = job.batch_host or (job.nodes[0] if job.nodes else "")
