@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Any
 
 from probes.analysis.findings import Finding, log_findings, sample_findings
+from probes.analysis.job_log_state import refused_job_logs
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.analysis.preflight import HostInput
 from probes.config.fleet import HostSpec
@@ -121,6 +122,7 @@ def findings_now(result: OnceResult,
     for ev in result.events:
         scanner.add(ev.source, ev.line, ev.ts)
     findings.extend(log_findings(spec.name, result.hello, scanner.scan()))
+    findings.extend(refused_job_logs(spec.name, result.job_logs))
     return findings
 
 
