@@ -237,6 +237,7 @@ def test_s8_a_failing_slurm_client_costs_one_short_line(place: Place, tmp_path: 
     out = subprocess.run([sys.executable, "-c", child], env=env, cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     said, peak_kib = out.stdout.splitlines()
+    print(f"S8: message {len(said)} chars, peak RSS {int(peak_kib) // 1024} MiB")
     assert said.startswith("squeue -j 5: …xxx") and said.endswith("xxx"), said[:200]
     assert len(said) < 400 and int(peak_kib) < 100 * 1024, (len(said), peak_kib)
     got, _ = place.snapshot("5", env=env)
@@ -265,4 +266,5 @@ def test_s9_a_stdout_that_never_ends_or_blocks_is_one_line_at_once(place: Place,
     assert any(n.startswith(f"{out}: is {word}") for n in snap["job_notes"]), snap["job_notes"]
     (state,) = snap["hosts"][0]["job_logs"]
     assert state["state"] == "denied" and f"is {word}" in state["detail"]
+    print(f"S9 {kind}: snapshot took {took:.1f} s")
     assert took < 30, took
