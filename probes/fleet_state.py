@@ -32,6 +32,7 @@ from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
 from probes.analysis.host_clock import clock_findings
+from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
@@ -123,6 +124,8 @@ class HostState:
     """When each current finding was first seen, so triage can order incidents in time."""
     log_source: LogSourceState | None = None
     """How the agent reads this host's kernel log, from its latest ``logsource`` message."""
+    job_logs: dict[str, LogSourceState] = field(default_factory=dict)
+    """How it reads each file a job named (``job:<path>``), from the same messages."""
     seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
     """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
     dmesg's whole ring buffer, and the same Xid must not count twice."""
@@ -175,6 +178,8 @@ class HostState:
         elif isinstance(item, LogSourceState):
             if item.source == KERNEL_SOURCE:
                 self.log_source = item
+            else:
+                keep_job_log_state(self.job_logs, item)
         elif isinstance(item, ProbeError):
             self.errors.append(item)
         elif isinstance(item, ClockOffset):
@@ -309,6 +314,7 @@ class HostState:
         merged.update({f.key: f for f in self._log_source_findings()})
         merged.update({f.key: f for f in clock_findings(self.name, self.clock,
                                                          self.limits.detectors)})
+        merged.update({f.key: f for f in refused_job_logs(self.name, self.job_logs.values())})
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)

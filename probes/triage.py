@@ -95,6 +95,8 @@ class Code(str, Enum):
     RM_INIT_ADAPTER_FAILED = "rm-init-adapter-failed"
     KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
     # nccl: collective communication
+    JOB_LOG_REFUSED = "job-log-refused"
+    """A file a job named that the agent will not follow (a link, a FIFO, another user's)."""
     NCCL_TIMEOUT = "nccl-timeout"
     NCCL_NET_ERROR = "nccl-net-error"
     NCCL_ERROR = "nccl-error"

@@ -67,6 +67,8 @@ def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
     """The job's nodes as hosts (the inventory's entries where it names them)."""
     path = choose_inventory_path(getattr(args, "inventory", None))
     inventory = list(load_inventory(path).hosts) if path is not None else []
+    for note in job.notes:  # what of the job is left out, and why
+        print(f"rigwatch: Slurm job {job.job_id}: {note}", file=sys.stderr)
     specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
     if not specs:
         raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "

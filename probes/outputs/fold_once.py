@@ -46,6 +46,8 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
             fleet.apply(name, r.hello, at)
         if r.log_source is not None:
             fleet.apply(name, r.log_source, at)
+        for state in r.job_logs:
+            fleet.apply(name, state, at)
         for e in r.errors:
             fleet.apply(name, e, at)
         sent = {ev.source for ev in r.events}

@@ -3,18 +3,20 @@ batch host's agent would have sent: folded with the agents' reads (``fold_once``
 log is judged by the console's own rules, its ranks placed by the same witnesses, and the
 job's first failure decided by the same function as the console's triage.
 
-Only the last ``JOB_LOG_LOOKBACK`` bytes are read (as the agent's ``--tail-lookback``
-does), from a regular file that is not a symbolic link, without blocking; each line's
-read time is the file's modification time, so a finished job's log keeps its lines at or
-before the time it was last written (line stamps and line order place them exactly).
+The file is opened as data the job's user controls (``job_file.open_job_file``: never
+through a symbolic link, without blocking, only a regular file of the job's user), and only
+its last ``JOB_LOG_LOOKBACK`` bytes are read, as the agent's ``--tail-lookback`` reads them.
+Each line's read time is the file's modification time, so a finished job's log keeps its
+lines at or before the time it was last written (line stamps and line order place them).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 
 from probes.config.slurm import JOB_LOG_LOOKBACK, SlurmJob
+from probes.explain.run import ExplainInputError
+from probes.outputs.job_file import JobFileRefused, open_job_file
 from probes.wire.samples import JOB_SOURCE_PREFIX, LogEvent
 from probes.wire.sanitize import clean_text
 
@@ -26,49 +28,42 @@ def _log_paths(job: SlurmJob) -> list[str]:
     return [p for p in dict.fromkeys((job.stdout, job.stderr)) if p]
 
 
-def _read_tail(path: str, max_bytes: int) -> tuple[list[str], float]:
-    """The whole lines of the last ``max_bytes`` of ``path`` and its modification time.
+def _read_tail(path: str, owner_uid: int | None, max_bytes: int) -> tuple[list[str], float]:
+    """The whole lines of the last ``max_bytes`` of the job's file and when it was written.
 
     Raises:
-        OSError: it cannot be read, is not a regular file, or is a symbolic link.
+        JobFileRefused: not a regular file of the job's user.
+        ExplainInputError: missing or unreadable.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        start = max(0, st.st_size - max_bytes)
-        os.lseek(fd, start, os.SEEK_SET)
-        data = b""
-        while len(data) < st.st_size - start:
-            chunk = os.read(fd, min(1 << 20, st.st_size - start - len(data)))
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
+    with open_job_file(path, owner_uid, max_bytes) as fh:
+        mtime = os.fstat(fh.fileno()).st_mtime
+        skipped = getattr(getattr(fh, "raw", None), "skipped", 0)
+        data = fh.read(max_bytes + 1)
     parts = data.split(b"\n")
-    if start > 0 and parts:
+    if skipped and parts:
         parts = parts[1:]  # the first line began before the window
     if parts and parts[-1] == b"":
         parts.pop()
-    return [p[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for p in parts], st.st_mtime
+    return [p[:MAX_LINE].decode("utf-8", "replace").rstrip("\r") for p in parts], mtime
 
 
 def job_log_events(job: SlurmJob, max_bytes: int = JOB_LOG_LOOKBACK
                    ) -> tuple[list[LogEvent], list[str]]:
     """(lines, notes): the job's StdOut and StdErr as log events of its batch host (source
     ``job:<path>``, read at the file's modification time); a note for each log this machine
-    could not read."""
+    could not read or refused."""
     events: list[LogEvent] = []
     notes: list[str] = []
     for path in _log_paths(job):
         try:
-            lines, mtime = _read_tail(path, max_bytes)
-        except OSError as exc:
-            notes.append(clean_text(f"{path}: {exc.strerror or exc} (the job's log is read on "
-                                    f"this machine: its batch host's agent follows it "
-                                    f"instead)"))
+            lines, mtime = _read_tail(path, job.user_id, max_bytes)
+        except JobFileRefused as exc:
+            notes.append(clean_text(str(exc)))
+            continue
+        except (ExplainInputError, OSError) as exc:
+            notes.append(clean_text(f"{exc} (the job's log is read on this machine: follow "
+                                    f"it on {job.batch_host or 'the batch host'} with the "
+                                    "agent instead)"))
             continue
         events.extend(LogEvent(mtime, JOB_SOURCE_PREFIX + path, line) for line in lines)
     return events, notes

@@ -22,6 +22,7 @@ from probes.transport.session import (
     ONCE_TIMEOUT_S,
     OnceResult,
     collect_once,
+    keep_log_source,
     run_session,
 )
 from probes.triage import Severity
@@ -88,7 +89,7 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
         elif isinstance(item, ProbeError):
             result.errors.append(item)
         elif isinstance(item, LogSourceState):
-            result.log_source = item
+            keep_log_source(result, item)
 
     session = asyncio.create_task(run_session(run, clocked(keep)))
     try:
@@ -145,6 +146,7 @@ def host_entry(result: OnceResult, fleet: FleetState | None = None) -> dict[str,
         "sample": _plain(result.sample),
         "events": _plain(result.events),
         "probe_errors": _plain(result.errors),
+        "job_logs": _plain(result.job_logs),
         "findings": [finding_json(f) for f in findings],
         "clock_offset_s": clock.offset_s if clock is not None else None,
         "garbled_lines": result.garbled,

@@ -327,6 +327,9 @@ class OnceResult:
     events: list[LogEvent] = field(default_factory=list)
     errors: list[ProbeError] = field(default_factory=list)
     log_source: LogSourceState | None = None
+    """How the kernel log is read."""
+    job_logs: list[LogSourceState] = field(default_factory=list)
+    """How each file a job named is read (``job:<path>``): its newest state, one each."""
     failure: str | None = None
     garbled: int = 0
     clock: ClockOffset | None = None
@@ -384,6 +387,14 @@ def _file(result: OnceResult, item: object) -> None:
     elif isinstance(msg, ProbeError):
         result.errors.append(msg)
     elif isinstance(msg, LogSourceState):
-        result.log_source = msg
+        keep_log_source(result, msg)
     elif isinstance(msg, ClockOffset):
         result.clock = msg
+
+
+def keep_log_source(result: OnceResult, msg: LogSourceState) -> None:
+    """The kernel log's state, or a job file's (its newest only): one never hides the other."""
+    if msg.source == KERNEL_SOURCE:
+        result.log_source = msg
+    elif len(result.job_logs) < 64 or any(s.source == msg.source for s in result.job_logs):
+        result.job_logs[:] = [s for s in result.job_logs if s.source != msg.source] + [msg]
