@@ -258,16 +258,17 @@ def test_the_console_watching_a_job_names_the_failing_ranks_host(
         term.wait_for(lambda s: cluster.node in s and f"Slurm job {running_job.job}" in s,
                       timeout=20.0)
         term.keys("t")
-        where = f"rank 0 on {cluster.node} GPU0"
+        # rank 1's OOM came first; rank 0 timed out waiting on it (issue #34)
+        where = f"rank 1 on {cluster.node} GPU1"
         screen, _ = term.wait_for(lambda s: where in s, timeout=30.0)
-        assert "nccl-timeout" in screen or "NCCL" in screen, screen
+        assert "cuda-oom" in screen, screen
         term.keys("r")  # the incident report names the job and the failing rank's GPU
         screen, _ = term.wait_for(lambda s: "Report written" in s, timeout=15.0)
         # the console inherited this test's XDG_DATA_HOME (tests/conftest.py sets one)
         (md,) = (Path(os.environ["XDG_DATA_HOME"]) / "rigwatch" / "reports").glob("*.md")
         text = md.read_text()
         assert f"## Slurm job {running_job.job}" in text and f"- nodes: {cluster.node}" in text
-        assert f"- failing rank: rank 0 on {cluster.node} GPU0 (bus 0000:18:00.0)" in text, text
+        assert f"- failing rank: rank 1 on {cluster.node} GPU1 (bus 0000:19:00.0)" in text, text
         term.keys("q")
         term.wait_for(lambda s: "EXITED 0" in s, timeout=15.0)
     finally:

@@ -196,6 +196,7 @@ def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
         gpu = f.gpu
         if place is not None:
             extra["rank_host"] = place.host
+            extra["placed_by"] = place.witness
             for key, value in (("rank_gpu", place.gpu), ("rank_bus_id", place.bus_id),
                                ("rank_serial", place.serial)):
                 if value is not None:

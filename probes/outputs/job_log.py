@@ -16,7 +16,7 @@ import os
 
 from probes.config.slurm import JOB_LOG_LOOKBACK, SlurmJob
 from probes.explain.run import ExplainInputError
-from probes.outputs.job_file import JobFileRefused, open_job_file
+from probes.outputs.job_file import JobFileRefused, open_job_file, skipped_bytes
 from probes.wire.samples import JOB_SOURCE_PREFIX, LogEvent
 from probes.wire.sanitize import clean_text
 
@@ -36,9 +36,9 @@ def _read_tail(path: str, owner_uid: int | None, max_bytes: int) -> tuple[list[s
         ExplainInputError: missing or unreadable.
     """
     with open_job_file(path, owner_uid, max_bytes) as fh:
-        mtime = os.fstat(fh.fileno()).st_mtime
-        skipped = getattr(getattr(fh, "raw", None), "skipped", 0)
+        skipped = skipped_bytes(fh)
         data = fh.read(max_bytes + 1)
+    mtime = os.stat(path).st_mtime  # after the checked open: the file is the job's
     parts = data.split(b"\n")
     if skipped and parts:
         parts = parts[1:]  # the first line began before the window

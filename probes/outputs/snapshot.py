@@ -205,7 +205,6 @@ def job_finding_json(f: Finding, job: str, nodes: tuple[str, ...]) -> dict[str, 
     placed = f.extra.get("rank_host")
     if isinstance(placed, str):
         row["host"] = placed
-        row["placed_by"] = "log" if from_log else "process"
         for key, src in (("rank_gpu", "rank_gpu"), ("gpu_serial", "rank_serial"),
                          ("bus_id", "rank_bus_id")):
             if src in f.extra:
