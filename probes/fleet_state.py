@@ -53,7 +53,7 @@ from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.stamps import HostTime
 from probes.triage import Step
-from probes.wire.events import ClockOffset, Connected, Disconnected, SessionItem
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SessionItem
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
@@ -485,6 +485,8 @@ class FleetState:
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
         self.watched_hosts: frozenset[str] = frozenset()
         """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
+        self.jobs: dict[str, JobChange] = {}
+        """Each followed job's newest state as Slurm told it (``JobChange``)."""
         self._ranks: tuple[int, float, str | None, RankIndex] | None = None
         """The newest rank index: (version, monotonic time, watched job, index)."""
 
@@ -495,6 +497,10 @@ class FleetState:
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
+        if isinstance(item, JobChange):  # the job's, passed under its batch host
+            self.jobs[item.job] = item
+            self._version += 1
+            return
         state = self.hosts.get(host)
         if state is not None:
             state.apply(item, now)

@@ -39,6 +39,7 @@ from tui.cli_prometheus import add_prometheus_args, prometheus_options, run_prom
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
+    from probes.config.slurm import SlurmJob
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
     from tui.settings import Settings
@@ -97,7 +98,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
-                       args: argparse.Namespace, settings: Settings) -> Backend:
+                       args: argparse.Namespace, settings: Settings,
+                       job: SlurmJob | None = None) -> Backend:
     """The live backend, recording unless ``--no-record`` (and resuming a recent recording
     of the same inventory; a demo always starts a new one, its clock being simulated)."""
     from probes.store.recording import (
@@ -119,6 +121,11 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
         collectors = auto_collectors(len(specs))
     live: Backend = (CollectorBackend(specs, collectors) if collectors > 0
                      else AgentFleetBackend(specs))
+    if job is not None:  # its state polled beside the hosts, and recorded with them
+        from probes.transport.job_watch import JobWatchBackend
+
+        live = JobWatchBackend(live, job.job_id, job.batch_host or specs[0].name,
+                               nodes=job.nodes)
     if args.no_record:
         return live
     directory = Path(args.record_dir) if args.record_dir else default_directory()
@@ -154,7 +161,7 @@ def _run_console(args: argparse.Namespace) -> int:
     path = None if demo or job is not None else choose_inventory_path(args.inventory)
     name = ("demo" if demo else f"job-{job.job_id}" if job is not None
             else path.stem if path else specs[0].name)
-    backend = _recording_backend(specs, demo, name, args, settings)
+    backend = _recording_backend(specs, demo, name, args, settings, job)
     app = make_app(backend, demo=demo, title=path.name if path else (
         f"Slurm job {job.job_id}" if job is not None else None),
                    alerts=settings.alerts, detectors=settings.detectors,

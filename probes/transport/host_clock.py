@@ -92,7 +92,8 @@ class HostClockWatch:
 
 def clocked(emit: Emit, clock: Callable[[], float] = time.time) -> Emit:
     """``emit`` with every host's times corrected for its clock's skew, and a
-    ``ClockOffset`` item passed on before the message that changed the estimate."""
+    ``ClockOffset`` item passed on after the message that changed the estimate (that
+    message already corrected by it: a stream still opens with its hello)."""
     watches: dict[str, HostClockWatch] = {}
 
     def corrected(host: str, item: SessionItem) -> None:
@@ -100,8 +101,8 @@ def clocked(emit: Emit, clock: Callable[[], float] = time.time) -> Emit:
         if watch is None:
             watch = watches[host] = HostClockWatch()
         update = watch.observe(item, clock())
+        emit(host, item)
         if update is not None:
             emit(host, update)
-        emit(host, item)
 
     return corrected

@@ -41,6 +41,13 @@ def job_summary(p: JobPicture) -> Content:
                                     n=f"{bad} GPU{'s' if bad != 1 else ''}")
     if not gpus:
         text += Content.from_markup(" · [$text-dim]no GPU process of this job seen yet[/]")
+    if p.state is not None:
+        ended = p.state.state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING")
+        said = p.state.state + (f" (exit {p.state.exit_code})" if p.state.exit_code else "")
+        text += Content.from_markup(" · [bold $sev-warning]$s[/]" if ended else " · $s",
+                                    s=said)
+        if p.state.note:
+            text += Content.from_markup(" · [$text-dim]$n[/]", n=p.state.note)
     return text
 
 

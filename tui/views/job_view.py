@@ -14,6 +14,7 @@ from probes.analysis.domains import Domain, domains_of, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident import FirstFailure
 from probes.fleet_state import FleetState, HostState
+from probes.wire.events import JobChange
 from tui.views.host_views import gpu_rows
 from widgets.gpu_table import GpuRow
 from widgets.job_table import JobLine
@@ -31,6 +32,8 @@ class JobPicture:
     first: FirstFailure | None
     ranks: int | None = None
     """How many ranks the job has, where NCCL or the processes said it."""
+    state: JobChange | None = None
+    """What Slurm last said of the job (followed jobs only)."""
 
 
 def _gpu_row(rows: dict[tuple[str, int], GpuRow], state: HostState, gpu: int) -> GpuRow | None:
@@ -93,7 +96,7 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
                                  *hosts_of(index_jobs, found, index)]))
     diagnosis = fleet.diagnosis()
     return JobPicture(job, tuple(lines), hosts, tuple(found), diagnosis.of_job(job),
-                      index.nranks.get(job))
+                      index.nranks.get(job), fleet.jobs.get(job))
 
 
 def _unplaced_note(place: object) -> str:
