@@ -172,6 +172,12 @@ class Diagnosis:
                      if i.domain is not None and i.domain.job == job), None)
 
 
+def _hhmmss(ts: float) -> str:
+    import time
+
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
+
+
 def _iso(ts: float) -> str:
     import time
 
@@ -308,9 +314,14 @@ def _incident(domain: Domain, members: list[Finding], index: RankIndex | None,
     headline = headline_root(shown, later_shown, bool(causes), others_shown)
     if root_waits:
         headline += f"; culprit {culprit.where}" if culprit.known else "; culprit unknown"
-    return FirstFailure(shown, tuple(later_shown),
-                        explain_root(shown, later_shown, bool(causes), others_shown,
-                                     culprit.where if culprit.known else None, ranks),
+    explanation = explain_root(shown, later_shown, bool(causes), others_shown,
+                               culprit.where if culprit.known else None, ranks)
+    spin = next((on_console(f, clocks) for f in members if f.code == Code.COLLECTIVE_HANG),
+                None)
+    if spin is not None and spin.ts is not None:
+        explanation += (f" The GPUs of {spin.host} spun busy at idle power from "
+                        f"{_hhmmss(spin.ts)}: the hung collective's NCCL spin.")
+    return FirstFailure(shown, tuple(later_shown), explanation,
                         headline, now, tuple(all_on_console(same, clocks)), tuple(others_shown),
                         domain, culprit, ranks)
 
