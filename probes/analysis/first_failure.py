@@ -55,8 +55,11 @@ from probes.triage import Code, OnsetClock, Severity, Step
 
 DEFAULT_SLACK_S = 120.0
 """How long after a collective began a hardware fault still counts as what hung it."""
-WAITING_CODES = frozenset({Code.NCCL_TIMEOUT})
+WAITING_CODES = frozenset({Code.NCCL_TIMEOUT, Code.COLLECTIVE_HANG})
 """A watchdog timeout: the rank that printed it was waiting on the others."""
+CARRIER_CODES = frozenset({Code.NCCL_ERROR, Code.RANK_FAILED})
+"""Codes that carry another failure on the same line (NCCL wrapping a CUDA error, a launcher
+reporting a dead rank): at the same line, the failure they carry is named."""
 MOST_MISSING_NAMED = 4
 """A collective missing more ranks than this (or a quarter of them) names none: a whole
 node or a mismatched group, not one stalled rank."""
@@ -347,7 +350,8 @@ def _root(events: list[Finding], slack_s: float) -> tuple[Finding, list[Finding]
                     key=lambda f: (onset(f), f.xid is None, step_index(f)))
     symptoms = [f for f in events if f.step not in CAUSE_STEPS]
     waiting = sorted((f for f in symptoms if f.code in WAITING_CODES), key=order_key)
-    failed = sorted((f for f in symptoms if f.code not in WAITING_CODES), key=order_key)
+    failed = sorted((f for f in symptoms if f.code not in WAITING_CODES),
+                    key=lambda f: (*order_key(f)[:3], f.code in CARRIER_CODES, step_index(f)))
     if causes:
         cause = causes[0]
         # a model error is explained only by a fault at the same moment or before it; a hang

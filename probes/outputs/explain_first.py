@@ -49,9 +49,7 @@ def as_findings(inp: ExplainedInput, read_at: float) -> list[Finding]:
         source = None
         if kernel_log:
             source = KERNEL_SOURCE if f.step is Step.SYSLOG else JOB_SOURCE_PREFIX + inp.path
-        named = f.extra.get("host")
-        host = named if isinstance(named, str) and named else inp.path
-        out.append(Finding(f.step, f.code, f.severity, f.summary, host, xid=f.xid,
+        out.append(Finding(f.step, f.code, f.severity, f.summary, inp.path, xid=f.xid,
                            evidence=f.evidence, ts=ts, action=f.action, source=source,
                            count=f.count, extra=with_rank(f.extra), clock=clock,
                            line=f.line))
