@@ -30,10 +30,15 @@ def skew_words(offset_s: float) -> str:
     return f"{s:.1f} s {way}"
 
 
+def clock_skewed(clock: ClockOffset | None, limits: DetectorLimits) -> bool:
+    """Whether the host's clock is further off than ``limits.clock_skew_s``."""
+    return clock is not None and abs(clock.offset_s) > limits.clock_skew_s
+
+
 def clock_findings(host: str, clock: ClockOffset | None,
                    limits: DetectorLimits) -> list[Finding]:
     """``clock-skew`` when the host's clock is further off than ``limits.clock_skew_s``."""
-    if clock is None or abs(clock.offset_s) <= limits.clock_skew_s:
+    if clock is None or not clock_skewed(clock, limits):
         return []
     return [Finding(Step.GPU, Code.CLOCK_SKEW, Severity.WARNING,
                     f"clock {skew_words(clock.offset_s)} the console's "
