@@ -160,7 +160,8 @@ class HostState:
             self._apply_sample(item)
         elif isinstance(item, Hello):
             self.hello = item
-            self.logs.clock = LineClock(HostTime(item.utc_offset_s or 0.0, item.boot_time),
+            self.logs.clock = LineClock(HostTime(item.clock.utc_offset_s or 0.0,
+                                                 item.clock.boot_time),
                                         self.logs.clock.offset_s)
             self.status = HostStatus.STREAMING
             self.outage = None
@@ -487,8 +488,12 @@ class FleetState:
         """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
         self.jobs: dict[str, JobChange] = {}
         """Each followed job's newest state as Slurm told it (``JobChange``)."""
-        self._ranks: tuple[int, float, str | None, RankIndex] | None = None
-        """The newest rank index: (version, monotonic time, watched job, index)."""
+        self._ranks: tuple[int, float, tuple[str | None, int, frozenset[str]], RankIndex] \
+            | None = None
+        """The newest rank index: (version, monotonic time, (watched job, epoch), index)."""
+        self._rank_epoch = 0
+        """Counts hellos and first samples: a host whose GPUs or processes were unknown
+        when the index was built makes it stale at once, not two seconds later."""
 
     @property
     def version(self) -> int:
@@ -503,6 +508,8 @@ class FleetState:
             return
         state = self.hosts.get(host)
         if state is not None:
+            if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
+                self._rank_epoch += 1  # a host's GPUs or processes are known anew
             state.apply(item, now)
             self._version += 1
             self._due.add(host)
@@ -588,13 +595,14 @@ class FleetState:
         """
         now = time.monotonic()
         kept = self._ranks
-        if kept is not None and kept[2] == self.watched_job and (
+        key = (self.watched_job, self._rank_epoch, self.watched_hosts)
+        if kept is not None and kept[2] == key and (
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
                            for s in self.hosts.values()), self.watched_job,
                           self.watched_hosts)
-        self._ranks = (self._version, now, self.watched_job, index)
+        self._ranks = (self._version, now, key, index)
         return index
 
     def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:

@@ -25,7 +25,7 @@ from probes.transport.backend import AgentFleetBackend
 from probes.transport.host_clock import CORRECT_FROM_S, HostClockWatch
 from probes.triage import Code
 from probes.wire.events import ClockOffset, Connected
-from probes.wire.samples import HostSample, LogEvent
+from probes.wire.samples import ClockFacts, HostSample, LogEvent
 from tests.support.tui_fakes import T0, hello, sample
 
 BEHIND_S = 600.0
@@ -61,7 +61,7 @@ def test_a_synced_clock_is_left_alone_and_a_fast_simulated_clock_is_no_skew() ->
     assert watch.applied == 0.0 and abs(watch.reported or 0.0) < CORRECT_FROM_S
     sim = HostClockWatch()
     h = hello("sim")
-    object.__setattr__(h, "clock_speed", 60.0)
+    object.__setattr__(h, "clock", ClockFacts(speed=60.0))
     sim.observe(h, T0)
     for i in range(1, 10):  # a demo host: 60 of its seconds a second
         s = sample("sim", i)

@@ -128,7 +128,7 @@ def test_findings_of_different_jobs_are_separate_incidents() -> None:
                                                                  "Slurm job 48207"]
     first = d.first
     assert first is not None and first.finding is xid and first.consequences == ()
-    assert "also nccl-timeout" in first.headline
+    assert "also NCCL timeout on gpu-b03" in first.headline
     job = d.of_job("48207")
     assert job is not None and job.finding.code == Code.NCCL_TIMEOUT and job.culprit
     assert not job.culprit.known and "TORCH_NCCL_TRACE_BUFFER_SIZE" in job.do_now
@@ -300,3 +300,24 @@ def test_one_answer_on_every_surface() -> None:
     assert len(set(answers)) == 1, answers
     assert answers[0][:4] == ("cuda-oom", 1, "gpu-j01", 1)
     assert time.gmtime(READ).tm_year == 2026
+
+
+def test_a_hung_collective_spins_every_gpu_at_idle_power() -> None:
+    """The demo's gpu-b03: from its collective's start (900 s) every GPU reads 100 % at
+    ~160 W of 700; the verdict comes before the watchdog, names each GPU ``spinning``, and
+    is said in its job's incident.  A host computing at full power has none."""
+    from probes.analysis.judge import GpuVerdict
+    from tests.test_triage_onsets import demo_state
+
+    early = demo_state(22)  # 1320 s: spinning for 7 min, the watchdog not yet fired
+    b03 = early.hosts["gpu-b03"]
+    codes = {f.code for f in b03.findings()}
+    assert Code.COLLECTIVE_HANG in codes and Code.NCCL_TIMEOUT not in codes
+    (hang,) = [f for f in b03.findings() if f.code == Code.COLLECTIVE_HANG]
+    assert hang.step is Step.NCCL and hang.severity is Severity.WARNING
+    assert hang.extra["gpus"] == list(range(8)) and hang.ts is not None
+    assert {j.verdict for j in b03.judgements()} == {GpuVerdict.SPINNING}
+    assert not [f for f in early.hosts["gpu-a01"].findings() if f.code == Code.COLLECTIVE_HANG]
+    later = demo_state(45).diagnosis().of_job("48207")
+    assert later is not None and later.finding.code == Code.NCCL_TIMEOUT
+    assert "spun busy at idle power" in later.explanation

@@ -78,7 +78,7 @@ def test_the_demo_incident_is_one_event_with_one_action() -> None:
     # gpu-b03's watchdog is another job's: never a consequence of gpu-b02's Xid
     assert first.consequences == ()
     line = f"First failure: {first.headline}"
-    assert line.endswith("Xid 79 on gpu-b02 GPU6; also nccl-timeout on gpu-b03")
+    assert line.endswith("Xid 79 on gpu-b02 GPU6; also NCCL timeout on gpu-b03")
     assert line.count("gpu-b02") == 1 and "lost" not in line and "dropout" not in line
     do = f"Do now: {first.do_now}"
     assert do == "Do now: drain gpu-b02, reboot it; RMA GPU6 if it recurs"

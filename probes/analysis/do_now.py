@@ -92,7 +92,7 @@ _WARNING_DO: Mapping[str, str] = {
     "remap-increasing": "drain {host} soon; RMA {gpu} if its row remaps keep rising",
     "row-remap-pending": "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
     "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
-    "collective-hang": "a collective hangs on {host}: py-spy dump each rank, find the absent one",
+    "collective-hang": "a collective hangs on {host}: py-spy dump its ranks, find the absent",
 }
 """What to do first about a chronic condition when it is the earliest thing seen."""
 

@@ -31,6 +31,7 @@ from probes.analysis.do_now import TRACE_HINT, culprit_do_now, do_now
 from probes.analysis.domains import Domain, group, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident_text import (
+    brief,
     describe,
     explain_earliest,
     explain_root,
@@ -226,7 +227,12 @@ def diagnose(findings: Sequence[Finding], index: RankIndex | None = None,
         also = tuple(i.finding for i in out[1:] if i.is_failure or not lead.is_failure)
         if also:
             headline = lead.headline + _also_phrase(lead, also)
-            out[0] = _with(lead, others=lead.others + also, headline=headline)
+            told = "; ".join(f"{describe(f)} at {_hhmmss(f.ts or 0.0)}" for f in also[:8])
+            more = f" and {len(also) - 8} more" if len(also) > 8 else ""
+            explanation = (lead.explanation.rstrip(".")
+                           + f". Separate incidents (other jobs or hosts): {told}{more}.")
+            out[0] = _with(lead, others=lead.others + also, headline=headline,
+                           explanation=explanation)
     return Diagnosis(tuple(out))
 
 
@@ -266,7 +272,7 @@ def _also_phrase(lead: FirstFailure, also: Sequence[Finding]) -> str:
     if "; also " in lead.headline:
         return ""
     first = also[0]
-    text = f"; also {describe(first)}"
+    text = f"; also {brief(first)}"
     return text + (f" and {len(also) - 1} more" if len(also) > 1 else "")
 
 
@@ -446,7 +452,8 @@ def _culprit(root: Finding, domain: Domain, events: list[Finding], waiting: list
         return Culprit(True, f"its last completed work ({done}) is the oldest of the ranks",
                        rank, p.host if p else None, p.gpu if p else None,
                        p.bus_id if p else None, p.serial if p else None)
-    told = f"{len(waited)} ranks timed out waiting" if waited else "the ranks timed out"
+    told = (f"{len(waited)} rank{'s' if len(waited) != 1 else ''} timed out waiting"
+            if waited else "the ranks timed out")
     why = (f"unknown: {told} and none failed before them; "
            + ("every rank of the collective timed out" if nranks and not missing_any(
                nranks, waited) else "the log does not say how many ranks the job has")

@@ -30,7 +30,20 @@ _NAMES = {"nccl-timeout": ("NCCL watchdog timeout", "NCCL watchdog timeouts"),
           "nccl-net-error": ("NCCL transport error", "NCCL transport errors"),
           "rank-failed": ("failed rank", "failed ranks"),
           "gpu-lost": ("lost GPU", "lost GPUs"), "xid": ("Xid", "Xids")}
-_SHORT = {"nccl-timeout": ("NCCL timeout", "NCCL timeouts")}
+_SHORT = {"nccl-timeout": ("NCCL timeout", "NCCL timeouts"),
+          "cuda-oom": ("CUDA OOM", "CUDA OOMs"), "collective-hang": ("hung collective",
+                                                                  "hung collectives")}
+
+
+def brief(f: Finding) -> str:
+    """``Xid 79 on gpu-b02 GPU6`` / ``NCCL timeout on gpu-b03``: a finding named short, for
+    the one-line headline's "also"."""
+    if f.xid is not None:
+        return describe(f)
+    host = where_host(f)
+    gpu = f.extra.get("rank_gpu") if f.extra.get("rank_host") else f.gpu
+    where = host + (f" GPU{gpu}" if isinstance(gpu, int) and f.step in CAUSE_STEPS else "")
+    return f"{_name(f.code, 1, short=True)} on {where}"
 
 
 def where_host(f: Finding) -> str:
@@ -137,7 +150,7 @@ def headline_root(root: Finding, later: Sequence[Finding], hardware_seen: bool,
         head += ("; no GPU or kernel fault before it" if not hardware_seen else
                  "; GPU and kernel faults came later")
     if others:
-        head += f"; also {describe(others[0])}"
+        head += f"; also {brief(others[0])}"
         if len(others) > 1:
             head += f" and {len(others) - 1} more"
     return head

@@ -121,9 +121,9 @@ class DetectorLimits:
 
     hang_util_pct: float = 95.0
     """Utilisation from which a GPU counts as busy for ``collective-hang``."""
-    hang_power_share: float = 0.4
-    """…while drawing at most this share of its usual busy power (the median of its busy
-    samples over the history, else of its power limit): NCCL kernels spinning."""
+    hang_power_share: float = 0.5
+    """…while drawing at most this share of its usual busy power (its busy power over the
+    hour before, never taken under 60 % of its limit): NCCL kernels spinning."""
     hang_window_s: float = 300.0
     """How long every GPU of a job must read busy at that power."""
 

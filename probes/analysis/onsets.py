@@ -23,7 +23,8 @@ STEP_TITLES: Mapping[Step, str] = {
 }
 CAUSE_STEPS = frozenset({Step.GPU, Step.SYSLOG})
 """Steps whose faults (hardware, driver, kernel) cause the later steps' symptoms."""
-LAYOUT_CODES = frozenset({"topology-cross-numa", "kernel-log-unreadable", "clock-skew"})
+LAYOUT_CODES = frozenset({"topology-cross-numa", "kernel-log-unreadable", "clock-skew",
+                          "job-log-refused"})
 """How a host is built or watched, not something that happened: never a first failure."""
 DEFAULT_NCCL_TIMEOUT_S = 600.0
 """torch.distributed's NCCL default; used when a timeout line does not say its own."""

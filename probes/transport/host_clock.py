@@ -71,7 +71,7 @@ class HostClockWatch:
             return None
         update: ClockOffset | None = None
         if isinstance(item, Hello):
-            self._speed = item.clock_speed
+            self._speed = item.clock.speed
             self._start = item.ts
         if isinstance(item, (Hello, HostSample)):
             self._ahead.append(self._real(item.ts) - received)

@@ -25,6 +25,7 @@ from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.samples import (
     AgentMessage,
     BlockDevice,
+    ClockFacts,
     DatasetDevice,
     DiskStats,
     GpuInfo,
@@ -369,11 +370,12 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
     speed = _pnum(clock.get("speed"))
     offset = _num(clock.get("utc_offset_s"))
     return Hello(ts=_ts(obj.get("ts")) or 0.0, protocol=protocol,
-                 clock_speed=speed if speed is not None and 0.0 < speed <= MAX_CLOCK_SPEED
-                 else 1.0,
-                 utc_offset_s=offset if offset is not None and abs(offset) <= MAX_UTC_OFFSET_S
-                 else None,
-                 boot_time=_ts(clock.get("boot_time")),
+                 clock=ClockFacts(
+                     speed=speed if speed is not None and 0.0 < speed <= MAX_CLOCK_SPEED
+                     else 1.0,
+                     utc_offset_s=offset if offset is not None
+                     and abs(offset) <= MAX_UTC_OFFSET_S else None,
+                     boot_time=_ts(clock.get("boot_time"))),
                  agent_version=_str(obj.get("agent")) or "?", facts=facts,
                  pcie=_decode_chains(obj.get("pcie")) or {},
                  nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))

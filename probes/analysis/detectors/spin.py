@@ -22,6 +22,10 @@ from probes.wire.samples import Hello, HostSample
 
 BUSY_POWER_HISTORY_S = 3600.0
 """How far back a GPU's usual busy power is read (before the window)."""
+LIMIT_SHARE = 0.6
+"""A GPU that really computes at full utilisation draws at least this share of its limit."""
+BUSY_UTIL_PCT = 80.0
+"""Utilisation from which a past sample counts as busy, for the usual busy power."""
 MIN_GPUS = 2
 """A host with fewer GPUs busy this way says nothing (one light kernel is no hang)."""
 ACTION_HANG = ("Every rank of the job is likely waiting in a collective that one rank never "
@@ -30,19 +34,22 @@ ACTION_HANG = ("Every rank of the job is likely waiting in a collective that one
                "watchdog name it), before the watchdog's timeout kills the job")
 
 
-def _usual_busy_power(history: HostHistory, idx: int, since: float,
-                      limits: DetectorLimits) -> float | None:
-    """The GPU's median power while busy before ``since``; else its power limit."""
+def _usual_busy_power(history: HostHistory, idx: int, since: float) -> float | None:
+    """What the GPU draws when it really computes: the 90th percentile of its power while
+    busy in the hour before ``since``, but never under ``LIMIT_SHARE`` of its power limit
+    (a job hung since before the console started has no busy past to read)."""
     start = since - BUSY_POWER_HISTORY_S
+    limit = step_latest(history, idx, "power_limit_w")
+    floor = LIMIT_SHARE * limit if limit else 0.0
     util = cols(history.series(gpu_key(idx, "util_pct")), start, bins(BUSY_POWER_HISTORY_S))
     power = cols(history.series(gpu_key(idx, "power_w")), start, bins(BUSY_POWER_HISTORY_S))
     if util is not None and power is not None:
         watts = dict(zip(power.t, power.mean, strict=True))
-        busy = [watts[t] for t, u in zip(util.t, util.mean, strict=True)
-                if t < since and u >= limits.hang_util_pct and t in watts]
+        busy = sorted(watts[t] for t, u in zip(util.t, util.mean, strict=True)
+                      if t < since and u >= BUSY_UTIL_PCT and t in watts)
         if len(busy) >= 4:
-            return statistics.median(busy)
-    return step_latest(history, idx, "power_limit_w")
+            return max(busy[int(0.9 * (len(busy) - 1))], floor)
+    return floor or None
 
 
 def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
@@ -63,7 +70,7 @@ def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
             return []
         if min(util.mean) < limits.hang_util_pct:
             return []
-        usual = _usual_busy_power(history, idx, since, limits)
+        usual = _usual_busy_power(history, idx, since)
         drawn = max(power.mean)
         if not usual or drawn > limits.hang_power_share * usual:
             return []
