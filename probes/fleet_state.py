@@ -486,6 +486,8 @@ class FleetState:
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
         self.watched_hosts: frozenset[str] = frozenset()
         """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
+        self.watched_layout: dict[int, tuple[str, int]] = {}
+        """Task → (host, GPU) of the watched job where Slurm's layout fixes them."""
         self.jobs: dict[str, JobChange] = {}
         """Each followed job's newest state as Slurm told it (``JobChange``)."""
         self._ranks: tuple[int, float, tuple[str | None, int, frozenset[str]], RankIndex] \
@@ -601,7 +603,7 @@ class FleetState:
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
                            for s in self.hosts.values()), self.watched_job,
-                          self.watched_hosts)
+                          self.watched_hosts, self.watched_layout)
         self._ranks = (self._version, now, key, index)
         return index
 

@@ -129,6 +129,7 @@ def test_snapshot_of_a_job_names_the_rank_that_ran_out_of_memory_first(
     assert out.returncode in (0, 1), out.stderr
     snap = json.loads(out.stdout)
     assert snap["job"]["nodes"] == ["n1", "n2", "n3", "n4"]
+    assert (snap["job"]["num_tasks"], snap["job"]["cpus_per_task"]) == (8, 1)
     first = snap["first_failure"]
     assert first is not None, snap["job_findings"]
     assert (first["code"], first["rank"], first["host"], first["gpu"], first["bus_id"]) == (

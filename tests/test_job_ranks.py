@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from probes.analysis.incident import describe, do_now
-from probes.analysis.job_ranks import HostRanks, RankIndex
+from probes.analysis.job_ranks import HostRanks, RankIndex, gpu_ids
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.rules.logrules.lines import peel
@@ -212,3 +212,23 @@ def test_the_rank_index_is_kept_while_nothing_moved_and_rebuilt_when_due(
     assert fleet.rank_index() is not first
     fleet.watched_job = "48211"
     assert fleet.rank_index().watched_job == "48211"  # a new job is seen at once
+
+
+def test_slurms_block_layout_places_a_task_only_when_it_fixes_node_and_gpu() -> None:
+    """``srun``'s default block distribution, each node as many tasks as its CPUs hold, one
+    GPU a task (``GRES=gpu:2(IDX:0-1)``): task 3 is n2's second task on its GPU1.  Where
+    the counts do not add up, or a node's GPUs are not one a task, nothing is placed."""
+    from probes.config.slurm import NodeAllocation, SlurmJob
+
+    alloc = tuple(NodeAllocation(n, (0, 1), (0, 1), 0) for n in ("n1", "n2"))
+    job = SlurmJob("5", "t", "RUNNING", "u", ("n1", "n2"), "n1", None, None, 1000,
+                   allocation=alloc, num_tasks=4, cpus_per_task=1)
+    assert job.task_gpus() == {0: ("n1", 0), 1: ("n1", 1), 2: ("n2", 0), 3: ("n2", 1)}
+    assert replace(job, num_tasks=3).task_gpus() == {}  # 4 CPUs for 3 tasks: unclear
+    shared = tuple(replace(a, gpu_indices=(0,)) for a in alloc)
+    assert replace(job, allocation=shared).task_gpus() == {}  # two tasks on one GPU
+    index = RankIndex([HostRanks("n2", sample("n2", 0), hello("n2"), {})], "5",
+                      ("n1", "n2"), job.task_gpus())
+    place = index.locate("5", 3)
+    assert place is not None and (place.host, place.gpu, place.witness) == ("n2", 1, "layout")
+    assert place.bus_id == gpu_ids(hello("n2"))[1][0]

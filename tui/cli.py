@@ -169,6 +169,7 @@ def _run_console(args: argparse.Namespace) -> int:
     app.fleet.watched_job = job.job_id if job is not None else None
     app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
         else frozenset()
+    app.fleet.watched_layout = job.task_gpus() if job is not None else {}
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()

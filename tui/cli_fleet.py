@@ -98,7 +98,7 @@ class SnapshotFold:
         lines, self.notes = job_log_events(job)
         reader = job.batch_host or (job.nodes[0] if job.nodes else "")
         self.fleet = fold_once(results, watched_job=job.job_id, watched_hosts=job.nodes,
-                               more_lines={reader: lines})
+                               more_lines={reader: lines}, watched_layout=job.task_gpus())
         return self.fleet
 
 

@@ -6,7 +6,10 @@ Two witnesses, in order of trust:
    cgroup or environment names its Slurm job sits on a known GPU of a known host (NVML lists
    processes per device handle, so the GPU is the one the process uses, whatever its index);
 2. the job's log: NCCL's init lines tie a rank to a host and a bus id, torchrun's failure
-   table a rank to a host (``probes/rules/logrules/rank_places.py``).
+   table a rank to a host (``probes/rules/logrules/rank_places.py``);
+3. Slurm's layout of the watched job, where it fixes a task's node and GPU (block
+   distribution, one GPU a task: ``SlurmJob.task_gpus``): an ``srun``-launched rank is
+   its task id.
 
 A finding from a job's log keeps the host whose agent read the log (``host``) and gains
 ``job``, ``rank_host``, ``rank_gpu``, ``rank_bus_id`` and ``rank_serial`` where the rank is
@@ -24,7 +27,7 @@ from probes.rules.busid import normalize_bus_id
 from probes.rules.logrules.rank_places import LoggedRank
 from probes.wire.samples import JOB_SOURCE_PREFIX, Hello, HostSample
 
-PlaceWitness = Literal["process", "log"]
+PlaceWitness = Literal["process", "log", "layout"]
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,8 @@ class RankIndex:
     """Every placed rank of every job the fleet shows, and the jobs each host runs."""
 
     def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None,
-                 watched_hosts: Iterable[str] = ()) -> None:
+                 watched_hosts: Iterable[str] = (),
+                 watched_layout: Mapping[int, tuple[str, int]] | None = None) -> None:
         self.watched_job = watched_job
         self.watched_hosts = frozenset(watched_hosts)
         """The hosts Slurm gave the watched job: they run it even when no GPU process says so
@@ -140,6 +144,13 @@ class RankIndex:
             gpu, serial = gpu_of_bus.get((r.host, r.bus_id or ""), (None, None))
             self._by_job[(job, r.rank)] = RankPlace(job, r.rank, r.host, gpu, r.bus_id,
                                                     serial, "log")
+        # the third witness: Slurm's own block layout of the watched job, one GPU a task
+        # (``SlurmJob.task_gpus``), for the ranks no process or log line placed
+        for task, (host, index) in (watched_layout or {}).items():
+            if watched_job is not None and (watched_job, task) not in self._by_job:
+                bus, serial = gpu_ids(hellos.get(host)).get(index, (None, None))
+                self._by_job[(watched_job, task)] = RankPlace(
+                    watched_job, task, host, index, bus, serial, "layout")
 
     def job_of_log(self, host: str) -> str | None:
         """The job whose log ``host``'s agent reads: the watched one when the host is in it

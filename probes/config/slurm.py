@@ -142,10 +142,46 @@ class SlurmJob:
     notes: tuple[str, ...] = field(default=())
     """One line for each thing of the job that was left out (a node that is not a node of
     its partition, unclear allocation lines, a log path that is not text)."""
+    num_tasks: int | None = None
+    """Tasks the job was given (``NumTasks``): the ranks an ``srun`` in it starts."""
+    cpus_per_task: int | None = None
 
     @property
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    def task_layout(self) -> dict[int, tuple[str, int]] | None:
+        """Task id → (node, its place on the node) as ``srun``'s default block
+        distribution lays the job's tasks out: consecutive tasks share a node, each node as
+        many as its CPUs hold (``CPU_IDs`` ÷ ``cpus-per-task``).  None unless those counts
+        add up to the job's tasks exactly (then the layout is Slurm's, not a guess)."""
+        if not self.num_tasks or not self.allocation or not self.cpus_per_task:
+            return None
+        counts = [len(a.cpu_ids) // self.cpus_per_task for a in self.allocation]
+        if sum(counts) != self.num_tasks or not all(counts):
+            return None
+        out: dict[int, tuple[str, int]] = {}
+        task = 0
+        for alloc, n in zip(self.allocation, counts, strict=True):
+            for local in range(n):
+                out[task] = (alloc.node, local)
+                task += 1
+        return out
+
+    def task_gpus(self) -> dict[int, tuple[str, int]]:
+        """Task id → (node, GPU index) when Slurm fixes both: the block layout holds
+        (:meth:`task_layout`) and every node gives each of its tasks one GPU of its own
+        (``GRES=gpu:N(IDX:…)`` with N equal to its tasks); else empty."""
+        layout = self.task_layout()
+        if layout is None:
+            return {}
+        per_node: dict[str, int] = {}
+        for node, _ in layout.values():
+            per_node[node] = per_node.get(node, 0) + 1
+        gpus = {a.node: a.gpu_indices for a in self.allocation}
+        if any(len(gpus.get(node, ())) != n for node, n in per_node.items()):
+            return {}
+        return {task: (node, gpus[node][local]) for task, (node, local) in layout.items()}
 
     def node_allocation(self, node: str) -> NodeAllocation | None:
         """What ``node`` gives the job, None when unknown."""
@@ -156,7 +192,8 @@ class SlurmJob:
                 "nodes": list(self.nodes), "batch_host": self.batch_host,
                 "stdout": self.stdout, "stderr": self.stderr, "user_id": self.user_id,
                 "reason": self.reason, "exit_code": str(self.exit) if self.exit else None,
-                "partition": self.partition,
+                "partition": self.partition, "num_tasks": self.num_tasks,
+                "cpus_per_task": self.cpus_per_task,
                 "allocation": [a.to_json() for a in self.allocation],
                 "notes": list(self.notes)}
 
@@ -284,7 +321,24 @@ def query_job(job_id: str, timeout_s: float = SCONTROL_TIMEOUT_S) -> SlurmJob:
             # squeue names an array task's default file by its own id; Slurm writes %A_%a
             path = path[:-len(f"slurm-{job_id}.out")] + "slurm-%A_%a.out"
         paths.append(expand_log_path(path, raw) if path else None)
-    return replace(job, stdout=paths[0], stderr=paths[1], notes=tuple(notes))
+    tasks, per_task = _task_counts(job_id, timeout_s)
+    return replace(job, stdout=paths[0], stderr=paths[1], notes=tuple(notes),
+                   num_tasks=tasks, cpus_per_task=per_task)
+
+
+_TASKS_LINE = re.compile(r"(?P<id>\d{1,12})\|(?P<tasks>\d{1,9}|N/A)\|(?P<cpt>\d{1,6}|N/A)\|\n")
+
+
+def _task_counts(job_id: str, timeout_s: float) -> tuple[int | None, int | None]:
+    """(NumTasks, cpus-per-task) of the job; (None, None) when Slurm does not say."""
+    out = run_slurm(["squeue", "-h", "-t", "all", "-j", job_id, "-O",
+                     "JobID:0|,NumTasks:0|,cpus-per-task:0|"], timeout_s,
+                    what=f"squeue -j {job_id}")
+    m = _TASKS_LINE.fullmatch(out.decode("ascii", "replace"))
+    if m is None or m.group("id") != job_id:
+        return None, None
+    tasks, cpt = m.group("tasks"), m.group("cpt")
+    return (int(tasks) if tasks.isdigit() else None, int(cpt) if cpt.isdigit() else None)
 
 
 def _slurm_nodes(status: JobStatus, timeout_s: float, notes: list[str]) -> tuple[str, ...]:
