@@ -78,9 +78,13 @@ class JobScreen(DataScreen):
         self.query_one("#job-summary", Static).update(job_summary(p))
         banner = self.query_one(FirstFailureBanner)
         banner.first = p.first
-        banner.proposal = ("open the failing rank's host (Enter on its row)" if p.first
-                           else "watching: nothing wrong on this job's GPUs or log"
-                           if not p.findings else "the job's findings are below")
+        culprit = p.first.culprit if p.first is not None else None
+        banner.proposal = (
+            "watching: nothing wrong on this job's GPUs or log" if p.first is None
+            and not p.findings else "the job's findings are below" if p.first is None
+            else "find the rank that never joined (Do now), then open its host"
+            if culprit is not None and not culprit.known
+            else "open the failing rank's host (Enter on its row)")
         self.query_one(JobTable).lines = p.lines
         blocks: list[Content] = []
         for f in p.findings[:FINDINGS_SHOWN]:

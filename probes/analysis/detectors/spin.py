@@ -82,8 +82,8 @@ def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
     usual = statistics.median(u for _, _, _, u in spinning)
     return [Finding(Step.NCCL, Code.COLLECTIVE_HANG, Severity.WARNING,
                     f"all {len(spinning)} GPUs busy at idle power for "
-                    f"{(now - start) / 60:.0f}+ min (≤ {drawn:.0f} W where they draw "
-                    f"~{usual:.0f} W busy): NCCL spinning in a collective that never "
+                    f"{(now - start) / 60:.0f}+ min (≤ {drawn:.0f} W; computing they draw "
+                    f"≥ {usual:.0f} W): NCCL spinning in a collective that never "
                     "completes", host, ts=start, action=ACTION_HANG,
                     extra={"gpus": [i for i, _, _, _ in spinning], "power_w": round(drawn),
                            "usual_power_w": round(usual)})]
