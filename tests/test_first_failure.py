@@ -321,3 +321,28 @@ def test_a_hung_collective_spins_every_gpu_at_idle_power() -> None:
     later = demo_state(45).diagnosis().of_job("48207")
     assert later is not None and later.finding.code == Code.NCCL_TIMEOUT
     assert "spun busy at idle power" in later.explanation
+
+
+def test_colon_job_on_a_host_without_job_processes_is_never_zero_hosts() -> None:
+    """Faults review scenario 8: ``:job 1`` read ``0 hosts … nothing wrong`` while the job's
+    node showed its NCCL timeout.  The job's log findings name its hosts and ranks; a rank no
+    witness placed is listed saying what evidence was missing."""
+    from tui.views.job_view import job_picture
+
+    wd = ("0: [rank0]:[E1206 05:40:12.101202 1234 ProcessGroupNCCL.cpp:1182] [Rank 0] "
+          "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=81, "
+          "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for "
+          "600012 milliseconds before timing out.")
+    fleet = FleetState([HostSpec(name="vm")])
+    fleet.watched_job = "1"  # as ``:job 1`` sets it: no node list from Slurm
+    from dataclasses import replace as _r
+    s = sample("vm", 1)
+    bare = _r(s, gpus=tuple(_r(g, processes=()) for g in s.gpus))
+    for item in (Connected(READ), hello("vm"), LogEvent(READ, "job:/logs/slurm-1.out", wd),
+                 bare):
+        fleet.apply("vm", item, READ)
+    p = job_picture(fleet, "1")
+    assert p.hosts == ("vm",) and p.first is not None
+    assert p.first.finding.code == Code.NCCL_TIMEOUT
+    (line,) = p.lines
+    assert line.rank == 0 and line.gpu is None and line.note and "not placed" in line.note
