@@ -29,7 +29,7 @@ import pytest
 from probes.store import catalog, untrusted
 from probes.store import recording_format as fmt
 from probes.store.recording import Recorder, RecordingError, RecordingReader
-from probes.wire.samples import KERNEL_SOURCE, LogEvent
+from probes.wire.samples import KERNEL_SOURCE, HostSample, LogEvent
 from tests.conftest import REPO
 from tests.support import hostile_recording as hostile
 
@@ -94,6 +94,14 @@ def test_host_names_specs_tags_and_items_are_cleaned(base: Path, tmp_path: Path)
     out, err = io.StringIO(), io.StringIO()
     assert catalog.write_listing(tmp_path, out, err) == 1
     assert _printable(out.getvalue() + err.getvalue())
+
+
+def test_clock_reasons_in_a_block_are_cleaned(base: Path, tmp_path: Path) -> None:
+    path = hostile.hostile_block_text(base, tmp_path / "reasons.sqlite3")
+    with RecordingReader(path) as r:
+        reasons = {x for _, _, s in r.items(kinds=["sample"]) if isinstance(s, HostSample)
+                   for g in s.gpus for x in g.clock_reasons}
+    assert reasons and all(_printable(x) and "PWNED-TITLE" in x for x in reasons)
 
 
 @pytest.mark.parametrize("form", ["csv", "prometheus"])

@@ -264,7 +264,7 @@ class SampleTables:
                 raise BlockError("damaged staged row") from None
         if type(ts) not in (int, float) or not 0 <= ts <= MAX_TS or type(seq) is not int:
             raise BlockError("a sample with no time a recording holds")
-        if pcie is not None:  # text of someone else's file, as the wire's is cleaned
+        if pcie is not None and len(ref) != 3:  # a staged row's text (a block's is clean)
             pcie = clean_json(pcie)
         try:
             return rebuild(template, ts, seq, reasons, numbers, pcie)

@@ -46,7 +46,7 @@ from probes.wire.compact import (
 )
 from probes.wire.protocol import MAX_TS
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
-from probes.wire.sanitize import clean_text
+from probes.wire.sanitize import TooDeep, clean_json, may_need_cleaning
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
                "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
@@ -393,6 +393,8 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
         _magic, n, c, tlen = _HEAD.unpack_from(data)
         pos = _HEAD.size
         head = orjson.loads(data[pos:pos + tlen])
+        if may_need_cleaning(data[pos:pos + tlen]):  # reasons and PCIe text, once a block
+            head = clean_json(head)
         pos += tlen
         decimals = np.frombuffer(data, np.int8, c, pos)
         pos += c
@@ -417,8 +419,8 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
             plane = np.frombuffer(data, np.uint8, size, pos).reshape(w, -1).T.copy()
             zz[:, cols] = plane.view(f"<u{w}").reshape(len(cols), n).T
             pos += size
-        table = [tuple(clean_text(str(x)) for x in r) for r in head.get("reasons", [])]
-    except (zlib.error, struct.error, ValueError, TypeError, KeyError) as e:
+        table = [tuple(str(x) for x in r) for r in head.get("reasons", [])]
+    except (zlib.error, struct.error, ValueError, TypeError, KeyError, TooDeep) as e:
         raise BlockError(f"damaged block: {e}") from None
     zzi = zz.view(np.int64)
     steps = (zz >> np.uint64(1)).view(np.int64) ^ -(zzi & 1)

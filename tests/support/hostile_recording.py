@@ -139,6 +139,20 @@ def block_claims_rows(base: Path, out: Path, n: int = 200_000_000) -> Path:
     return _tampered(base, out, change)
 
 
+def hostile_block_text(base: Path, out: Path) -> Path:
+    """R1 in a block: every block's clock-reason table names a reason ``HOSTILE``."""
+    def change(conn: sqlite3.Connection) -> None:
+        for bid, body in conn.execute("SELECT id, body FROM blocks").fetchall():
+            data = zlib.decompress(body)
+            magic, rows, c, tlen = struct.unpack_from("<4sIII", data)
+            head = json.loads(data[16:16 + tlen])
+            head["reasons"] = [[f"sw_power_cap{HOSTILE}"] for _ in head["reasons"]]
+            text = json.dumps(head).encode()
+            data = struct.pack("<4sIII", magic, rows, c, len(text)) + text + data[16 + tlen:]
+            conn.execute("UPDATE blocks SET body = ? WHERE id = ?", (zlib.compress(data), bid))
+    return _tampered(base, out, change)
+
+
 def deep_json(base: Path, out: Path, depth: int = 100_000) -> Path:
     """R6: one log row's body is JSON nested ``depth`` deep."""
     def change(conn: sqlite3.Connection) -> None:
