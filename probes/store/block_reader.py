@@ -298,6 +298,8 @@ class SampleTables:
         return got
 
     def _block(self, bid: int, tid: int, body: bytes) -> Block | None:
+        if bid in self._damaged:  # refused once: a seek does not pay for it again
+            return None
         try:
             return decode_block(body, self._template(tid)[1])
         except ROW_ERRORS:

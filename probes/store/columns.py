@@ -450,6 +450,9 @@ MAX_BLOCK_CELLS = 1 << 23
 Decoding a block holds about five matrices of this many 8-byte cells."""
 MAX_BLOCK_HEAD = 4 << 20
 """The JSON part (clock-reason table, PCIe chains): tens of KB in a real block."""
+MAX_BLOCK_BYTES = 32 << 20
+"""A whole block inflated: the largest real one (11,520 rows × 131 columns at 8 bytes) is
+12 MB; so a block refused costs at most about 15 ms of inflating."""
 
 
 def _inflate_block(body: bytes) -> bytes:
@@ -466,7 +469,7 @@ def _inflate_block(body: bytes) -> bytes:
     if n > MAX_BLOCK_ROWS or n * c > MAX_BLOCK_CELLS or tlen > MAX_BLOCK_HEAD:
         raise BlockError(f"a block header claims {n} rows of {c} columns: more than a "
                          "block holds")
-    most = tlen + 2 * c + (n * c + 7) // 8 + 8 * n * c
+    most = min(tlen + 2 * c + (n * c + 7) // 8 + 8 * n * c, MAX_BLOCK_BYTES)
     try:
         return head + inflate_more(d, most, "block")
     except DataTooLarge as e:
