@@ -82,6 +82,7 @@ class RecordingReader:
         """The ``hosts`` table, id -> cleaned name."""
         self._strays: dict[Any, str] = {}
         """Names given to host ids of rows that no ``hosts`` row has."""
+        self._host_ids: dict[str, Any] = {}
         self._hosts_top: Any = None
         self._skipped: set[int] = set()
 
@@ -153,6 +154,7 @@ class RecordingReader:
             seen.add(name)
             names[hid] = name
         self._host_names = names
+        self._host_ids = {name: hid for hid, name in names.items()}
 
     @_reading
     def host_specs(self) -> list[HostSpec]:
@@ -166,7 +168,7 @@ class RecordingReader:
         recording time; None with fewer than two.  A simulated host's are its simulated
         step: one minute per sample in the demo."""
         self._load_hosts()
-        hid = next((h for h, name in self._host_names.items() if name == host), None)
+        hid = self._host_ids.get(host)
         if hid is None:
             return None
         times = [float(r[0]) for r in self._conn.execute(
