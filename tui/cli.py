@@ -205,31 +205,6 @@ def _run_replay(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
-def _run_export(args: argparse.Namespace) -> int:
-    from probes.outputs.export import export_csv, export_jsonl, export_openmetrics, write_private
-    from probes.store.codec import encode
-    from probes.store.recording import RecordingError, RecordingReader
-
-    try:
-        reader = RecordingReader(args.file)
-    except RecordingError as exc:
-        raise ConfigError(f"rigwatch: {exc}") from None
-    with reader:
-        items = reader.items()
-        chunks = (export_csv(items) if args.format == "csv" else
-                  export_openmetrics(items) if args.format == "prometheus" else
-                  export_jsonl(items, encode))  # type: ignore[arg-type]
-        if not args.output:
-            sys.stdout.writelines(chunks)
-            return 0
-        try:
-            write_private(chunks, Path(args.output))
-        except OSError as exc:
-            raise ConfigError(f"rigwatch: {args.output}: cannot write the export: "
-                              f"{exc.strerror or exc}") from None
-    return 0
-
-
 def _run_snapshot(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import snapshot_line, take_snapshot
 
@@ -595,7 +570,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "replay":
         return _run_replay(args)
     if args.command == "export":
-        return _run_export(args)
+        from tui.cli_export import run_export
+
+        return run_export(args)
     if args.command == "preflight":
         return _run_preflight(args)
     if args.command == "manifest":
