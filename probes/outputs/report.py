@@ -16,6 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
+from probes.actions.audit import AuditRecord
 from probes.analysis.domains import Domain, group, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident import (
@@ -191,6 +192,9 @@ class IncidentReport:
     """Hosts with incidents but no hello (down since the start): listed, without facts."""
     jobs: tuple[JobSection, ...] = ()
     """The Slurm jobs involved (the watched one, those the findings name)."""
+    actions: tuple[AuditRecord, ...] = ()
+    """Node actions taken on its incidents or hosts (drains, resumes, refusals), from the
+    audit trail, oldest first."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -211,6 +215,7 @@ class IncidentReport:
             },
             "hardware": [g.to_json() for g in self.hardware],
             "jobs": [j.to_json() for j in self.jobs],
+            "actions": [r.to_json() for r in self.actions],
             "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
                        "note": r.note, "checked": list(r.checked),
                        "findings": [_finding_json(f) for f in r.findings]}
@@ -247,6 +252,11 @@ class IncidentReport:
             out.append("")
         for j in self.jobs:
             out += j.to_markdown()
+        if self.actions:
+            out += ["## Actions taken", ""]
+            out += [f"- {_md(r.line())}" + (f" (command: {_code(' '.join(r.command))})"
+                                            if r.command else "") for r in self.actions]
+            out.append("")
         for i, r in enumerate(self.steps, 1):
             out += [f"## {i}. {_md(r.title)}: {r.verdict.value}", ""]
             out += [f"- checked: {_md(c)}" for c in r.checked]
@@ -336,8 +346,8 @@ def _facts_json(f: HostFacts) -> dict[str, object]:
 
 def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
                  findings: Sequence[Finding], facts: Mapping[str, HostFacts],
-                 now: float | None = None,
-                 jobs: Sequence[JobSection] = ()) -> IncidentReport:
+                 now: float | None = None, jobs: Sequence[JobSection] = (),
+                 actions: Sequence[AuditRecord] = ()) -> IncidentReport:
     """Assemble a report; the hosts listed are those with incidents (or all, when none).
 
     The operator's verdicts and notes travel inside ``steps``.  Every time is taken as it
@@ -352,7 +362,8 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),
-                          tuple(sorted(h for h in involved if h not in facts)), tuple(jobs))
+                          tuple(sorted(h for h in involved if h not in facts)), tuple(jobs),
+                          tuple(sorted(actions, key=lambda r: r.when)))
 
 
 _GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,
