@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer
 
+from probes.actions.audit import AuditLog, AuditRecord, default_audit_path, report_actions
 from probes.analysis.findings import Finding, normal_topology
 from probes.analysis.incident import (
     STEP_ORDER,
@@ -189,7 +190,8 @@ class TriageScreen(DataScreen):
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
                                                      fleet.rank_index(), fleet.watched_job)
         report = build_report(title, self._reviews, self._diagnosis.first,
-                              placed, facts, now=self._now, jobs=jobs)
+                              placed, facts, now=self._now, jobs=jobs,
+                              actions=self._actions(fleet))
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
@@ -198,6 +200,16 @@ class TriageScreen(DataScreen):
             return
         self.last_report = md
         self.notify(f"{md} (and .json)", title="Report written", timeout=60, markup=False)
+
+    def _actions(self, fleet: FleetState | None) -> list[AuditRecord]:
+        """The node actions taken on these incidents or hosts since they began."""
+        incidents = self._diagnosis.incidents
+        starts = [i.finding.ts for i in incidents if i.finding.ts is not None]
+        hosts = [s.name for s in self._states(fleet)] if fleet is not None else []
+        path = getattr(self.app, "audit_path", None)
+        return report_actions(AuditLog(path or default_audit_path()),
+                              [i.incident_id for i in incidents if i.incident_id], hosts,
+                              min(starts) if starts else None)
 
     def action_back(self) -> None:
         """Back to where triage was opened from."""
