@@ -306,3 +306,16 @@ def test_read_only_is_a_top_level_setting(tmp_path: Path) -> None:
         load_settings(path)
     path.write_text("alerts:\n  bell: false\n")
     assert not load_settings(path).read_only
+
+
+def test_who_is_the_os_user_not_what_the_environment_claims(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    for var in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.setenv(var, "mallory")
+    monkeypatch.setenv("SUDO_USER", "alice\x1b[2J")
+    me = Actor.here()
+    assert me.user == pwd.getpwuid(os.getuid()).pw_name and me.uid == os.getuid()
+    assert me.sudo_user == "alice\\x1b[2J"  # as sudo set it, cleaned
+    assert Actor.here({}).sudo_user is None

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import getpass
 import json
 import os
+import pwd
 import socket
 import stat
 import time
@@ -76,9 +76,9 @@ class Actor:
     def here(cls, environ: Mapping[str, str] | None = None) -> Actor:
         """The user running this process, and whoever sudo says ran sudo."""
         env = os.environ if environ is None else environ
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
+        try:  # the password database, not $USER (getpass reads the environment first)
+            user = pwd.getpwuid(os.getuid()).pw_name
+        except KeyError:
             user = str(os.getuid())
         sudo = env.get("SUDO_USER")
         return cls(clean_text(user)[:64], os.getuid(),

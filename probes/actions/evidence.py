@@ -140,6 +140,7 @@ def drain_reason(evidence: Evidence | None, text: str | None = None) -> str:
         head = f"{TAG} {evidence.code}: " if evidence is not None else f"{TAG}: "
         return check_reason(head + check_reason(text))
     if evidence is None:
-        raise ActionError("a drain needs a finding or a reason")
+        raise ActionError("nothing was found on this node to drain it for (rigwatch node "
+                          "drain NODE --reason TEXT drains it with a reason of your own)")
     head = f"{TAG} {evidence.incident}: " if evidence.incident else f"{TAG}: "
     return _fit(clean_text(head), clean_text(evidence.what()))
