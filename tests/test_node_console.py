@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +22,15 @@ from probes.actions.evidence import Evidence, drain_reason
 from probes.config.fleet import HostSpec
 from probes.config.inventory import load_inventory
 from probes.transport.backend import AgentFleetBackend
-from tests.support.node_actions import inventory, reasons, recording_scontrol, resume_all, trail
-from tests.support.slurm import SlurmCluster, start_cluster
+from tests.support.node_actions import (
+    four_nodes,
+    inventory,
+    reasons,
+    recording_scontrol,
+    resume_all,
+    trail,
+)
+from tests.support.slurm import SlurmCluster
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, sim_items, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.help import HelpScreen
@@ -37,13 +42,8 @@ from tui.screens.triage import TriageScreen
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    root = Path(tempfile.mkdtemp(prefix="rigwatch-slurm-"))
-    c = start_cluster(root, nodes=4)
-    try:
+    with four_nodes() as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import os
 import pty
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,29 +24,21 @@ import pytest
 
 from tests.conftest import REPO
 from tests.support.node_actions import (
+    four_nodes,
     inventory,
     reasons,
     recording_scontrol,
     resume_all,
     trail,
 )
-from tests.support.slurm import SlurmCluster, start_cluster
+from tests.support.slurm import SlurmCluster
 from tests.support.sshd import free_port
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    """In a directory other users may pass through (pytest's own is 0700): the test of a
-    user who is not a Slurm operator runs the real scontrol as uid 1, which must read
-    slurm.conf and reach munged's socket to be refused by Slurm itself."""
-    root = Path(tempfile.mkdtemp(prefix="rigwatch-slurm-"))
-    root.chmod(0o755)
-    c = start_cluster(root, nodes=4)
-    try:
+    with four_nodes() as c:
         yield c
-    finally:
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.support.node_actions import inventory, reasons, resume_all, trail
-from tests.support.slurm import SlurmCluster, start_cluster
+from tests.support.node_actions import four_nodes, inventory, reasons, trail
+from tests.support.slurm import SlurmCluster
 from tests.test_tmux_e2e import RIGWATCH, Tmux
 
 pytestmark = pytest.mark.tmux
@@ -24,14 +23,8 @@ pytestmark = pytest.mark.tmux
 
 @pytest.fixture
 def cluster() -> Iterator[SlurmCluster]:
-    root = Path(tempfile.mkdtemp(prefix="rigwatch-slurm-"))
-    c = start_cluster(root, nodes=4)
-    try:
+    with four_nodes() as c:
         yield c
-    finally:
-        resume_all(c)
-        c.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_drain_from_triage_and_a_refused_resume_in_a_real_terminal(

@@ -3,14 +3,32 @@ wrapper on PATH that records every call, and reading ``sinfo -R`` and the audit 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.slurm import SlurmCluster
+from tests.support.slurm import SlurmCluster, start_cluster
 
 NODES = ("n1", "n2", "n3", "n4")
+
+
+@contextlib.contextmanager
+def four_nodes() -> Iterator[SlurmCluster]:
+    """The four-node cluster, in a directory other users may pass through (pytest's own is
+    0700): the test of a user who is not a Slurm operator runs the real scontrol as uid 1,
+    which must read slurm.conf and reach munged's socket to be refused by Slurm itself."""
+    root = Path(tempfile.mkdtemp(prefix="rigwatch-slurm-"))
+    root.chmod(0o755)
+    cluster = start_cluster(root, nodes=4)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def inventory(tmp: Path, scenarios: dict[str, str], name: str = "inventory.yaml") -> Path:
