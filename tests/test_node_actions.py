@@ -319,3 +319,15 @@ def test_who_is_the_os_user_not_what_the_environment_claims(
     assert me.user == pwd.getpwuid(os.getuid()).pw_name and me.uid == os.getuid()
     assert me.sudo_user == "alice\\x1b[2J"  # as sudo set it, cleaned
     assert Actor.here({}).sudo_user is None
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "abc", "7200"])
+def test_a_timeout_must_be_a_sensible_number_of_seconds(value: str,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    from tui.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["node", "drain", "n1", "--reason", "x", "--yes", "--timeout", value])
+    assert stop.value.code == 2
+    assert "--timeout" in capsys.readouterr().err

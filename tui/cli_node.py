@@ -83,7 +83,7 @@ def add_node_parser(sub: argparse._SubParsersAction) -> None:
     for p in (drain, resume):
         p.add_argument("--yes", action="store_true",
                        help="do not ask for the node's name on the terminal")
-        p.add_argument("--timeout", type=float, default=ACTION_TIMEOUT_S, metavar="SECONDS",
+        p.add_argument("--timeout", type=_seconds, default=ACTION_TIMEOUT_S, metavar="SECONDS",
                        help="how long Slurm may take to answer (default %(default)g)")
         p.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS,
                        help="refuse (exit 2): no action is taken in read-only mode")
@@ -96,6 +96,17 @@ def add_node_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--audit", metavar="FILE", default=argparse.SUPPRESS,
                        help="the audit trail (default: $RIGWATCH_AUDIT or "
                             "<data dir>/rigwatch/audit.jsonl)")
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (and at most an hour)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"between 0 and 3600 seconds, not {text}")
+    return value
 
 
 def _say(text: str) -> None:
