@@ -31,11 +31,21 @@ from probes.analysis.incident import (
 )
 from probes.analysis.incident_text import where_host
 from probes.analysis.job_ranks import RankIndex
+from probes.analysis.onsets import clock_of
 from probes.errors import RigwatchError
-from probes.triage import Code, Severity
+from probes.triage import Code, OnsetClock, Severity
 from probes.wire.samples import GpuInfo, HostFacts
 from probes.wire.sanitize import clean_text
 
+CLOCK_WORDS: Mapping[OnsetClock, str] = {
+    OnsetClock.LINE: "the log line's own timestamp (the host's clock, corrected for its skew)",
+    OnsetClock.KERNEL: "the kernel's own time for the line",
+    OnsetClock.ORDER: "its place in the log (the line has no timestamp of its own)",
+    OnsetClock.READ: "when its line was read (no timestamp of its own)",
+    OnsetClock.SAMPLE: "the first sample that showed it",
+    OnsetClock.CONSOLE: "the console's clock",
+}
+"""Which clock an onset came from, as the report says it."""
 REPORT_VERSION = 1
 """Fields are only ever added (``hardware``, ``onset``, ``do_now`` came later): a version-1
 reader keeps working."""
@@ -239,6 +249,9 @@ class IncidentReport:
                    else "First failure")
         out += [f"## {heading}", ""]
         out.append(_md(self.first.explanation) if self.first else "No incident was seen.")
+        if self.first is not None and self.first.finding.ts:
+            out += ["", f"Onset {_iso(onset(self.first.finding))}, from "
+                        f"{CLOCK_WORDS[self.first.clock]}."]
         if self.first is not None and self.first.same_event:
             out += ["", "Seen as: " + ", ".join(
                 _code(f.code) for f in (self.first.finding, *self.first.same_event))
@@ -330,6 +343,7 @@ def _finding_json(f: Finding) -> dict[str, object]:
     if f.ts is not None:
         out["onset"] = _iso(onset(f))
         out["time"] = _iso(f.ts)
+        out["clock"] = clock_of(f).value
     if f.count > 1:
         out["count"] = f.count
     if f.context:
