@@ -30,6 +30,7 @@ def _no_user_config(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.delenv("RIGWATCH_CONFIG", raising=False)
     monkeypatch.delenv("RIGWATCH_INVENTORY", raising=False)
     monkeypatch.delenv("RIGWATCH_SETTINGS", raising=False)
+    monkeypatch.delenv("RIGWATCH_AUDIT", raising=False)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from probes.errors import DisconnectKind
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
-from probes.wire.events import Connected, Disconnected
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange
 from probes.wire.protocol import StreamStats, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -109,6 +109,9 @@ def all_items() -> list[codec.Item]:
         Disconnected(7.0, "connection reset", retry_in_s=2.5,
                      stats=StreamStats(lines=10, garbled=1), kind=DisconnectKind.STALLED),
         Disconnected(7.5, "eof"),
+        ClockOffset(7.6, -600.25, -600.25, 12),
+        JobChange(7.7, "48211", "FAILED", "NonZeroExitCode", "3:0", ("n1", "n2"),
+                  "node list changed"),
         Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "rank 3 timed out", "node-01",
                 gpu=3, xid=None, evidence="Watchdog caught collective", ts=8.0,
                 action="check the fabric", source="job:/x.log", count=4,

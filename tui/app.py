@@ -27,6 +27,8 @@ from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
+from probes.actions.audit import AuditRecord, NodeAction, Outcome
+from probes.actions.slurm_node import ACTION_TIMEOUT_S
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
 from probes.analysis.headline import SEP, headline
 from probes.analysis.hook import HookGate, HookResult
@@ -45,6 +47,8 @@ from tui.command_run import run_named
 from tui.commands import CommandError, parse_command
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
+from tui.node_actions import ACTION_SCREENS, NODE_ACTIONS, target_of
+from tui.node_actions import context as node_context
 from tui.palette import RigwatchCommands
 from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
@@ -110,6 +114,13 @@ class RigwatchApp(App[None]):
                 tooltip="jump to the previous recorded finding"),
         Binding("at", "replay_seek", "Seek", show=False,
                 tooltip="seek to a time: +10m, -1h, 03:12, an ISO time"),
+        # not in the footer (``?`` lists them): a host screen's footer is full at 80 columns
+        Binding("D", "node_drain", "Drain", show=False,
+                tooltip="drain this node in Slurm (the host, the job's failing rank, triage's "
+                        "first failure): preview, type its name to confirm, audited"),
+        Binding("U", "node_resume", "Resume", show=False,
+                tooltip="resume this node in Slurm once a fresh read finds the cause gone "
+                        "(else refused; a typed reason overrides), audited"),
     ]
 
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
@@ -165,6 +176,12 @@ class RigwatchApp(App[None]):
         self.notice: Notice | None = None
         """What the status line says now (every data screen shows it)."""
         self._notice_serial = 0
+        self.read_only = backend.replay is not None
+        """No node actions: ``D``, ``U`` and ``:drain``/``:resume`` are gone (``--read-only``,
+        ``read_only: true``, and always in a replay: it shows the past)."""
+        self.audit_path: Path | None = None
+        """Where node actions are recorded; None is the user's data dir."""
+        self.action_timeout_s = ACTION_TIMEOUT_S
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Keep our stylesheet valid under any other theme (Textual's are unregistered, but
@@ -370,10 +387,11 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
-        watched = self.fleet.watched_job
+        old = self.fleet
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits)
-        self.fleet.watched_job = watched
+        self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
+        self.fleet.watched_layout = old.watched_layout
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:
@@ -386,10 +404,47 @@ class RigwatchApp(App[None]):
         return [*filters, self._ascii_filter] if self.ascii_glyphs else filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Replay keys exist only in a replay."""
+        """Replay keys exist only in a replay; node actions only on a screen about a node,
+        and never in read-only mode."""
         if action.startswith("replay_"):
             return self.backend.replay is not None
+        if action in NODE_ACTIONS:
+            return not self.read_only and isinstance(self.screen, ACTION_SCREENS)
         return True
+
+    def action_node_drain(self) -> None:
+        """``D``: drain the node this screen is about, after a preview."""
+        self._node_key(NodeAction.DRAIN)
+
+    def action_node_resume(self) -> None:
+        """``U``: resume the node this screen is about once its cause is gone."""
+        self._node_key(NodeAction.RESUME)
+
+    def _node_key(self, action: NodeAction) -> None:
+        try:
+            self.node_action(action, None)
+        except CommandError as exc:
+            self.notify(str(exc), severity="warning", timeout=8, markup=False)
+
+    def node_action(self, action: NodeAction, node: str | None) -> None:
+        """Open the drain or resume box for ``node`` (None: the one this screen is about).
+
+        Raises:
+            CommandError: read-only, or no node to act on here.
+        """
+        from tui.screens.node_action import NodeActionScreen
+
+        if self.read_only:
+            raise CommandError("read-only: rigwatch takes no action on nodes in this session")
+        target = target_of(self.fleet, self.screen, node)
+        ctx = node_context(self.audit_path, self.action_timeout_s, self.detector_limits)
+
+        def done(rec: AuditRecord | None) -> None:
+            if rec is not None:
+                self.say(rec.line(), "information" if rec.outcome is Outcome.DONE
+                         else "warning", ALERT_NOTICE_S)
+
+        self.push_screen(NodeActionScreen(action, target, ctx), done)
 
     def _replay(self) -> ReplayControls | None:
         return self.backend.replay
@@ -507,7 +562,9 @@ class RigwatchApp(App[None]):
         if isinstance(self.screen, FleetScreen) and self.screen.wall:
             here = HELP_SCREENS[1][0]
         screens = [(title, own_bindings(cls)) for title, cls in HELP_SCREENS]
-        return build_sections(own_bindings(RigwatchApp), screens, self.get_key_display, here)
+        app_keys = [b for b in own_bindings(RigwatchApp)
+                    if not (self.read_only and b.action in NODE_ACTIONS)]
+        return build_sections(app_keys, screens, self.get_key_display, here)
 
     def action_command_line(self) -> None:
         """``:`` — type a command (``host gpu017``, ``theme light``, ``window 6h`` …)."""

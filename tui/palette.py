@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.commands import COMMANDS, WINDOWS
+from tui.commands import ACTION_COMMANDS, COMMANDS, WINDOWS, Command
 from tui.views.fleet_view import SORT_KEYS
 
 if TYPE_CHECKING:
@@ -18,9 +18,14 @@ THEME_WORDS = ("dark", "light", "high-contrast", "colour-safe")
 MAX_HOST_HITS = 50
 
 
+def offered(app: RigwatchApp) -> list[Command]:
+    """The commands this console offers: no node actions in read-only mode."""
+    return [c for c in COMMANDS if not (app.read_only and c.name in ACTION_COMMANDS)]
+
+
 def _lines(app: RigwatchApp) -> Iterator[tuple[str, str]]:
     """(command line, help) for everything the palette offers."""
-    for c in COMMANDS:
+    for c in offered(app):
         if not c.arg:
             yield f":{c.name}", c.help
     for word in THEME_WORDS:
@@ -42,7 +47,7 @@ class RigwatchCommands(Provider):
 
     async def discover(self) -> Hits:
         """Commands without arguments, shown before anything is typed."""
-        for c in COMMANDS:
+        for c in offered(self._rw):
             if not c.arg:
                 yield DiscoveryHit(f":{c.name}", partial(self._rw.run_command, c.name),
                                    help=c.help)

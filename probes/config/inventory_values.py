@@ -67,6 +67,19 @@ def word(node: yaml.Node) -> str:
     return value
 
 
+SLURM_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A Slurm node name as rigwatch passes it to ``scontrol``: no spaces, ``=`` or commas (one
+node, never a list)."""
+
+
+def slurm_node(node: yaml.Node) -> str:
+    """One Slurm node name (``slurm_node:``)."""
+    value = text(node)
+    if not SLURM_NODE.fullmatch(value):
+        raise Bad("one Slurm node name (letters, digits, '.', '-', '_')")
+    return value
+
+
 def user(node: yaml.Node) -> str:
     value = word(node)
     if ":" in value:  # user:secret is the URL way of writing a password
@@ -210,6 +223,7 @@ SETTINGS: dict[str, Callable[[yaml.Node], Any]] = {
     "expect_gpus": integer(0),
     "logs": text_list,
     "datasets": text_list,
+    "slurm_node": slurm_node,
     "interval": number("a positive number of seconds", zero_ok=False),
     "simulate": simulate,
     "seed": integer(),

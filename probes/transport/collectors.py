@@ -28,6 +28,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase, cancel_once
 from probes.transport.collector_wire import RETRY, CollectorJob, frame, frame_length, unframe
+from probes.transport.host_clock import clocked
 from probes.wire.events import Connected, Disconnected, Emit
 from probes.wire.protocol import MessageReader
 
@@ -109,6 +110,7 @@ class CollectorBackend(BackendBase):
 
     async def run(self, emit: Emit) -> None:
         """Keep every collector running until cancelled; then stop them all."""
+        emit = clocked(emit)  # each host's times on the console's clock, before any fold
         tasks = [asyncio.create_task(self._keep(shard, emit), name=f"collector {k}")
                  for k, shard in enumerate(self._shards)]
         try:

@@ -28,7 +28,7 @@ from probes.transport.prometheus_fields import (
     matchers,
     per_gpu,
 )
-from probes.transport.prometheus_rows import GpuId, RowDecoder, host_name
+from probes.transport.prometheus_rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
 from probes.transport.prometheus_shards import Shard, plan, shard_count
 from probes.wire.events import Disconnected, Emit
 from probes.wire.samples import (
@@ -104,7 +104,9 @@ def host_of(labels: dict[str, str], host_label: str) -> str | None:
 
 def gpu_of(labels: dict[str, str]) -> int | None:
     text = labels.get("gpu", "")
-    return int(text) if text.isdigit() else None
+    if text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= MAX_GPU_INDEX:
+        return int(text)
+    return None
 
 
 @dataclass
@@ -172,6 +174,8 @@ class PromFleetSource:
         """Wall seconds of the newest read (queries, decoding and building samples)."""
         self.last_queries = 0
         """HTTP queries the newest read sent."""
+        self.history_errors: list[str] = []
+        """Why fields of the newest history read are missing (each field is read alone)."""
 
     async def discover(self, at: float | None = None) -> Discovery:
         """Hosts, GPUs and which metrics exist (two queries); the shards follow from them.
@@ -212,6 +216,9 @@ class PromFleetSource:
             found.shard_label, found.shard_values = "instance", by_instance
         self.discovery = found
         self._uuids = {h: {i: g.uuid for i, g in gpus.items()} for h, gpus in found.gpus.items()}
+        # answers are capped at what this fleet needs (a series per GPU and scrape address)
+        self.client.expect(sum(len(v) for v in by_instance.values())
+                           * max(1, max(map(len, found.gpus.values()), default=1)))
         self._reshard()
         return found
 
@@ -346,10 +353,16 @@ class PromFleetSource:
 
         async def one(f: Field) -> None:
             promql = per_gpu(f.metrics, opts.match, opts.host_label)
-            async with gate:
-                body = await self.client.query_range_body(promql, start, stop, step)
-            table.columns_over_time(self._decoder.range(body, promql), f.kind, f.attr, at)
+            try:
+                async with gate:
+                    body = await self.client.query_range_body(promql, start, stop, step)
+                series = self._decoder.range(body, promql)
+            except PrometheusError as exc:  # that field has no history; the rest does
+                self.history_errors.append(f"{f.metrics[0]}: {exc}")
+                return
+            table.columns_over_time(series, f.kind, f.attr, at)
 
+        self.history_errors = []
         await asyncio.gather(*(one(f) for f in fields))
         out: dict[str, list[HostSample]] = {}
         events: list[tuple[str, LogEvent]] = []
@@ -405,12 +418,13 @@ class PromFleetSource:
     async def _read_and_emit(self, k: int, emit: Emit, wanted: set[str] | None) -> None:
         try:
             _ts, samples, events = await self.read_shard(k)
-        except PrometheusError as exc:
+        except (PrometheusError, ValueError, TypeError, KeyError, IndexError,
+                OverflowError) as exc:  # that shard's read failed; the others go on
             # every host of the shard is unwatchable for the same reason: say it, retry
             samples, events = {}, []
             for host in sorted(self.shards[k].hosts):
                 if wanted is None or host in wanted:
-                    emit(host, Disconnected(time.time(), f"Prometheus: {exc}",
+                    emit(host, Disconnected(time.time(), f"Prometheus: {clean_text(str(exc))}",
                                             self.options.refresh_s))
         for host, ev in events:
             if wanted is None or host in wanted:

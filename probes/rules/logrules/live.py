@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from probes.rules.logrules.families import Family, families_for, scan_lines
 from probes.rules.logrules.lines import LogLine, log_line
 from probes.rules.logrules.rank_places import LoggedRank, RankPlaces
+from probes.rules.logrules.stamps import UTC, HostTime, line_time
 from probes.rules.result import ExplainFinding
+from probes.triage import OnsetClock
+from probes.wire.samples import KERNEL_SOURCE
 
 CONTEXT_LINES = 40
 """Lines before the new ones that a scan re-reads, for messages spread over lines."""
@@ -46,28 +49,52 @@ MAX_BACKLOG_CHARS = 1024 * 1024
 """Characters a source's queue holds at most; past it the oldest waiting lines are skipped
 (``skipped`` counts them).  The agent sends at most 64 KB a file a tick, so only a flood that
 outruns the scans tick after tick loses lines, and memory stays bounded."""
+WRITTEN_AFTER_READ_S = 2.0
+"""A line's own stamp this far after it was read is no time of the line (a zone read
+wrong, a stamp from elsewhere quoted in it): the read time stands."""
 
 
 @dataclass(frozen=True)
 class LiveHit:
-    """One rule's finding on a live line, with the agent's timestamp of that line."""
+    """One rule's finding on a live line, with the time that line was written."""
 
     finding: ExplainFinding
     source: str
     ts: float
+    """When the evidence line happened (its own stamp, else placed by line order, else when
+    it was read), on the console's clock (the host's, corrected for its skew)."""
     context: tuple[str, ...] = ()
     """The raw lines just before the evidence line, oldest first."""
+    clock: OnsetClock = OnsetClock.READ
+    """Which clock ``ts`` came from."""
+    line: int = 0
+    """The evidence line's number in its source, counted from the first line read."""
+
+
+@dataclass(frozen=True)
+class LineClock:
+    """How a host's line stamps become console times: its zone and boot (its hello), and
+    how far its clock runs ahead of the console's (the session's estimate)."""
+
+    zone: HostTime = UTC
+    offset_s: float = 0.0
+    """Host clock minus console clock; the lines' read times arrive already corrected."""
 
 
 @dataclass
 class _Source:
     families: tuple[Family, ...]
-    tail: deque[tuple[LogLine, float]] = field(default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+    tail: deque[tuple[LogLine, float, OnsetClock]] = field(
+        default_factory=lambda: deque(maxlen=CONTEXT_LINES))
+    """The newest scanned lines with their event times."""
     pending: deque[tuple[LogLine, float]] = field(default_factory=deque)
+    """Lines queued and not yet scanned, with when each was read."""
     cues: dict[int, int] = field(default_factory=dict)
     """Line number → which families' cues the waiting line has (bit i: ``families[i]``)."""
     pending_chars: int = 0
     since_scan: int = 0
+    last_t: float | None = None
+    """The event time of the newest scanned line: no later line is placed before it."""
     number: int = 0
     reported: set[tuple[str, str, int | None]] = field(default_factory=set)
     ranks: RankPlaces = field(default_factory=RankPlaces)
@@ -79,6 +106,8 @@ class LiveLogScanner:
 
     def __init__(self) -> None:
         self._sources: dict[str, _Source] = {}
+        self.clock = LineClock()
+        """The host's zone, boot and skew (set as the hello and the estimates arrive)."""
         self._turn = 0
         self.skipped = 0
         """Lines never scanned: their source's queue was over :data:`MAX_BACKLOG_CHARS`."""
@@ -129,18 +158,20 @@ class LiveLogScanner:
             if not new:
                 continue
             run = tuple(f for i, f in enumerate(src.families) if cued >> i & 1)
-            window = [*_context(src.tail), *new] if run else new
+            timed = self._event_times(name, src, new)
+            window = [*_context(src.tail), *timed] if run else timed
             first_new = new[0][0].number
-            ts_of = {line.number: ts for line, ts in window}
-            raw_of = {line.number: line.raw for line, _ in window}
-            lines: Sequence[LogLine] = [line for line, _ in window]
+            when = {line.number: (t, clock) for line, t, clock in window}
+            raw_of = {line.number: line.raw for line, _, _ in window}
+            lines: Sequence[LogLine] = [line for line, _, _ in window]
             for f in scan_lines(lines, run):
                 if f.line >= first_new or f.key not in src.reported:
                     src.reported.add(f.key)
                     before = tuple(raw_of[n].rstrip() for n in
                                    range(f.line - CONTEXT_BEFORE, f.line) if n in raw_of)
-                    hits.append(LiveHit(f, name, ts_of.get(f.line, window[-1][1]), before))
-            src.tail.extend(new)
+                    t, clock = when.get(f.line, (window[-1][1], window[-1][2]))
+                    hits.append(LiveHit(f, name, t, before, clock, f.line))
+            src.tail.extend(timed)
         return hits
 
     def _in_turn(self) -> Iterator[tuple[str, _Source]]:
@@ -153,6 +184,73 @@ class LiveLogScanner:
             src = self._sources[name]
             src.since_scan = 0
             yield name, src
+
+    def _event_times(self, name: str, src: _Source, new: Sequence[tuple[LogLine, float]]
+                     ) -> list[tuple[LogLine, float, OnsetClock]]:
+        """When each of the new lines happened, in line order (see :func:`event_times`)."""
+        timed = event_times(new, self.clock, src.last_t, name == KERNEL_SOURCE)
+        if timed:
+            src.last_t = timed[-1][1]
+        return timed
+
+
+def event_times(lines: Sequence[tuple[LogLine, float]], clock: LineClock,
+                after: float | None, kernel: bool = False
+                ) -> list[tuple[LogLine, float, OnsetClock]]:
+    """Each line's event time on the console's clock, and which clock it came from.
+
+    A line's own stamp wins (on the host's clock: its zone, then its skew taken off).  A
+    kernel line's read time already is the kernel's time for it (the agent's conversion).
+    A line without a stamp read together with stamped ones takes the time of the line above
+    it, or, at the top of what was read, of the first stamped line below; else its read time.
+    Line order is time order: no line is placed before the line above it (nor before
+    ``after``, the last line of the previous scan), so a log read all at once keeps its order.
+
+    Args:
+        lines: (peeled line, when it was read on the console's clock), in file order.
+        clock: the host's zone, boot and skew.
+        after: the event time of the line before the first (None at the start of a source).
+        kernel: the lines are the kernel log's (their read time is their time).
+    """
+    offset = clock.offset_s
+    own: list[float | None] = []
+    for line, read in lines:
+        if kernel:
+            own.append(read)
+            continue
+        t = line_time(line.time, line.text, clock.zone, read + offset)
+        if t is not None:
+            t -= offset
+            if t > read + WRITTEN_AFTER_READ_S:
+                t = None
+        own.append(t)
+    below: list[float | None] = [None] * len(lines)
+    nxt: float | None = None
+    for i in range(len(lines) - 1, -1, -1):
+        below[i] = nxt
+        if own[i] is not None:
+            nxt = own[i]
+        if i > 0 and lines[i - 1][1] != lines[i][1]:
+            nxt = None  # read at another time: what is below says nothing about above
+    out: list[tuple[LogLine, float, OnsetClock]] = []
+    last = after
+    last_read: float | None = None
+    for i, (line, read) in enumerate(lines):
+        t = own[i]
+        clock_of = OnsetClock.KERNEL if kernel else OnsetClock.LINE
+        if t is None:
+            if last is not None and last_read == read:
+                t, clock_of = last, OnsetClock.ORDER
+            elif below[i] is not None:
+                t, clock_of = below[i], OnsetClock.ORDER
+            else:
+                t, clock_of = read, OnsetClock.READ
+        assert t is not None
+        if last is not None and t < last:
+            t, clock_of = last, OnsetClock.ORDER
+        out.append((line, t, clock_of))
+        last, last_read = t, read
+    return out
 
 
 def _pop(src: _Source) -> tuple[LogLine, float]:
@@ -179,14 +277,15 @@ def _take(src: _Source, budget: list[int]) -> tuple[list[tuple[LogLine, float]],
     return new, cued
 
 
-def _context(tail: deque[tuple[LogLine, float]]) -> list[tuple[LogLine, float]]:
+def _context(tail: deque[tuple[LogLine, float, OnsetClock]]
+             ) -> list[tuple[LogLine, float, OnsetClock]]:
     """The newest lines of ``tail`` that fit :data:`CONTEXT_CHARS`, oldest first."""
-    kept: list[tuple[LogLine, float]] = []
+    kept: list[tuple[LogLine, float, OnsetClock]] = []
     chars = 0
-    for line, ts in reversed(tail):
-        chars += len(line.raw)
+    for entry in reversed(tail):
+        chars += len(entry[0].raw)
         if chars > CONTEXT_CHARS:
             break
-        kept.append((line, ts))
+        kept.append(entry)
     kept.reverse()
     return kept
