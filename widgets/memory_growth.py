@@ -34,6 +34,7 @@ from textual_plot import DurationFormatter, HiResMode, PlotWidget
 from textual_plot.plot_widget import Legend
 
 from probes.triage import Severity
+from widgets._alive import leaving
 from widgets._format import SEVERITY_VARIABLE, mib, spark_values
 from widgets.thermal_panel import ScaledHistory
 
@@ -370,7 +371,9 @@ class GrowthPlot(PlotWidget, can_focus=False):
 
     def _line_styles(self) -> tuple[str, str, str]:
         def style(name: str) -> str:
-            return str(self.get_component_rich_style(name, partial=True) or Style())
+            # a removed plot has no component styles left: plain lines, never a KeyError
+            return str(self.get_component_rich_style(name, partial=True, default=Style())
+                       or Style())
         return (style("growth-plot--line"), style("growth-plot--leak"),
                 style("growth-plot--selected"))
 
@@ -407,6 +410,9 @@ class GrowthPlot(PlotWidget, can_focus=False):
             self.call_after_refresh(self._restyle)
 
     def _restyle(self) -> None:
+        # deferred: by now the host screen may have been popped and this plot removed
+        if leaving(self):
+            return
         if self._styles_key and self._line_styles() != self._styles_key:
             self._replot()
 
@@ -434,6 +440,8 @@ class GpuGrowthRow(Horizontal):
 
     def on_mount(self) -> None:
         """Show the GPU given at construction."""
+        if leaving(self):
+            return
         self._ready = True
         self._draw()
 
@@ -497,6 +505,8 @@ class MemoryGrowth(Vertical):
 
     def on_mount(self) -> None:
         """Show what arrived before mounting."""
+        if leaving(self):
+            return
         self._ready = True
         self.watch_view(self.view)
 
