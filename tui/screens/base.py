@@ -4,10 +4,12 @@ them."""
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from textual.binding import ActiveBinding
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
@@ -18,6 +20,22 @@ APP_KEYS_KEPT = frozenset({"help", "quit"})
 SCREEN_KEYS_CROWD = 5
 """A screen with this many keys of its own shows only ``APP_KEYS_KEPT`` of the app's: the
 footer must fit 80 columns (triage has six keys of its own)."""
+
+
+def on_top(screen: Screen[Any]) -> bool:
+    """Whether ``screen`` is the active screen (the top of the stack).
+
+    A key, a submitted input or a deferred callback can reach a screen after it was
+    popped (keys that arrive together, as over a slow SSH link): leaving again would pop
+    the screen underneath, or fail on the last one.
+    """
+    stack = screen.app.screen_stack
+    return bool(stack) and stack[-1] is screen
+
+
+def row_key_text(key: RowKey | None) -> str | None:
+    """A highlighted or selected row's key, or None (an emptied table highlights none)."""
+    return None if key is None or key.value is None else str(key.value)
 
 
 class DataScreen(Screen[None]):
@@ -68,6 +86,11 @@ class DataScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         """Ask to be drawn now: after a push or a pop the data may be a tick old."""
         self.post_message(ViewRequested())
+
+    def action_back(self) -> None:
+        """Back to the screen underneath (once, however many Esc keys arrive)."""
+        if on_top(self):
+            self.dismiss()
 
     def show(self, fleet: FleetState, now: float, mode: str = "") -> None:
         """Push the current state into this screen's widgets; ``mode`` is the header's

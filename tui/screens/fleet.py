@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Input
 
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen
-from tui.screens.base import DataScreen
+from tui.screens.base import DataScreen, row_key_text
 from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
@@ -212,5 +212,5 @@ class FleetScreen(DataScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(HostChosen(event.row_key.value))
+        if (key := row_key_text(event.row_key)) is not None:
+            self.post_message(HostChosen(key))

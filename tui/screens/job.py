@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from probes.fleet_state import FleetState
 from tui.messages import HostChosen
-from tui.screens.base import DataScreen
+from tui.screens.base import DataScreen, row_key_text
 from tui.views.job_view import JobPicture, job_picture
 from widgets.first_failure import FirstFailureBanner
 from widgets.job_table import JobTable
@@ -82,9 +82,5 @@ class JobScreen(DataScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a rank opens its host."""
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(HostChosen(str(event.row_key.value).rsplit("/", 1)[0]))
-
-    def action_back(self) -> None:
-        """Back to the screen underneath."""
-        self.app.pop_screen()
+        if (key := row_key_text(event.row_key)) is not None:
+            self.post_message(HostChosen(key.rsplit("/", 1)[0]))

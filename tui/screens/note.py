@@ -12,6 +12,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
+from tui.screens.base import on_top
+
 HINT = "Enter saves · Esc cancels · an empty note clears it"
 """Both keys work without it, but nothing on screen said so."""
 
@@ -28,6 +30,7 @@ class NoteScreen(ModalScreen[str | None]):
         self.text = text
         self.heading = heading if heading is not None else f"Note for {title}"
         self.placeholder = placeholder
+        self._answered = False
 
     def compose(self) -> ComposeResult:
         """A titled box holding the input."""
@@ -38,8 +41,17 @@ class NoteScreen(ModalScreen[str | None]):
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
+        self._answer(event.value.strip())
 
     def action_cancel(self) -> None:
         """Leave the note as it was."""
-        self.dismiss(None)
+        self._answer(None)
+
+    def _answer(self, result: str | None) -> None:
+        """Dismiss once.  Keys that arrive together (a slow SSH link, a loaded bastion)
+        can bring a second Enter, or an Esc, to this screen after the first popped it:
+        dismissing again would pop the screen underneath, or the last one."""
+        if self._answered or not on_top(self):
+            return
+        self._answered = True
+        self.dismiss(result)

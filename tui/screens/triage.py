@@ -196,7 +196,3 @@ class TriageScreen(DataScreen):
             return
         self.last_report = md
         self.notify(f"{md} (and .json)", title="Report written", timeout=60, markup=False)
-
-    def action_back(self) -> None:
-        """Back to where triage was opened from."""
-        self.dismiss()
