@@ -14,17 +14,18 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
-from textual.app import App
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
 from textual.dom import DOMNode
 from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
@@ -45,7 +46,7 @@ from tui.command_run import run_named
 from tui.commands import CommandError, parse_command
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
-from tui.palette import RigwatchCommands
+from tui.palette import TEXTUAL_DUPLICATES, RigwatchCommands, SteadyPalette
 from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen, Section, build_sections, own_bindings
@@ -53,6 +54,7 @@ from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
 from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
+from tui.typeahead import TypeaheadApp
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import Notice, NoticeLevel
 
@@ -80,7 +82,7 @@ QUIT_GRACE_S = 3.0
 Clock = Callable[[], float]
 
 
-class RigwatchApp(App[None]):
+class RigwatchApp(TypeaheadApp):
     """The console; build it with ``make_app``."""
 
     CSS_PATH = CSS_PATH
@@ -112,8 +114,8 @@ class RigwatchApp(App[None]):
                 tooltip="seek to a time: +10m, -1h, 03:12, an ISO time"),
     ]
 
-    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
-        App.COMMANDS | {RigwatchCommands})
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {RigwatchCommands}
+    """Rigwatch's commands first, then Textual's own (``RigwatchCommands`` lists both)."""
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
@@ -165,6 +167,16 @@ class RigwatchApp(App[None]):
         self.notice: Notice | None = None
         """What the status line says now (every data screen shows it)."""
         self._notice_serial = 0
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's palette entries, less the two that ``:quit`` and ``:theme`` are."""
+        return (c for c in super().get_system_commands(screen)
+                if c.title not in TEXTUAL_DUPLICATES)
+
+    def action_command_palette(self) -> None:
+        """The palette (Ctrl+P), guarded against keys that arrive together."""
+        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
+            self.push_screen(SteadyPalette())  # no id: the one going out may still hold it
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Keep our stylesheet valid under any other theme (Textual's are unregistered, but
