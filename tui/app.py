@@ -269,7 +269,12 @@ class RigwatchApp(TypeaheadApp):
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
         if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
-            screen.show(self.fleet, self._clock(), self.mode_text())
+            self.draw(screen)
+
+    def draw(self, screen: DataScreen) -> None:
+        """Draw ``screen`` from the fleet state now (a screen does as soon as it is
+        composed, so it never shows its empty state over what is known)."""
+        screen.show(self.fleet, self._clock(), self.mode_text())
 
     def mode_text(self) -> str:
         """The header's note on where the data comes from: a replay position or recording."""

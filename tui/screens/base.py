@@ -13,6 +13,7 @@ from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
+from widgets._alive import leaving
 from widgets.header_bar import HeaderBar, Notice, StatusLine
 
 APP_KEYS_KEPT = frozenset({"help", "quit"})
@@ -77,6 +78,11 @@ class DataScreen(Screen[None]):
         line = StatusLine()
         line.notice = getattr(self.app, "notice", None)
         self.mount(line)
+        # what is known, at once: waiting for the next redraw, a host opened by `:host`
+        # read "waiting for hosts…" and "no findings" while its host was streaming
+        draw = getattr(self.app, "draw", None)
+        if callable(draw) and not leaving(self):
+            draw(self)
 
     def show_notice(self, notice: Notice | None) -> None:
         """Put ``notice`` on this screen's status line (None clears it)."""
