@@ -357,6 +357,8 @@ class GrowthPlot(PlotWidget, can_focus=False):
 
     def on_mount(self) -> None:
         """Compact margins: a panel has rows to spare only for the lines themselves."""
+        if leaving(self):  # the margins' watchers lay out a grid that was never mounted
+            return
         self.margin_top = 0
         self.margin_bottom = 1
         self.margin_left = 8
@@ -418,7 +420,7 @@ class GrowthPlot(PlotWidget, can_focus=False):
 
     def on_resize(self) -> None:
         """Keep about two points per braille column at the new width."""
-        if self._gpus:
+        if self._gpus and not leaving(self):
             self._replot()
 
 
