@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from textual.command import CommandPalette
 from textual.widgets import Input
 
@@ -63,6 +64,7 @@ def test_the_storm_sends_every_screens_keys_and_every_command() -> None:
     assert plan_storm(STORM_SEED, 2000, ["a"], ()) == plan_storm(STORM_SEED, 2000, ["a"], ())
 
 
+@pytest.mark.slow  # real agents for half a minute: CI runs it, `-m "not slow"` does not
 async def test_a_key_storm_against_the_demo_fleet_never_takes_the_console_down(
         tmp_path: Path) -> None:
     specs = demo_fleet()
