@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -185,9 +186,12 @@ class TriageScreen(DataScreen):
         placed = all_on_console(self._findings, self._clocks)
         jobs = () if fleet is None else job_sections(placed, fleet.rank_index(),
                                                      fleet.watched_job)
+        # in a replay the screen's clock is the recording's: the report keeps both times
+        replaying = getattr(getattr(self.app, "backend", None), "replay", None) is not None
         report = build_report(title, self._reviews,
                               first_failure(self._findings, clocks=self._clocks),
-                              placed, facts, now=self._now, jobs=jobs)
+                              placed, facts, now=time.time() if replaying else self._now,
+                              jobs=jobs, replay_at=self._now if replaying else None)
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
