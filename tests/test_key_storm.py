@@ -41,9 +41,12 @@ from tui.screens.note import NoteScreen
 from tui.screens.triage import TriageScreen
 from widgets.memory_growth import GrowthPlot
 
-STORM_SEED = 36
-STORM_KEYS = 500
-"""About 25 s on a loaded two-core machine; the bench runs thousands."""
+STORM_SEEDS = (36, 8)
+"""Before the fixes, seed 36 fell over on a prompt answered twice (``ScreenStackError``)
+and seed 8 on a memory plot drawn after its host screen went (``NoMatches 'Grid'``; with
+every other fix in, ``KeyError: No 'growth-plot--line' key``)."""
+STORM_KEYS = 300
+"""Per seed: about 20 s each on a loaded two-core machine; the bench runs thousands."""
 DEMO_JOBS = tuple(str(48200 + i) for i in range(1, 9))
 """The demo hosts' Slurm jobs (``Simulator.job``)."""
 
@@ -53,7 +56,7 @@ def test_the_storm_sends_every_screens_keys_and_every_command() -> None:
     for _, cls in HELP_SCREENS:
         for binding in own_bindings(cls):
             assert {k.strip() for k in binding.key.split(",")} & pool, binding
-    plan = plan_storm(STORM_SEED, 2000, [s.name for s in demo_fleet()], DEMO_JOBS)
+    plan = plan_storm(STORM_SEEDS[0], 2000, [s.name for s in demo_fleet()], DEMO_JOBS)
     sent = " ".join(" ".join(s.keys) for s in plan.steps if isinstance(s, Burst))
     for command in ("h o s t", "j o b", "t r i a g e", "f i l t e r", "t h e m e", "s o r t",
                     "w i n d o w", "ctrl+p", "T"):
@@ -61,16 +64,17 @@ def test_the_storm_sends_every_screens_keys_and_every_command() -> None:
     assert any(isinstance(s, Resize) for s in plan.steps)
     together = [s for s in plan.steps if isinstance(s, Burst) and s.gap_s == 0.0]
     assert len(together) > len(plan.steps) // 4  # bursts that arrive with the next
-    assert plan_storm(STORM_SEED, 2000, ["a"], ()) == plan_storm(STORM_SEED, 2000, ["a"], ())
+    assert plan_storm(8, 2000, ["a"], ()) == plan_storm(8, 2000, ["a"], ())
 
 
 @pytest.mark.slow  # real agents for half a minute: CI runs it, `-m "not slow"` does not
+@pytest.mark.parametrize("seed", STORM_SEEDS)
 async def test_a_key_storm_against_the_demo_fleet_never_takes_the_console_down(
-        tmp_path: Path) -> None:
+        seed: int, tmp_path: Path) -> None:
     specs = demo_fleet()
     app = make_app(AgentFleetBackend(specs), demo=True)
     app.reports_dir = tmp_path  # `r` in triage writes reports
-    plan = plan_storm(STORM_SEED, STORM_KEYS, [s.name for s in specs], DEMO_JOBS)
+    plan = plan_storm(seed, STORM_KEYS, [s.name for s in specs], DEMO_JOBS)
     started = time.monotonic()
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: len(app.fleet.hosts) == 8 and all(
@@ -78,7 +82,7 @@ async def test_a_key_storm_against_the_demo_fleet_never_takes_the_console_down(
         result = await play(pilot, plan)
         assert app.is_running, f"the console stopped after step {result.stopped_at}"
         await app.action_quit()
-    print(f"\nstorm seed {STORM_SEED}: {result.keys} keys in {result.seconds:.1f} s "
+    print(f"\nstorm seed {seed}: {result.keys} keys in {result.seconds:.1f} s "
           f"({time.monotonic() - started:.1f} s in all), {app.keys_held} typed ahead; "
           f"screens {result.screens}")
     assert result.keys >= STORM_KEYS
