@@ -61,8 +61,10 @@ class TypeaheadApp(App[None]):
             await super().on_event(event)
             return
         self._in_flight = True
-        await super().on_event(event)
-        self._follower = asyncio.create_task(self._follow(target))
+        try:
+            await super().on_event(event)
+        finally:  # whatever the key did, the keys behind it are released in time
+            self._follower = asyncio.create_task(self._follow(target))
 
     async def _follow(self, target: MessagePump) -> None:
         """Wait until the key given to ``target`` has landed, then release the next.
