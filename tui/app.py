@@ -435,13 +435,14 @@ class RigwatchApp(TypeaheadApp):
         if t is None:
             self.notify("no recorded finding that way", timeout=4, markup=False)
         else:
-            self.notify(landed_text(direction, t, r.findings_at(t), self.size.width - 2),
-                        timeout=8, markup=False)
+            text = landed_text(direction, t, r.findings_at(t), self.size.width - 2)
+            self.notify(text, timeout=8, markup=False)
 
     def action_replay_seek(self) -> None:
         """Ask for a time and seek there (+10m, -1h, 03:12, an ISO time)."""
         if (r := self._replay()) is None:
             return
+
         def done(text: str | None) -> None:
             if not text:
                 return

@@ -74,7 +74,6 @@ def filter_rows(rows: Sequence[FleetRow], query: str) -> list[FleetRow]:
     return [r for r in rows if matches(r, query)] if query.strip() else list(rows)
 
 
-
 def crumb(query: str, sort_key: str, shown: int, total: int) -> str | None:
     """The line that says how the fleet's rows are chosen (as k9s shows its filter), or
     None when they are all there in inventory order."""
