@@ -205,6 +205,9 @@ class IncidentReport:
     actions: tuple[AuditRecord, ...] = ()
     """Node actions taken on its incidents or hosts (drains, resumes, refusals), from the
     audit trail, oldest first."""
+    replay_at: float | None = None
+    """Written in a replay: the recording's time on screen then (``created`` is the wall
+    clock's: when the operator wrote it)."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -233,6 +236,7 @@ class IncidentReport:
             "timeline": [_finding_json(f) for f in self.timeline],
             "hosts": {name: _facts_json(f) for name, f in sorted(self.facts.items())},
             "hosts_without_facts": list(self.unknown),
+            "replay_at": None if self.replay_at is None else _iso(self.replay_at),
         }
 
     def to_markdown(self) -> str:
@@ -243,8 +247,10 @@ class IncidentReport:
         ``[link](…)`` or ``<img …>`` in a job log stays text in any viewer.  Evidence goes
         in code spans and fences, which nothing inside can close.
         """
-        out = [f"# Incident report: {_md(self.title)}", "",
-               f"Written {_iso(self.created)} by rigwatch.", ""]
+        written = f"Written {_iso(self.created)} by rigwatch"
+        if self.replay_at is not None:
+            written += f", replaying a recording at {_iso(self.replay_at)} (recording time)"
+        out = [f"# Incident report: {_md(self.title)}", "", f"{written}.", ""]
         heading = ("Earliest warning" if self.first and not self.first.is_failure
                    else "First failure")
         out += [f"## {heading}", ""]
@@ -361,14 +367,16 @@ def _facts_json(f: HostFacts) -> dict[str, object]:
 def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
                  findings: Sequence[Finding], facts: Mapping[str, HostFacts],
                  now: float | None = None, jobs: Sequence[JobSection] = (),
-                 actions: Sequence[AuditRecord] = ()) -> IncidentReport:
+                 actions: Sequence[AuditRecord] = (),
+                 replay_at: float | None = None) -> IncidentReport:
     """Assemble a report; the hosts listed are those with incidents (or all, when none).
 
     The operator's verdicts and notes travel inside ``steps``.  Every time is taken as it
     is given: the caller puts findings and the first failure on the console's clock
     (``incident.all_on_console``), so a report never lists events after it was written.
     The timeline is in onset order (a watchdog's hang began before it printed), causes
-    before symptoms at the same second.
+    before symptoms at the same second.  In a replay ``now`` is the wall clock and
+    ``replay_at`` the recording's time on screen: the report carries both.
     """
     timeline = tuple(sorted(incidents(findings),
                             key=lambda f: (onset(f), STEP_ORDER.index(f.step))))
@@ -377,7 +385,7 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),
                           tuple(sorted(h for h in involved if h not in facts)), tuple(jobs),
-                          tuple(sorted(actions, key=lambda r: r.when)))
+                          tuple(sorted(actions, key=lambda r: r.when)), replay_at)
 
 
 _GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -189,9 +190,12 @@ class TriageScreen(DataScreen):
         placed = all_on_console(self._findings, self._clocks)
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
                                                      fleet.rank_index(), fleet.watched_job)
+        # in a replay the screen's clock is the recording's: the report keeps both times
+        replaying = getattr(getattr(self.app, "backend", None), "replay", None) is not None
         report = build_report(title, self._reviews, self._diagnosis.first,
-                              placed, facts, now=self._now, jobs=jobs,
-                              actions=self._actions(fleet))
+                              placed, facts, now=time.time() if replaying else self._now,
+                              jobs=jobs, actions=self._actions(fleet),
+                              replay_at=self._now if replaying else None)
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
@@ -210,7 +214,3 @@ class TriageScreen(DataScreen):
         return report_actions(AuditLog(path or default_audit_path()),
                               [i.incident_id for i in incidents if i.incident_id], hosts,
                               min(starts) if starts else None)
-
-    def action_back(self) -> None:
-        """Back to where triage was opened from."""
-        self.dismiss()
