@@ -231,9 +231,12 @@ def test_s8_a_failing_slurm_client_costs_one_short_line(place: Place, tmp_path: 
                                  "head -c 52428800 /dev/zero | tr '\\0' x >&2\nexit 1\n")
         (fake / name).chmod(0o755)
     env = dict(place.cluster.env, PATH=f"{fake}:{place.cluster.env.get('PATH', '')}")
-    child = ("import resource, sys\nfrom probes.config.slurm import SlurmError, query_job\n"
+    # VmHWM, the peak of this process's own memory: ru_maxrss keeps the parent's peak
+    # across fork and exec (a big pytest worker's, hundreds of MiB)
+    child = ("import re, sys\nfrom probes.config.slurm import SlurmError, query_job\n"
              "try:\n    query_job('5')\nexcept SlurmError as exc:\n    print(str(exc))\n"
-             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+             "status = open('/proc/self/status').read()\n"
+             "print(re.search(r'VmHWM:\\s*(\\d+)', status).group(1))\n")
     out = subprocess.run([sys.executable, "-c", child], env=env, cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     said, peak_kib = out.stdout.splitlines()

@@ -132,6 +132,12 @@ hosts:
     return inv
 
 
+def _streaming(screen: str, hosts: tuple[str, ...]) -> bool:
+    """Whether each of ``hosts`` has a fleet row that says streaming."""
+    rows = [line.split() for line in screen.splitlines()]
+    return all(any(r[:2] == [h, "streaming"] for r in rows) for h in hosts)
+
+
 def _click(term: Tmux, col: int, row: int) -> None:
     """An SGR mouse press and release at 1-based (col, row)."""
     for end in ("M", "m"):
@@ -213,7 +219,9 @@ def test_hostile_hosts_in_a_real_terminal(tmp_path: Path) -> None:
         term.cmd("set-option", "-g", "set-clipboard", "on")
         term.cmd("set-option", "-g", "allow-rename", "on")
         title_before = term.cmd("display", "-p", "-t", "t", "#{pane_title}").strip()
-        term.wait_for(lambda s: "healthy01" in s and "streaming" in s, timeout=20.0)
+        # every row streaming, joblog01's agent following the (empty) log: a line written
+        # before its agent opened the log is one it rightly never reads
+        term.wait_for(lambda s: _streaming(s, ("evil01", "joblog01", "healthy01")), timeout=30.0)
         with (tmp_path / "train" / "job.log").open("a") as log:
             log.write(JOB_LOG_LINES)
         time.sleep(4.0)  # the deep line, the events and the job log's toasts arrive

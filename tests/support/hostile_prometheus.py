@@ -17,6 +17,8 @@ bodies follow Prometheus 2.42's ``/api/v1/query``, ``query_range`` and label-val
                   gpu-p02's memory used, 2**53 + 2 in a remapped-rows counter.
 ``big``           every query answered with 1,000,000 series (chunked, as generated).
 ``big_values``    the fleet listed normally, every per-GPU answer with 1,000,000 series.
+``big_paced``     as ``big_values``, each 1,000 series 20 ms after the last: answers asked
+                  for together are read together, however busy the machine.
 ``endless``       every per-GPU answer a chunked body that never ends.
 ``http10``        HTTP/1.0 answers with no Content-Length, written in three parts.
 ``surrogate``     a lone ``\\ud800`` escape in gpu-p01's UUID and one label of its values.
@@ -55,6 +57,10 @@ VALUE = {"DCGM_FI_DEV_FB_USED": "61234", "DCGM_FI_DEV_FB_FREE": "20000",
          "DCGM_FI_DEV_MEM_CLOCK": "2619", "DCGM_FI_DEV_MEMORY_TEMP": "72"}
 BIG_SERIES = 1_000_000
 _METRIC = re.compile(r"DCGM_FI_[A-Z_]+")
+
+
+PACE_S = 0.02
+"""``big_paced``: the pause after each part of an answer."""
 
 
 def _labels(host: int, gpu: int, identity: bool) -> dict[str, str]:
@@ -103,7 +109,7 @@ def _answer(path: str, form: dict[str, str], mode: str) -> Iterator[bytes]:
     if ranged:
         start, end, step = float(form["start"]), float(form["end"]), float(form["step"])
         times = [start + k * step for k in range(int((end - start) / step) + 1)]
-    if mode == "big" or (mode == "big_values" and not identity):
+    if mode == "big" or (mode in ("big_values", "big_paced") and not identity):
         yield head.encode()
         point = f'"values":[[{at:.3f},"1"]]' if ranged else f'"value":[{at:.3f},"1"]'
         chunk = ",".join(_series_json(  # a thousand hosts' series, sent a thousand times
@@ -163,6 +169,8 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
                     return  # the client refused the answer and closed
                 writer.write(b"%x\r\n" % len(part) + part + b"\r\n")
                 await writer.drain()
+                if mode == "big_paced":
+                    await asyncio.sleep(PACE_S)
             writer.write(b"0\r\n\r\n")
         await writer.drain()
     except (ConnectionError, asyncio.IncompleteReadError):
