@@ -14,11 +14,11 @@ import pytest
 
 import probes.wire.samples as samples_module
 from probes.analysis.findings import Finding
-from probes.errors import DisconnectKind
+from probes.errors import DisconnectKind, WatcherFault
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
-from probes.wire.events import Connected, Disconnected
+from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.protocol import StreamStats, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -109,6 +109,8 @@ def all_items() -> list[codec.Item]:
         Disconnected(7.0, "connection reset", retry_in_s=2.5,
                      stats=StreamStats(lines=10, garbled=1), kind=DisconnectKind.STALLED),
         Disconnected(7.5, "eof"),
+        SourceHealth(7.6, "collector 2", WatcherFault.COLLECTOR_STALLED, "no heartbeat for 3 s"),
+        SourceHealth(7.7, "prometheus"),
         Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "rank 3 timed out", "node-01",
                 gpu=3, xid=None, evidence="Watchdog caught collective", ts=8.0,
                 action="check the fabric", source="job:/x.log", count=4,

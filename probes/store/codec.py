@@ -26,11 +26,11 @@ from typing import Any, Union
 
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
-from probes.wire.events import Connected, Disconnected
+from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | Finding)
+        | SourceHealth | Finding)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -41,6 +41,7 @@ KINDS: Mapping[str, type[Any]] = {
     "error": ProbeError,
     "connected": Connected,
     "disconnected": Disconnected,
+    "source": SourceHealth,
     "finding": Finding,
 }
 """Type tag (``"t"`` in the encoded data, ``kind`` in a recording) -> class."""
