@@ -27,7 +27,8 @@ ACTION_UNREACHABLE = ("Check the host's power and BMC (ipmitool -H <bmc> chassis
                       "down; no answer is the host or the network")
 ACTION_SSH_REFUSED = ("The host answers but refuses SSH on its port: sshd is down (or listens "
                       "elsewhere). Restart it from the host's console or BMC (systemctl status "
-                      "ssh; journalctl -u ssh), or check the port the inventory names")
+                      "ssh; journalctl -u ssh), or check the port the inventory names; ping "
+                      "and ssh -v from this machine show it is this host that answers")
 ACTION_AUTH = ("Check the user and key the inventory names: ssh -i <key> <user>@<host> true; "
                "the key must be in the user's authorized_keys (or the ssh agent)")
 ACTION_KEY_CHANGED = ("Treat as possible interception until proven otherwise: verify the new "
