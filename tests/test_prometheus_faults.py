@@ -21,6 +21,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
 from probes.transport.prometheus_client import PromEndpoint
 from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
@@ -166,3 +168,57 @@ async def test_prometheus_answering_503_slow_or_past_the_timeout(tmp_path: Path)
     assert w.pages() == [("prometheus", "source-down"), ("prometheus", "source-slow"),
                          ("prometheus", "source-slow")]
     _only_the_source_paged(w)
+
+
+def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """S7e: ``--prometheus`` sessions were never recorded (no ``● rec``, ``--record-dir``
+    ignored); ``rigwatch replay`` had no ``--record-dir`` and took only a path."""
+    from probes.store.recording import RecordingReader
+    from probes.store.replay import ReplayBackend
+    from probes.wire.samples import HostSample
+    from tui.app import make_app
+    from tui.cli import build_parser, main
+    from tui.cli_prometheus import console_backend, prometheus_options
+    from tui.cli_record import find_recording, record_dir
+    from tui.settings import Settings
+
+    root = _tsdb(tmp_path)
+    rec = tmp_path / "recordings"
+    with _started(root) as prom:
+        args = build_parser().parse_args(["--prometheus", prom.url, "--refresh", "1",
+                                          "--record-dir", str(rec)])
+        options = prometheus_options(args)
+        assert options is not None
+        backend = console_backend(args, options, Settings())
+
+        async def watch() -> str:
+            app = make_app(backend, demo=False)
+            async with app.run_test(size=(120, 30)) as pilot:
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not all(
+                        h.last is not None and h.last.seq >= 2 for h in app.fleet.hosts.values()):
+                    await pilot.pause(0.1)
+                note = app.mode_text()
+                await app.action_quit()
+            return note
+
+        note = asyncio.run(watch())
+    assert note == f"Prometheus {prom.url} · ● rec", note
+    [path] = list(rec.glob("*.sqlite3"))
+    assert (path.stat().st_mode & 0o777) == 0o600
+    with RecordingReader(path) as reader:
+        hosts = {h for h, _, item in reader.items() if isinstance(item, HostSample)}
+    assert hosts == set(HOSTS)
+    # the listing names it; that name (and its start) finds it, in --record-dir
+    assert main(["replay", "--record-dir", str(rec)]) == 0
+    out = capsys.readouterr()
+    assert path.name in out.out, out
+    for name in (path.name, path.stem, path.name[:15]):
+        replay = build_parser().parse_args(["replay", "--record-dir", str(rec), name])
+        assert find_recording(replay.file, record_dir(replay)) == path
+    again = ReplayBackend(str(find_recording(path.stem, rec)))
+    assert [s.name for s in again.specs] == list(HOSTS)
+    again.reader.close()
+    with pytest.raises(Exception, match="no recording 'nope'"):
+        find_recording("nope", rec)

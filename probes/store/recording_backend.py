@@ -46,10 +46,17 @@ class RecordingBackend(BackendBase):
         self.resumed_items = 0
 
     def mode_text(self) -> str:
-        """``● rec``, or why nothing is being recorded."""
+        """``● rec``, or why nothing is being recorded, after the live source's own note
+        (``Prometheus URL``)."""
+        inner = self.inner.mode_text()
+        return f"{inner} · {self._rec_text()}" if inner else self._rec_text()
+
+    def _rec_text(self) -> str:
         status = self.recorder.status
         if status.state == "recording":
             return "● rec"
+        if status.state == "paused":
+            return f"rec paused: {status.reason}"
         return f"not recording: {status.reason}" if status.reason else "not recording"
 
     def record_alert(self, finding: Finding, ts: float) -> None:
