@@ -9,6 +9,7 @@ shows the data starvation the README promises.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import time
@@ -24,6 +25,7 @@ from probes.history import HostHistory
 from probes.transport.backend import AgentFleetBackend
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import DiskStats, GpuState, Hello, HostSample, PcieLink
+from tests.conftest import REPO
 from tests.test_detectors import agent_history
 from tests.test_fleet_state import gpu, hello, sample
 
@@ -34,16 +36,39 @@ CARRIED = [c for c in Code if c not in WITHOUT_ACTION]
 def test_every_code_a_finding_can_carry_has_an_action(code: Code) -> None:
     action = default_actions().get(code)
     assert action and len(action) > 40 and action[0].isupper(), (code, action)
-    # a rule that forgets its own action still hands one to triage, alerts and reports
-    f = Finding(Step.GPU, code, Severity.WARNING, "x", "h")
-    assert f.action == action
 
 
-def test_a_rules_own_action_wins_and_marks_carry_none() -> None:
-    assert Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL, "x", "h",
-                   action="reseat GPU3").action == "reseat GPU3"
-    assert {Code.RECOVERED} == WITHOUT_ACTION
-    assert Finding(Step.GPU, Code.RECOVERED, Severity.INFO, "x", "h").action is None
+def _finding_calls() -> list[tuple[str, int, ast.Call]]:
+    out = []
+    for path in sorted((REPO / "probes").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        out += [(str(path.relative_to(REPO)), node.lineno, node) for node in ast.walk(tree)
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "Finding"]
+    return out
+
+
+def test_every_finding_probes_builds_is_given_an_action() -> None:
+    """Before: 17 places built findings with none (gpu-lost, clocks-throttled,
+    pcie-link-downgraded, disk-saturated, nvlink-down, ecc-uncorrectable …)."""
+    calls = _finding_calls()
+    assert len(calls) >= 40, "the scan no longer sees the finding builders"
+    missing = [f"{p}:{n}" for p, n, call in calls
+               if not any(k.arg == "action" for k in call.keywords)
+               and not (len(call.args) > 1 and ast.unparse(call.args[1]) == "Code.RECOVERED")]
+    assert missing == []
+
+
+def test_a_finding_made_from_a_rule_without_an_action_gets_its_codes() -> None:
+    from probes.analysis.findings import log_findings
+    from probes.rules.logrules.live import LiveHit
+    from probes.rules.result import ExplainFinding
+
+    bare = ExplainFinding(Step.SYSLOG, Code.PCIE_AER, Severity.WARNING, 1, "AER: x", "AER",
+                          action="")
+    [f] = log_findings("h", None, [LiveHit(bare, "kernel", 1.0)])
+    assert f.action == default_actions()[Code.PCIE_AER]
+    assert frozenset({Code.RECOVERED}) == WITHOUT_ACTION
 
 
 def _one(found: list[Finding], code: str) -> Finding:

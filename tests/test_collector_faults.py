@@ -246,3 +246,112 @@ def test_collectors_and_their_agents_exit_when_the_console_is_killed(tmp_path: P
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p, signal.SIGKILL)
     assert left == [], f"collector groups still alive: {left}"
+
+
+def test_hosts_a_source_hides_read_unknown_on_every_screen_and_count_apart() -> None:
+    """Folded items only: the row, the table's status cell, the wall, the header."""
+    from probes.config.fleet import HostSpec
+    from probes.fleet_state import FleetState
+    from tests.test_alerts import sample_of_8
+    from tui.views.wall_view import wall_host
+    from widgets.fleet_table import FleetLine, short_status, why_text
+    from widgets.header_bar import totals_content
+
+    fleet = FleetState([HostSpec("h1"), HostSpec("h2")])
+    for h in ("h1", "h2"):
+        fleet.apply(h, sample_of_8(10.0), now=10.0)
+    fleet.apply("h1", SourceHealth(11.0, "collector 1", WatcherFault.COLLECTOR_STALLED,
+                                   "no heartbeat for 3 s"), now=11.0)
+    fleet.apply("h2", sample_of_8(40.0), now=40.0)
+    row = fleet.rows(40.0)[0]  # 30 s silent, but through a stalled collector: not stale
+    assert row.status.value == "unknown" and row.reason == \
+        "collector 1 stalled: no heartbeat for 3 s"
+    assert short_status(row)[0] == "unknown" and why_text(FleetLine(row)) == row.reason
+    assert wall_host(fleet.hosts["h1"], "mem", 40.0, row).status == "unknown"
+    assert fleet.hosts["h1"].findings() == []
+    text = totals_content(fleet.totals(40.0)).plain
+    assert text.startswith("1/2 streaming, 1 unknown"), text
+    # seen again: its stale clock starts afresh, so it is not stale at once
+    fleet.apply("h1", SourceHealth(41.0, "collector 1"), now=41.0)
+    assert fleet.rows(42.0)[0].status.value == "streaming"
+    assert fleet.unseen == {}
+
+
+async def test_the_console_shows_a_stalled_collector_on_every_screen() -> None:
+    from tests.support.tui_fakes import wait_until
+    from tui.app import make_app
+    from tui.messages import HostChosen
+    from tui.screens.host import HostScreen
+    from tui.screens.triage import TriageScreen
+    from widgets.first_failure import FirstFailureBanner
+
+    specs = healthy_hosts(4)
+    backend = CollectorBackend(specs, 2, flush_s=0.02)
+    app = make_app(backend, demo=False)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_until(pilot, lambda: all(h.last is not None
+                                            for h in app.fleet.hosts.values()), 40.0)
+        victim = backend.pids()[0]
+        os.killpg(victim, signal.SIGSTOP)
+        try:
+            await wait_until(pilot, lambda: all(app.fleet.hosts[h].watch is not None
+                                                for h in ("h1", "h3")), 8.0)
+            app.refresh_view()
+            await pilot.pause(0.2)
+            header = str(app.screen.query_one("HeaderBar").query_one("#totals").render())
+            assert "2 unknown" in header, header
+            app.post_message(HostChosen("h1"))
+            await wait_until(pilot, lambda: isinstance(app.screen, HostScreen))
+            await pilot.pause(0.3)
+            await pilot.press("t")
+            await wait_until(pilot, lambda: isinstance(app.screen, TriageScreen))
+            app.refresh_view()
+            await pilot.pause(0.3)
+            banner = str(app.screen.query_one(FirstFailureBanner).render())
+            assert "collector 1" in banner, banner
+            await pilot.press("escape", "escape", "w")
+            await pilot.pause(0.3)
+        finally:
+            os.killpg(victim, signal.SIGCONT)
+        await wait_until(pilot, lambda: not app.fleet.unseen, 10.0)
+        await app.action_quit()
+
+
+async def test_a_resumed_recording_does_not_keep_the_last_sessions_source_faults(
+        tmp_path: Path) -> None:
+    """The console was killed while a collector was stalled: the next console resumes that
+    recording, and its own collectors (none at fault) must not leave the hosts unknown."""
+    import asyncio
+
+    from probes.config.fleet import HostSpec
+    from probes.fleet_state import FleetState
+    from probes.store.recording import Recorder, RecordingReader
+    from probes.store.recording_backend import RecordingBackend
+    from probes.transport.backend import BackendBase
+    from tests.test_alerts import sample_of_8
+
+    path = tmp_path / "r.sqlite3"
+    with Recorder(path, "fleet", ["h1"], flush_interval_s=0.05) as rec:
+        now = time.time()
+        rec.record("h1", now - 5, sample_of_8(now - 5))
+        rec.record("h1", now - 4, SourceHealth(now - 4, "collector 1",
+                                               WatcherFault.COLLECTOR_STALLED, "no heartbeat"))
+
+    class Quiet(BackendBase):
+        def __init__(self) -> None:
+            self.specs = [HostSpec("h1")]
+
+        async def run(self, emit: object) -> None:
+            await asyncio.sleep(3600)
+
+    rec = Recorder(path, "fleet", ["h1"], flush_interval_s=0.05)
+    fleet = FleetState([HostSpec("h1")])
+    backend = RecordingBackend(Quiet(), rec, resume_from=RecordingReader(path))
+    task = asyncio.create_task(backend.run(lambda h, i: fleet.apply(h, i, time.time())))
+    try:
+        await until(lambda: backend.resumed_items >= 2, 5.0, "the playback")
+        await asyncio.sleep(0.1)
+        assert fleet.hosts["h1"].watch is None and fleet.unseen == {}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

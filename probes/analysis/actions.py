@@ -1,9 +1,10 @@
 """What to do about each finding code, when the rule that raised it said nothing more precise.
 
-Every finding says what to do: a rule, a detector or the Xid catalog usually writes its own
-action (naming the GPU, the reason, the limit); a finding built without one gets its code's
-action here (``default_actions``), so nothing reaches triage, an alert or a report without
-one.  ``tests/test_actions.py`` walks every ``Code``.
+Every finding says what to do: a rule, a detector or the Xid catalog writes its own action
+(naming the GPU, the reason, the limit); where a finding is made from another one that may
+have none (a log rule's hit, a topology verdict), its code's action here stands in.
+``tests/test_actions.py`` walks every ``Code``, and every place in ``probes`` that builds a
+``Finding`` must give it an action.
 """
 
 from __future__ import annotations

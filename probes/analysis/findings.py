@@ -51,12 +51,6 @@ class Finding:
     """Details a rule parsed (ranks, timeouts, amounts), for the triage screen and reports."""
     context: tuple[str, ...] = field(default=(), compare=False)
     """Log lines just before the evidence line, as the operator would see them in the log."""
-
-    def __post_init__(self) -> None:
-        # every finding says what to do: the code's own action when the rule gave none
-        if self.action is None:
-            object.__setattr__(self, "action", _default_action(self.code))
-
     @property
     def timeout_ms(self) -> float | None:
         """``extra["timeout_ms"]``: a watchdog's configured timeout (``nccl-timeout``)."""
@@ -84,6 +78,7 @@ class Finding:
 
 
 def _default_action(code: str) -> str | None:
+    """The code's own action, for a finding whose rule gave none (``actions``)."""
     return acts.default_actions().get(code)
 
 
@@ -250,7 +245,7 @@ def topology_findings(host: str, hello: Hello) -> list[Finding]:
         return []
     result = topo.explain(hello.topo_text.splitlines())
     return [Finding(Step.GPU, f.code, f.severity, f.summary, host, evidence=f.evidence,
-                    action=f.action) for f in result.findings]
+                    action=f.action or _default_action(f.code)) for f in result.findings]
 
 
 @functools.lru_cache(maxsize=64)
@@ -327,6 +322,7 @@ def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Fi
         f = hit.finding
         out.append(Finding(f.step, f.code, f.severity, f.summary, host,
                            gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
-                           ts=hit.ts, action=f.action, source=hit.source, count=f.count,
+                           ts=hit.ts, action=f.action or _default_action(f.code),
+                           source=hit.source, count=f.count,
                            extra=dict(f.extra), context=hit.context))
     return out
