@@ -279,7 +279,7 @@ class RigwatchApp(App[None]):
                 by_host.setdefault(alert.finding.host, []).append(alert)
         if self.alert_policy.notify:
             self._notify_alerts(by_host)
-            if len(by_host) < len(raised) and not by_host:  # recoveries only: say so quietly
+            if raised and not by_host:  # recoveries only: said quietly, no bell
                 self.say(" · ".join(f"{a.finding.host}: {a.finding.summary}" for a in raised))
         if by_host and self.alert_policy.bell:
             self.bell()
