@@ -27,13 +27,17 @@ from probes.analysis.findings import (
     sample_findings,
     topology_findings,
 )
+from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.headline import headline
+from probes.analysis.host_clock import clock_findings
+from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
+from probes.analysis.onsets import Clocks
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
     Outage,
@@ -42,6 +46,7 @@ from probes.analysis.reachability import (
     gpu_count_finding,
     stale_finding,
 )
+from probes.analysis.repeats import merged_repeat
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.analysis.watcher import (
     flapping_finding,
@@ -52,8 +57,16 @@ from probes.analysis.watcher import (
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
-from probes.rules.logrules.live import LiveLogScanner
-from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
+from probes.rules.logrules.live import LineClock, LiveLogScanner
+from probes.rules.logrules.stamps import HostTime
+from probes.wire.events import (
+    ClockOffset,
+    Connected,
+    Disconnected,
+    JobChange,
+    SessionItem,
+    SourceHealth,
+)
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
@@ -120,6 +133,8 @@ class HostState:
     """When each current finding was first seen, so triage can order incidents in time."""
     log_source: LogSourceState | None = None
     """How the agent reads this host's kernel log, from its latest ``logsource`` message."""
+    job_logs: dict[str, LogSourceState] = field(default_factory=dict)
+    """How it reads each file a job named (``job:<path>``), from the same messages."""
     seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
     """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
     dmesg's whole ring buffer, and the same Xid must not count twice."""
@@ -134,6 +149,9 @@ class HostState:
     the host reads unknown, and neither stale nor down is judged of it."""
     onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
     """When its recent outages began, for ``flapping``."""
+    clock: ClockOffset | None = None
+    """The session's newest estimate of the host's clock against the console's (the times
+    folded here are already corrected by its ``applied_s``)."""
     changes: int = 0
     """Items folded so far: what a cached row or finding list was computed at."""
     _found: tuple[int, HostStatus, list[Finding]] | None = field(
@@ -150,12 +168,15 @@ class HostState:
         self.changes += 1
         was_stale = self.status is HostStatus.STALE
         self.last_seen = now
-        if not isinstance(item, (Connected, Disconnected, SourceHealth)):
+        if not isinstance(item, (Connected, Disconnected, ClockOffset, SourceHealth)):
             self.data_seen = now
         if isinstance(item, HostSample):
             self._apply_sample(item)
         elif isinstance(item, Hello):
             self.hello = item
+            self.logs.clock = LineClock(HostTime(item.clock.utc_offset_s or 0.0,
+                                                 item.clock.boot_time),
+                                        self.logs.clock.offset_s)
             self.status = HostStatus.STREAMING
             self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
@@ -172,8 +193,13 @@ class HostState:
         elif isinstance(item, LogSourceState):
             if item.source == KERNEL_SOURCE:
                 self.log_source = item
+            else:
+                keep_job_log_state(self.job_logs, item)
         elif isinstance(item, ProbeError):
             self.errors.append(item)
+        elif isinstance(item, ClockOffset):
+            self.clock = item
+            self.logs.clock = LineClock(self.logs.clock.zone, item.applied_s)
         elif isinstance(item, Connected):
             self.status = HostStatus.CONNECTING
             self.down_reason = None
@@ -257,10 +283,7 @@ class HostState:
             return
         for f in log_findings(self.name, self.hello, self.logs.scan()):
             kept = self.sticky.get(f.key)
-            if kept is None:
-                self.sticky[f.key] = f
-            else:
-                self.sticky[f.key] = replace(kept, count=kept.count + f.count)
+            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
 
     def reachability(self) -> list[Finding]:
         """Down (critical) or stale (warning): the host itself cannot be watched now.
@@ -293,6 +316,9 @@ class HostState:
         merged = {f.key: f for f in self.reachability()}
         merged.update({f.key: f for f in self.layout})
         merged.update({f.key: f for f in log_source_findings(self.name, self.log_source)})
+        merged.update({f.key: f for f in clock_findings(self.name, self.clock,
+                                                         self.limits.detectors)})
+        merged.update({f.key: f for f in refused_job_logs(self.name, self.job_logs.values())})
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
         merged.update(self.sticky)
@@ -464,8 +490,18 @@ class FleetState:
         """Rows computed in full so far (tests and benches count them)."""
         self.watched_job: str | None = None
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
-        self._ranks: tuple[int, float, str | None, RankIndex] | None = None
-        """The newest rank index: (version, monotonic time, watched job, index)."""
+        self.watched_hosts: frozenset[str] = frozenset()
+        """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
+        self.watched_layout: dict[int, tuple[str, int]] = {}
+        """Task → (host, GPU) of the watched job where Slurm's layout fixes them."""
+        self.jobs: dict[str, JobChange] = {}
+        """Each followed job's newest state as Slurm told it (``JobChange``)."""
+        self._ranks: tuple[int, float, tuple[str | None, int, frozenset[str]], RankIndex] \
+            | None = None
+        """The newest rank index: (version, monotonic time, (watched job, epoch), index)."""
+        self._rank_epoch = 0
+        """Counts hellos and first samples: a host whose GPUs or processes were unknown
+        when the index was built makes it stale at once, not two seconds later."""
         self.unseen: dict[str, SourceHealth] = {}
         """Hosts the watcher itself cannot see now, and why (``source_findings``)."""
 
@@ -476,8 +512,14 @@ class FleetState:
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
+        if isinstance(item, JobChange):  # the job's, passed under its batch host
+            self.jobs[item.job] = item
+            self._version += 1
+            return
         state = self.hosts.get(host)
         if state is not None:
+            if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
+                self._rank_epoch += 1  # a host's GPUs or processes are known anew
             state.apply(item, now)
             if isinstance(item, SourceHealth):
                 if state.watch is None:
@@ -568,12 +610,14 @@ class FleetState:
         """
         now = time.monotonic()
         kept = self._ranks
-        if kept is not None and kept[2] == self.watched_job and (
+        key = (self.watched_job, self._rank_epoch, self.watched_hosts)
+        if kept is not None and kept[2] == key and (
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), self.watched_job)
-        self._ranks = (self._version, now, self.watched_job, index)
+                           for s in self.hosts.values()), self.watched_job,
+                          self.watched_hosts, self.watched_layout)
+        self._ranks = (self._version, now, key, index)
         return index
 
     def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:
@@ -586,6 +630,12 @@ class FleetState:
                                  [s.name for s in states])
         return placed(found, self.rank_index()) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
+
+    def diagnosis(self, names: Iterable[str] | None = None,
+                  clocks: Clocks | None = None) -> Diagnosis:
+        """Every incident's first failure over the hosts (default: all), the lead first:
+        the one answer triage, the job view, reports and snapshots all read."""
+        return diagnose(self.all_findings(names), self.rank_index(), clocks=clocks)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""

@@ -89,6 +89,11 @@ class Code(str, Enum):
     RECOVERED = "recovered"
     """Not a condition: the mark an outage's recovery leaves in alerts and recordings."""
     METRIC_NOT_COLLECTED = "metric-not-collected"
+    CLOCK_SKEW = "clock-skew"
+    """A host's clock is off the console's by more than the limit (its times are corrected)."""
+    COLLECTIVE_HANG = "collective-hang"
+    """Every GPU of a job busy at a fraction of its usual power: NCCL kernels spinning in a
+    collective that never completes."""
     """Read from Prometheus: the exporters leave out a metric a check needs."""
     # syslog: kernel and system log
     XID = "xid"
@@ -101,6 +106,8 @@ class Code(str, Enum):
     RM_INIT_ADAPTER_FAILED = "rm-init-adapter-failed"
     KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
     # nccl: collective communication
+    JOB_LOG_REFUSED = "job-log-refused"
+    """A file a job named that the agent will not follow (a link, a FIFO, another user's)."""
     NCCL_TIMEOUT = "nccl-timeout"
     NCCL_NET_ERROR = "nccl-net-error"
     NCCL_ERROR = "nccl-error"
@@ -121,6 +128,25 @@ class Code(str, Enum):
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
+
+
+class OnsetClock(str, Enum):
+    """Which clock a finding's onset was read from, so a timeline says how far to trust it."""
+
+    LINE = "line"
+    """The log line's own timestamp (syslog, ISO 8601, torch/glog, journald), on the host's
+    clock corrected for its skew."""
+    KERNEL = "kernel"
+    """The kernel's time for the line (dmesg's monotonic stamp through the host's boot time,
+    or the journal's), as the agent read it."""
+    ORDER = "order"
+    """No time of its own: placed after the line above it in the same file."""
+    READ = "read"
+    """No time of its own and nothing above it: when the agent read the line."""
+    SAMPLE = "sample"
+    """The first sample that showed it (the host's clock, corrected)."""
+    CONSOLE = "console"
+    """The console's own clock (a connection that failed, a source that stopped)."""
 
 
 DISK_SATURATED_UTIL = 90.0

@@ -52,7 +52,11 @@ def test_snapshot_demo_json_has_every_v1_field() -> None:
     assert {f["code"] for f in by_name["gpu-b01"]["findings"]} == {"disk-saturated"}
     assert {(f["code"], f["gpu"]) for f in by_name["gpu-b02"]["findings"]} >= {
         ("gpu-lost", 6), ("xid", 6)}
-    assert {f["code"] for f in by_name["gpu-a03"]["findings"]} == {"clocks-throttled"}
+    # judged as the console judges: the job's throughput drop sits beside the throttling
+    assert {f["code"] for f in by_name["gpu-a03"]["findings"]} == {"clocks-throttled",
+                                                                   "throughput-drop"}
+    assert snap["first_failure"]["code"] == "xid" and snap["first_failure"]["host"] == "gpu-b02"
+    assert snap["do_now"] == "drain gpu-b02, reboot it; RMA GPU6 if it recurs"
 
 
 def test_snapshot_text_lists_hosts_and_never_says_ok_beside_a_finding() -> None:
@@ -62,8 +66,8 @@ def test_snapshot_text_lists_hosts_and_never_says_ok_beside_a_finding() -> None:
     assert len(lines) == 8
     assert lines["gpu-a01"].split()[1:] == ["8", "GPUs", "0", "findings", "ok"]
     b02 = lines["gpu-b02"].split()
-    assert b02[1:5] == ["7/8", "GPUs", "3", "findings"] and b02[5] == "critical:"
-    assert " 1 finding   warning: GPU 5 throttled" in lines["gpu-a03"]
+    assert b02[1:5] == ["7/8", "GPUs", "4", "findings"] and b02[5] == "critical:"
+    assert " 2 findings  warning: GPU 5 throttled" in lines["gpu-a03"]
     assert not any(line.endswith(" ok") and " 0 findings " not in line
                    for line in lines.values())
 

@@ -18,7 +18,7 @@ from probes.errors import DisconnectKind, WatcherFault
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
-from probes.wire.events import Connected, Disconnected, SourceHealth
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
 from probes.wire.protocol import StreamStats, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -109,6 +109,9 @@ def all_items() -> list[codec.Item]:
         Disconnected(7.0, "connection reset", retry_in_s=2.5,
                      stats=StreamStats(lines=10, garbled=1), kind=DisconnectKind.STALLED),
         Disconnected(7.5, "eof"),
+        ClockOffset(7.6, -600.25, -600.25, 12),
+        JobChange(7.7, "48211", "FAILED", "NonZeroExitCode", "3:0", ("n1", "n2"),
+                  "node list changed"),
         SourceHealth(7.6, "collector 2", WatcherFault.COLLECTOR_STALLED, "no heartbeat for 3 s"),
         SourceHealth(7.7, "prometheus"),
         Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "rank 3 timed out", "node-01",

@@ -17,15 +17,18 @@ from probes.analysis.incident import (
 from probes.triage import Severity, Step
 
 T = 1_764_700_000.0  # 2025-12-02 18:26:40 UTC
+JOB = {"job": "4242"}
+"""Every finding here is of one Slurm job spanning the hosts (``job_ranks.placed`` and the
+rank index say so in the console): causal links are made only inside one job."""
 
 
 def xid79(host: str = "gpu017", at: float = T) -> Finding:
     return Finding(Step.SYSLOG, "xid", Severity.CRITICAL, "Xid 79: GPU has fallen off the bus",
-                   host, gpu=3, xid=79, ts=at, source="kernel")
+                   host, gpu=3, xid=79, ts=at, source="kernel", extra=JOB)
 
 
 def watchdog(host: str, at: float, timeout_ms: float | None = 600_000.0) -> Finding:
-    extra = {} if timeout_ms is None else {"timeout_ms": timeout_ms}
+    extra = dict(JOB) if timeout_ms is None else {**JOB, "timeout_ms": timeout_ms}
     return Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "collective timed out", host,
                    ts=at, extra=extra, source="job:/var/log/train.log")
 
@@ -118,7 +121,7 @@ def test_notes_travel_with_their_step() -> None:
 
 def test_chronic_warnings_do_not_outrank_a_critical_fault() -> None:
     narrow = Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING, "x8", "gpu001",
-                     ts=T - 3600)
+                     ts=T - 3600, extra=JOB)
     first = first_failure([narrow, xid79(), watchdog("gpu002", T + 600)])
     assert first is not None and first.finding.code == "xid"
     assert [f.code for f in first.consequences] == ["nccl-timeout"]
@@ -141,9 +144,9 @@ def test_warnings_alone_have_an_earliest_but_explain_nothing() -> None:
 def test_a_gpu_fault_does_not_explain_another_hosts_gpu_state() -> None:
     root = xid79("gpu017", T)
     same_host = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "lost", "gpu017", gpu=3,
-                        ts=T + 1)
+                        ts=T + 1, extra=JOB)
     other_host_gpu = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "lost", "gpu020", gpu=0,
-                             ts=T + 30)
+                             ts=T + 30, extra=JOB)
     other_host_nccl = watchdog("gpu020", T + 601)
     first = first_failure([root, same_host, other_host_gpu, other_host_nccl])
     assert first is not None and first.is_failure and first.finding is root
@@ -154,7 +157,8 @@ def test_a_gpu_fault_does_not_explain_another_hosts_gpu_state() -> None:
 
 def unreachable(host: str, at: float) -> Finding:
     return Finding(Step.GPU, "host-unreachable", Severity.CRITICAL,
-                   "DOWN · ssh: connect to host port 22: No route to host", host, ts=at)
+                   "DOWN · ssh: connect to host port 22: No route to host", host, ts=at,
+                   extra=JOB)
 
 
 def test_a_host_down_first_is_the_first_failure_but_explains_no_other_hosts_fault() -> None:
@@ -179,11 +183,11 @@ def test_a_hang_that_began_when_the_host_went_down_is_its_consequence() -> None:
 
 def test_one_gpu_lost_is_named_once_with_its_action() -> None:
     lost = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "GPU 3 is missing", "gpu017",
-                   gpu=3, ts=T)
+                   gpu=3, ts=T, extra=JOB)
     bus = Finding(Step.SYSLOG, "gpu-fallen-off-bus", Severity.CRITICAL, "fell off", "gpu017",
-                  gpu=3, ts=T)
+                  gpu=3, ts=T, extra=JOB)
     other_gpu = Finding(Step.GPU, "gpu-lost", Severity.CRITICAL, "GPU 5", "gpu017", gpu=5,
-                        ts=T + 3600)
+                        ts=T + 3600, extra=JOB)
     first = first_failure([lost, bus, xid79(), other_gpu, watchdog("gpu002", T + 600)])
     assert first is not None and first.finding.xid == 79
     assert {f.code for f in first.same_event} == {"gpu-lost", "gpu-fallen-off-bus"}
@@ -233,7 +237,7 @@ def test_do_now_is_one_short_line_for_every_code() -> None:
 def test_nearest_fault_agrees_with_trying_every_fault() -> None:
     import random
 
-    from probes.analysis.incident import _nearest_fault
+    from probes.analysis.first_failure import _nearest_fault
 
     rng = random.Random(19)
     for _ in range(500):

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from probes.analysis.incident import describe, do_now
-from probes.analysis.job_ranks import HostRanks, RankIndex
+from probes.analysis.job_ranks import HostRanks, RankIndex, gpu_ids
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.rules.logrules.lines import peel
@@ -66,10 +66,15 @@ def test_nccl_bus_ids_read_as_lspci_writes_them() -> None:
     assert nccl_bus_id("1001b000") == "0100:1b:00.0"
 
 
+def _where(r: LoggedRank) -> tuple[int, str, str | None, int | None]:
+    return r.rank, r.host, r.bus_id, r.nranks
+
+
 def test_init_lines_of_every_nccl_shape_place_their_rank() -> None:
     got = _places([INIT_27, INIT_PDSH, INIT_TESTS])
-    assert got[15] == LoggedRank(15, "A03-R28-I49-3-9000018", "0000:e7:00.0", 16)
-    assert got[4] == LoggedRank(4, "rdma-gpu-train-worker-0", "0000:ce:00.0", 16)
+    assert _where(got[15]) == (15, "A03-R28-I49-3-9000018", "0000:e7:00.0", 16)
+    assert got[15].comm is None  # NCCL 2.7 prints no commId
+    assert _where(got[4]) == (4, "rdma-gpu-train-worker-0", "0000:ce:00.0", 16)
     # nranks 8 < 16: a smaller communicator than the widest seen, not a global rank
     assert 5 not in got
 
@@ -77,7 +82,9 @@ def test_init_lines_of_every_nccl_shape_place_their_rank() -> None:
 def test_a_processes_smaller_communicator_does_not_rename_its_rank() -> None:
     for order in ([INIT_218, INIT_218_TP], [INIT_218_TP, INIT_218]):
         got = _places(order)
-        assert got == {35: LoggedRank(35, "gpu-c03", "0000:48:00.0", 64)}, order
+        assert {r: _where(p) for r, p in got.items()} == {
+            35: (35, "gpu-c03", "0000:48:00.0", 64)}, order
+        assert got[35].comm == "0x5ae77eb5ea4ec1ee"  # the widest communicator's
 
 
 def test_torchruns_failure_table_places_the_root_cause_rank() -> None:
@@ -170,7 +177,7 @@ def test_the_report_lists_the_job_its_nodes_and_the_failing_ranks_host_and_seria
 
     fleet = _fleet([TIMEOUT_9], watched="48211")
     found = fleet.all_findings()
-    jobs = job_sections(found, fleet.rank_index(), fleet.watched_job)
+    jobs = job_sections(fleet.diagnosis(), found, fleet.rank_index(), fleet.watched_job)
     assert [j.job for j in jobs] == ["48211"]
     (job,) = jobs
     assert job.nodes == ("gpu-a01", "gpu-b07") and job.ranks == 16
@@ -179,10 +186,13 @@ def test_the_report_lists_the_job_its_nodes_and_the_failing_ranks_host_and_seria
                           now=T0 + 60, jobs=jobs)
     md = report.to_markdown()
     assert "## Slurm job 48211" in md and "- nodes: gpu-a01, gpu-b07" in md
-    assert ("- failing rank: rank 9 on gpu-b07 GPU1 (serial 1654116000001, bus "
-            "0000:28:00.0): `nccl-timeout`") in md
+    # rank 9 on gpu-b07 GPU1 timed out waiting: a victim; with 15 of 16 ranks silent the
+    # one that stalled is not known, and the report says what would tell
+    assert "- failing rank: unknown: `nccl-timeout`" in md
+    assert "- waited (victims): 9" in md and r"TORCH\_NCCL\_TRACE\_BUFFER\_SIZE" in md
     entry = report.to_json()["jobs"][0]  # type: ignore[index]
-    assert entry["failing"]["host"] == "gpu-b07" and entry["failing"]["serial"] == "1654116000001"
+    assert entry["first_failure"]["waiting_ranks"] == [9]
+    assert entry["first_failure"]["culprit"]["known"] is False
     assert entry["failing"]["log_read_on"] == "gpu-a01"
 
 
@@ -202,3 +212,23 @@ def test_the_rank_index_is_kept_while_nothing_moved_and_rebuilt_when_due(
     assert fleet.rank_index() is not first
     fleet.watched_job = "48211"
     assert fleet.rank_index().watched_job == "48211"  # a new job is seen at once
+
+
+def test_slurms_block_layout_places_a_task_only_when_it_fixes_node_and_gpu() -> None:
+    """``srun``'s default block distribution, each node as many tasks as its CPUs hold, one
+    GPU a task (``GRES=gpu:2(IDX:0-1)``): task 3 is n2's second task on its GPU1.  Where
+    the counts do not add up, or a node's GPUs are not one a task, nothing is placed."""
+    from probes.config.slurm import NodeAllocation, SlurmJob
+
+    alloc = tuple(NodeAllocation(n, (0, 1), (0, 1), 0) for n in ("n1", "n2"))
+    job = SlurmJob("5", "t", "RUNNING", "u", ("n1", "n2"), "n1", None, None, 1000,
+                   allocation=alloc, num_tasks=4, cpus_per_task=1)
+    assert job.task_gpus() == {0: ("n1", 0), 1: ("n1", 1), 2: ("n2", 0), 3: ("n2", 1)}
+    assert replace(job, num_tasks=3).task_gpus() == {}  # 4 CPUs for 3 tasks: unclear
+    shared = tuple(replace(a, gpu_indices=(0,)) for a in alloc)
+    assert replace(job, allocation=shared).task_gpus() == {}  # two tasks on one GPU
+    index = RankIndex([HostRanks("n2", sample("n2", 0), hello("n2"), {})], "5",
+                      ("n1", "n2"), job.task_gpus())
+    place = index.locate("5", 3)
+    assert place is not None and (place.host, place.gpu, place.witness) == ("n2", 1, "layout")
+    assert place.bus_id == gpu_ids(hello("n2"))[1][0]

@@ -44,12 +44,13 @@ _BY_CODE = (
     ({Code.MEMORY_LEAK}, GpuVerdict.LEAKING),
     ({Code.CLOCKS_THROTTLED, Code.THROTTLED_WHILE_BUSY}, GpuVerdict.THROTTLED),
     ({Code.TEMP_NEAR_SLOWDOWN}, GpuVerdict.HOT),
+    ({Code.COLLECTIVE_HANG}, GpuVerdict.SPINNING),
 )
 
 
 def from_findings(findings: Iterable[Finding], gpu: int) -> GpuVerdict:
     """The verdict the findings alone give a GPU, worked out apart from the core's code."""
-    codes = {f.code for f in findings if f.gpu == gpu}
+    codes = {f.code for f in findings if f.gpu == gpu or gpu in (f.extra.get("gpus") or ())}
     return next((v for found, v in _BY_CODE if codes & found), GpuVerdict.OK)
 
 
@@ -74,7 +75,8 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
     findings = state.findings()
     # triage: the GPU step's findings, as the triage screen reviews them
     steps = review(findings, [triage_host(state)], TriageRecord())
-    gpu_step = next(r for r in steps if r.step is Step.GPU)
+    # a GPU's verdict comes from findings triage lists: GPU state, or NCCL for a spin
+    listed = [f for r in steps if r.step in (Step.GPU, Step.NCCL) for f in r.findings]
     wall = wall_host(state, "status", NOW, row)
     table = {r.index: r for r in gpu_rows(state)}
     assert set(table) >= set(verdicts), "every GPU keeps its row in the host's table"
@@ -88,7 +90,7 @@ def assert_agree(state: HostState) -> dict[int, GpuVerdict]:
             GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE), (idx, verdict)
         if verdict not in (GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE):
             assert from_findings(findings, idx) is verdict, (idx, verdict)
-            assert from_findings(gpu_step.findings, idx) is verdict, (idx, "triage")
+            assert from_findings(listed, idx) is verdict, (idx, "triage")
         assert wall.gpus[pos].state is verdict
         assert cell("status", wall.status, wall.gpus[pos])[0] == STATE_GLYPH[verdict] \
             or wall.status != "streaming"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.outputs.ladder import ladder, render, run_of, run_of_log
+from probes.outputs.ladder import ladder, render, run_of, run_of_log, runs_of
 from probes.store.recording import Recorder
 from probes.wire.protocol import decode_line
 from tests.conftest import AGENT_SOURCE
@@ -78,3 +78,31 @@ def test_a_recording_gives_gpus_memory_and_the_consoles_findings(tmp_path: Path)
     base = run_of_log("one.log", demo_logs()[0][1])
     (_, step) = ladder([base, run])
     assert "likely bottleneck: thermal/power (" in step.verdict
+
+
+def test_independent_jobs_of_a_recording_are_separate_runs(tmp_path: Path) -> None:
+    """The demo's hosts each run their own 8-rank job: two hosts are two runs of 8 GPUs,
+    never one run of 16 (issue #34 item 8)."""
+    path = tmp_path / "two.rigwatch"
+    with Recorder(path, "test", ["gpu-c01", "gpu-c02"], flush_interval_s=0.05) as rec:
+        for seed, host in ((1, "gpu-c01"), (2, "gpu-c02")):
+            args = ["--simulate", "train", "--interval", "60", "--fast", "--count", "12",
+                    "--seed", str(seed), f"--hostname={host}"]
+            proc = subprocess.run([sys.executable, "-I", "-", *args], input=AGENT_SOURCE,
+                                  capture_output=True, check=True, timeout=120)
+            for line in proc.stdout.splitlines():
+                item = decode_line(line)
+                rec.record(host, float(getattr(item, "ts", 0.0) or 0.0), item)
+    runs = runs_of(str(path))
+    assert [(r.gpus, r.nodes) for r in runs] == [(8, 1), (8, 1)]
+    assert [r.name for r in runs] == ["two.rigwatch job 48201", "two.rigwatch job 48202"]
+
+
+def test_a_logs_gpu_count_comes_from_nccls_nranks() -> None:
+    """No world size and no nccl-tests rank lines: NCCL's init lines say ``nranks 16``."""
+    init = ("gpu-b07:983:1261 [{d}] NCCL INFO comm 0x55f0 rank {r} nranks 16 cudaDev {d} "
+            "nvmlDev {d} busId 59000 commId 0x5ae7 - Init COMPLETE")
+    lines = [init.format(r=r, d=r % 8) for r in range(16)]
+    lines += [f"step {i} | loss 2.{i} | tokens/s 52,000" for i in range(1, 30)]
+    run = run_of_log("nranks.log", lines)
+    assert run.gpus == 16

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,7 +66,11 @@ THIRD_PARTY_FORBIDDEN = {
 TOP_LEVEL_PROBES = {"__init__", "errors", "triage", "fleet_state"}
 """The only modules at ``probes/`` top level: everything else lives in its stage's package."""
 
-MAX_LINES = 600
+MAX_LINES = 800
+"""A module past this is split by concern (issue #37: the old hard 600 forced splits made
+only for the count)."""
+WARN_LINES = 500
+"""A module past this is named on every run, so its split is planned before it is forced."""
 
 
 def _unit(module: str) -> str | None:
@@ -190,9 +195,13 @@ def test_probes_top_level_holds_only_a_few_modules() -> None:
 
 
 def test_no_module_is_too_big_to_read() -> None:
-    big = [f"{p.relative_to(REPO)}: {n} lines" for p in _sources()
-           if p.parts[-2:] != ("themes", "themes.py")
-           and (n := len(p.read_text().splitlines())) > MAX_LINES]
+    sizes = [(p.relative_to(REPO), len(p.read_text().splitlines())) for p in _sources()
+             if p.parts[-2:] != ("themes", "themes.py")]
+    near = [f"{p}: {n}" for p, n in sizes if WARN_LINES < n <= MAX_LINES]
+    if near:
+        warnings.warn(f"modules past {WARN_LINES} lines (split by concern before "
+                      f"{MAX_LINES}): {', '.join(near)}", stacklevel=1)
+    big = [f"{p}: {n} lines" for p, n in sizes if n > MAX_LINES]
     assert big == []
 
 

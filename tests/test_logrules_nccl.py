@@ -226,12 +226,16 @@ def test_invalid_usage() -> None:
 
 
 def test_unhandled_cuda_error_out_of_memory() -> None:
-    f = _one("torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:219, unhandled "
-             "cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
-             "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
-             "Cuda failure 'out of memory'", "nccl-error")
+    found = _scan("torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:219, "
+                  "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version "
+                  "2.19.3\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+                  "Cuda failure 'out of memory'")
+    # the NCCL error as NCCL told it, and the rank's own CUDA OOM it carried (issue #34)
+    assert [f.code for f in found] == ["nccl-error", "cuda-oom"]
+    f, oom = found
     assert (f.extra["kind"], f.extra["last_error"]) == ("cuda", "Cuda failure 'out of memory'")
     assert "out of memory" in f.summary and "NCCL_BUFFSIZE" in f.action
+    assert oom.step.value == "model" and oom.line == f.line and oom.extra["via"] == "nccl"
 
 
 def test_four_ranks_interleaved_are_one_timeout_with_count_four() -> None:

@@ -270,6 +270,19 @@ def test_settings_alerts_section(tmp_path: Path) -> None:
         f"'hook' must be a list of strings, got '/bin/page --all' at {path}:3:9"]
 
 
+def test_settings_bound_the_hooks_at_once(tmp_path: Path) -> None:
+    """Security review 2026-12-06, F2: ``hook_at_once: 100000000`` was accepted."""
+    path = tmp_path / "settings.yaml"
+    path.write_text("alerts:\n  hook_at_once: 64\n  hook_waiting: 0\n")
+    assert load_settings(path).alerts.hook_at_once == 64
+    path.write_text("alerts:\n  hook_at_once: 100000000\n  hook_waiting: 99999999\n")
+    with pytest.raises(SettingsError) as err:
+        load_settings(path)
+    assert str(err.value).splitlines() == [
+        f"'hook_at_once' must be an integer from 1 to 64, got 100000000 at {path}:2:17",
+        f"'hook_waiting' must be an integer from 0 to 4096, got 99999999 at {path}:3:17"]
+
+
 def test_settings_problems_name_file_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "settings.yaml"
     path.write_text("preflight:\n  mem_ratio_wran: 3\n  require_ib: maybe\n  cores_per_gpu_min: x\n"

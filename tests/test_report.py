@@ -18,7 +18,14 @@ from probes.analysis.incident import (
     first_failure,
     review,
 )
-from probes.outputs.report import ReportError, build_report, find_report, list_reports, write_report
+from probes.outputs.report import (
+    ReportError,
+    build_report,
+    find_report,
+    job_sections,
+    list_reports,
+    write_report,
+)
 from probes.triage import Step
 from tests.support.tui_fakes import T0, hello
 from tests.test_incident import T, watchdog, xid79
@@ -203,7 +210,7 @@ def test_demo_report_is_fit_for_an_rma_ticket(tmp_path: Path) -> None:
     assert stamps and max(stamps) == "2023-11-14T22:14:06Z"  # the "Written" line
     # the timeline is in onset order; the watchdog's hang began before it was printed
     timeline = body.split("## Timeline")[1].split("## Hosts")[0]
-    assert "(reported 2023-11-14T22:13:40Z)" in timeline
+    assert "(reported 2023-11-14T22:13:45Z)" in timeline  # printed at agent 1500 s
     times = re.findall(r"^- (\S+)", timeline, re.M)
     assert times == sorted(times)
     for f in data["timeline"]:
@@ -228,6 +235,27 @@ def test_a_host_down_from_the_start_is_listed_without_facts(tmp_path: Path) -> N
     assert "**Do now:** check gpu-c01's power and network" in body
     assert "- checked: nothing on gpu-c01 (unreachable)" in body
     # the Xid a minute later is its own fault, named, and its GPU is in the RMA list
-    assert "Separate faults: Xid 79 on gpu-t01 GPU3" in body
+    assert "Separate incidents (other jobs or hosts): Xid 79 on gpu-t01 GPU3" in body
     assert [f["xid"] for f in data["first_failure"]["separate_faults"]] == [79]
     assert [(g["host"], g["gpu"]) for g in data["hardware"]] == [("gpu-t01", 3)]
+
+
+def test_the_demo_report_has_a_section_for_every_job_with_findings() -> None:
+    """Each demo host runs its own job (48201 …): a section per job with findings, each with
+    its own first failure, and no job's finding blamed on another's (issue #34)."""
+    from tests.test_triage_onsets import demo_state
+
+    fleet = demo_state(45)
+    found = fleet.all_findings()
+    diagnosis = fleet.diagnosis()
+    sections = {j.job: j for j in job_sections(diagnosis, found, fleet.rank_index())}
+    # gpu-a02 leak, a03 throttling, a04 link, b01 disk, b02 Xid, b03 watchdog
+    assert set(sections) >= {"48202", "48203", "48204", "48205", "48206", "48207"}
+    b02, b03 = sections["48206"], sections["48207"]
+    assert b02.incident is not None and b02.incident.finding.xid == 79
+    assert b02.nodes == ("gpu-b02",) and b02.incident.consequences == ()
+    assert b03.incident is not None and b03.incident.finding.code == "nccl-timeout"
+    assert b03.incident.culprit is not None and not b03.incident.culprit.known
+    md = "\n".join(line for j in sections.values() for line in j.to_markdown())
+    assert "## Slurm job 48206" in md and "## Slurm job 48207" in md
+    assert "consequence" not in (b02.incident.explanation + b03.incident.explanation)

@@ -18,13 +18,22 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from probes.config.hostlist import expand_hostlist
-from probes.config.slurm import SlurmError, job_specs, parse_show_job, query_job
+from probes.config.slurm import (
+    AllocationUnclear,
+    JobExit,
+    SlurmError,
+    SlurmJob,
+    job_specs,
+    parse_status_line,
+    query_job,
+)
+from probes.config.slurm_alloc import parse_allocation
 from tests.support.slurm import SlurmCluster, start_cluster
 from tests.test_tmux_e2e import REPO, RIGWATCH, Tmux
 
@@ -37,36 +46,67 @@ OOM_LINE = (
     "GPU 1 has a total capacity of 79.10 GiB of which 1.06 GiB is free.")
 JOB_SCRIPT = f"#!/bin/bash\necho '{NCCL_LINE}'\necho '{OOM_LINE}'\n"
 
-# `scontrol show job` as Slurm 22.05.8 (Debian 12) printed it for a finished batch job here.
-SHOW_JOB_2205 = """JobId=7 JobName=train
-   UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A
-   JobState=RUNNING Reason=None Dependency=(null)
-   NodeList=gpu-a[01-02],gpu-b07
-   BatchHost=gpu-a01
-   NumNodes=3 NumCPUs=6 NumTasks=16 CPUs/Task=1 ReqB:S:C:T=0:0:*:*
-   Command=/home/alice/train.sh
-   WorkDir=/home/alice
-   StdErr=/home/alice/logs/train-7.err
-   StdIn=/dev/null
-   StdOut=/home/alice/logs/train-7.out
-   TresPerNode=gres:gpu:8
+# `squeue -h -t all -j 7 -O JobID:0|,ArrayJobID:0|,…` as Slurm 22.05.8 (Debian 12) prints it
+# (checked on the test cluster; values changed): Slurm's own fields, each followed by `|`.
+STATUS_2205 = "7|7|N/A|1000|alice|RUNNING|None|0|gpu-a[01-02],gpu-b07|gpu-a01|gpu|\n"
+JOB_2205 = SlurmJob(job_id="7", name="train", state="RUNNING", user="alice",
+                    nodes=("gpu-a01", "gpu-a02", "gpu-b07"), batch_host="gpu-a01",
+                    stdout="/home/alice/logs/train-7.out", stderr="/home/alice/logs/train-7.err",
+                    user_id=1000, partition="gpu")
+
+
+def test_squeue_fields_are_read_by_their_place() -> None:
+    status = parse_status_line(STATUS_2205, "7")
+    assert (status.job_id, status.user, status.user_id, status.state) == (
+        "7", "alice", 1000, "RUNNING")
+    assert status.nodes == ("gpu-a01", "gpu-a02", "gpu-b07") and status.batch_host == "gpu-a01"
+    assert status.active and status.exit is None and status.reason is None
+    done = parse_status_line("8|8|N/A|1000|alice|FAILED|NonZeroExitCode|768|n1|n1|gpu|\n", "8")
+    assert not done.active and done.exit == JobExit(3, 0) and done.reason == "NonZeroExitCode"
+    assert str(parse_status_line(STATUS_2205.replace("|RUNNING|None|0|", "|CANCELLED|None|9|"),
+                                 "7").exit) == "0:9"
+    specs = job_specs(JOB_2205, [], here="bastion")
+    assert [s.name for s in specs] == ["gpu-a01", "gpu-a02", "gpu-b07"]
+    assert specs[0].logs == (JOB_2205.stdout, JOB_2205.stderr) and specs[1].logs == ()
+    assert specs[0].job_logs == specs[0].logs and specs[0].job_log_owner == 1000
+    args = specs[0].agent_args()
+    assert f"--job-log={JOB_2205.stdout}" in args and "--job-log-owner=1000" in args
+    assert not any(a.startswith("--tail=") for a in args)  # a job's paths are never globs
+    with pytest.raises(SlurmError, match="no such job"):
+        parse_status_line("", "7")
+    with pytest.raises(SlurmError, match="does not understand"):
+        parse_status_line("7|7|N/A|0|root|RUNNING|None|0|vm|evil|x|gpu|\n", "7")
+    with pytest.raises(SlurmError, match="job array of 2 tasks"):
+        parse_status_line("9|9|1|1000|a|RUNNING|None|0|n1|n1|gpu|\n"
+                          "10|9|2|1000|a|RUNNING|None|0|n1|n1|gpu|\n", "9")
+    with pytest.raises(SlurmError):
+        query_job("7; rm -rf /")
+
+
+# `scontrol -d show job` detail lines as Slurm 22.05.8 printed them for `-n2 --gres=gpu:3` on
+# the test cluster, and on a two-node job (src/api/job_info.c prints one line per group).
+DETAIL_2205 = """JobId=15 JobName=arr.sh
+   JOB_GRES=gpu:3
+     Nodes=vm CPU_IDs=0-1 Mem=0 GRES=gpu:3(IDX:0-2)
+   MinCPUsNode=1 MinMemoryNode=0 MinTmpDiskNode=0
 """
 
 
-def test_scontrol_text_is_read_whole() -> None:
-    job = parse_show_job(SHOW_JOB_2205)
-    assert job.job_id == "7" and job.name == "train" and job.user == "alice"
-    assert job.state == "RUNNING" and job.batch_host == "gpu-a01"
-    assert job.nodes == ("gpu-a01", "gpu-a02", "gpu-b07")
-    assert job.stdout == "/home/alice/logs/train-7.out"
-    assert job.stderr == "/home/alice/logs/train-7.err"
-    specs = job_specs(job, [], here="bastion")
-    assert [s.name for s in specs] == ["gpu-a01", "gpu-a02", "gpu-b07"]
-    assert specs[0].logs == (job.stdout, job.stderr) and specs[1].logs == ()
-    with pytest.raises(SlurmError):
-        parse_show_job("slurm_load_jobs error: Invalid job id specified")
-    with pytest.raises(SlurmError):
-        query_job("7; rm -rf /")
+def test_allocation_lines_give_each_nodes_cpus_and_gpus() -> None:
+    (vm,) = parse_allocation(DETAIL_2205, ("vm",))
+    assert (vm.node, vm.cpu_ids, vm.gpu_indices, vm.mem_mib) == ("vm", (0, 1), (0, 1, 2), 0)
+    two = ("     Nodes=n[1-2] CPU_IDs=0-1 Mem=1000 GRES=gpu:a100:2(IDX:0,2)\n"
+           "     Nodes=n3 CPU_IDs=0,3 Mem=0 GRES=\n")
+    got = parse_allocation(two, ("n3", "n1", "n2"))
+    assert [(a.node, a.cpu_ids, a.gpu_indices) for a in got] == [
+        ("n3", (0, 3), ()), ("n1", (0, 1), (0, 2)), ("n2", (0, 1), (0, 2))]
+    # a job name shaped like a detail line: the node is named twice, nothing is guessed
+    forged = DETAIL_2205.replace("JobName=arr.sh",
+                                 "JobName=x\n     Nodes=vm CPU_IDs=0-7 Mem=0 GRES=gpu:8(IDX:0-7)")
+    with pytest.raises(AllocationUnclear, match="twice"):
+        parse_allocation(forged, ("vm",))
+    with pytest.raises(AllocationUnclear, match="not a node of the job"):
+        parse_allocation("     Nodes=attacker CPU_IDs=0 Mem=0 GRES=\n", ("vm",))
 
 
 @pytest.fixture(scope="module")
@@ -218,16 +258,17 @@ def test_the_console_watching_a_job_names_the_failing_ranks_host(
         term.wait_for(lambda s: cluster.node in s and f"Slurm job {running_job.job}" in s,
                       timeout=20.0)
         term.keys("t")
-        where = f"rank 0 on {cluster.node} GPU0"
+        # rank 1's OOM came first; rank 0 timed out waiting on it (issue #34)
+        where = f"rank 1 on {cluster.node} GPU1"
         screen, _ = term.wait_for(lambda s: where in s, timeout=30.0)
-        assert "nccl-timeout" in screen or "NCCL" in screen, screen
+        assert "cuda-oom" in screen, screen
         term.keys("r")  # the incident report names the job and the failing rank's GPU
         screen, _ = term.wait_for(lambda s: "Report written" in s, timeout=15.0)
         # the console inherited this test's XDG_DATA_HOME (tests/conftest.py sets one)
         (md,) = (Path(os.environ["XDG_DATA_HOME"]) / "rigwatch" / "reports").glob("*.md")
         text = md.read_text()
         assert f"## Slurm job {running_job.job}" in text and f"- nodes: {cluster.node}" in text
-        assert f"- failing rank: rank 0 on {cluster.node} GPU0 (bus 0000:18:00.0)" in text, text
+        assert f"- failing rank: rank 1 on {cluster.node} GPU1 (bus 0000:19:00.0)" in text, text
         term.keys("q")
         term.wait_for(lambda s: "EXITED 0" in s, timeout=15.0)
     finally:
@@ -238,9 +279,9 @@ def test_log_path_patterns_are_expanded_as_sbatch_documents_them() -> None:
     """sbatch(1) "filename pattern": older clients print ``StdOut=`` with some left in."""
     from probes.config.slurm import expand_log_path
 
-    job = parse_show_job(SHOW_JOB_2205)
+    job = JOB_2205
     assert expand_log_path("/logs/%x-%j.out", job) == "/logs/train-7.out"
     assert expand_log_path("/logs/%u/%N.%t.%5j.log", job) == "/logs/alice/gpu-a01.0.00007.log"
     assert expand_log_path("/logs/100%%-%J-%a.out", job) == "/logs/100%-7.batch-%a.out"
-    raw = parse_show_job(SHOW_JOB_2205.replace("train-7.out", "%x-%j.out"))
-    assert raw.stdout == "/home/alice/logs/train-7.out"
+    task = replace(job, job_id="21", array_job_id="20", array_task_id="3")
+    assert expand_log_path("/logs/slurm-%A_%a.out", task) == "/logs/slurm-20_3.out"

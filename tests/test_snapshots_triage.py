@@ -93,8 +93,9 @@ def _until_triage(backend: FakeBackend, with_down_host: bool
             assert banner[1].startswith(f"Do now: check {DOWN}'s power and network")
             assert "11 (3 crit)" in steps
         else:
-            # the demo's incident, named once, then its action on one line each
-            assert banner[0].endswith("Xid 79 on gpu-b02 GPU6, then NCCL timeout on gpu-b03")
+            # the demo's incident, named once, then its action on one line each; gpu-b03's
+            # watchdog is another job's incident, named, never its consequence
+            assert banner[0].endswith("Xid 79 on gpu-b02 GPU6; also NCCL timeout on gpu-b03")
             assert banner[1] == "Do now: drain gpu-b02, reboot it; RMA GPU6 if it recurs"
             # gpu-a03's training slowed with its throttled GPU5: throughput-drop sits there
             assert "10 (2 crit)" in steps and "throughput-drop on gpu-a03" in detail

@@ -306,7 +306,12 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
 
     async def handler(process: asyncssh.SSHServerProcess[bytes]) -> None:
         commands.append(process.command or "")
-        data = await process.stdin.read(10 ** 6)
+        data = b""
+        while len(data) < len(AGENT_SOURCE):  # a read returns what has come so far
+            chunk = await process.stdin.read(10 ** 6)
+            if not chunk:
+                break
+            data += chunk
         commands.append(str(len(data)))
 
     server.handler = handler

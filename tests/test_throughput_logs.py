@@ -127,5 +127,6 @@ def test_the_readable_report_names_the_throughput(tmp_path: Path,
     from tui.cli import main
 
     assert main(["explain", str(DATA / "torchtitan.log")]) == 0
-    head = capsys.readouterr().out.splitlines()[0]
+    out = capsys.readouterr().out.splitlines()
+    head = next(line for line in out if line.startswith(str(DATA / "torchtitan.log")))
     assert "torchtitan throughput median 5,858 tokens/s per GPU over 30 readings" in head

@@ -75,9 +75,10 @@ def test_the_demo_incident_is_one_event_with_one_action() -> None:
     assert first.finding.xid == 79 and first.finding.host == "gpu-b02"
     assert {f.code for f in first.same_event} == {"gpu-dropout", "gpu-lost",
                                                  "gpu-fallen-off-bus"}
-    assert [f.code for f in first.consequences] == ["nccl-timeout"]
+    # gpu-b03's watchdog is another job's: never a consequence of gpu-b02's Xid
+    assert first.consequences == ()
     line = f"First failure: {first.headline}"
-    assert line.endswith("Xid 79 on gpu-b02 GPU6, then NCCL timeout on gpu-b03")
+    assert line.endswith("Xid 79 on gpu-b02 GPU6; also NCCL timeout on gpu-b03")
     assert line.count("gpu-b02") == 1 and "lost" not in line and "dropout" not in line
     do = f"Do now: {first.do_now}"
     assert do == "Do now: drain gpu-b02, reboot it; RMA GPU6 if it recurs"
@@ -127,8 +128,9 @@ def test_a_fast_simulated_clock_is_shown_on_the_console_clock() -> None:
     first = first_failure(findings(fleet), clocks=clocks)
     assert first is not None and first.finding.ts == T0 + 10.0  # the Xid at agent 600 s
     assert first.headline.startswith("22:13:30 Xid 79 on gpu-b02 GPU6")
-    # the judgement is still made on agent time: the 600 s watchdog is the Xid's consequence
-    assert [f.code for f in first.consequences] == ["nccl-timeout"]
+    # the judgement is still made on agent time: the watchdog of gpu-b03's job, whose hang
+    # began at agent 900 s (console 15 s), is named after it as a separate incident
+    assert first.consequences == () and [f.code for f in first.others] == ["nccl-timeout"]
 
 
 def test_a_real_hosts_time_is_left_alone() -> None:

@@ -373,10 +373,11 @@ class RigwatchApp(App[None]):
 
     def _rewind(self) -> None:
         """A replay seek starts over: a fresh picture of the fleet."""
-        watched = self.fleet.watched_job
+        old = self.fleet
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits)
-        self.fleet.watched_job = watched
+        self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
+        self.fleet.watched_layout = old.watched_layout
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:

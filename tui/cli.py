@@ -25,6 +25,7 @@ from probes.config.fleet import (
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
 from probes.errors import ConfigError, ProblemsError
 from tui.cli_fleet import (
+    SnapshotFold,
     collector_count,
     fleet_of,
     job_fleet,
@@ -38,6 +39,7 @@ from tui.cli_prometheus import add_prometheus_args, prometheus_options, run_prom
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
+    from probes.config.slurm import SlurmJob
     from probes.transport.backend import Backend
     from probes.transport.session import OnceResult
     from tui.settings import Settings
@@ -92,7 +94,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
-                       args: argparse.Namespace, settings: Settings) -> Backend:
+                       args: argparse.Namespace, settings: Settings,
+                       job: SlurmJob | None = None) -> Backend:
     """The live backend, recording unless ``--no-record`` (and resuming a recent recording
     of the same inventory; a demo always starts a new one, its clock being simulated)."""
     from probes.transport.backend import AgentFleetBackend
@@ -104,6 +107,11 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
         collectors = auto_collectors(len(specs))
     live: Backend = (CollectorBackend(specs, collectors) if collectors > 0
                      else AgentFleetBackend(specs))
+    if job is not None:  # its state polled beside the hosts, and recorded with them
+        from probes.transport.job_watch import JobWatchBackend
+
+        live = JobWatchBackend(live, job.job_id, job.batch_host or specs[0].name,
+                               nodes=job.nodes)
     key = [f"{s.name} {s.transport}" for s in specs] + (["demo"] if demo else [])
     return with_recording(live, specs, name, key, args, settings, resume=not demo)
 
@@ -119,12 +127,15 @@ def _run_console(args: argparse.Namespace) -> int:
     path = None if demo or job is not None else choose_inventory_path(args.inventory)
     name = ("demo" if demo else f"job-{job.job_id}" if job is not None
             else path.stem if path else specs[0].name)
-    backend = _recording_backend(specs, demo, name, args, settings)
+    backend = _recording_backend(specs, demo, name, args, settings, job)
     app = make_app(backend, demo=demo, title=path.name if path else (
         f"Slurm job {job.job_id}" if job is not None else None),
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight)
     app.fleet.watched_job = job.job_id if job is not None else None
+    app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
+        else frozenset()
+    app.fleet.watched_layout = job.task_gpus() if job is not None else {}
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
@@ -162,40 +173,15 @@ def _run_replay(args: argparse.Namespace) -> int:
     return app.return_code or 0
 
 
-def _run_export(args: argparse.Namespace) -> int:
-    from probes.outputs.export import export_csv, export_jsonl, export_openmetrics, write_private
-    from probes.store.codec import encode
-    from probes.store.recording import RecordingError, RecordingReader
-
-    try:
-        reader = RecordingReader(args.file)
-    except RecordingError as exc:
-        raise ConfigError(f"rigwatch: {exc}") from None
-    with reader:
-        items = reader.items()
-        chunks = (export_csv(items) if args.format == "csv" else
-                  export_openmetrics(items) if args.format == "prometheus" else
-                  export_jsonl(items, encode))  # type: ignore[arg-type]
-        if not args.output:
-            sys.stdout.writelines(chunks)
-            return 0
-        try:
-            write_private(chunks, Path(args.output))
-        except OSError as exc:
-            raise ConfigError(f"rigwatch: {args.output}: cannot write the export: "
-                              f"{exc.strerror or exc}") from None
-    return 0
-
-
 def _run_snapshot(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import snapshot_line, take_snapshot
 
     job = slurm_job_of(args)
     specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    results: list[OnceResult] = []
-    snap = asyncio.run(take_snapshot(specs, demo=demo, keep=results))
-    if job is not None:
-        with_job(snap, job, results)
+    fold = SnapshotFold(job)
+    snap = asyncio.run(take_snapshot(specs, demo=demo, fold=fold))
+    if job is not None and fold.fleet is not None:
+        with_job(snap, job, fold.fleet, fold.notes)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
@@ -237,11 +223,18 @@ def _run_explain(args: argparse.Namespace) -> int:
         except ExplainInputError as exc:
             print(f"rigwatch explain: {exc}", file=sys.stderr)
             return EXIT_USAGE
+    import time
+
+    from probes.outputs.explain_first import explain_diagnosis, first_json, first_line
+
+    first = explain_diagnosis(explained, time.time()).first
     if args.json:
-        json.dump(to_document(explained), sys.stdout, ensure_ascii=False)
+        document = to_document(explained)
+        document["first_failure"] = first_json(first)  # an addition to the contract
+        json.dump(document, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_text(explained))
+        sys.stdout.write(render_text(explained, first_line(first)))
     return 0
 
 
@@ -549,7 +542,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "replay":
         return _run_replay(args)
     if args.command == "export":
-        return _run_export(args)
+        from tui.cli_export import run_export
+
+        return run_export(args)
     if args.command == "preflight":
         return _run_preflight(args)
     if args.command == "manifest":

@@ -9,6 +9,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
+from probes.analysis.onsets import STEP_ORDER
 from probes.config.fleet import (
     HostKeyChecking,
     HostSpec,
@@ -23,6 +24,7 @@ from probes.errors import ConfigError
 
 if TYPE_CHECKING:
     from probes.analysis.preflight import CheckResult
+    from probes.fleet_state import FleetState
     from probes.transport.session import OnceResult
 
 MAX_COLLECTORS = 64
@@ -65,6 +67,8 @@ def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
     """The job's nodes as hosts (the inventory's entries where it names them)."""
     path = choose_inventory_path(getattr(args, "inventory", None))
     inventory = list(load_inventory(path).hosts) if path is not None else []
+    for note in job.notes:  # what of the job is left out, and why
+        print(f"rigwatch: Slurm job {job.job_id}: {note}", file=sys.stderr)
     specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
     if not specs:
         raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "
@@ -72,21 +76,56 @@ def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
     return specs
 
 
-def with_job(snap: dict[str, Any], job: SlurmJob, results: list[OnceResult]) -> None:
+class SnapshotFold:
+    """How a snapshot's reads are judged (``fold_once``), keeping the state it made; for a
+    Slurm job, its log's findings are the job's, its nodes run it, and the log this machine
+    can read is folded where the batch host's agent did not send it."""
+
+    def __init__(self, job: SlurmJob | None = None) -> None:
+        self.job = job
+        self.fleet: FleetState | None = None
+        self.notes: list[str] = []
+        """What could not be read of the job's log here, one line each."""
+
+    def __call__(self, results: list[OnceResult]) -> FleetState:
+        from probes.outputs.fold_once import fold_once
+        from probes.outputs.job_log import job_log_events
+
+        job = self.job
+        if job is None:
+            self.fleet = fold_once(results)
+            return self.fleet
+        lines, self.notes = job_log_events(job)
+        reader = job.batch_host or (job.nodes[0] if job.nodes else "")
+        self.fleet = fold_once(results, watched_job=job.job_id, watched_hosts=job.nodes,
+                               more_lines={reader: lines}, watched_layout=job.task_gpus())
+        return self.fleet
+
+
+def with_job(snap: dict[str, Any], job: SlurmJob, fleet: FleetState,
+             notes: list[str]) -> None:
     """A snapshot of a job's nodes told about the job: its facts, ``job`` on its hosts, its
-    ranks' hosts and GPUs, and its log's findings with rank and host."""
-    from probes.analysis.job_ranks import HostRanks, RankIndex
-    from probes.outputs.job_log import job_log_findings
+    ranks' hosts and GPUs, its findings with rank and host, and its first failure."""
+    from probes.analysis.domains import Domain, domains_of
+    from probes.outputs.snapshot import job_finding_json
 
     snap["job"] = job.to_json()
     for host in snap["hosts"]:
         if host["name"] in job.nodes:
             host["job"] = job.job_id
-    hosts = [HostRanks(r.spec.name, r.sample, r.hello, {}) for r in results]
+    index = fleet.rank_index()
     snap["job"]["ranks"] = [
         {"rank": p.rank, "host": p.host, "gpu": p.gpu, "bus_id": p.bus_id,
-         "gpu_serial": p.serial} for p in RankIndex(hosts, job.job_id).ranks_of(job.job_id)]
-    snap["job_findings"], snap["job_notes"] = job_log_findings(job, hosts)
+         "gpu_serial": p.serial, "placed_by": p.witness} for p in index.ranks_of(job.job_id)]
+    mine = Domain("job", job.job_id)
+    found = [f for f in fleet.all_findings() if mine in domains_of(f, index)]
+    found.sort(key=lambda f: (STEP_ORDER.index(f.step), f.ts if f.ts is not None else 0.0,
+                              f.line or 0))
+    snap["job_findings"] = [job_finding_json(f, job.job_id, job.nodes) for f in found]
+    snap["job_notes"] = notes
+    first = fleet.diagnosis().of_job(job.job_id)
+    snap["first_failure"] = first.to_json() if first is not None else None
+    snap["do_now"] = first.do_now if first is not None else None
 
 
 def collector_count(text: str) -> int:

@@ -46,20 +46,20 @@ def add_ladder_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ladder", help="runs of one job at different scales side by side: "
                        "throughput, per GPU, scaling efficiency, peak memory, bottleneck")
     p.add_argument("inputs", nargs="*", metavar="RECORDING|LOG",
-                   help="one run each: a job log or a rigwatch recording")
+                   help="a job log (one run) or a rigwatch recording (one run per job)")
     p.add_argument("--demo", action="store_true",
                    help="three simulated runs: 1 GPU, 8 GPUs, 2 nodes of 8")
 
 
 def run_ladder(args: argparse.Namespace) -> int:
     """Print the ladder; 2 when an input cannot be read or none is given."""
-    from probes.outputs.ladder import LadderError, ladder, render, run_of, run_of_log
+    from probes.outputs.ladder import LadderError, ladder, render, run_of_log, runs_of
 
     if not args.inputs and not args.demo:
         print("rigwatch ladder: give job logs or recordings (or --demo)", file=sys.stderr)
         return 2
     try:
-        runs: list[Run] = [run_of(path) for path in args.inputs]
+        runs: list[Run] = [run for path in args.inputs for run in runs_of(path)]
     except LadderError as exc:
         print(f"rigwatch ladder: {exc}", file=sys.stderr)
         return 2

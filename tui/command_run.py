@@ -43,6 +43,8 @@ def run_named(app: RigwatchApp, name: str, arg: str) -> None:
         app.say(window_note(arg))
     elif name == "job":
         # the fleet shows the job's hosts underneath, the job view its ranks on top
+        if app.fleet.watched_job != arg:  # the nodes Slurm named were the other job's
+            app.fleet.watched_hosts = frozenset()
         app.fleet.watched_job = arg  # its log's findings are this job's from now on
         to_fleet(app).set_filter(f"job:{arg}")
         app.push_screen(JobScreen(arg, app.subtitle))

@@ -113,9 +113,16 @@ def _readers(cls: type) -> dict[str, Callable[[yaml.Node], Any]]:
     return {f.name: _reader(f.type) for f in dataclasses.fields(cls)}
 
 
+MAX_HOOKS_AT_ONCE = 64
+"""Alert hooks running at once: each is a process group, and a burst of alerts must not
+fork a thousand (the security review's F2 set 100,000,000)."""
+MAX_HOOKS_WAITING = 4096
+
 SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "preflight": (PreflightLimits, _readers(PreflightLimits)),
-    "alerts": (AlertPolicy, _readers(AlertPolicy)),
+    "alerts": (AlertPolicy, {**_readers(AlertPolicy),
+                             "hook_at_once": v.integer(1, MAX_HOOKS_AT_ONCE),
+                             "hook_waiting": v.integer(0, MAX_HOOKS_WAITING)}),
     "detectors": (DetectorLimits, _readers(DetectorLimits)),
     "recording": (RecordingLimits, _readers(RecordingLimits)),
     "nccl_tests": (NcclExpectations, _readers(NcclExpectations)),

@@ -27,7 +27,7 @@ CELL_CLASSES = frozenset({
     "cell--muted", "cell--ok", "cell--connecting", "cell--stale", "cell--down",
     "cell--sev-critical", "cell--sev-warning", "cell--sev-info",
     "cell--hot", "cell--warm", "cell--mem-high", "cell--degraded", "cell--throttled",
-    "cell--leaking", "cell--old",
+    "cell--leaking", "cell--spinning", "cell--old",
 })
 
 MISSING: Cell = ("–", "cell--muted")

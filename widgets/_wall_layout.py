@@ -22,7 +22,7 @@ SCALE = {"mem": (0.0, 100.0), "temp": (30.0, 90.0), "util": (0.0, 100.0)}
 UNIT = {"mem": "%", "temp": "°C", "util": "%"}
 STATE_GLYPH = {GpuVerdict.OK: "•", GpuVerdict.HOT: "▲", GpuVerdict.THROTTLED: "↓",
                GpuVerdict.LEAKING: "↑", GpuVerdict.LOST: "✗", GpuVerdict.UNRESPONSIVE: "?",
-               GpuVerdict.MISSING: "○"}
+               GpuVerdict.MISSING: "○", GpuVerdict.SPINNING: "≈"}
 """Per-GPU verdicts; in value metrics only those without a reading override the level."""
 NO_READING_STATES = frozenset({GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE, GpuVerdict.MISSING})
 TEMP_STYLE = {TempLevel.HOT: "hot", TempLevel.WARM: "warm"}

@@ -23,6 +23,7 @@ VERDICT_CLASS = {
     GpuVerdict.MISSING: "cell--sev-critical",
     GpuVerdict.UNRESPONSIVE: "cell--down", GpuVerdict.LEAKING: "cell--leaking",
     GpuVerdict.THROTTLED: "cell--throttled", GpuVerdict.HOT: "cell--hot",
+    GpuVerdict.SPINNING: "cell--spinning",
 }
 """The State column shows the GPU's verdict, the same word the wall and triage use."""
 

@@ -49,6 +49,10 @@ class HostView:
     """The core's marks (overloaded, memory high, swapping, cores per GPU); None: no marks."""
     speeds: tuple[JobSpeed, ...] = ()
     """Training throughput of each job log the agent follows (none: no progress lines)."""
+    clock_offset_s: float | None = None
+    """The host's clock minus the console's (its times are shown corrected); None: unknown."""
+    clock_skewed: bool = False
+    """The core's verdict: off by more than the operator's limit."""
 
     @classmethod
     def from_stats(cls, stats: HostStats, *, cores_physical: int | None = None,
@@ -135,6 +139,13 @@ def render_host(view: HostView | None) -> Content:
     if health is not None and health.cores is CoreCount.FEW:
         cores.append(_mark("▼ few", "$sev-warning"))
     lines.append(_row("Cores", *cores))
+    if view.clock_offset_s is not None:
+        off = view.clock_offset_s
+        clock: list[tuple[str, str] | str] = [f"{off:+.1f} s",
+                                              (" against the console", "$text-dim")]
+        if view.clock_skewed:
+            clock.append(_mark("▲ skewed: its times are shown corrected", "$sev-warning"))
+        lines.append(_row("Clock", *clock))
     lines += [_speed_row(sp) for sp in view.speeds]
 
     lines.append(Content.styled("Findings", "bold $text-dim"))

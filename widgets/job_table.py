@@ -19,7 +19,9 @@ class JobLine:
 
     rank: int | None
     host: str
-    gpu: GpuRow
+    gpu: GpuRow | None
+    """None for a rank no witness placed on a GPU (``note`` says what was missing)."""
+    note: str | None = None
 
 
 class JobTable(StyledTable):
@@ -45,11 +47,17 @@ class JobTable(StyledTable):
 
     def keyed_rows(self) -> list[KeyedRow]:
         """One row per (host, GPU)."""
-        return [(f"{x.host}/{x.gpu.index}", self.cells(x)) for x in self.lines]
+        return [(f"{x.host}/{x.gpu.index}" if x.gpu is not None else f"{x.host}/r{x.rank}",
+                 self.cells(x)) for x in self.lines]
 
     @staticmethod
     def cells(line: JobLine) -> tuple[Cell, ...]:
         row = line.gpu
+        if row is None:
+            return ((str(line.rank) if line.rank is not None else "-", None),
+                    (line.host, None), ("-", "cell--muted"),
+                    (line.note or "not placed", "cell--muted"), MISSING, MISSING, MISSING,
+                    ("", None), ("", None))
         head: tuple[Cell, ...] = (
             (str(line.rank) if line.rank is not None else "-", None), (line.host, None),
             (str(row.index), None), state_cell(row))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import select
+import stat
 import subprocess
 import time
 
@@ -13,15 +15,62 @@ MAX_TAIL_BYTES_PER_TICK = 64 * 1024
 MAX_EVENT_LINE = 8192
 
 
+_OPEN = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+         | getattr(os, "O_CLOEXEC", 0))
+_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
+
+
+def _not_regular(mode):
+    return "is %s, not a regular file" % _KINDS.get(stat.S_IFMT(mode), "something else")
+
+
+def open_regular(path, owner=None, follow=True):
+    """(fd, fstat, None) for ``path`` opened read-only as a regular file, else (None, None,
+    why) in one line (why None: it does not exist).  A FIFO or device is refused before
+    ``open`` (a FIFO blocks it, some devices act on it) and on the descriptor (opened
+    ``O_NONBLOCK``): what is checked is what is read.  ``follow`` False refuses a symbolic
+    link (``O_NOFOLLOW``); ``owner`` is the uid the file must belong to."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None, None, _not_regular(st.st_mode)
+        fd = os.open(path, _OPEN | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None, None, None
+        if exc.errno == errno.ELOOP:
+            return None, None, _not_regular(stat.S_IFLNK)
+        return None, None, exc.strerror or str(exc)
+    st = os.fstat(fd)
+    why = None
+    if not stat.S_ISREG(st.st_mode):
+        why = _not_regular(st.st_mode)
+    elif owner is not None and st.st_uid != owner:
+        why = "belongs to uid %d, not to the job's user (uid %d)" % (st.st_uid, owner)
+    if why is not None:
+        os.close(fd)
+        return None, None, why
+    return fd, st, None
+
+
 class FileTail(object):
     """Follows a log file read-only from its end, surviving rotation and truncation.
 
     With ``lookback`` it starts that many bytes before the end (seeking there, never
     reading the whole file) and drops the cut line it lands in.
+
+    Only regular files are read (``open_regular``), checked again on every reopen; a job's
+    file (``owner``, ``follow`` False) never through a symbolic link swapped in later.
+    ``refused`` says why the file is not read now.
     """
 
-    def __init__(self, path, at_end=True, lookback=0):
+    def __init__(self, path, at_end=True, lookback=0, owner=None, follow=True):
         self.path = path
+        self.owner = owner
+        self.follow = follow
+        self.refused = None
         self._f = None
         self._ino = None
         self._partial = b""
@@ -29,26 +78,38 @@ class FileTail(object):
         self._open(at_end=at_end, lookback=lookback)
 
     def _open(self, at_end, lookback=0):
-        try:
-            f = open(self.path, "rb")
-        except OSError:
+        fd, st, why = open_regular(self.path, self.owner, self.follow)
+        self.refused = why
+        if fd is None:
             self._f = None
             return
-        st = os.fstat(f.fileno())
+        f = os.fdopen(fd, "rb")
         if at_end:
             start = max(0, st.st_size - max(0, lookback))
             f.seek(start)
             self._skip_cut = lookback > 0 and start > 0
-        self._f, self._ino = f, st.st_ino
+        self._f, self._ino = f, (st.st_dev, st.st_ino)
+
+    @property
+    def reading(self):
+        return self._f is not None
+
+    def _close(self):
+        if self._f is not None:
+            self._f.close()
+        self._f = None
 
     def lines(self, budget=MAX_TAIL_BYTES_PER_TICK):
         try:
-            st = os.stat(self.path)
+            st = os.stat(self.path) if self.follow else os.lstat(self.path)
         except OSError:
+            if self._f is None:
+                self.refused = None
             return []
-        if self._f is None or st.st_ino != self._ino or st.st_size < self._f.tell():
-            if self._f is not None:
-                self._f.close()
+        if (self._f is None or (st.st_dev, st.st_ino) != self._ino
+                or st.st_size < self._f.tell()):
+            # a new file at the name (rotation, a swap): checked before any read
+            self._close()
             self._skip_cut = False
             self._partial = b""
             self._open(at_end=False)

@@ -45,6 +45,10 @@ class Agent(object):
         self.seq = 0
         self.tails = {}
         self._next_glob = 0.0
+        # a job's own files: literal paths, read only as regular files of its user
+        self.job_tails = [FileTail(p, lookback=args.tail_lookback, owner=args.job_log_owner,
+                                   follow=False) for p in list(dict.fromkeys(args.job_log))[:64]]
+        self._job_states = {}
         self._scan_logs(first=True)
         self.t0 = time.time()
         self.klog = None
@@ -56,13 +60,28 @@ class Agent(object):
         if now < self._next_glob:
             return
         self._next_glob = now + LOG_GLOB_EVERY_S
+        own = set(self.args.job_log)  # followed only with their checks
         for pattern in self.args.tail:
             for path in sorted(glob.glob(pattern))[:MAX_TAILED_FILES]:
-                if path not in self.tails and len(self.tails) < MAX_TAILED_FILES:
+                if path not in self.tails and path not in own \
+                        and len(self.tails) < MAX_TAILED_FILES:
                     # a job log already there at start: its last --tail-lookback bytes
                     # first (a job that failed before the console opened is still seen)
                     self.tails[path] = FileTail(path, at_end=first,
                                                 lookback=self.args.tail_lookback)
+
+    def _job_log_states(self, ts):
+        """A logsource message for each --job-log file whose state changed."""
+        for t in self.job_tails:
+            why = t.refused
+            state = "denied" if why else "ok" if t.reading else "unavailable"
+            if self._job_states.get(t.path) != (state, why):
+                self._job_states[t.path] = (state, why)
+                self.w.send({"type": "logsource", "v": PROTOCOL_VERSION, "ts": ts,
+                             "source": "job:" + t.path, "state": state, "fix": None,
+                             "via": "file:" + t.path if state == "ok" else None,
+                             "detail": ("%s: %s (read only as a regular file of the job's "
+                                        "user)" % (t.path, why))[:1000] if why else ""})
 
     def hello(self):
         self.t0 -= self.backlog_samples() * self.step()
@@ -70,7 +89,8 @@ class Agent(object):
         extra = self.source.topology()
         hello = {"type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION,
                  "ts": time.time(), "host": facts, "gpus": gpus,
-                 "probes": self.source.probes(), "simulated": self.source.scenarios()}
+                 "probes": self.source.probes(), "simulated": self.source.scenarios(),
+                 "clock": self.source.clock(self.args.speed)}
         hello.update(extra)
         if self.compact is not None:
             hello["v"] = COMPACT_VERSION
@@ -108,10 +128,11 @@ class Agent(object):
         if self.klog is not None:
             self.klog.poll()
         self._scan_logs()
-        for tail in self.tails.values():
+        for tail in self.job_tails + list(self.tails.values()):
             for line in tail.lines():
                 self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts,
                              "source": "job:" + tail.path, "line": line})
+        self._job_log_states(ts)
         msg = {"type": "sample", "v": PROTOCOL_VERSION, "seq": self.seq, "ts": ts,
                "gpus": gpus, "host": host, "disks": disks}
         if self.seq > 0 and self.seq % PCIE_EVERY_TICKS == 0:
@@ -184,6 +205,10 @@ def parse_args(argv):
     p.add_argument("--hostname", default=None, help="name to report instead of the real one")
     p.add_argument("--tail", action="append", default=[], metavar="GLOB",
                    help="follow job logs matching GLOB read-only; new lines become events")
+    p.add_argument("--job-log", action="append", default=[], metavar="PATH",
+                   help="follow a job's log: a literal path, a regular file of "
+                        "--job-log-owner")
+    p.add_argument("--job-log-owner", type=int, default=None, metavar="UID")
     p.add_argument("--tail-lookback", type=int, default=0, metavar="BYTES",
                    help="read up to BYTES before the end of a --tail file already there at "
                         "start (default 0: from its end)")
@@ -214,6 +239,8 @@ def parse_args(argv):
         p.error("--sim-history needs --simulate and a value >= 0")
     if args.kernel_lookback < 0:
         p.error("--kernel-lookback must be >= 0")
+    if args.job_log and (args.job_log_owner is None or args.job_log_owner < 0):
+        p.error("--job-log needs --job-log-owner UID")
     if not 0 <= args.tail_lookback <= MAX_TAIL_LOOKBACK:
         p.error("--tail-lookback must be between 0 and %d" % MAX_TAIL_LOOKBACK)
     if args.simulate is not None:

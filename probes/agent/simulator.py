@@ -10,6 +10,7 @@ import math
 import platform
 import random
 import re
+import time
 
 from .kernel_log import QuietLog
 from .source import HostSource, register_simulator
@@ -20,9 +21,13 @@ SIM_MEM_TOTAL = 81559.0
 SIM_SM_MAX = 1980.0
 SIM_POWER_LIMIT = 700.0
 SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
-                 "link-downgrade", "low-ram", "driver-skew", "train")
+                 "link-downgrade", "low-ram", "driver-skew", "train", "no-environ")
+"""``no-environ``: the GPU processes are listed without their job (an agent that may not read
+another user's /proc/PID/environ): where they run must come from the job's log."""
 SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
 SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
+SIM_NCCL_TIMEOUT_S = 600.0
+"""``nccl-timeout``'s watchdog timeout (torch's default): its GPUs spin this long before."""
 LEAK_MIB_PER_H = 600.0
 SIM_STARVE_PERIOD_S = 150.0
 """``disk-saturated``: the GPUs wait on the loader for 40 % of every 150 s.  Not 120 s: the
@@ -116,13 +121,17 @@ TRAIN_EVERY_S = 60.0
 """A progress line per simulated minute (one per demo tick)."""
 TRAIN_TPS_PER_GPU = 3900.0
 """Tokens/s per H100 of the simulated job (an 8B model under FSDP) at full clocks."""
-_SIM_DATE = "2026-12-04"
+def _stamp(ts):
+    """Python logging's ``2026-12-04 03:14:07,123`` for epoch ``ts`` (a simulated host's
+    zone is UTC: its hello says so)."""
+    return "%s,%03d" % (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)),
+                        int(ts * 1000) % 1000)
 
 
-def _stamp(t):
-    s = int(t) % 86400
-    return "%s %02d:%02d:%02d,%03d" % (_SIM_DATE, s // 3600, s // 60 % 60, s % 60,
-                                       int(t * 1000) % 1000)
+def _glog(ts):
+    """torch/c10's glog stamp ``1202 03:14:07.123456`` for epoch ``ts`` (UTC)."""
+    return "%s.%06d" % (time.strftime("%m%d %H:%M:%S", time.gmtime(ts)),
+                        int(ts * 1e6) % 1000000)
 
 
 def sim_nccl_tests_lines(hosts, bus_ids, gpus_per_host, peak_busbw):
@@ -183,13 +192,15 @@ class TrainJob:
         self.rng = random.Random("train-%d" % seed)
         self.next_at = None
         self.step = 0
+        self.start = 0.0
+        """Epoch of the run's simulated second 0 (its stamps are ``start + t``)."""
 
     def lines(self, t, pace=1.0):
         """The lines the job printed since the last call, up to simulated time ``t``."""
         out = []
         if self.next_at is None:
             out.append("[rank0]:[titan] %s - root - INFO - Starting job: llama3_8b, world "
-                       "size: %d" % (_stamp(t), self.world))
+                       "size: %d" % (_stamp(self.start + t), self.world))
             if self.world > 1:
                 out += sim_nccl_tests_lines(self.hosts, self.bus_ids, self.gpus, self.busbw)
             self.next_at = t
@@ -198,7 +209,8 @@ class TrainJob:
             tps = self.tps * pace * (1.0 + self.rng.uniform(-0.015, 0.015))
             out.append("[rank0]:[titan] %s - root - INFO - step: %d  loss: %7.4f  memory: "
                        "%.2fGiB(%.2f%%)  tps: {:,}  tflops: %.2f  mfu: %.2f%%".format(int(tps))
-                       % (_stamp(self.next_at), self.step, 2.1 + 8.0 / (1 + self.step / 200.0),
+                       % (_stamp(self.start + self.next_at), self.step,
+                          2.1 + 8.0 / (1 + self.step / 200.0),
                           self.mem, 100.0 * self.mem / 79.19, tps * 0.0977, tps * 0.00988))
             self.next_at += TRAIN_EVERY_S
         return out
@@ -232,6 +244,8 @@ class Simulator(HostSource):
         self.serials = ["1654%09d" % ((serials * 8 + i) % 10 ** 9) for i in range(8)]
         self.mem_bytes = SIM_LOW_RAM_BYTES if "low-ram" in self.names else SIM_MEM_BYTES
         self.fired = set()
+        self.start = 0.0
+        """Epoch of the run's simulated second 0 (set by ``timestamp``)."""
         self.train = TrainJob([self.hostname], SIM_BUS_IDS, seed=seed) \
             if "train" in self.names else None
 
@@ -246,7 +260,15 @@ class Simulator(HostSource):
         return [s["name"] for s in self.scen]
 
     def timestamp(self, start, t):
+        self.start = start
+        if self.train is not None:
+            self.train.start = start
         return start + t
+
+    def clock(self, speed):
+        """A simulated host's clock is its own: ``speed`` simulated seconds a second from
+        the hello, stamps in UTC, no kernel boot (its kernel lines carry no ``[sec.usec]``)."""
+        return {"speed": speed, "utc_offset_s": 0, "boot_time": None}
 
     def kernel_log(self, mode, send, error):
         return QuietLog(send, "simulated", "simulated kernel events")
@@ -326,7 +348,8 @@ class Simulator(HostSource):
         r = self.rng
         lost = self._get("xid79")
         nccl = self._get("nccl-timeout")
-        hung = nccl is not None and t >= nccl["at"]
+        # the collective hangs when it is issued, the watchdog's timeout before it fires
+        hung = nccl is not None and t >= nccl["at"] - SIM_NCCL_TIMEOUT_S
         gpus = []
         for i in range(len(SIM_BUS_IDS)):
             if lost is not None and lost["gpu"] == i and t >= lost["at"]:
@@ -371,14 +394,21 @@ class Simulator(HostSource):
                 "retired_pages_pending": None, "remap_correctable": 0,
                 "remap_uncorrectable": 0, "remap_pending": False, "remap_failure": False,
                 "nvlink_up": 18, "nvlink_links": 18, "persistence": True, "pcie_replay": 0,
-                "processes": [{"pid": 41000 + i, "name": "python", "user": "train",
-                               "used_mib": round(mem - 520.0, 1), "slurm_job": self.job,
-                               "slurm_step": "0", "slurm_task": i, "rank": i,
-                               "local_rank": i, "world_size": 8,
-                               "master_addr": self.hostname,
-                               "cuda_visible_devices": "0,1,2,3,4,5,6,7", "environ": True}],
+                "processes": [self._process(i, mem)],
             })
         return gpus, self._host(t), self._disks(t)
+
+    def _process(self, i, mem):
+        """GPU ``i``'s process: rank ``i`` of the host's job, or, with ``no-environ``, a
+        process whose environment the agent could not read."""
+        if "no-environ" in self.names:
+            return {"pid": 41000 + i, "name": "python", "user": "train",
+                    "used_mib": round(mem - 520.0, 1), "environ": False}
+        return {"pid": 41000 + i, "name": "python", "user": "train",
+                "used_mib": round(mem - 520.0, 1), "slurm_job": self.job,
+                "slurm_step": "0", "slurm_task": i, "rank": i, "local_rank": i,
+                "world_size": 8, "master_addr": self.hostname,
+                "cuda_visible_devices": "0,1,2,3,4,5,6,7", "environ": True}
 
     def _host(self, t):
         r = self.rng
@@ -430,7 +460,7 @@ class Simulator(HostSource):
         if nccl is not None and t >= nccl["at"] and "nccl" not in self.fired:
             self.fired.add("nccl")
             out.append(("job:/var/log/train/rank3.log",
-                        "[rank3]:[E1202 03:14:07.123456 140213 ProcessGroupNCCL.cpp:616] "
+                        "[rank3]:[E%s 140213 ProcessGroupNCCL.cpp:616] " % _glog(self.start + t) +
                         "[Rank 3] Watchdog caught collective operation timeout: "
                         "WorkNCCL(SeqNum=48211, OpType=ALLREDUCE, NumelIn=262144000, "
                         "NumelOut=262144000, Timeout(ms)=600000) ran for 600081 milliseconds "

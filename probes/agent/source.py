@@ -21,6 +21,28 @@ from .smi import SmiBackend
 from .software import capture_topology, software_versions
 from .watchdog import GpuWatchdog
 
+
+def local_utc_offset():
+    """This host's local time minus UTC now, in seconds (DST included)."""
+    now = time.localtime()
+    off = getattr(now, "tm_gmtoff", None)
+    if off is None:  # pragma: no cover - every Linux Python has tm_gmtoff
+        off = -(time.altzone if now.tm_isdst > 0 else time.timezone)
+    return int(off)
+
+
+def boot_time():
+    """When this host booted (``btime`` of /proc/stat, epoch seconds), None if unknown."""
+    try:
+        with open("/proc/stat") as fh:
+            for line in fh:
+                if line.startswith("btime "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 ONCE_WAIT_S = 0.25
 """``--once`` on a real host: how long the CPU and disk counters run before the sample."""
 
@@ -63,6 +85,11 @@ class HostSource(object):
     def timestamp(self, start, t):
         """The ``ts`` of the sample at ``t`` for a run that started at ``start``."""
         return time.time()
+
+    def clock(self, speed):
+        """The hello's ``clock``: how this host's times read (its zone for stamps that name
+        none, its boot for the kernel's ``[sec.usec]``, how fast its clock runs)."""
+        return {"speed": speed, "utc_offset_s": local_utc_offset(), "boot_time": boot_time()}
 
     def first_wait(self, interval, once):
         """Seconds before the first sample, so that its rates span a real interval."""

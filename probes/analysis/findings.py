@@ -21,7 +21,7 @@ from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
-from probes.triage import Severity, Step
+from probes.triage import OnsetClock, Severity, Step
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 
 if TYPE_CHECKING:
@@ -51,6 +51,13 @@ class Finding:
     """Details a rule parsed (ranks, timeouts, amounts), for the triage screen and reports."""
     context: tuple[str, ...] = field(default=(), compare=False)
     """Log lines just before the evidence line, as the operator would see them in the log."""
+    clock: OnsetClock | None = field(default=None, compare=False)
+    """Which clock ``ts`` was read from (the line's own stamp, the kernel's, line order …);
+    None where it was never said (older recordings: the agent's time)."""
+    line: int | None = field(default=None, compare=False)
+    """The evidence line's number in its source (a job log, the kernel log), counted from
+    the first line the console read: within one source, line order is time order."""
+
     @property
     def timeout_ms(self) -> float | None:
         """``extra["timeout_ms"]``: a watchdog's configured timeout (``nccl-timeout``)."""
@@ -324,5 +331,17 @@ def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Fi
                            gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
                            ts=hit.ts, action=f.action or _default_action(f.code),
                            source=hit.source, count=f.count,
-                           extra=dict(f.extra), context=hit.context))
+                           extra=with_rank(f.extra), context=hit.context, clock=hit.clock,
+                           line=hit.line))
+    return out
+
+
+def with_rank(extra: Mapping[str, object]) -> dict[str, object]:
+    """A rule's ``extra`` with ``rank`` set when it names exactly one rank (``ranks: [1]``):
+    that rank is the finding's, to be placed on its host and GPU."""
+    out = dict(extra)
+    ranks = out.get("ranks")
+    if "rank" not in out and isinstance(ranks, list | tuple) and len(ranks) == 1 \
+            and isinstance(ranks[0], int):
+        out["rank"] = ranks[0]
     return out

@@ -6,7 +6,10 @@ Two witnesses, in order of trust:
    cgroup or environment names its Slurm job sits on a known GPU of a known host (NVML lists
    processes per device handle, so the GPU is the one the process uses, whatever its index);
 2. the job's log: NCCL's init lines tie a rank to a host and a bus id, torchrun's failure
-   table a rank to a host (``probes/rules/logrules/rank_places.py``).
+   table a rank to a host (``probes/rules/logrules/rank_places.py``);
+3. Slurm's layout of the watched job, where it fixes a task's node and GPU (block
+   distribution, one GPU a task: ``SlurmJob.task_gpus``): an ``srun``-launched rank is
+   its task id.
 
 A finding from a job's log keeps the host whose agent read the log (``host``) and gains
 ``job``, ``rank_host``, ``rank_gpu``, ``rank_bus_id`` and ``rank_serial`` where the rank is
@@ -24,7 +27,7 @@ from probes.rules.busid import normalize_bus_id
 from probes.rules.logrules.rank_places import LoggedRank
 from probes.wire.samples import JOB_SOURCE_PREFIX, Hello, HostSample
 
-PlaceWitness = Literal["process", "log"]
+PlaceWitness = Literal["process", "log", "layout"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class RankPlace:
     bus_id: str | None = None
     serial: str | None = None
     witness: PlaceWitness = "process"
+    world_size: int | None = None
+    """The job's rank count as the process's environment said it (``WORLD_SIZE``)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def process_places(host: str, sample: HostSample | None,
             if gpu.bus_id:
                 bus = normalize_bus_id(gpu.bus_id)
             out.append(RankPlace(p.slurm_job, p.rank, host, gpu.index if gpu.index >= 0 else None,
-                                 bus, serial))
+                                 bus, serial, world_size=p.world_size))
     return out
 
 
@@ -91,17 +96,34 @@ def gpu_ids(hello: Hello | None) -> dict[int, tuple[str | None, str | None]]:
 class RankIndex:
     """Every placed rank of every job the fleet shows, and the jobs each host runs."""
 
-    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None) -> None:
+    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None,
+                 watched_hosts: Iterable[str] = (),
+                 watched_layout: Mapping[int, tuple[str, int]] | None = None) -> None:
         self.watched_job = watched_job
+        self.watched_hosts = frozenset(watched_hosts)
+        """The hosts Slurm gave the watched job: they run it even when no GPU process says so
+        (a simulated or Prometheus-read host, a process the agent may not read)."""
         self._by_job: dict[tuple[str | None, int], RankPlace] = {}
         self.jobs_of_host: dict[str, set[str]] = {}
+        self.job_of_gpu: dict[tuple[str, int], str] = {}
+        """(host, GPU index) → the job whose process the agent listed on that GPU."""
+        self.nranks: dict[str | None, int] = {}
+        """How many ranks a job has, as NCCL's init lines (``nranks``) told it."""
+        self.comm_of_host: dict[str, str] = {}
+        """The widest NCCL communicator a host's logs initialised (its id): the failure
+        domain of a job no scheduler names."""
         logged: list[tuple[HostRanks, LoggedRank]] = []
         hellos: dict[str, Hello | None] = {}
         for h in hosts:
             for place in process_places(h.host, h.sample, h.hello):
                 self._by_job.setdefault((place.job, place.rank), place)
+                if place.world_size:
+                    self.nranks[place.job] = max(self.nranks.get(place.job, 0),
+                                                 place.world_size)
                 if place.job is not None:
                     self.jobs_of_host.setdefault(h.host, set()).add(place.job)
+                    if place.gpu is not None:
+                        self.job_of_gpu.setdefault((h.host, place.gpu), place.job)
             hellos[h.host] = h.hello
             logged.extend((h, r) for r in h.logged.values())
         gpu_of_bus: dict[tuple[str, str], tuple[int, str | None]] = {}
@@ -109,21 +131,53 @@ class RankIndex:
             for index, (bus, serial) in gpu_ids(hellos.get(host)).items():
                 if bus:
                     gpu_of_bus[(host, bus)] = (index, serial)
+        widest: dict[str, int] = {}
         for h, r in logged:
             job = self.job_of_log(h.host)
+            if r.nranks:
+                self.nranks[job] = max(self.nranks.get(job, 0), r.nranks)
+            if r.comm and (r.nranks or 0) >= widest.get(h.host, 0):
+                widest[h.host] = r.nranks or 0
+                self.comm_of_host[h.host] = r.comm
             if (job, r.rank) in self._by_job:
                 continue  # the agents saw the process: they win over the log
             gpu, serial = gpu_of_bus.get((r.host, r.bus_id or ""), (None, None))
             self._by_job[(job, r.rank)] = RankPlace(job, r.rank, r.host, gpu, r.bus_id,
                                                     serial, "log")
+        # the third witness: Slurm's own block layout of the watched job, one GPU a task
+        # (``SlurmJob.task_gpus``), for the ranks no process or log line placed
+        for task, (host, index) in (watched_layout or {}).items():
+            if watched_job is not None and (watched_job, task) not in self._by_job:
+                bus, serial = gpu_ids(hellos.get(host)).get(index, (None, None))
+                self._by_job[(watched_job, task)] = RankPlace(
+                    watched_job, task, host, index, bus, serial, "layout")
 
     def job_of_log(self, host: str) -> str | None:
         """The job whose log ``host``'s agent reads: the watched one when the host is in it
         or runs nothing known, else the one job its GPU processes run; None when unsure."""
         jobs = self.jobs_of_host.get(host, set())
-        if self.watched_job is not None and (not jobs or self.watched_job in jobs):
-            return self.watched_job
+        watched = self.watched_job
+        if watched is not None and (watched in jobs or (not jobs and (
+                not self.watched_hosts or host in self.watched_hosts))):
+            return watched
         return next(iter(jobs)) if len(jobs) == 1 else None
+
+    def comms_on(self, host: str) -> frozenset[str]:
+        """The communicator a host's logs initialised, as a set (empty when none)."""
+        comm = self.comm_of_host.get(host)
+        return frozenset({comm}) if comm else frozenset()
+
+    def jobs_on(self, host: str, gpu: int | None = None) -> frozenset[str]:
+        """The jobs that run on ``host`` (on its GPU ``gpu`` when the agents said which): the
+        failure domains a fault of that host or GPU belongs to."""
+        if gpu is not None:
+            job = self.job_of_gpu.get((host, gpu))
+            if job is not None:
+                return frozenset({job})
+        jobs = set(self.jobs_of_host.get(host, ()))
+        if self.watched_job is not None and host in self.watched_hosts:
+            jobs.add(self.watched_job)
+        return frozenset(jobs)
 
     def locate(self, job: str | None, rank: int) -> RankPlace | None:
         """Where ``rank`` of ``job`` runs, None when no witness placed it."""
@@ -146,15 +200,23 @@ def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
         extra = dict(f.extra)
         if job is not None:
             extra["job"] = job
+        elif f.host in index.comm_of_host:
+            extra["comm"] = index.comm_of_host[f.host]
         rank = extra.get("rank")
         place = index.locate(job, rank) if isinstance(rank, int) else None
+        gpu = f.gpu
         if place is not None:
             extra["rank_host"] = place.host
+            extra["placed_by"] = place.witness
             for key, value in (("rank_gpu", place.gpu), ("rank_bus_id", place.bus_id),
                                ("rank_serial", place.serial)):
                 if value is not None:
                     extra[key] = value
-        out.append(replace(f, extra=extra) if extra != f.extra else f)
+            if place.host != f.host:
+                gpu = None  # the log's "GPU 1" is the rank's, on its host, not the reader's
+        if extra != f.extra or gpu != f.gpu:
+            f = replace(f, extra=extra, gpu=gpu)
+        out.append(f)
     return out
 
 

@@ -42,6 +42,9 @@ THROTTLE_CODES = frozenset({Code.CLOCKS_THROTTLED, Code.THROTTLED_WHILE_BUSY})
 LEAK_CODES = frozenset({Code.MEMORY_LEAK})
 HOT_CODES = frozenset({Code.TEMP_NEAR_SLOWDOWN})
 LOST_CODES = frozenset({Code.GPU_LOST, Code.GPU_DROPOUT})
+SPIN_CODES = frozenset({Code.COLLECTIVE_HANG})
+"""Busy at idle power with every GPU of the host: a hung collective's NCCL spin (the
+finding names its GPUs in ``extra["gpus"]``)."""
 
 
 class TempLevel(str, Enum):
@@ -70,6 +73,8 @@ class GpuVerdict(str, Enum):
     LEAKING = "leaking"
     THROTTLED = "throttled"
     HOT = "hot"
+    SPINNING = "spinning"
+    """Busy at idle power with its host's other GPUs: waiting in a hung collective."""
     OK = "ok"
 
 
@@ -178,7 +183,8 @@ def gpu_verdict(state: GpuState, codes: Iterable[str]) -> GpuVerdict:
         return GpuVerdict.UNRESPONSIVE
     have = set(codes)
     for found, verdict in ((LOST_CODES, GpuVerdict.LOST), (LEAK_CODES, GpuVerdict.LEAKING),
-                           (THROTTLE_CODES, GpuVerdict.THROTTLED), (HOT_CODES, GpuVerdict.HOT)):
+                           (THROTTLE_CODES, GpuVerdict.THROTTLED), (HOT_CODES, GpuVerdict.HOT),
+                           (SPIN_CODES, GpuVerdict.SPINNING)):
         if have & found:
             return verdict
     return GpuVerdict.OK
@@ -301,6 +307,11 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     gone_at: dict[int, float] = {}
     for f in findings:
         codes.setdefault(f.gpu, set()).add(f.code)
+        if f.code in SPIN_CODES:  # a host's finding about each of the GPUs it names
+            named = f.extra.get("gpus")
+            for i in named if isinstance(named, list) else ():
+                if isinstance(i, int):
+                    codes.setdefault(i, set()).add(f.code)
         if f.code in LEAK_CODES:
             leaks[f.gpu] = f.severity
         if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:

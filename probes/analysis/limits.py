@@ -115,6 +115,18 @@ class DetectorLimits:
     """A finding on the same host that began up to this long before the drop (or during it)
     is what changed at the same time, and names the drop's likely cause."""
 
+    clock_skew_s: float = 30.0
+    """A host whose clock is further than this off the console's gets ``clock-skew`` (its
+    times are corrected either way)."""
+
+    hang_util_pct: float = 95.0
+    """Utilisation from which a GPU counts as busy for ``collective-hang``."""
+    hang_power_share: float = 0.5
+    """…while drawing at most this share of its usual busy power (its busy power over the
+    hour before, never taken under 60 % of its limit): NCCL kernels spinning."""
+    hang_window_s: float = 300.0
+    """How long every GPU of a job must read busy at that power."""
+
 
 DEFAULT_LIMITS = DetectorLimits()
 

@@ -82,7 +82,13 @@ class HostSpec:
     tags: tuple[str, ...] = ()
     expect_gpus: int | None = None
     logs: tuple[str, ...] = ()
-    """Globs of job logs the agent follows (read-only) for NCCL and model triage."""
+    """Job logs the agent follows (read-only) for NCCL and model triage: the inventory's
+    globs, and a Slurm job's own files (those also in ``job_logs``)."""
+    job_logs: tuple[str, ...] = ()
+    """Those of ``logs`` that a job named (its StdOut/StdErr): literal paths, never globbed,
+    followed only as regular files owned by ``job_log_owner`` (never through a symlink)."""
+    job_log_owner: int | None = None
+    """The uid the files of ``job_logs`` must belong to (the job's user)."""
     log_lookback_bytes: int = 0
     """How much of a log already there at start the agent reads first (0: from its end);
     a Slurm job's own log is read from up to ``JOB_LOG_LOOKBACK`` before its end."""
@@ -109,7 +115,11 @@ class HostSpec:
         if self.simulate:
             args += ["--simulate", ",".join(self.simulate), "--seed", str(self.seed),
                      "--speed", f"{self.speed:g}", "--hostname=" + self.name]
-        args += ["--tail=" + pattern for pattern in self.logs]
+        literal = set(self.job_logs)
+        args += ["--tail=" + pattern for pattern in self.logs if pattern not in literal]
+        args += ["--job-log=" + path for path in self.job_logs]
+        if self.job_logs and self.job_log_owner is not None:
+            args.append(f"--job-log-owner={self.job_log_owner}")
         if self.logs and self.log_lookback_bytes:
             args.append(f"--tail-lookback={self.log_lookback_bytes}")
         args += ["--dataset=" + path for path in self.datasets]
@@ -133,8 +143,9 @@ def demo_fleet(speed: float = DEMO_SPEED,
         # an older driver stack than the rest: preflight's odd one out
         ("gpu-b01", ("disk-saturated", "driver-skew"), "rack-b"),
         ("gpu-b02", ("xid79:6@600",), "rack-b"),
-        # its collective waits on gpu-b02's lost GPU until the 600 s watchdog fires
-        ("gpu-b03", ("nccl-timeout@1200",), "rack-b"),
+        # job 48207 (not gpu-b02's 48206): a collective hangs from 900 s, every GPU spinning
+        # at 100 % and idle power, until the 600 s watchdog fires; no rank failed first
+        ("gpu-b03", ("nccl-timeout@1500",), "rack-b"),
         ("gpu-b04", ("low-ram",), "rack-b"),  # runs fine, fails preflight on memory
     ]
     return [

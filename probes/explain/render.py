@@ -44,9 +44,14 @@ def _summary_of(inp: ExplainedInput) -> str:
             + (f" ({', '.join(parts)})" if parts else ""))
 
 
-def render_text(inputs: list[ExplainedInput]) -> str:
-    """Plain text for a terminal or a ticket; the steps with nothing found say so."""
-    out = [_summary_of(i) for i in inputs]
+def render_text(inputs: list[ExplainedInput], first: list[str] | None = None) -> str:
+    """Plain text for a terminal or a ticket; the steps with nothing found say so.
+
+    ``first`` is the first failure as triage decides it (``outputs.explain_first``): the
+    report opens with it, then goes through the steps in their fixed order.
+    """
+    out = [*first, ""] if first else []
+    out += [_summary_of(i) for i in inputs]
     pairs = ordered(inputs)
     for step in Step:
         mine = [(src, f) for src, f in pairs if f.step is step]
@@ -64,11 +69,16 @@ def render_text(inputs: list[ExplainedInput]) -> str:
                 f.evidence[:EVIDENCE_WIDTH - 1] + "…")
             out.append(f"            > {evidence}")
             out.append(f"            action: {f.action}")
-    first = next((f for _, f in pairs if f.severity.rank >= 2), None)
+    worst = next((f for _, f in pairs if f.severity.rank >= 2), None)
     out.append("")
-    if first is None:
+    if worst is None:
         out.append("Nothing above info: look at the next step of the run, or collect more.")
+    elif first:
+        out.append(first[0].replace("First failure: ", "Start with ", 1)
+                   .replace("Earliest warning: ", "Start with ", 1)
+                   + ": what broke first explains what followed; the steps above are in "
+                   "the fixed order (GPU state → system log → NCCL → model code).")
     else:
-        out.append(f"Start with {first.code}: earlier steps explain later ones "
+        out.append(f"Start with {worst.code}: earlier steps explain later ones "
                    "(GPU state → system log → NCCL → model code).")
     return "\n".join(out) + "\n"

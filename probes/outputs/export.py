@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import os
@@ -22,6 +23,7 @@ from probes.analysis.findings import Finding
 from probes.outputs.private_file import private_file
 from probes.wire.clock_reasons import mask_of
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample
+from probes.wire.sanitize import clean_text
 
 
 @dataclass(frozen=True)
@@ -100,18 +102,23 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _labels(pairs: Iterable[tuple[str, object]]) -> str:
+def _labels(pairs: Iterable[tuple[str, object]], clean: bool = False) -> str:
+    if clean:  # text from a file: never a control character in what is written
+        pairs = [(k, clean_text(str(v))) for k, v in pairs]
     return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs) + "}"
 
 
-def _gpu_labels(host: str, index: int, uuid: str | None, info: GpuInfo | None) -> str:
+def _gpu_labels(host: str, index: int, uuid: str | None, info: GpuInfo | None,
+                clean: bool = False) -> str:
     """The same label names for every GPU, always (an unknown value is empty, which
-    Prometheus drops), in dcgm-exporter's order."""
+    Prometheus drops), in dcgm-exporter's order.  ``clean``: the values are cleaned as
+    the wire's text is (an export of a recording someone else made); a live fleet's text
+    was cleaned when it arrived."""
     pairs: list[tuple[str, object]] = [
         ("gpu", index), ("UUID", uuid or (info.uuid if info else "") or ""),
         ("pci_bus_id", info.bus_id if info is not None and info.bus_id else ""),
         ("modelName", info.name if info and info.name else ""), ("Hostname", host)]
-    return _labels(pairs)
+    return _labels(pairs, clean)
 
 
 def _number(v: float | int) -> str:
@@ -224,8 +231,14 @@ CSV_FIELDS = ("ts", "host", "gpu", "uuid", "state", "mem_used_mib", "mem_total_m
               "ecc_uncorrected_volatile", "remap_uncorrectable", "clock_reasons")
 
 
+_clean = functools.lru_cache(maxsize=4096)(clean_text)
+"""``clean_text`` for the few distinct strings an export repeats (hosts, UUIDs, reasons)."""
+
+
 def export_csv(items: Iterable[RecordedItem]) -> Iterator[str]:
-    """One CSV row per GPU per sample (header first): what a spreadsheet or pandas wants."""
+    """One CSV row per GPU per sample (header first): what a spreadsheet or pandas wants.
+    Its text passes ``clean_text``: a recording may be someone else's, and the CSV goes to
+    a terminal as often as to a file."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_FIELDS)
@@ -235,13 +248,13 @@ def export_csv(items: Iterable[RecordedItem]) -> Iterator[str]:
             continue
         for g in item.gpus:
             writer.writerow([
-                f"{item.ts:.3f}", host, g.index, g.uuid or "", g.state.value,
+                f"{item.ts:.3f}", _clean(host), g.index, _clean(g.uuid or ""), g.state.value,
                 *("" if v is None else v for v in (
                     g.mem_used_mib, g.mem_total_mib, g.util_pct, g.mem_util_pct, g.temp_c,
                     g.temp_mem_c, g.power_w, g.power_limit_w, g.sm_clock_mhz,
                     g.sm_clock_max_mhz, g.pcie_gen, g.pcie_width, g.ecc_uncorrected_volatile,
                     g.remap_uncorrectable)),
-                " ".join(g.clock_reasons)])
+                _clean(" ".join(g.clock_reasons))])
             yield _take(buf)
 
 
@@ -254,9 +267,10 @@ def _take(buf: io.StringIO) -> str:
 
 def export_jsonl(items: Iterable[RecordedItem],
                  encode: Callable[[object], dict[str, object]]) -> Iterator[str]:
-    """One JSON object per recorded item: ``{"host", "ts", "item": <codec form>}``."""
+    """One JSON object per recorded item: ``{"host", "ts", "item": <codec form>}``; ASCII
+    (every control or invisible character escaped), the host name cleaned."""
     for host, ts, item in items:
-        yield json.dumps({"host": host, "ts": ts, "item": encode(item)},
+        yield json.dumps({"host": _clean(host), "ts": ts, "item": encode(item)},
                          separators=(",", ":")) + "\n"
 
 
@@ -295,7 +309,7 @@ def export_openmetrics(items: Iterable[RecordedItem]) -> Iterator[str]:
         labels = [""] * len(series)
         for (host, index, uuid), key in series.items():
             info = _info_for(hellos.get(host, ()), index, uuid)
-            labels[key] = _gpu_labels(host, index, uuid or None, info)
+            labels[key] = _gpu_labels(host, index, uuid or None, info, clean=True)
         for metric in GPU_METRICS:
             if metric.name not in used:
                 continue

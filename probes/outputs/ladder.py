@@ -23,6 +23,7 @@ from probes.explain.stream import open_input
 from probes.fleet_state import FleetState
 from probes.rules.logrules.families import scan_lines
 from probes.rules.logrules.lines import LogLine, log_lines
+from probes.rules.logrules.rank_places import RankPlaces
 from probes.rules.parsers import nccl_tests
 from probes.rules.result import ExplainFinding
 from probes.rules.text import decode, split_lines
@@ -104,13 +105,27 @@ def _lines_of(path: str) -> list[str]:
 
 
 def run_of(path: str) -> Run:
-    """A run from a log or a recording, told apart by the file's first bytes.
+    """One run from a log or a recording (a recording's largest job), told apart by the
+    file's first bytes.
+
+    Raises:
+        LadderError: the input cannot be read, or a recording holds no job.
+    """
+    runs = runs_of(path)
+    if not runs:
+        raise LadderError(f"{path}: no job's processes or log in the recording")
+    return max(runs, key=lambda r: (r.gpus or 0, r.name))
+
+
+def runs_of(path: str) -> list[Run]:
+    """The runs an input holds: a log is one run; a recording one per job it watched (jobs
+    of different hosts are never added into one run).
 
     Raises:
         LadderError: the input cannot be read.
     """
     try:
-        return run_of_recording(path) if is_recording(path) else run_of_log(path)
+        return runs_of_recording(path) if is_recording(path) else [run_of_log(path)]
     except RigwatchError as exc:
         if isinstance(exc, LadderError):
             raise
@@ -130,6 +145,8 @@ def _run(name: str, peeled: Sequence[LogLine], extra: list[tuple[str, str]],
     ranked = max(tests, key=lambda t: len(t.ranks), default=None)
     if gpus is None:
         gpus = speed.world_size if speed is not None and speed.world_size else None
+    if gpus is None:
+        gpus = _nranks(peeled)
     if gpus is None and ranked is not None and ranked.ranks:
         gpus = len(ranked.ranks)
     if nodes is None and ranked is not None and ranked.ranks and len(ranked.ranks) == gpus:
@@ -143,9 +160,22 @@ def _run(name: str, peeled: Sequence[LogLine], extra: list[tuple[str, str]],
     return Run(name, gpus, nodes, speed, peak, tuple(codes))
 
 
-def run_of_recording(path: str) -> Run:
-    """A run from a recording: every host's job log, the GPUs its processes held, the
-    console's findings over the run (throttling, starvation, drops …)."""
+def _nranks(peeled: Sequence[LogLine]) -> int | None:
+    """The ranks of the widest communicator NCCL's init lines name (``nranks 16``)."""
+    places = RankPlaces()
+    for line in peeled:
+        places.add(line.text)
+    counts = [r.nranks for r in places.places().values() if r.nranks]
+    return max(counts) if counts else None
+
+
+def runs_of_recording(path: str) -> list[Run]:
+    """One run per job a recording watched: its job log, the GPUs its processes held, the
+    console's findings over the run on its hosts (throttling, starvation, drops …).
+
+    A job is the Slurm job its GPU processes name; processes that name none are their
+    host's own job.  Independent single-host jobs stay separate runs.
+    """
     try:
         reader = RecordingReader(path)
     except RecordingError as exc:
@@ -153,7 +183,8 @@ def run_of_recording(path: str) -> Run:
     specs = reader.host_specs() or [HostSpec(h) for h in reader.hosts()]
     fleet = FleetState(specs) if specs else None
     logs: dict[tuple[str, str], list[str]] = {}
-    job_gpus: dict[str, set[int]] = {}
+    gpus_of: dict[str, set[tuple[str, int]]] = {}
+    job_of_host: dict[str, str] = {}
     peak: dict[str, float] = {}
     try:
         for host, _ts, item in reader.items():
@@ -164,21 +195,27 @@ def run_of_recording(path: str) -> Run:
             elif isinstance(item, HostSample):
                 for g in item.gpus:
                     for p in g.processes or ():
-                        job_gpus.setdefault(host, set()).add(g.index)
+                        job = p.slurm_job or f"{host} (no Slurm job)"
+                        job_of_host.setdefault(host, job)
+                        gpus_of.setdefault(job, set()).add((host, g.index))
                         used = (p.used_mib or 0.0) / 1024.0
-                        peak[host] = max(peak.get(host, 0.0), used)
+                        peak[job] = max(peak.get(job, 0.0), used)
     finally:
         reader.close()
-    best = max(logs.items(), key=lambda kv: _points(kv[1]), default=None)
-    lines = best[1] if best is not None else []
-    extra: list[tuple[str, str]] = []
-    if fleet is not None:
-        for state in fleet.hosts.values():
-            found: list[Finding] = state.findings()
-            extra += [(str(f.code), f.summary) for f in found]
-    gpus = sum(len(v) for v in job_gpus.values()) or None
-    return _run(Path(path).name, log_lines(lines), extra, gpus, len(job_gpus) or None,
-                max(peak.values()) if peak else None)
+    name = Path(path).name
+    runs = []
+    for job, held in sorted(gpus_of.items()):
+        hosts = sorted({h for h, _ in held})
+        mine = [(key, lines) for key, lines in logs.items() if job_of_host.get(key[0]) == job]
+        best = max(mine, key=lambda kv: _points(kv[1]), default=None)
+        extra: list[tuple[str, str]] = []
+        if fleet is not None:
+            for h in hosts:
+                extra += [(str(f.code), f.summary) for f in fleet.hosts[h].findings()]
+        label = f"{name} job {job}" if len(gpus_of) > 1 else name
+        runs.append(_run(label, log_lines(best[1] if best else []), extra, len(held),
+                         len(hosts), peak.get(job)))
+    return runs
 
 
 def _points(lines: list[str]) -> int:

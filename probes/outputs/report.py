@@ -16,17 +16,20 @@ from pathlib import Path
 
 import platformdirs
 
+from probes.analysis.domains import Domain, group, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident import (
     CAUSE_STEPS,
     STEP_ORDER,
+    Diagnosis,
     FirstFailure,
     StepReview,
     describe,
     incidents,
     onset,
 )
-from probes.analysis.job_ranks import RankIndex, rank_where
+from probes.analysis.incident_text import where_host
+from probes.analysis.job_ranks import RankIndex
 from probes.errors import RigwatchError
 from probes.triage import Code, Severity
 from probes.wire.samples import GpuInfo, HostFacts
@@ -91,58 +94,84 @@ class FailedGpu:
 
 @dataclass(frozen=True)
 class JobSection:
-    """A Slurm job the incident touched: its nodes and the rank that failed first."""
+    """A Slurm job with findings (or the findings outside any job): its nodes, its first
+    failure and culprit, as ``first_failure.diagnose`` decided them for every surface."""
 
-    job: str
+    job: str | None
+    """The job's id; None for the section of findings outside any job."""
     nodes: tuple[str, ...]
     ranks: int
     """Ranks placed on a host (by the agents or the job's log)."""
-    failing: Finding | None
-    """The job's earliest critical finding whose rank is placed (else its earliest)."""
+    incident: FirstFailure | None
+    """The job's first failure (the lead one outside any job)."""
+    findings: int = 0
+    """How many findings the section holds."""
+
+    @property
+    def failing(self) -> Finding | None:
+        """The job's root finding."""
+        return self.incident.finding if self.incident is not None else None
 
     def to_json(self) -> dict[str, object]:
         """One ``jobs`` entry."""
         out: dict[str, object] = {"job": self.job, "nodes": list(self.nodes),
-                                  "ranks_placed": self.ranks}
-        f = self.failing
-        if f is not None:
+                                  "ranks_placed": self.ranks, "findings": self.findings}
+        i = self.incident
+        if i is not None:
+            out["first_failure"] = i.to_json()
+            c = i.culprit
+            f = i.finding
             out["failing"] = {k: v for k, v in (
-                ("code", str(f.code)), ("rank", f.extra.get("rank")),
-                ("host", f.extra.get("rank_host")), ("gpu", f.extra.get("rank_gpu")),
-                ("serial", f.extra.get("rank_serial")), ("bus_id", f.extra.get("rank_bus_id")),
-                ("log_read_on", f.host), ("summary", f.summary)) if v is not None}
+                ("code", str(f.code)), ("rank", c.rank if c else None),
+                ("host", c.host if c else None), ("gpu", c.gpu if c else None),
+                ("serial", c.serial if c else None), ("bus_id", c.bus_id if c else None),
+                ("log_read_on", f.host if f.source else None), ("summary", f.summary))
+                if v is not None}
         return out
 
     def to_markdown(self) -> list[str]:
-        """The job's lines: nodes, ranks placed, the failing rank's host, GPU and serial."""
-        out = [f"## Slurm job {_md(self.job)}", "",
-               f"- nodes: {_md(', '.join(self.nodes)) or 'none seen'}",
-               f"- ranks placed on a host: {self.ranks}"]
-        f = self.failing
-        if f is not None:
-            where = rank_where(f) or f"rank {f.extra.get('rank', '?')} (host not placed)"
-            ids = ", ".join(f"{k} {v}" for k, v in (("serial", f.extra.get("rank_serial")),
-                                                    ("bus", f.extra.get("rank_bus_id"))) if v)
-            out.append(f"- failing rank: {_md(where)}" + (f" ({_md(ids)})" if ids else "")
-                       + f": {_code(str(f.code))} {_md(f.summary)}")
+        """The section: nodes, ranks placed, the first failure, its culprit and do-now."""
+        title = (f"## Slurm job {_md(self.job)}" if self.job is not None
+                 else "## Findings outside any job")
+        out = [title, "", f"- nodes: {_md(', '.join(self.nodes)) or 'none seen'}"]
+        if self.job is not None:
+            out.append(f"- ranks placed on a host: {self.ranks}")
+        i = self.incident
+        if i is not None:
+            out.append(f"- first failure: {_md(i.headline)}")
+            c = i.culprit
+            if c is not None and self.job is not None:
+                ids = ", ".join(f"{k} {v}" for k, v in (("serial", c.serial),
+                                                        ("bus", c.bus_id)) if v)
+                where = c.place if c.known else "unknown"
+                out.append(f"- failing rank: {_md(where)}" + (f" ({_md(ids)})" if ids else "")
+                           + f": {_code(str(i.finding.code))} {_md(i.finding.summary)}")
+                out.append(f"- how it was told: {_md(c.why)}")
+            if i.waiting:
+                out.append("- waited (victims): " + _md(", ".join(map(str, i.waiting))))
+            if i.do_now:
+                out.append(f"- **do now:** {_md(i.do_now)}")
         return [*out, ""]
 
 
-def job_sections(findings: Sequence[Finding], index: RankIndex,
+def job_sections(diagnosis: Diagnosis, findings: Sequence[Finding], index: RankIndex,
                  watched: str | None = None) -> tuple[JobSection, ...]:
-    """The watched job and every job a finding names, each with its nodes and failing rank."""
-    jobs = dict.fromkeys([watched] if watched else [])
-    jobs.update(dict.fromkeys(str(f.extra["job"]) for f in findings if f.extra.get("job")))
+    """A section for the watched job and every job with findings, then one for the
+    findings outside any job; each with the incident ``diagnosis`` made of it."""
+    by_job: dict[str | None, list[Finding]] = {watched: []} if watched else {}
+    for domain, members in group(incidents(findings), index).items():
+        by_job.setdefault(domain.job, []).extend(members)
     out = []
-    for job in jobs:
-        placed = index.ranks_of(job)
-        nodes = {p.host for p in placed} | {h for h, js in index.jobs_of_host.items()
-                                           if job in js}
-        mine = sorted((f for f in findings if f.extra.get("job") == job),
-                      key=lambda f: (f.severity is not Severity.CRITICAL,
-                                     "rank_host" not in f.extra,
-                                     onset(f) if f.ts is not None else float("inf")))
-        out.append(JobSection(job, tuple(sorted(nodes)), len(placed), mine[0] if mine else None))
+    for job, members in sorted(by_job.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+        if job is None:
+            lead = next((i for i in diagnosis.incidents
+                         if i.domain is None or i.domain.job is None), None)
+            nodes = tuple(sorted({f.host for f in members}))
+            out.append(JobSection(None, nodes, 0, lead, len(members)))
+            continue
+        nodes = tuple(sorted(hosts_of(Domain("job", job), members, index)))
+        out.append(JobSection(job, nodes, len(index.ranks_of(job)), diagnosis.of_job(job),
+                              len(members)))
     return tuple(out)
 
 
@@ -170,6 +199,7 @@ class IncidentReport:
             "created": _iso(self.created),
             "title": self.title,
             "first_failure": None if self.first is None else {
+                **self.first.to_json(),
                 "finding": _finding_json(self.first.finding),
                 "explanation": self.first.explanation,
                 "headline": self.first.headline,
@@ -318,7 +348,7 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     """
     timeline = tuple(sorted(incidents(findings),
                             key=lambda f: (onset(f), STEP_ORDER.index(f.step))))
-    involved = {f.host for f in timeline} or set(facts)
+    involved = {where_host(f) for f in timeline} | {f.host for f in timeline} or set(facts)
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),

@@ -5,24 +5,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from probes.analysis.findings import Finding, log_findings, sample_findings
+from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.analysis.onsets import clock_of, onset
 from probes.analysis.preflight import HostInput
 from probes.config.fleet import HostSpec
-from probes.rules.logrules.live import LiveLogScanner
+from probes.fleet_state import FleetState
+from probes.outputs.fold_once import fold_once
+from probes.transport.host_clock import clocked
 from probes.transport.session import (
     ONCE_CONCURRENCY,
     ONCE_TIMEOUT_S,
     OnceResult,
     collect_once,
+    keep_log_source,
     run_session,
 )
 from probes.triage import Severity
-from probes.wire.events import Disconnected
+from probes.wire.events import ClockOffset, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 SNAPSHOT_VERSION = 1
@@ -69,8 +73,10 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
     result = OnceResult(spec)
     ended = asyncio.Event()
 
-    def keep(_host: str, item: object) -> None:
-        if isinstance(item, Disconnected):
+    def keep(_host: str, item: SessionItem) -> None:
+        if isinstance(item, ClockOffset):
+            result.clock = item
+        elif isinstance(item, Disconnected):
             if result.sample is None:
                 result.failure = item.reason
             ended.set()
@@ -83,9 +89,9 @@ async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Once
         elif isinstance(item, ProbeError):
             result.errors.append(item)
         elif isinstance(item, LogSourceState):
-            result.log_source = item
+            keep_log_source(result, item)
 
-    session = asyncio.create_task(run_session(run, keep))
+    session = asyncio.create_task(run_session(run, clocked(keep)))
     try:
         await asyncio.wait_for(ended.wait(), timeout_s)
     except asyncio.TimeoutError:
@@ -111,31 +117,26 @@ async def collect_all_now(specs: list[HostSpec],
 
 def findings_now(result: OnceResult,
                  limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
-    """What the core finds in one host's newest sample and its log lines."""
-    spec = result.spec
-    findings: list[Finding] = []
-    if result.sample is not None:
-        findings = sample_findings(spec.name, result.hello, result.sample, limits)
-    scanner = LiveLogScanner()
-    for ev in result.events:
-        scanner.add(ev.source, ev.line, ev.ts)
-    findings.extend(log_findings(spec.name, result.hello, scanner.scan()))
-    return findings
+    """What the core finds in one host's read: its sample, its log lines, its state."""
+    return fold_once([result], limits=limits).all_findings()
 
 
 def preflight_inputs(results: list[OnceResult],
                      limits: DetectorLimits = DEFAULT_LIMITS) -> list[HostInput]:
     """What preflight judges of each host now: hello, newest sample and findings."""
+    fleet = fold_once(results, limits=limits)
     return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=r.spec.expect_gpus,
                       failure=r.failure if r.hello is None else None,
-                      findings=tuple(findings_now(r, limits)))
+                      findings=tuple(fleet.all_findings([r.spec.name])))
             for r in results]
 
 
-def host_entry(result: OnceResult) -> dict[str, Any]:
-    """One host's part of the snapshot."""
+def host_entry(result: OnceResult, fleet: FleetState | None = None) -> dict[str, Any]:
+    """One host's part of the snapshot (its findings as the console would judge them)."""
     spec = result.spec
-    findings = findings_now(result)
+    fleet = fleet if fleet is not None else fold_once([result])
+    findings = fleet.all_findings([spec.name])
+    clock = result.clock
     return {
         "name": spec.name,
         "tags": list(spec.tags),
@@ -145,21 +146,78 @@ def host_entry(result: OnceResult) -> dict[str, Any]:
         "sample": _plain(result.sample),
         "events": _plain(result.events),
         "probe_errors": _plain(result.errors),
-        "findings": _plain(findings),
+        "job_logs": _plain(result.job_logs),
+        "findings": [finding_json(f) for f in findings],
+        "clock_offset_s": clock.offset_s if clock is not None else None,
         "garbled_lines": result.garbled,
     }
 
 
+def finding_json(f: Finding) -> dict[str, Any]:
+    """A finding as ``snapshot --json`` writes it (the dataclass's fields, and its onset)."""
+    out: dict[str, Any] = _plain(f)
+    if f.ts is not None:
+        out["onset"] = onset(f)
+        out["clock"] = clock_of(f).value
+    return out
+
+
 async def take_snapshot(specs: list[HostSpec], *, demo: bool = False,
-                        keep: list[OnceResult] | None = None) -> dict[str, Any]:
+                        keep: list[OnceResult] | None = None,
+                        fold: Callable[[list[OnceResult]], FleetState] | None = None
+                        ) -> dict[str, Any]:
     """Collect every host's hello and newest sample concurrently (a simulated host after
-    its history: the snapshot shows what the console would, not the run's first instant);
-    ``keep`` receives the typed results as well."""
+    its history: the snapshot shows what the console would, not the run's first instant),
+    judge them as the console does, and name the first failure; ``keep`` receives the typed
+    results as well, ``fold`` folds them (default: ``fold_once`` of the fleet)."""
     results = await collect_all_now(specs, MAX_CONCURRENT)
     if keep is not None:
         keep.extend(results)
+    fleet = fold(results) if fold is not None else fold_once(results)
+    first = fleet.diagnosis().first
     return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
-            "hosts": [host_entry(r) for r in results]}
+            "first_failure": first.to_json() if first is not None else None,
+            "do_now": first.do_now if first is not None else None,
+            "hosts": [host_entry(r, fleet) for r in results]}
+
+
+def job_finding_json(f: Finding, job: str, nodes: tuple[str, ...]) -> dict[str, Any]:
+    """A finding of a job's as ``snapshot --slurm-job --json`` lists it: what and where,
+    ``rank`` and the rank's ``host``, ``rank_gpu``, ``gpu_serial``, ``bus_id`` where a
+    witness placed it (``placed_by``), ``log_read_on`` for a line of the job's log."""
+    row: dict[str, Any] = {"step": f.step.value, "code": str(f.code),
+                           "severity": f.severity.value, "summary": f.summary,
+                           "job": job}
+    for key, value in (("xid", f.xid), ("evidence", f.evidence), ("action", f.action),
+                       ("source", f.source), ("line", f.line), ("count", f.count)):
+        if value is not None:
+            row[key] = value
+    if f.ts is not None:
+        row["onset"] = onset(f)
+        row["time"] = f.ts
+        row["clock"] = clock_of(f).value
+    for k, v in f.extra.items():
+        row.setdefault(k, v)
+    ranks = row.get("ranks")
+    if "rank" not in row and isinstance(ranks, list) and len(ranks) == 1:
+        row["rank"] = ranks[0]  # one rank named: it is the finding's rank
+    from_log = (f.source or "").startswith("job:")
+    placed = f.extra.get("rank_host")
+    if isinstance(placed, str):
+        row["host"] = placed
+        for key, src in (("rank_gpu", "rank_gpu"), ("gpu_serial", "rank_serial"),
+                         ("bus_id", "rank_bus_id")):
+            if src in f.extra:
+                row[key] = f.extra[src]
+    elif from_log:
+        row["host"] = nodes[0] if len(nodes) == 1 else None  # a one-node job: that node
+    else:
+        row["host"] = f.host
+        if f.gpu is not None:
+            row["rank_gpu"] = f.gpu
+    if from_log:
+        row["log_read_on"] = f.host
+    return row
 
 
 SEVERITY_RANK = {s.value: s.rank for s in Severity}

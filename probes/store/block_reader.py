@@ -15,7 +15,6 @@ they belong to, with one decoded block per host in memory at a time.
 from __future__ import annotations
 
 import heapq
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +23,10 @@ from probes.store import staged_rows
 from probes.store.block_writer import BLOCK_SPAN_KEY
 from probes.store.columns import Block, BlockError, decode_block, int_columns, rebuild
 from probes.store.staged_rows import StagedRowError
+from probes.store.untrusted import MAX_TS, ROW_ERRORS, Guarded
+from probes.wire.fastfill import MAX_AMOUNT
 from probes.wire.samples import HostSample
+from probes.wire.sanitize import clean_json, clean_text
 
 BLOCK_RANK = 1 << 62
 """Ranks of block rows start here (``items`` ids lie below); staged rows above ``STAGED_RANK``."""
@@ -34,6 +36,12 @@ _ROW_LIMIT = 1 << 12
 
 Ref = tuple[Any, ...]
 SampleRow = tuple[float, int, int, str, Ref]
+DAMAGED = "damaged"
+"""The kind of the row :meth:`SampleTables.rows` yields for a block that did not decode (its
+samples are lost; the row lets a reader on an event loop pause between bad blocks)."""
+_N = f"CASE WHEN typeof(n) = 'integer' AND n BETWEEN 0 AND {1 << 16} THEN n ELSE 0 END"
+"""A block's row count as a sum may use it (a file may hold any value there)."""
+_MAX_SPAN_S = 1e8
 
 _UNPACKED = ("FROM staging s LEFT JOIN packed p ON p.host_id = s.host_id "
              "WHERE s.id > coalesce(p.last_staged, 0)")
@@ -43,19 +51,20 @@ _UNPACKED = ("FROM staging s LEFT JOIN packed p ON p.host_id = s.host_id "
 class SampleTables:
     """The sample tables of one open recording (absent in a version-1 file)."""
 
-    def __init__(self, conn: sqlite3.Connection, body: fmt.Body) -> None:
+    def __init__(self, conn: Guarded, body: fmt.Body) -> None:
         self._conn = conn
         self._body = body
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self.present = {"blocks", "staging", "packed", "templates"} <= tables
         self._templates: dict[int, tuple[HostSample, list[int]]] = {}
+        self._damaged: set[int] = set()
 
     # -- counting and finding, without decoding ------------------------------------------
 
     def count(self) -> int:
         if not self.present:
             return 0
-        n = self._conn.execute("SELECT coalesce(sum(n), 0) FROM blocks").fetchone()[0]
+        n = self._conn.execute(f"SELECT coalesce(sum({_N}), 0) FROM blocks").fetchone()[0]
         return int(n) + int(self._conn.execute(f"SELECT count(*) {_UNPACKED}").fetchone()[0])
 
     def span(self) -> tuple[float, float] | None:
@@ -64,9 +73,11 @@ class SampleTables:
         # The latest t1 is among the blocks begun within block_span of the latest t0: both
         # ends come from the index on t0, never a scan (the listing reads every file's).
         lo, hi = self._conn.execute(
-            f"SELECT min(x), max(y) FROM (SELECT (SELECT min(t0) FROM blocks) AS x, "
-            f"(SELECT max(t1) FROM blocks WHERE t0 >= (SELECT max(t0) FROM blocks) - ?) AS y "
-            f"UNION ALL SELECT min(s.ts), max(s.ts) {_UNPACKED})", (self._span(),)).fetchone()
+            f"SELECT min(x), max(y) FROM (SELECT (SELECT min(t0) FROM blocks WHERE t0 BETWEEN "
+            f"0 AND :top) AS x, (SELECT max(t1) FROM blocks WHERE t0 >= (SELECT max(t0) FROM "
+            f"blocks WHERE t0 BETWEEN 0 AND :top) - :span AND t1 BETWEEN 0 AND :top) AS y "
+            f"UNION ALL SELECT min(s.ts), max(s.ts) {_UNPACKED} AND s.ts BETWEEN 0 AND :top)",
+            {"span": self._span(), "top": MAX_TS}).fetchone()
         return None if lo is None else (float(lo), float(hi))
 
     def count_between(self, since: float | None, until: float) -> int:
@@ -74,11 +85,11 @@ class SampleTables:
         straddles an end by the share of its span inside (an estimate: it is not opened)."""
         if not self.present:
             return 0
-        lo = float("-inf") if since is None else since
+        lo = 0.0 if since is None else since
         n = 0.0
         for t0, t1, k in self._conn.execute(
-                "SELECT t0, t1, n FROM blocks WHERE t0 >= ? AND t0 < ? AND t1 >= ?",
-                (lo - self._span(), until, lo)):
+                f"SELECT t0, t1, {_N} FROM blocks WHERE t0 >= ? AND t0 < ? AND t1 >= ? "
+                "AND t1 <= ?", (lo - self._span(), until, lo, MAX_TS)):
             if t0 >= lo and t1 < until:
                 n += k
             else:
@@ -197,8 +208,8 @@ class SampleTables:
         """Every sample with ``since <= ts < until``, in (ts, rank) order."""
         if not self.present:
             return
-        lo = float("-inf") if since is None else since
-        hi = float("inf") if until is None else until
+        lo = 0.0 if since is None else max(0.0, since)
+        hi = MAX_TS if until is None else min(until, MAX_TS)
         heap: list[SampleRow] = []
         blocks = self._conn.execute(
             "SELECT id, host_id, t0, template_id, body FROM blocks WHERE t0 >= ? AND t0 < ? "
@@ -208,6 +219,7 @@ class SampleTables:
             "AND s.ts >= ? AND s.ts < ? ORDER BY s.ts, s.id", (lo, hi)).fetchall()
         try:
             while True:
+                self._conn.arm()  # each batch is a statement's work, however long we paused
                 batch = blocks.fetchmany(16)
                 if not batch:
                     break
@@ -215,9 +227,10 @@ class SampleTables:
                     while heap and heap[0][0] < t0:
                         yield heapq.heappop(heap)
                     block = self._block(bid, tid, body)
-                    if block is None:
-                        continue
                     base = BLOCK_RANK + bid * _ROW_LIMIT
+                    if block is None:
+                        yield (max(float(t0), lo), base, hid, DAMAGED, ())
+                        continue
                     for i, rts in enumerate(block.rts):
                         if lo <= rts < hi:
                             heapq.heappush(heap, (rts, base + i, hid, "sample", (tid, block, i)))
@@ -241,12 +254,18 @@ class SampleTables:
         else:
             try:
                 ts, seq, why, numbers, pcie = staged_rows.unpack(ref[1])
-                reasons = tuple(tuple(str(x) for x in r) for r in why)
+                reasons = tuple(tuple(clean_text(str(x)) for x in r) for r in why)
+                numbers = [x if type(x) in (int, float) and -MAX_AMOUNT <= x <= MAX_AMOUNT
+                           else None for x in numbers]  # a file may hold any JSON there
                 for k in ints:  # a binary row's integers are float64, as in a block
                     if k < len(numbers) and isinstance(numbers[k], float):
                         numbers[k] = int(numbers[k])
             except (StagedRowError, ValueError, TypeError):
                 raise BlockError("damaged staged row") from None
+        if type(ts) not in (int, float) or not 0 <= ts <= MAX_TS or type(seq) is not int:
+            raise BlockError("a sample with no time a recording holds")
+        if pcie is not None and len(ref) != 3:  # a staged row's text (a block's is clean)
+            pcie = clean_json(pcie)
         try:
             return rebuild(template, ts, seq, reasons, numbers, pcie)
         except (ValueError, TypeError) as e:
@@ -258,9 +277,10 @@ class SampleTables:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?",
                                  (BLOCK_SPAN_KEY,)).fetchone()
         try:
-            return float(row[0]) if row else 0.0
-        except ValueError:
+            span = float(row[0]) if row else 0.0
+        except (ValueError, TypeError):
             return 0.0
+        return span if 0.0 <= span <= _MAX_SPAN_S else 0.0
 
     def _template(self, tid: int) -> tuple[HostSample, list[int]]:
         got = self._templates.get(tid)
@@ -278,11 +298,15 @@ class SampleTables:
         return got
 
     def _block(self, bid: int, tid: int, body: bytes) -> Block | None:
+        if bid in self._damaged:  # refused once: a seek does not pay for it again
+            return None
         try:
             return decode_block(body, self._template(tid)[1])
-        except (BlockError, ValueError, TypeError):
-            self.damaged += 1
+        except ROW_ERRORS:
+            self._damaged.add(bid)
             return None
 
-    damaged = 0
-    """Blocks that would not decode (their rows are left out)."""
+    @property
+    def damaged(self) -> int:
+        """Blocks that would not decode (their rows are left out), each counted once."""
+        return len(self._damaged)

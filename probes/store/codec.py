@@ -26,11 +26,11 @@ from typing import Any, Union
 
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
-from probes.wire.events import Connected, Disconnected, SourceHealth
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | SourceHealth | Finding)
+        | ClockOffset | JobChange | SourceHealth | Finding)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -41,6 +41,8 @@ KINDS: Mapping[str, type[Any]] = {
     "error": ProbeError,
     "connected": Connected,
     "disconnected": Disconnected,
+    "clock": ClockOffset,
+    "job": JobChange,
     "source": SourceHealth,
     "finding": Finding,
 }

@@ -34,6 +34,7 @@ from msgspec.structs import astuple
 
 from probes.errors import RigwatchError
 from probes.store import codec
+from probes.store.bounded import DataTooLarge, inflate_more
 from probes.wire.compact import (
     DISK_COLUMNS,
     HOST_MOVING,
@@ -43,7 +44,9 @@ from probes.wire.compact import (
     GpuRow,
     HostRow,
 )
+from probes.wire.protocol import MAX_TS
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
+from probes.wire.sanitize import TooDeep, clean_json, may_need_cleaning
 
 GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
                "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
@@ -377,24 +380,33 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
     """The rows :func:`encode_block` packed; ``int_columns`` (positions in the numbers)
     come back as ``int``.
 
+    A block may come from a file someone else made: it is inflated no further than its
+    header allows (``MAX_BLOCK_*``), and its counts must match its length exactly before
+    any matrix is allocated.  A number that is not finite or lies beyond ±2**53 reads as
+    None, as the wire reads it.
+
     Raises:
-        BlockError: damaged or unknown data.
+        BlockError: damaged, hostile or unknown data.
     """
     try:
-        data = zlib.decompress(body)
-        magic, n, c, tlen = _HEAD.unpack_from(data)
-        if magic != _MAGIC:
-            raise BlockError("not a rigwatch block")
+        data = _inflate_block(body)
+        _magic, n, c, tlen = _HEAD.unpack_from(data)
         pos = _HEAD.size
         head = orjson.loads(data[pos:pos + tlen])
+        if may_need_cleaning(data[pos:pos + tlen]):  # reasons and PCIe text, once a block
+            head = clean_json(head)
         pos += tlen
         decimals = np.frombuffer(data, np.int8, c, pos)
         pos += c
         widths = np.frombuffer(data, np.int8, c, pos)
         pos += c
+        if not isinstance(head, dict) or not np.isin(widths, (1, 2, 4, 8)).all():
+            raise BlockError("damaged block: bad column widths")
+        size = (n * c + 7) // 8 if head.get("nulls") else 0
+        if pos + size + n * int(widths.astype(np.int64).sum()) != len(data):
+            raise BlockError("block length does not match its header")
         nulls = None
-        if head.get("nulls"):
-            size = (n * c + 7) // 8
+        if size:
             bits = np.unpackbits(np.frombuffer(data, np.uint8, size, pos))[:n * c]
             nulls = bits.reshape(c, n).T.astype(bool)
             pos += size
@@ -407,10 +419,8 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
             plane = np.frombuffer(data, np.uint8, size, pos).reshape(w, -1).T.copy()
             zz[:, cols] = plane.view(f"<u{w}").reshape(len(cols), n).T
             pos += size
-        if pos != len(data):
-            raise BlockError("block length does not match its header")
         table = [tuple(str(x) for x in r) for r in head.get("reasons", [])]
-    except (zlib.error, struct.error, ValueError, TypeError, KeyError) as e:
+    except (zlib.error, struct.error, ValueError, TypeError, KeyError, TooDeep) as e:
         raise BlockError(f"damaged block: {e}") from None
     zzi = zz.view(np.int64)
     steps = (zz >> np.uint64(1)).view(np.int64) ^ -(zzi & 1)
@@ -422,8 +432,48 @@ def decode_block(body: bytes, int_columns: Sequence[int] = ()) -> Block:
             values[:, cols] = ints[:, cols].view(np.float64)
         elif d > 0:
             values[:, cols] = ints[:, cols] / (10.0 ** int(d))
+    with np.errstate(invalid="ignore"):
+        wild = ~(np.abs(values) <= _EXACT_INT)  # NaN, ±Inf, beyond what a float holds
+        if wild.any():
+            nulls = wild if nulls is None else nulls | wild
+        rts = values[:, 0]
+        rts[~((rts >= 0) & (rts <= MAX_TS))] = np.nan  # a time no recording has: unread
     return Block(values, ints, nulls, _codes_count(head, c), table, int_columns,
                  head.get("pcie"))
+
+
+MAX_BLOCK_ROWS = 1 << 16
+"""More rows than a block is ever written with: 240 whole samples, or one host's five-minute
+buckets of 240 four-hour groups (11,520)."""
+MAX_BLOCK_CELLS = 1 << 23
+"""Rows × columns: an 8-GPU host has 131 columns, so its largest block is 1.5 M cells.
+Decoding a block holds about five matrices of this many 8-byte cells."""
+MAX_BLOCK_HEAD = 4 << 20
+"""The JSON part (clock-reason table, PCIe chains): tens of KB in a real block."""
+MAX_BLOCK_BYTES = 32 << 20
+"""A whole block inflated: the largest real one (11,520 rows × 131 columns at 8 bytes) is
+12 MB; so a block refused costs at most about 15 ms of inflating."""
+
+
+def _inflate_block(body: bytes) -> bytes:
+    """A block's bytes, inflated no further than its header's counts allow.
+
+    Raises:
+        BlockError: not a block, counts beyond a block's, or more data than they say.
+    """
+    d = zlib.decompressobj()
+    head = d.decompress(body, _HEAD.size)
+    magic, n, c, tlen = _HEAD.unpack_from(head)
+    if magic != _MAGIC:
+        raise BlockError("not a rigwatch block")
+    if n > MAX_BLOCK_ROWS or n * c > MAX_BLOCK_CELLS or tlen > MAX_BLOCK_HEAD:
+        raise BlockError(f"a block header claims {n} rows of {c} columns: more than a "
+                         "block holds")
+    most = min(tlen + 2 * c + (n * c + 7) // 8 + 8 * n * c, MAX_BLOCK_BYTES)
+    try:
+        return head + inflate_more(d, most, "block")
+    except DataTooLarge as e:
+        raise BlockError(str(e)) from None
 
 
 def _codes_count(head: dict[str, Any], c: int) -> int:

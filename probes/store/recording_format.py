@@ -16,11 +16,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 try:
     import orjson as _orjson
@@ -31,6 +32,7 @@ from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.store import codec
+from probes.store.bounded import MAX_ROW_BYTES, inflate
 from probes.store.codec import Item
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import (
@@ -47,7 +49,7 @@ from probes.wire.samples import (
     PcieLink,
     ProbeStatus,
 )
-from probes.wire.sanitize import clean_json, clean_text, may_need_cleaning
+from probes.wire.sanitize import check_depth, clean_json, clean_text, may_need_cleaning
 
 SCHEMA_VERSION = 2
 """The layout this version writes."""
@@ -78,6 +80,12 @@ class RecordingError(RigwatchError):
 
 
 Migration = Callable[[sqlite3.Connection], None]
+
+
+class Queryable(Protocol):
+    """What a reader queries through: a connection, or ``untrusted.Guarded`` around one."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> sqlite3.Cursor: ...
 
 
 def _create_v1(conn: sqlite3.Connection) -> None:
@@ -218,12 +226,49 @@ class Body:
         return data[codec.TAG_KEY], c.compress(dumps(data)) + c.flush()
 
     def unpack(self, body: bytes) -> Item:
-        d = zlib.decompressobj(_RAW_DEFLATE, zdict=self.zdict)
-        raw = d.decompress(body) + d.flush()
-        data = json.loads(raw)
+        """The item a row holds.  The file may be someone else's: the row is inflated no
+        further than ``MAX_ROW_BYTES``, its nesting is checked before it is parsed, a
+        number JSON cannot hold (NaN, ±Inf, 1e400, an integer beyond 64 bits) refuses
+        it, and its text is cleaned as the wire's is.
+
+        Raises:
+            DataTooLarge, TooDeep, CodecError, ValueError, zlib.error: a row to skip.
+        """
+        raw = inflate(body, MAX_ROW_BYTES, _RAW_DEFLATE, self.zdict)
+        check_depth(raw)
+        data = _loads(raw)
         if may_need_cleaning(raw):  # a recording made before the wire sanitised host text
             data = clean_json(data, frozenset({"topo_text"}))
         return codec.decode(data)
+
+
+def _loads(raw: bytes) -> Any:
+    """JSON with finite numbers only: orjson refuses the others; what it refuses that
+    :func:`dumps` may have written with ``json`` (a lone surrogate) is read by ``json``,
+    refusing the same numbers."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+    return json.loads(raw, parse_constant=_refuse, parse_float=_finite, parse_int=_int64)
+
+
+def _refuse(text: str) -> Any:
+    raise ValueError(f"{text} in a recorded item")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text[:20]} in a recorded item")
+    return v
+
+
+def _int64(text: str) -> int:
+    if len(text) > 20 or not -(2 ** 63) <= (v := int(text)) < 2 ** 64:
+        raise ValueError(f"an integer of {len(text)} digits in a recorded item")
+    return v
 
 
 def check_header(path: Path) -> bool:
@@ -240,7 +285,7 @@ def check_header(path: Path) -> bool:
     return False
 
 
-def schema_version(conn: sqlite3.Connection, path: Path) -> int:
+def schema_version(conn: Queryable, path: Path) -> int:
     """The file's schema version; 0 for a database with no tables yet."""
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -271,8 +316,29 @@ def refuse_version(path: Path, version: int) -> None:
                              f"to the supported version {SCHEMA_VERSION}")
 
 
-def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
-    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+MAX_META_CHARS = 64 << 20
+"""The longest ``meta`` value read (the hosts' specs of 10,000 hosts are about 2 MB)."""
+MAX_META_ROWS = 4096
+
+
+def read_meta(conn: Queryable) -> dict[str, str]:
+    """The ``meta`` table's text values (a value of another type, or longer than any
+    rigwatch writes, is not read: the file may be someone else's)."""
+    return dict(conn.execute(
+        "SELECT key, value FROM meta WHERE typeof(key) = 'text' AND typeof(value) = 'text' "
+        "AND length(value) <= ? LIMIT ?", (MAX_META_CHARS, MAX_META_ROWS)).fetchall())
+
+
+MAX_HOST_NAME = 256
+"""A host name read from a file longer than this is cut (with an ellipsis): a name is a
+screen's label, and the file may be someone else's."""
+
+
+def clean_host_name(raw: object) -> str:
+    """A host name read from a file as one printable line (``clean_text``), at most
+    ``MAX_HOST_NAME`` characters."""
+    name = clean_text(raw if isinstance(raw, str) else str(raw))
+    return name if len(name) <= MAX_HOST_NAME else name[:MAX_HOST_NAME - 1] + "…"
 
 
 def stored_zdict(meta: dict[str, str], path: Path) -> bytes:
@@ -312,11 +378,12 @@ def decode_host_specs(text: str | None, names: Iterable[str]) -> list[HostSpec]:
     elsewhere).
     """
     try:
-        stored = json.loads(text) if text else {}
-    except ValueError:
+        stored = _loads(text.encode("utf-8", "replace")) if text else {}
+    except (ValueError, RecursionError):
         stored = {}
     if not isinstance(stored, dict):
         stored = {}
+    stored = {clean_host_name(k): v for k, v in stored.items()}
     specs = []
     for name in names:
         entry = stored.get(name)

@@ -34,6 +34,7 @@ from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.store.codec import Item, kind_of
+from probes.store.recording_format import RecordingError
 from probes.store.recording_reader import RecordingReader
 from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
@@ -53,9 +54,12 @@ THIN_S = 60.0
 """One sample per host per this many seconds in the thinned part of a seek."""
 YIELD_EVERY = 500
 """Items played unpaced (a seek) between yields to the event loop, so the screens stay live."""
+PAUSE_S = 0.02
+"""The longest the reader skips unreadable rows (a hostile file) before the loop gets a turn."""
 
-Entry = tuple[str, float, Item]
-"""(host, recording time, item), as the reader yields them."""
+Entry = tuple[str, float, Item | None]
+"""(host, recording time, item), as the reader yields them; None: the reader skipped rows
+for ``PAUSE_S`` (nothing to play, the loop's turn)."""
 
 
 class ReplayError(RigwatchError):
@@ -92,6 +96,8 @@ class ReplayPosition:
     """The recording's retention deleted its samples before this time."""
     full_from: float | None = None
     """The recording keeps its samples before this time as 15 s / 5 min buckets."""
+    skipped: int = 0
+    """Rows of the file that could not be read (damaged or hostile), so far."""
 
     def describe(self) -> str:
         """``replay 03:12:07 ×60 ▶ (41 %)``, in UTC like the rest of the console; while a
@@ -113,6 +119,8 @@ class ReplayPosition:
         if self.full_from is not None and self.t < self.full_from:
             whole = time.strftime("%Y-%m-%d %H:%M", time.gmtime(self.full_from))
             text += f" · buckets (15 s/5 min means) until {whole}"
+        if self.skipped:
+            text += f" · {self.skipped} unreadable row{'s' if self.skipped != 1 else ''} skipped"
         return text
 
 
@@ -174,7 +182,7 @@ class ReplayBackend(BackendBase):
         target = self._seek_to if self._seek_to is not None else self._fast_until
         return ReplayPosition(self.clock.t, self.speed, self.paused, self.start, self.end,
                               self.finished, target, self.approximate_before,
-                              self.dropped_before, self.full_from)
+                              self.dropped_before, self.full_from, self.reader.skipped)
 
     @property
     def seeking(self) -> bool:
@@ -200,14 +208,20 @@ class ReplayBackend(BackendBase):
 
     def next_finding(self) -> float | None:
         """Seek just past the next recorded finding; its time, or None when there is none."""
-        t = self.reader.next_time("finding", self.clock.t + 0.001)
+        try:
+            t = self.reader.next_time("finding", self.clock.t + 0.001)
+        except RecordingError:
+            return None
         if t is not None:
             self.seek(t + 1.0)
         return t
 
     def previous_finding(self) -> float | None:
         """Seek just past the previous recorded finding (before the current one)."""
-        t = self.reader.prev_time("finding", self.clock.t - 2.0)
+        try:
+            t = self.reader.prev_time("finding", self.clock.t - 2.0)
+        except RecordingError:
+            return None
         if t is not None:
             self.seek(t + 1.0)
         return t
@@ -233,6 +247,10 @@ class ReplayBackend(BackendBase):
                     await self._wake.wait()
                 continue
             host, ts, item = held
+            if item is None:  # the reader skipped bad rows for a while: the loop's turn
+                held = None
+                await asyncio.sleep(0)
+                continue
             if self._fast_until is not None and ts < self._fast_until:
                 n += 1
                 if n % YIELD_EVERY == 0:
@@ -298,7 +316,7 @@ class ReplayBackend(BackendBase):
         early = sorted(((at, n, host, item) for n, (at, host, _ts, item)
                         in enumerate(self._early)), key=lambda e: (e[0], e[1]))
         k = 0
-        for host, ts, item in self.reader.items(skip=self._skip):
+        for host, ts, item in self.reader.entries(skip=self._skip, pause_s=PAUSE_S):
             while k < len(early) and early[k][0] <= ts:
                 at, _n, first, opening = early[k]
                 yield first, at, opening

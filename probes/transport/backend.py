@@ -165,8 +165,10 @@ class AgentFleetBackend(BackendBase):
         A plain ``gather`` would not do: cancelled, it finishes with the first session to
         end, while the others are still closing their agents' pipes and channels.
         """
+        from probes.transport.host_clock import clocked
         from probes.transport.session import RetryWake
 
+        emit = clocked(emit)  # each host's times on the console's clock, before any fold
         gate = asyncio.Semaphore(self.max_connecting)
         self._wakes = {spec.name: RetryWake() for spec in self.specs}
         tasks = [asyncio.create_task(supervise(spec, emit, self.policy, gate,

@@ -42,6 +42,7 @@ from probes.transport.collector_wire import (
     frame_length,
     unframe,
 )
+from probes.transport.host_clock import clocked
 from probes.wire.events import Connected, Disconnected, Emit, SourceHealth
 from probes.wire.protocol import MessageReader
 
@@ -147,6 +148,7 @@ class CollectorBackend(BackendBase):
 
     async def run(self, emit: Emit) -> None:
         """Keep every collector running until cancelled; then stop them all."""
+        emit = clocked(emit)  # each host's times on the console's clock, before any fold
         tasks = [asyncio.create_task(self._keep(shard, emit), name=f"collector {k}")
                  for k, shard in enumerate(self._shards)]
         try:

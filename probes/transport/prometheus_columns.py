@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from probes.transport.prometheus_client import MAX_READING
 from probes.transport.prometheus_fields import Kind
 from probes.transport.prometheus_rows import GpuId, Points, RowDecoder
 from probes.wire.clock_reasons import reasons_of
@@ -33,7 +34,7 @@ def _reasons(mask: int) -> tuple[str, ...]:
 
 
 def typed(kind: Kind, v: float) -> Any:
-    """A metric's number as its field's value."""
+    """A metric's number as its field's value (``v`` is a ``reading``: finite, 0..2**53)."""
     if kind is Kind.FLOAT or kind is Kind.FREE:
         return v
     if kind is Kind.FLAG:
@@ -71,7 +72,7 @@ class SlotTable:
         plain = kind is Kind.FLOAT or kind is Kind.FREE
         for row in rows:
             v = row.value.v
-            if v != v:
+            if not 0.0 <= v <= MAX_READING:  # NaN, ±Inf, negative, huge: no value
                 continue
             s = slots.get(row.metric)
             if s is None:

@@ -13,13 +13,23 @@ from typing import Any
 
 import msgspec
 
-from probes.transport.prometheus_client import PrometheusError, number
+from probes.transport.prometheus_client import (
+    MAX_READING,
+    PrometheusError,
+    decode_lenient,
+    number,
+)
 from probes.wire.sanitize import clean_text
 
 GpuId = tuple[str, int]
 """(host name, GPU index)."""
 
 Points = list[tuple[float, float]]
+MAX_GPU_INDEX = 1023
+"""As the wire's: a ``gpu`` label naming another index names no GPU."""
+MAX_HOST_NAME = 256
+MAX_TS = 1e11
+"""A point stamped outside 0..MAX_TS is no point (as the wire's times)."""
 
 
 def group_labels(host_label: str) -> tuple[str, ...]:
@@ -35,7 +45,7 @@ def host_name(host_value: str, instance: str) -> str | None:
     if not name:
         head, sep, port = instance.rpartition(":")
         name = head if sep and port.isdigit() and head else instance
-    name = clean_text(name).strip()
+    name = clean_text(name).strip()[:MAX_HOST_NAME]
     return name or None
 
 
@@ -58,7 +68,8 @@ class RowDecoder:
     def gpu_id(self, labels: Any) -> GpuId | None:
         """A row's (host, GPU index); None where the labels name no GPU."""
         gpu = labels.gpu
-        if not gpu.isdigit():
+        if not (gpu.isascii() and gpu.isdigit() and len(gpu) <= 4
+                and int(gpu) <= MAX_GPU_INDEX):
             return None
         host = host_name(labels.host if self._has_host else "", labels.instance)
         return (host, int(gpu)) if host is not None else None
@@ -71,7 +82,7 @@ class RowDecoder:
             PrometheusError: not a successful vector answer.
         """
         try:
-            got = self._instant.decode(body)
+            got = decode_lenient(self._instant, body)
         except msgspec.ValidationError:  # "+Inf": read the string form
             got = _checked(self._decode(self._instant_text, body, promql), promql)
             nan = float("nan")
@@ -82,26 +93,28 @@ class RowDecoder:
         return _checked(got, promql)
 
     def range(self, body: bytes, promql: str) -> list[tuple[Any, Points]]:
-        """(labels, [(time, number)…]) per series, NaN points left out.
+        """(labels, [(time, number)…]) per series; points with no value (NaN, ±Inf, out of
+        range: ``reading``) or at no time a sample has are left out.
 
         Raises:
             PrometheusError: not a successful matrix answer.
         """
         try:
-            got = self._range.decode(body)
+            got = decode_lenient(self._range, body)
         except msgspec.ValidationError:
             slow = _checked(self._decode(self._range_text, body, promql), promql)
-            return [(r.metric, [(t, v) for t, text in r.values
-                                if (v := number(text)) is not None]) for r in slow]
+            return [(r.metric, [(t, v) for t, text in r.values if 0.0 < t <= MAX_TS
+                                and (v := number(text)) is not None]) for r in slow]
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"not a matrix answer to {promql!r}: {exc}") from None
-        return [(r.metric, [(t, v) for t, v in r.values if v == v])
+        return [(r.metric, [(t, v) for t, v in r.values
+                            if 0.0 <= v <= MAX_READING and 0.0 < t <= MAX_TS])
                 for r in _checked(got, promql)]
 
     @staticmethod
     def _decode(decoder: msgspec.json.Decoder[Any], body: bytes, promql: str) -> Any:
         try:
-            return decoder.decode(body)
+            return decode_lenient(decoder, body)
         except msgspec.DecodeError as exc:
             raise PrometheusError(f"not a per-GPU answer to {promql!r}: {exc}") from None
 
@@ -133,6 +146,7 @@ def _decoder(labels: type, name: str, value: Any, strict: bool) -> msgspec.json.
 
 def _checked(got: Any, promql: str) -> list[Any]:
     if got.status != "success" or got.data is None:
-        raise PrometheusError(f"query {promql!r} failed: {got.error or got.status}")
+        raise PrometheusError(f"query {promql!r} failed: "
+                              f"{clean_text(got.error or got.status)[:300]}")
     result: list[Any] = got.data.result
     return result

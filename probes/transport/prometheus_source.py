@@ -34,7 +34,7 @@ from probes.transport.prometheus_fields import (
     matchers,
     per_gpu,
 )
-from probes.transport.prometheus_rows import GpuId, RowDecoder, host_name
+from probes.transport.prometheus_rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
 from probes.transport.prometheus_shards import Shard, plan, shard_count
 from probes.wire.events import Emit, SourceHealth
 from probes.wire.samples import (
@@ -112,7 +112,9 @@ def host_of(labels: dict[str, str], host_label: str) -> str | None:
 
 def gpu_of(labels: dict[str, str]) -> int | None:
     text = labels.get("gpu", "")
-    return int(text) if text.isdigit() else None
+    if text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= MAX_GPU_INDEX:
+        return int(text)
+    return None
 
 
 @dataclass
@@ -182,6 +184,8 @@ class PromFleetSource:
         """HTTP queries the newest read sent."""
         self._health: dict[int, tuple[WatcherFault | None, str]] = {}
         """Each shard's last told health, so a change is told once to its hosts."""
+        self.history_errors: list[str] = []
+        """Why fields of the newest history read are missing (each field is read alone)."""
 
     async def discover(self, at: float | None = None) -> Discovery:
         """Hosts, GPUs and which metrics exist (two queries); the shards follow from them.
@@ -222,6 +226,9 @@ class PromFleetSource:
             found.shard_label, found.shard_values = "instance", by_instance
         self.discovery = found
         self._uuids = {h: {i: g.uuid for i, g in gpus.items()} for h, gpus in found.gpus.items()}
+        # answers are capped at what this fleet needs (a series per GPU and scrape address)
+        self.client.expect(sum(len(v) for v in by_instance.values())
+                           * max(1, max(map(len, found.gpus.values()), default=1)))
         self._reshard()
         return found
 
@@ -356,10 +363,16 @@ class PromFleetSource:
 
         async def one(f: Field) -> None:
             promql = per_gpu(f.metrics, opts.match, opts.host_label)
-            async with gate:
-                body = await self.client.query_range_body(promql, start, stop, step)
-            table.columns_over_time(self._decoder.range(body, promql), f.kind, f.attr, at)
+            try:
+                async with gate:
+                    body = await self.client.query_range_body(promql, start, stop, step)
+                series = self._decoder.range(body, promql)
+            except PrometheusError as exc:  # that field has no history; the rest does
+                self.history_errors.append(f"{f.metrics[0]}: {exc}")
+                return
+            table.columns_over_time(series, f.kind, f.attr, at)
 
+        self.history_errors = []
         await asyncio.gather(*(one(f) for f in fields))
         out: dict[str, list[HostSample]] = {}
         events: list[tuple[str, LogEvent]] = []
@@ -450,9 +463,10 @@ class PromFleetSource:
         started = time.monotonic()
         try:
             _ts, samples, events = await self.read_shard(k)
-        except PrometheusError as exc:
+        except (PrometheusError, ValueError, TypeError, KeyError, IndexError,
+                OverflowError) as exc:  # that shard's read failed; the others go on
             # every host of the shard is unseen for the same reason: say it once, retry
-            self._tell(k, hosts, emit, WatcherFault.SOURCE_DOWN, str(exc))
+            self._tell(k, hosts, emit, WatcherFault.SOURCE_DOWN, clean_text(str(exc)))
             return
         finally:
             slow.cancel()

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport import TRANSPORTS, Transport
-from probes.wire.events import Connected, Disconnected, Emit, SessionItem
+from probes.transport.host_clock import clocked
+from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -343,8 +344,14 @@ class OnceResult:
     events: list[LogEvent] = field(default_factory=list)
     errors: list[ProbeError] = field(default_factory=list)
     log_source: LogSourceState | None = None
+    """How the kernel log is read."""
+    job_logs: list[LogSourceState] = field(default_factory=list)
+    """How each file a job named is read (``job:<path>``): its newest state, one each."""
     failure: str | None = None
     garbled: int = 0
+    clock: ClockOffset | None = None
+    """The host's clock against this machine's, from its hello and sample (their times,
+    and the events', are already corrected by it)."""
 
 
 async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
@@ -352,8 +359,10 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
     result = OnceResult(spec)
     reader = MessageReader()
 
-    def keep(_host: str, item: object) -> None:
+    def file(_host: str, item: SessionItem) -> None:
         _file(result, item)
+
+    keep = clocked(file)
 
     try:
         transport = make_transport(spec, once=True)
@@ -395,4 +404,14 @@ def _file(result: OnceResult, item: object) -> None:
     elif isinstance(msg, ProbeError):
         result.errors.append(msg)
     elif isinstance(msg, LogSourceState):
+        keep_log_source(result, msg)
+    elif isinstance(msg, ClockOffset):
+        result.clock = msg
+
+
+def keep_log_source(result: OnceResult, msg: LogSourceState) -> None:
+    """The kernel log's state, or a job file's (its newest only): one never hides the other."""
+    if msg.source == KERNEL_SOURCE:
         result.log_source = msg
+    elif len(result.job_logs) < 64 or any(s.source == msg.source for s in result.job_logs):
+        result.job_logs[:] = [s for s in result.job_logs if s.source != msg.source] + [msg]

@@ -56,7 +56,55 @@ class SourceHealth:
         object.__setattr__(self, "source", clean_text(self.source))
 
 
-SessionItem = AgentMessage | Connected | Disconnected | SourceHealth
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """How far the host's clock runs ahead of the console's (negative: behind), as the
+    session estimates it from when the host's samples arrive.
+
+    Every time the session passes on after this item is already corrected by
+    ``applied_s``: recordings and replays keep the console's time order across hosts.
+    """
+
+    ts: float
+    """Console time of the estimate."""
+    offset_s: float
+    """Host clock minus console clock (the link's delay makes it read slightly low)."""
+    applied_s: float
+    """What is taken off the host's times from now on (0 while the offset is small)."""
+    samples: int = 0
+    """How many of the host's messages the estimate rests on."""
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """A watched Slurm job's state as the scheduler last told it (polled), and what changed.
+
+    Passed under the job's batch host's name, so a recording keeps it beside its hosts'
+    items and a replay shows the job end when it ended."""
+
+    ts: float
+    """Console time of the poll that saw the change."""
+    job: str
+    state: str
+    """Slurm's state (``RUNNING``, ``COMPLETED``, ``FAILED``, ``REQUEUED``…); ``UNKNOWN``
+    when Slurm no longer tells (past MinJobAge) and nothing was seen before."""
+    reason: str | None = None
+    exit_code: str | None = None
+    """``status:signal`` as sacct writes it, once the job ended."""
+    nodes: tuple[str, ...] = ()
+    note: str | None = None
+    """What else to say: Slurm did not answer, the node list changed."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", clean_text(self.state)[:40])
+        if self.reason is not None:
+            object.__setattr__(self, "reason", clean_text(self.reason)[:200])
+        if self.note is not None:
+            object.__setattr__(self, "note", clean_text(self.note)[:300])
+
+
+SessionItem = AgentMessage | Connected | Disconnected | ClockOffset | JobChange | SourceHealth
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""

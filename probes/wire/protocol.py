@@ -25,6 +25,7 @@ from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.samples import (
     AgentMessage,
     BlockDevice,
+    ClockFacts,
     DatasetDevice,
     DiskStats,
     GpuInfo,
@@ -52,6 +53,10 @@ _BLOCK_KEYS = frozenset({"topo_text"})
 """Fields whose newlines and tabs are their layout (``nvidia-smi topo -m``)."""
 MAX_LINE_BYTES = 256 * 1024
 MAX_TOPO_CHARS = 64 * 1024
+MAX_CLOCK_SPEED = 1e6
+"""A hello's clock speed above this is no simulation rigwatch runs: read as real time."""
+MAX_UTC_OFFSET_S = 14 * 3600
+"""Zones run from UTC-12 to UTC+14."""
 """A hello for a 16-GPU host is about 5 KiB; anything this long is not ours."""
 
 
@@ -361,7 +366,16 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
     if protocol is None:
         raise ValueError("hello without protocol version 'v'")
     topo = _str(obj.get("topo_text"))
+    clock = _dict(obj.get("clock"))
+    speed = _pnum(clock.get("speed"))
+    offset = _num(clock.get("utc_offset_s"))
     return Hello(ts=_ts(obj.get("ts")) or 0.0, protocol=protocol,
+                 clock=ClockFacts(
+                     speed=speed if speed is not None and 0.0 < speed <= MAX_CLOCK_SPEED
+                     else 1.0,
+                     utc_offset_s=offset if offset is not None
+                     and abs(offset) <= MAX_UTC_OFFSET_S else None,
+                     boot_time=_ts(clock.get("boot_time"))),
                  agent_version=_str(obj.get("agent")) or "?", facts=facts,
                  pcie=_decode_chains(obj.get("pcie")) or {},
                  nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))

@@ -167,6 +167,18 @@ class HostFacts:
 
 
 @dataclass(frozen=True)
+class ClockFacts:
+    """How a host's times read (the hello's ``clock``)."""
+
+    speed: float = 1.0
+    """Host seconds per real second: a simulated host lives faster (the demo's 60)."""
+    utc_offset_s: float | None = None
+    """The host's local time minus UTC, for log stamps that name no zone; None: unknown."""
+    boot_time: float | None = None
+    """When the host booted (its clock), for the kernel's ``[sec.usec]`` stamps."""
+
+
+@dataclass(frozen=True)
 class Hello:
     """The first line from an agent."""
 
@@ -180,6 +192,8 @@ class Hello:
     topo_text: str | None = None
     """``nvidia-smi topo -m`` as the host printed it (parsed by ``probes.rules.parsers.topo``)."""
     datasets: tuple[DatasetDevice, ...] = ()
+    clock: ClockFacts = field(default_factory=lambda: ClockFacts())
+    """How the host's times read: how fast its clock runs, its zone, its boot."""
 
 
 @dataclass(frozen=True)

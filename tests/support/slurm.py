@@ -1,5 +1,8 @@
-"""A real one-node Slurm cluster for tests: munged, slurmctld and slurmd from Debian's
-packages, run as root on 127.0.0.1 with their own key, socket, ports and spool in a temp dir.
+"""A real Slurm cluster for tests: munged, slurmctld and slurmd from Debian's packages, run
+as root on 127.0.0.1 with their own key, socket, ports and spool in a temp dir.  One node
+named as this machine, or ``nodes`` of them (``n1`` … ``nN``, one ``slurmd -N`` each on its
+own port, all on this machine: a task tells its node by ``SLURMD_NODENAME``), after
+``shared/NOTES.md``'s four-node recipe.
 
 Config after ``shared/reviews/ecosystem.md`` §2c (checked with Debian 12's Slurm 22.05):
 ``proctrack/linuxproc``, ``task/none``, no accounting, ``Gres=gpu:8`` backed by eight plain
@@ -33,6 +36,12 @@ class SlurmCluster:
     root: Path
     node: str
     env: dict[str, str]
+    nodes: tuple[str, ...] = ()
+    """Every node's name (``(node,)`` for a one-node cluster)."""
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            self.nodes = (self.node,)
 
     def run(self, *argv: str, timeout: float = 30.0) -> str:
         out = subprocess.run(list(argv), env=self.env, capture_output=True, text=True,
@@ -59,7 +68,8 @@ class SlurmCluster:
 
     def log_tail(self) -> str:
         lines = []
-        for name in ("slurmctld.log", "slurmd.log"):
+        names = ["slurmctld.log", "slurmd.log", *(f"slurmd-{n}.log" for n in self.nodes)]
+        for name in names:
             p = self.root / "log" / name
             if p.exists():
                 lines += [f"{name}: {x}" for x in p.read_text(errors="replace").splitlines()[-5:]]
@@ -77,7 +87,8 @@ class SlurmCluster:
                 time.sleep(0.2)
                 jobs = self.run("squeue", "-h", "-o", "%i", timeout=10.0).split()
         pids = []
-        for pidfile in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+        slurmds = ["slurmd.pid", *(f"slurmd-{n}.pid" for n in self.nodes)]
+        for pidfile in (*slurmds, "slurmctld.pid", "munged.pid"):
             with contextlib.suppress(OSError, ValueError):
                 pid = int((self.root / pidfile).read_text().strip())
                 os.kill(pid, signal.SIGTERM)
@@ -99,8 +110,45 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def start_cluster(root: Path) -> SlurmCluster:
-    """Start munged, slurmctld and slurmd under ``root``; wait until the node is idle."""
+def _free_ports(n: int) -> str:
+    """``P`` for one node, else ``P-Q``: ``n`` consecutive free ports (slurmd -N each takes
+    the next of the range)."""
+    if n == 1:
+        return str(free_port())
+    for _ in range(50):
+        base = free_port()
+        if base + n < 65536 and all(_port_free(base + i) for i in range(1, n)):
+            return f"{base}-{base + n - 1}"
+    raise SlurmUnavailable(f"no {n} consecutive free ports")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _range(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"n[1-{len(names)}]"
+
+
+def _node_lines(names: tuple[str, ...], host: str, cpus: int, ports: str) -> str:
+    if len(names) == 1:
+        return (f"NodeName={names[0]} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 "
+                "Gres=gpu:8 State=UNKNOWN")
+    return (f"NodeName={_range(names)} NodeHostname={host} NodeAddr=127.0.0.1 Port={ports} "
+            "CPUs=2 RealMemory=1000 Gres=gpu:8 State=UNKNOWN")
+
+
+def start_cluster(root: Path, nodes: int = 1) -> SlurmCluster:
+    """Start munged, slurmctld and slurmd under ``root``; wait until every node is idle.
+
+    ``nodes`` > 1 starts that many nodes ``n1`` … on this machine (``slurmd -N``), each
+    with 2 CPUs and 8 GPUs (plain files) of its own.
+    """
     missing = [b for b in BINARIES if shutil.which(b) is None and
                not Path("/usr/sbin", b).exists()]
     if missing:
@@ -108,30 +156,34 @@ def start_cluster(root: Path) -> SlurmCluster:
                                " (apt-get install slurmctld slurmd slurm-client munge)")
     if os.geteuid() != 0:
         raise SlurmUnavailable("the test cluster runs its daemons as root")
-    node = socket.gethostname().split(".", 1)[0]
+    host = socket.gethostname().split(".", 1)[0]
+    names = (host,) if nodes == 1 else tuple(f"n{i}" for i in range(1, nodes + 1))
+    node = names[0]
     for d in ("state", "spool", "log", "gpu"):
         (root / d).mkdir(parents=True, exist_ok=True)
+    for n in names:
+        (root / "spool" / n).mkdir(exist_ok=True)
     for i in range(8):
         (root / "gpu" / f"nvidia{i}").touch()
     sock = root / "munge.sock"
     cpus = os.cpu_count() or 1
-    ctld, slurmd_port = free_port(), free_port()
+    ctld, slurmd_port = free_port(), _free_ports(nodes)
     (root / "slurm.conf").write_text(f"""\
 ClusterName=rwtest
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={sock}
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool{"/%n" if nodes > 1 else ""}
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd{"-%n" if nodes > 1 else ""}.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd{"-%n" if nodes > 1 else ""}.log
 SlurmctldPort={ctld}
-SlurmdPort={slurmd_port}
+SlurmdPort={slurmd_port.split("-")[0]}
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -142,10 +194,11 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 GresTypes=gpu
 ReturnToService=2
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 Gres=gpu:8 State=UNKNOWN
-PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{_node_lines(names, host, cpus, slurmd_port)}
+PartitionName=gpu Nodes={_range(names)} Default=YES MaxTime=INFINITE State=UP
 """)
-    (root / "gres.conf").write_text(f"NodeName={node} Name=gpu File={root}/gpu/nvidia[0-7]\n")
+    (root / "gres.conf").write_text(
+        f"NodeName={_range(names)} Name=gpu File={root}/gpu/nvidia[0-7]\n")
     env = dict(os.environ, SLURM_CONF=str(root / "slurm.conf"))
     key = root / "munge.key"
 
@@ -161,16 +214,22 @@ PartitionName=gpu Nodes={node} Default=YES MaxTime=INFINITE State=UP
     daemon("munged", "--force", f"--socket={sock}", f"--key-file={key}",
            f"--pid-file={root}/munged.pid", f"--log-file={root}/log/munged.log",
            f"--seed-file={root}/munge.seed")
-    cluster = SlurmCluster(root, node, env)
+    cluster = SlurmCluster(root, node, env, names)
     daemon("slurmctld")
-    daemon("slurmd")
+    if nodes == 1:
+        daemon("slurmd")
+    else:
+        for n in names:
+            daemon("slurmd", "-N", n)
     deadline = time.monotonic() + 30
+    state = ""
     while time.monotonic() < deadline:
         try:
-            state = cluster.run("sinfo", "-h", "-o", "%t").strip()
+            state = cluster.run("sinfo", "-h", "-N", "-o", "%t").strip()
         except RuntimeError:
             state = ""
-        if state.startswith("idle"):
+        told = state.split()
+        if len(told) == nodes and all(t.startswith("idle") for t in told):
             return cluster
         time.sleep(0.3)
     cluster.stop()

@@ -172,11 +172,12 @@ def sim_items(host: str, scenarios: str, *, seed: int, minutes: int) -> list[Ses
     hello_msg: dict[str, object] = {
         "type": "hello", "v": PROTOCOL_VERSION, "agent": AGENT_VERSION, "ts": T0,
         "host": facts, "gpus": gpus, "probes": {"simulator": {"available": True}},
-        "simulated": [s["name"] for s in sim.scen]}
+        "simulated": [s["name"] for s in sim.scen], "clock": sim.clock(1.0)}
     hello_msg.update(sim.topology())
     messages: list[dict[str, object]] = [hello_msg]
     for seq in range(minutes + 1):
         t = seq * SIM_STEP_S
+        sim.timestamp(T0, t)  # as the agent does before asking for the tick's events
         messages += [{"type": "event", "v": PROTOCOL_VERSION, "ts": T0 + t, "source": source,
                       "line": line} for source, line in sim.events(t)]
         g, h, disks = sim.sample(t)

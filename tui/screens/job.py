@@ -28,17 +28,26 @@ FINDINGS_SHOWN = 20
 
 def job_summary(p: JobPicture) -> Content:
     """``Slurm job 48211 · 2 hosts · 16 GPUs · 16 ranks placed · 1 GPU not ok``."""
-    ranks = sum(1 for x in p.lines if x.rank is not None)
-    bad = sum(1 for x in p.lines if x.gpu.judged.verdict.value != "ok")
+    ranks = sum(1 for x in p.lines if x.rank is not None and x.host != "?")
+    gpus = sum(1 for x in p.lines if x.gpu is not None)
+    bad = sum(1 for x in p.lines if x.gpu is not None and x.gpu.judged.verdict.value != "ok")
+    of = f" of {p.ranks}" if p.ranks else ""
     text = Content.from_markup(
         "[bold]Slurm job $job[/] · $h · $g · $r ranks placed", job=p.job,
         h=f"{len(p.hosts)} host{'s' if len(p.hosts) != 1 else ''}",
-        g=f"{len(p.lines)} GPU{'s' if len(p.lines) != 1 else ''}", r=str(ranks))
+        g=f"{gpus} GPU{'s' if gpus != 1 else ''}", r=f"{ranks}{of}")
     if bad:
         text += Content.from_markup(" · [bold $sev-critical]$n not ok[/]",
                                     n=f"{bad} GPU{'s' if bad != 1 else ''}")
-    if not p.lines:
+    if not gpus:
         text += Content.from_markup(" · [$text-dim]no GPU process of this job seen yet[/]")
+    if p.state is not None:
+        ended = p.state.state not in ("RUNNING", "PENDING", "COMPLETING", "CONFIGURING")
+        said = p.state.state + (f" (exit {p.state.exit_code})" if p.state.exit_code else "")
+        text += Content.from_markup(" · [bold $sev-warning]$s[/]" if ended else " · $s",
+                                    s=said)
+        if p.state.note:
+            text += Content.from_markup(" · [$text-dim]$n[/]", n=p.state.note)
     return text
 
 
@@ -69,8 +78,13 @@ class JobScreen(DataScreen):
         self.query_one("#job-summary", Static).update(job_summary(p))
         banner = self.query_one(FirstFailureBanner)
         banner.first = p.first
-        banner.proposal = ("open the failing rank's host (Enter on its row)" if p.first
-                           else "watching: nothing wrong on this job's GPUs or log")
+        culprit = p.first.culprit if p.first is not None else None
+        banner.proposal = (
+            "watching: nothing wrong on this job's GPUs or log" if p.first is None
+            and not p.findings else "the job's findings are below" if p.first is None
+            else "find the rank that never joined (Do now), then open its host"
+            if culprit is not None and not culprit.known
+            else "open the failing rank's host (Enter on its row)")
         self.query_one(JobTable).lines = p.lines
         blocks: list[Content] = []
         for f in p.findings[:FINDINGS_SHOWN]:
@@ -82,8 +96,9 @@ class JobScreen(DataScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a rank opens its host."""
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(HostChosen(str(event.row_key.value).rsplit("/", 1)[0]))
+        host = str(event.row_key.value or "").rsplit("/", 1)[0]
+        if host and host != "?":  # a rank no witness placed has no host to open
+            self.post_message(HostChosen(host))
 
     def action_back(self) -> None:
         """Back to the screen underneath."""

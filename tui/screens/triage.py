@@ -14,13 +14,13 @@ from textual.widgets import Footer
 from probes.analysis.findings import Finding, normal_topology
 from probes.analysis.incident import (
     STEP_ORDER,
+    Diagnosis,
     HostClock,
     HostView,
     StepReview,
     TriageRecord,
     Verdict,
     all_on_console,
-    first_failure,
     propose_next,
     review,
 )
@@ -90,6 +90,7 @@ class TriageScreen(DataScreen):
         self.selected = 0
         self._reviews: list[StepReview] = []
         self._findings: list[Finding] = []
+        self._diagnosis: Diagnosis = Diagnosis(())
         self._clocks: dict[str, HostClock] = {}
         self._now: float | None = None
         self._fleet: FleetState | None = None
@@ -115,8 +116,10 @@ class TriageScreen(DataScreen):
         self._fleet = fleet
         self._now = now
         states = self._states(fleet)
-        self._findings = fleet.all_findings(s.name for s in states)
+        names = [s.name for s in states]
+        self._findings = fleet.all_findings(names)
         self._clocks = host_clocks(states, now)
+        self._diagnosis = fleet.diagnosis(names, clocks=self._clocks)
         self._redraw([host_view(s) for s in states])
 
     def _redraw(self, hosts: list[HostView] | None = None) -> None:
@@ -130,7 +133,7 @@ class TriageScreen(DataScreen):
         steps.selected = self.selected
         self.query_one(StepDetail).review = self._reviews[self.selected]
         banner = self.query_one(FirstFailureBanner)
-        banner.first = first_failure(self._findings, clocks=self._clocks)
+        banner.first = self._diagnosis.first
         step, why = propose_next(self._reviews)
         banner.proposal = (f"{STEP_ORDER.index(step) + 1}. {why}" if step is not None else why)
 
@@ -183,10 +186,9 @@ class TriageScreen(DataScreen):
                                           if s.hello is not None}
         title = self.host or (self.subtitle or "fleet")
         placed = all_on_console(self._findings, self._clocks)
-        jobs = () if fleet is None else job_sections(placed, fleet.rank_index(),
-                                                     fleet.watched_job)
-        report = build_report(title, self._reviews,
-                              first_failure(self._findings, clocks=self._clocks),
+        jobs = () if fleet is None else job_sections(self._diagnosis, placed,
+                                                     fleet.rank_index(), fleet.watched_job)
+        report = build_report(title, self._reviews, self._diagnosis.first,
                               placed, facts, now=self._now, jobs=jobs)
         try:
             md, _ = write_report(report, self.reports)

@@ -7,8 +7,10 @@ Charts read the tiered history with a bounded number of points (what a panel is 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from probes.analysis.findings import Finding
+from probes.analysis.host_clock import clock_skewed
 from probes.analysis.judge import (
     GpuJudgement,
     TempLevel,
@@ -315,8 +317,12 @@ def host_view(state: HostState) -> HostView | None:
     physical = facts.cpu_cores_physical if facts else None
     logical = facts.cpu_cores_logical if facts else None
     gpus = len(state.last.gpus)
-    return HostView.from_stats(
+    view = HostView.from_stats(
         state.last.host, cores_physical=physical, cores_logical=logical, gpu_count=gpus,
         findings=tuple(state.findings()),
         health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight),
         speeds=state.speed.speeds(state.limits.detectors))
+    if state.clock is None:
+        return view
+    return replace(view, clock_offset_s=state.clock.offset_s,
+                   clock_skewed=clock_skewed(state.clock, state.limits.detectors))

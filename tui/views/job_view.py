@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.analysis.domains import Domain, domains_of, hosts_of
 from probes.analysis.findings import Finding
-from probes.analysis.incident import FirstFailure, first_failure
+from probes.analysis.incident import FirstFailure
 from probes.fleet_state import FleetState, HostState
+from probes.wire.events import JobChange
 from tui.views.host_views import gpu_rows
 from widgets.gpu_table import GpuRow
 from widgets.job_table import JobLine
@@ -28,6 +30,10 @@ class JobPicture:
     findings: tuple[Finding, ...]
     """The job's own findings (its log's) and those of the GPUs it holds, worst first."""
     first: FirstFailure | None
+    ranks: int | None = None
+    """How many ranks the job has, where NCCL or the processes said it."""
+    state: JobChange | None = None
+    """What Slurm last said of the job (followed jobs only)."""
 
 
 def _gpu_row(rows: dict[tuple[str, int], GpuRow], state: HostState, gpu: int) -> GpuRow | None:
@@ -55,25 +61,47 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
     index = fleet.rank_index()
     for place in index.ranks_of(job):
         placed_on = fleet.hosts.get(place.host)
-        if place.witness != "log" or placed_on is None or place.gpu is None or \
-                (place.host, place.gpu) in seen:
+        if place.witness != "log" or (place.gpu is not None
+                                      and (place.host, place.gpu) in seen):
             continue
-        row = _gpu_row(rows, placed_on, place.gpu)
+        row = _gpu_row(rows, placed_on, place.gpu) \
+            if placed_on is not None and place.gpu is not None else None
         if row is not None:
             lines.append(JobLine(place.rank, place.host, row))
-            seen.add((place.host, place.gpu))
+            seen.add((place.host, row.index))
+        elif all(x.rank != place.rank for x in lines):
+            lines.append(JobLine(place.rank, place.host, None, _unplaced_note(place)))
     # a GPU that fell off a node of the job took its rank's process with it: it is still
     # the job's trouble, listed without a rank
-    for host in dict.fromkeys(x.host for x in lines):
+    for host in dict.fromkeys(x.host for x in lines if x.host in fleet.hosts):
         for row in gpu_rows(fleet.hosts[host]):
             if row.judged.gone and (host, row.index) not in seen:
                 lines.append(JobLine(None, host, row))
                 seen.add((host, row.index))
+    index_jobs = Domain("job", job)
+    found = [f for f in fleet.all_findings() if index_jobs in domains_of(f, index)]
+    # a rank a finding names that no witness placed on a GPU: listed, saying why
+    listed = {x.rank for x in lines if x.rank is not None}
+    for f in found:
+        rank = f.extra.get("rank")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank in listed:
+            continue
+        listed.add(rank)
+        told = index.locate(job, rank)
+        lines.append(JobLine(rank, told.host if told is not None else "?", None,
+                             _unplaced_note(told)))
     lines.sort(key=lambda x: (x.rank is None, x.rank if x.rank is not None else 0, x.host,
-                              x.gpu.index))
-    hosts = tuple(dict.fromkeys(x.host for x in lines))
-    gpus = {(x.host, x.gpu.index) for x in lines}
-    found = [f for f in fleet.all_findings()
-             if f.extra.get("job") == job or (f.host, f.gpu) in gpus
-             or (f.gpu is None and f.host in hosts and not f.source)]
-    return JobPicture(job, tuple(lines), hosts, tuple(found), first_failure(found))
+                              x.gpu.index if x.gpu is not None else -1))
+    hosts = tuple(dict.fromkeys([*(x.host for x in lines if x.host != "?"),
+                                 *hosts_of(index_jobs, found, index)]))
+    diagnosis = fleet.diagnosis()
+    return JobPicture(job, tuple(lines), hosts, tuple(found), diagnosis.of_job(job),
+                      index.nranks.get(job), fleet.jobs.get(job))
+
+
+def _unplaced_note(place: object) -> str:
+    """Why a rank has no GPU row: what evidence would have placed it."""
+    if place is not None:
+        return "host known (job log), GPU not: no bus id matched its host's GPUs"
+    return ("not placed: no GPU process of this job, no NCCL init line, srun label or "
+            "torchrun table names its host")

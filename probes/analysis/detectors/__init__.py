@@ -27,6 +27,7 @@ from probes.analysis.detectors.hardware import (
 )
 from probes.analysis.detectors.host import detect_data_starvation, detect_swap_activity
 from probes.analysis.detectors.memory import detect_memory_leak
+from probes.analysis.detectors.spin import detect_collective_hang
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory
@@ -46,6 +47,7 @@ SCHEDULE: tuple[tuple[Detector, float], ...] = (
     (detect_link_downgrade_appeared, 60.0),
     (detect_data_starvation, 120.0),
     (detect_swap_activity, 60.0),
+    (detect_collective_hang, 60.0),
 )
 """Every detector and how often (agent seconds) it needs to run: a new detector is one line.
 Its verdict is about a window of minutes (sustained throttling) to an hour (a leak), so

@@ -30,7 +30,7 @@ _INIT = re.compile(
     r"^(?P<host>[A-Za-z0-9][\w.\-]{0,252}):(?P<pid>\d{1,10}):\d{1,10} \[\d{1,4}\] NCCL INFO "
     r"(?:ncclCommInitRank\w* )?comm 0x[0-9a-fA-F]+ rank (?P<rank>\d{1,7}) nranks "
     r"(?P<nranks>\d{1,7}) cudaDev (?P<cuda>\d{1,4})(?: nvmlDev (?P<nvml>\d{1,4}))? "
-    r"busId (?P<bus>[0-9a-fA-F]{1,16})\b")
+    r"busId (?P<bus>[0-9a-fA-F]{1,16})\b(?: commId (?P<comm>0x[0-9a-fA-F]{1,32})\b)?")
 _TABLE_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>[A-Za-z0-9][\w.\-]{0,252})\s*$")
 _TABLE_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d{1,7})\b")
 
@@ -44,6 +44,8 @@ class LoggedRank:
     bus_id: str | None = None
     """PCI bus id as the console writes it (``0000:59:00.0``)."""
     nranks: int | None = None
+    comm: str | None = None
+    """The communicator's id (``commId 0x5ae7…``, NCCL ≥ 2.12): ranks of one job share it."""
 
 
 def nccl_bus_id(short: str) -> str:
@@ -88,7 +90,8 @@ class RankPlaces:
         if kept is None and len(self._by_process) >= MAX_PROCESSES:
             return
         self._by_process[key] = LoggedRank(int(m.group("rank")), key[0],
-                                           nccl_bus_id(m.group("bus")), nranks)
+                                           nccl_bus_id(m.group("bus")), nranks,
+                                           m.group("comm"))
 
     def places(self) -> dict[int, LoggedRank]:
         """rank → where it ran: the largest communicator's ranks; torchrun's table where NCCL

@@ -183,9 +183,24 @@ def _timeout_summary(records: Sequence[Timeout], coll: Sequence[Timeout], ranks:
     return out
 
 
-def _net_finding(nets: Sequence[NetError]) -> ExplainFinding | None:
+def recovered(n: NetError, completed: Sequence[int]) -> bool:
+    """A warning NCCL went on from: a communicator came up after it (``Init COMPLETE``),
+    as after ``Failed to open libibverbs.so`` when NCCL falls back to sockets."""
+    return n.severity is not CRIT and any(c > n.where.line for c in completed)
+
+
+def _net_finding(nets: Sequence[NetError], completed: Sequence[int] = ()
+                 ) -> ExplainFinding | None:
     if not nets:
         return None
+    if all(recovered(n, completed) for n in nets):
+        n = nets[0]
+        return _finding("nccl-net-error", Severity.INFO, n.where,
+                        f"{n.transport}: {n.detail}; NCCL recovered (a communicator came up "
+                        "after it): no network failure", ACTION_NET.get(n.category,
+                                                                        ACTION_NET["net"]),
+                        len(nets), {**_common([n.where]), "recovered": True,
+                                    "transport": n.transport})
     crit = [n for n in nets if n.severity is CRIT]
     pool = crit or list(nets)
     primary = next((n for n in pool if n.category != "ib-flush"), pool[0])
@@ -372,6 +387,23 @@ def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
     timeout = _timeout_finding(report.timeouts, nccl_other)
     errors_other = bool(report.net_errors or
                         [t for t in report.timeouts if t.kind != "ambiguous"])
-    found = [timeout, _net_finding(report.net_errors),
-             _error_finding(report.errors, errors_other), _failure_finding(report.failures)]
+    error = _error_finding(report.errors, errors_other)
+    found = [timeout, _net_finding(report.net_errors, report.init_complete), error,
+             _failure_finding(report.failures), _cuda_oom_via_nccl(error)]
     return sorted((f for f in found if f is not None), key=lambda f: f.line)
+
+
+def _cuda_oom_via_nccl(error: ExplainFinding | None) -> ExplainFinding | None:
+    """A CUDA out-of-memory that NCCL surfaced (``Cuda failure 2 'out of memory'``,
+    ``ncclUnhandledCudaError`` with an OOM): the rank ran out of GPU memory, a model-code
+    failure of its own, told beside the NCCL error that carried it."""
+    if error is None or not re.search(r"out of memory", error.summary + " " + error.evidence,
+                                      re.IGNORECASE):
+        return None
+    extra = {k: v for k, v in error.extra.items() if k in ("rank", "ranks", "host")}
+    extra["via"] = "nccl"
+    who = f" on rank {extra['rank']}" if "rank" in extra else ""
+    return ExplainFinding(Step.MODEL, "cuda-oom", CRIT, error.line, error.evidence,
+                          f"CUDA out of memory{who}, surfaced through NCCL "
+                          "(a CUDA error inside a collective)", ACTION_CUDA_OOM,
+                          gpu=error.gpu, time=error.time, count=error.count, extra=extra)

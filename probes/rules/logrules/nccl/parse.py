@@ -488,8 +488,11 @@ def parse(lines: Sequence[LogLine]) -> NcclReport:
     nets: list[NetError] = []
     errors: list[NcclError] = []
     failures: list[RankFailure] = []
+    completed: list[int] = []
     for i, line in enumerate(lines):
         text = line.text
+        if "Init COMPLETE" in text and len(completed) < MAX_INIT_LINES:
+            completed.append(line.number)
         if not text or not _maybe(text):
             continue
         prefix = pat.NCCL_PREFIX.search(text)
@@ -509,7 +512,12 @@ def parse(lines: Sequence[LogLine]) -> NcclReport:
         if level is None:
             failures.extend(_failures(ctx, lines, i))
     errors = [e for e in errors if not _absorbed(e, bool(nets))]
-    return NcclReport(tuple(timeouts), tuple(nets), tuple(errors), tuple(failures))
+    return NcclReport(tuple(timeouts), tuple(nets), tuple(errors), tuple(failures),
+                      tuple(completed))
+
+
+MAX_INIT_LINES = 1 << 16
+"""``Init COMPLETE`` lines kept (one per rank and communicator)."""
 
 
 def _transport_text(text: str) -> bool:

@@ -101,3 +101,5 @@ class NcclReport:
     net_errors: tuple[NetError, ...] = ()
     errors: tuple[NcclError, ...] = ()
     failures: tuple[RankFailure, ...] = ()
+    init_complete: tuple[int, ...] = ()
+    """Lines of ``Init COMPLETE``: a communicator came up after what was warned before."""

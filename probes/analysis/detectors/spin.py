@@ -1,0 +1,89 @@
+"""A hung collective seen from the GPUs: every GPU of the host busy at a fraction of its
+usual power, for minutes.
+
+NCCL's kernels spin while they wait for a peer that never sends: utilisation reads 100 %
+while the SMs do no arithmetic, so the board draws near idle power (ux review §4: the demo's
+hung job read 100 % at 160 W on 700 W cards, and every row said ``ok``).  A job that really
+computes at 100 % draws most of its limit.  The verdict needs every GPU of the host to show
+it (one GPU alone is more likely a light kernel), and it comes minutes before the watchdog's
+timeout, which by default waits ten.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from probes.analysis.detectors.window import bins, cols, covered, latest_ts, step_latest
+from probes.analysis.findings import Finding
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.history import HostHistory, gpu_key
+from probes.triage import Code, Severity, Step
+from probes.wire.samples import Hello, HostSample
+
+BUSY_POWER_HISTORY_S = 3600.0
+"""How far back a GPU's usual busy power is read (before the window)."""
+LIMIT_SHARE = 0.6
+"""A GPU that really computes at full utilisation draws at least this share of its limit."""
+BUSY_UTIL_PCT = 80.0
+"""Utilisation from which a past sample counts as busy, for the usual busy power."""
+MIN_GPUS = 2
+"""A host with fewer GPUs busy this way says nothing (one light kernel is no hang)."""
+ACTION_HANG = ("Every rank of the job is likely waiting in a collective that one rank never "
+               "joined: find the rank that is not in it (py-spy dump each rank's process; "
+               "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 make the "
+               "watchdog name it), before the watchdog's timeout kills the job")
+
+
+def _usual_busy_power(history: HostHistory, idx: int, since: float) -> float | None:
+    """What the GPU draws when it really computes: the 90th percentile of its power while
+    busy in the hour before ``since``, but never under ``LIMIT_SHARE`` of its power limit
+    (a job hung since before the console started has no busy past to read)."""
+    start = since - BUSY_POWER_HISTORY_S
+    limit = step_latest(history, idx, "power_limit_w")
+    floor = LIMIT_SHARE * limit if limit else 0.0
+    util = cols(history.series(gpu_key(idx, "util_pct")), start, bins(BUSY_POWER_HISTORY_S))
+    power = cols(history.series(gpu_key(idx, "power_w")), start, bins(BUSY_POWER_HISTORY_S))
+    if util is not None and power is not None:
+        watts = dict(zip(power.t, power.mean, strict=True))
+        busy = sorted(watts[t] for t, u in zip(util.t, util.mean, strict=True)
+                      if t < since and u >= BUSY_UTIL_PCT and t in watts)
+        if len(busy) >= 4:
+            return max(busy[int(0.9 * (len(busy) - 1))], floor)
+    return floor or None
+
+
+def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
+                           sample: HostSample | None = None,
+                           limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """``collective-hang`` when every GPU of the host sat busy at low power for the window."""
+    now = latest_ts(history)
+    if now is None:
+        return []
+    window = limits.hang_window_s
+    since = now - window
+    gpus = list(history.gpu_indices())
+    spinning: list[tuple[int, float, float, float]] = []
+    for idx in gpus:
+        util = cols(history.series(gpu_key(idx, "util_pct")), since, bins(window))
+        power = cols(history.series(gpu_key(idx, "power_w")), since, bins(window))
+        if util is None or power is None or not covered(util, now, window, limits):
+            return []
+        if min(util.mean) < limits.hang_util_pct:
+            return []
+        usual = _usual_busy_power(history, idx, since)
+        drawn = max(power.mean)
+        if not usual or drawn > limits.hang_power_share * usual:
+            return []
+        spinning.append((idx, util.t[0], drawn, usual))
+    if len(spinning) < MIN_GPUS:
+        return []
+    start = min(t for _, t, _, _ in spinning)
+    drawn = max(d for _, _, d, _ in spinning)
+    usual = statistics.median(u for _, _, _, u in spinning)
+    return [Finding(Step.NCCL, Code.COLLECTIVE_HANG, Severity.WARNING,
+                    f"all {len(spinning)} GPUs busy at idle power for "
+                    f"{(now - start) / 60:.0f}+ min (≤ {drawn:.0f} W; computing they draw "
+                    f"≥ {usual:.0f} W): NCCL spinning in a collective that never "
+                    "completes", host, ts=start, action=ACTION_HANG,
+                    extra={"gpus": [i for i, _, _, _ in spinning], "power_w": round(drawn),
+                           "usual_power_w": round(usual)})]

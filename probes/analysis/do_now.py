@@ -1,0 +1,131 @@
+"""The one thing to do now about an incident's root, in one line, naming host and GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from probes.analysis.findings import Finding
+from probes.analysis.job_ranks import rank_where
+from probes.analysis.onsets import CAUSE_STEPS
+from probes.triage import Code, Step
+
+if TYPE_CHECKING:
+    from probes.analysis.first_failure import Culprit
+
+TRACE_HINT = ("set TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 (the "
+              "flight recorder names the rank that never joined) and NCCL_DEBUG=INFO")
+
+_RESET_XIDS = frozenset({48, 63, 64, 92, 94, 95})
+"""Memory faults a GPU reset clears (ECC, row remap); the card goes back if they recur."""
+
+
+def do_now(f: Finding) -> str:
+    """The one action for the operator now, in one line.
+
+    The finding's own action (from the rule or the Xid catalog) says everything and is
+    shown with it; this is what to do first, so it names the host and the GPU.
+    """
+    host, gpu = f.host, (f"GPU{f.gpu}" if f.gpu is not None else "the GPU")
+    code = f.code
+    if f.xid == 79 or code in ("gpu-fallen-off-bus", "gpu-lost", "gpu-dropout"):
+        return f"drain {host}, reboot it; RMA {gpu} if it recurs"
+    if f.xid in _RESET_XIDS or code == "ecc-uncorrectable":
+        return f"drain {host}, reset {gpu} (nvidia-smi -r); RMA it if it recurs"
+    if code == "row-remap-failure":
+        return f"drain {host}; RMA {gpu}: it has no spare rows left"
+    if code == "gpu-unresponsive":
+        return f"drain {host}; if {gpu} stays hung in nvidia-smi, reboot it"
+    if code == "pcie-aer":
+        return f"drain {host}; reseat {gpu}, check its riser and slot"
+    if code == "host-unreachable" and "refused" in f.summary:
+        return (f"{host} answers but refuses SSH: start sshd on it (console or BMC), "
+                "then R to retry")
+    if code in ("host-unreachable", "host-down", "fleet-down"):
+        return f"check {host}'s power and network (ping, BMC console)"
+    if code == "host-auth-failed":
+        return f"fix the SSH login to {host} (user, key, agent)"
+    if code in ("host-key-changed", "host-key-refused"):
+        return f"verify {host}'s new host key out of band before trusting it"
+    if code == "agent-failed":
+        return f"read why the agent failed on {host} (below), fix it, then retry"
+    if code == "host-stale":
+        return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
+    if code == "gpu-count-short":
+        return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
+    ranked = rank_where(f)
+    if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
+        if ranked is not None and code == "rank-failed":
+            return f"check {ranked} first (GPU state, kernel log), then its traceback"
+        return f"find the stalled rank ({ranked or host}); set TORCH_NCCL_DUMP_ON_TIMEOUT=1"
+    if f.step is Step.MODEL:
+        if ranked is not None:
+            return f"read the traceback of {ranked} in {host}'s job log, then the model code"
+        return f"read {host}'s job log and model code"
+    warning = _WARNING_DO.get(code)
+    if warning is not None:
+        where = host + (f" GPU{f.gpu}" if f.gpu is not None else "")
+        return warning.format(host=host, gpu=gpu, where=where)
+    if f.action:
+        first = f.action.split(";")[0].split(". ")[0].split(" (")[0].strip().rstrip(".:")
+        if first:
+            if len(first) > 64:
+                first = first[:64].rsplit(" ", 1)[0] + "…"
+            return f"on {host}: {first[0].lower()}{first[1:]}"
+    return f"look at {host} ({code})"
+
+
+_WARNING_DO: Mapping[str, str] = {
+    "memory-leak": "checkpoint the job on {where} before it runs out; find what grows",
+    "clocks-throttled": "check the cooling and power of {where} (fans, inlet air)",
+    "throttled-while-busy": "check the cooling and power of {where} (fans, inlet air)",
+    "temp-near-slowdown": "check the cooling of {where} before it slows down",
+    "power-pinned": "check {host}'s power cap (nvidia-smi -q -d POWER)",
+    "pcie-link-downgraded": "reseat {gpu} on {host} at its next drain",
+    "link-downgrade-appeared": "reseat {gpu} on {host} at its next drain",
+    "nvlink-down": "drain {host}, reset {gpu}; RMA it if links stay down",
+    "disk-saturated": "find what saturates {host}'s disk (iotop, iostat -x)",
+    "data-starvation": "feed {host}'s GPUs faster (loader workers, data on local disk)",
+    "host-swapping": "free memory on {host}: its GPUs wait on swap",
+    "swap-activity": "free memory on {host}: its GPUs wait on swap",
+    "ecc-increasing": "drain {host} soon; RMA {gpu} if its ECC errors keep rising",
+    "remap-increasing": "drain {host} soon; RMA {gpu} if its row remaps keep rising",
+    "row-remap-pending": "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
+    "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
+    "collective-hang": "a collective hangs on {host}: py-spy dump its ranks, find the absent",
+}
+"""What to do first about a chronic condition when it is the earliest thing seen."""
+
+
+
+_CULPRIT_DO: Mapping[str, str] = {
+    Code.CUDA_OOM: "{where} ran out of GPU memory first: read its traceback; the others "
+                   "only waited",
+    Code.ILLEGAL_MEMORY_ACCESS: "{where} failed first: read its traceback (CUDA_LAUNCH_BLOCKING"
+                                "=1 places the kernel), then its GPU's kernel log",
+    Code.DEVICE_SIDE_ASSERT: "{where} failed first: read its assert and traceback",
+    Code.NCCL_NET_ERROR: "{where}'s transport failed first: check its NIC and cable (ibstat), "
+                         "then the switch port",
+    Code.RANK_FAILED: "check {where} first (GPU state, kernel log), then its traceback",
+}
+"""What to do first when a rank's own failure is the root, by its code."""
+
+
+def culprit_do_now(root: Finding, culprit: Culprit | None, waiting: Sequence[int],
+                   root_waits: bool) -> str | None:
+    """Do-now for a job's incident, naming the culprit rank → host → GPU → bus id; None
+    where the root's own do-now says it (a hardware fault: drain that host)."""
+    if culprit is None:
+        return None
+    if root_waits:
+        if culprit.known:
+            return (f"look at {culprit.where}: it never completed the collective the others "
+                    "waited on (py-spy dump its process, read its log)")
+        who = (f"{len(waiting)} ranks" if len(waiting) > 1 else
+               f"rank {waiting[0]}" if waiting else "the ranks")
+        return f"culprit unknown, {who} waited: rerun with TORCH_NCCL_TRACE_BUFFER_SIZE=2000"
+    if root.step in CAUSE_STEPS or not culprit.known:
+        return None
+    form = _CULPRIT_DO.get(root.code, "read the traceback of {where} first, then the model "
+                                      "code")
+    return form.format(where=culprit.where)

@@ -1,0 +1,76 @@
+"""One read of a fleet, judged as the console judges it: every host's hello, log lines and
+newest sample folded into a ``FleetState``, so ``snapshot`` and ``preflight`` give the same
+findings, ranks and first failure as the console's triage on the same data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from probes.analysis.limits import DetectorLimits
+from probes.config.fleet import HostSpec
+from probes.errors import DisconnectKind
+from probes.fleet_state import FleetState
+from probes.transport.session import OnceResult
+from probes.wire.events import Connected, Disconnected
+from probes.wire.samples import LogEvent
+
+
+def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = None,
+              watched_job: str | None = None, watched_hosts: Iterable[str] = (),
+              more_lines: Mapping[str, Sequence[LogEvent]] | None = None,
+              now: float | None = None,
+              watched_layout: Mapping[int, tuple[str, int]] | None = None) -> FleetState:
+    """The console's state after one read of each host.
+
+    Args:
+        results: each host's ``--once`` (or lived-through) result, in fleet order.
+        limits: the operator's detector limits.
+        watched_job: the Slurm job the read is about (its log's findings are that job's).
+        watched_hosts: the hosts Slurm gave that job.
+        watched_layout: task → (host, GPU) where Slurm's layout fixes them.
+        more_lines: log lines read elsewhere (a job's log on a shared filesystem, read on
+            this machine) by the host they belong to; a source the host's own agent already
+            sent is not folded twice.
+        now: the console's time of the read (default: now).
+    """
+    at = time.time() if now is None else now
+    fleet = FleetState([r.spec for r in results], limits)
+    fleet.watched_job = watched_job
+    fleet.watched_hosts = frozenset(watched_hosts)
+    fleet.watched_layout = dict(watched_layout or {})
+    for r in results:
+        name = r.spec.name
+        fleet.apply(name, Connected(at), at)
+        if r.clock is not None:
+            fleet.apply(name, r.clock, at)
+        if r.hello is not None:
+            fleet.apply(name, r.hello, at)
+        if r.log_source is not None:
+            fleet.apply(name, r.log_source, at)
+        for state in r.job_logs:
+            fleet.apply(name, state, at)
+        for e in r.errors:
+            fleet.apply(name, e, at)
+        sent = {ev.source for ev in r.events}
+        for ev in r.events:
+            fleet.apply(name, ev, at)
+        for ev in (more_lines or {}).get(name, ()):
+            if ev.source not in sent:
+                fleet.apply(name, ev, at)
+        if r.sample is not None:
+            fleet.apply(name, r.sample, at)
+        elif r.failure is not None:
+            fleet.apply(name, Disconnected(at, r.failure, None, None, _kind(r)), at)
+    return fleet
+
+
+def _kind(r: OnceResult) -> DisconnectKind:
+    """A host that said hello and then failed had its agent fail; else it was not reached."""
+    return DisconnectKind.AGENT_FAILED if r.hello is not None else DisconnectKind.DOWN
+
+
+def specs_of(results: Sequence[OnceResult]) -> list[HostSpec]:
+    """The hosts read, in order."""
+    return [r.spec for r in results]
