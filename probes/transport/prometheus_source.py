@@ -422,6 +422,7 @@ class PromFleetSource:
             for k in range(len(self.shards)):
                 started = time.monotonic()
                 await self._read_and_emit(k, emit, wanted)
+                _honour_cancel()
                 period = self.options.refresh_s / len(self.shards)
                 await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
             cycles += 1
@@ -435,6 +436,7 @@ class PromFleetSource:
             try:
                 await self.discover()
             except PrometheusError as exc:
+                _honour_cancel()
                 self._tell(-1, sorted(wanted or ()), emit, WatcherFault.SOURCE_DOWN, str(exc))
                 await asyncio.sleep(self.options.refresh_s)
                 continue
@@ -482,6 +484,16 @@ class PromFleetSource:
         for host, s in samples.items():
             if wanted is None or host in wanted:
                 emit(host, s)
+
+
+def _honour_cancel() -> None:
+    """End the source on a cancel that ``asyncio.wait_for`` swallowed (Python < 3.12: the
+    query finished as the cancel came); a source that retries forever would otherwise never
+    stop (a test hung on it, waiting for the cancelled source)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
 
 
 def no_kernel_log(ts: float) -> LogSourceState:
