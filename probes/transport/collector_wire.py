@@ -32,8 +32,7 @@ import typing
 from dataclasses import dataclass
 
 from probes.config.fleet import HostSpec
-from probes.wire.events import Connected, Disconnected, SessionItem
-from probes.wire.samples import AgentMessage
+from probes.wire.events import SessionItem
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 2**20
@@ -76,8 +75,9 @@ def unframe(body: bytes) -> object:
     return pickle.loads(body)
 
 
-_SESSION_ITEMS = (Connected, Disconnected, *typing.get_args(AgentMessage))
-"""What a collector may relay whole (a session's own items; agents' data travels as bytes)."""
+_SESSION_ITEMS = tuple(typing.get_args(SessionItem))
+"""What a collector may relay whole: any session item (the session's own, and what its
+emit adds); agents' data travels as bytes."""
 
 
 def check_batch(obj: object, hosts: int) -> Batch:
