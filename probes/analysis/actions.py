@@ -148,10 +148,14 @@ def default_actions() -> Mapping[str, str]:
     """Each code's default action.  ``recovered`` has none: it marks an outage's end, it is
     not a condition to act on.  (Completed on first use: the reachability and watcher modules
     that hold the rest build findings themselves.)"""
+    from probes.analysis import host_clock, job_log_state, watcher
     from probes.analysis import reachability as reach
-    from probes.analysis import watcher
+    from probes.analysis.detectors import spin
 
     return {**_BASE, **{
+        Code.CLOCK_SKEW: host_clock.ACTION_CLOCK,
+        Code.COLLECTIVE_HANG: spin.ACTION_HANG,
+        Code.JOB_LOG_REFUSED: job_log_state.ACTION_JOB_LOG,
         Code.GPU_COUNT_SHORT: reach.ACTION_FEW_GPUS,
         Code.HOST_UNREACHABLE: reach.ACTION_UNREACHABLE,
         Code.HOST_AUTH_FAILED: reach.ACTION_AUTH,
