@@ -130,9 +130,14 @@ async def test_a_collector_hung_too_long_is_killed_and_restarted_as_one_outage()
         victim = backend.pids()[0]
         os.killpg(victim, signal.SIGSTOP)  # never resumed: only a kill ends it
         await until(lambda: _gone(victim), 15.0, "the hung collector killed")
-        died = [h for h in _health(w, names[0]) if h.fault is WatcherFault.COLLECTOR_DIED]
-        assert died and "sent no heartbeat for" in died[0].reason and "killed" in died[0].reason
+
+        def died() -> list[SourceHealth]:
+            return [h for h in _health(w, names[0]) if h.fault is WatcherFault.COLLECTOR_DIED]
+
+        await until(lambda: bool(died()), 5.0, "the collector's end told")
+        assert "sent no heartbeat for" in died()[0].reason and "killed" in died()[0].reason
         await until(lambda: _streaming(w, names) and w.fleet.unseen == {}, 40.0, "back")
+        await until(lambda: bool(w.pages("recovery")), 3.0, "the recovery")
     # stalled, then died, then back: one outage of the collector, one page, one recovery
     assert w.pages() == [("collector 1", "collector-stalled")]
     assert w.pages("recovery") == [("collector 1", "collector-stalled")]
