@@ -71,6 +71,21 @@ class DisconnectKind(str, Enum):
         return self in (DisconnectKind.AUTH_FAILED, DisconnectKind.HOST_KEY_REFUSED)
 
 
+class WatcherFault(str, Enum):
+    """A fault of the console's own watching, not of a host: the hosts it covers are not
+    seen, which says nothing about them.  The values are finding codes (``probes.triage``)
+    and what recordings store."""
+
+    COLLECTOR_STALLED = "collector-stalled"
+    """A collector process sent no heartbeat for too long (stopped, hung, starved)."""
+    COLLECTOR_DIED = "collector-died"
+    """A collector process exited, or sent a frame that cannot be read, and is restarted."""
+    SOURCE_DOWN = "source-down"
+    """The metrics server refused, failed (5xx) or did not answer in time."""
+    SOURCE_SLOW = "source-slow"
+    """The metrics server answers, but a read takes longer than a refresh."""
+
+
 class TransportError(RigwatchError):
     """The agent could not be started or its stream broke."""
 

@@ -36,6 +36,7 @@ from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
+from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
@@ -47,13 +48,25 @@ from probes.analysis.reachability import (
 )
 from probes.analysis.repeats import merged_repeat
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
+from probes.analysis.watcher import (
+    flapping_finding,
+    follow_source,
+    source_findings,
+    unknown_reason,
+)
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.stamps import HostTime
-from probes.triage import Step
-from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SessionItem
+from probes.wire.events import (
+    ClockOffset,
+    Connected,
+    Disconnected,
+    JobChange,
+    SessionItem,
+    SourceHealth,
+)
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
@@ -61,7 +74,6 @@ from probes.wire.samples import (
     HostSample,
     LogEvent,
     LogSourceState,
-    LogSourceStatus,
     ProbeError,
 )
 
@@ -81,9 +93,6 @@ RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 SEEN_KERNEL_LINES = 20000
 """Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
-KERNEL_LOG_UNREADABLE = "kernel-log-unreadable"
-ACTION_KERNEL_LOG = ("Read the kernel log by hand (sudo dmesg -T | grep -E 'NVRM|AER|Out of "
-                     "memory') until the agent's user may read it")
 
 
 _DOWN_KINDS = {DisconnectKind(s.value): s for s in HostStatus if s.is_down}
@@ -135,6 +144,11 @@ class HostState:
     data_seen: float | None = None
     """Console wall time of the newest message from the agent itself (not the session's
     own connect and disconnect items): what "last seen" means."""
+    watch: SourceHealth | None = None
+    """Set while the console's own path to the host (a collector, Prometheus) is at fault:
+    the host reads unknown, and neither stale nor down is judged of it."""
+    onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
+    """When its recent outages began, for ``flapping``."""
     clock: ClockOffset | None = None
     """The session's newest estimate of the host's clock against the console's (the times
     folded here are already corrected by its ``applied_s``)."""
@@ -154,7 +168,7 @@ class HostState:
         self.changes += 1
         was_stale = self.status is HostStatus.STALE
         self.last_seen = now
-        if not isinstance(item, (Connected, Disconnected, ClockOffset)):
+        if not isinstance(item, (Connected, Disconnected, ClockOffset, SourceHealth)):
             self.data_seen = now
         if isinstance(item, HostSample):
             self._apply_sample(item)
@@ -193,8 +207,18 @@ class HostState:
             self.status = _DOWN_KINDS.get(item.kind, HostStatus.DOWN)
             self.down_reason = item.reason
             retry_at = now + item.retry_in_s if item.retry_in_s is not None else None
+            fresh = self.outage is None
             self.outage = continue_outage(self.outage, item.ts, item.kind, item.reason, retry_at,
                                           self.data_seen if was_stale else None)
+            if fresh:
+                self.onsets.append(self.outage.onset)
+        elif isinstance(item, SourceHealth):
+            self.status, self.watch = follow_source(self.status, self.watch, item)
+
+    @property
+    def shown_status(self) -> HostStatus:
+        """What the screens show: unknown while the watcher itself cannot see the host."""
+        return HostStatus.UNKNOWN if self.watch is not None else self.status
 
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
@@ -251,30 +275,7 @@ class HostState:
 
     def kernel_log_summary(self) -> str:
         """How this host's kernel log is read, for triage's "what was checked"."""
-        src = self.log_source
-        if src is None:
-            return "simulated" if self.spec.simulate else "not reported by the agent"
-        if src.state is LogSourceStatus.OK:
-            read = f"read via {src.via}" if src.via else "read"
-            return f"{read} ({src.note})" if src.note else read
-        if src.state is LogSourceStatus.OFF:
-            return f"not read: {src.detail}" if src.detail else "not read (kernel log off)"
-        if src.state is LogSourceStatus.SIMULATED:
-            return "simulated"
-        word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"
-        return f"{word}: {src.fix}" if src.fix else f"{word}: {src.detail or 'no source'}"
-
-    def _log_source_findings(self) -> list[Finding]:
-        """A kernel log the agent cannot read leaves triage's second step blind: say so."""
-        src = self.log_source
-        if src is None or src.state not in (LogSourceStatus.DENIED, LogSourceStatus.UNAVAILABLE):
-            return []
-        word = "refused" if src.state is LogSourceStatus.DENIED else "unavailable"
-        action = ACTION_KERNEL_LOG + (f"; to let the agent read it: {src.fix}" if src.fix else "")
-        return [Finding(Step.SYSLOG, KERNEL_LOG_UNREADABLE, Severity.WARNING,
-                        f"kernel log {word}: Xid, AER and OOM-killer lines cannot be seen",
-                        self.name, evidence=src.detail or None, ts=src.ts, action=action,
-                        source=KERNEL_SOURCE)]
+        return kernel_log_summary(self.log_source, bool(self.spec.simulate))
 
     def scan_logs(self) -> None:
         """Run the log rules over the lines queued since the last scan."""
@@ -289,11 +290,13 @@ class HostState:
 
         Stale follows the status ``refresh_status`` last judged (the row does, every redraw).
         """
+        flapping = flapping_finding(self.name, self.onsets, self.last_seen or 0.0)
+        found = [flapping] if flapping is not None else []
         if self.outage is not None:
-            return [down_finding(self.name, self.outage)]
-        if self.status is HostStatus.STALE and self.data_seen is not None:
-            return [stale_finding(self.name, self.data_seen, self.stale_limit_s())]
-        return []
+            return [down_finding(self.name, self.outage), *found]
+        if self.status is HostStatus.STALE and self.data_seen is not None and self.watch is None:
+            return [stale_finding(self.name, self.data_seen, self.stale_limit_s()), *found]
+        return found
 
     def findings(self) -> list[Finding]:
         """Current and sticky findings, worst first, one per incident.
@@ -312,7 +315,7 @@ class HostState:
         self.scan_logs()
         merged = {f.key: f for f in self.reachability()}
         merged.update({f.key: f for f in self.layout})
-        merged.update({f.key: f for f in self._log_source_findings()})
+        merged.update({f.key: f for f in log_source_findings(self.name, self.log_source)})
         merged.update({f.key: f for f in clock_findings(self.name, self.clock,
                                                          self.limits.detectors)})
         merged.update({f.key: f for f in refused_job_logs(self.name, self.job_logs.values())})
@@ -336,7 +339,8 @@ class HostState:
 
     def refresh_status(self, now: float) -> None:
         """Mark a streaming host stale when it has been silent too long."""
-        if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None:
+        if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None \
+                and self.watch is None:
             limit = self.stale_limit_s()
             silent = now - self.last_seen
             self.status = HostStatus.STALE if silent > limit else HostStatus.STREAMING
@@ -358,7 +362,7 @@ class HostState:
         return FleetRow(
             name=self.name,
             tags=self.spec.tags,
-            status=self.status,
+            status=self.shown_status,
             stale_s=(now - self.last_seen) if self.status is HostStatus.STALE and self.last_seen
             else None,
             gpus_ok=gpus_present(judged),
@@ -386,6 +390,8 @@ class HostState:
         )
 
     def _reason(self, now: float) -> str | None:
+        if self.watch is not None:
+            return unknown_reason(self.watch)
         if self.outage is not None:
             return self.outage.reason
         if self.status is HostStatus.STALE and self.data_seen is not None:
@@ -393,8 +399,8 @@ class HostState:
         return None
 
     def _last_seen_s(self, now: float) -> float | None:
-        if self.data_seen is None or (self.outage is None and self.status is not
-                                      HostStatus.STALE):
+        if self.data_seen is None or (self.outage is None and self.watch is None
+                                      and self.status is not HostStatus.STALE):
             return None
         return max(0.0, now - self.data_seen)
 
@@ -496,6 +502,8 @@ class FleetState:
         self._rank_epoch = 0
         """Counts hellos and first samples: a host whose GPUs or processes were unknown
         when the index was built makes it stale at once, not two seconds later."""
+        self.unseen: dict[str, SourceHealth] = {}
+        """Hosts the watcher itself cannot see now, and why (``source_findings``)."""
 
     @property
     def version(self) -> int:
@@ -513,6 +521,11 @@ class FleetState:
             if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
                 self._rank_epoch += 1  # a host's GPUs or processes are known anew
             state.apply(item, now)
+            if isinstance(item, SourceHealth):
+                if state.watch is None:
+                    self.unseen.pop(host, None)
+                else:
+                    self.unseen[host] = state.watch
             self._version += 1
             self._due.add(host)
 
@@ -521,7 +534,7 @@ class FleetState:
         host.refresh_status(now)
         name = host.name
         kept = self._kept.get(name)
-        if kept is not None and kept.status is host.status and (
+        if kept is not None and kept.status is host.shown_status and (
                 kept.changes == host.changes or self._may_wait(host, kept, now)):
             row = kept.row
             if kept.changes == host.changes:
@@ -533,14 +546,14 @@ class FleetState:
         else:
             row = host.row(now)
             self.row_builds += 1
-            self._kept[name] = _KeptRow(host.changes, host.status, row, now,
+            self._kept[name] = _KeptRow(host.changes, host.shown_status, row, now,
                                         _finding_marks(host))
             self._waiting.pop(name, None)
         if timeless(row):
             self._timed.discard(name)
         else:
             self._timed.add(name)
-        if host.status is HostStatus.STREAMING and host.last_seen is not None:
+        if host.shown_status is HostStatus.STREAMING and host.last_seen is not None:
             self._stale_at[name] = host.last_seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
@@ -613,6 +626,8 @@ class FleetState:
         states = self.hosts.values() if names is None else [
             self.hosts[n] for n in names if n in self.hosts]
         found = [f for s in states for f in s.findings()]
+        found += source_findings(self.unseen, names if names is None else
+                                 [s.name for s in states])
         return placed(found, self.rank_index()) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
 

@@ -77,6 +77,17 @@ class Code(str, Enum):
     HOST_DOWN = "host-down"
     HOST_STALE = "host-stale"
     FLEET_DOWN = "fleet-down"
+    HOST_FLAPPING = "flapping"
+    """A host that went down and came back several times in a few minutes: one finding
+    with the count, in place of a page per outage."""
+    # gpu, live only: the watcher's own faults (``probes.errors.WatcherFault``), one finding
+    # per source ("collector 2", "prometheus"), never one per host it covers
+    COLLECTOR_STALLED = "collector-stalled"
+    COLLECTOR_DIED = "collector-died"
+    SOURCE_DOWN = "source-down"
+    SOURCE_SLOW = "source-slow"
+    RECOVERED = "recovered"
+    """Not a condition: the mark an outage's recovery leaves in alerts and recordings."""
     METRIC_NOT_COLLECTED = "metric-not-collected"
     CLOCK_SKEW = "clock-skew"
     """A host's clock is off the console's by more than the limit (its times are corrected)."""

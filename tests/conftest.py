@@ -38,6 +38,9 @@ SLOW_MODULES: dict[str, tuple[str, ...]] = {
     "test_prometheus_live": ("prometheus",),
     "test_prometheus_backfill": ("prometheus",),
     "test_prometheus_shards": ("prometheus",),
+    "test_prometheus_faults": ("prometheus",),
+    "test_pages_true": ("sshd",),
+    "test_collector_faults": ("slow",),  # real collectors stopped, frozen and killed
 }
 """End-to-end modules, by what real part they run: each is also ``slow``."""
 SLOW_FIXTURES = {"cluster": "slurm", "running_job": "slurm"}

@@ -129,10 +129,13 @@ def test_a_down_host_alerts_once_per_outage_through_every_retry_and_kind() -> No
                         now=float(now))
         raised += t.update(_all(fleet, float(now)), float(now), hosts=3)
     assert raised == []
-    # back, then down again later: a new outage, a new alert
+    # back, then down again later: the end is a recovery, and a new outage a new alert
     fleet.apply("h0", sample_of_8(700.0), now=700.0)
     _keep_fresh(fleet, 900.0)
-    assert t.update(_all(fleet, 900.0), 900.0, hosts=3) == []
+    [back] = t.update(_all(fleet, 900.0), 900.0, hosts=3)
+    assert (back.event, back.finding.host, back.finding.code) == ("recovery", "h0",
+                                                                  Code.RECOVERED)
+    assert back.to_json()["recovers"] == Code.HOST_UNREACHABLE
     fleet.apply("h0", Disconnected(901.0, "gone", 1.0, None, DisconnectKind.DOWN), now=901.0)
     _keep_fresh(fleet, 901.0)
     assert [a.finding.code for a in t.update(_all(fleet, 901.0), 901.0, hosts=3)] == \

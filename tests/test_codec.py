@@ -14,11 +14,11 @@ import pytest
 
 import probes.wire.samples as samples_module
 from probes.analysis.findings import Finding
-from probes.errors import DisconnectKind
+from probes.errors import DisconnectKind, WatcherFault
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
-from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
 from probes.wire.protocol import StreamStats, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -112,6 +112,8 @@ def all_items() -> list[codec.Item]:
         ClockOffset(7.6, -600.25, -600.25, 12),
         JobChange(7.7, "48211", "FAILED", "NonZeroExitCode", "3:0", ("n1", "n2"),
                   "node list changed"),
+        SourceHealth(7.6, "collector 2", WatcherFault.COLLECTOR_STALLED, "no heartbeat for 3 s"),
+        SourceHealth(7.7, "prometheus"),
         Finding(Step.NCCL, "nccl-timeout", Severity.CRITICAL, "rank 3 timed out", "node-01",
                 gpu=3, xid=None, evidence="Watchdog caught collective", ts=8.0,
                 action="check the fabric", source="job:/x.log", count=4,

@@ -425,7 +425,7 @@ class TestSimulatorScenarios:
             ("temp-near-slowdown", 5), ("throttled-while-busy", 5)]
 
     def test_disk_saturated(self) -> None:
-        # the simulator's loader stalls for 48 s of every 120 s
+        # the simulator's loader stalls for 60 s of every 150 s
         first, h = agent_history("disk-saturated", 60, 10)
         found = run_detectors("h", h, first)
         assert codes(found) == [("data-starvation", None)]

@@ -31,7 +31,10 @@ def test_each_demo_trouble_reads_verdict_first(demo: dict[str, str | None]) -> N
         "gpu-a03": "GPU5 THROTTLED 90 °C",
         "gpu-b02": "GPU6 LOST · Xid 79",
         "gpu-b03": "NCCL TIMEOUT · rank 3",
-        "gpu-c01": "DISK SATURATED · nvme0n1 100% busy, queue 29.9",
+        # the saturated disk starves the GPUs: the starvation leads (the disk is its cause)
+        "gpu-c01": "DATA STARVED · GPUs idle 36% of the last 10 min in gaps between busy "
+                   "stretches (8 of 8 GPUs) while nvme0n1 is 99% busy (await 28 ms, queue 31), "
+                   "holding /data: the input pipeline is starving them",
         "gpu-c02": "GPU2 LINK DOWN-TRAINED · PCIe x8 (capable x16)",
     }
 

@@ -128,12 +128,14 @@ async def test_https_with_a_ca_file(tmp_path: Path) -> None:
             await PromClient(PromEndpoint.from_options(url)).query("x")
 
 
-async def test_a_prometheus_that_fails_mid_run_marks_every_host_down() -> None:
-    """Discovery answers, then every query gets a 503: each host is told why, and the
-    source keeps retrying at its refresh instead of ending."""
+async def test_a_prometheus_that_fails_mid_run_is_a_source_fault_told_once() -> None:
+    """Discovery answers, then every query gets a 503: each host is told, once, that the
+    source is down (not that it is), and the source keeps retrying at its refresh instead
+    of ending."""
+    from probes.errors import WatcherFault
     from probes.transport.prometheus_fields import IDENTITY_LABELS
     from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
-    from probes.wire.events import Disconnected
+    from probes.wire.events import SourceHealth
 
     ids = {"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"Hostname": h, "instance": f"{h}:9400", "gpu": "0",
@@ -159,11 +161,12 @@ async def test_a_prometheus_that_fails_mid_run_marks_every_host_down() -> None:
         task = asyncio.create_task(PromFleetSource(opts).run(lambda h, i: got.append((h, i))))
         for _ in range(200):
             await asyncio.sleep(0.02)
-            if sum(isinstance(i, Disconnected) for _, i in got) >= 4:
+            if sum("query" in c for c in calls) >= 4:
                 break
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    downs = [(h, i) for h, i in got if isinstance(i, Disconnected)]
-    assert {h for h, _ in downs} == {"gpu-a01", "gpu-a02"}
-    assert "HTTP 503" in downs[0][1].reason  # type: ignore[attr-defined]
-    assert len(downs) >= 4  # retried, not given up
+    downs = [(h, i) for h, i in got if isinstance(i, SourceHealth)]
+    assert sorted(h for h, _ in downs) == ["gpu-a01", "gpu-a02"]  # told once, not per retry
+    assert all(i.fault is WatcherFault.SOURCE_DOWN and i.source == "prometheus"
+               and "HTTP 503" in i.reason for _, i in downs)
+    assert sum("query" in c for c in calls) >= 4  # retried, not given up

@@ -146,6 +146,9 @@ async def test_a_fleet_down_pages_once_and_streams_again_within_10_s_of_its_sshd
         assert waits and all(d is not None and d <= 5.0 * 1.2 for d in waits), waits
         print(f"3 hosts back {taken:.1f} s after sshd returned; waits {waits}")
         assert not [f for f in all_findings(w.fleet) if f.severity is Severity.CRITICAL]
+        [back] = alerts.update(all_findings(w.fleet), time.time(), hosts=3)
+        assert (back.event, back.finding.host, back.finding.extra["recovers"]) == (
+            "recovery", "fleet", Code.FLEET_DOWN)
         assert alerts.update(all_findings(w.fleet), time.time(), hosts=3) == []
     finally:
         await w.stop()

@@ -91,14 +91,14 @@ def _until_triage(backend: FakeBackend, with_down_host: bool
             # the host down since before the Xid is the first failure; the Xid is still named
             assert DOWN in banner[0] and "also Xid 79 on gpu-b02 GPU6" in banner[0]
             assert banner[1].startswith(f"Do now: check {DOWN}'s power and network")
-            assert "10 (3 crit)" in steps
+            assert "11 (3 crit)" in steps
         else:
             # the demo's incident, named once, then its action on one line each; gpu-b03's
             # watchdog is another job's incident, named, never its consequence
             assert banner[0].endswith("Xid 79 on gpu-b02 GPU6; also NCCL timeout on gpu-b03")
             assert banner[1] == "Do now: drain gpu-b02, reboot it; RMA GPU6 if it recurs"
             # gpu-a03's training slowed with its throttled GPU5: throughput-drop sits there
-            assert "9 (2 crit)" in steps and "throughput-drop on gpu-a03" in detail
+            assert "10 (2 crit)" in steps and "throughput-drop on gpu-a03" in detail
         if with_down_host:
             # what the GPU step could not check, and why: with or without a finding for it
             assert f"checked: nothing on {DOWN} (unreachable)" in detail
@@ -112,7 +112,8 @@ class TestTriage:
     @pytest.mark.parametrize("size", SIZES)
     def test_demo_incident(self, snap_compare: SnapCompare, size: str) -> None:
         """The demo 45 minutes in: Xid 79 on gpu-b02 GPU6 first, the NCCL timeout on
-        gpu-b03 after it, "Do now:", the GPU step's eight findings."""
+        gpu-b03 after it, "Do now:", the GPU step's findings (gpu-b01's data starvation
+        among them)."""
         app, backend = _app(with_down_host=False)
         assert snap_compare(app, terminal_size=SIZES[size],
                             run_before=_until_triage(backend, False))

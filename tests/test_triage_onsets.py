@@ -96,11 +96,12 @@ def test_the_normal_hgx_layout_is_no_finding_and_counts_agree() -> None:
     assert "topology (each GPU has a local NIC on 8 of 8 hosts)" in gpu.checked[0]
     assert gpu.checked[0].startswith("63 of 64 GPUs answer on 8 of 8 hosts")
     n = count(gpu)
-    # gpu-a03's throughput-drop sits with its throttling GPU (issue 23's demo)
-    assert (n.total, n.at_worst, n.text) == (9, 2, "9 (2 crit)")
+    # gpu-a03's throughput-drop sits with its throttling GPU (issue 23's demo), and
+    # gpu-b01's data starvation beside its saturated disk
+    assert (n.total, n.at_worst, n.text) == (10, 2, "10 (2 crit)")
     assert any(f.code == "throughput-drop" and f.host == "gpu-a03" for f in gpu.findings)
     step, why = propose_next(steps)
-    assert step is Step.GPU and why.startswith("GPU state: 9 findings, 2 critical (worst: ")
+    assert step is Step.GPU and why.startswith("GPU state: 10 findings, 2 critical (worst: ")
 
 
 def test_a_job_log_finding_means_job_logs_are_followed() -> None:

@@ -315,10 +315,13 @@ class RigwatchApp(TypeaheadApp):
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
-            by_host.setdefault(alert.finding.host, []).append(alert)
+            if alert.event == "alert":
+                by_host.setdefault(alert.finding.host, []).append(alert)
         if self.alert_policy.notify:
             self._notify_alerts(by_host)
-        if raised and self.alert_policy.bell:
+            if raised and not by_host:  # recoveries only: said quietly, no bell
+                self.say(" · ".join(f"{a.finding.host}: {a.finding.summary}" for a in raised))
+        if by_host and self.alert_policy.bell:
             self.bell()
         dropped = 0
         for alert in raised:

@@ -84,10 +84,6 @@ def _run_check_inventory(args: argparse.Namespace) -> int:
     return 0
 
 
-RESUME_MAX_AGE_S = 6 * 3600.0
-"""A recording whose last item is older than this is not resumed: a new one is started."""
-
-
 def _settings(args: argparse.Namespace) -> Settings:
     from probes.rules.nccl_expect import configure
     from tui.settings import Settings, default_settings_path, load_settings
@@ -103,19 +99,9 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
                        job: SlurmJob | None = None) -> Backend:
     """The live backend, recording unless ``--no-record`` (and resuming a recent recording
     of the same inventory; a demo always starts a new one, its clock being simulated)."""
-    from probes.store.recording import (
-        Recorder,
-        RecordingError,
-        RecordingReader,
-        default_directory,
-        find_resumable,
-        fleet_fingerprint,
-        new_recording_path,
-    )
-    from probes.store.recording_backend import RecordingBackend
-    from probes.store.thinning import TierSpans
     from probes.transport.backend import AgentFleetBackend
     from probes.transport.collectors import CollectorBackend, auto_collectors
+    from tui.cli_record import with_recording
 
     collectors = args.collectors
     if collectors is None:
@@ -127,28 +113,8 @@ def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
 
         live = JobWatchBackend(live, job.job_id, job.batch_host or specs[0].name,
                                nodes=job.nodes)
-    if args.no_record:
-        return live
-    directory = Path(args.record_dir) if args.record_dir else default_directory()
-    key = fleet_fingerprint([f"{s.name} {s.transport}" for s in specs] + (["demo"] if demo
-                                                                           else []))
-    resume = None if demo else find_resumable(directory, key, RESUME_MAX_AGE_S)
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = resume or new_recording_path(directory, name)
-        keep = settings.recording
-        recorder = Recorder(path, key, [s.name for s in specs],
-                            max_age_s=keep.max_age_days * 86400.0,
-                            max_bytes=int(keep.max_size_gib * 2**30),
-                            tiers=TierSpans(keep.full_resolution_hours * 3600.0,
-                                            keep.bucket_15s_days * 86400.0))
-        reader = RecordingReader(path) if resume else None
-    except (RecordingError, OSError) as exc:
-        print(f"rigwatch: not recording: {exc}", file=sys.stderr)
-        return live
-    if resume:
-        print(f"rigwatch: resuming the recording {path}", file=sys.stderr)
-    return RecordingBackend(live, recorder, resume_from=reader)
+    key = [f"{s.name} {s.transport}" for s in specs] + (["demo"] if demo else [])
+    return with_recording(live, specs, name, key, args, settings, resume=not demo)
 
 
 def _run_console(args: argparse.Namespace) -> int:
@@ -186,21 +152,23 @@ def _run_console(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from probes.store.recording import RecordingError, default_directory
+    from probes.store.recording import RecordingError
     from probes.store.replay import ReplayBackend, ReplayError
     from tui.app import make_app
+    from tui.cli_record import find_recording, record_dir
     from tui.glyphs import wants_ascii
 
     if args.file is None:
         from probes.store.catalog import write_listing
 
-        write_listing(default_directory(), sys.stdout, sys.stderr)
+        write_listing(record_dir(args), sys.stdout, sys.stderr)
         return 0
+    path = find_recording(args.file, record_dir(args))
     try:
-        backend = ReplayBackend(args.file, speed=args.speed)
+        backend = ReplayBackend(str(path), speed=args.speed)
     except (RecordingError, ReplayError) as exc:
         raise ConfigError(f"rigwatch: {exc}") from None
-    app = make_app(backend, demo=False, title=Path(args.file).name)
+    app = make_app(backend, demo=False, title=path.name)
     app.ascii_glyphs = args.ascii or wants_ascii()
     tune_for_streaming()
     app.run()
@@ -497,7 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="replay a recording through the same screens "
                          "(space pause, +/- speed, [ ] 10 min, < > findings, @ seek); "
                          "without FILE, list the recordings")
-    rep.add_argument("file", nargs="?", default=None, metavar="FILE")
+    rep.add_argument("file", nargs="?", default=None, metavar="NAME",
+                     help="a recording file, or a name the listing printed")
+    rep.add_argument("--record-dir", metavar="DIR", default=argparse.SUPPRESS,
+                     help="where to list and look for recordings (default: <data dir>/"
+                          "rigwatch/recordings)")
     rep.add_argument("--speed", type=float, default=60.0,
                      help="recording seconds per real second (default %(default)g)")
     rep.add_argument("--ascii", action="store_true", default=argparse.SUPPRESS,

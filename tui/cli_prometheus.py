@@ -15,6 +15,7 @@ from probes.errors import ConfigError
 from tui.cli_fleet import print_preflight, warn_insecure
 
 if TYPE_CHECKING:
+    from probes.transport.backend import Backend
     from probes.transport.prometheus_source import PromFleetOptions
     from tui.settings import Settings
 
@@ -153,23 +154,39 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
     return print_preflight(results, args.json)
 
 
-def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
+def console_backend(args: argparse.Namespace, options: PromFleetOptions,
+                    settings: Settings) -> Backend:
+    """The console's backend on the Prometheus fleet, recorded like every console session.
+
+    Raises:
+        ConfigError: Prometheus holds no GPU series under the match.
+        PrometheusError: it cannot be read now.
+    """
     from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
     from probes.transport.prometheus_source import PromFleetSource, with_window
-    from tui.app import make_app
-    from tui.gc_policy import tune_for_streaming
-    from tui.glyphs import wants_ascii
+    from tui.cli_record import with_recording
 
-    settings = _limits(args)
     options = with_window(options, settings.detectors.leak_window_s)
     source = PromFleetSource(options)
     found = asyncio.run(source.discover())
     if not found.hosts:
         raise ConfigError(f"rigwatch: no GPU series in {options.endpoint.url} "
                           f"(DCGM_FI_DEV_FB_USED{{{options.match}}} has none)")
-    backend = PrometheusBackend(options, prometheus_specs(found.hosts, options.refresh_s),
-                                source, ssh=_ssh_hosts(args))
-    # the header's note (the backend's mode text) says where the numbers come from
+    specs = prometheus_specs(found.hosts, options.refresh_s)
+    live = PrometheusBackend(options, specs, source, ssh=_ssh_hosts(args))
+    # the same items, the same file, replayed alike; the header keeps the URL beside "● rec"
+    name = f"prometheus-{options.match}" if options.match else "prometheus"
+    key = [f"{s.name} prometheus" for s in specs] + [f"match {options.match}"]
+    return with_recording(live, specs, name, key, args, settings)
+
+
+def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
+    from tui.app import make_app
+    from tui.gc_policy import tune_for_streaming
+    from tui.glyphs import wants_ascii
+
+    settings = _limits(args)
+    backend = console_backend(args, options, settings)
     app = make_app(backend, demo=False, title=options.match or None,
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight)

@@ -27,7 +27,7 @@ STATE_GLYPH = {GpuVerdict.OK: "•", GpuVerdict.HOT: "▲", GpuVerdict.THROTTLED
 NO_READING_STATES = frozenset({GpuVerdict.LOST, GpuVerdict.UNRESPONSIVE, GpuVerdict.MISSING})
 TEMP_STYLE = {TempLevel.HOT: "hot", TempLevel.WARM: "warm"}
 """A temperature cell's colour from the core's level (near this board's slowdown)."""
-HOST_GLYPH = {"stale": "~", "down": "×", "connecting": "·"}
+HOST_GLYPH = {"stale": "~", "down": "×", "connecting": "·", "unknown": "~"}
 """Every GPU cell of a host that is not streaming shows its status instead of a value."""
 SEV_MARK = {"critical": "!", "warning": "*", "info": "i"}
 """The host's worst finding, in the column before its GPU cells."""
@@ -132,7 +132,7 @@ def group_label(tag: str, hosts: Sequence[WallHost]) -> str:
     """``rack-a (64 hosts, 2 down)``: the count of hosts and of those down or stale."""
     n = len(hosts)
     parts = [f"{n} host{'s' if n != 1 else ''}"]
-    for status in ("down", "stale"):
+    for status in ("down", "stale", "unknown"):
         k = sum(1 for h in hosts if h.status == status)
         if k:
             parts.append(f"{k} {status}")
@@ -224,7 +224,8 @@ def _legend_items(metric: str, margins: tuple[float, float]) -> list[list[tuple[
         items.append([("GPU status", "legend-title")])
         states = tuple(STATE_GLYPH)
     items.extend([(STATE_GLYPH[s], s.value), (f" {s.value}", "legend")] for s in states)
-    items.extend([(g, s), (f" {s}", "legend")] for s, g in HOST_GLYPH.items())
+    items.extend([(g, s), (f" {s}", "legend")] for s, g in HOST_GLYPH.items()
+                 if s != "unknown")  # drawn as stale; the status line says which
     items.extend([(g, f"sev-{s}"), (f" {s}", "legend")] for s, g in SEV_MARK.items())
     return items
 
@@ -302,7 +303,7 @@ def status_parts(metric: str, host: WallHost | None, gpu: int | None,
 STYLE_NAMES = frozenset({
     "scale-low", "scale-high", "warm", "hot", "mem-high", "none", "blank",
     *(v.value for v in GpuVerdict),
-    "stale", "down", "connecting", "sev-critical", "sev-warning", "sev-info",
+    "stale", "down", "connecting", "unknown", "sev-critical", "sev-warning", "sev-info",
     "label", "label-down", "legend", "legend-title", "status-name", "status-line",
     "cursor", "cursor-host", "empty",
 })

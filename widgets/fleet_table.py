@@ -23,6 +23,7 @@ STATUS_CLASS = {
     HostStatus.STREAMING: "cell--ok",
     HostStatus.CONNECTING: "cell--connecting",
     HostStatus.STALE: "cell--stale",
+    HostStatus.UNKNOWN: "cell--stale",
 }
 SHORT_STATUS = {
     HostStatus.HOST_KEY_REFUSED: "key refused",

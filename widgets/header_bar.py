@@ -20,6 +20,7 @@ _COUNT_VARIABLE = {
     "stale": "$status-stale",
     "down": "$status-down",
     "connecting": "$status-connecting",
+    "unknown": "$status-stale",
     "critical": "$sev-critical",
     "warning": "$sev-warning",
     "info": "$sev-info",
@@ -31,10 +32,12 @@ def _count(n: int, word: str) -> str:
 
 
 def totals_content(totals: Mapping[str, int]) -> Content:
-    """``6/8 streaming, 1 stale, 1 down │ 62 GPUs │ 2 critical, 3 warning``."""
-    hosts = sum(totals.get(k, 0) for k in ("streaming", "stale", "down", "connecting"))
+    """``6/8 streaming, 1 stale, 1 down │ 62 GPUs │ 2 critical, 3 warning``; hosts the
+    console itself cannot see now (a collector or Prometheus at fault) count as unknown."""
+    shown = ("stale", "down", "connecting", "unknown")
+    hosts = totals.get("streaming", 0) + sum(totals.get(k, 0) for k in shown)
     parts = [f"[$status-streaming]{totals.get('streaming', 0)}/{hosts} streaming[/]"]
-    parts += [c for w in ("stale", "down", "connecting") if (c := _count(totals.get(w, 0), w))]
+    parts += [c for w in shown if (c := _count(totals.get(w, 0), w))]
     found = [c for w in ("critical", "warning", "info") if (c := _count(totals.get(w, 0), w))]
     markup = ", ".join(parts) + f" │ {totals.get('gpus', 0)} GPUs │ "
     markup += ", ".join(found) if found else "no findings"

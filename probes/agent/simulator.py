@@ -29,8 +29,11 @@ SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
 SIM_NCCL_TIMEOUT_S = 600.0
 """``nccl-timeout``'s watchdog timeout (torch's default): its GPUs spin this long before."""
 LEAK_MIB_PER_H = 600.0
-SIM_STARVE_PERIOD_S = 120.0
-"""``disk-saturated``: the GPUs wait on the loader for 40 % of every two minutes."""
+SIM_STARVE_PERIOD_S = 150.0
+"""``disk-saturated``: the GPUs wait on the loader for 40 % of every 150 s.  Not 120 s: the
+demo samples every 60 simulated seconds (1 s at ×60), and 120 is a multiple of 60, so every
+sample fell in the busy part and the starvation the demo promises never showed; 150 s puts
+two of every five samples in the wait at any speed."""
 THROTTLE_TAU_S = 600.0
 SIM_MEM_BYTES = 2 * 1024 ** 4
 SIM_LOW_RAM_BYTES = 768 * 1024 ** 3

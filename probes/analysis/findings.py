@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from probes.analysis.judge import disk_saturated, slowing_reasons, swapping
+from probes.analysis import actions as acts
+from probes.analysis.judge import POWER_CAP, disk_saturated, slowing_reasons, swapping
 from probes.analysis.judge import link_shortfall as judged_link
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
@@ -83,6 +84,11 @@ class Finding:
         return (self.step.value, self.code, self.gpu, self.xid)
 
 
+def _default_action(code: str) -> str | None:
+    """The code's own action, for a finding whose rule gave none (``actions``)."""
+    return acts.default_actions().get(code)
+
+
 def _number(extra: Mapping[str, object], key: str) -> float | None:
     """A number a rule put in ``extra``; None when absent or not a number (JSON unchanged)."""
     v = extra.get(key)
@@ -109,14 +115,15 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
             if info.index not in seen:
                 out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
                                    f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
-                                   "the samples", host, gpu=info.index, ts=sample.ts))
+                                   "the samples", host, gpu=info.index, ts=sample.ts,
+                                   action=acts.ACTION_GPU_LOST))
     for gpu in sample.gpus:
         out.extend(_gpu_findings(host, gpu, sample.ts, limits))
     for disk in sample.disks:
         if disk_saturated(disk.util):
             out.append(Finding(Step.GPU, "disk-saturated", Severity.WARNING,
                                f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
-                               host, ts=sample.ts))
+                               host, ts=sample.ts, action=acts.ACTION_DISK))
     out.sort(key=lambda f: -f.severity.rank)
     return out
 
@@ -127,11 +134,13 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
     if gpu.state is GpuState.LOST:
         name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
         out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
-                           f"GPU {name} is lost", host, gpu=gpu.index, ts=ts))
+                           f"GPU {name} is lost", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_GPU_LOST))
         return out
     if gpu.state is GpuState.UNRESPONSIVE:
         out.append(Finding(Step.GPU, "gpu-unresponsive", Severity.WARNING,
-                           f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts))
+                           f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_UNRESPONSIVE))
         return out
     # Every check below is skipped at the cost of one comparison when its inputs are
     # healthy: this runs for every GPU of every host every second.
@@ -143,23 +152,28 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
             clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
         out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
                            f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
-                           host, gpu=gpu.index, ts=ts))
+                           host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
+                           else acts.ACTION_THROTTLED))
     link = judged_link(gpu, limits)
     if link is Severity.WARNING:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
                            f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
-                           f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts))
+                           f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_LINK_WIDTH))
     elif link is Severity.INFO:
         out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
                            f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
-                           f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts))
+                           f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_LINK_GEN))
     if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
             or gpu.remap_pending or gpu.retired_pages_pending):
         out.extend(_memory_health(host, gpu, ts))
     if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
         out.append(Finding(Step.GPU, "nvlink-down", Severity.WARNING,
                            f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "
-                           f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts))
+                           f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_NVLINK))
     return out
 
 
@@ -169,24 +183,26 @@ def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
     if gpu.ecc_uncorrected_volatile:
         out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.CRITICAL,
                            f"GPU {gpu.index}: {gpu.ecc_uncorrected_volatile} uncorrectable ECC "
-                           "errors since the driver loaded", host, gpu=gpu.index, ts=ts))
+                           "errors since the driver loaded", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_ECC))
     elif gpu.ecc_uncorrected_aggregate:
         out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.INFO,
                            f"GPU {gpu.index}: {gpu.ecc_uncorrected_aggregate} uncorrectable ECC "
                            "errors in its lifetime (none since the driver loaded)",
-                           host, gpu=gpu.index, ts=ts))
+                           host, gpu=gpu.index, ts=ts, action=acts.ACTION_ECC))
     if gpu.remap_failure:
         out.append(Finding(Step.GPU, "row-remap-failure", Severity.CRITICAL,
                            f"GPU {gpu.index}: row remapping failed (no spare rows); the card "
-                           "needs service", host, gpu=gpu.index, ts=ts))
+                           "needs service", host, gpu=gpu.index, ts=ts,
+                           action=acts.ACTION_REMAP_FAIL))
     elif gpu.remap_pending:
         out.append(Finding(Step.GPU, "row-remap-pending", Severity.WARNING,
                            f"GPU {gpu.index}: a row remap waits for a GPU reset",
-                           host, gpu=gpu.index, ts=ts))
+                           host, gpu=gpu.index, ts=ts, action=acts.ACTION_PENDING))
     if gpu.retired_pages_pending:
         out.append(Finding(Step.GPU, "retired-pages-pending", Severity.WARNING,
                            f"GPU {gpu.index}: retired pages wait for a driver reload",
-                           host, gpu=gpu.index, ts=ts))
+                           host, gpu=gpu.index, ts=ts, action=acts.ACTION_PENDING))
     return out
 
 
@@ -195,7 +211,8 @@ def host_findings(host: str, sample: HostSample) -> list[Finding]:
     swap = sample.host.swap_in_pages_s
     if swap is not None and swapping(swap):
         return [Finding(Step.GPU, "host-swapping", Severity.WARNING,
-                        f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts)]
+                        f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts,
+                        action=acts.ACTION_SWAPPING)]
     return []
 
 
@@ -215,7 +232,8 @@ def link_chain_findings(host: str, hello: Hello,
             what = "its link" if link.address == bus else f"bridge {link.address} above it"
             out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
                                f"GPU {index.get(bus, '?')} ({bus}): {what} runs x{link.width} "
-                               f"of x{link.max_width}", host, gpu=index.get(bus)))
+                               f"of x{link.max_width}", host, gpu=index.get(bus),
+                               action=acts.ACTION_LINK_WIDTH))
             break
     return out
 
@@ -233,8 +251,8 @@ def topology_findings(host: str, hello: Hello) -> list[Finding]:
     if not hello.topo_text or normal_topology(hello.topo_text):
         return []
     result = topo.explain(hello.topo_text.splitlines())
-    return [Finding(Step.GPU, f.code, f.severity, f.summary, host, evidence=f.evidence)
-            for f in result.findings]
+    return [Finding(Step.GPU, f.code, f.severity, f.summary, host, evidence=f.evidence,
+                    action=f.action or _default_action(f.code)) for f in result.findings]
 
 
 @functools.lru_cache(maxsize=64)
@@ -311,7 +329,8 @@ def log_findings(host: str, hello: Hello | None, hits: list[LiveHit]) -> list[Fi
         f = hit.finding
         out.append(Finding(f.step, f.code, f.severity, f.summary, host,
                            gpu=_gpu_index(hello, f.gpu), xid=f.xid, evidence=f.evidence,
-                           ts=hit.ts, action=f.action, source=hit.source, count=f.count,
+                           ts=hit.ts, action=f.action or _default_action(f.code),
+                           source=hit.source, count=f.count,
                            extra=with_rank(f.extra), context=hit.context, clock=hit.clock,
                            line=hit.line))
     return out

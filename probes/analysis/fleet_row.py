@@ -22,11 +22,15 @@ class HostStatus(str, Enum):
     AUTH_FAILED = "auth-failed"
     HOST_KEY_REFUSED = "host-key-refused"
     AGENT_FAILED = "agent-failed"
+    UNKNOWN = "unknown"
+    """The console's own path to the host failed (a collector, the metrics server): nothing
+    is known of the host now, which is not the same as down."""
 
     @property
     def is_down(self) -> bool:
-        """Not streaming because of a failure (as opposed to connecting or stale)."""
-        return self not in (HostStatus.CONNECTING, HostStatus.STREAMING, HostStatus.STALE)
+        """Not streaming because of a failure (as opposed to connecting, stale or unknown)."""
+        return self not in (HostStatus.CONNECTING, HostStatus.STREAMING, HostStatus.STALE,
+                            HostStatus.UNKNOWN)
 
 
 @dataclass(frozen=True)

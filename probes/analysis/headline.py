@@ -14,14 +14,17 @@ from collections.abc import Iterable
 from probes.analysis.findings import Finding
 from probes.analysis.judge import HOT_CODES, LEAK_CODES, LOST_CODES, THROTTLE_CODES, GpuVerdict
 from probes.analysis.reachability import REACHABILITY_CODES
+from probes.analysis.watcher import SOURCE_CODES
 from probes.triage import Code, Severity
 
 SEP = " · "
 XID_LOST = frozenset({79})
 """Xids that mean the GPU is gone (fallen off the bus)."""
 _LOST_WORDS = LOST_CODES | {Code.GPU_FALLEN_OFF_BUS}
-_VERDICT_LED = REACHABILITY_CODES | {Code.GPU_COUNT_SHORT, Code.FLEET_DOWN}
-"""Codes whose summary already leads with its verdict (``probes.analysis.reachability``)."""
+_VERDICT_LED = REACHABILITY_CODES | SOURCE_CODES | {
+    Code.GPU_COUNT_SHORT, Code.FLEET_DOWN, Code.HOST_FLAPPING, Code.RECOVERED}
+"""Codes whose summary already leads with its verdict (``probes.analysis.reachability``,
+``probes.analysis.watcher``, ``probes.analysis.alerts``)."""
 _WORDS: dict[str, str] = {
     Code.GPU_UNRESPONSIVE: GpuVerdict.UNRESPONSIVE.value.upper(),
     Code.PCIE_LINK_DOWNGRADED: "LINK DOWN-TRAINED",

@@ -25,6 +25,10 @@ REACHABILITY_CODES = DOWN_CODES | {Code.HOST_STALE}
 ACTION_UNREACHABLE = ("Check the host's power and BMC (ipmitool -H <bmc> chassis status), "
                       "then ping it and ssh -v to it from this machine: a refused port is sshd "
                       "down; no answer is the host or the network")
+ACTION_SSH_REFUSED = ("The host answers but refuses SSH on its port: sshd is down (or listens "
+                      "elsewhere). Restart it from the host's console or BMC (systemctl status "
+                      "ssh; journalctl -u ssh), or check the port the inventory names; ping "
+                      "and ssh -v from this machine show it is this host that answers")
 ACTION_AUTH = ("Check the user and key the inventory names: ssh -i <key> <user>@<host> true; "
                "the key must be in the user's authorized_keys (or the ssh agent)")
 ACTION_KEY_CHANGED = ("Treat as possible interception until proven otherwise: verify the new "
@@ -107,6 +111,8 @@ def down_finding(host: str, outage: Outage) -> Finding:
                        f"{verdict} · {_short(outage.reason)}", host, evidence=outage.reason,
                        ts=outage.onset, action=ACTION_KEY_REFUSED)
     code, verdict, action = _BY_KIND.get(outage.kind, _BY_KIND[DisconnectKind.DOWN])
+    if outage.kind is DisconnectKind.UNREACHABLE and "connection refused" in outage.reason.lower():
+        action = ACTION_SSH_REFUSED  # a refusal is an answer: the host is up, sshd is not
     return Finding(Step.GPU, code, Severity.CRITICAL, f"{verdict} · {_short(outage.reason)}",
                    host, evidence=outage.reason, ts=outage.onset, action=action,
                    extra={"kind": outage.kind.value})

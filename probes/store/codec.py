@@ -26,11 +26,11 @@ from typing import Any, Union
 
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
-from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange
+from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
 from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | ClockOffset | JobChange | Finding)
+        | ClockOffset | JobChange | SourceHealth | Finding)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -43,6 +43,7 @@ KINDS: Mapping[str, type[Any]] = {
     "disconnected": Disconnected,
     "clock": ClockOffset,
     "job": JobChange,
+    "source": SourceHealth,
     "finding": Finding,
 }
 """Type tag (``"t"`` in the encoded data, ``kind`` in a recording) -> class."""

@@ -8,8 +8,11 @@ UI's way:
   compresses and commits the queue in one transaction at least every ``flush_interval_s``.
   The file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process being
   killed (``kill -9`` loses at most the items of the last interval), though not a power cut.
-* Any write error (disk full, read-only file, I/O error) stops the recording with a reason
-  in :attr:`Recorder.status`; ``record`` then does nothing.  Nothing is raised into the UI.
+* A full disk pauses the recording (``paused``, with the reason): what arrives meanwhile is
+  dropped, and the writer tries again every ``PAUSE_RETRY_S`` once ``RESUME_FREE_BYTES`` are
+  free, so recording resumes by itself when space returns.  Any other write error (read-only
+  file, I/O error) stops it with a reason in :attr:`Recorder.status`; ``record`` then does
+  nothing.  Nothing is raised into the UI.
 * Samples are staged each second and packed a minute at a time into columnar blocks
   (:mod:`probes.store.block_writer`, :mod:`probes.store.columns`): about 50-100 bytes per
   8-GPU host-sample instead of 750-900 as whole rows.
@@ -63,14 +66,19 @@ _EARLY_FLUSH_ITEMS = 5000
 """A queue this long is flushed without waiting for the interval."""
 
 
-State = Literal["recording", "stopped", "off"]
+State = Literal["recording", "paused", "stopped", "off"]
+PAUSE_RETRY_S = 5.0
+"""A recording paused by a full disk tries again this often."""
+RESUME_FREE_BYTES = 256 * 1024
+"""…once at least this much is free where the file lives."""
 
 
 @dataclass(frozen=True)
 class RecordingStatus:
     """What the status bar shows about recording.
 
-    ``recording``: the writer is running.  ``stopped``: a write failed and recording gave up;
+    ``recording``: the writer is running.  ``paused``: the disk is full; ``reason`` says so and
+    recording resumes when space returns.  ``stopped``: a write failed and recording gave up;
     ``reason`` says why.  ``off``: not recording by choice (closed, or never started).
     ``items_written`` counts what this recorder committed; ``bytes`` is the file's size on
     disk with its WAL.
@@ -81,6 +89,8 @@ class RecordingStatus:
     reason: str | None = None
     items_written: int = 0
     bytes: int = 0
+    dropped: int = 0
+    """Items left out while paused."""
 
     @classmethod
     def off(cls, reason: str | None = None, path: Path | None = None) -> RecordingStatus:
@@ -164,6 +174,10 @@ def _describe_error(e: BaseException) -> str:
     return f"write failed: {text}"
 
 
+def _is_full(e: BaseException) -> bool:
+    return _describe_error(e).startswith("disk full")
+
+
 _OPEN: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
@@ -218,6 +232,7 @@ class Recorder:
         self._reason: str | None = None
         self._items_written = 0
         self._skipped = 0
+        self._dropped = 0
         self._bytes = 0
         self._cpu_s = 0.0
         self._wake = threading.Event()
@@ -238,7 +253,7 @@ class Recorder:
     @property
     def status(self) -> RecordingStatus:
         return RecordingStatus(self._state, self._path, self._reason, self._items_written,
-                               self._bytes)
+                               self._bytes, self._dropped)
 
     @property
     def skipped(self) -> int:
@@ -253,6 +268,9 @@ class Recorder:
     def record(self, host: str, ts: float, item: Item) -> None:
         """Queue one item; never blocks on disk and never raises."""
         if not self._accepting:
+            return
+        if self._state == "paused":
+            self._dropped += 1
             return
         pending = self._pending
         pending.append((host, ts, item))
@@ -380,6 +398,10 @@ class Recorder:
                 if self._fail_reason is not None:
                     self._stop(self._fail_reason)
                     return
+                if self._state == "paused":
+                    if self._stopping or not self._wait_for_space():
+                        return
+                    continue
                 if self._retention_due(next_retention):
                     next_retention = time.monotonic() + self._retention_interval_s
                     if not self._apply_retention():
@@ -392,11 +414,63 @@ class Recorder:
                     return
                 self._wake.wait(max(0.0, next_flush - time.monotonic()))
                 self._wake.clear()
-                self._flush()
-        except Exception as e:  # any failure stops recording, visibly
+                try:
+                    self._flush()
+                except Exception as e:
+                    if not _is_full(e):
+                        raise
+                    self._pause(_describe_error(e))
+        except Exception as e:  # any other failure stops recording, visibly
             self._stop(_describe_error(e))
         finally:
             self._finish()
+
+    def _pause(self, reason: str) -> None:
+        """The disk is full: drop what waits, keep the file as committed, try again later."""
+        self._dropped += len(self._pending)
+        self._pending.clear()
+        self._reason = f"{reason} (paused: resumes when space returns)"
+        self._state = "paused"
+        self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and cut it to nothing: on a small disk the WAL (which
+        only checkpoints by itself at 1,000 pages) is what fills it."""
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _wait_for_space(self) -> bool:
+        """One wait of a paused writer, then one try to resume; False when it should end."""
+        self._wake.wait(PAUSE_RETRY_S)
+        self._wake.clear()
+        if self._stopping:
+            return False
+        try:
+            st = os.statvfs(self._path.parent)
+        except OSError:
+            return True
+        if st.f_bavail * st.f_frsize < RESUME_FREE_BYTES:
+            return True
+        self._checkpoint()
+        try:  # what was packed in memory for the failed commit is gone: start afresh
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._packer = SamplePacker(conn, self._body)
+                self._packer.recover()
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('resumed_ts', ?)",
+                             (repr(time.time()),))
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except Exception as e:
+            if not _is_full(e):
+                raise
+            return True  # still full: stay paused
+        self._state, self._reason = "recording", None
+        return True
 
     def _retention_due(self, when: float) -> bool:
         if self._max_age_s is None and self._max_bytes is None and self._tiers is None:

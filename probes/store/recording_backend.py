@@ -10,6 +10,7 @@ and appends to it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 from probes.analysis.findings import Finding
@@ -18,7 +19,7 @@ from probes.store.codec import Item
 from probes.store.recording import Recorder
 from probes.store.recording_reader import RecordingReader
 from probes.transport.backend import Backend, BackendBase
-from probes.wire.events import Emit, SessionItem
+from probes.wire.events import Emit, SessionItem, SourceHealth
 
 RESUME_WINDOW_S = 2 * 3600.0
 """How much of an earlier recording is played back at start: the finest history tier."""
@@ -46,10 +47,17 @@ class RecordingBackend(BackendBase):
         self.resumed_items = 0
 
     def mode_text(self) -> str:
-        """``● rec``, or why nothing is being recorded."""
+        """``● rec``, or why nothing is being recorded, after the live source's own note
+        (``Prometheus URL``)."""
+        inner = self.inner.mode_text()
+        return f"{inner} · {self._rec_text()}" if inner else self._rec_text()
+
+    def _rec_text(self) -> str:
         status = self.recorder.status
         if status.state == "recording":
             return "● rec"
+        if status.state == "paused":
+            return f"rec paused: {status.reason}"
         return f"not recording: {status.reason}" if status.reason else "not recording"
 
     def record_alert(self, finding: Finding, ts: float) -> None:
@@ -75,14 +83,25 @@ class RecordingBackend(BackendBase):
 
     async def run(self, emit: Emit) -> None:
         """Play back what was recorded before, then run the live backend, recording it."""
+        unseen: dict[str, SourceHealth] = {}
         for n, (host, _ts, item) in enumerate(self._earlier(), 1):
             if not isinstance(item, Finding):  # findings are derived again from the items
                 emit(host, item)
                 self.resumed_items += 1
+            if isinstance(item, SourceHealth):
+                if item.fault is None:
+                    unseen.pop(host, None)
+                else:
+                    unseen[host] = item
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         if self.resume_from is not None:
             self.resume_from.close()
+        # a fault of the last session's collectors or Prometheus is not this one's: this
+        # session's sources say their own (none is said while all is well)
+        now = time.time()
+        for host, health in unseen.items():
+            emit(host, SourceHealth(now, health.source, None, "a new session"))
 
         def tee(host: str, item: SessionItem) -> None:
             self.recorder.record(host, item_ts(item), item)

@@ -16,6 +16,9 @@ order they happened.  An entry is one of:
 * a session item made by the session itself (``Connected``, ``Disconnected``, a transport
   note): rare, pickled whole.
 
+An empty batch is a heartbeat: a collector with nothing to send sends one every
+``HEARTBEAT_S``, so the console can tell a quiet collector from a stalled one.
+
 A frame is a 4-byte big-endian length and a pickle.  Pickle is safe here because both ends
 are this program under the same user: host data inside a frame is ``bytes`` or an item
 already sanitised by the collector's decode, never code.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+import typing
 from dataclasses import dataclass
 
 from probes.config.fleet import HostSpec
@@ -33,6 +37,8 @@ from probes.wire.events import SessionItem
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 2**20
 """A frame longer than this is a broken pipe's garbage, not a batch."""
+HEARTBEAT_S = 0.5
+"""A collector with nothing to send sends an empty batch this often."""
 RETRY = "retry"
 """Command: cut this host's backoff (``retry <index>``)."""
 
@@ -67,3 +73,24 @@ def frame_length(header: bytes) -> int:
 def unframe(body: bytes) -> object:
     """A frame's body back to its object."""
     return pickle.loads(body)
+
+
+_SESSION_ITEMS = tuple(typing.get_args(SessionItem))
+"""What a collector may relay whole: any session item (the session's own, and what its
+emit adds); agents' data travels as bytes."""
+
+
+def check_batch(obj: object, hosts: int) -> Batch:
+    """``obj`` if it is a batch for a shard of ``hosts`` hosts; ValueError naming what is
+    wrong otherwise (a broken or tampered pipe must not reach another host's state)."""
+    if not isinstance(obj, list):
+        raise ValueError(f"a frame holds {type(obj).__name__}, not a batch")
+    for pair in obj:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise ValueError("a batch entry is not an (index, entry) pair")
+        i, entry = pair
+        if type(i) is not int or not 0 <= i < hosts:
+            raise ValueError(f"host index {i!r} outside the shard's {hosts} hosts")
+        if not (entry is None or isinstance(entry, (bytes, *_SESSION_ITEMS))):
+            raise ValueError(f"an entry of type {type(entry).__name__}")
+    return obj

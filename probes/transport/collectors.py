@@ -8,8 +8,13 @@ its agents sent plus the few items the sessions make themselves.  The console de
 each host's bytes with its own reader and folds the items as if its own sessions had made
 them: everything after the backend (state, history, findings, recording) is unchanged.
 
-A collector that dies is that shard's hosts' ``agent-failed`` state, with the reason, and
-it is started again after ``RESTART_S``; the other collectors never notice.
+A collector's faults are the console's, not its hosts': the console watches each one (a
+heartbeat frame every ``HEARTBEAT_S`` when there is nothing else to send).  One silent for
+``STALLED_AFTER_S`` is ``collector-stalled`` (frozen, stopped, starved), and is killed and
+started again after ``HUNG_AFTER_S``; one that exits, or sends a frame that cannot be read,
+is ``collector-died`` and is started again after ``RESTART_S``.  Either way its hosts read
+"unknown" (``SourceHealth``), one finding names the collector, and the other collectors
+never notice.  A collector exits when the console does (``collector_worker``).
 """
 
 from __future__ import annotations
@@ -19,17 +24,26 @@ import contextlib
 import logging
 import math
 import os
+import signal
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
-from probes.errors import DisconnectKind
+from probes.errors import WatcherFault
 from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase, cancel_once
-from probes.transport.collector_wire import RETRY, CollectorJob, frame, frame_length, unframe
+from probes.transport.collector_wire import (
+    RETRY,
+    Batch,
+    CollectorJob,
+    check_batch,
+    frame,
+    frame_length,
+    unframe,
+)
 from probes.transport.host_clock import clocked
-from probes.wire.events import Connected, Disconnected, Emit
+from probes.wire.events import Connected, Disconnected, Emit, SourceHealth
 from probes.wire.protocol import MessageReader
 
 log = logging.getLogger(__name__)
@@ -38,7 +52,7 @@ FLUSH_S = 0.05
 """How long a collector gathers entries before it sends them: 20 frames a second."""
 RESTART_S = 5.0
 """A collector that died starts again after this long."""
-STOP_S = 10.0
+STOP_S = 12.0
 """How long a collector has to stop its agents once told to; then it is killed."""
 HOSTS_PER_COLLECTOR = 256
 """Below this many hosts one process keeps up easily; the automatic count adds a
@@ -46,6 +60,15 @@ collector per this many hosts."""
 MAX_AUTO = 8
 STDERR_LINES = 20
 """The collector's last stderr lines kept for a crash's reason."""
+STALLED_AFTER_S = 3.0
+"""No frame (a heartbeat comes every ``collector_wire.HEARTBEAT_S``) for this long: stalled.
+Below the hosts' own stale limit (5 s at least), so they read unknown, never stale."""
+HUNG_AFTER_S = 60.0
+"""A collector silent this long is killed and started again."""
+CHECK_S = 0.5
+LATE_S = 1.0
+"""A check this late means the console itself did not run (frozen, starved): that time is
+not counted as the collector's silence."""
 
 
 def auto_collectors(hosts: int, cpus: int | None = None) -> int:
@@ -62,12 +85,23 @@ def auto_collectors(hosts: int, cpus: int | None = None) -> int:
 class _Shard:
     """One collector process and what the console keeps of its hosts."""
 
+    number: int
+    """1-based: the operator reads ``collector 2``."""
     job: CollectorJob
     readers: dict[int, MessageReader] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
     """Hosts whose last item was a Disconnected: a retry can help them."""
     proc: asyncio.subprocess.Process | None = None
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+    heard: float = 0.0
+    """Loop time of the newest frame (heartbeats included)."""
+    fault: WatcherFault | None = None
+    ended: str | None = None
+    """Why the console ended this collector (killed for silence, a bad frame), if it did."""
+
+    @property
+    def name(self) -> str:
+        return f"collector {self.number}"
 
 
 class CollectorBackend(BackendBase):
@@ -75,14 +109,18 @@ class CollectorBackend(BackendBase):
 
     def __init__(self, specs: list[HostSpec], collectors: int,
                  max_connecting: int = MAX_CONCURRENT_CONNECTS,
-                 flush_s: float = FLUSH_S, restart_s: float = RESTART_S) -> None:
+                 flush_s: float = FLUSH_S, restart_s: float = RESTART_S,
+                 stalled_after_s: float = STALLED_AFTER_S,
+                 hung_after_s: float = HUNG_AFTER_S) -> None:
         if collectors < 1:
             raise ValueError("a collector backend needs at least one collector")
         self.specs = specs
         self.restart_s = restart_s
+        self.stalled_after_s = stalled_after_s
+        self.hung_after_s = hung_after_s
         n = min(collectors, max(1, len(specs)))
         per = max(1, math.ceil(max_connecting / n))
-        self._shards = [_Shard(CollectorJob(tuple(specs[k::n]), per, flush_s))
+        self._shards = [_Shard(k + 1, CollectorJob(tuple(specs[k::n]), per, flush_s))
                         for k in range(n)]
         self._where = {spec.name: (shard, i) for shard in self._shards
                        for i, spec in enumerate(shard.job.specs)}
@@ -122,65 +160,117 @@ class CollectorBackend(BackendBase):
     async def _keep(self, shard: _Shard, emit: Emit) -> None:
         while True:
             reason = await self._run_once(shard, emit)
-            now = time.time()
-            for i, spec in enumerate(shard.job.specs):
+            for i in range(len(shard.job.specs)):
                 shard.readers.pop(i, None)
                 shard.down.add(i)
-                emit(spec.name, Disconnected(now, reason, self.restart_s, None,
-                                             DisconnectKind.AGENT_FAILED))
+            log.warning("%s: %s", shard.name, reason)
+            self._health(shard, emit, WatcherFault.COLLECTOR_DIED,
+                         f"{reason}; restarting in {self.restart_s:g} s")
             await asyncio.sleep(self.restart_s)
+
+    @staticmethod
+    def _health(shard: _Shard, emit: Emit, fault: WatcherFault | None, reason: str = "") -> None:
+        """Tell each of the shard's hosts whether it is seen through its collector."""
+        shard.fault = fault
+        now = time.time()
+        for spec in shard.job.specs:
+            emit(spec.name, SourceHealth(now, shard.name, fault, reason))
 
     async def _run_once(self, shard: _Shard, emit: Emit) -> str:
         """One collector process from start to exit; returns why it ended."""
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "probes.transport.collector_worker",
+            sys.executable, "-m", "probes.transport.collector_worker", str(os.getpid()),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True)
-        shard.proc = proc
+        shard.proc, shard.ended = proc, None
+        shard.heard = asyncio.get_running_loop().time()
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         drain = asyncio.create_task(self._drain_stderr(shard, proc.stderr))
+        watch = asyncio.create_task(self._watch(shard, proc, emit))
         try:
             proc.stdin.write(frame(shard.job))
-            await self._read(shard, proc.stdout, emit)
+            bad = await self._read(shard, proc.stdout, emit)
+            if bad is not None:  # never trust the rest of that pipe: start afresh
+                shard.ended = f"sent a frame that cannot be read ({bad})"
+                _kill(proc)
             rc = await proc.wait()
         finally:
+            watch.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._stop(proc))
             shard.proc = None
             drain.cancel()
+        if shard.ended is not None:
+            return f"{shard.name} (pid {proc.pid}) {shard.ended}"
         last = shard.stderr[-1] if shard.stderr else "no message"
-        return f"collector process exited (status {rc}): {last}"
+        return f"{shard.name} (pid {proc.pid}) exited (status {rc}): {last}"
 
-    async def _read(self, shard: _Shard, stdout: asyncio.StreamReader, emit: Emit) -> None:
-        """Fold every frame the collector sends until its stdout ends."""
-        specs = shard.job.specs
+    async def _watch(self, shard: _Shard, proc: asyncio.subprocess.Process,
+                     emit: Emit) -> None:
+        """The collector's heartbeat: stalled after ``stalled_after_s`` of silence, killed
+        (and so restarted) after ``hung_after_s``."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + CHECK_S
+        while True:
+            await asyncio.sleep(CHECK_S)
+            now = loop.time()
+            if now - due > LATE_S:  # this process did not run: not the collector's silence
+                shard.heard += now - due
+            due = now + CHECK_S
+            silent = now - shard.heard
+            if silent >= self.hung_after_s:
+                shard.ended = f"sent no heartbeat for {silent:.0f} s and was killed"
+                _kill(proc)
+                return
+            if silent >= self.stalled_after_s and shard.fault is None:
+                self._health(shard, emit, WatcherFault.COLLECTOR_STALLED,
+                             f"no heartbeat for {silent:.0f} s (pid {proc.pid}; killed and "
+                             f"restarted after {self.hung_after_s:g} s)")
+
+    async def _read(self, shard: _Shard, stdout: asyncio.StreamReader,
+                    emit: Emit) -> str | None:
+        """Fold every frame the collector sends until its stdout ends (None), or until a
+        frame cannot be read: what was wrong with it."""
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 length = frame_length(await stdout.readexactly(4))
-                batch = unframe(await stdout.readexactly(length))
-            except (asyncio.IncompleteReadError, ValueError):
-                return
-            if not isinstance(batch, list):
-                return
-            for i, entry in batch:
-                host = specs[i].name
-                if isinstance(entry, bytes):
-                    reader = shard.readers.get(i)
-                    if reader is not None:
-                        for msg in reader.feed(entry):
-                            emit(host, msg)
-                elif entry is None:
-                    reader = shard.readers.get(i)
-                    if reader is not None:
-                        for msg in reader.close():
-                            emit(host, msg)
-                else:
-                    if isinstance(entry, Connected):
-                        shard.readers[i] = MessageReader()
-                        shard.down.discard(i)
-                    elif isinstance(entry, Disconnected):
-                        shard.down.add(i)
-                    emit(host, entry)
+                body = await stdout.readexactly(length)
+            except asyncio.IncompleteReadError as exc:
+                return f"a frame cut after {len(exc.partial)} bytes" if exc.partial else None
+            except ValueError as exc:
+                return str(exc)
+            shard.heard = loop.time()
+            if shard.fault is not None:
+                self._health(shard, emit, None)
+            try:
+                batch = check_batch(unframe(body), len(shard.job.specs))
+            except Exception as exc:  # one collector's garbage is that collector's fault
+                return f"{type(exc).__name__}: {str(exc)[:200]}"
+            self._fold(shard, batch, emit)
+
+    @staticmethod
+    def _fold(shard: _Shard, batch: Batch, emit: Emit) -> None:
+        specs = shard.job.specs
+        for i, entry in batch:
+            host = specs[i].name
+            if isinstance(entry, bytes):
+                reader = shard.readers.get(i)
+                if reader is not None:
+                    for msg in reader.feed(entry):
+                        emit(host, msg)
+            elif entry is None:
+                reader = shard.readers.get(i)
+                if reader is not None:
+                    for msg in reader.close():
+                        emit(host, msg)
+            else:
+                if isinstance(entry, Connected):
+                    shard.readers[i] = MessageReader()
+                    shard.down.discard(i)
+                elif isinstance(entry, Disconnected):
+                    shard.down.add(i)
+                emit(host, entry)
 
     @staticmethod
     async def _drain_stderr(shard: _Shard, stderr: asyncio.StreamReader) -> None:
@@ -198,6 +288,11 @@ class CollectorBackend(BackendBase):
         try:
             await asyncio.wait_for(proc.wait(), STOP_S)
         except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
+            _kill(proc)
             await proc.wait()
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the collector's whole group (its local agents too): a stopped one as well."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)

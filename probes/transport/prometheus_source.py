@@ -6,6 +6,11 @@ host); at start-up the detectors' window is read once with ``query_range`` so a 
 began yesterday is found the moment the console opens.  Hosts come from the ``Hostname``
 label (``instance`` where an exporter has none), GPUs from ``gpu``/``UUID``/``pci_bus_id``/
 ``modelName``.  Label values are remote text: they are cleaned before they name anything.
+
+A Prometheus that is down, erroring or slower than a refresh is a fault of the source, not
+of the hosts it reports: each host of the shard gets ``SourceHealth`` (``source-down``,
+``source-slow``) and reads "unknown" until a read comes back in time; the console makes it
+one finding about ``prometheus``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from probes.errors import WatcherFault
 from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError
 from probes.transport.prometheus_columns import Column, SlotTable
 from probes.transport.prometheus_fields import (
@@ -30,7 +36,7 @@ from probes.transport.prometheus_fields import (
 )
 from probes.transport.prometheus_rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
 from probes.transport.prometheus_shards import Shard, plan, shard_count
-from probes.wire.events import Disconnected, Emit
+from probes.wire.events import Emit, SourceHealth
 from probes.wire.samples import (
     KERNEL_SOURCE,
     GpuInfo,
@@ -64,6 +70,8 @@ REDISCOVER_READS = 20
 """Full refreshes between two discoveries: a host's new scrape address (an exporter pod
 moved) joins its shard within minutes."""
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SOURCE = "prometheus"
+"""What the source's own faults are named (``SourceHealth.source``)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,8 @@ class PromFleetSource:
         """Wall seconds of the newest read (queries, decoding and building samples)."""
         self.last_queries = 0
         """HTTP queries the newest read sent."""
+        self._health: dict[int, tuple[WatcherFault | None, str]] = {}
+        """Each shard's last told health, so a change is told once to its hosts."""
         self.history_errors: list[str] = []
         """Why fields of the newest history read are missing (each field is read alone)."""
 
@@ -386,11 +396,15 @@ class PromFleetSource:
         """Discover, emit each host's hello and history, then read a shard every
         ``refresh_s / shards`` until cancelled (every host once a refresh).  A host with no
         series in a read gets no sample: it goes stale, as a silent agent does.  A failed
-        read is retried at the next one."""
-        await self.discover()
-        now = time.time()
-        history, past_events = await self.read_history(now)
+        read is retried at the next one; while Prometheus cannot answer, its hosts are told
+        (``SourceHealth``), once per change."""
         wanted = set(hosts) if hosts is not None else None
+        await self._discover_until_read(emit, wanted)
+        now = time.time()
+        try:
+            history, past_events = await self.read_history(now)
+        except PrometheusError:  # the live reads say so; start without the past
+            history, past_events = {}, []
         listed = [h for h in self.discovery.hosts if wanted is None or h in wanted]
         # every hello first: the table lists the whole fleet while the history folds
         for host in listed:
@@ -408,6 +422,7 @@ class PromFleetSource:
             for k in range(len(self.shards)):
                 started = time.monotonic()
                 await self._read_and_emit(k, emit, wanted)
+                _honour_cancel()
                 period = self.options.refresh_s / len(self.shards)
                 await asyncio.sleep(max(0.0, period - (time.monotonic() - started)))
             cycles += 1
@@ -415,23 +430,70 @@ class PromFleetSource:
                 with contextlib.suppress(PrometheusError):  # the old shards serve on
                     await self.discover()
 
+    async def _discover_until_read(self, emit: Emit, wanted: set[str] | None) -> None:
+        """Discover, trying again every refresh while Prometheus cannot answer."""
+        while True:
+            try:
+                await self.discover()
+            except PrometheusError as exc:
+                _honour_cancel()
+                self._tell(-1, sorted(wanted or ()), emit, WatcherFault.SOURCE_DOWN, str(exc))
+                await asyncio.sleep(self.options.refresh_s)
+                continue
+            self._tell(-1, sorted(wanted or ()), emit, None)
+            return
+
+    def _tell(self, k: int, hosts: list[str], emit: Emit, fault: WatcherFault | None,
+              reason: str = "") -> None:
+        """Tell shard ``k``'s hosts its health when it changed (a new fault, or a down
+        source's new reason)."""
+        told = self._health.get(k, (None, ""))
+        if told[0] is fault and (fault is not WatcherFault.SOURCE_DOWN or told[1] == reason):
+            return
+        self._health[k] = (fault, reason)
+        now = time.time()
+        for host in hosts:
+            emit(host, SourceHealth(now, SOURCE, fault, reason))
+
     async def _read_and_emit(self, k: int, emit: Emit, wanted: set[str] | None) -> None:
+        opts = self.options
+        hosts = sorted(h for h in self.shards[k].hosts if wanted is None or h in wanted)
+        loop = asyncio.get_running_loop()
+        slow = loop.call_later(opts.refresh_s, self._tell, k, hosts, emit,
+                               WatcherFault.SOURCE_SLOW, f"no answer after {opts.refresh_s:g} s "
+                               f"(a read per {opts.refresh_s:g} s is due)")
+        started = time.monotonic()
         try:
             _ts, samples, events = await self.read_shard(k)
         except (PrometheusError, ValueError, TypeError, KeyError, IndexError,
                 OverflowError) as exc:  # that shard's read failed; the others go on
-            # every host of the shard is unwatchable for the same reason: say it, retry
-            samples, events = {}, []
-            for host in sorted(self.shards[k].hosts):
-                if wanted is None or host in wanted:
-                    emit(host, Disconnected(time.time(), f"Prometheus: {clean_text(str(exc))}",
-                                            self.options.refresh_s))
+            # every host of the shard is unseen for the same reason: say it once, retry
+            self._tell(k, hosts, emit, WatcherFault.SOURCE_DOWN, clean_text(str(exc)))
+            return
+        finally:
+            slow.cancel()
+        took = time.monotonic() - started
+        if took <= opts.refresh_s:
+            self._tell(k, hosts, emit, None)
+        else:  # data, but late: still slow until a read comes back in time
+            self._tell(k, hosts, emit, WatcherFault.SOURCE_SLOW,
+                       f"a read took {took:.0f} s (a read per {opts.refresh_s:g} s is due)")
         for host, ev in events:
             if wanted is None or host in wanted:
                 emit(host, ev)
         for host, s in samples.items():
             if wanted is None or host in wanted:
                 emit(host, s)
+
+
+def _honour_cancel() -> None:
+    """End the source on a cancel that ``asyncio.wait_for`` swallowed (Python < 3.12: the
+    query finished as the cancel came); a source that retries forever would otherwise never
+    stop (a test hung on it, waiting for the cancelled source)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is not None and cancelling():
+        raise asyncio.CancelledError
 
 
 def no_kernel_log(ts: float) -> LogSourceState:

@@ -159,6 +159,10 @@ def make_transport(spec: HostSpec, once: bool = False,
     return factory(spec, spec.agent_args(once=once, kernel_after=kernel_after), gate)
 
 
+LATE_S = 2.0
+"""A stall check this late means the process itself was not running (see ``_StallWatch``)."""
+
+
 class _StallWatch:
     """Cancels the reading task when no chunk came for ``stall_s``; ``fired`` says it did.
 
@@ -166,6 +170,11 @@ class _StallWatch:
     ``asyncio.wait_for`` per chunk (a task, a timer and a future for every chunk of every
     host).  Used as a context
     manager by the code that reads, so the timer is gone whichever way reading ends.
+
+    A check that runs ``LATE_S`` after it was due means this process did not run meanwhile
+    (stopped with SIGSTOP, frozen, starved): the host's bytes may be waiting unread in the
+    socket, so that time is not counted as the host's silence.  Otherwise a collector (or a
+    console) that resumes would call every healthy host stalled before reading a byte.
     """
 
     def __init__(self, stall_s: float) -> None:
@@ -176,11 +185,16 @@ class _StallWatch:
         assert task is not None
         self._task = task
         self._last = self._loop.time()
+        self._due = self._last
         self._handle: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> _StallWatch:
-        self._handle = self._loop.call_later(self.stall_s, self._check)
+        self._arm(self.stall_s)
         return self
+
+    def _arm(self, delay: float) -> None:
+        self._due = self._loop.time() + delay
+        self._handle = self._loop.call_later(delay, self._check)
 
     def __exit__(self, *_exc: object) -> None:
         if self._handle is not None:
@@ -194,13 +208,16 @@ class _StallWatch:
         cancelling = getattr(self._task, "cancelling", None)  # Python 3.11+
         if cancelling is not None and cancelling():
             return  # someone else (a caller's own timeout, shutdown) cancels it already
-        idle = self._loop.time() - self._last
+        now = self._loop.time()
+        if now - self._due > LATE_S:  # we were not running: not the host's silence
+            self._last += now - self._due
+        idle = now - self._last
         if idle >= self.stall_s:
             self.fired = True
             self._handle = None
             self._task.cancel()
         else:
-            self._handle = self._loop.call_later(self.stall_s - idle, self._check)
+            self._arm(self.stall_s - idle)
 
     def stalled(self) -> StreamStalled:
         """The error to raise for the cancel this watch caused (and the cancel undone)."""

@@ -1,11 +1,12 @@
-"""What a host session reports beside the agent's own messages: connects and disconnects."""
+"""What a host session reports beside the agent's own messages: connects and disconnects,
+and whether the console's own path to the host (a collector, a metrics server) works."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from probes.errors import DisconnectKind
+from probes.errors import DisconnectKind, WatcherFault
 from probes.wire.protocol import StreamStats
 from probes.wire.samples import AgentMessage
 from probes.wire.sanitize import clean_text
@@ -32,6 +33,28 @@ class Disconnected:
     def __post_init__(self) -> None:
         # the reason quotes the host (the agent's last stderr line, an SSH server's text)
         object.__setattr__(self, "reason", clean_text(self.reason))
+
+
+@dataclass(frozen=True)
+class SourceHealth:
+    """Whether the console can see a host through ``source`` (a collector, a Prometheus).
+
+    Sent for each host the source covers when its health changes: a stalled collector or
+    a Prometheus that is down says nothing about the hosts behind it, so they read
+    "unknown" and the fault is one finding about the source, not one per host.
+    """
+
+    ts: float
+    source: str
+    """The watcher's part at fault, as the operator names it: ``collector 2``, ``prometheus``."""
+    fault: WatcherFault | None = None
+    """What is wrong with it; None: the host is seen through it again."""
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", clean_text(self.reason))
+        object.__setattr__(self, "source", clean_text(self.source))
+
 
 
 @dataclass(frozen=True)
@@ -81,7 +104,7 @@ class JobChange:
             object.__setattr__(self, "note", clean_text(self.note)[:300])
 
 
-SessionItem = AgentMessage | Connected | Disconnected | ClockOffset | JobChange
+SessionItem = AgentMessage | Connected | Disconnected | ClockOffset | JobChange | SourceHealth
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""

@@ -29,6 +29,8 @@ class RunningPrometheus:
     url: str
     root: Path
     log: Path
+    pid: int = 0
+    """The server's process (a test freezes it with SIGSTOP, or kills it)."""
 
     def log_tail(self) -> str:
         try:
@@ -49,9 +51,10 @@ def backfill(openmetrics: Path, tsdb: Path) -> str:
 
 @contextlib.contextmanager
 def prometheus(root: Path, scrape_port: int | None = None, interval_s: float = 1.0,
-               extra_args: tuple[str, ...] = ()) -> Iterator[RunningPrometheus]:
-    """Run Prometheus on a free port; with ``scrape_port`` it scrapes
-    ``127.0.0.1:scrape_port/metrics`` every ``interval_s``."""
+               extra_args: tuple[str, ...] = (), port: int | None = None
+               ) -> Iterator[RunningPrometheus]:
+    """Run Prometheus on a free port (or ``port``: a restart where it was); with
+    ``scrape_port`` it scrapes ``127.0.0.1:scrape_port/metrics`` every ``interval_s``."""
     if not Path(PROMETHEUS).exists():
         raise PrometheusUnavailable(f"{PROMETHEUS} not installed (apt-get install prometheus)")
     root.mkdir(parents=True, exist_ok=True)
@@ -62,16 +65,16 @@ def prometheus(root: Path, scrape_port: int | None = None, interval_s: float = 1
                   f"    static_configs: [{{targets: ['127.0.0.1:{scrape_port}']}}]")
     config.write_text(f"global: {{scrape_interval: {interval_s:g}s, "
                       f"evaluation_interval: {interval_s:g}s}}\nscrape_configs: {scrape}\n")
-    port = free_port()
+    port = port or free_port()
     log = root / "prometheus.log"
     tsdb = root / "tsdb"
     tsdb.mkdir(exist_ok=True)
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         proc = subprocess.Popen(
             [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tsdb}",
              "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}",
              "--log.level=warn", *extra_args], stdout=out, stderr=subprocess.STDOUT, cwd=root)
-    running = RunningPrometheus(f"http://127.0.0.1:{port}", root, log)
+    running = RunningPrometheus(f"http://127.0.0.1:{port}", root, log, proc.pid)
     try:
         deadline = time.monotonic() + 60.0
         while True:

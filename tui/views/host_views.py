@@ -146,7 +146,7 @@ def stale_notice(state: HostState, row: FleetRow) -> StaleNotice | None:
     The age is the core's (of the last agent data: a retry's own failure is no sighting),
     None for a host never reached; the host's down reason stands in when the row has none.
     """
-    if row.status is not HostStatus.STALE and not row.status.is_down:
+    if row.status not in (HostStatus.STALE, HostStatus.UNKNOWN) and not row.status.is_down:
         return None
     return StaleNotice(row.status.value, row.last_seen_s, row.reason or state.down_reason,
                        row.next_retry_s)

@@ -15,7 +15,7 @@ from widgets._wall_layout import WallGpu, WallHost, WallView
 from widgets.fleet_table import FleetLine, is_old, reason_of, timing_text
 
 _STATUS = {HostStatus.STREAMING: "streaming", HostStatus.STALE: "stale",
-           HostStatus.CONNECTING: "connecting"}
+           HostStatus.CONNECTING: "connecting", HostStatus.UNKNOWN: "unknown"}
 
 
 def _value(g: GpuSample | None, metric: str) -> float | None:

@@ -125,15 +125,22 @@ def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | No
         if share < limits.temp_min_share:
             continue
         hot = max(c.hi)
+        slowdown = info.temp_slowdown_c
+        if hot >= slowdown:  # not "near" any more: it reached the threshold
+            where = f"at/past its {slowdown:.0f} °C slowdown"
+            action = (f"GPU{info.index} reached its slowdown temperature: the driver slows it "
+                      "down there. Check its cooling now: fans, inlet air, dust, blocked "
+                      "airflow; compare with its neighbours, and drain it if it stays there")
+        else:
+            where = f"within {limits.temp_margin_c:.0f} °C of its {slowdown:.0f} °C slowdown"
+            action = (f"Check GPU{info.index}'s cooling before it starts slowing down: fans, "
+                      "inlet air, dust, blocked airflow; compare with its neighbours")
         out.append(Finding(
             Step.GPU, "temp-near-slowdown", Severity.WARNING,
             f"GPU{info.index} at {c.mean[-1]:.0f} °C (peak {hot:.0f} °C) for {share:.0%} of "
-            f"the last {window / 60:.0f} min, within {limits.temp_margin_c:.0f} °C of its "
-            f"{info.temp_slowdown_c:.0f} °C slowdown", host, gpu=info.index,
-            ts=first_at_least(c, near),
-            action=(f"Check GPU{info.index}'s cooling before it starts slowing down: fans, "
-                    "inlet air, dust, blocked airflow; compare with its neighbours"),
-            extra={"temp_c": c.mean[-1], "slowdown_c": info.temp_slowdown_c}))
+            f"the last {window / 60:.0f} min, {where}", host, gpu=info.index,
+            ts=first_at_least(c, near), action=action,
+            extra={"temp_c": c.mean[-1], "slowdown_c": slowdown, "reached": hot >= slowdown}))
     return out
 
 
