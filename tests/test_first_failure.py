@@ -136,6 +136,24 @@ def test_findings_of_different_jobs_are_separate_incidents() -> None:
     assert not job.culprit.known and "TORCH_NCCL_TRACE_BUFFER_SIZE" in job.do_now
 
 
+def test_a_hosts_failure_leads_the_watchers_own_fault_even_after_it() -> None:
+    from probes.analysis.watcher import source_findings
+    from probes.errors import WatcherFault
+    from probes.wire.events import SourceHealth
+
+    stalled = SourceHealth(T0 + 60, "collector 1", WatcherFault.COLLECTOR_STALLED, "no beat")
+    watcher = source_findings({"gpu-c01": stalled, "gpu-c02": stalled})
+    assert [f.code for f in watcher] == [Code.COLLECTOR_STALLED]
+    alone = diagnose(watcher).first
+    assert alone is not None and alone.finding.host == "collector 1"
+    assert alone.do_now == "collector 1 is frozen, not its hosts: check this machine's load"
+    xid = Finding(Step.SYSLOG, Code.XID, Severity.CRITICAL, "Xid 79", "gpu-b02", gpu=6, xid=79,
+                  ts=T0 + 600, source="kernel")
+    both = diagnose([*watcher, xid])
+    assert both.first is not None and both.first.finding is xid, both.first
+    assert [i.finding.code for i in both.incidents] == [Code.XID, Code.COLLECTOR_STALLED]
+
+
 def test_the_rank_missing_from_the_timeouts_is_the_culprit() -> None:
     timeouts = _f(Code.NCCL_TIMEOUT, "n1", T0 + 600, job="7", rank=0,
                   ranks=[0, 1, 2, 4, 5, 6, 7], nranks=8)

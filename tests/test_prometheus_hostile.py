@@ -29,7 +29,7 @@ from probes.transport.prometheus_client import (
     number,
 )
 from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
-from probes.wire.events import Disconnected
+from probes.wire.events import Disconnected, SourceHealth
 from probes.wire.samples import HostSample, LogEvent
 from tests.conftest import REPO
 from tests.support.hostile_prometheus import HOSTS, hostile_prometheus
@@ -197,20 +197,23 @@ def test_the_servers_error_text_reaches_no_terminal_raw(server: str) -> None:
 
 
 async def test_a_refused_read_tells_each_host_in_clean_text(server: str) -> None:
-    """The console's path, which the review did not check: it held before (``Disconnected``
-    cleans its reason); kept so that it stays held."""
+    """The console's path, which the review did not check: every host hears the source's
+    fault (one ``SourceHealth`` each: the server is at fault, not its hosts), and its reason,
+    the server's error text, is clean text."""
     got: list[tuple[str, object]] = []
     task = asyncio.create_task(_source(server, "errtext").run(lambda h, i: got.append((h, i))))
     try:
         for _ in range(200):
-            if sum(1 for _, i in got if isinstance(i, Disconnected)) >= len(HOSTS):
+            if len({h for h, i in got if isinstance(i, SourceHealth)}) >= len(HOSTS):
                 break
             await asyncio.sleep(0.05)
     finally:
         task.cancel()
-    said = [i.reason for _, i in got if isinstance(i, Disconnected)]
-    assert len(said) >= len(HOSTS) and all("PWNED-TITLE" in x for x in said)
-    assert not any(c in x for x in said for c in RAW)
+    told = [i for _, i in got if isinstance(i, SourceHealth)]
+    assert {h for h, i in got if isinstance(i, SourceHealth)} == set(HOSTS)
+    assert all(i.fault is not None and "PWNED-TITLE" in i.reason for i in told), told
+    assert not any(c in i.reason for i in told for c in RAW)
+    assert not any(isinstance(i, Disconnected) for _, i in got), "hosts told down"
 
 
 # -- P13: a password in the URL -------------------------------------------------------------------

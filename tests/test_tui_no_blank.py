@@ -84,6 +84,7 @@ async def test_a_job_opened_by_command_shows_its_ranks_at_once(
         no_more_redraws(app, monkeypatch)
         app.run_command("job 48201")  # gpu-s01's job (seed 1)
         text = await opened(app, pilot, JobScreen)
-        assert "Slurm job 48201 · 1 host · 8 GPUs · 8 of 8 ranks placed · 1 GPU not ok" in text, text
+        want = "Slurm job 48201 · 1 host · 8 GPUs · 8 of 8 ranks placed · 1 GPU not ok"
+        assert want in text, text
         assert not [s for s in EMPTY_STATES if s in text], text
         assert "throttl" in text.lower()  # its finding, on the first frame

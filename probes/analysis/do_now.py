@@ -53,6 +53,9 @@ def do_now(f: Finding) -> str:
         return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
     if code == Code.GPU_COUNT_SHORT:
         return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
+    watcher = _WATCHER_DO.get(code)
+    if watcher is not None:
+        return watcher.format(host=host)
     ranked = rank_where(f)
     if code in (Code.NCCL_TIMEOUT, Code.NCCL_ERROR, Code.NCCL_NET_ERROR, Code.RANK_FAILED):
         if ranked is not None and code == Code.RANK_FAILED:
@@ -74,6 +77,16 @@ def do_now(f: Finding) -> str:
             return f"on {host}: {first[0].lower()}{first[1:]}"
     return f"look at {host} ({code})"
 
+
+_WATCHER_DO: Mapping[str, str] = {
+    Code.COLLECTOR_STALLED: "{host} is frozen, not its hosts: check this machine's load",
+    Code.COLLECTOR_DIED: "{host} restarts itself; if it keeps dying: dmesg | grep -i oom",
+    Code.SOURCE_DOWN: "{host} does not answer (not its hosts): curl its /-/ready",
+    Code.SOURCE_SLOW: "{host} answers late: check its load, or raise --refresh",
+    Code.HOST_FLAPPING: "drain {host}, it keeps dropping off: check link, power, sshd",
+}
+"""What to do first about the watcher's own faults (``host`` is the source) and a flapping
+host."""
 
 _WARNING_DO: Mapping[str, str] = {
     Code.MEMORY_LEAK: "checkpoint the job on {where} before it runs out; find what grows",

@@ -53,6 +53,7 @@ from probes.analysis.onsets import (
     same_event,
     step_index,
 )
+from probes.analysis.watcher import SOURCE_CODES
 from probes.triage import Code, OnsetClock, Severity, Step
 
 DEFAULT_SLACK_S = 120.0
@@ -228,8 +229,10 @@ def diagnose(findings: Sequence[Finding], index: RankIndex | None = None,
         found = _incident(domain, members, index, slack_s, clocks)
         if found is not None:
             out.append(found)
-    out.sort(key=lambda i: (not i.is_failure, onset(_agent(i, events)),
-                            step_index(i.finding), i.finding.host))
+    # a failure seen on a host leads one of the watcher's own (a stalled collector, a
+    # Prometheus down): those hide hosts, they do not break them, and are said after
+    out.sort(key=lambda i: (not i.is_failure, i.finding.code in SOURCE_CODES,
+                            onset(_agent(i, events)), step_index(i.finding), i.finding.host))
     out = _distinct(out)
     if out and not out[0].is_failure:
         # nothing critical anywhere: the earliest warning, and how many others stand
