@@ -53,6 +53,9 @@ def do_now(f: Finding) -> str:
         return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
     if code == "gpu-count-short":
         return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
+    fabric = _fabric_do(f, host, gpu)
+    if fabric is not None:
+        return fabric
     ranked = rank_where(f)
     if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
         if ranked is not None and code == "rank-failed":
@@ -75,6 +78,26 @@ def do_now(f: Finding) -> str:
     return f"look at {host} ({code})"
 
 
+def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
+    """Do-now for the fabric's critical findings (ports, NVLinks, switches, racks)."""
+    ports = f.evidence or "the port"
+    hosts = f.extra.get("hosts")
+    many = len(hosts) if isinstance(hosts, list) else "several"
+    if f.code == Code.IB_PORT_DOWN:
+        return (f"drain {host} before multi-node jobs; reseat or replace the cable of {ports}, "
+                "then check its switch port")
+    if f.code == Code.SWITCH_SUSPECT:
+        return (f"check switch {f.extra.get('switch')} first (its ports, power, uplinks): "
+                f"{many} hosts on it lost links or count errors")
+    if f.code == Code.RACK_SUSPECT:
+        return f"check rack {f.extra.get('rack')}'s power and cooling: {many} hosts at once"
+    if f.code == Code.FABRIC_MANAGER_ERROR:
+        return f"drain {host}; restart nvidia-fabricmanager, reset the GPUs if NVLink stays down"
+    if f.code == Code.DCGM_DIAG_FAIL:
+        return f"drain {host}; rerun dcgmi diag on {gpu}, RMA it if it fails again"
+    return None
+
+
 _WARNING_DO: Mapping[str, str] = {
     "memory-leak": "checkpoint the job on {where} before it runs out; find what grows",
     "clocks-throttled": "check the cooling and power of {where} (fans, inlet air)",
@@ -93,6 +116,13 @@ _WARNING_DO: Mapping[str, str] = {
     "row-remap-pending": "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
     "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
     "collective-hang": "a collective hangs on {host}: py-spy dump its ranks, find the absent",
+    "ib-link-degraded": "reseat the cable of {host}'s slow IB port at its next drain",
+    "ib-errors-rising": "watch {host}'s IB counters (perfquery -x); replace a cable that "
+                        "keeps counting",
+    "nvlink-slow": "reset {gpu} on {host} at its next drain to retrain its NVLink",
+    "nvlink-errors": "watch {where}'s NVLink counters (nvidia-smi nvlink -e)",
+    "switch-suspect": "check the leaf switch the hosts share before the hosts themselves",
+    "rack-suspect": "check the rack's power and cooling before the hosts themselves",
 }
 """What to do first about a chronic condition when it is the earliest thing seen."""
 

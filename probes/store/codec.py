@@ -27,10 +27,17 @@ from typing import Any, Union
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
 from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange
-from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
+from probes.wire.samples import (
+    FabricSample,
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    ProbeError,
+)
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | ClockOffset | JobChange | Finding)
+        | ClockOffset | JobChange | Finding | FabricSample)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -44,6 +51,7 @@ KINDS: Mapping[str, type[Any]] = {
     "clock": ClockOffset,
     "job": JobChange,
     "finding": Finding,
+    "fabric": FabricSample,
 }
 """Type tag (``"t"`` in the encoded data, ``kind`` in a recording) -> class."""
 

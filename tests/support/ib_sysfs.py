@@ -33,8 +33,12 @@ class IbTree:
     """An ``--sys-root`` with ``n`` HCAs beside ``n`` GPUs (one PCIe switch each, four per
     socket), every port Active at ``rate``; ``set_*`` step it."""
 
-    def __init__(self, root: Path, n: int = 8, rate: int = 400, layer: str = "InfiniBand"):
+    def __init__(self, root: Path, n: int = 8, rate: int = 400, layer: str = "InfiniBand",
+                 gpus: list[str] | None = None):
+        """``gpus``: the bus ids of the GPUs beside each HCA (default ``0000:12:00.0`` …;
+        the fake NVML's are ``0000:18:00.0`` … ``0000:1b:00.0``)."""
         self.root = root
+        self.gpus = gpus or [f"0000:{0x12 + i * 0x10:02x}:00.0" for i in range(n)]
         self.hcas = [f"mlx5_{i}" for i in range(n)]
         top = root / "devices"
         bus = root / "bus" / "pci" / "devices"
@@ -43,7 +47,7 @@ class IbTree:
             socket = i // 4
             switch = top / f"pci0000:{socket * 0x80:02x}" / f"0000:{socket * 0x80:02x}:01.{i % 4}" \
                 / f"0000:{0x10 + i * 0x10:02x}:00.0"
-            gpu = switch / f"0000:{0x11 + i * 0x10:02x}:00.0" / f"0000:{0x12 + i * 0x10:02x}:00.0"
+            gpu = switch / f"0000:{0x11 + i * 0x10:02x}:00.0" / self.gpus[i]
             nic = switch / f"0000:{0x11 + i * 0x10:02x}:01.0" / f"0000:{0x13 + i * 0x10:02x}:00.0"
             for fn in (gpu, nic):
                 fn.mkdir(parents=True, exist_ok=True)
@@ -67,10 +71,6 @@ class IbTree:
             self.set_counter(hca, "port_rcv_data", 230539874932483 + i)
             self.set_counter(hca, "port_xmit_data", 231292590293003 + i)
             self.set_state(hca, "ACTIVE", "LinkUp", rate)
-
-    def gpu_bus(self, i: int) -> str:
-        """The bus id of the GPU beside ``mlx5_<i>``."""
-        return f"0000:{0x12 + i * 0x10:02x}:00.0"
 
     def port(self, hca: str) -> Path:
         return self.root / "class" / "infiniband" / hca / "ports" / "1"

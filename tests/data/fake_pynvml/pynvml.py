@@ -10,6 +10,7 @@ by FAKE_NVML: comma-separated flags
   hangutil1    the same, on GPU 1 only
   memtrouble1  GPU 1 has uncorrectable ECC errors, a row-remap failure, pages pending
   noinit       nvmlInit raises NVMLError_DriverNotLoaded
+  nvlinkok     every NVLink is active (else GPU 2's link 5 is not)
   nvlinkerr2   GPU 2 link 7 counts 12 replays, 1 recovery, 2 flit and 1 data CRC errors
 Every GPU has 18 NVLinks at 26.562 GB/s (H100 SXM, as ``nvidia-smi nvlink -s`` prints it);
 GPU 2's link 5 is inactive.
@@ -212,7 +213,7 @@ def nvmlDeviceGetNvLinkState(h, link):
     _check(h)
     if link >= 18:
         raise NVMLError_InvalidArgument("Invalid Argument")
-    return 0 if (h == 2 and link == 5) else 1
+    return 0 if (h == 2 and link == 5 and "nvlinkok" not in FLAGS) else 1
 
 
 NVML_FI_DEV_NVLINK_GET_SPEED = 164
