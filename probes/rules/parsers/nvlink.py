@@ -78,8 +78,9 @@ def parse_nvlink(lines: list[str]) -> list[_Gpu]:
             link.state, link.line, link.text = "inactive", no, line.strip()
         elif counter:
             name = re.sub(r"[\s\-]+", "_", counter.group("name").strip().lower())
+            first_bad = not any(link.errors.values())
             link.errors[name] = int(counter.group("v"))
-            if int(counter.group("v")) > 0 and link.state != "inactive":
+            if int(counter.group("v")) > 0 and first_bad and link.state != "inactive":
                 link.line, link.text = no, line.strip()
     return list(gpus.values())
 
