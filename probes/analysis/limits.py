@@ -162,6 +162,8 @@ class PreflightLimits:
     """The fastest Ethernet link that is up, when there is no InfiniBand."""
     require_ib: bool = True
     """Multi-node training needs InfiniBand or RoCE; set false for single-node fleets."""
+    ib_rate_gbs: float | None = None
+    """The rate every compute IB/RoCE port must run at (400 for NDR); None: its siblings'."""
     expect_gpu_model: str | None = None
     """A substring every GPU name must contain (``H100``); None: all equal is enough."""
     mig_expected: bool = False

@@ -12,6 +12,7 @@ ports is no degraded link; leptonai/gpud's ``ibstat.47.0.h100.some.down`` captur
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,6 +48,12 @@ def port_state(text: str | None) -> str | None:
         return None
     word = text.split(":", 1)[-1].strip().lower()
     return _STATES.get(word, word.upper() or None)
+
+
+def parse_rate(text: str | None) -> float | None:
+    """sysfs ``400 Gb/sec (4X NDR)`` or ibstat ``400`` -> 400.0; None when not a number."""
+    m = re.match(r"\s*(\d+(?:\.\d+)?)", text or "")
+    return float(m.group(1)) if m else None
 
 
 def phys_state(text: str | None) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from probes.rules.fabric import PortView, phys_state, port_state, port_verdicts
+from probes.rules.fabric import PortView, parse_rate, phys_state, port_state, port_verdicts
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
 from probes.triage import Code, Step
@@ -27,7 +27,6 @@ _DEVICE = re.compile(_PREFIX + r"Infiniband device '(?P<name>[^']+)' port (?P<po
                      r"status:\s*$", re.IGNORECASE)
 _PORT = re.compile(_PREFIX + r"Port (?P<port>\d+):\s*$")
 _KV = re.compile(_PREFIX + r"(?P<key>[A-Za-z][\w ]*?)\s*:\s*(?P<val>.*?)\s*$")
-_RATE = re.compile(r"^(?P<v>\d+(?:\.\d+)?)")
 _KEYS = {"state": "state", "physical state": "physical_state", "phys state": "physical_state",
          "rate": "rate", "link layer": "link_layer", "link_layer": "link_layer",
          "base lid": "base_lid", "sm lid": "sm_lid", "port guid": "port_guid"}
@@ -82,11 +81,6 @@ def parse_ibstat(lines: list[str]) -> list[_Adapter]:
     return list(adapters.values())
 
 
-def _rate(text: str | None) -> float | None:
-    m = _RATE.match(text or "")
-    return float(m.group("v")) if m else None
-
-
 def _state_word(text: str | None) -> str | None:
     """``Active`` as ``ibstat`` prints it; ``4: ACTIVE`` (``ibstatus``) -> ``ACTIVE``."""
     return text.split(":", 1)[-1].strip() if text else None
@@ -100,11 +94,11 @@ def explain(lines: list[str]) -> KindResult:
                             if k in a.fields},
          "ports": [{"port": p.port, "state": _state_word(p.fields.get("state")),
                     "physical_state": _state_word(p.fields.get("physical_state")),
-                    "rate_gbs": _rate(p.fields.get("rate")),
+                    "rate_gbs": parse_rate(p.fields.get("rate")),
                     "link_layer": p.fields.get("link_layer")} for p in a.ports.values()]}
         for a in adapters]}
     views = [(PortView(a.name, p.port, port_state(p.fields.get("state")),
-                       phys_state(p.fields.get("physical_state")), _rate(p.fields.get("rate")),
+                       phys_state(p.fields.get("physical_state")), parse_rate(p.fields.get("rate")),
                        p.fields.get("link_layer"), a.fields.get("ca_type")), p)
              for a in adapters for p in a.ports.values()]
     by_name = {v.name: p for v, p in views}
