@@ -225,3 +225,32 @@ class TestGroups:
         (rack,) = grouped(hot, fabric_map(specs))
         assert rack.code == Code.RACK_SUSPECT and rack.extra["rack"] == "r12"
         assert rack.severity is Severity.WARNING
+
+
+def test_a_hostile_fabric_message_is_bounded() -> None:
+    """Thousands of counter names, a port name of a kilobyte and escapes: cut and cleaned
+    at the boundary; the error window keeps a bounded number of messages."""
+    errors = {f"c{i}": 1 for i in range(5000)}
+    line = json.dumps({"type": "fabric", "v": 1, "ts": 1.0, "ports": [
+        {"hca": "\x1b]52;c;aGk=\x07" + "m" * 1000, "port": 1, "state": "ACTIVE",
+         "errors": errors}]})
+    msg = decode_line(line)
+    assert isinstance(msg, FabricSample)
+    (port,) = msg.ports
+    assert len(port.errors) == 32 and len(port.hca) <= 64 and "\x1b" not in port.hca
+    t = FabricTracker()
+    for i in range(5000):
+        t.add(FabricSample(float(i), ports=msg.ports))
+    assert len(t.errors) == 1024
+
+
+def test_node_descriptions_are_host_text() -> None:
+    from probes.rules.parsers.ibnetdiscover import parse_ibnetdiscover
+
+    topo = parse_ibnetdiscover([
+        "caguid=0x100000",
+        'Ca\t1 "H-0000000000100000"\t\t# "gpu-a01\x1b]52;c;aGk=\x07 mlx5_0"',
+        '[1](100001) \t"S-0000000000200000"[1]\t\t# lid 2 lmc 0 "leaf-1\x1b[2J" lid 1 4xNDR'])
+    (link,) = topo.links
+    assert "\x1b" not in (link.ca_desc or "") and "\x1b" not in link.switch
+    assert link.switch_port == 1 and link.speed == "4xNDR" and link.ca_guid == 0x100000

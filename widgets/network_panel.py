@@ -87,8 +87,6 @@ def rate(bytes_s: float | None) -> str:
 
 
 def _fit(text: str, width: int) -> str:
-    if width <= 0:
-        return text
     if cell_len(text) > width:
         text = text[: max(width - 1, 0)] + "…"
     return text + " " * (width - cell_len(text))
@@ -120,6 +118,8 @@ def render_network(view: NetworkView | None, width: int) -> Content:
         if sum(c[2] + 1 for c in cols) + 12 <= width:
             break
         cols = [c for c in cols if c[0] != key]
+    rest = max(width - sum(c[2] + 1 for c in cols), 8)
+    cols = [(k, h, rest - 1 if k == "errors" else w) for k, h, w in cols]
     if view.ports:
         lines.append(Content.assemble(*((_fit(h, w) + " ", "bold $text-dim")
                                         for _, h, w in cols)))
@@ -136,7 +136,8 @@ def render_network(view: NetworkView | None, width: int) -> Content:
                 (_fit(f"GPU{g.gpu}", 10) + " ", "bold $accent"),
                 (_fit(f"{g.up}/{g.total} up{speed}", 24) + " ", style if g.verdict in
                  ("down", "slow") else ""), (_fit(mark, 9) + " ", style),
-                (g.errors, style if g.verdict == "errors" else "$text-dim")))
+                (_fit(g.errors, max(width - 46, 8)),
+                 style if g.verdict == "errors" else "$text-dim")))
     if view.note:
         lines.append(Content.styled(view.note, "$text-dim"))
     return Content("\n").join(lines)

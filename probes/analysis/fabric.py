@@ -26,6 +26,9 @@ from probes.rules.parsers.nvlink import link_views, parse_nvlink
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import FabricSample, Hello, IbPortSample
 
+ERRORS_KEPT = 1024
+"""Port-messages with errors kept for the window: a port erroring every sample for 10 min,
+64 ports sending every 5 samples, fits; a hostile host cannot grow it further."""
 FLAP = "link_downed"
 FLAP_COUNTERS = frozenset({FLAP})
 """A step of ``link_downed``: the link went down and came back (a flap)."""
@@ -40,7 +43,7 @@ class FabricTracker:
     ts: float | None = None
     interval_s: float | None = None
     errors: deque[tuple[float, str, dict[str, int]]] = field(
-        default_factory=lambda: deque(maxlen=4096))
+        default_factory=lambda: deque(maxlen=ERRORS_KEPT))
     """(time, port, increases) of every message whose port counted errors."""
 
     def add(self, f: FabricSample) -> None:

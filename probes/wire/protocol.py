@@ -437,18 +437,22 @@ def _decode_nic(n: dict[str, Any]) -> Nic:
 MAX_FABRIC_PORTS = 64
 MAX_NVLINK_GPUS = 64
 MAX_NVLINK_TEXT = 64 * 1024
+MAX_PORT_COUNTERS = 32
+"""The agent reads 23 counters a port; a host sending thousands of names is not believed."""
+MAX_NAME = 64
 
 
 def _decode_port(p: dict[str, Any]) -> IbPortSample:
     return IbPortSample(
-        hca=str(p["hca"]), port=_pint(p.get("port")), state=_str(p.get("state")),
+        hca=str(p["hca"])[:MAX_NAME], port=_pint(p.get("port")), state=_str(p.get("state")),
         phys_state=_str(p.get("phys_state")), rate_gbs=_pnum(p.get("rate_gbs")),
         link_layer=_str(p.get("link_layer")),
-        errors={k: n for k, v in _dict(p.get("errors")).items()
-                if isinstance(k, str) and (n := _pint(v)) is not None},
+        errors={k[:MAX_NAME]: n for k, v in list(_dict(p.get("errors")).items())
+                [:MAX_PORT_COUNTERS] if isinstance(k, str) and (n := _pint(v)) is not None},
         rx_bytes_s=_pnum(p.get("rx_bytes_s")), tx_bytes_s=_pnum(p.get("tx_bytes_s")),
         xmit_wait_s=_pnum(p.get("xmit_wait_s")),
-        unknown=tuple(u for u in _list(p.get("unknown")) if isinstance(u, str)))
+        unknown=tuple(u[:MAX_NAME] for u in _list(p.get("unknown"))[:MAX_PORT_COUNTERS]
+                      if isinstance(u, str)))
 
 
 def _decode_links(value: Any) -> tuple[NvLinkSample, ...] | None:

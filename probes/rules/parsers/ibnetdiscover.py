@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from probes.wire.sanitize import clean_log_line
+
 _RECORD_GUID = re.compile(r"^\s*(?P<kind>switchguid|caguid|rtguid)=0x(?P<guid>[0-9a-fA-F]+)")
 _HEADER = re.compile(r'^\s*(?P<type>Switch|Ca|Rt)\s+\d+\s+"(?P<id>[^"]+)"'
                      r'(?:\s*#\s*"(?P<desc>[^"]*)")?')
@@ -79,7 +81,8 @@ def parse_ibnetdiscover(lines: list[str]) -> IbTopology:
     seen: set[tuple[int | None, str | None, int]] = set()
     pending: list[tuple[str, str | None, int, str, int, str | None]] = []
     kind = node = desc = None
-    for line in lines:
+    for raw in lines:
+        line = clean_log_line(raw)  # node descriptions are set on the hosts: host text
         if _RECORD_GUID.match(line):
             kind = node = desc = None
             continue
