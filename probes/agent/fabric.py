@@ -96,6 +96,8 @@ class FabricReader(object):
         self.since = None
         self.errors = False
         self.nvlink_text = None
+        self.nvlink = None
+        self.sent = 0
 
     def tick(self, now, nvlink=None, nvlink_text=None):
         ports = read_ib_ports(self.root)
@@ -125,8 +127,9 @@ class FabricReader(object):
         dt = now - self.since
         msg = {"interval_s": round(dt, 3) if dt > 0 else None,
                "ports": [self._port(p, dt) for p in ports]}
-        if nvlink is not None:
-            msg["nvlink"] = nvlink
+        self.sent += 1
+        if nvlink is not None and (nvlink != self.nvlink or self.sent % 10 == 1):
+            msg["nvlink"] = self.nvlink = nvlink  # on a change, else every 10th message
         if nvlink_text is not None and nvlink_text != self.nvlink_text:
             msg["nvlink_text"] = self.nvlink_text = nvlink_text
         self.shown, self.ticks, self.since, self.errors = shown, 0, now, False

@@ -366,9 +366,11 @@ class Simulator(HostSource):
                   "rx_bytes_s": 0.0 if i == down else 2.1e10,
                   "tx_bytes_s": 0.0 if i == down else 2.1e10, "xmit_wait_s": 0.0}
                  for i in range(8)]
-        return {"interval_s": t - last[0] if last else None, "ports": ports,
-                "nvlink": [{"gpu": g, "links": [[k, 1, 26.562, 0, 0, 0] for k in range(18)]}
-                           for g in range(8)]}
+        out = {"interval_s": t - last[0] if last else None, "ports": ports}
+        if self.fab_n % 300 == 1:  # NVLink (steady here) on the first and every 10th message
+            out["nvlink"] = [{"gpu": g, "links": [[k, 1, 26.562, 0, 0, 0] for k in range(18)]}
+                             for g in range(8)]
+        return out
 
     def sample(self, t):
         r = self.rng
