@@ -80,7 +80,7 @@ class TestLive:
         assert down.extra["gpus"] == [2]
         lead = fleet.diagnosis().first
         assert lead is not None and lead.finding.code == Code.IB_PORT_DOWN
-        assert "drain ib-host before multi-node jobs" in lead.do_now
+        assert lead.do_now == "drain ib-host, reseat the cable of mlx5_2/1; check its switch port"
 
     def test_nvlink_from_nvml_judged_per_gpu(self, tmp_path: Path) -> None:
         proc = subprocess.run([sys.executable, "-", "--once"], input=agent_source(False),

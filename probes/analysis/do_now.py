@@ -80,19 +80,18 @@ def do_now(f: Finding) -> str:
 
 def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
     """Do-now for the fabric's critical findings (ports, NVLinks, switches, racks)."""
-    ports = f.evidence or "the port"
-    hosts = f.extra.get("hosts")
-    many = len(hosts) if isinstance(hosts, list) else "several"
+    port = (f.evidence or "the port").split(", ")[0][:16]
+    switch, rack = str(f.extra.get("switch", ""))[:16], str(f.extra.get("rack", ""))[:16]
     if f.code == Code.IB_PORT_DOWN:
-        return (f"drain {host} before multi-node jobs; reseat or replace the cable of {ports}, "
-                "then check its switch port")
+        return f"drain {host}, reseat the cable of {port}; check its switch port"
     if f.code == Code.SWITCH_SUSPECT:
-        return (f"check switch {f.extra.get('switch')} first (its ports, power, uplinks): "
-                f"{many} hosts on it lost links or count errors")
+        return (f"check switch {switch} first (ports, power, uplinks), not {host} alone"
+                if switch else f"check the leaf switch of {host} and its neighbours first")
     if f.code == Code.RACK_SUSPECT:
-        return f"check rack {f.extra.get('rack')}'s power and cooling: {many} hosts at once"
+        return (f"check rack {rack}'s power and cooling, not {host} alone" if rack
+                else f"check the power and cooling of {host}'s rack first")
     if f.code == Code.FABRIC_MANAGER_ERROR:
-        return f"drain {host}; restart nvidia-fabricmanager, reset the GPUs if NVLink stays down"
+        return f"drain {host}; restart nvidia-fabricmanager, reset its GPUs"
     if f.code == Code.DCGM_DIAG_FAIL:
         return f"drain {host}; rerun dcgmi diag on {gpu}, RMA it if it fails again"
     return None
@@ -117,12 +116,9 @@ _WARNING_DO: Mapping[str, str] = {
     "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
     "collective-hang": "a collective hangs on {host}: py-spy dump its ranks, find the absent",
     "ib-link-degraded": "reseat the cable of {host}'s slow IB port at its next drain",
-    "ib-errors-rising": "watch {host}'s IB counters (perfquery -x); replace a cable that "
-                        "keeps counting",
+    "ib-errors-rising": "watch {host}'s IB counters (perfquery -x); replace a bad cable",
     "nvlink-slow": "reset {gpu} on {host} at its next drain to retrain its NVLink",
     "nvlink-errors": "watch {where}'s NVLink counters (nvidia-smi nvlink -e)",
-    "switch-suspect": "check the leaf switch the hosts share before the hosts themselves",
-    "rack-suspect": "check the rack's power and cooling before the hosts themselves",
 }
 """What to do first about a chronic condition when it is the earliest thing seen."""
 

@@ -97,13 +97,13 @@ def _network(w: NetworkPanel, state: HostState, ctx: PanelContext) -> None:
 HOST_PANELS: tuple[HostPanel[Any], ...] = (
     HostPanel("memory", "memory", MemoryGrowth, _memory, at_start=True),
     HostPanel("thermal", "thermals", ThermalPanel, _thermal, at_start=True),
-    HostPanel("topology", "topology", TopoPanel, _topology),
+    HostPanel("topology", "topo", TopoPanel, _topology),
     HostPanel("iostat", "iostat", IostatPanel, _iostat),
-    HostPanel("processes", "processes", ProcessPanel, _processes),
+    HostPanel("processes", "procs", ProcessPanel, _processes),
     HostPanel("host", "host", HostStatsPanel, _host),
-    HostPanel("network", "network", NetworkPanel, _network),
+    HostPanel("network", "net", NetworkPanel, _network),
 )
-"""In number-key order."""
+"""In number-key order; the key hints are short so the strip of seven fits 80 columns."""
 
 
 def key_hint(shown: Collection[str] = ()) -> Content:
