@@ -80,7 +80,8 @@ def do_now(f: Finding) -> str:
 
 def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
     """Do-now for the fabric's critical findings (ports, NVLinks, switches, racks)."""
-    port = (f.evidence or "the port").split(", ")[0][:16]
+    named = f.extra.get("ports")
+    port = str(named[0])[:16] if isinstance(named, list) and named else "the port"
     switch, rack = str(f.extra.get("switch", ""))[:16], str(f.extra.get("rack", ""))[:16]
     if f.code == Code.IB_PORT_DOWN:
         return f"drain {host}, reseat the cable of {port}; check its switch port"
