@@ -19,6 +19,8 @@ notification or a host status.  Every error rigwatch raises on purpose is a
     ├── ReplayError              store.replay: nothing to replay, or a bad seek target
     ├── CodecError               store.codec: data that does not fit its class (a ValueError)
     ├── ReportError, ExplainInputError   outputs.report, explain
+    ├── ActionError              actions: a node action not taken (a bad node name, reason)
+    │   └── AuditError           actions.audit: the audit trail cannot be written or read
     └── CommandError             tui.commands: a ``:`` command that cannot run (a ValueError)
 """
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import fixture_input
 from tui.cli import main
 
-FIX = SHARED / "fixtures"
-needs_fixtures = pytest.mark.skipif(not FIX.is_dir(), reason="shared fixtures not present")
+FIX = FIXTURES
 
 
 def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
@@ -22,7 +21,6 @@ def _run(args: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[byt
                           capture_output=True, timeout=60)
 
 
-@needs_fixtures
 def test_stdin_with_crlf_and_a_fence_gives_the_same_answer() -> None:
     raw = fixture_input(FIX / "kernel/02-dmesg-T-xid79-new-format-broken-bracket.txt")
     pasted = b"```\r\n" + raw.replace(b"\n", b"\r\n") + b"\r\n```\r\n"
@@ -35,7 +33,6 @@ def test_stdin_with_crlf_and_a_fence_gives_the_same_answer() -> None:
     assert all(f["severity"] == "critical" for f in doc["findings"])
 
 
-@needs_fixtures
 def test_several_files_are_reported_in_triage_order(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     paths = []
@@ -86,7 +83,6 @@ def test_empty_and_binary_inputs_are_unknown_or_log_never_a_crash(tmp_path: Path
     assert kinds[0] == "unknown" and kinds[1] in ("log", "unknown")
 
 
-@needs_fixtures
 def test_kind_override_parses_as_told(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = tmp_path / "topo.txt"
     p.write_bytes(fixture_input(FIX / "topo/08-h100-8x-nv18.txt"))

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from probes.triage import Code
-from tests.conftest import REPO, SHARED
+from tests.conftest import CONTRACT, FIXTURES, REPO
 
 CODES = {c.value for c in Code}
 
@@ -102,18 +102,13 @@ def _contract_codes(text: str) -> set[str]:
 
 
 def test_every_contract_code_is_a_code() -> None:
-    contract = SHARED / "EXPLAIN-CONTRACT.md"
-    if not contract.is_file():
-        pytest.skip(f"explain contract not found at {contract}")
-    codes = _contract_codes(contract.read_text(encoding="utf-8"))
+    codes = _contract_codes(CONTRACT.read_text(encoding="utf-8"))
     assert len(codes) >= 25
     assert codes - CODES == set()
 
 
 def test_every_fixture_code_is_a_code() -> None:
-    expects = sorted((SHARED / "fixtures").glob("*/*.expect.json"))
-    if not expects:
-        pytest.skip("shared fixtures not present")
+    expects = sorted(FIXTURES.glob("*/*.expect.json"))
     codes = {f["code"] for p in expects for f in json.loads(p.read_text())["findings"]}
     assert codes - CODES == set()
 

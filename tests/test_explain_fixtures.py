@@ -1,4 +1,4 @@
-"""Every sample in ``shared/fixtures`` gives its expected answer through ``rigwatch explain``."""
+"""Every sample in ``tests/fixtures/samples`` gives its expected answer via ``rigwatch explain``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 from tui.cli import main
 
-SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []
+SAMPLES = sorted(FIXTURES.glob("*/*.txt"))
 
 
 @pytest.mark.parametrize("sample", SAMPLES,
@@ -37,6 +37,4 @@ def test_fixture_gives_its_expected_answer(sample: Path, tmp_path: Path,
 
 
 def test_there_are_samples_to_check() -> None:
-    if not (SHARED / "fixtures").is_dir():
-        pytest.skip("shared fixtures not present")
     assert len(SAMPLES) >= 60

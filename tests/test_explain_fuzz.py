@@ -11,11 +11,10 @@ import pytest
 
 from probes.explain.detect import KINDS
 from probes.explain.run import explain_bytes, to_document
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import fixture_input
 
-SAMPLES = sorted((SHARED / "fixtures").glob("*/*.txt")) if (SHARED / "fixtures").is_dir() else []
-needs_fixtures = pytest.mark.skipif(not SAMPLES, reason="shared fixtures not present")
+SAMPLES = sorted(FIXTURES.glob("*/*.txt"))
 
 
 def _check(raw: bytes, kind: str | None = None) -> None:
@@ -24,7 +23,6 @@ def _check(raw: bytes, kind: str | None = None) -> None:
         assert f["line"] >= 1 and f["step"] in ("gpu", "syslog", "nccl", "model")
 
 
-@needs_fixtures
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_truncated_and_corrupted_fixtures_never_crash(sample: object) -> None:
     raw = fixture_input(sample)  # type: ignore[arg-type]
@@ -46,7 +44,6 @@ def test_truncated_and_corrupted_fixtures_never_crash(sample: object) -> None:
     _check(b"```\n" + raw + b"\n```")
 
 
-@needs_fixtures
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_parser_survives_every_other_kind(kind: str) -> None:
     for sample in SAMPLES:

@@ -1,7 +1,7 @@
 """Real output shapes `rigwatch explain` used to misread (issue #24), each with its source.
 
 Inputs are shaped after the public threads named beside them (values changed); the check is
-the contract's answer (`shared/EXPLAIN-CONTRACT.md`).
+the contract's answer (`tests/fixtures/EXPLAIN-CONTRACT.md`).
 """
 
 from __future__ import annotations

@@ -19,13 +19,13 @@ import pytest
 from probes.explain import stream
 from probes.explain.run import explain_bytes, to_document
 from probes.rules.text import decode, split_lines
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, fixture_input
 from tui.cli import main
 
 FILLER = "Dec  3 00:00:00 gpu-a01 systemd[1]: Started session {i} of user ops.\n"
-LOG_SAMPLES = [p for p in sorted((SHARED / "fixtures").glob("*/*.txt"))
-               if expectation(p)["kind"] == "log"] if (SHARED / "fixtures").is_dir() else []
+LOG_SAMPLES = [p for p in sorted(FIXTURES.glob("*/*.txt"))
+               if expectation(p)["kind"] == "log"]
 
 
 def _filler(nbytes: int) -> tuple[str, int]:

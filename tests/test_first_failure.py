@@ -4,9 +4,11 @@ one answer on every surface.
 Log shapes after public outputs: torch's NCCL watchdog line and c10 glog header
 (pytorch/pytorch ``ProcessGroupNCCL.cpp``, as quoted in pytorch/pytorch#75087 and
 vllm-project/vllm#28028), a CUDA OOM traceback under ``[rankN]:`` marks (same threads),
-NCCL's ``Init COMPLETE`` line (NVIDIA/nccl#1814), ``ncclUnhandledCudaError`` with
-``Cuda failure 2 'out of memory'`` (NVIDIA/nccl#1018), the libibverbs fallback
-(``NCCL WARN Failed to open libibverbs.so[.1]`` then ``Using network Socket``, NVIDIA/nccl#522),
+NCCL's ``Init COMPLETE`` line (NVIDIA/nccl#1814), ``DistBackendError … unhandled cuda error`` /
+``ncclUnhandledCudaError`` / ``Last error:`` / ``Cuda failure N '…'`` (NVIDIA/nccl#1410, there
+with failure 1 'invalid argument'; 2 is cudaErrorMemoryAllocation, 'out of memory'), the
+libibverbs fallback (``NCCL WARN Failed to open libibverbs.so[.1]`` then ``Using network
+Socket`` and the ranks' init, horovod/horovod#685 and NVIDIA/nccl#1653),
 syslog, journalctl ``short-full``, ``dmesg -T``, kernel ``[sec.usec]``, Python logging,
 kubelet's CRI log lines (``<RFC3339Nano> stdout F``) and vLLM's logger.
 """

@@ -38,12 +38,16 @@ ALLOWED: dict[str, frozenset[str]] = {
                                      "probes.analysis"}),
     "probes.store": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                "probes.config", "probes.transport", "probes.analysis"}),
+    # actions on a node (drain, resume) rest on a finding, run Slurm's client and keep an
+    # audit trail; they read no host themselves (outputs' recheck does)
+    "probes.actions": frozenset({"probes.errors", "probes.triage", "probes.wire",
+                                 "probes.config", "probes.analysis"}),
     # outputs render what the stages before them found; a job's own log is read through
     # explain's log readers (explain never imports outputs)
     "probes.outputs": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                  "probes.config", "probes.transport", "probes.rules",
                                  "probes.history", "probes.analysis", "probes.fleet_state",
-                                 "probes.store", "probes.explain"}),
+                                 "probes.store", "probes.explain", "probes.actions"}),
     "probes.explain": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                  "probes.rules"}),
     "probes": frozenset(),

@@ -12,10 +12,10 @@ from probes.rules.logrules.lines import log_lines
 from probes.rules.result import ExplainFinding
 from probes.rules.text import decode
 from probes.triage import Severity, Step
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, finding_set, fixture_input
 
-KERNEL = SHARED / "fixtures" / "kernel"
+KERNEL = FIXTURES / "kernel"
 SAMPLES = sorted(KERNEL.glob("*.txt")) if KERNEL.is_dir() else []
 
 
@@ -44,14 +44,10 @@ def test_kernel_sample_gives_its_expected_findings(sample: Path) -> None:
 
 
 def test_there_are_kernel_samples() -> None:
-    if not KERNEL.is_dir():
-        pytest.skip("shared fixtures not present")
     assert len(SAMPLES) >= 14
 
 
 def test_sample_details_xid79_and_fallen_off_bus() -> None:
-    if not KERNEL.is_dir():
-        pytest.skip("shared fixtures not present")
     sample = KERNEL / "02-dmesg-T-xid79-new-format-broken-bracket.txt"
     found = _scan(decode(fixture_input(sample)))
     xid = next(f for f in found if f.code == "xid")

@@ -12,15 +12,14 @@ from probes.rules.logrules.lines import log_lines
 from probes.rules.result import ExplainFinding, merge_same
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
-FIXTURES = SHARED / "fixtures"
 NCCL = FIXTURES / "nccl"
 SAMPLES = sorted(NCCL.glob("*.txt")) if NCCL.is_dir() else []
 OTHER = sorted(p for cat in ("kernel", "training", "nvidia-smi", "topo", "lspci", "iostat",
                              "dmon-pmon")
-               for p in (FIXTURES / cat).glob("*.txt")) if FIXTURES.is_dir() else []
+               for p in (FIXTURES / cat).glob("*.txt"))
 """Samples of other kinds: the NCCL rules must stay silent on every one of them."""
 
 
@@ -39,8 +38,6 @@ def _one(text: str, code: str) -> ExplainFinding:
 
 
 def _sample(name: str) -> list[ExplainFinding]:
-    if not NCCL.is_dir():
-        pytest.skip("shared fixtures not present")
     return _scan_bytes(fixture_input(NCCL / name))
 
 
@@ -48,8 +45,6 @@ def _sample(name: str) -> list[ExplainFinding]:
 
 
 def test_there_are_nccl_samples() -> None:
-    if not NCCL.is_dir():
-        pytest.skip("shared fixtures not present")
     assert len(SAMPLES) >= 13
 
 

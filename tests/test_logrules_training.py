@@ -13,15 +13,13 @@ from probes.rules.logrules.lines import log_lines
 from probes.rules.result import ExplainFinding, merge_same
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, finding_set, fixture_input
 
-FIXTURES = SHARED / "fixtures"
 TRAINING = sorted((FIXTURES / "training").glob("*.txt"))
 OTHER_LOGS = sorted((FIXTURES / "kernel").glob("*.txt")) + sorted(
     (FIXTURES / "nccl").glob("*.txt"))
 HEALTHY = Path(__file__).parent / "data" / "healthy"
-needs_fixtures = pytest.mark.skipif(not TRAINING, reason="shared fixtures not present")
 
 
 def _scan_bytes(raw: bytes) -> list[ExplainFinding]:
@@ -68,13 +66,10 @@ def test_kernel_and_nccl_samples_give_no_model_finding(sample: Path) -> None:
 
 
 def test_there_are_samples() -> None:
-    if not TRAINING:
-        pytest.skip("shared fixtures not present")
     assert len(TRAINING) >= 9
     assert len(OTHER_LOGS) >= 26
 
 
-@needs_fixtures
 def test_sample_oom_21_amounts_and_fragmentation_advice() -> None:
     (f,) = _sample("02-oom-2.1-format-capacty-typo.txt")
     assert (f.severity, f.gpu, f.line, f.count) == (Severity.CRITICAL, "GPU0", 1, 1)
@@ -91,7 +86,6 @@ def test_sample_oom_21_amounts_and_fragmentation_advice() -> None:
     assert "other process" in f.action
 
 
-@needs_fixtures
 def test_sample_oom_old_format_gpu_in_parentheses() -> None:
     (f,) = _sample("04-oom-old-format-gpu-paren.txt")
     assert f.gpu == "GPU1"
@@ -102,7 +96,6 @@ def test_sample_oom_old_format_gpu_in_parentheses() -> None:
     assert "40.00 MiB" in f.summary and "10.76 GiB" in f.summary
 
 
-@needs_fixtures
 def test_sample_illegal_memory_access_names_frame_and_points_at_xids() -> None:
     (f,) = _sample("08-illegal-memory-access-windows-traceback-cjk.txt")
     assert (f.severity, f.line) == (Severity.CRITICAL, 3)
@@ -113,7 +106,6 @@ def test_sample_illegal_memory_access_names_frame_and_points_at_xids() -> None:
     assert "```" not in f.evidence
 
 
-@needs_fixtures
 def test_sample_device_side_assert_kernel_and_condition() -> None:
     (f,) = _sample("10-device-side-assert-2018-thcudacheck.txt")
     assert f.extra["kernel"] == "cunn_ClassNLLCriterion_updateOutput_kernel"
@@ -125,7 +117,6 @@ def test_sample_device_side_assert_kernel_and_condition() -> None:
     assert f.line == 1
 
 
-@needs_fixtures
 def test_sample_deepspeed_ladder_is_info_with_lowest_scale() -> None:
     (f,) = _sample("12-deepspeed-overflow-hysteresis-loss-scaler.txt")
     assert f.severity is Severity.INFO
@@ -134,7 +125,6 @@ def test_sample_deepspeed_ladder_is_info_with_lowest_scale() -> None:
     assert f.time == "2023-09-14 11:03:52,117"
 
 
-@needs_fixtures
 def test_sample_stuck_at_scale_one_is_critical() -> None:
     (f,) = _sample("14-deepspeed-zero2-stuck-at-scale-1.txt")
     assert (f.severity, f.count, f.extra["lowest_scale"]) == (Severity.CRITICAL, 3, 1)
@@ -143,14 +133,12 @@ def test_sample_stuck_at_scale_one_is_critical() -> None:
     assert f.evidence.startswith("[2022-03-08 16:12:07,431]")
 
 
-@needs_fixtures
 def test_sample_mmdet_three_handlers_two_records_one_finding() -> None:
     (f,) = _sample("16-mmdet-loss-nan-duplicated-loggers.txt")
     assert (f.severity, f.count, f.line) == (Severity.WARNING, 2, 1)
     assert f.extra["keys"] == ["loss_cls", "loss_bbox", "loss_centerness", "loss"]
 
 
-@needs_fixtures
 def test_sample_fairseq_not_yet_at_minimum() -> None:
     (f,) = _sample("18-fairseq-new-logging-overflow.txt")
     assert (f.severity, f.line, f.count) == (Severity.INFO, 5, 2)

@@ -1,4 +1,4 @@
-"""The ``nvidia-smi dmon`` / ``pmon`` parser: shared fixtures, pmon (no shared sample: these
+"""The ``nvidia-smi dmon`` / ``pmon`` parser: the samples, pmon (no sample of it: these
 follow the real layouts of several driver generations), ``-o DT`` columns, repeated and
 changing headers, cuts, prefixes, the modest findings, the recogniser, and a fuzz test."""
 # ruff: noqa: E501, W291
@@ -16,7 +16,7 @@ from probes.rules.parsers import dmon
 from probes.rules.parsers.dmon import explain, kind_of, looks_like, parse_dmon
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import REPO, SHARED
+from tests.conftest import FIXTURES, REPO
 from tests.support.explain_expect import (
     expectation,
     finding_set,
@@ -25,8 +25,7 @@ from tests.support.explain_expect import (
     subset_mismatches,
 )
 
-FIXTURES = SHARED / "fixtures"
-ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
+ALL = sorted(FIXTURES.glob("*/*.txt"))
 KINDS = {dmon.KIND, dmon.PMON_KIND}
 MINE = [p for p in ALL if expectation(p)["kind"] in KINDS]
 OTHERS = [p for p in ALL if expectation(p)["kind"] not in KINDS]
@@ -41,7 +40,7 @@ def _codes(text: str) -> dict[tuple[str, str | None], Severity]:
     return {(f.code, f.gpu): f.severity for f in explain(_lines(text)).findings}
 
 
-# --- the shared fixtures --------------------------------------------------------------------
+# --- the samples (tests/fixtures/samples) ---------------------------------------------
 
 @pytest.mark.parametrize("sample", MINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path) -> None:
@@ -68,15 +67,11 @@ def test_recogniser_does_not_claim_healthy_logs(sample: Path) -> None:
 
 
 def test_the_fixtures_are_there() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     assert {p.name[:2] for p in MINE} >= {"02", "04", "06"}
     assert len(OTHERS) >= 50
 
 
 def test_fixture_units_and_row_objects() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     (load,) = [p for p in MINE if p.name.startswith("04-")]
     d = parse_dmon(split_lines(decode(fixture_input(load))))
     assert d.main is not None

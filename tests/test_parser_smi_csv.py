@@ -17,7 +17,7 @@ from probes.rules.parsers.smi_cells import UNIT_NAMES, cell_value, is_unavailabl
 from probes.rules.parsers.smi_csv import looks_like, normalize_field, parse_smi_csv, split_cells
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import REPO, SHARED
+from tests.conftest import FIXTURES, REPO
 from tests.support.explain_expect import (
     expectation,
     finding_set,
@@ -26,8 +26,7 @@ from tests.support.explain_expect import (
     subset_mismatches,
 )
 
-FIXTURES = SHARED / "fixtures"
-ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
+ALL = sorted(FIXTURES.glob("*/*.txt"))
 MINE = [p for p in ALL if expectation(p)["kind"] == smi_csv.KIND]
 OTHERS = [p for p in ALL if expectation(p)["kind"] != smi_csv.KIND]
 HEALTHY = sorted((REPO / "tests" / "data" / "healthy").glob("*.txt"))
@@ -99,7 +98,7 @@ def test_split_cells() -> None:
     assert split_cells("") == [""]
 
 
-# --- the shared fixtures --------------------------------------------------------------------
+# --- the samples (tests/fixtures/samples) ---------------------------------------------
 
 @pytest.mark.parametrize("sample", MINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path) -> None:
@@ -127,15 +126,11 @@ def test_recogniser_does_not_claim_healthy_logs(sample: Path) -> None:
 
 
 def test_the_fixtures_are_there() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     assert {p.name[:2] for p in MINE} >= {"02", "04", "06", "22"}
     assert len(OTHERS) >= 50 and len(HEALTHY) >= 3
 
 
 def test_fixture_details_beyond_the_expectation() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     (win,) = [p for p in MINE if p.name.startswith("22-")]
     csv = parse_smi_csv(split_lines(decode(fixture_input(win))))
     (row,) = csv.rows

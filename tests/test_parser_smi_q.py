@@ -1,4 +1,4 @@
-"""The ``nvidia-smi -q`` parser: shared fixtures, a synthesised 2-GPU report (throttling,
+"""The ``nvidia-smi -q`` parser: the samples, a synthesised 2-GPU report (throttling,
 remap failure, ECC, lost lanes), old driver key names, grep excerpts of many GPUs, CRLF,
 prefixes, cuts, the recogniser, and a fuzz test."""
 
@@ -14,11 +14,10 @@ from probes.rules.parsers import smi_q
 from probes.rules.parsers.smi_q import looks_like, parse_smi_q
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import REPO, SHARED
+from tests.conftest import FIXTURES, REPO
 from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
-FIXTURES = SHARED / "fixtures"
-ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
+ALL = sorted(FIXTURES.glob("*/*.txt"))
 MINE = [p for p in ALL if expectation(p)["kind"] == smi_q.KIND]
 OTHERS = [p for p in ALL if expectation(p)["kind"] != smi_q.KIND]
 HEALTHY = sorted((REPO / "tests" / "data" / "healthy").glob("*"))
@@ -37,7 +36,7 @@ def _fixture(prefix: str) -> list[str]:
     return split_lines(decode(fixture_input(path)))
 
 
-# --- the shared fixtures --------------------------------------------------------------------
+# --- the samples (tests/fixtures/samples) ---------------------------------------------
 
 @pytest.mark.parametrize("sample", MINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path) -> None:
@@ -63,15 +62,11 @@ def test_recogniser_does_not_claim_healthy_logs(log: Path) -> None:
 
 
 def test_the_fixtures_are_there() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     assert {p.name[:2] for p in MINE} >= {"14", "16", "18", "20", "30"}
     assert len(OTHERS) >= 50 and HEALTHY
 
 
 def test_fixture_details_beyond_the_expectation() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     (g,) = parse_smi_q(_fixture("30-")).gpus
     assert (g.pcie_gen_max, g.pcie_gen_host_max, g.pcie_gen_device_max, g.pcie_gen_current) == \
         (4, 5, 4, 4)
@@ -536,9 +531,7 @@ def test_lost_gpu_lines() -> None:
 
 
 def test_two_section_reports_of_one_gpu_are_merged() -> None:
-    perf = _fixture("16-") if FIXTURES.is_dir() else None
-    if perf is None:
-        pytest.skip("shared fixtures not present")
+    perf = _fixture("16-")
     pcie = """\
 $ nvidia-smi -q -d PCIE
 

@@ -1,4 +1,4 @@
-"""The plain ``nvidia-smi`` table parser: shared fixtures, formats they lack (ERR! rows, MIG
+"""The plain ``nvidia-smi`` table parser: the samples, formats they lack (ERR! rows, MIG
 boxes, CRLF, cuts, wide 5xx layouts, quoting), the recogniser, and a fuzz test."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from probes.rules.parsers import smi_table
 from probes.rules.parsers.smi_table import SmiTableGpu, looks_like, parse_smi_table
 from probes.rules.text import decode, split_lines
 from probes.triage import Severity, Step
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import (
     expectation,
     finding_set,
@@ -22,8 +22,7 @@ from tests.support.explain_expect import (
     subset_mismatches,
 )
 
-FIXTURES = SHARED / "fixtures"
-ALL = sorted(FIXTURES.glob("*/*.txt")) if FIXTURES.is_dir() else []
+ALL = sorted(FIXTURES.glob("*/*.txt"))
 MINE = [p for p in ALL if expectation(p)["kind"] == smi_table.KIND]
 OTHERS = [p for p in ALL if expectation(p)["kind"] != smi_table.KIND]
 
@@ -36,7 +35,7 @@ def _keys(lines: list[str]) -> set[tuple[str, str, int | None]]:
     return {f.key for f in smi_table.explain(lines).findings}
 
 
-# --- the shared fixtures --------------------------------------------------------------------
+# --- the samples (tests/fixtures/samples) ---------------------------------------------
 
 @pytest.mark.parametrize("sample", MINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path) -> None:
@@ -59,15 +58,11 @@ def test_recogniser_does_not_claim_other_kinds(sample: Path) -> None:
 
 
 def test_the_fixtures_are_there() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     assert {p.name[:2] for p in MINE} >= {"08", "10", "12", "24", "26", "28"}
     assert len(OTHERS) >= 50
 
 
 def test_fixture_details_beyond_the_expectation() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     (h100,) = [p for p in MINE if p.name.startswith("08-")]
     t = parse_smi_table(split_lines(decode(fixture_input(h100))))
     assert (t.driver_version, t.cuda_version) == ("590.48.01", "13.1")

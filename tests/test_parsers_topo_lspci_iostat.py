@@ -14,15 +14,12 @@ from probes.analysis.findings import Severity
 from probes.rules.parsers import iostat, lspci, pcie, topo
 from probes.rules.text import decode, split_lines
 from probes.wire.samples import DiskStats
-from tests.conftest import SHARED
+from tests.conftest import FIXTURES
 from tests.support.explain_expect import expectation, finding_set, fixture_input, subset_mismatches
 
 MODULES: dict[str, ModuleType] = {"topo": topo, "lspci": lspci, "iostat": iostat}
-FIXTURES = SHARED / "fixtures"
-MINE = sorted(p for kind in MODULES for p in (FIXTURES / kind).glob("*.txt")) \
-    if FIXTURES.is_dir() else []
-OTHERS = sorted(p for p in FIXTURES.glob("*/*.txt") if p.parent.name not in MODULES) \
-    if FIXTURES.is_dir() else []
+MINE = sorted(p for kind in MODULES for p in (FIXTURES / kind).glob("*.txt"))
+OTHERS = sorted(p for p in FIXTURES.glob("*/*.txt") if p.parent.name not in MODULES)
 
 
 def _lines(text: str) -> list[str]:
@@ -33,7 +30,7 @@ def _keys(result: object) -> set[tuple[str, str, int | None]]:
     return {f.key for f in result.findings}  # type: ignore[attr-defined]
 
 
-# --- the shared fixtures ------------------------------------------------------------------
+# --- the samples (tests/fixtures/samples) ---------------------------------------------
 
 @pytest.mark.parametrize("sample", MINE, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_fixture_gives_its_expected_answer(sample: Path) -> None:
@@ -56,14 +53,10 @@ def test_recognisers_do_not_claim_other_kinds(sample: Path) -> None:
 
 
 def test_there_are_fixtures() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     assert len(MINE) >= 13
 
 
 def test_topo_fixture_severities_follow_the_contract() -> None:
-    if not FIXTURES.is_dir():
-        pytest.skip("shared fixtures not present")
     for name in ("04-8xgpu-mlx4-old-format-no-numa", "06-dgx2-16gpu-nv6-old-format",
                  "10-2gpu-slurm-nv12-10nic"):
         lines = split_lines(decode(fixture_input(FIXTURES / "topo" / f"{name}.txt")))

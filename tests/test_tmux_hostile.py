@@ -6,7 +6,9 @@ markup, an OSC 0 title and an OSC 52 clipboard write; a fake agent whose hello a
 carry markup, escapes, bidi and zero-width characters and ``10**400``, and which sends one
 100,000-deep JSON line; and a healthy simulated host.  The console must stay up, leave the
 pane title and tmux's paste buffers (where OSC 52 lands with ``set-clipboard on``) untouched,
-ignore a click on the toasts, and keep the healthy host streaming.
+ignore a click on the toasts, and keep the healthy host streaming.  Then the security review's
+E1 line (``Tried to allocate`` and 8,000 digits) into the followed log: keys are answered
+within half a second, after it and after the lines that follow it.
 """
 
 from __future__ import annotations
@@ -147,6 +149,57 @@ def _click_every_toast(term: Tmux) -> int:
     return clicks
 
 
+OOM_FLOOD_LINE = "CUDA out of memory. Tried to allocate " + "1" * 8000 + "\n"
+"""The security review's E1 line: its rules cost the square of the line, 7 s a scan, and every
+one of the next 40 lines scanned it again; the console answered no key for seconds."""
+KEY_ANSWER_S = 0.5
+
+
+def _answer_time(term: Tmux, span_s: float = 5.0) -> float:
+    """The longest a ``:`` took to open the command line (its placeholder shows) or an Escape
+    to close it, over ``span_s``: long enough for the agent to send what was just written and
+    for a tick to scan it."""
+    worst, start = 0.0, time.monotonic()
+    while time.monotonic() - start < span_s:
+        term.keys(":")
+        _, waited = term.wait_for(lambda s: "theme light" in s, timeout=30.0)
+        worst = max(worst, waited)
+        term.keys("Escape")
+        _, waited = term.wait_for(lambda s: "theme light" not in s, timeout=30.0)
+        worst = max(worst, waited)
+    return worst
+
+
+def _shown(term: Tmux, marker: str, key: str = "End", timeout: float = 30.0) -> None:
+    """Press ``key`` until the screen shows ``marker`` (the host screen's last panel: the
+    newest log lines)."""
+    deadline = time.monotonic() + timeout
+    while marker not in term.screen():
+        assert time.monotonic() < deadline, f"{marker} never shown:\n{term.screen()}"
+        term.keys(key)
+        time.sleep(0.2)
+
+
+def _log_lines_answer_keys(term: Tmux, log: Path) -> tuple[float, float]:
+    """E1 end to end, on joblog01's screen: keys while the 8 KB digit OOM line comes in and is
+    scanned, then while ordinary lines come in (each once rescanned the OOM line)."""
+    term.keys(":")
+    term.wait_for(lambda s: "theme light" in s, timeout=10.0)
+    term.keys("host joblog01", "Enter")
+    term.wait_for(lambda s: "GPU  State" in s, timeout=10.0)
+    term.keys("6")  # the host panel: its end is the newest log lines
+    _shown(term, "job:")
+    answers = []
+    for lines, marker in ((OOM_FLOOD_LINE, "e1-marker-one"),
+                          ("".join(f"step {i} loss 2.2\n" for i in range(3)), "e1-marker-two")):
+        with log.open("a") as out:
+            out.write(lines + marker + "\n")
+        answers.append(_answer_time(term))
+        assert answers[-1] < KEY_ANSWER_S, f"a key took {answers[-1]:.2f} s after {marker}"
+        _shown(term, marker)  # the lines did come in (and were scanned) meanwhile
+    return answers[0], answers[1]
+
+
 def test_hostile_hosts_in_a_real_terminal(tmp_path: Path) -> None:
     if shutil.which("tmux") is None or not RIGWATCH.exists():
         pytest.skip("tmux or the installed rigwatch is missing")
@@ -190,7 +243,10 @@ def test_hostile_hosts_in_a_real_terminal(tmp_path: Path) -> None:
         buffers = subprocess.run(["tmux", "-L", term.socket, "list-buffers"],
                                  capture_output=True, text=True, timeout=10).stdout
         assert buffers.strip() == "", f"OSC 52 reached the clipboard: {buffers!r}"
+        after_oom, after_more = _log_lines_answer_keys(term, tmp_path / "train" / "job.log")
+        assert term.alive()
         print(f"\nhostile hosts: console up, title {title_after!r}, no buffers, "
-              f"{clicks} clicks on would-be links ran nothing")
+              f"{clicks} clicks on would-be links ran nothing; keys answered within "
+              f"{after_oom:.2f} s after the 8 KB OOM line, {after_more:.2f} s after the next")
     finally:
         term.kill()

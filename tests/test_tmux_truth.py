@@ -8,10 +8,12 @@ alert hook runs once for it, however many retries fail.
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -82,10 +84,52 @@ def test_an_unreachable_host_is_the_first_failure_and_pages_once(tmp_path: Path)
         first = next(line for line in screen.splitlines() if "First failure:" in line)
         assert "x-down" in first and "unreachable" in first, screen
         assert "Do now:" in screen
-        time.sleep(8.0)  # a host that never streamed backs off 1, 2, 4 s: several retries
+        # the page, however long a loaded machine takes to run the hook (a fixed 8 s was
+        # not always enough), then two retries after it (a host never seen backs off 1,
+        # 2, 4, 8 s), each followed by two ticks of the alert check: none may page again
+        _wait(lambda: "x-down host-unreachable" in _read(pages), 30.0, "the page")
+        term.keys("Escape", "Down")  # the fleet, cursor on x-down: its retry countdown
+        last = _retries(term, 2, timeout=60.0)
+        term.wait_for(lambda s: (_retry_in(s) or 99) <= last - 2, timeout=30.0)
         term.keys("q")
+        term.wait_for(lambda s: "x-down" not in s, timeout=10.0)
     finally:
         term.kill()
-    lines = pages.read_text().splitlines()
+    lines = _read(pages).splitlines()
     assert [line for line in lines if line.startswith("x-down")] == [
         "x-down host-unreachable"], lines
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _wait(ok: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def _retries(term: Tmux, count: int, timeout: float) -> int:
+    """Wait until the selected host's retry countdown has started over ``count`` times (a
+    retry failed and a new, longer wait began); the countdown it started at last."""
+    deadline = time.monotonic() + timeout
+    seen, shown = 0, _retry_in(term.screen())
+    while seen < count:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{seen} of {count} retries within {timeout:.0f} s")
+        time.sleep(0.05)
+        now = _retry_in(term.screen())
+        if now is not None and shown is not None and now > shown:
+            seen += 1
+        shown = now if now is not None else shown
+    assert shown is not None
+    return shown
+
+
+def _retry_in(screen: str) -> int | None:
+    """The selected host's ``next retry in N s``, if the detail line shows one."""
+    m = re.search(r"next retry in (\d+) s", screen)
+    return int(m.group(1)) if m else None

@@ -61,7 +61,9 @@ async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path:
         await wait_until(pilot, lambda: "marked suspect" in banner(app))
         await pilot.press("3")
         await wait_until(pilot, lambda: "NCCL" in detail(app).splitlines()[0])
-        assert "nccl-timeout rank 3 on gpu-b03 GPU3" in detail(app), detail(app)  # the rank placed
+        # the rank placed on its GPU: once gpu-b03's processes have been sampled (on a
+        # loaded machine that can come a tick after the timeout itself)
+        await wait_until(pilot, lambda: "nccl-timeout rank 3 on gpu-b03 GPU3" in detail(app))
         await pilot.press("r")
         await wait_until(pilot, lambda: app.screen.last_report is not None)  # type: ignore[attr-defined]
         report = app.screen.last_report  # type: ignore[attr-defined]

@@ -14,21 +14,23 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on, work
-from textual.app import App
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
 from textual.dom import DOMNode
 from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
+from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from probes.actions.audit import AuditRecord, NodeAction, Outcome
+from probes.actions.slurm_node import ACTION_TIMEOUT_S
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
-from probes.analysis.headline import SEP, headline
 from probes.analysis.hook import HookGate, HookResult
 from probes.analysis.incident import TriageRecord
 from probes.analysis.limits import DetectorLimits, PreflightLimits
@@ -45,14 +47,19 @@ from tui.command_run import run_named
 from tui.commands import CommandError, parse_command
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
-from tui.palette import RigwatchCommands
+from tui.node_actions import ACTION_SCREENS, NODE_ACTIONS, target_of
+from tui.node_actions import context as node_context
+from tui.palette import TEXTUAL_DUPLICATES, RigwatchCommands, SteadyPalette
 from tui.screens.base import DataScreen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen, Section, build_sections, own_bindings
 from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
+from tui.screens.note import COMMAND_HINT, SEEK_HINT, NoteScreen
 from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
+from tui.typeahead import TypeaheadApp
+from tui.views.alert_notice import NAMED, alert_text, landed_text
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import Notice, NoticeLevel
 
@@ -62,7 +69,7 @@ REDRAW_MIN_S = 0.25
 is drawn about four times a second however many hosts it holds."""
 METRICS_EVERY_S = 15.0
 """Textfile refresh: node_exporter reads it on its own scrape interval (15 s typical)."""
-MAX_TOASTS = 2
+MAX_TOASTS = NAMED
 """More hosts raising alerts in one tick than this are named as "and N more"."""
 NOTICE_S = 6.0
 """How long a notice stays on the status line (alerts and reports stay longer)."""
@@ -78,9 +85,12 @@ HOOK_RESULTS_KEPT = 100
 QUIT_GRACE_S = 3.0
 """How long quitting waits for the backend to stop its agents before leaving anyway."""
 Clock = Callable[[], float]
+FINDINGS = Binding.Group("finding", compact=True)
+TEN_MIN = Binding.Group("10 min", compact=True)
+SPEED = Binding.Group("speed", compact=True)
 
 
-class RigwatchApp(App[None]):
+class RigwatchApp(TypeaheadApp):
     """The console; build it with ``make_app``."""
 
     CSS_PATH = CSS_PATH
@@ -96,24 +106,33 @@ class RigwatchApp(App[None]):
                 tooltip="next theme: dark, light, high contrast, colour-blind safe"),
         Binding("colon", "command_line", "Command", key_display=":", show=False,
                 tooltip="command line: host NAME, window 6h, sort worst …"),
+        # replay keys: hidden elsewhere, a replay's footer lists them (in groups)
         Binding("space", "replay_pause", "Pause", show=False, tooltip="pause or resume"),
-        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False,
-                tooltip="faster (up to ×600)"),
-        Binding("minus", "replay_speed(-1)", "Slower", show=False, tooltip="slower"),
-        Binding("right_square_bracket", "replay_step(600)", "+10 min", show=False,
-                tooltip="10 minutes later"),
-        Binding("left_square_bracket", "replay_step(-600)", "-10 min", show=False,
-                tooltip="10 minutes earlier"),
-        Binding("greater_than_sign", "replay_finding(1)", "Next finding", show=False,
-                tooltip="jump to the next recorded finding"),
         Binding("less_than_sign", "replay_finding(-1)", "Prev finding", show=False,
-                tooltip="jump to the previous recorded finding"),
+                tooltip="jump to the previous recorded finding", group=FINDINGS),
+        Binding("greater_than_sign", "replay_finding(1)", "Next finding", show=False,
+                tooltip="jump to the next recorded finding", group=FINDINGS),
+        Binding("left_square_bracket", "replay_step(-600)", "-10 min", show=False,
+                tooltip="10 minutes earlier", group=TEN_MIN),
+        Binding("right_square_bracket", "replay_step(600)", "+10 min", show=False,
+                tooltip="10 minutes later", group=TEN_MIN),
+        Binding("minus", "replay_speed(-1)", "Slower", show=False, tooltip="slower",
+                group=SPEED),
+        Binding("plus,equals_sign", "replay_speed(1)", "Faster", show=False,
+                tooltip="faster (up to ×600)", group=SPEED),
         Binding("at", "replay_seek", "Seek", show=False,
                 tooltip="seek to a time: +10m, -1h, 03:12, an ISO time"),
+        # not in the footer (``?`` lists them): a host screen's footer is full at 80 columns
+        Binding("D", "node_drain", "Drain", show=False,
+                tooltip="drain this node in Slurm (the host, the job's failing rank, triage's "
+                        "first failure): preview, type its name to confirm, audited"),
+        Binding("U", "node_resume", "Resume", show=False,
+                tooltip="resume this node in Slurm once a fresh read finds the cause gone "
+                        "(else refused; a typed reason overrides), audited"),
     ]
 
-    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
-        App.COMMANDS | {RigwatchCommands})
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {RigwatchCommands}
+    """Rigwatch's commands first, then Textual's own (``RigwatchCommands`` lists both)."""
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
@@ -165,6 +184,22 @@ class RigwatchApp(App[None]):
         self.notice: Notice | None = None
         """What the status line says now (every data screen shows it)."""
         self._notice_serial = 0
+        self.read_only = backend.replay is not None
+        """No node actions: ``D``, ``U`` and ``:drain``/``:resume`` are gone (``--read-only``,
+        ``read_only: true``, and always in a replay: it shows the past)."""
+        self.audit_path: Path | None = None
+        """Where node actions are recorded; None is the user's data dir."""
+        self.action_timeout_s = ACTION_TIMEOUT_S
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's palette entries, less the two that ``:quit`` and ``:theme`` are."""
+        return (c for c in super().get_system_commands(screen)
+                if c.title not in TEXTUAL_DUPLICATES)
+
+    def action_command_palette(self) -> None:
+        """The palette (Ctrl+P), guarded against keys that arrive together."""
+        if self.use_command_palette and not CommandPalette.is_open(self):  # type: ignore[arg-type]
+            self.push_screen(SteadyPalette())  # no id: the one going out may still hold it
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         """Keep our stylesheet valid under any other theme (Textual's are unregistered, but
@@ -257,7 +292,12 @@ class RigwatchApp(App[None]):
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
         if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
-            screen.show(self.fleet, self._clock(), self.mode_text())
+            self.draw(screen)
+
+    def draw(self, screen: DataScreen) -> None:
+        """Draw ``screen`` from the fleet state now (a screen does as soon as it is
+        composed, so it never shows its empty state over what is known)."""
+        screen.show(self.fleet, self._clock(), self.mode_text())
 
     def mode_text(self) -> str:
         """The header's note on where the data comes from: a replay position or recording."""
@@ -311,15 +351,8 @@ class RigwatchApp(App[None]):
         tops.sort(key=lambda t: (-t[1].severity.rank, t[0]))
         worst = tops[0][1].severity
         level: NoticeLevel = "critical" if worst is Severity.CRITICAL else "warning"
-        if len(tops) > MAX_TOASTS:
-            names = ", ".join(f"{host} {headline(top).split(SEP)[0].split(', ')[0]}"
-                              for host, top, _ in tops[:MAX_TOASTS])
-            text = (f"{len(tops)} hosts with new findings: {names} and "
-                    f"{len(tops) - MAX_TOASTS} more — t for triage")
-        else:
-            text = " · ".join(f"{host}: {headline(top)}"
-                              + (f" (+{count - 1} more)" if count > 1 else "")
-                              for host, top, count in tops) + " — t for triage"
+        # one line of the status line (its padding aside): never two over the table
+        text = alert_text(tops, self.size.width - 2)
         self.say(text, level, ALERT_NOTICE_S)
 
     def say(self, text: str, level: NoticeLevel = "information",
@@ -388,10 +421,47 @@ class RigwatchApp(App[None]):
         return [*filters, self._ascii_filter] if self.ascii_glyphs else filters
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Replay keys exist only in a replay."""
+        """Replay keys exist only in a replay; node actions only on a screen about a node,
+        and never in read-only mode."""
         if action.startswith("replay_"):
             return self.backend.replay is not None
+        if action in NODE_ACTIONS:
+            return not self.read_only and isinstance(self.screen, ACTION_SCREENS)
         return True
+
+    def action_node_drain(self) -> None:
+        """``D``: drain the node this screen is about, after a preview."""
+        self._node_key(NodeAction.DRAIN)
+
+    def action_node_resume(self) -> None:
+        """``U``: resume the node this screen is about once its cause is gone."""
+        self._node_key(NodeAction.RESUME)
+
+    def _node_key(self, action: NodeAction) -> None:
+        try:
+            self.node_action(action, None)
+        except CommandError as exc:
+            self.notify(str(exc), severity="warning", timeout=8, markup=False)
+
+    def node_action(self, action: NodeAction, node: str | None) -> None:
+        """Open the drain or resume box for ``node`` (None: the one this screen is about).
+
+        Raises:
+            CommandError: read-only, or no node to act on here.
+        """
+        from tui.screens.node_action import NodeActionScreen
+
+        if self.read_only:
+            raise CommandError("read-only: rigwatch takes no action on nodes in this session")
+        target = target_of(self.fleet, self.screen, node)
+        ctx = node_context(self.audit_path, self.action_timeout_s, self.detector_limits)
+
+        def done(rec: AuditRecord | None) -> None:
+            if rec is not None:
+                self.say(rec.line(), "information" if rec.outcome is Outcome.DONE
+                         else "warning", ALERT_NOTICE_S)
+
+        self.push_screen(NodeActionScreen(action, target, ctx), done)
 
     def _replay(self) -> ReplayControls | None:
         return self.backend.replay
@@ -414,18 +484,20 @@ class RigwatchApp(App[None]):
             r.seek(r.now() + seconds)
 
     def action_replay_finding(self, direction: int) -> None:
-        """Jump to the next (or previous) recorded finding."""
+        """Jump to the next (or previous) recorded finding and say which it is."""
         if (r := self._replay()) is None:
             return
         t = r.next_finding() if direction > 0 else r.previous_finding()
         if t is None:
             self.notify("no recorded finding that way", timeout=4, markup=False)
+        else:
+            text = landed_text(direction, t, r.findings_at(t), self.size.width - 2)
+            self.notify(text, timeout=8, markup=False)
 
     def action_replay_seek(self) -> None:
         """Ask for a time and seek there (+10m, -1h, 03:12, an ISO time)."""
         if (r := self._replay()) is None:
             return
-        from tui.screens.note import NoteScreen
 
         def done(text: str | None) -> None:
             if not text:
@@ -436,8 +508,8 @@ class RigwatchApp(App[None]):
                 self.notify(str(exc), severity="warning", timeout=8, markup=False)
 
         self.push_screen(NoteScreen("seek", "", heading="Seek the replay to",
-                                    placeholder="+10m, -1h, 03:12 (UTC) or 2026-12-03T03:12:07"),
-                         done)
+                                    placeholder="+10m, -1h, 03:12 (UTC) or 2026-12-03T03:12:07",
+                                    hint=SEEK_HINT), done)
 
     def on_view_requested(self, _message: ViewRequested) -> None:
         """A data screen became active."""
@@ -509,12 +581,12 @@ class RigwatchApp(App[None]):
         if isinstance(self.screen, FleetScreen) and self.screen.wall:
             here = HELP_SCREENS[1][0]
         screens = [(title, own_bindings(cls)) for title, cls in HELP_SCREENS]
-        return build_sections(own_bindings(RigwatchApp), screens, self.get_key_display, here)
+        app_keys = [b for b in own_bindings(RigwatchApp)
+                    if not (self.read_only and b.action in NODE_ACTIONS)]
+        return build_sections(app_keys, screens, self.get_key_display, here)
 
     def action_command_line(self) -> None:
         """``:`` — type a command (``host gpu017``, ``theme light``, ``window 6h`` …)."""
-        from tui.screens.note import NoteScreen
-
         def done(text: str | None) -> None:
             if text:
                 self.run_command(text)
@@ -522,7 +594,8 @@ class RigwatchApp(App[None]):
         self.push_screen(NoteScreen("command", "", heading=":",
                                     placeholder="host NAME · theme light · triage · preflight"
                                                 " · window 6h · sort worst · filter TEXT"
-                                                " · job ID · wall · help · quit"), done)
+                                                " · job ID · wall · help · quit",
+                                    hint=COMMAND_HINT), done)
 
     def run_command(self, text: str) -> None:
         """Run one command line; a mistake is a notification saying what would work."""

@@ -42,6 +42,7 @@ from tui.cli_fleet import (
     with_job,
 )
 from tui.cli_ladder import add_ladder_parser, run_ladder
+from tui.cli_node import add_action_args, add_node_parser, apply_action_args, run_node
 from tui.cli_prometheus import add_prometheus_args, prometheus_options, run_prometheus
 from tui.gc_policy import tune_for_streaming
 
@@ -181,6 +182,7 @@ def _run_console(args: argparse.Namespace) -> int:
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
+    apply_action_args(app, args, settings)
     if args.theme:
         if args.theme not in app.available_themes:
             names = ", ".join(sorted(app.available_themes))
@@ -445,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the SSH sessions in N worker processes (0: in the console's "
                         "own); default: by fleet size and cores (none under 256 hosts)")
     add_prometheus_args(p)
+    add_action_args(p)
     add_ibnetdiscover_arg(p)
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
@@ -470,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="treat every input as this kind instead of detecting it")
     explain.add_argument("files", nargs="+", metavar="FILE", help="inputs; '-' is stdin")
     add_ladder_parser(sub)
+    add_node_parser(sub)
     report = sub.add_parser("report", help="list incident reports written from the triage "
                             "screen, or print one")
     report.add_argument("name", nargs="?", default=None,
@@ -576,6 +580,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_explain(args)
     if args.command == "ladder":
         return run_ladder(args)
+    if args.command == "node":
+        return run_node(args, _settings(args))
     if args.command == "report":
         return _run_report(args)
     if args.command == "replay":

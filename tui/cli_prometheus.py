@@ -176,6 +176,9 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
+    from tui.cli_node import apply_action_args
+
+    apply_action_args(app, args, settings)
     if args.theme:
         app.theme = args.theme
     tune_for_streaming()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tui.commands import WINDOWS, CommandError, resolve_host, window_note
+from tui.commands import ACTION_COMMANDS, WINDOWS, CommandError, resolve_host, window_note
 from tui.screens.fleet import FleetScreen
 from tui.screens.job import JobScreen
 from tui.views.fleet_view import SORT_KEYS
@@ -19,7 +19,12 @@ def run_named(app: RigwatchApp, name: str, arg: str) -> None:
     Raises:
         CommandError: the argument names nothing that exists (a theme, a sort key, a host).
     """
-    if name == "host":
+    if name in ACTION_COMMANDS:
+        from probes.actions.audit import NodeAction
+
+        app.node_action(NodeAction.DRAIN if name == "drain" else NodeAction.RESUME,
+                        arg or None)
+    elif name == "host":
         host = resolve_host(arg, list(app.fleet.hosts))
         to_fleet(app)
         app.open_host(host)

@@ -34,10 +34,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("job", "ID", "a Slurm job: its GPUs by rank, first failure, findings (the fleet "
                          "filtered to job:ID underneath)"),
     Command("wall", "", "toggle the fleet wall (one cell per GPU) and the table"),
+    Command("drain", "", "drain a node in Slurm (:drain NODE, or the node on screen): "
+                         "preview, type its name to confirm, audited"),
+    Command("resume", "", "resume a node in Slurm (:resume NODE, or the node on screen) "
+                          "once a fresh read finds its cause gone"),
     Command("help", "", "the key reference"),
     Command("quit", "", "leave rigwatch"),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
+ACTION_COMMANDS = frozenset({"drain", "resume"})
+"""Commands that change a node: not offered, and refused, in read-only mode."""
 WINDOWS = {"5m": 300.0, "1h": 3600.0, "6h": 6 * 3600.0, "24h": 86400.0, "all": 0.0}
 """Chart windows by name; 0 means everything kept."""
 

@@ -80,7 +80,9 @@ class Settings:
     nccl_tests: NcclExpectations = field(default_factory=NcclExpectations)
     """The bus bandwidth nccl-tests runs are judged against (``probes.rules.nccl_expect``)."""
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
-
+    read_only: bool = False
+    """``read_only: true``: no node actions anywhere (console keys, palette, help, and the
+    ``rigwatch node`` commands), as ``--read-only`` says."""
 
 
 def default_settings_path(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -165,12 +167,20 @@ def load_settings(path: str | Path) -> Settings:
     if not isinstance(root, yaml.MappingNode):
         add(root, None, "the settings file must be a mapping of sections (preflight, alerts)")
         raise SettingsError(problems)
+    read_only = False
     for knode, vnode in root.value:
         key = knode.value
+        if key == "read_only":  # a top-level switch, not a section
+            try:
+                read_only = v.boolean(vnode)
+            except v.Bad as bad:
+                add(vnode, key, bad.message or f"'read_only' must be {bad.expected}, got "
+                    f"{v.got(vnode)}")
+            continue
         if key not in SECTIONS:
             close = difflib.get_close_matches(str(key), SECTIONS, n=1)
             add(knode, key, f"unknown section '{key}'", f"did you mean '{close[0]}'?" if close
-                else "expected: " + ", ".join(SECTIONS))
+                else "expected: " + ", ".join((*SECTIONS, "read_only")))
             continue
         if not isinstance(vnode, yaml.MappingNode):
             add(vnode, key, f"'{key}' must be a mapping of setting: value")
@@ -198,4 +208,5 @@ def load_settings(path: str | Path) -> Settings:
                     detectors=DetectorLimits(**values["detectors"]),
                     recording=RecordingLimits(**values["recording"]),
                     nccl_tests=NcclExpectations(**values["nccl_tests"]),
-                    prometheus=PrometheusSettings(**values["prometheus"]))
+                    prometheus=PrometheusSettings(**values["prometheus"]),
+                    read_only=read_only)

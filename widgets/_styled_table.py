@@ -64,14 +64,22 @@ class StyledTable(DataTable[Text]):
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | CELL_CLASSES
     COLUMNS: ClassVar[tuple[ColumnSpec, ...]] = ()
     NARROW_BELOW: ClassVar[int] = 110
+    WIDE: ClassVar[str | None] = None
+    """A column whose cells should be read whole (the fleet's reason): below
+    ``NARROW_BELOW`` the columns in ``GIVE_UP`` go, in that order, while it lacks the room
+    its longest cell needs (up to ``WIDE_MAX``)."""
+    GIVE_UP: ClassVar[tuple[str, ...]] = ()
+    WIDE_MAX: ClassVar[int] = 48
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._shown: list[tuple[int, ColumnSpec]] = []
-        self._narrow: bool | None = None
+        self._shown_key: tuple[int, ...] | None = None
         self._ready = False
         """Columns exist: data set before mount waits for ``on_mount``."""
+        self._width = 0
+        """The table's width at the last resize (the app's before the first)."""
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
         self._rendered: dict[tuple[object, ...], _Lines] = {}
         """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
@@ -81,29 +89,51 @@ class StyledTable(DataTable[Text]):
     def on_mount(self) -> None:
         """Create the columns and follow theme changes."""
         self._ready = True
-        self._layout_columns(self.app.size.width < self.NARROW_BELOW)
+        self._width = self.app.size.width
+        rows = self.keyed_rows()
+        self._layout_columns(self._columns_for(self._width, rows), rows)
         self.app.theme_changed_signal.subscribe(self, self._restyle)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Drop or restore the optional columns when the width crosses the limit."""
-        narrow = event.size.width < self.NARROW_BELOW
-        if narrow != self._narrow:
-            self._layout_columns(narrow)
+        """Drop or restore the optional columns when the width calls for it."""
+        self._width = event.size.width
+        rows = self.keyed_rows()
+        shown = self._columns_for(self._width, rows)
+        if shown != self._shown_key:
+            self._layout_columns(shown, rows)
 
     def keyed_rows(self) -> list[KeyedRow]:
         """The rows the subclass's reactive data describes, as ``(key, cells)``."""
         raise NotImplementedError
 
-    def _layout_columns(self, narrow: bool) -> None:
+    def _columns_for(self, width: int, rows: Sequence[KeyedRow]) -> tuple[int, ...]:
+        """The columns shown at ``width``: all of them, or below ``NARROW_BELOW`` those
+        marked ``narrow``, less what ``WIDE`` needs given up."""
+        narrow = width < self.NARROW_BELOW
+        shown = [i for i, c in enumerate(self.COLUMNS) if c.narrow or not narrow]
+        wide = self._column_at.get(self.WIDE) if self.WIDE and narrow else None
+        if wide is None:
+            return tuple(shown)
+        need = min(self.WIDE_MAX, max([len(self.COLUMNS[wide].label),
+                                       *(len(cells[wide][0]) for _, cells in rows)]))
+        for key in self.GIVE_UP:
+            # every column has a cell of padding either side; two more for the scrollbar
+            room = width - sum((self.COLUMNS[i].width or 0) + 2 for i in shown) - 2
+            if room >= need:
+                break
+            shown = [i for i in shown if self.COLUMNS[i].key != key]
+        return tuple(shown)
+
+    def _layout_columns(self, shown: tuple[int, ...], rows: Sequence[KeyedRow]) -> None:
         cursor = self._cursor_key()
-        self._narrow = narrow
+        self._shown_key = shown
         self._rendered.clear()
         self.clear(columns=True)
         self._cells.clear()
-        self._shown = [(i, c) for i, c in enumerate(self.COLUMNS) if c.narrow or not narrow]
+        self._shown = [(i, self.COLUMNS[i]) for i in shown]
         for _, col in self._shown:
             self.add_column(col.label, width=col.width, key=col.key)
-        self._sync(self.keyed_rows(), cursor)
+        self._sync(rows, cursor)
 
     def _restyle(self, _theme: Theme) -> None:
         self._rendered.clear()
@@ -228,8 +258,14 @@ class StyledTable(DataTable[Text]):
 
     def sync_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Make the table show ``rows`` (in order), touching only what changed."""
-        if self._ready:
-            self._sync(rows, self._cursor_key())
+        if not self._ready:
+            return
+        if self.WIDE is not None:  # a longer reason may want a column's room
+            shown = self._columns_for(self._width, rows)
+            if shown != self._shown_key:
+                self._layout_columns(shown, rows)
+                return
+        self._sync(rows, self._cursor_key())
 
     def _sync(self, rows: Sequence[KeyedRow], cursor: str | None) -> None:
         wanted = [key for key, _ in rows]

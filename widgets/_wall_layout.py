@@ -74,6 +74,8 @@ class WallView:
     hosts: tuple[WallHost, ...] = ()
     temp_margins: tuple[float, float] = field(default=(5.0, 15.0))
     """°C below each board's slowdown threshold at which it reads hot, warm (the legend)."""
+    empty: str = "no hosts yet"
+    """What the wall says with no hosts to show (a filter that matches none says so)."""
 
 
 def level(metric: str, value: float) -> int:

@@ -127,6 +127,10 @@ class FleetTable(StyledTable):
         ColumnSpec("findings", "Find", 4, right=True),
         ColumnSpec("worst", "Why / worst finding"),
     )
+    WIDE = "worst"
+    GIVE_UP = ("util", "mem", "temp", "gpus")
+    """At 80 columns the reason is read whole ("GPU2 LINK DOWN-TRAINED · PCIe x8 (capable
+    x16)" kept 18 characters): the numbers go first, the wall and host screens have them."""
 
     hosts: reactive[tuple[FleetLine, ...]] = reactive((), init=False, repaint=False)
     """One line per host in inventory order, replaced as a whole on every refresh."""

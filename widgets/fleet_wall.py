@@ -45,22 +45,27 @@ from widgets._wall_layout import (
 _P = "fleet-wall--"
 
 
+GPU_KEYS = Binding.Group("GPU", compact=True)
+HOST_KEYS = Binding.Group("host", compact=True)
+"""The footer shows a pair of moves as one entry (``←→ GPU``, ``HL host``)."""
+
+
 class FleetWall(ScrollView, can_focus=True):
     """The whole fleet as a wall of GPU cells, grouped by tag, with a cursor."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {_P + n for n in STYLE_NAMES}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left,h", "cursor_step(-1)", "Prev GPU", show=False),
-        Binding("right,l", "cursor_step(1)", "Next GPU", show=False),
+        Binding("left,h", "cursor_step(-1)", "Prev GPU", show=False, group=GPU_KEYS),
+        Binding("right,l", "cursor_step(1)", "Next GPU", show=False, group=GPU_KEYS),
         Binding("up,k", "cursor_row(-1)", "Up", show=False),
         Binding("down,j", "cursor_row(1)", "Down", show=False),
-        Binding("H,shift+left", "cursor_host(-1)", "Prev host", show=False),
-        Binding("L,shift+right", "cursor_host(1)", "Next host", show=False),
+        Binding("H,shift+left", "cursor_host(-1)", "Prev host", show=False, group=HOST_KEYS),
+        Binding("L,shift+right", "cursor_host(1)", "Next host", show=False, group=HOST_KEYS),
         Binding("pageup", "cursor_page(-1)", "Page up", show=False),
         Binding("pagedown", "cursor_page(1)", "Page down", show=False),
         Binding("home", "cursor_home", "First", show=False),
         Binding("end", "cursor_end", "Last", show=False),
-        Binding("enter", "select", "Open host", show=False),
+        Binding("enter", "select", "Open", show=False, tooltip="open the host under the cursor"),
     ]
 
     view: reactive[WallView] = reactive(WallView, init=False)
@@ -368,7 +373,7 @@ class FleetWall(ScrollView, can_focus=True):
         lay, width = self._layout, self._width
         blank = self._style("blank")
         if not lay.rows:
-            text = "no hosts yet" if row == 0 else ""
+            text = self.view.empty if row == 0 else ""
             strip = Strip([Segment(text, self._style("empty"))], len(text))
         elif row >= len(lay.rows):
             strip = Strip.blank(width, blank)

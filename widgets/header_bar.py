@@ -14,6 +14,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Label, Static
 
+from widgets._alive import leaving
+
 _COUNT_VARIABLE = {
     "stale": "$status-stale",
     "down": "$status-down",
@@ -63,6 +65,8 @@ class HeaderBar(Horizontal):
 
     def on_mount(self) -> None:
         """Show totals that arrived before mounting."""
+        if leaving(self):
+            return
         self._ready = True
         self.watch_totals(self.totals)
         self.watch_mode(self.mode)

@@ -14,6 +14,7 @@ from textual.widgets import Static
 from probes.fleet_state import FleetRow
 from probes.triage import Severity
 from probes.wire.samples import HostFacts
+from widgets._alive import leaving
 from widgets._format import SEVERITY_VARIABLE
 from widgets.fleet_table import status_cell
 
@@ -117,6 +118,8 @@ class HostFactsBar(Static):
 
     def on_mount(self) -> None:
         """Render what is known so far."""
+        if leaving(self):
+            return
         self._ready = True
         self._render_facts()
 

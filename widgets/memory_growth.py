@@ -34,6 +34,7 @@ from textual_plot import DurationFormatter, HiResMode, PlotWidget
 from textual_plot.plot_widget import Legend
 
 from probes.triage import Severity
+from widgets._alive import leaving
 from widgets._format import SEVERITY_VARIABLE, mib, spark_values
 from widgets.thermal_panel import ScaledHistory
 
@@ -356,6 +357,8 @@ class GrowthPlot(PlotWidget, can_focus=False):
 
     def on_mount(self) -> None:
         """Compact margins: a panel has rows to spare only for the lines themselves."""
+        if leaving(self):  # the margins' watchers lay out a grid that was never mounted
+            return
         self.margin_top = 0
         self.margin_bottom = 1
         self.margin_left = 8
@@ -370,7 +373,9 @@ class GrowthPlot(PlotWidget, can_focus=False):
 
     def _line_styles(self) -> tuple[str, str, str]:
         def style(name: str) -> str:
-            return str(self.get_component_rich_style(name, partial=True) or Style())
+            # a removed plot has no component styles left: plain lines, never a KeyError
+            return str(self.get_component_rich_style(name, partial=True, default=Style())
+                       or Style())
         return (style("growth-plot--line"), style("growth-plot--leak"),
                 style("growth-plot--selected"))
 
@@ -407,12 +412,15 @@ class GrowthPlot(PlotWidget, can_focus=False):
             self.call_after_refresh(self._restyle)
 
     def _restyle(self) -> None:
+        # deferred: by now the host screen may have been popped and this plot removed
+        if leaving(self):
+            return
         if self._styles_key and self._line_styles() != self._styles_key:
             self._replot()
 
     def on_resize(self) -> None:
         """Keep about two points per braille column at the new width."""
-        if self._gpus:
+        if self._gpus and not leaving(self):
             self._replot()
 
 
@@ -434,6 +442,8 @@ class GpuGrowthRow(Horizontal):
 
     def on_mount(self) -> None:
         """Show the GPU given at construction."""
+        if leaving(self):
+            return
         self._ready = True
         self._draw()
 
@@ -497,6 +507,8 @@ class MemoryGrowth(Vertical):
 
     def on_mount(self) -> None:
         """Show what arrived before mounting."""
+        if leaving(self):
+            return
         self._ready = True
         self.watch_view(self.view)
 

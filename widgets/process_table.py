@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Label, Static
 
+from widgets._alive import leaving
 from widgets._format import mib
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 
@@ -112,7 +113,7 @@ class ProcessPanel(Vertical):
 
     def watch_processes(self, processes: tuple[ProcessRow, ...]) -> None:
         """Pass the rows on and show the empty line only when there are none."""
-        if not self.is_mounted:
+        if not self.is_mounted or leaving(self):
             return
         self.query_one(ProcessTable).processes = processes
         self.query_one(".process-empty").display = not processes

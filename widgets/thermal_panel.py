@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from probes.analysis.judge import TempLevel
+from widgets._alive import leaving
 from widgets._format import TEMP_VARIABLE, spark_values
 
 THROTTLED_MARK = ("↓", "THROTTLED")
@@ -234,6 +235,8 @@ class ThermalRow(Horizontal):
 
     def on_mount(self) -> None:
         """Show the GPU given at construction."""
+        if leaving(self):
+            return
         self._ready = True
         if self._scale is not None:
             self.query_one(TempHistory).scale = self._scale
@@ -306,6 +309,8 @@ class ThermalPanel(Vertical):
 
     def on_mount(self) -> None:
         """Show what arrived before mounting."""
+        if leaving(self):
+            return
         self._ready = True
         self.watch_view(self.view)
 

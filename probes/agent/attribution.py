@@ -40,7 +40,7 @@ _RUNTIMES = (
 )
 _POD = re.compile(r"pod(?P<uid>[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}"
                   r"[-_][0-9a-f]{12})")
-_KUBE_CONTAINER = re.compile(r"/kubepods[^\n]*/pod[0-9a-f_-]{36}(?:\.slice)?/(?P<id>"
+_KUBE_CONTAINER = re.compile(r"/kubepods[^\n]{0,200}/pod[0-9a-f_-]{36}(?:\.slice)?/(?P<id>"
                              + _HEX64 + r")(?:/|$)")
 
 

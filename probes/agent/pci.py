@@ -20,7 +20,7 @@ def _sys_value(path):
 
 def link_speed_gts(text):
     """'16.0 GT/s PCIe' -> 16.0; 'Unknown' or absent -> None."""
-    m = re.match(r"\s*([\d.]+)\s*GT/s", text or "")
+    m = re.match(r"^\s*([\d.]+)\s*GT/s", text or "")
     return float(m.group(1)) if m else None
 
 

@@ -28,37 +28,37 @@ def do_now(f: Finding) -> str:
     """
     host, gpu = f.host, (f"GPU{f.gpu}" if f.gpu is not None else "the GPU")
     code = f.code
-    if f.xid == 79 or code in ("gpu-fallen-off-bus", "gpu-lost", "gpu-dropout"):
+    if f.xid == 79 or code in (Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT):
         return f"drain {host}, reboot it; RMA {gpu} if it recurs"
-    if f.xid in _RESET_XIDS or code == "ecc-uncorrectable":
+    if f.xid in _RESET_XIDS or code == Code.ECC_UNCORRECTABLE:
         return f"drain {host}, reset {gpu} (nvidia-smi -r); RMA it if it recurs"
-    if code == "row-remap-failure":
+    if code == Code.ROW_REMAP_FAILURE:
         return f"drain {host}; RMA {gpu}: it has no spare rows left"
-    if code == "gpu-unresponsive":
+    if code == Code.GPU_UNRESPONSIVE:
         return f"drain {host}; if {gpu} stays hung in nvidia-smi, reboot it"
-    if code == "pcie-aer":
+    if code == Code.PCIE_AER:
         return f"drain {host}; reseat {gpu}, check its riser and slot"
-    if code == "host-unreachable" and "refused" in f.summary:
+    if code == Code.HOST_UNREACHABLE and "refused" in f.summary:
         return (f"{host} answers but refuses SSH: start sshd on it (console or BMC), "
                 "then R to retry")
-    if code in ("host-unreachable", "host-down", "fleet-down"):
+    if code in (Code.HOST_UNREACHABLE, Code.HOST_DOWN, Code.FLEET_DOWN):
         return f"check {host}'s power and network (ping, BMC console)"
-    if code == "host-auth-failed":
+    if code == Code.HOST_AUTH_FAILED:
         return f"fix the SSH login to {host} (user, key, agent)"
-    if code in ("host-key-changed", "host-key-refused"):
+    if code in (Code.HOST_KEY_CHANGED, Code.HOST_KEY_REFUSED):
         return f"verify {host}'s new host key out of band before trusting it"
-    if code == "agent-failed":
+    if code == Code.AGENT_FAILED:
         return f"read why the agent failed on {host} (below), fix it, then retry"
-    if code == "host-stale":
+    if code == Code.HOST_STALE:
         return f"check whether {host} is overloaded or hung (ssh in, top, dmesg)"
-    if code == "gpu-count-short":
+    if code == Code.GPU_COUNT_SHORT:
         return f"check the NVIDIA driver on {host} (nvidia-smi; lsmod | grep nvidia)"
     fabric = _fabric_do(f, host, gpu)
     if fabric is not None:
         return fabric
     ranked = rank_where(f)
-    if code in ("nccl-timeout", "nccl-error", "nccl-net-error", "rank-failed"):
-        if ranked is not None and code == "rank-failed":
+    if code in (Code.NCCL_TIMEOUT, Code.NCCL_ERROR, Code.NCCL_NET_ERROR, Code.RANK_FAILED):
+        if ranked is not None and code == Code.RANK_FAILED:
             return f"check {ranked} first (GPU state, kernel log), then its traceback"
         return f"find the stalled rank ({ranked or host}); set TORCH_NCCL_DUMP_ON_TIMEOUT=1"
     if f.step is Step.MODEL:
@@ -99,27 +99,27 @@ def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
 
 
 _WARNING_DO: Mapping[str, str] = {
-    "memory-leak": "checkpoint the job on {where} before it runs out; find what grows",
-    "clocks-throttled": "check the cooling and power of {where} (fans, inlet air)",
-    "throttled-while-busy": "check the cooling and power of {where} (fans, inlet air)",
-    "temp-near-slowdown": "check the cooling of {where} before it slows down",
-    "power-pinned": "check {host}'s power cap (nvidia-smi -q -d POWER)",
-    "pcie-link-downgraded": "reseat {gpu} on {host} at its next drain",
-    "link-downgrade-appeared": "reseat {gpu} on {host} at its next drain",
-    "nvlink-down": "drain {host}, reset {gpu}; RMA it if links stay down",
-    "disk-saturated": "find what saturates {host}'s disk (iotop, iostat -x)",
-    "data-starvation": "feed {host}'s GPUs faster (loader workers, data on local disk)",
-    "host-swapping": "free memory on {host}: its GPUs wait on swap",
-    "swap-activity": "free memory on {host}: its GPUs wait on swap",
-    "ecc-increasing": "drain {host} soon; RMA {gpu} if its ECC errors keep rising",
-    "remap-increasing": "drain {host} soon; RMA {gpu} if its row remaps keep rising",
-    "row-remap-pending": "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
-    "retired-pages-pending": "reboot {host} at its next drain to retire the pages",
-    "collective-hang": "a collective hangs on {host}: py-spy dump its ranks, find the absent",
-    "ib-link-degraded": "reseat the cable of {host}'s slow IB port at its next drain",
-    "ib-errors-rising": "watch {host}'s IB counters (perfquery -x); replace a bad cable",
-    "nvlink-slow": "reset {gpu} on {host} at its next drain to retrain its NVLink",
-    "nvlink-errors": "watch {where}'s NVLink counters (nvidia-smi nvlink -e)",
+    Code.MEMORY_LEAK: "checkpoint the job on {where} before it runs out; find what grows",
+    Code.CLOCKS_THROTTLED: "check the cooling and power of {where} (fans, inlet air)",
+    Code.THROTTLED_WHILE_BUSY: "check the cooling and power of {where} (fans, inlet air)",
+    Code.TEMP_NEAR_SLOWDOWN: "check the cooling of {where} before it slows down",
+    Code.POWER_PINNED: "check {host}'s power cap (nvidia-smi -q -d POWER)",
+    Code.PCIE_LINK_DOWNGRADED: "reseat {gpu} on {host} at its next drain",
+    Code.LINK_DOWNGRADE_APPEARED: "reseat {gpu} on {host} at its next drain",
+    Code.NVLINK_DOWN: "drain {host}, reset {gpu}; RMA it if links stay down",
+    Code.DISK_SATURATED: "find what saturates {host}'s disk (iotop, iostat -x)",
+    Code.DATA_STARVATION: "feed {host}'s GPUs faster (loader workers, data on local disk)",
+    Code.HOST_SWAPPING: "free memory on {host}: its GPUs wait on swap",
+    Code.SWAP_ACTIVITY: "free memory on {host}: its GPUs wait on swap",
+    Code.ECC_INCREASING: "drain {host} soon; RMA {gpu} if its ECC errors keep rising",
+    Code.REMAP_INCREASING: "drain {host} soon; RMA {gpu} if its row remaps keep rising",
+    Code.ROW_REMAP_PENDING: "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
+    Code.RETIRED_PAGES_PENDING: "reboot {host} at its next drain to retire the pages",
+    Code.COLLECTIVE_HANG: "a collective hangs on {host}: py-spy dump its ranks, find the absent",
+    Code.IB_LINK_DEGRADED: "reseat the cable of {host}'s slow IB port at its next drain",
+    Code.IB_ERRORS_RISING: "watch {host}'s IB counters (perfquery -x); replace a bad cable",
+    Code.NVLINK_SLOW: "reset {gpu} on {host} at its next drain to retrain its NVLink",
+    Code.NVLINK_ERRORS: "watch {where}'s NVLink counters (nvidia-smi nvlink -e)",
 }
 """What to do first about a chronic condition when it is the earliest thing seen."""
 

@@ -24,6 +24,7 @@ clock corrected for its skew), never when rigwatch read them.
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -126,6 +127,10 @@ class FirstFailure:
     """The rank, host and GPU to look at."""
     waiting: tuple[int, ...] = ()
     """Ranks whose watchdog timed out waiting (victims, not culprits)."""
+    incident_id: str = ""
+    """A short stable name for the incident (``3f2a9c1b``): the same root in the same domain
+    gets the same id on every screen and refresh, so a drain's reason, the audit trail and
+    a report can name it (:func:`incident_key`)."""
 
     @property
     def is_failure(self) -> bool:
@@ -156,6 +161,7 @@ class FirstFailure:
             "waiting_ranks": list(self.waiting),
             "xid": f.xid, "source": f.source, "line": f.line,
             "headline": self.headline, "do_now": self.do_now,
+            "incident": self.incident_id or None,
         }
 
 
@@ -174,6 +180,17 @@ class Diagnosis:
         """The incident of a Slurm job, None when the job has none."""
         return next((i for i in self.incidents
                      if i.domain is not None and i.domain.job == job), None)
+
+
+def incident_key(domain: Domain | None, root: Finding, culprit: Culprit | None) -> str:
+    """8 hex digits of a hash of the domain, the root's host, code, Xid, GPU and onset (agent
+    time, whole seconds): what tells one incident from another, and nothing that changes
+    while it is watched (the clock it is shown on, its consequences, the headline)."""
+    host = culprit.host if culprit is not None and culprit.host else root.host
+    when = int(onset(root)) if root.ts is not None else 0
+    key = "|".join((domain.label if domain is not None else "", host, str(root.code),
+                    str(root.xid), str(root.gpu), str(when)))
+    return hashlib.sha256(key.encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def _hhmmss(ts: float) -> str:
@@ -284,9 +301,10 @@ def _incident(domain: Domain, members: list[Finding], index: RankIndex | None,
         rest = [f for f in members if f is not root]
         shown = on_console(root, clocks)
         rest_shown = all_on_console(rest, clocks)
+        placed = _placed_culprit(root, domain, index, "earliest warning")
         return FirstFailure(shown, (), explain_earliest(shown, rest_shown),
                             headline_earliest(shown, rest_shown), do_now(root), domain=domain,
-                            culprit=_placed_culprit(root, domain, index, "earliest warning"))
+                            culprit=placed, incident_id=incident_key(domain, root, placed))
     events = critical
     root, waiting = _root(events, slack_s)
     causes = [f for f in events if f.step in CAUSE_STEPS]
@@ -332,7 +350,7 @@ def _incident(domain: Domain, members: list[Finding], index: RankIndex | None,
                         f"{_hhmmss(spin.ts)}: the hung collective's NCCL spin.")
     return FirstFailure(shown, tuple(later_shown), explanation,
                         headline, now, tuple(all_on_console(same, clocks)), tuple(others_shown),
-                        domain, culprit, ranks)
+                        domain, culprit, ranks, incident_key(domain, root, culprit))
 
 
 def _nearest_fault(faults: list[tuple[float, int]], starts: list[float], at: float,

@@ -64,6 +64,14 @@ class FleetRow:
     jobs: tuple[str, ...] = ()
     """The Slurm jobs whose processes hold its GPUs now (the agent's attribution)."""
 
+    @property
+    def healthy(self) -> bool:
+        """Streaming, every GPU it should have answering, nothing worse than info found:
+        the word the fleet filter matches (``!healthy`` leaves the hosts that need a look)."""
+        return (self.status is HostStatus.STREAMING
+                and (self.worst is None or self.worst.rank < Severity.WARNING.rank)
+                and (self.gpus_expected is None or self.gpus_ok >= self.gpus_expected))
+
 
 def jobs_of(sample: HostSample | None) -> tuple[str, ...]:
     """The Slurm job ids of a sample's GPU processes, sorted numerically."""

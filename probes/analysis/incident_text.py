@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from probes.analysis.findings import Finding
 from probes.analysis.job_ranks import rank_where
@@ -25,14 +25,15 @@ def describe(f: Finding) -> str:
     return f"{what} on {where}"
 
 
-_NAMES = {"nccl-timeout": ("NCCL watchdog timeout", "NCCL watchdog timeouts"),
-          "nccl-error": ("NCCL error", "NCCL errors"),
-          "nccl-net-error": ("NCCL transport error", "NCCL transport errors"),
-          "rank-failed": ("failed rank", "failed ranks"),
-          "gpu-lost": ("lost GPU", "lost GPUs"), "xid": ("Xid", "Xids")}
-_SHORT = {"nccl-timeout": ("NCCL timeout", "NCCL timeouts"),
-          "cuda-oom": ("CUDA OOM", "CUDA OOMs"), "collective-hang": ("hung collective",
-                                                                  "hung collectives")}
+_NAMES: Mapping[str, tuple[str, str]] = {
+    Code.NCCL_TIMEOUT: ("NCCL watchdog timeout", "NCCL watchdog timeouts"),
+    Code.NCCL_ERROR: ("NCCL error", "NCCL errors"),
+    Code.NCCL_NET_ERROR: ("NCCL transport error", "NCCL transport errors"),
+    Code.RANK_FAILED: ("failed rank", "failed ranks"),
+    Code.GPU_LOST: ("lost GPU", "lost GPUs"), Code.XID: ("Xid", "Xids")}
+_SHORT: Mapping[str, tuple[str, str]] = {
+    Code.NCCL_TIMEOUT: ("NCCL timeout", "NCCL timeouts"), Code.CUDA_OOM: ("CUDA OOM", "CUDA OOMs"),
+    Code.COLLECTIVE_HANG: ("hung collective", "hung collectives")}
 
 
 def brief(f: Finding) -> str:

@@ -23,20 +23,20 @@ STEP_TITLES: Mapping[Step, str] = {
 }
 CAUSE_STEPS = frozenset({Step.GPU, Step.SYSLOG})
 """Steps whose faults (hardware, driver, kernel) cause the later steps' symptoms."""
-LAYOUT_CODES = frozenset({"topology-cross-numa", "kernel-log-unreadable", "clock-skew",
-                          "job-log-refused"})
+LAYOUT_CODES = frozenset({Code.TOPOLOGY_CROSS_NUMA, Code.KERNEL_LOG_UNREADABLE, Code.CLOCK_SKEW,
+                          Code.JOB_LOG_REFUSED})
 """How a host is built or watched, not something that happened: never a first failure."""
 DEFAULT_NCCL_TIMEOUT_S = 600.0
 """torch.distributed's NCCL default; used when a timeout line does not say its own."""
 SAME_EVENT_S = 300.0
 """Findings on one GPU this close to the root's onset are the root seen by another probe."""
-GPU_LOSS_CODES = frozenset({"xid", "gpu-fallen-off-bus", "gpu-lost", "gpu-dropout",
-                            "gpu-unresponsive", "pcie-aer", "rm-init-adapter-failed",
-                            "gpu-count-short"})
+GPU_LOSS_CODES = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,
+                            Code.GPU_UNRESPONSIVE, Code.PCIE_AER, Code.RM_INIT_ADAPTER_FAILED,
+                            Code.GPU_COUNT_SHORT})
 """One GPU going away, as the kernel log, the samples and the detectors each report it."""
-DOWN_CODES = frozenset({"host-unreachable", "host-auth-failed", "host-key-changed",
-                        "host-key-refused", "agent-failed", "host-down", "host-stale",
-                        "fleet-down", "gpu-count-short"})
+DOWN_CODES = frozenset({Code.HOST_UNREACHABLE, Code.HOST_AUTH_FAILED, Code.HOST_KEY_CHANGED,
+                        Code.HOST_KEY_REFUSED, Code.AGENT_FAILED, Code.HOST_DOWN, Code.HOST_STALE,
+                        Code.FLEET_DOWN, Code.GPU_COUNT_SHORT})
 """A host that cannot be watched (or shows fewer GPUs than it should), as one event."""
 
 

@@ -96,6 +96,9 @@ class HostSpec:
     """Paths whose device and free space the preflight checks (the training data's home)."""
     ssh: SshOptions = field(default_factory=SshOptions)
     extra_args: tuple[str, ...] = field(default=())
+    slurm_node: str | None = None
+    """The host's Slurm node name where it differs from ``name`` (``slurm_node:`` in the
+    inventory); a drain or resume from the console acts on this node."""
 
     def __post_init__(self) -> None:
         # A spec written by hand (a script, a test) may say "ssh": compare by member anyway.

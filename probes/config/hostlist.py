@@ -75,7 +75,7 @@ def _ranges(body: str, name: str) -> list[_Range]:
 
 def _parse(name: str) -> tuple[list[str], list[list[_Range]]]:
     """A name as its literal pieces and, between them, its bracket ranges."""
-    pieces = re.split(r"\[([^\]]*)\]", name)
+    pieces = re.split(r"\[([^\[\]]*)\]", name)  # brackets never nest (_split_names)
     return pieces[0::2], [_ranges(body, name) for body in pieces[1::2]]
 
 

@@ -46,7 +46,7 @@ _SSH_FIELDS = {"address": "address", "user": "user", "port": "port", "jump": "ju
                "keepalive_count": "keepalive_count_max"}
 _SPEC_FIELDS = {"python": "python", "interval": "interval_s", "simulate": "simulate",
                 "seed": "seed", "speed": "speed", "expect_gpus": "expect_gpus",
-                "logs": "logs", "datasets": "datasets"}
+                "logs": "logs", "datasets": "datasets", "slurm_node": "slurm_node"}
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -296,6 +296,13 @@ class _Reader:
                      f"{pattern!r} ({count:,} hosts)",
                      "leave 'address' out (each name is its own address) or list the hosts "
                      "one by one")
+            return
+        node = next((layer["slurm_node"] for layer in reversed(layers)
+                     if "slurm_node" in layer), None)
+        if count > 1 and node is not None:  # every host of the range would drain one node
+            self.add(node[1], "slurm_node", f"'slurm_node' is ambiguous for the host range "
+                     f"{pattern!r} ({count:,} hosts)",
+                     "leave it out (each name is its own node) or list the hosts one by one")
             return
         if self.total + count > MAX_HOSTS:
             self.add(name_node, "name", f"the inventory expands to more than {MAX_HOSTS:,} "

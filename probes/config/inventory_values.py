@@ -25,7 +25,7 @@ _TAG = "tag:yaml.org,2002:"
 NULL, STR, INT, FLOAT, BOOL = (_TAG + t for t in ("null", "str", "int", "float", "bool"))
 _C = SafeConstructor()
 """Used only for its scalar methods, which keep no state between calls."""
-_HOP = re.compile(r"(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
+_HOP = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s:\[\]]+)"
                   r"(?::(?P<port>\d+))?")
 
 
@@ -64,6 +64,19 @@ def word(node: yaml.Node) -> str:
     value = text(node)
     if any(c.isspace() for c in value):
         raise Bad("a single word without spaces")
+    return value
+
+
+SLURM_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A Slurm node name as rigwatch passes it to ``scontrol``: no spaces, ``=`` or commas (one
+node, never a list)."""
+
+
+def slurm_node(node: yaml.Node) -> str:
+    """One Slurm node name (``slurm_node:``)."""
+    value = text(node)
+    if not SLURM_NODE.fullmatch(value):
+        raise Bad("one Slurm node name (letters, digits, '.', '-', '_')")
     return value
 
 
@@ -210,6 +223,7 @@ SETTINGS: dict[str, Callable[[yaml.Node], Any]] = {
     "expect_gpus": integer(0),
     "logs": text_list,
     "datasets": text_list,
+    "slurm_node": slurm_node,
     "interval": number("a positive number of seconds", zero_ok=False),
     "simulate": simulate,
     "seed": integer(),

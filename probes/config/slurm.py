@@ -392,11 +392,14 @@ def expand_log_path(path: str, job: SlurmJob) -> str:
 
 
 def job_specs(job: SlurmJob, inventory: list[HostSpec], here: str) -> list[HostSpec]:
-    """The hosts to watch for ``job``: each node's inventory entry when it has one, this
-    machine read locally when the node is ``here``, else an SSH host by that name (its
-    settings from ``~/.ssh/config``); the batch host's agent follows the job's log files,
-    as literal paths, read only as regular files owned by the job's user."""
+    """The hosts to watch for ``job``: each node's inventory entry when it has one (by name,
+    or by its ``slurm_node:``), this machine read locally when the node is ``here``, else an
+    SSH host by that name (its settings from ``~/.ssh/config``); the batch host's agent
+    follows the job's log files, as literal paths, read only as regular files owned by the
+    job's user."""
     known = {s.name: s for s in inventory}
+    # a host whose Slurm node has another name (``slurm_node:``) answers for that node
+    known.update({s.slurm_node: s for s in inventory if s.slurm_node})
     logs = tuple(p for p in dict.fromkeys((job.stdout, job.stderr)) if p)
     if job.user_id is None:
         logs = ()  # whose files they are is unknown: never followed

@@ -32,6 +32,9 @@ class SlurmError(ConfigError):
     """Slurm cannot tell about the job: no client, no such job, or an answer not understood."""
 
     title = "Slurm job unusable"
+    exit_status: int | None = None
+    """The command's exit status when it ran and failed; None when it never ended by itself
+    (missing, timed out, too much output)."""
 
 
 def _tail(data: bytes) -> str:
@@ -77,7 +80,9 @@ def run_slurm(argv: list[str], timeout_s: float = SLURM_TIMEOUT_S,
                          "not read")
     if code != 0:
         said = _tail(err) or _tail(out) or f"exit status {code}"
-        raise SlurmError(f"{shown}: {said}")
+        failed = SlurmError(f"{shown}: {said}")
+        failed.exit_status = code
+        raise failed
     return out
 
 

@@ -28,7 +28,7 @@ from typing import BinaryIO
 from probes.explain.detect import LOG, detect_kind
 from probes.explain.run import ExplainedInput, ExplainInputError, explain_bytes
 from probes.rules.logrules.families import scan_lines
-from probes.rules.logrules.lines import LogLine, peel
+from probes.rules.logrules.lines import log_line
 from probes.rules.result import ExplainFinding, KindResult, merge_same
 from probes.rules.text import split_lines
 from probes.rules.throughput import Seen, assemble, collect
@@ -180,10 +180,7 @@ def explain_log_blocks(blocks: Iterator[bytes]) -> KindResult:
 
 def _scan(lines: list[str], before: int, found: list[ExplainFinding], seen: list[Seen]) -> int:
     """Peel and scan one window; line numbers continue from ``before``.  Returns the count."""
-    window = []
-    for i, raw in enumerate(lines, before + 1):
-        text, host, rank, time = peel(raw)
-        window.append(LogLine(i, raw, text, host, rank, time))
+    window = [log_line(i, raw) for i, raw in enumerate(lines, before + 1)]
     found.extend(scan_lines(window))
     collect(window, seen)
     return before + len(lines)

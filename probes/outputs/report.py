@@ -16,6 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
+from probes.actions.audit import AuditRecord
 from probes.analysis.domains import Domain, group, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident import (
@@ -30,11 +31,21 @@ from probes.analysis.incident import (
 )
 from probes.analysis.incident_text import where_host
 from probes.analysis.job_ranks import RankIndex
+from probes.analysis.onsets import clock_of
 from probes.errors import RigwatchError
-from probes.triage import Code, Severity
+from probes.triage import Code, OnsetClock, Severity
 from probes.wire.samples import GpuInfo, HostFacts
 from probes.wire.sanitize import clean_text
 
+CLOCK_WORDS: Mapping[OnsetClock, str] = {
+    OnsetClock.LINE: "the log line's own timestamp (the host's clock, corrected for its skew)",
+    OnsetClock.KERNEL: "the kernel's own time for the line",
+    OnsetClock.ORDER: "its place in the log (the line has no timestamp of its own)",
+    OnsetClock.READ: "when its line was read (no timestamp of its own)",
+    OnsetClock.SAMPLE: "the first sample that showed it",
+    OnsetClock.CONSOLE: "the console's clock",
+}
+"""Which clock an onset came from, as the report says it."""
 REPORT_VERSION = 1
 """Fields are only ever added (``hardware``, ``onset``, ``do_now`` came later): a version-1
 reader keeps working."""
@@ -191,6 +202,12 @@ class IncidentReport:
     """Hosts with incidents but no hello (down since the start): listed, without facts."""
     jobs: tuple[JobSection, ...] = ()
     """The Slurm jobs involved (the watched one, those the findings name)."""
+    actions: tuple[AuditRecord, ...] = ()
+    """Node actions taken on its incidents or hosts (drains, resumes, refusals), from the
+    audit trail, oldest first."""
+    replay_at: float | None = None
+    """Written in a replay: the recording's time on screen then (``created`` is the wall
+    clock's: when the operator wrote it)."""
 
     def to_json(self) -> dict[str, object]:
         """The JSON document (version 1)."""
@@ -211,6 +228,7 @@ class IncidentReport:
             },
             "hardware": [g.to_json() for g in self.hardware],
             "jobs": [j.to_json() for j in self.jobs],
+            "actions": [r.to_json() for r in self.actions],
             "steps": [{"step": r.step.value, "title": r.title, "verdict": r.verdict.value,
                        "note": r.note, "checked": list(r.checked),
                        "findings": [_finding_json(f) for f in r.findings]}
@@ -218,6 +236,7 @@ class IncidentReport:
             "timeline": [_finding_json(f) for f in self.timeline],
             "hosts": {name: _facts_json(f) for name, f in sorted(self.facts.items())},
             "hosts_without_facts": list(self.unknown),
+            "replay_at": None if self.replay_at is None else _iso(self.replay_at),
         }
 
     def to_markdown(self) -> str:
@@ -228,12 +247,17 @@ class IncidentReport:
         ``[link](…)`` or ``<img …>`` in a job log stays text in any viewer.  Evidence goes
         in code spans and fences, which nothing inside can close.
         """
-        out = [f"# Incident report: {_md(self.title)}", "",
-               f"Written {_iso(self.created)} by rigwatch.", ""]
+        written = f"Written {_iso(self.created)} by rigwatch"
+        if self.replay_at is not None:
+            written += f", replaying a recording at {_iso(self.replay_at)} (recording time)"
+        out = [f"# Incident report: {_md(self.title)}", "", f"{written}.", ""]
         heading = ("Earliest warning" if self.first and not self.first.is_failure
                    else "First failure")
         out += [f"## {heading}", ""]
         out.append(_md(self.first.explanation) if self.first else "No incident was seen.")
+        if self.first is not None and self.first.finding.ts:
+            out += ["", f"Onset {_iso(onset(self.first.finding))}, from "
+                        f"{CLOCK_WORDS[self.first.clock]}."]
         if self.first is not None and self.first.same_event:
             out += ["", "Seen as: " + ", ".join(
                 _code(f.code) for f in (self.first.finding, *self.first.same_event))
@@ -247,6 +271,11 @@ class IncidentReport:
             out.append("")
         for j in self.jobs:
             out += j.to_markdown()
+        if self.actions:
+            out += ["## Actions taken", ""]
+            out += [f"- {_md(r.line())}" + (f" (command: {_code(' '.join(r.command))})"
+                                            if r.command else "") for r in self.actions]
+            out.append("")
         for i, r in enumerate(self.steps, 1):
             out += [f"## {i}. {_md(r.title)}: {r.verdict.value}", ""]
             out += [f"- checked: {_md(c)}" for c in r.checked]
@@ -320,6 +349,7 @@ def _finding_json(f: Finding) -> dict[str, object]:
     if f.ts is not None:
         out["onset"] = _iso(onset(f))
         out["time"] = _iso(f.ts)
+        out["clock"] = clock_of(f).value
     if f.count > 1:
         out["count"] = f.count
     if f.context:
@@ -336,15 +366,17 @@ def _facts_json(f: HostFacts) -> dict[str, object]:
 
 def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | None,
                  findings: Sequence[Finding], facts: Mapping[str, HostFacts],
-                 now: float | None = None,
-                 jobs: Sequence[JobSection] = ()) -> IncidentReport:
+                 now: float | None = None, jobs: Sequence[JobSection] = (),
+                 actions: Sequence[AuditRecord] = (),
+                 replay_at: float | None = None) -> IncidentReport:
     """Assemble a report; the hosts listed are those with incidents (or all, when none).
 
     The operator's verdicts and notes travel inside ``steps``.  Every time is taken as it
     is given: the caller puts findings and the first failure on the console's clock
     (``incident.all_on_console``), so a report never lists events after it was written.
     The timeline is in onset order (a watchdog's hang began before it printed), causes
-    before symptoms at the same second.
+    before symptoms at the same second.  In a replay ``now`` is the wall clock and
+    ``replay_at`` the recording's time on screen: the report carries both.
     """
     timeline = tuple(sorted(incidents(findings),
                             key=lambda f: (onset(f), STEP_ORDER.index(f.step))))
@@ -352,7 +384,8 @@ def build_report(title: str, steps: Sequence[StepReview], first: FirstFailure | 
     return IncidentReport(time.time() if now is None else now, title, first, tuple(steps),
                           timeline, {h: facts[h] for h in involved if h in facts},
                           failed_gpus(first, findings, facts),
-                          tuple(sorted(h for h in involved if h not in facts)), tuple(jobs))
+                          tuple(sorted(h for h in involved if h not in facts)), tuple(jobs),
+                          tuple(sorted(actions, key=lambda r: r.when)), replay_at)
 
 
 _GPU_FAULTS = frozenset({Code.XID, Code.GPU_FALLEN_OFF_BUS, Code.GPU_LOST, Code.GPU_DROPOUT,

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import math
 import re
 import time
 from collections.abc import Callable, Generator
@@ -225,6 +226,13 @@ class ReplayBackend(BackendBase):
         if t is not None:
             self.seek(t + 1.0)
         return t
+
+    def findings_at(self, t: float) -> list[tuple[str, Finding]]:
+        """The findings recorded at ``t`` (where ``>`` or ``<`` landed), worst first."""
+        found = [(host, item) for host, _, item in
+                 self.reader.items(since=t, until=math.nextafter(t, math.inf),
+                                   kinds=["finding"]) if isinstance(item, Finding)]
+        return sorted(found, key=lambda hf: -hf[1].severity.rank)
 
     async def run(self, emit: Emit) -> None:
         """Play from the start; honour seeks; at the end keep the state and wait."""

@@ -50,6 +50,9 @@ class ReplayControls(Protocol):
     def previous_finding(self) -> float | None:
         """Seek past the previous recorded finding; its time, or None."""
 
+    def findings_at(self, t: float) -> list[tuple[str, Finding]]:
+        """The (host, finding) pairs recorded at ``t``, worst first: what a jump landed on."""
+
 
 class Backend(Protocol):
     """Something that produces session items for a list of hosts."""

@@ -57,6 +57,7 @@ from textual import events
 from textual._compositor import CompositorUpdate
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Static
 
 from probes import agent
 from probes.analysis.alerts import AlertPolicy
@@ -267,8 +268,11 @@ def fleet_keys(app: RigwatchApp) -> list[tuple[str, Callable[[], bool]]]:
 
             def sorted_(want: str = sort, t: str | None = title) -> bool:
                 table = screen.query_one(FleetTable)
-                return (screen.sort_key == want and table.border_title == t
-                        and settled(table))
+                crumb = screen.query_one("#fleet-crumb", Static)  # says how rows are chosen
+                says = str(crumb.render()) if crumb.display else None
+                return (screen.sort_key == want
+                        and (says is None if t is None else t in (says or ""))
+                        and settled(table, crumb))
             steps.append(("s", sorted_))
         else:
             wall = not wall

@@ -2,7 +2,7 @@
 """A stand-in for nvidia-smi on PATH, answering --query-gpu from a real capture's values.
 
 Mode comes from FAKE_SMI_MODE:
-  csv       8 GPUs, values from the H100 capture in ../shared/fixtures (FAKE_SMI_FIXTURE)
+  csv       8 GPUs, values from the H100 capture in tests/fixtures/samples (FAKE_SMI_FIXTURE)
   old       like csv, but rejects the newer field names as an older driver does
   hang      never answers (a driver stuck in D state, as far as the caller can tell)
   nohandle  GPU 0000:8A:00.0 is gone: the device-handle error, other GPUs still answer

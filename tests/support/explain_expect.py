@@ -1,4 +1,4 @@
-"""Reading ``shared/fixtures`` samples and comparing against their ``.expect.json``.
+"""Reading ``tests/fixtures/samples`` and comparing against their ``.expect.json``.
 
 The rules are the fixtures README's: the input is what follows the first ``# ---`` line;
 ``parsed`` is a subset match (lists equal in length and order, objects list only checked

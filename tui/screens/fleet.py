@@ -12,18 +12,21 @@ from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.content import Content
-from textual.widgets import DataTable, Footer, Input
+from textual.binding import ActiveBinding, Binding, BindingType
+from textual.widgets import DataTable, Footer, Input, Static
 
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen
-from tui.screens.base import DataScreen
-from tui.views.fleet_view import SORT_KEYS, filter_rows, sort_rows
+from tui.screens.base import DataScreen, row_key_text, shown
+from tui.views.fleet_view import SORT_KEYS, crumb, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
+
+WALL_KEYS = frozenset({"cycle_metric", "select", "cursor_step(-1)", "cursor_step(1)",
+                       "cursor_host(-1)", "cursor_host(1)"})
+"""The wall's keys its footer lists (``?`` has them all)."""
 
 
 class FleetScreen(DataScreen):
@@ -41,6 +44,15 @@ class FleetScreen(DataScreen):
                 tooltip="connect to the selected host now, not at its next retry"),
     ]
 
+    def footer_keys(self, bindings: dict[str, ActiveBinding]) -> dict[str, ActiveBinding]:
+        """On the wall the footer lists the wall's keys (colour, GPU and host moves, open)
+        and ``w`` goes back to the table; on the table, the table's."""
+        if not self.wall:
+            return bindings
+        return {key: shown(b) if b.binding.action in WALL_KEYS
+                else shown(b, "Table") if b.binding.action == "toggle_wall" else b
+                for key, b in bindings.items()}
+
     def __init__(self, subtitle: str) -> None:
         super().__init__(subtitle)
         self.sort_key = "inventory"
@@ -49,6 +61,7 @@ class FleetScreen(DataScreen):
         self.metric = "mem"
         self._fleet: FleetState | None = None
         self._now = 0.0
+        self._crumb: str | None = None
         self._rows: list[FleetRow] = []
         """The rows of the last ``show``: a key re-sorts or re-filters this view, and the
         next tick brings the hosts' news (judging them again on a key press cost most of
@@ -57,6 +70,9 @@ class FleetScreen(DataScreen):
     def compose(self) -> ComposeResult:
         """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
         yield self.header()
+        crumb_line = Static(id="fleet-crumb", markup=False)
+        crumb_line.display = False  # until a filter or a sort order is set
+        yield crumb_line
         yield FleetTable(id="fleet-table")
         yield FleetDetail(id="fleet-detail")
         wall = FleetWall(id="fleet-wall")
@@ -77,26 +93,26 @@ class FleetScreen(DataScreen):
     def _draw(self, fleet: FleetState, now: float) -> None:
         rows = sort_rows(filter_rows(self._rows, self.query_text), self.sort_key)
         if self.wall:
-            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows)
+            empty = "no hosts match the filter" if self._rows else "no hosts yet"
+            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows,
+                                                       empty=empty)
         else:
             table = self.query_one(FleetTable)
             table.hosts = tuple(
                 FleetLine(row, fleet.hosts[row.name].down_reason) for row in rows)
             self.query_one(FleetDetail).line = table.line_at_cursor()
-        self.sub_title_note()
+        self.show_crumb(len(rows))
 
-    def sub_title_note(self) -> None:
-        """Say in the table's border title how the rows are chosen."""
-        parts = []
-        if self.sort_key != "inventory":
-            parts.append(f"sorted by {self.sort_key}")
-        if self.query_text:
-            parts.append(f"filter: {self.query_text}")
-        # Content, not a str: a str title is parsed as markup, and the filter is typed text
-        title = Content(" · ".join(parts)) if parts else None
-        table = self.query_one(FleetTable)
-        if table.border_title != title:  # setting it repaints the table, even to the same
-            table.border_title = title
+    def show_crumb(self, shown: int) -> None:
+        """Say above the rows how they are chosen: the filter (always, while one is set),
+        how many hosts it leaves, and "no hosts match" when it leaves none."""
+        text = crumb(self.query_text, self.sort_key, shown, len(self._rows))
+        line = self.query_one("#fleet-crumb", Static)
+        line.display = text is not None
+        line.set_class(bool(self.query_text) and not shown, "-none")
+        if text is not None and text != self._crumb:
+            line.update(text)
+        self._crumb = text
 
     def _redraw(self) -> None:
         if self._fleet is not None:
@@ -212,5 +228,5 @@ class FleetScreen(DataScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""
         event.stop()
-        if event.row_key.value is not None:
-            self.post_message(HostChosen(event.row_key.value))
+        if (key := row_key_text(event.row_key)) is not None:
+            self.post_message(HostChosen(key))

@@ -20,6 +20,8 @@ from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from tui.screens.base import on_top
+
 KeyDisplay = Callable[[Binding], str]
 """How a binding's key is written (``App.get_key_display``: ``?``, ``esc``, ``^p``)."""
 
@@ -144,5 +146,6 @@ class HelpScreen(ModalScreen[None]):
         return help_text(self.sections).plain
 
     def action_close(self) -> None:
-        """Back to the screen underneath."""
-        self.dismiss()
+        """Back to the screen underneath (once: see ``NoteScreen._answer``)."""
+        if on_top(self):
+            self.dismiss()

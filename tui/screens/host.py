@@ -21,6 +21,7 @@ from probes.fleet_state import FleetState, HostState
 from tui.screens.base import DataScreen
 from tui.screens.host_panels import HOST_PANELS, HostPanel, PanelContext, key_hint
 from tui.views.host_views import gpu_count, gpu_rows, stale_notice, top_findings
+from widgets._alive import leaving
 from widgets.event_log import EventLog
 from widgets.gpu_table import GoneGpus, GpuTable
 from widgets.host_facts import FindingsStrip, HostFactsBar, stale_line
@@ -68,6 +69,8 @@ class HostScreen(DataScreen):
 
     def on_mount(self) -> None:
         """Hide the panels not shown at start."""
+        if leaving(self):  # popped (or the app quit) before it was composed
+            return
         self.query_one("#host-stale").display = False
         self.query_one(GoneGpus).display = False
         for p in PANELS:
@@ -141,7 +144,3 @@ class HostScreen(DataScreen):
     def _pick_gpu(self, event: MemoryGrowth.GpuPicked) -> None:
         self.selected_gpu = event.index
         self._redraw()
-
-    def action_back(self) -> None:
-        """Return to the fleet."""
-        self.dismiss()

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from probes.fleet_state import FleetState
 from tui.messages import HostChosen
-from tui.screens.base import DataScreen
+from tui.screens.base import DataScreen, row_key_text
 from tui.views.job_view import JobPicture, job_picture
 from widgets.first_failure import FirstFailureBanner
 from widgets.job_table import JobTable
@@ -96,10 +96,7 @@ class JobScreen(DataScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter on a rank opens its host."""
         event.stop()
-        host = str(event.row_key.value or "").rsplit("/", 1)[0]
+        key = row_key_text(event.row_key)
+        host = key.rsplit("/", 1)[0] if key is not None else ""
         if host and host != "?":  # a rank no witness placed has no host to open
             self.post_message(HostChosen(host))
-
-    def action_back(self) -> None:
-        """Back to the screen underneath."""
-        self.app.pop_screen()

@@ -26,7 +26,7 @@ from probes.analysis.preflight import (
     worst,
 )
 from probes.fleet_state import FleetState, HostState, HostStatus
-from tui.screens.base import DataScreen
+from tui.screens.base import DataScreen, row_key_text
 from widgets.check_list import CheckList
 from widgets.preflight_table import PreflightLine, PreflightTable
 
@@ -121,10 +121,6 @@ class PreflightScreen(DataScreen):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The cursor's host's checks are shown beside the table."""
         event.stop()
-        if event.row_key.value is not None:
-            self._selected = str(event.row_key.value)
+        if (key := row_key_text(event.row_key)) is not None:
+            self._selected = key
             self._show_selected()
-
-    def action_back(self) -> None:
-        """Back to the screen underneath."""
-        self.app.pop_screen()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -11,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer
 
+from probes.actions.audit import AuditLog, AuditRecord, default_audit_path, report_actions
 from probes.analysis.findings import Finding, normal_topology
 from probes.analysis.incident import (
     STEP_ORDER,
@@ -188,8 +190,12 @@ class TriageScreen(DataScreen):
         placed = all_on_console(self._findings, self._clocks)
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
                                                      fleet.rank_index(), fleet.watched_job)
+        # in a replay the screen's clock is the recording's: the report keeps both times
+        replaying = getattr(getattr(self.app, "backend", None), "replay", None) is not None
         report = build_report(title, self._reviews, self._diagnosis.first,
-                              placed, facts, now=self._now, jobs=jobs)
+                              placed, facts, now=time.time() if replaying else self._now,
+                              jobs=jobs, actions=self._actions(fleet),
+                              replay_at=self._now if replaying else None)
         try:
             md, _ = write_report(report, self.reports)
         except ReportError as e:
@@ -199,6 +205,12 @@ class TriageScreen(DataScreen):
         self.last_report = md
         self.notify(f"{md} (and .json)", title="Report written", timeout=60, markup=False)
 
-    def action_back(self) -> None:
-        """Back to where triage was opened from."""
-        self.dismiss()
+    def _actions(self, fleet: FleetState | None) -> list[AuditRecord]:
+        """The node actions taken on these incidents or hosts since they began."""
+        incidents = self._diagnosis.incidents
+        starts = [i.finding.ts for i in incidents if i.finding.ts is not None]
+        hosts = [s.name for s in self._states(fleet)] if fleet is not None else []
+        path = getattr(self.app, "audit_path", None)
+        return report_actions(AuditLog(path or default_audit_path()),
+                              [i.incident_id for i in incidents if i.incident_id], hosts,
+                              min(starts) if starts else None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from probes.analysis.judge import GpuVerdict
 from probes.fleet_state import FleetRow
 
 SORT_KEYS = ("inventory", "worst", "temp", "mem", "util", "power", "name", "job")
@@ -42,15 +43,23 @@ def sort_rows(rows: Sequence[FleetRow], key: str) -> list[FleetRow]:
     return sorted(rows, key=by)
 
 
+def words(row: FleetRow) -> str:
+    """What the filter searches: the name, tags, jobs (``job:48211``), status, why it is
+    down, its worst finding, and the core's verdict words: ``healthy``, the worst severity,
+    each troubled GPU's verdict (``lost``, ``leaking``, ``throttled`` …)."""
+    verdicts = {g.verdict.value for g in row.gpus if g.verdict is not GpuVerdict.OK}
+    return " ".join([row.name, *row.tags, *(f"job:{j}" for j in row.jobs),
+                     row.status.value, row.worst_summary or "",
+                     row.headline or "", row.reason or "",
+                     row.worst.value if row.worst else "",
+                     "down" if row.status.is_down else "",
+                     "healthy" if row.healthy else "", *sorted(verdicts)]).lower()
+
+
 def matches(row: FleetRow, query: str) -> bool:
-    """Whether a host passes the filter: every word must appear in its name, tags, jobs
-    (``job:48211``), status, why it is down or its worst finding (case-insensitive);
-    ``!word`` excludes."""
-    hay = " ".join([row.name, *row.tags, *(f"job:{j}" for j in row.jobs),
-                    row.status.value, row.worst_summary or "",
-                    row.headline or "", row.reason or "",
-                    row.worst.value if row.worst else "",
-                    "down" if row.status.is_down else ""]).lower()
+    """Whether a host passes the filter: every word must appear in its ``words``
+    (case-insensitive); ``!word`` excludes."""
+    hay = words(row)
     for word in query.lower().split():
         if word.startswith("!") and len(word) > 1:
             if word[1:] in hay:
@@ -64,3 +73,16 @@ def filter_rows(rows: Sequence[FleetRow], query: str) -> list[FleetRow]:
     """The rows that match ``query`` (all of them for an empty query)."""
     return [r for r in rows if matches(r, query)] if query.strip() else list(rows)
 
+
+def crumb(query: str, sort_key: str, shown: int, total: int) -> str | None:
+    """The line that says how the fleet's rows are chosen (as k9s shows its filter), or
+    None when they are all there in inventory order."""
+    parts = []
+    if query:
+        parts.append(f'no hosts match "{query}" (of {total})' if not shown
+                     else f'filter "{query}": {shown} of {total} hosts')
+    if sort_key != "inventory":
+        parts.append(f"sorted by {sort_key}")
+    if not parts:
+        return None
+    return " · ".join(parts) + (" · / edits, Esc clears" if query else " · s sorts")

@@ -59,13 +59,14 @@ def _note(row: FleetRow, down_reason: str | None) -> str:
 
 def wall_view(fleet: FleetState, metric: str, now: float,
               names: list[str] | None = None,
-              rows: Sequence[FleetRow] | None = None) -> WallView:
+              rows: Sequence[FleetRow] | None = None, empty: str = "no hosts yet") -> WallView:
     """The wall for ``names``, or for the hosts of ``rows`` (their fleet rows at ``now``,
-    in the order shown), or for every host in inventory order."""
+    in the order shown), or for every host in inventory order; ``empty`` says why there
+    are none."""
     limits = fleet.limits.detectors
     margins = (limits.temp_margin_c, limits.temp_warm_margin_c)
     if rows is not None:
         return WallView(metric, tuple(wall_host(fleet.hosts[r.name], metric, now, r)
-                                      for r in rows), margins)
+                                      for r in rows), margins, empty)
     hosts = [fleet.hosts[n] for n in names] if names is not None else fleet.hosts.values()
-    return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts), margins)
+    return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts), margins, empty)

@@ -42,6 +42,11 @@ ACTION_NOTHING = ("No NVSwitch to manage: on PCIe cards, NVLink bridges or a sta
                   "HGX/DGX with NVSwitches check the driver, and on Blackwell that NVLSM runs")
 
 
+def cue(line: LogLine) -> bool:
+    """Whether ``line`` could matter to this family (the live console skips the rest)."""
+    return _CHEAP.search(line.text) is not None
+
+
 def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
     """Fabric Manager's errors, failed starts and nothing-to-do lines."""
     if not any(_CHEAP.search(line.text) for line in lines):

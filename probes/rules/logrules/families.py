@@ -1,10 +1,12 @@
 """The log-rule families: one registry that both the live console and ``explain`` read.
 
 A family is a module with ``scan(lines) -> list[ExplainFinding]`` and the kind of log it
-reads.  The kernel family reads only the host's kernel log and the job-log families only job
-logs: that is what stops a training log that quotes an ``NVRM`` line from being read as the
-host's own kernel speaking, and a kernel line from counting as a job error.  ``explain`` does
-not know where a pasted file came from, so it runs every family.  A new family is one line in
+reads, and a cheap ``cue(line)``: whether the line could add a finding of the family (the
+live console skips a family for a batch of lines none of which has its cue).  The kernel
+family reads only the host's kernel log and the job-log families only job logs: that is what
+stops a training log that quotes an ``NVRM`` line from being read as the host's own kernel
+speaking, and a kernel line from counting as a job error.  ``explain`` does not know where a
+pasted file came from, so it runs every family.  A new family is one line in
 :data:`FAMILIES`.
 """
 
@@ -20,6 +22,13 @@ from probes.rules.result import ExplainFinding, merge_same
 from probes.wire.samples import KERNEL_SOURCE
 
 Scan = Callable[[Sequence[LogLine]], list[ExplainFinding]]
+Cue = Callable[[LogLine], bool]
+
+
+def always(line: LogLine) -> bool:
+    """The kernel family's cue: it reads every line (its messages continue over lines, and
+    a kernel log line is short: printk cuts a record at about 1 KB)."""
+    return True
 
 
 class LogKind(Enum):
@@ -36,14 +45,15 @@ class Family:
     name: str
     reads: LogKind
     scan: Scan
+    cue: Cue = always
 
 
 FAMILIES: tuple[Family, ...] = (
     Family("kernel", LogKind.KERNEL, kernel.scan),
-    Family("fabric-manager", LogKind.JOB, fabric_manager.scan),
-    Family("nccl", LogKind.JOB, nccl.scan),
-    Family("nccl-tests", LogKind.JOB, nccl_tests.scan),
-    Family("training", LogKind.JOB, training.scan),
+    Family("fabric-manager", LogKind.JOB, fabric_manager.scan, fabric_manager.cue),
+    Family("nccl", LogKind.JOB, nccl.scan, nccl.cue),
+    Family("nccl-tests", LogKind.JOB, nccl_tests.scan, nccl_tests.cue),
+    Family("training", LogKind.JOB, training.scan, training.cue),
 )
 """In triage order: the kernel (``syslog`` step), then NCCL, then the model code."""
 

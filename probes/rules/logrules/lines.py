@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from probes.rules.text import clean_line
+from probes.rules.text import clean_line, rule_line
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _DAYS = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
@@ -33,11 +33,13 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # grep over several files: "/var/log/syslog.1:" or "kern.log:"; not a source file's
     # "Loss.cu:250:" of an assert message, whose line number is no srun label
     ("file", re.compile(
-        r"^(?P<v>(?:/[\w.\-]+)+|[\w.\-]*(?:syslog|kern|messages|dmesg)[\w.\-]*)"
+        r"^(?P<v>(?:/[\w.\-]+)+|(?=[\w.\-]*?(?:syslog|kern|messages|dmesg))[\w.\-]+)"
         r"(?<!\.cu)(?<!\.cuh)(?<!\.c)(?<!\.cc)(?<!\.cpp)(?<!\.h)(?<!\.hpp)(?<!\.py)"
         r":(?=\S)")),
     # CloudWatch / table exports: "| 1700000000000 | msg |"
-    ("time", re.compile(r"^\|\s*(?P<v>[\d\-T:.+Z ]{10,40}?)\s*\|\s*")),
+    # (the stamp starts and ends with a non-space: with spaces allowed at its ends too, a
+    # run of spaces was split between it and the spaces around it in every possible way)
+    ("time", re.compile(r"^\|\s*(?P<v>[\d\-T:.+Z][\d\-T:.+Z ]{8,38}?[\d\-T:.+Z])\s*\|\s*")),
     # dmesg -T: "[Sat Nov  8 03:17:44 2025] " (the opening bracket is sometimes lost)
     ("time", re.compile(rf"^\[?(?P<v>{_DAYS} {_MONTHS} [ \d]\d \d\d:\d\d:\d\d \d{{4}})\]\s?")),
     # syslog / journalctl: "Sep  3 02:11:58 host kernel: " (also "Sep 03", fractional
@@ -61,7 +63,8 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rank", re.compile(r"^\[[Rr]ank ?(?P<v>\d+)\]:\s?")),
     # pdsh / launcher host or IP: "gpu017: ", "198.51.100.23: ", "ip-10-0-0-1: "
     ("host", re.compile(
-        r"^(?P<v>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w\-]*\d[\w\-.]*|[0-9a-fA-F:]*::[0-9a-fA-F:]+):\s")),
+        r"^(?P<v>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z](?:[^\W\d]|-)*\d[\w\-.]*"
+        r"|[0-9a-fA-F:]{0,39}::[0-9a-fA-F:]{1,39}):\s")),
     # srun -l label: "13: "
     ("rank", re.compile(r"^(?P<v>\d{1,5}):\s")),
 )
@@ -88,8 +91,11 @@ class LogLine:
 
 
 def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
-    """Strip launcher and collector prefixes; returns (message, host, rank, time)."""
-    text = clean_line(line).lstrip()
+    """Strip launcher and collector prefixes; returns (message, host, rank, time).
+
+    The line is first cut as every rule reads it (:func:`probes.rules.text.rule_line`).
+    """
+    text = clean_line(rule_line(line)).lstrip()
     host: str | None = None
     rank: int | None = None
     time: str | None = None
@@ -131,10 +137,14 @@ def peel(line: str) -> tuple[str, str | None, int | None, str | None]:
     return text, host, rank, time or applog_time
 
 
+def log_line(number: int, raw: str) -> LogLine:
+    """One input line, cut as the rules read it (``raw`` too: rules and evidence read it)
+    and peeled."""
+    raw = rule_line(raw)
+    text, host, rank, time = peel(raw)
+    return LogLine(number, raw, text, host, rank, time)
+
+
 def log_lines(lines: list[str]) -> list[LogLine]:
     """Peel every line; numbering is 1-based, as the contract's ``line`` field is."""
-    out = []
-    for i, raw in enumerate(lines, 1):
-        text, host, rank, time = peel(raw)
-        out.append(LogLine(i, raw, text, host, rank, time))
-    return out
+    return [log_line(i, raw) for i, raw in enumerate(lines, 1)]

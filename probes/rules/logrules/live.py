@@ -6,16 +6,24 @@ continued on the next line) need the lines around the newest ones, so each sourc
 short tail and every scan covers the new lines plus that context.  Scans are batched: lines
 are queued as they arrive and scanned when the console asks for findings, so a burst of a
 thousand lines costs one pass, not a thousand.
+
+No line costs more than once, and no scan more than a budget (the scan runs on the console's
+UI loop; security review 2026-12-06, E1).  A line is cut (``rule_line``), peeled and tested
+for each family's cue once, when it arrives; a family runs only for a batch in which some new
+line has its cue, so an expensive line is not read again for each ordinary line after it.
+The context a family re-reads is at most :data:`CONTEXT_CHARS`, and one scan takes at most
+:data:`SCAN_CUE_CHARS` of cue lines from the queues (the rest wait for the next scan, oldest
+first; past :data:`MAX_BACKLOG_CHARS` a source's oldest waiting lines are skipped, counted).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from probes.rules.logrules.families import families_for, scan_lines
-from probes.rules.logrules.lines import LogLine, peel
+from probes.rules.logrules.families import Family, families_for, scan_lines
+from probes.rules.logrules.lines import LogLine, log_line
 from probes.rules.logrules.rank_places import LoggedRank, RankPlaces
 from probes.rules.logrules.stamps import UTC, HostTime, line_time
 from probes.rules.result import ExplainFinding
@@ -28,7 +36,19 @@ CONTEXT_BEFORE = 3
 """Lines shown before a finding's evidence line (an AER burst before the Xid, the frames
 before an error)."""
 MAX_PENDING = 2000
-"""Lines queued before a scan is forced, so memory stays bounded however fast a log grows."""
+"""Lines of a source queued since its last scan before ``add`` asks the caller to scan."""
+CONTEXT_CHARS = 16 * 1024
+"""Characters of context a family re-reads at most: the newest of the ``CONTEXT_LINES``
+lines that fit (a tail of 40 ordinary lines is a few KB and fits whole; 40 hostile 8 KB
+lines would have every scan re-read 320 KB)."""
+SCAN_CUE_CHARS = 32 * 1024
+"""Characters of lines with a family's cue that one scan takes from the queues (at least one
+line per source): at about 1 µs a character for the costliest lines, a scan of a flood costs
+tens of milliseconds, not seconds.  Lines without a cue cost next to nothing; all are taken."""
+MAX_BACKLOG_CHARS = 1024 * 1024
+"""Characters a source's queue holds at most; past it the oldest waiting lines are skipped
+(``skipped`` counts them).  The agent sends at most 64 KB a file a tick, so only a flood that
+outruns the scans tick after tick loses lines, and memory stays bounded."""
 WRITTEN_AFTER_READ_S = 2.0
 """A line's own stamp this far after it was read is no time of the line (a zone read
 wrong, a stamp from elsewhere quoted in it): the read time stands."""
@@ -63,11 +83,16 @@ class LineClock:
 
 @dataclass
 class _Source:
+    families: tuple[Family, ...]
     tail: deque[tuple[LogLine, float, OnsetClock]] = field(
         default_factory=lambda: deque(maxlen=CONTEXT_LINES))
     """The newest scanned lines with their event times."""
-    pending: list[tuple[LogLine, float]] = field(default_factory=list)
-    """Lines queued since the last scan, with when each was read."""
+    pending: deque[tuple[LogLine, float]] = field(default_factory=deque)
+    """Lines queued and not yet scanned, with when each was read."""
+    cues: dict[int, int] = field(default_factory=dict)
+    """Line number → which families' cues the waiting line has (bit i: ``families[i]``)."""
+    pending_chars: int = 0
+    since_scan: int = 0
     last_t: float | None = None
     """The event time of the newest scanned line: no later line is placed before it."""
     number: int = 0
@@ -83,17 +108,27 @@ class LiveLogScanner:
         self._sources: dict[str, _Source] = {}
         self.clock = LineClock()
         """The host's zone, boot and skew (set as the hello and the estimates arrive)."""
+        self._turn = 0
+        self.skipped = 0
+        """Lines never scanned: their source's queue was over :data:`MAX_BACKLOG_CHARS`."""
 
     def add(self, source: str, line: str, ts: float) -> bool:
-        """Queue one line; True when the queue is long enough that the caller should scan."""
+        """Queue one line; True every :data:`MAX_PENDING` lines of a source between scans,
+        when the caller should scan."""
         src = self._sources.get(source)
         if src is None:
-            src = self._sources[source] = _Source()
+            src = self._sources[source] = _Source(families_for(source))
         src.number += 1
-        text, host, rank, time = peel(line)
-        src.ranks.add(text)
-        src.pending.append((LogLine(src.number, line, text, host, rank, time), ts))
-        return len(src.pending) >= MAX_PENDING
+        logged = log_line(src.number, line)  # cut and peeled once, for every scan
+        src.ranks.add(logged.text)
+        src.pending.append((logged, ts))
+        src.cues[src.number] = sum(1 << i for i, f in enumerate(src.families) if f.cue(logged))
+        src.pending_chars += len(logged.raw)
+        while src.pending_chars > MAX_BACKLOG_CHARS and len(src.pending) > 1:
+            _pop(src)
+            self.skipped += 1
+        src.since_scan += 1
+        return src.since_scan >= MAX_PENDING
 
     def rank_places(self) -> dict[int, LoggedRank]:
         """rank → host (and GPU bus id) as this host's logs told them so far."""
@@ -104,27 +139,32 @@ class LiveLogScanner:
 
     @property
     def pending(self) -> int:
-        """Lines queued and not yet scanned."""
+        """Lines queued and not yet scanned (a scan over its budget leaves some)."""
         return sum(len(s.pending) for s in self._sources.values())
 
     def scan(self) -> list[LiveHit]:
-        """Run the rules over every source's new lines (with context); clears the queues.
+        """Run the rules over every source's new lines (with context), within the budget
+        (:data:`SCAN_CUE_CHARS`): lines past it stay queued for the next scan.
 
         A finding whose evidence line lies in the context, not among the new lines, was
         reported by an earlier scan and is not repeated, unless its kind was never reported
-        from this source: then the message only became complete with the new lines.
+        from this source: then the message only became complete with the new lines.  Only
+        the families cued by a new line run (the others could add nothing new).
         """
         hits: list[LiveHit] = []
-        for name, src in self._sources.items():
-            if not src.pending:
+        budget = [SCAN_CUE_CHARS]
+        for name, src in self._in_turn():
+            new, cued = _take(src, budget)
+            if not new:
                 continue
-            timed = self._event_times(name, src)
-            window = [*src.tail, *timed]
-            first_new = src.pending[0][0].number
+            run = tuple(f for i, f in enumerate(src.families) if cued >> i & 1)
+            timed = self._event_times(name, src, new)
+            window = [*_context(src.tail), *timed] if run else timed
+            first_new = new[0][0].number
             when = {line.number: (t, clock) for line, t, clock in window}
             raw_of = {line.number: line.raw for line, _, _ in window}
             lines: Sequence[LogLine] = [line for line, _, _ in window]
-            for f in scan_lines(lines, families_for(name)):
+            for f in scan_lines(lines, run):
                 if f.line >= first_new or f.key not in src.reported:
                     src.reported.add(f.key)
                     before = tuple(raw_of[n].rstrip() for n in
@@ -132,12 +172,23 @@ class LiveLogScanner:
                     t, clock = when.get(f.line, (window[-1][1], window[-1][2]))
                     hits.append(LiveHit(f, name, t, before, clock, f.line))
             src.tail.extend(timed)
-            src.pending = []
         return hits
 
-    def _event_times(self, name: str, src: _Source) -> list[tuple[LogLine, float, OnsetClock]]:
-        """When each queued line happened, in line order (see :func:`event_times`)."""
-        timed = event_times(src.pending, self.clock, src.last_t, name == KERNEL_SOURCE)
+    def _in_turn(self) -> Iterator[tuple[str, _Source]]:
+        """Every source, starting one further each scan, so a budget spent on one source's
+        flood delays the others by one scan at most."""
+        names = list(self._sources)
+        if names:
+            self._turn = (self._turn + 1) % len(names)
+        for name in names[self._turn:] + names[:self._turn]:
+            src = self._sources[name]
+            src.since_scan = 0
+            yield name, src
+
+    def _event_times(self, name: str, src: _Source, new: Sequence[tuple[LogLine, float]]
+                     ) -> list[tuple[LogLine, float, OnsetClock]]:
+        """When each of the new lines happened, in line order (see :func:`event_times`)."""
+        timed = event_times(new, self.clock, src.last_t, name == KERNEL_SOURCE)
         if timed:
             src.last_t = timed[-1][1]
         return timed
@@ -200,3 +251,41 @@ def event_times(lines: Sequence[tuple[LogLine, float]], clock: LineClock,
         out.append((line, t, clock_of))
         last, last_read = t, read
     return out
+
+
+def _pop(src: _Source) -> tuple[LogLine, float]:
+    line, ts = src.pending.popleft()
+    src.pending_chars -= len(line.raw)
+    src.cues.pop(line.number, None)
+    return line, ts
+
+
+def _take(src: _Source, budget: list[int]) -> tuple[list[tuple[LogLine, float]], int]:
+    """The oldest waiting lines of ``src`` whose cue lines fit the budget's characters (at
+    least one line), and the families they cue (bits); the budget is spent in place."""
+    new: list[tuple[LogLine, float]] = []
+    cued = 0
+    while src.pending:
+        line = src.pending[0][0]
+        cues = src.cues.get(line.number, 0)
+        cost = len(line.raw) if cues else 0
+        if new and cost > budget[0]:
+            break
+        new.append(_pop(src))
+        budget[0] = max(0, budget[0] - cost)
+        cued |= cues
+    return new, cued
+
+
+def _context(tail: deque[tuple[LogLine, float, OnsetClock]]
+             ) -> list[tuple[LogLine, float, OnsetClock]]:
+    """The newest lines of ``tail`` that fit :data:`CONTEXT_CHARS`, oldest first."""
+    kept: list[tuple[LogLine, float, OnsetClock]] = []
+    chars = 0
+    for entry in reversed(tail):
+        chars += len(entry[0].raw)
+        if chars > CONTEXT_CHARS:
+            break
+        kept.append(entry)
+    kept.reverse()
+    return kept

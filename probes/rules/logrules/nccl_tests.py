@@ -36,6 +36,12 @@ ACTION_LOW = ("Check the links the run used: nvidia-smi topo -m and nvidia-smi n
               "find the slow step.  The expectation is settings.yaml's nccl_tests table")
 
 
+def cue(line: LogLine) -> bool:
+    """Whether this line is a footer or a table row: without one, :func:`scan` finds
+    nothing, and a later line completes no finding without one."""
+    return _CHEAP.search(line.text) is not None
+
+
 def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
     """Findings for every nccl-tests run in ``lines``."""
     if not any(_CHEAP.search(line.text) for line in lines):

@@ -39,10 +39,10 @@ _LNKCAP = re.compile(_LAUNCHER + r"LnkCap:\s*(?P<rest>.*)$")
 _LNKSTA = re.compile(_LAUNCHER + r"LnkSta:\s*(?P<rest>.*)$")
 """LnkCap/LnkSta where lspci prints them, first on their line; one further into a line is a
 sentence quoting it ("the LnkSta: Speed 2.5GT/s line worries me"), not a link state."""
-_NUMA = re.compile(r"^\s*NUMA node:\s*(?P<n>\d+)\s*$")
+_NUMA = re.compile(r"^\s*NUMA node:\s*(?P<n>\d{1,6})\s*$")
 _CAPS = re.compile(r"^\s*Capabilities:\s*\[[0-9a-fA-F]+\]")
 _SPEED = re.compile(r"Speed\s+(?P<v>\d+(?:[.,]\d+)?)\s*(?:GT/s|Gb/s)", re.IGNORECASE)
-_WIDTH = re.compile(r"Width\s+x\s?(?P<v>\d+)", re.IGNORECASE)
+_WIDTH = re.compile(r"Width\s+x\s?(?P<v>\d{1,3})(?!\d)", re.IGNORECASE)
 _SPEED_DOWN = re.compile(r"Speed\s+\S+\s*\(downgraded\)", re.IGNORECASE)
 _WIDTH_DOWN = re.compile(r"Width\s+x?\d+\s*\(downgraded\)", re.IGNORECASE)
 

@@ -57,7 +57,7 @@ _HEADER = re.compile(r"^#?\s*(?P<first>size|bytes)\s+(?:count|N)\s+type\b(?P<res
 _OOB = re.compile(r"^#?\s*Out of bounds values\s*:\s*(?P<n>\d+)")
 _AVG = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(?P<bw>[-+\w.]+)")
 _START = re.compile(r"Collective test (?:starting|concluded):\s*(?P<op>\S+)")
-_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 _STAMP = re.compile(r"^(?:\d{4}-\d\d-\d\d(?:[T_]\S*)?|\d\d:\d\d:\d\d(?:\.\d+)?|\d{8,})$")
 """A ``-T`` time stamp's pieces at the end of a row (date, time of day, epoch)."""

@@ -14,7 +14,9 @@ from probes.triage import Severity
 GEN_GTS: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 """Per-lane transfer rate of each PCIe generation (GT/s)."""
 
-_SPEED = re.compile(r"(\d+(?:[.,]\d+)?)\s*(?:GT/s|GT|Gb/s)", re.IGNORECASE)
+_SPEED = re.compile(r"(?<!\d)(\d+(?:[.,]\d+)?)\s*(?:GT/s|GT|Gb/s)", re.IGNORECASE)
+"""A rate, read only where a number starts: from every digit of a long run it cost the square
+of the run (review E2)."""
 _WIDTH = re.compile(r"(?<![\w])x\s?(\d{1,2})(?!\d)", re.IGNORECASE)
 
 

@@ -51,12 +51,17 @@ def is_unavailable(text: str, *, dash_is_null: bool = False) -> bool:
     return t.lower() in UNAVAILABLE_WORDS
 
 
+MAX_DIGITS = 24
+"""A longer "number" is text, not a reading (a 64-bit counter has 20 digits): ``int()`` of a
+hostile run of thousands of digits raises, and costs the square of the run."""
+
+
 def to_number(text: str) -> int | float | None:
     """``81559`` → 81559, ``71.42 W`` → 71.42, ``9.0`` → 9.0; None for anything else."""
     t = text.strip()
     m = _WITH_UNIT.match(t)
     num = m.group("num") if m else t
-    if not _NUMBER.match(num):
+    if not _NUMBER.match(num) or len(num) > MAX_DIGITS:
         return None
     if "." in num:
         return float(num)

@@ -55,10 +55,9 @@ same set the live judgement reads (``probes.analysis.judge``)."""
 _PREFIX = re.compile(r"^(?P<host>[A-Za-z0-9][\w.\-]{0,63}|\[[^\]\s]{1,64}\]):\s+(?=\S)")
 """A launcher prefix (pdsh ``gpu01: ``, srun ``13: ``, ``[host]: ``) before the output."""
 _FENCE = re.compile(r"^`{3,}")
-_UNIT = re.compile(r"\s*\[[^\]]*\]\s*$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?: \[[^\[\]]{1,16}\])?$")
 _COMMAND = re.compile(r"(?:^|[\s/\\$#>%;|&(])nvidia-smi(?:\.exe)?(?:\s|$)", re.IGNORECASE)
-_QUERY = re.compile(r"--query-(?P<what>[a-z][a-z-]*)(?:=|\s+)"
+_QUERY = re.compile(r"--query-(?P<what>[a-z][a-z-]{0,40})(?:=|\s+)"
                     r"(?:\"(?P<dq>[^\"]*)\"?|'(?P<sq>[^']*)'?|(?P<bare>[^\s\"']+))")
 _FORMAT = re.compile(r"--format(?:=|\s+)[\"']?(?P<fmt>[\w,]+)")
 _NOTE = re.compile(r"^(?:#|//|--\s|\(.*\)$)")
@@ -83,13 +82,24 @@ _MARKER_CELL = re.compile(
 _PSTATE = re.compile(r"^P(\d{1,2})$")
 
 _LOST_MARKERS = frozenset({"[gpu is lost]", "[unknown error]"})
+def _without_unit(name: str) -> str:
+    r"""``memory.used [MiB]`` → ``memory.used``: the last ``[…]`` at the end and the spaces
+    before it go.  A string search: ``\s*\[[^\]]*\]\s*$`` restarted at every space and
+    every ``[`` of a long header, the square of its length."""
+    stripped = name.rstrip()
+    if not stripped.endswith("]"):
+        return name
+    start = stripped.find("[", stripped.rfind("]", 0, len(stripped) - 1) + 1)
+    return name if start < 0 else stripped[:start]
+
+
 def normalize_field(name: str) -> str:
     """``fan.speed [%]`` → ``fan.speed``; old and query-only names → the header's name.
 
     ``clocks_throttle_reasons.*`` (drivers before 535) reads as ``clocks_event_reasons.*``
     and ``gpu_bus_id`` (the query name) as ``pci.bus_id``, so one lookup serves every driver.
     """
-    n = _UNIT.sub("", name).strip().lower()
+    n = _without_unit(name).strip().lower()
     if n.startswith("clocks_throttle_reasons"):
         n = "clocks_event_reasons" + n[len("clocks_throttle_reasons"):]
     return csv_names.ALIASES.get(n, n)

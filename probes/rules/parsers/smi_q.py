@@ -58,8 +58,10 @@ IDLE_PSTATE = 8
 _BANNER = re.compile(r"^\s*={3,}\s*NVSMI LOG\s*={3,}\s*$")
 _GPU_LINE = re.compile(r"^GPU\s*(?P<bdf>(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
                        r"\s*$")
-_KV = re.compile(r"^(?P<ind>\s*)(?P<key>[^\s:][^:]*?)\s+:(?:\s+(?P<val>.*?))?\s*$")
-_SECTION = re.compile(r"^(?P<ind>\s+)(?P<name>[A-Za-z][\w .\-/()+]*?)\s*$")
+_KV = re.compile(r"^(?P<ind>\s*)(?P<key>[^\s:](?:[^:]*[^\s:])?)\s+:(?:\s+(?P<val>(?:.*\S)?))?\s*$")
+"""``    Key   : value``.  The key and the value end at their last non-space character, read
+once: lazy, each was tried again at every space of a long run (the square of the line)."""
+_SECTION = re.compile(r"^(?P<ind>\s+)(?P<name>[A-Za-z](?:[\w .\-/()+]*[\w.\-/()+])?)\s*$")
 _PREFIX = re.compile(r"^(?:[\w.\-]{1,64}|\[[^\]]{1,64}\]): ")
 """A launcher or host prefix (``gpu01: ``, ``[rank3]: ``, ``10: ``) glued before a line."""
 _LEADING_FENCE = re.compile(r"^`{3,}")
@@ -73,7 +75,7 @@ _UNAVAILABLE = frozenset({
     "unknown", "not available", "insufficient permissions", "no permission", "gpu is lost",
     "not found", "err!", ""})
 _INT = re.compile(r"^-?\d+$")
-_NUM = re.compile(r"^(-?\d+(?:\.\d+)?)\s*(?P<unit>\S*)$")
+_NUM = re.compile(r"^(-?\d+(?:\.\d+)?)(?!\d)\s*(?P<unit>\S*)$")
 _WIDTH = re.compile(r"^(?:(\d{1,2})\s?x|x\s?(\d{1,2}))$", re.IGNORECASE)
 _PSTATE = re.compile(r"^P(\d{1,2})$")
 

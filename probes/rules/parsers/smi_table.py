@@ -45,20 +45,21 @@ TABLE_IN_LOG_LINES = 20
 
 _UNAVAILABLE = frozenset({"N/A", "ERR!", "[N/A]", "Unknown", "[Unknown]", "-", ""})
 _ERR = "ERR!"
-_HEADER = re.compile(r"NVIDIA-SMI\s+(?P<smi>\d[\w.\-]*)?.*?Driver Version:\s*(?P<drv>[\w.\-]+)?"
-                     r"(?:.*?CUDA Version:\s*(?P<cuda>[\w.\-/]+))?")
-_BORDER = re.compile(r"^[+|][-=+| ]*[-=][-=+| ]*$")
+_SMI = re.compile(r"NVIDIA-SMI\s+(?P<smi>\d[\w.\-]*)?")
+_DRIVER = re.compile(r"Driver Version:\s*(?P<drv>[\w.\-]+)?")
+_CUDA = re.compile(r"CUDA Version:\s*(?P<cuda>[\w.\-/]+)")
+_BORDER = re.compile(r"^[+|][+| ]*[-=][-=+| ]*$")
 _PREFIX = re.compile(r"^(?:\S{1,64}:\s+|\[[^\]]{1,64}\]:?\s*)(?=[+|])")
 """A launcher or host prefix (``gpu01: ``, ``[rank3]: ``) glued before a box line."""
 _LEADING_FENCE = re.compile(r"^(?:>\s?)*`{3,}\s*|^(?:>\s?)+")
 """A markdown fence glued before text (a fence then ``Thu Mar 12 …``; its tag is not eaten), or
 quote marks left after indentation (``    > |…``), which the shared cleaner keeps as text."""
-_GPU_ROW = re.compile(r"^\s*(?P<idx>\d{1,4})(?:\s+(?P<rest>\S.*?))?\s*$")
+_GPU_ROW = re.compile(r"^\s*(?P<idx>\d{1,4})(?:\s+(?P<rest>\S(?:.*\S)?))?\s*$")
 _MIG_ROW = re.compile(r"^\s*(?P<gpu>\d{1,4})\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)"
                       r"\s+(?P<dev>\d+|N/A)\s*$")
 _PERSISTENCE = frozenset({"On", "Off", "N/A", "ERR!", "WDDM", "TCC", "MCDM"})
 """The last token of the name cell: Persistence-M on Linux, the driver model on Windows."""
-_MEM = re.compile(r"(?P<used>\d+(?:\.\d+)?)\s*(?P<uu>[KMG]i?B)\s*/\s*"
+_MEM = re.compile(r"(?<!\d)(?P<used>\d+(?:\.\d+)?)\s*(?P<uu>[KMG]i?B)\s*/\s*"
                   r"(?:(?P<total>\d+(?:\.\d+)?)\s*(?P<tu>[KMG]i?B))?")
 _MEM_ONE = re.compile(r"^(?P<v>\d+(?:\.\d+)?)\s*(?P<u>[KMG]i?B)$")
 _TO_MIB = {"KiB": 1 / 1024, "KB": 1 / 1024, "MiB": 1.0, "MB": 1.0, "GiB": 1024.0, "GB": 1024.0}
@@ -75,7 +76,7 @@ _TIMESTAMP = re.compile(
 _ERROR_LINE = re.compile(
     r"Unable to determine the device handle|\bGPU is lost\b|No devices were found"
     r"|NVIDIA-SMI has failed|Failed to initialize NVML|Driver/library version mismatch"
-    r"|infoROM is corrupted|Unable to (?:query|retrieve|get)\b.*\bGPU", re.IGNORECASE)
+    r"|infoROM is corrupted|Unable to (?:query|retrieve|get)\b.{0,200}\bGPU", re.IGNORECASE)
 """What nvidia-smi prints instead of (or above) its table when NVML fails."""
 _ERROR_ONLY = re.compile(
     r"^(?:Unable to determine the device handle for GPU|No devices were found"
@@ -84,6 +85,25 @@ _ROW1_LOOSE = re.compile(
     r"^\|\s*\d{1,4}\s+\S.*\|\s*(?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\b")
 
 # --- cells and values ----------------------------------------------------------------------
+
+def _header(box: str) -> tuple[str | None, str | None, str | None] | None:
+    """(nvidia-smi, driver, CUDA) versions of the table's header line, None for another line.
+
+    Three searches, each reading the line once: as one pattern with ``.*?`` between the parts,
+    the rest of the line was read again from every ``NVIDIA-SMI`` and every space after it.
+    """
+    head = _SMI.search(box)
+    if head is None:
+        return None
+    smi_at = head.start("smi") if head.group("smi") else head.end()
+    # after the version, or (as the one pattern backtracked) glued to its end
+    drv = _DRIVER.search(box, head.end()) or _DRIVER.search(box, smi_at)
+    if drv is None:
+        return None
+    smi = box[smi_at:min(head.end(), drv.start())] or None
+    cuda = _CUDA.search(box, drv.end())
+    return smi, drv.group("drv"), cuda.group("cuda") if cuda else None
+
 
 def _box_line(line: str) -> str | None:
     """The box part of a cleaned line (``|…`` or ``+…``), without indentation or prefixes."""
@@ -104,7 +124,7 @@ def _cells(box: str) -> list[str]:
     cells = body.split("|")
     if cut:
         last = cells[-1]
-        kept = re.sub(r"\S+$", "", last)
+        kept = re.sub(r"(?<!\S)\S+$", "", last)
         cells[-1] = kept + "\0"
     return cells
 
@@ -380,11 +400,11 @@ def parse_smi_table(lines: list[str]) -> SmiTable:
             elif stamp is None and _TIMESTAMP.match(text):
                 stamp = text
             continue
-        h = _HEADER.search(box)
+        h = _header(box)
         if h:
             if snaps[-1].gpus or snaps[-1].procs is not None or driver is not None:
                 snaps.append(_Snapshot())
-            smi, driver, cuda = h.group("smi"), h.group("drv"), h.group("cuda")
+            smi, driver, cuda = h
             st = _State("top")
             continue
         if _BORDER.match(box):
@@ -485,7 +505,7 @@ def looks_like(lines: list[str]) -> bool:
         box = _box_line(line)
         if box is not None:
             boxes += 1
-            if _HEADER.search(box) and "Driver Version" in box:
+            if _header(box) and "Driver Version" in box:
                 border = row = True
             border = border or bool(re.match(r"^[+|]-{5,}", box))
             row = row or bool(_ROW1_LOOSE.match(box))

@@ -41,7 +41,7 @@ raw or as the ``\\x1b`` text that ``explain``'s input cleaning shows them as."""
 _AFFINITY_VALUE = re.compile(r"^\d[\d,\-]*$")
 """A CPU list or NUMA id (``0-15,32-47``, ``1``): never a link cell."""
 _NIC_LEGEND = re.compile(r"^\s*(?P<nic>NIC\d+)\s*:\s*(?P<name>\S+)\s*$")
-_LEGEND = re.compile(r"^\s*(?:NIC\s+)?Legend\s*:?\s*$", re.IGNORECASE)
+_LEGEND = re.compile(r"^\s*(?:NIC\s+)?Legend\s*(?::\s*)?$", re.IGNORECASE)
 
 ACTION_NIC = ("Give each GPU a NIC on its own socket (NCCL_IB_HCA / NCCL_SOCKET_IFNAME) and pin "
               "ranks to the GPU's NUMA node; check which slots the HCAs sit in")
@@ -208,7 +208,7 @@ def _nic_legend(cleaned: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     in_legend = False
     for line in cleaned:
-        if re.match(r"^\s*NIC Legend\s*:?\s*$", line, re.IGNORECASE):
+        if re.match(r"^\s*NIC Legend\s*(?::\s*)?$", line, re.IGNORECASE):
             in_legend = True
         elif in_legend and (m := _NIC_LEGEND.match(line)):
             out[m.group("nic")] = m.group("name")
@@ -256,8 +256,13 @@ def _action(pairs: dict[frozenset[str], Severity]) -> str:
 
 
 def _natural(name: str) -> tuple[str, int]:
-    m = re.match(r"^(.*?)(\d+)$", name)
-    return (m.group(1), int(m.group(2))) if m else (name, -1)
+    r"""``GPU12`` → (``GPU``, 12).  A walk from the end: ``^(.*?)(\d+)$`` read the digits
+    again from every position, and ``int()`` refuses a run of thousands of digits."""
+    start = len(name)
+    while start > 0 and name[start - 1].isdecimal():
+        start -= 1
+    digits = name[start:]
+    return (name[:start], int(digits)) if 0 < len(digits) <= 18 else (name, -1)
 
 
 def explain(lines: list[str]) -> KindResult:

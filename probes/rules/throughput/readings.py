@@ -32,10 +32,14 @@ _GATE = re.compile(r"/s|/it|per.second|iteration|tps:|wps:|PerSec|train_runtime|
 _ANSI = re.compile(r"(?:\x1b|\\x1b)\[[0-9;]*[A-Za-z]")
 """Colour codes, raw or as ``clean_log_line`` shows them (torchtitan colours its metrics)."""
 _NUM = r"(\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+_NUM_FIRST = r"(?<!\d)(?<!\d,)(\d[\d,]{0,30}(?![\d,])(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+"""A number that starts a pattern: only where a number starts, and bounded, or a run of n
+digits is read from each of its n positions (review E2: ``1111… samples/s``)."""
+_COUNT = r"(?<!\d)(?P<n>\d+)/(?P<total>\d+) "
 
-_TQDM = re.compile(r"(?P<n>\d+)/(?P<total>\d+) \[[\d:]+<[\d:?]+,\s*" + _NUM
+_TQDM = re.compile(_COUNT + r"\[[\d:]+<[\d:?]+,\s*" + _NUM
                    + r"\s?(?P<unit>it|s|ba|batches|examples|samples|steps|tokens)/(?P<per>s|it)\b")
-_RICH = re.compile(r"(?P<n>\d+)/(?P<total>\d+) [\d:]+ \u2022 [\d:\-]+ " + _NUM + r"\s?it/s")
+_RICH = re.compile(_COUNT + r"[\d:]+ \u2022 [\d:\-]+ " + _NUM + r"\s?it/s")
 _HF_KEY = re.compile(r"'train_(?P<what>samples|tokens|steps)_per_second':\s*" + _NUM)
 _DS_TIMER = re.compile(
     r"(?:global_step=(?P<step>\d+)|\b\d+/(?P<local>\d+)),\s*(?:RunningAvgSamplesPerSec="
@@ -53,21 +57,21 @@ _SAMPLES_PER = re.compile(r"(?:samples per second|Samples/sec|samples/sec)[:=]?\
 _TGS = re.compile(r"tokens per gpu per second \(tgs\):\s*" + _NUM)
 _TOKENS_PER = re.compile(r"(?:tokens per second|tokens_per_second|tokens/sec|tokens/s|tok/s)"
                          r"[:=]?\s*" + _NUM, re.IGNORECASE)
-_TOKENS_AFTER = re.compile(_NUM + r"\s*(?:tokens|tok)/s(?:ec)?\b", re.IGNORECASE)
-_SAMPLES_AFTER = re.compile(_NUM + r"\s*samples/s(?:ec)?\b", re.IGNORECASE)
+_TOKENS_AFTER = re.compile(_NUM_FIRST + r"\s*(?:tokens|tok)/s(?:ec)?\b", re.IGNORECASE)
+_SAMPLES_AFTER = re.compile(_NUM_FIRST + r"\s*samples/s(?:ec)?\b", re.IGNORECASE)
 _DS_TFLOPS = re.compile(r"\bTFLOPs:\s*" + _NUM)
 _MEGA_MEM = re.compile(r"memory \(MB\) \| allocated: [\d.]+ \| max allocated:\s*" + _NUM)
-_TITAN = re.compile(r"\bstep:\s*(?P<step>\d+)\s.*?\b(?:tps|wps):\s*" + _NUM)
+_TITAN = re.compile(r"\bstep:\s*(?P<step>\d+)\s.{0,300}?\b(?:tps|wps):\s*" + _NUM)
 _TITAN_MEM = re.compile(r"\bmemory:\s*" + _NUM + r"\s*GiB")
 _TITAN_TFLOPS = re.compile(r"\btflops:\s*" + _NUM)
 _MFU = re.compile(r"\bmfu[:\s]\s*(?P<v>-?[\d.]+)%")
 _NANOGPT = re.compile(r"\biter (?P<step>\d+): loss [\d.]+, time " + _NUM + r"ms")
 _STEP = re.compile(r"\b(?:step|global_step|iter|iteration)[\s:=]+(?P<step>\d+)", re.IGNORECASE)
-_MAX_ALLOC = re.compile(r"max_memory_allocated\w*[\s:=()]+" + _NUM + r"\s*(?P<u>GiB|GB|MiB|MB)",
-                        re.IGNORECASE)
+_MAX_ALLOC = re.compile(r"max_memory_allocated\w{0,40}[\s:=()]+" + _NUM
+                        + r"\s*(?P<u>GiB|GB|MiB|MB)", re.IGNORECASE)
 _WORLD = re.compile(r"\b(?:world[_ ]size|Num processes|num_processes|n_gpu)\b[\s:=]+(\d+)"
                     r"|Starting with (\d+) processes|\bMEMBER: \d+/(\d+)"
-                    r"|device mesh with \[[^\]]*\], \[(\d+)\]", re.IGNORECASE)
+                    r"|device mesh with \[[^\]]{0,200}\], \[(\d+)\]", re.IGNORECASE)
 """World size as trainers print it: Megatron's ``using world size: 16``, accelerate's ``Num
 processes: 8``, Lightning's ``Starting with 8 processes`` / ``MEMBER: 1/8``, torchtitan's
 ``Building 1-D device mesh with ['dp_shard'], [8]``."""

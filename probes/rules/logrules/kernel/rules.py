@@ -94,18 +94,22 @@ MEMCG = " (memory cgroup limit)"
 _OFF_BUS = re.compile(r"fallen\s+off\s+the\s+bus", re.IGNORECASE)
 _OOM = re.compile(
     r"invoked oom-killer|[Oo]ut of memory: Kill(?:ed)? process|\boom-kill:"
-    r"|oom_reaper: reaped process|\bKilled process \d+ \([^)]*\).{0,40}total-vm")
-_OOM_VICTIM = re.compile(r"(?:Kill(?:ed)?|reaped) process (?P<pid>\d+) \((?P<name>[^)]*)\)")
-_OOM_INVOKER = re.compile(r"(?P<name>\S+) invoked oom-killer")
+    r"|oom_reaper: reaped process|\bKilled process \d+ \([^)]{0,64}\).{0,40}total-vm")
+_OOM_VICTIM = re.compile(r"(?:Kill(?:ed)?|reaped) process (?P<pid>\d+) \((?P<name>[^)]{0,64})\)")
+"""The victim's name is the kernel's 15-character ``comm``: bounded, a line of repeated
+``Killed process 1 (`` is not read to its end from each."""
+_OOM_INVOKER = re.compile(r"(?<!\S)(?P<name>\S+) invoked oom-killer")
 _CPU_THERMAL = re.compile(
     r"(?P<cpu>CPU\d+): (?P<kind>Core|Package) temperature above threshold"
     r"|cpu clock throttled|(?P<crit>[Cc]ritical temperature reached)")
 _EVENTS = re.compile(r"total events = (?P<n>\d+)")
 _GSP = re.compile(
-    r"Timeout after \d+s of waiting for RPC response from GPU\s*\d*\s*GSP"
-    r"|_kgspIsHeartbeatTimedOut|\*{3,}\s*GSP Timeout\s*\*{3,}|\bGSP (?:RPC )?[Tt]imeout\b"
-    r"|rpcRecvPoll timedout|kgsp\w*Timeout"
-    r"|(?P<broad>\bGSP\b.*?\b(?:[Tt]imed ?out|[Tt]imeout)\b)")
+    r"Timeout after \d+s of waiting for RPC response from GPU\s*(?:\d+\s*)?GSP"
+    r"|_kgspIsHeartbeatTimedOut|(?<!\*)\*{3,}\s*GSP Timeout\s*\*{3,}|\bGSP (?:RPC )?[Tt]imeout\b"
+    r"|rpcRecvPoll timedout|kgsp\w{0,60}Timeout"
+    r"|(?P<broad>\bGSP\b.{0,400}?\b(?:[Tt]imed ?out|[Tt]imeout)\b)")
+"""The broad form reads at most 400 characters past each ``GSP``: unbounded, a line of
+``GSP GSP …`` was read to its end from every one."""
 _AER = re.compile(
     r"(?:Multiple\s+)?(?P<sev>Corrected|Uncorrect(?:ed|able)\s*\((?:Non-Fatal|Fatal)\))"
     r" error (?:received|message)"
@@ -118,8 +122,10 @@ _API_KERNEL = re.compile(r"kernel module has the version (?P<kernel>[\w.\-]*\w)"
 _RM_INIT = re.compile(r"RmInitAdapter failed|rm_init_adapter failed")
 _RM_CODE = re.compile(r"\((?P<code>0x[0-9A-Fa-f]+:0x[0-9A-Fa-f]+:\d+)\)")
 _PCIE_BW = re.compile(
-    r"available PCIe bandwidth, limited by (?P<cur>.+?) link at (?P<port>\S+?)\s*"
-    r"\(capable of [^)]*?with (?P<cap>.+?) link\)")
+    r"available PCIe bandwidth, limited by (?P<cur>.{1,60}?) link at (?P<port>\S{1,60}?)\s*"
+    r"\(capable of [^)]{0,60}?with (?P<cap>.{1,60}?) link\)")
+"""Each part bounded (a real one is ``8.0 GT/s PCIe x4``): lazy and unbounded, every repeat of
+the line's words read the rest of the line again."""
 
 
 def _off_bus(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:

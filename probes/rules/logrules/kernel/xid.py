@@ -18,14 +18,14 @@ from probes.rules.result import ExplainFinding
 from probes.rules.xid_catalog import XidInfo, lookup
 from probes.triage import Severity, Step
 
-XID = re.compile(r"(?<![A-Za-z])Xid\s*\((?P<dev>[^()]{0,48})\)\s*:?\s*(?P<code>\d{1,5})(?!\d)")
+XID = re.compile(r"(?<![A-Za-z])Xid\s*\((?P<dev>[^()]{0,48})\)\s*(?::\s*)?(?P<code>\d{1,5})(?!\d)")
 _XID_DEV = re.compile(
     r"^\s*(?:PCI:)?(?P<bdf>(?:[0-9A-Fa-f]{1,8}:)?[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2})"
     r"(?P<fn>\.[0-7])?\s*$")
 _PROC = re.compile(r"pid='?(?P<pid><unknown>|\d+)'?(?:,\s*name=(?P<name>[^,]*))?,?\s*")
 _CAUSED_BY = re.compile(r"caused by previous Xid (?P<code>\d{1,5})")
-_RECOVERY = re.compile(r"recovery action changed from .*?to\s+(?:0x[0-9A-Fa-f]+\s*)?"
-                       r"\((?P<act>[^)]+)\)", re.IGNORECASE)
+_RECOVERY = re.compile(r"recovery action changed from .{0,80}?to\s+(?:0x[0-9A-Fa-f]+\s*)?"
+                       r"\((?P<act>[^)]{1,80})\)", re.IGNORECASE)
 _NONFATAL = re.compile(r"\bNon-?fatal\b", re.IGNORECASE)
 _FATAL = re.compile(r"(?<!Non-)\bFatal\b", re.IGNORECASE)
 _FAILED = re.compile(r"fail", re.IGNORECASE)

@@ -7,7 +7,7 @@ per code (``scan``, in :mod:`.fold`), told for the whole incident.
 
 from probes.rules.logrules.common import EVIDENCE_MAX
 from probes.rules.logrules.nccl.fold import scan
-from probes.rules.logrules.nccl.parse import parse
+from probes.rules.logrules.nccl.parse import cue, parse
 from probes.rules.logrules.nccl.records import NcclReport
 
-__all__ = ["EVIDENCE_MAX", "NcclReport", "parse", "scan"]
+__all__ = ["EVIDENCE_MAX", "NcclReport", "cue", "parse", "scan"]

@@ -11,8 +11,11 @@ message, the launcher's prefix and the communicator init lines (:class:`_Context
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 
 from probes.rules.logrules.common import CRIT, EVIDENCE_MAX, WARN, clip_evidence
 from probes.rules.logrules.lines import LogLine
@@ -30,6 +33,15 @@ from probes.triage import Severity
 
 EVIDENCE_BEFORE = 150
 """Characters of a long line kept before the record's start."""
+MAX_RECORDS_PER_LINE = 64
+"""Records of one kind read from one line.  A real line holds one (a few when a launcher
+flattened a block, a torchelastic summary one per failed rank); a line repeating a record
+thousands of times is one hostile line, and each record costs a look at the whole line."""
+
+
+def _first(found: Iterator[re.Match[str]]) -> Iterator[re.Match[str]]:
+    """At most :data:`MAX_RECORDS_PER_LINE` of one pattern's matches in a line."""
+    return islice(found, MAX_RECORDS_PER_LINE)
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -48,12 +60,6 @@ def _bus_from_nccl(bus: str) -> str | None:
     return f"{v >> 20:04x}:{(v >> 12) & 0xff:02x}:{(v >> 4) & 0xff:02x}.{v & 0xf:x}"
 
 
-def _evidence(line: LogLine, pos: int) -> str:
-    """The line as given; a long flattened one as a window around the record."""
-    return clip_evidence(clean_line(line.raw).strip(), line.text, pos, before=EVIDENCE_BEFORE,
-                         width=EVIDENCE_MAX - 2, mark_end=True)
-
-
 def _time(line: LogLine) -> str | None:
     if line.time:
         return line.time
@@ -64,6 +70,31 @@ def _time(line: LogLine) -> str | None:
     return iso.group("t") if iso else None
 
 
+@dataclass(frozen=True)
+class _LineFacts:
+    """What :meth:`_Context.where` reads of a whole line, read once per line: a line with
+    many records must not be read again for each (review E3b: the square of the line)."""
+
+    named: tuple[tuple[int, int], ...]
+    """(start, rank) of the message's own ``[Rank N]`` marks, in line order."""
+    labels: tuple[tuple[int, str], ...]
+    """(start, label) of ``13: `` srun labels after the line's start."""
+    label_counts: Counter[str]
+    prefix: re.Match[str] | None
+    shown: str
+    time: str | None
+    pg: str | None
+
+    @classmethod
+    def of(cls, line: LogLine) -> _LineFacts:
+        text = line.text
+        named = tuple((m.start(), int(m.group("rank"))) for m in pat.TEXT_RANK.finditer(text))
+        labels = tuple((m.start(), m.group("rank")) for m in pat.SRUN_LABEL.finditer(text)
+                       if m.start() > 0)
+        return cls(named, labels, Counter(v for _, v in labels), pat.NCCL_PREFIX.search(text),
+                   clean_line(line.raw).strip(), _time(line), _pg(text))
+
+
 @dataclass
 class _Context:
     """What the whole input says about processes: rank, bus id and whether it has IB NICs."""
@@ -72,6 +103,13 @@ class _Context:
     proc_bus: dict[tuple[str, str], str] = field(default_factory=dict)
     rank_proc: dict[int, tuple[str, str]] = field(default_factory=dict)
     has_ib: bool = False
+    _last: tuple[LogLine, _LineFacts] | None = field(default=None, repr=False)
+
+    def facts(self, line: LogLine) -> _LineFacts:
+        """The line's :class:`_LineFacts` (kept for the line being read)."""
+        if self._last is None or self._last[0] is not line:
+            self._last = (line, _LineFacts.of(line))
+        return self._last[1]
 
     @classmethod
     def of(cls, lines: Sequence[LogLine]) -> _Context:
@@ -98,18 +136,18 @@ class _Context:
     def where(self, line: LogLine, pos: int = 0, rank: int | None = None) -> Where:
         """Rank, host and GPU of a record at ``pos`` in ``line``: the message's own words
         first, then the launcher's prefix, then the communicator init lines."""
-        text = line.text
+        facts = self.facts(line)
         if rank is None:
-            named = [m for m in pat.TEXT_RANK.finditer(text) if m.start() <= pos + 40]
-            if named:
-                rank = int(named[-1].group("rank"))
+            at = bisect_right(facts.named, (pos + 40, 1 << 62))
+            if at:
+                rank = facts.named[at - 1][1]
         if rank is None:
             rank = line.rank
         if rank is None:
-            rank = _srun_label(text, pos)
+            rank = _srun_label(facts, pos)
         host = line.host
         gpu: str | None = None
-        p = pat.NCCL_PREFIX.search(text)
+        p = facts.prefix
         if p is not None:
             key = (p.group("host"), p.group("pid"))
             host = p.group("host")
@@ -120,23 +158,31 @@ class _Context:
             key = self.rank_proc[rank]
             host = host or key[0]
             gpu = self.proc_bus.get(key)
-        return Where(line.number, _evidence(line, pos), host, rank, gpu, _time(line))
+        evidence = clip_evidence(facts.shown, line.text, pos, before=EVIDENCE_BEFORE,
+                                 width=EVIDENCE_MAX - 2, mark_end=True)
+        return Where(line.number, evidence, host, rank, gpu, facts.time)
 
 
-def _srun_label(text: str, pos: int) -> int | None:
+def _srun_label(facts: _LineFacts, pos: int) -> int | None:
     """The ``13: `` label nearest before ``pos`` in a line that srun output was flattened
     into (the same label at least twice, so a stray ``12: `` is not taken for one)."""
-    labels = [m for m in pat.SRUN_LABEL.finditer(text) if m.start() > 0]
+    labels = facts.labels
     if len(labels) < 2:
         return None
-    before = [m for m in labels if m.start() <= pos] or labels
-    value = before[-1].group("rank")
-    return int(value) if sum(m.group("rank") == value for m in labels) >= 2 else None
+    at = bisect_right(labels, (pos, "\uffff"))
+    value = labels[at - 1][1] if at else labels[-1][1]
+    return int(value) if facts.label_counts[value] >= 2 else None
 
 
 def _maybe(text: str) -> bool:
     low = text.lower()
     return any(k in low for k in pat.KEYWORDS)
+
+
+def cue(line: LogLine) -> bool:
+    """Whether this line could hold a record: :func:`parse` skips lines without one of
+    :data:`~.patterns.KEYWORDS` (read here on the raw line, which holds the message)."""
+    return _maybe(line.raw)
 
 
 def _after_last_error(lines: Sequence[LogLine], i: int) -> bool:
@@ -154,7 +200,7 @@ def _after_last_error(lines: Sequence[LogLine], i: int) -> bool:
 def _timeouts(ctx: _Context, line: LogLine) -> list[Timeout]:
     text = line.text
     out: list[Timeout] = []
-    starts = [m.start() for m in pat.WD.finditer(text)]
+    starts = [m.start() for m in _first(pat.WD.finditer(text))]
     for n, start in enumerate(starts):
         end = starts[n + 1] if n + 1 < len(starts) else len(text)
         seg = text[start:end]
@@ -163,13 +209,13 @@ def _timeouts(ctx: _Context, line: LogLine) -> list[Timeout]:
         ran = pat.RAN.search(text)
         if ran:
             out.append(_collective(ctx, line, ran.start(), text, "collective"))
-    for m in pat.WORK_TIMEOUT.finditer(text):
+    for m in _first(pat.WORK_TIMEOUT.finditer(text)):
         out.append(Timeout(ctx.where(line, m.start()), "work", _int(m.group("seq")),
                            last_enqueued=_int(m.group("enq")),
-                           last_completed=_int(m.group("done")), pg=_pg(text)))
+                           last_completed=_int(m.group("done")), pg=ctx.facts(line).pg))
     hb = pat.HEARTBEAT.search(text)
     if hb:
-        out.append(Timeout(ctx.where(line, hb.start()), "heartbeat", pg=_pg(text)))
+        out.append(Timeout(ctx.where(line, hb.start()), "heartbeat", pg=ctx.facts(line).pg))
     gloo = pat.GLOO_TIMEOUT.search(text)
     if gloo:
         out.append(Timeout(ctx.where(line, gloo.start()), "gloo",
@@ -197,16 +243,17 @@ def _collective(ctx: _Context, line: LogLine, start: int, seg: str, kind: str) -
     return Timeout(
         ctx.where(line, start), kind, _int(field_of(pat.F_SEQ)), field_of(pat.F_OP),
         _int(field_of(pat.F_IN)), _int(field_of(pat.F_OUT)), _int(field_of(pat.F_TIMEOUT)),
-        _int(ran.group("ran")) if ran else None, pg=_pg(line.text))
+        _int(ran.group("ran")) if ran else None, pg=ctx.facts(line).pg)
 
 
 def _ambiguous(ctx: _Context, line: LogLine) -> Timeout | None:
     m = pat.AMBIGUOUS.search(line.text)
-    if m is None or pat.WATCHDOG_REASON_NOT_TIMEOUT.match(line.text, m.end()):
+    if m is None or (pat.WATCHDOG_REASON.match(line.text, m.end())
+                      and not pat.TIMEOUT_WORDS.search(line.text, m.end())):
         return None
     return Timeout(ctx.where(line, m.start()), "ambiguous", _int(m.group("seq")),
                    last_enqueued=_int(m.group("enq")), last_completed=_int(m.group("done")),
-                   pg=_pg(line.text))
+                   pg=ctx.facts(line).pg)
 
 
 # --- transport failures ----------------------------------------------------------------------
@@ -413,12 +460,12 @@ def _failures(ctx: _Context, lines: Sequence[LogLine], i: int) -> list[RankFailu
     text = line.text
     out: list[RankFailure] = []
     code: int | None
-    for m in pat.ELASTIC_FAILED.finditer(text):
+    for m in _first(pat.ELASTIC_FAILED.finditer(text)):
         code = int(m.group("code"))
         out.append(RankFailure(ctx.where(line, m.start()), "torchelastic", None,
                                int(m.group("lr")), code, _signal_of(code), _int(m.group("pid")),
                                line.host))
-    for m in pat.SUMMARY_RANK.finditer(text):
+    for m in _first(pat.SUMMARY_RANK.finditer(text)):
         block = _block_text(lines, i, m.start())
         ex = pat.SUMMARY_EXIT.search(block)
         host = pat.SUMMARY_HOST.search(block)
@@ -433,10 +480,10 @@ def _failures(ctx: _Context, lines: Sequence[LogLine], i: int) -> list[RankFailu
                                code, signal, _int(ex.group("pid")) if ex else None,
                                host.group("host") if host else line.host))
     if not out:
-        for m in pat.SIGNAL.finditer(text):
+        for m in _first(pat.SIGNAL.finditer(text)):
             out.append(RankFailure(ctx.where(line, m.start()), "torchelastic", signal=m.group(
                 "name"), exitcode=-int(m.group("num")), pid=int(m.group("pid")), host=line.host))
-    for m in pat.SRUN.finditer(text):
+    for m in _first(pat.SRUN.finditer(text)):
         tasks = m.group("tasks")
         what = m.group("what")
         code = _int(m.group("code"))
@@ -445,7 +492,7 @@ def _failures(ctx: _Context, lines: Sequence[LogLine], i: int) -> list[RankFailu
         rank = int(tasks) if tasks.isdigit() else None
         out.append(RankFailure(ctx.where(line, m.start(), rank), "srun", rank, None,
                                code, signal, None, m.group("host")))
-    for m in pat.MPI.finditer(text):
+    for m in _first(pat.MPI.finditer(text)):
         num = int(m.group("num"))
         out.append(RankFailure(ctx.where(line, m.start(), int(m.group("rank"))), "mpirun",
                                int(m.group("rank")), None, -num, pat.SIGNALS.get(num),

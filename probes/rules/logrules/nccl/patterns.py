@@ -52,13 +52,16 @@ AMBIGUOUS = re.compile(
     rf"last completed NCCL work: (?P<done>-?{N}))?"
     r"|Some NCCL operations have failed or timed out"
     r"|(?:NCCL|Process group) watchdog thread terminated with exception")
-WATCHDOG_REASON_NOT_TIMEOUT = re.compile(
-    r"\s*:\s*(?!.*(?:[Tt]imeout|timed out|[Hh]eartbeat|stuck))(?:CUDA error|NCCL error|CUBLAS|"
+WATCHDOG_REASON = re.compile(
+    r"(?<!\s)\s*:\s*(?:CUDA error|NCCL error|CUBLAS|"
     r"cuDNN|an illegal|unspecified launch failure|device-side assert|out of memory|"
-    r"[A-Za-z_:]*(?:Error|Exception)\b)")
-"""What a watchdog that "terminated with exception" names when the exception is not a
-timeout (``…: CUDA error: an illegal memory access was encountered``): that error's own rule
-reports it, and the line is no collective timeout."""
+    r"[A-Za-z_:]{0,80}(?:Error|Exception)\b)")
+"""What a watchdog that "terminated with exception" names, right after those words
+(``…: CUDA error: an illegal memory access was encountered``): when the rest of the line has
+no :data:`TIMEOUT_WORDS`, that error's own rule reports it, and the line is no collective
+timeout.  Two patterns, not one with ``(?!.*timeout)`` inside, which read the rest of the
+line again from every colon (the square of a line of colons)."""
+TIMEOUT_WORDS = re.compile(r"[Tt]imeout|timed out|[Hh]eartbeat|stuck")
 PG = re.compile(r"\[PG (?P<pg>[^\s\]]{1,40})(?: \((?P<name>[^)\]]{1,60})\))? Rank")
 
 F_SEQ = re.compile(rf"\bSeqNum=(?P<v>{N})(?=[,)\s])")
@@ -68,7 +71,7 @@ F_OUT = re.compile(rf"\bNumelOut=(?P<v>-?{N})(?=[,)\s])")
 F_TIMEOUT = re.compile(rf"\bTimeout\(ms\)=(?P<v>{N})(?=[,)\s])")
 
 DIST_CONTEXT = re.compile(
-    r"NCCL|nccl|\bsocket[A-Z]\w*|[Bb]ootstrap|c10d|gloo|TCPStore|ProcessGroup|Dist\w*Error"
+    r"NCCL|nccl|\bsocket[A-Z]\w*|[Bb]ootstrap|c10d|gloo|TCPStore|ProcessGroup|Dist\w{0,40}Error"
     r"|NET/|torch\.distributed|rendezvous|Last error")
 """Words that make a bare errno message (``Connection refused``) a distributed one."""
 ERRNO = re.compile(
@@ -135,7 +138,7 @@ DESC_KINDS: tuple[tuple[str, str], ...] = (
 NCCL_WARN = re.compile(r"\bNCCL WARN\s+(?P<msg>[^\n]{0,300})")
 CUDA_FAILURE = re.compile(
     r"Cuda failure\s*(?:\d{1,4}\s*)?'(?P<what>[^']{1,100})'|Failed to CUDA \w+ \d+ bytes"
-    r"|\bcuda\w*(?:Malloc|Alloc)\w* failed", re.IGNORECASE)
+    r"|\bcuda\w{0,40}(?:Malloc|Alloc)\w{0,40} failed", re.IGNORECASE)
 WARN_USAGE = re.compile(
     r"Duplicate GPU detected|collective mismatch|mismatch in rank count|[Ii]nvalid "
     r"|[Mm]ismatch")

@@ -6,6 +6,6 @@
 
 from probes.rules.logrules.common import EVIDENCE_MAX
 from probes.rules.logrules.training.records import OomReport, parse_oom, to_mib
-from probes.rules.logrules.training.rules import scan
+from probes.rules.logrules.training.rules import cue, scan
 
-__all__ = ["EVIDENCE_MAX", "OomReport", "parse_oom", "scan", "to_mib"]
+__all__ = ["EVIDENCE_MAX", "OomReport", "cue", "parse_oom", "scan", "to_mib"]

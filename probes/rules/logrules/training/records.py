@@ -20,7 +20,10 @@ FRAGMENTED_MIB = 256.0
 
 # --- amounts -------------------------------------------------------------------------------
 
-_AMT = r"(?P<{0}>\d+(?:\.\d+)?)\s*(?P<{0}_u>[KMGTP]i?B|bytes|B)\b"
+_AMT = r"(?<!\d)(?P<{0}>\d{{1,20}}(?:\.\d+)?)\s*(?P<{0}_u>[KMGTP]i?B|bytes|B)\b"
+"""An amount and its unit.  Bounded and starting only where a number starts: unbounded, the
+patterns that begin with it (``N already allocated``) read a run of n digits from each of its
+n positions, the square of the line (review E1: 7 s for one 8 KB line)."""
 _UNIT_MIB: dict[str, float] = {
     "b": 1 / 1048576, "bytes": 1 / 1048576, "kb": 1 / 1024, "kib": 1 / 1024, "mb": 1.0,
     "mib": 1.0, "gb": 1024.0, "gib": 1024.0, "tb": 1048576.0, "tib": 1048576.0,
@@ -225,9 +228,9 @@ CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
 # --- loss-nan ------------------------------------------------------------------------------
 
 LOSS_KV = re.compile(
-    r"(?<![\w.])['\"]?(?P<key>(?:[A-Za-z][A-Za-z0-9]*[_/])*loss(?:[_/][A-Za-z0-9]+)*"
+    r"(?<![\w.])['\"]?(?P<key>(?:[A-Za-z][A-Za-z0-9]*[_/]){0,8}loss(?:[_/][A-Za-z0-9]+){0,8}"
     r"|(?:lm|train|training|val|valid|validation|eval|test|total)\s+loss)['\"]?"
-    r"\s*(?:[:=]\s*|\s+)(?:tensor\(\s*)?['\"]?(?P<val>[-+]?(?:nan|inf(?:inity)?))\b",
+    r"(?:\s*[:=]\s*|\s+)(?:tensor\(\s*)?['\"]?(?P<val>[-+]?(?:nan|inf(?:inity)?))\b",
     re.IGNORECASE)
 NOT_A_LOSS = re.compile(
     r"(?:^|[_/])(?:scale|scaler|scaling|weight|weights|threshold|clip|coef|coeff)(?:$|[_/])"
@@ -251,7 +254,7 @@ SCALE = re.compile(
     rf"(?P<to3>{_NUM})"
     rf"|(?P<minimum>Minimum loss scale reached(?:\s*\((?P<min>{_NUM})\))?"
     rf"|loss scale already at minimum)"
-    rf"|Grad overflow on iteration\s*:?\s*\d+")
+    rf"|Grad overflow on iteration\s*(?::\s*)?\d+")
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,15 @@ _RULES: tuple[tuple[tuple[str, ...], Rule], ...] = (
     (("overflow", "loss scale"), _scale_hit),
 )
 """Each rule with the lowercase words every one of its matches contains: a cheap test first."""
+_CUE_WORDS = tuple(w for words, _ in _RULES for w in words)
+
+
+def cue(line: LogLine) -> bool:
+    """Whether any rule could match this line (its words are in it): a line without them
+    adds nothing of its own to what :func:`scan` finds, so a live scan may skip the family
+    when no new line has them (``probes.rules.logrules.live``)."""
+    low = line.raw.lower()
+    return any(w in low for w in _CUE_WORDS)
 
 
 def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
