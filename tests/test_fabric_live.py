@@ -254,3 +254,12 @@ def test_node_descriptions_are_host_text() -> None:
     (link,) = topo.links
     assert "\x1b" not in (link.ca_desc or "") and "\x1b" not in link.switch
     assert link.switch_port == 1 and link.speed == "4xNDR" and link.ca_guid == 0x100000
+
+
+def test_sequence_errors_of_adaptive_routing_are_shown_not_judged() -> None:
+    t = FabricTracker()
+    t.add(_fabric(1.0, errors={"out_of_sequence": 90000, "packet_seq_err": 40}))
+    assert fabric_findings("h", t, None) == []
+    t.add(_fabric(2.0, errors={"local_ack_timeout_err": 12}))
+    (f,) = fabric_findings("h", t, None)
+    assert f.summary == "mlx5_0/1 +12 local_ack_timeout_err in 10 min"

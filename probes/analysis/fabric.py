@@ -29,6 +29,14 @@ from probes.wire.samples import FabricSample, Hello, IbPortSample
 ERRORS_KEPT = 1024
 """Port-messages with errors kept for the window: a port erroring every sample for 10 min,
 64 ports sending every 5 samples, fits; a hostile host cannot grow it further."""
+LINK_ERRORS = frozenset({
+    "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+    "port_rcv_remote_physical_errors", "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors", "port_xmit_discards", "port_rcv_switch_relay_errors",
+    "local_ack_timeout_err", "rx_icrc_encapsulated"})
+"""Counters that say the link (cable, transceiver, switch port) is bad.  Sequence errors
+(``out_of_sequence``, ``packet_seq_err``) also rise on a healthy fabric with adaptive
+routing, and completion errors follow a job's own faults: shown, never judged."""
 FLAP = "link_downed"
 FLAP_COUNTERS = frozenset({FLAP})
 """A step of ``link_downed``: the link went down and came back (a flap)."""
@@ -146,7 +154,9 @@ def fabric_findings(host: str, tracker: FabricTracker, hello: Hello | None,
 def errors_rising(recent: dict[str, dict[str, int]], limits: DetectorLimits) -> Verdict | None:
     """``ib-errors-rising``: ports whose error counters rose at least ``ib_errors_min``
     within the window, or that flapped (``link_downed`` rose at all)."""
-    bad = {name: errs for name, errs in recent.items()
+    judged = {name: {k: v for k, v in errs.items() if k in LINK_ERRORS}
+              for name, errs in recent.items()}
+    bad = {name: errs for name, errs in judged.items()
            if sum(errs.values()) >= limits.ib_errors_min or errs.get(FLAP)}
     if not bad:
         return None
