@@ -263,3 +263,16 @@ def test_sequence_errors_of_adaptive_routing_are_shown_not_judged() -> None:
     t.add(_fabric(2.0, errors={"local_ack_timeout_err": 12}))
     (f,) = fabric_findings("h", t, None)
     assert f.summary == "mlx5_0/1 +12 local_ack_timeout_err in 10 min"
+
+
+def test_every_member_of_the_window_joins_the_group_and_evidence_is_one_per_host() -> None:
+    """A host's later flap joins its port-down in the switch's group (live: gpu-l04's
+    ib-errors-rising came a second after the fourth host made the count)."""
+    specs = [HostSpec(name=f"h{i}", tags=("switch:leaf-1",)) for i in range(4)]
+    found = [_port_down(f"h{i}", 100.0 + i) for i in range(4)]
+    found.append(Finding(Step.GPU, Code.IB_ERRORS_RISING, Severity.WARNING, "mlx5_0/1 +1 "
+                         "link_downed", "h3", ts=104.0, extra={"ports": ["mlx5_0/1"]}))
+    (suspect,) = grouped(found, fabric_map(specs))
+    assert suspect.extra["codes"] == [
+        "ib-errors-rising", "ib-port-down"]
+    assert suspect.evidence == "; ".join(f"h{i}: mlx5_0/1 DOWN" for i in range(4))

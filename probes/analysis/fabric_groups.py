@@ -35,17 +35,18 @@ def _ports(f: Finding) -> list[str | None]:
 
 
 def _cluster(members: list[Finding], window_s: float) -> list[Finding]:
-    """The largest run of members whose onsets lie within ``window_s``, by distinct hosts."""
+    """The members whose onsets lie within ``window_s`` of the first of the run that spans
+    the most hosts (every member of that span, not just those that made the count)."""
     ordered = sorted(members, key=lambda f: f.ts or 0.0)
-    best: list[Finding] = []
-    start = 0
+    best, best_start, start = 0, 0, 0
     for end in range(len(ordered)):
         while (ordered[end].ts or 0.0) - (ordered[start].ts or 0.0) > window_s:
             start += 1
-        run = ordered[start:end + 1]
-        if len({f.host for f in run}) > len({f.host for f in best}):
-            best = run
-    return best
+        hosts = len({f.host for f in ordered[start:end + 1]})
+        if hosts > best:
+            best, best_start = hosts, start
+    t0 = ordered[best_start].ts or 0.0 if ordered else 0.0
+    return [f for f in ordered[best_start:] if (f.ts or 0.0) - t0 <= window_s]
 
 
 def _group(findings: Sequence[Finding], codes: frozenset[Code],
@@ -72,10 +73,21 @@ def _suspect(code: Code, kind: str, place: str, run: list[Finding], action: str,
     shown = ", ".join(hosts[:6]) + (f" and {len(hosts) - 6} more" if len(hosts) > 6 else "")
     return Finding(Step.GPU, code, worst if worst is not Severity.INFO else Severity.WARNING,
                    f"{kind} {place}: {len(hosts)} hosts {what} together ({shown})", first.host,
-                   evidence="; ".join(f"{f.host}: {f.summary}" for f in run[:8])[:1000],
+                   evidence="; ".join(f"{f.host}: {f.summary}" for f in _worst_per_host(run)[:8]
+                                      )[:1000],
                    ts=first.ts, action=action, clock=first.clock,
                    extra={kind: place, "hosts": hosts,
                           "codes": sorted({str(f.code) for f in run})})
+
+
+def _worst_per_host(run: list[Finding]) -> list[Finding]:
+    """Each host's worst member (its earliest among equals), hosts in order of onset."""
+    out: dict[str, Finding] = {}
+    for f in run:
+        kept = out.get(f.host)
+        if kept is None or f.severity.rank > kept.severity.rank:
+            out[f.host] = f
+    return list(out.values())
 
 
 def grouped(findings: Sequence[Finding], where: FabricMap,
