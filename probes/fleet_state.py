@@ -18,6 +18,9 @@ from probes.analysis.allocation import (
 )
 from probes.analysis.collected import collection_findings
 from probes.analysis.detectors import DetectorSchedule
+from probes.analysis.fabric import FabricTracker, fabric_findings
+from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
+from probes.analysis.fabric_map import FabricMap, fabric_map
 from probes.analysis.findings import (
     Finding,
     Severity,
@@ -59,6 +62,7 @@ from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.stamps import HostTime
+from probes.rules.parsers.ibnetdiscover import IbTopology
 from probes.wire.events import (
     ClockOffset,
     Connected,
@@ -70,6 +74,7 @@ from probes.wire.events import (
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
     KERNEL_SOURCE,
+    FabricSample,
     Hello,
     HostSample,
     LogEvent,
@@ -152,6 +157,10 @@ class HostState:
     clock: ClockOffset | None = None
     """The session's newest estimate of the host's clock against the console's (the times
     folded here are already corrected by its ``applied_s``)."""
+    fabric: FabricTracker = field(default_factory=FabricTracker)
+    """The host's IB/RoCE ports and NVLinks, from its newest ``fabric`` messages."""
+    fabric_found: tuple[Finding, ...] = ()
+    """What they are judged to be (``probes.analysis.fabric``), onsets kept."""
     changes: int = 0
     """Items folded so far: what a cached row or finding list was computed at."""
     _found: tuple[int, HostStatus, list[Finding]] | None = field(
@@ -190,6 +199,9 @@ class HostState:
                 self.speed.add(item.source, item.line, item.ts)
             if self.logs.add(item.source, item.line, item.ts):
                 self.scan_logs()
+        elif isinstance(item, FabricSample):
+            self.fabric.add(item)
+            self._judge_fabric()
         elif isinstance(item, LogSourceState):
             if item.source == KERNEL_SOURCE:
                 self.log_source = item
@@ -259,6 +271,13 @@ class HostState:
             del self.since[key]
         self.current = tuple(current)
 
+    def _judge_fabric(self) -> None:
+        """The fabric's findings, each keeping the onset of its first message."""
+        was = {f.key: f.ts for f in self.fabric_found}
+        found = fabric_findings(self.name, self.fabric, self.hello, self.limits.detectors)
+        self.fabric_found = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None
+                                  else f for f in found)
+
     def _seen_before(self, event: LogEvent) -> bool:
         """Whether this kernel line already arrived (remembering it if not).
 
@@ -321,6 +340,7 @@ class HostState:
         merged.update({f.key: f for f in refused_job_logs(self.name, self.job_logs.values())})
         merged.update({f.key: f for f in self.detected})
         merged.update({f.key: f for f in self.current})
+        merged.update({f.key: f for f in self.fabric_found})
         merged.update(self.sticky)
         merged.update({f.key: f for f in throughput_findings(
             self.name, self.speed, list(merged.values()), self.limits.detectors, self.history)})
@@ -504,6 +524,9 @@ class FleetState:
         when the index was built makes it stale at once, not two seconds later."""
         self.unseen: dict[str, SourceHealth] = {}
         """Hosts the watcher itself cannot see now, and why (``source_findings``)."""
+        self.topology: IbTopology | None = None
+        """The fabric as ``ibnetdiscover`` showed it (``--ibnetdiscover``): each HCA's switch."""
+        self._map: tuple[int, IbTopology | None, FabricMap] | None = None
 
     @property
     def version(self) -> int:
@@ -626,10 +649,23 @@ class FleetState:
         states = self.hosts.values() if names is None else [
             self.hosts[n] for n in names if n in self.hosts]
         found = [f for s in states for f in s.findings()]
+        if any(f.code in SWITCH_CODES or f.code in RACK_CODES for f in found):
+            found = grouped(found, self.fabric_map(), self.limits.detectors)
         found += source_findings(self.unseen, names if names is None else
                                  [s.name for s in states])
         return placed(found, self.rank_index()) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
+
+    def fabric_map(self) -> FabricMap:
+        """Each host's leaf switch (per HCA) and rack, from the inventory's tags, the
+        discovered topology and the hellos' HCA GUIDs; built again when a hello arrives."""
+        kept = self._map
+        if kept is not None and kept[0] == self._rank_epoch and kept[1] is self.topology:
+            return kept[2]
+        built = fabric_map((s.spec for s in self.hosts.values()), self.topology,
+                           {n: s.hello for n, s in self.hosts.items()})
+        self._map = (self._rank_epoch, self.topology, built)
+        return built
 
     def diagnosis(self, names: Iterable[str] | None = None,
                   clocks: Clocks | None = None) -> Diagnosis:

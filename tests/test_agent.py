@@ -72,7 +72,7 @@ class TestBareHost:
         proc = subprocess.run([sys.executable, "-m", "probes.agent", "--simulate", "healthy",
                                "--once"], cwd=REPO, capture_output=True, timeout=30, check=True)
         kinds = [json.loads(x)["type"] for x in proc.stdout.decode().splitlines()]
-        assert kinds == ["hello", "sample"]
+        assert kinds == ["hello", "fabric", "sample"]  # a simulated HGX has HCAs and NVLinks
 
     def test_bad_scenario_is_a_usage_error(self) -> None:
         proc = subprocess.run([sys.executable, "-I", "-", "--simulate", "leek"],

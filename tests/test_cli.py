@@ -93,7 +93,8 @@ def test_bad_speed_is_a_usage_error() -> None:
 def test_agent_subcommand_passes_through() -> None:
     proc = rigwatch("agent", "--simulate", "healthy", "--once")
     assert proc.returncode == 0
-    assert [json.loads(x)["type"] for x in proc.stdout.splitlines()] == ["hello", "sample"]
+    assert [json.loads(x)["type"] for x in proc.stdout.splitlines()] == [
+        "hello", "fabric", "sample"]
 
 
 def test_unknown_theme_is_a_usage_error() -> None:

@@ -16,7 +16,8 @@ from probes.config.inventory import load_inventory
 from probes.errors import ConfigError, InventoryError, Problem
 
 SCENARIOS = ("known: healthy, leak, throttle, xid79, nccl-timeout, disk-saturated, "
-             "link-downgrade, low-ram, driver-skew, train, no-environ; form NAME[:GPU][@SECONDS]")
+             "link-downgrade, low-ram, driver-skew, train, no-environ, ib-port-down; "
+             "form NAME[:GPU][@SECONDS]")
 PASSWORD = "passwords are not accepted in the inventory; use the ssh agent or a key file"
 
 

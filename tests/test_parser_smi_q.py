@@ -339,9 +339,13 @@ def test_remap_pending_and_old_retired_pages_pending() -> None:
     text = HEADER + _gpu_block("00000000:18:00.0", pstate="P0", util=50, gen=(5, 5),
                                width=(16, 16), dram_vol=0, reasons={}, remap_fail="No",
                                remap_pending="Yes")
-    (f,) = smi_q.explain(_lines(text)).findings
-    assert (f.code, f.severity, f.evidence) == ("retired-pages-pending", Severity.WARNING,
+    result = smi_q.explain(_lines(text))
+    (f,) = result.findings
+    assert (f.code, f.severity, f.evidence) == ("row-remap-pending", Severity.WARNING,
                                                 "Pending                           : Yes")
+    (gpu,) = result.parsed["gpus"]  # type: ignore[attr-defined]
+    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": True,
+                                    "failure": False}
 
 
 OLD_V100 = """\

@@ -22,7 +22,7 @@ from probes.analysis.preflight import (
 )
 from probes.config.fleet import HostSpec, demo_fleet
 from probes.transport.session import OnceResult, collect_once
-from probes.wire.samples import DatasetDevice, Hello, HostSample, Nic, NicPort
+from probes.wire.samples import DatasetDevice, Hello, HostSample, IbPortSample, Nic, NicPort
 from tui.cli import main
 from tui.settings import SettingsError, load_settings
 
@@ -76,7 +76,7 @@ def test_a_healthy_simulated_host_passes_everything(healthy: OnceResult) -> None
     assert checks["cpu-cores-per-gpu"].value == 14.0
     assert checks["gpu-model"].detail == "8 × NVIDIA H100 80GB HBM3"
     assert checks["pcie-link"].value == 8
-    assert checks["ib-ports"].verdict is P and "400 Gb/sec" in checks["ib-ports"].detail
+    assert checks["ib-ports"].verdict is P and "Active at 400 Gb/s" in checks["ib-ports"].detail
     assert checks["nvme"].value == ["nvme0n1", "nvme1n1"]
     assert checks["dataset-device"].value == "nvme0n1"
     assert exit_status([r for r in results if r is not fm]) == 0
@@ -163,7 +163,7 @@ def test_nics_numa_and_network(healthy: OnceResult) -> None:
     down = (replace(healthy.hello.nics[0], ports=(NicPort(1, "1: DOWN", None, "InfiniBand"),)),
             *healthy.hello.nics[1:])
     ib = _by_check(check_host(_inp(healthy, replace(healthy.hello, nics=down))))["ib-ports"]
-    assert ib.verdict is W and "mlx5_0 port 1 1: DOWN" in ib.detail
+    assert ib.verdict is F and ib.detail.startswith("not active: mlx5_0/1 DOWN; 7 of 8 ports")
     eth_only = (Nic("eth0", "net", "0000:01:00.0", 0, "up", 10_000),)
     checks = _by_check(check_host(_inp(healthy, replace(healthy.hello, nics=eth_only))))
     assert checks["ib-ports"].verdict is W and checks["ethernet"].verdict is W
@@ -349,3 +349,23 @@ def test_settings_detector_thresholds_and_recording_retention(tmp_path: Path) ->
     path.write_text("detectors:\n  leak_min_mibh: 64\n")
     with pytest.raises(SettingsError, match="did you mean 'leak_min_mib_h'"):
         load_settings(path)
+
+
+def test_every_compute_port_active_at_the_expected_rate(healthy: OnceResult) -> None:
+    """The ports as the console judges them: a port trained low warns, below the operator's
+    expected rate fails; the newest fabric message wins over the hello."""
+    assert healthy.hello is not None
+    slow = (replace(healthy.hello.nics[3], ports=(
+        NicPort(1, "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand", "5: LinkUp"),)),)
+    nics = healthy.hello.nics[:3] + slow + healthy.hello.nics[4:]
+    ib = _by_check(check_host(_inp(healthy, replace(healthy.hello, nics=nics))))["ib-ports"]
+    assert (ib.verdict, ib.detail) == (W, "below the expected rate: mlx5_3/1 at 200 Gb/s")
+    assert ib.threshold == "every compute port Active at 400 Gb/s"
+    ndr = PreflightLimits(ib_rate_gbs=800.0)
+    ib = _by_check(check_host(_inp(healthy), ndr))["ib-ports"]
+    assert ib.verdict is F and "mlx5_0/1 at 400 Gb/s" in ib.detail
+    now = tuple(IbPortSample(f"mlx5_{i}", 1, "DOWN" if i == 5 else "ACTIVE",
+                             "Polling" if i == 5 else "LinkUp", 400.0, "InfiniBand")
+                for i in range(8))
+    ib = _by_check(check_host(replace(_inp(healthy), ports=now)))["ib-ports"]
+    assert ib.verdict is F and ib.detail.startswith("not active: mlx5_5/1 DOWN/Polling")

@@ -148,9 +148,10 @@ def _old_row(s: HostSample) -> bytes:
 
 
 ADDED_SINCE = {"clock": (None, {"speed": 1.0}),
-               "line": (None,)}
+               "line": (None,), "bridges": ([],)}
 """Fields classes gained after these files' digests were taken (issue #34: a hello's clock,
-a finding's clock and line), left out of the digest while they hold their defaults: an old
+a finding's clock and line; issue #40: an HCA's bridges), left out of the digest while they
+hold their defaults: an old
 file reads as before, item for item."""
 
 

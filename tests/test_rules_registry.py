@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probes.explain import detect
-from probes.rules.logrules import kernel, nccl, nccl_tests, training
+from probes.rules.logrules import fabric_manager, kernel, nccl, nccl_tests, training
 from probes.rules.logrules.families import (
     FAMILIES,
     KERNEL_SOURCE,
@@ -26,6 +26,7 @@ OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 
 def test_every_family_is_in_the_one_registry_in_triage_order() -> None:
     assert [(f.name, f.reads, f.scan) for f in FAMILIES] == [
         ("kernel", LogKind.KERNEL, kernel.scan),
+        ("fabric-manager", LogKind.JOB, fabric_manager.scan),
         ("nccl", LogKind.JOB, nccl.scan),
         ("nccl-tests", LogKind.JOB, nccl_tests.scan),
         ("training", LogKind.JOB, training.scan),
@@ -35,7 +36,7 @@ def test_every_family_is_in_the_one_registry_in_triage_order() -> None:
 def test_a_source_routes_to_its_families() -> None:
     assert [f.name for f in families_for(KERNEL_SOURCE)] == ["kernel"]
     assert [f.name for f in families_for("job:/var/log/train.log")] == [
-        "nccl", "nccl-tests", "training"]
+        "fabric-manager", "nccl", "nccl-tests", "training"]
     every = {f for f in FAMILIES if f.reads is LogKind.KERNEL} | set(families_for("job:x"))
     assert every == set(FAMILIES)
 
@@ -58,7 +59,7 @@ def test_live_and_explain_find_the_same_codes_through_the_registry() -> None:
 
 def test_parsers_are_tried_in_the_documented_order_with_their_kinds() -> None:
     assert [r.kind for r in detect.RECOGNISERS] == [
-        "nvidia-smi-csv", "dmon", "nvidia-smi-table", "nvidia-smi-q", "topo", "lspci", "iostat",
-        "nccl-tests"]
+        "nvidia-smi-csv", "dmon", "dcgmi-diag", "nvidia-smi-table", "nvidia-smi-q", "ibstat",
+        "nvlink", "topo", "lspci", "iostat", "nccl-tests"]
     assert detect.KINDS[-2:] == ("pmon", "log")
     assert next(r for r in detect.RECOGNISERS if r.kind == "dmon").kind_of is dmon.kind_of

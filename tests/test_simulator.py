@@ -113,6 +113,21 @@ def test_link_downgrade_trains_one_gpu_at_x8() -> None:
     assert all(g["pcie_width_max"] == 16 for g in gpus)
 
 
+def test_ib_port_down_takes_the_port_beside_its_gpu_down_at_once() -> None:
+    lines = stream(["--simulate", "ib-port-down:5@600", "--interval", "60", "--fast",
+                    "--count", "15"])
+    fabric = [m for m in lines if m["type"] == "fabric"]
+    assert [p["state"] for p in fabric[0]["ports"]] == ["ACTIVE"] * 8
+    assert len(fabric[0]["nvlink"]) == 8 and len(fabric[0]["nvlink"][0]["links"]) == 18
+    seq_before = [m["seq"] for m in lines if m["type"] == "sample"]
+    at = lines.index(fabric[1])
+    assert lines[at + 1]["type"] == "sample" and lines[at + 1]["seq"] == 10  # t = 600 s
+    down = fabric[1]["ports"][5]
+    assert (down["hca"], down["state"], down["phys_state"], down["errors"]) == (
+        "mlx5_5", "DOWN", "Polling", {"link_downed": 1})
+    assert len(fabric) == 2 and seq_before[-1] == 14  # no change after: nothing more
+
+
 def test_healthy_host_has_h100_like_numbers() -> None:
     gpus, host, disks = run_sim("healthy", seconds=0)[0][1:4]
     assert len(gpus) == 8

@@ -40,7 +40,7 @@ ENVIRONMENTS = {
 """Name: (environment, ``--ascii``)."""
 PANEL_TEXT = {"memory": "GPU memory growth", "thermal": "Thermals and power",
               "topology": "GPU0", "iostat": "%util", "processes": "python",
-              "host": "Findings"}
+              "host": "Findings", "network": "mlx5_0/1"}
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ async def _walk(pilot: Pilot[None], plain: bool) -> list[str]:
     await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
                      and app.screen.host == "gpu-a02")
     seen.append(await _shows(pilot, "leaking"))
-    keys = dict(zip(PANELS, "123456", strict=True))
+    keys = dict(zip(PANELS, "1234567", strict=True))
     for shown in sorted(SHOWN_AT_START):
         await pilot.press(keys[shown])
     for panel in PANELS:

@@ -28,6 +28,7 @@ from widgets.gpu_table import GpuTable
 from widgets.host_stats import HostStatsPanel
 from widgets.iostat_panel import IostatPanel
 from widgets.memory_growth import GpuGrowthRow
+from widgets.network_panel import NetworkPanel
 from widgets.process_table import ProcessPanel
 from widgets.thermal_panel import ThermalPanel
 from widgets.topo_matrix import TopoPanel
@@ -99,7 +100,7 @@ SIM_HOSTS = [
 SIM_MINUTES = 45
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 SNAP_THEMES = {"dark": "rigwatch-dark", "hc": "rigwatch-high-contrast"}
-PANEL_KEYS = dict(zip(PANELS, "123456", strict=True))
+PANEL_KEYS = dict(zip(PANELS, "1234567", strict=True))
 
 
 def _sim_app() -> tuple[RigwatchApp, FakeBackend]:
@@ -130,6 +131,9 @@ def _panel_ready(screen: HostScreen, panel: str) -> bool:
         return bool(screen.query_one(IostatPanel).iostat.disks)
     if panel == "processes":
         return len(screen.query_one(ProcessPanel).processes) == 8
+    if panel == "network":
+        net = screen.query_one(NetworkPanel).network
+        return net is not None and len(net.ports) == 8
     return screen.query_one(HostStatsPanel).host is not None
 
 

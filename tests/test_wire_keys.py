@@ -31,11 +31,13 @@ from probes.wire import protocol
 from probes.wire.samples import (
     ClockFacts,
     DiskStats,
+    FabricSample,
     GpuProcess,
     GpuSample,
     Hello,
     HostFacts,
     HostSample,
+    IbPortSample,
     LogEvent,
     LogSourceState,
     Nic,
@@ -43,10 +45,12 @@ from probes.wire.samples import (
     ProbeStatus,
 )
 from tests.conftest import REPO
+from tests.support.ib_sysfs import IbTree
 from tests.test_agent_kernel_log import _journal
 
 MESSAGES: dict[str, type] = {"hello": Hello, "sample": HostSample, "event": LogEvent,
-                             "logsource": LogSourceState, "error": ProbeError}
+                             "logsource": LogSourceState, "error": ProbeError,
+                             "fabric": FabricSample}
 """Each message type and the class the console decodes it into."""
 ENVELOPE = {"type", "v"}
 """Top-level keys of every message that select and check the decoder, not fields."""
@@ -54,6 +58,7 @@ RENAMED: dict[type, dict[str, str]] = {
     Hello: {"v": "protocol", "agent": "agent_version", "host": "facts",
             "gpus": "facts.gpus", "probes": "facts.probes", "simulated": "facts.simulated"},
     HostFacts: {"os": "os_name"},
+    FabricSample: {"nvlink": "nvlinks"},
 }
 """Wire key -> field path where protocol.py stores it under another name (or one level down)."""
 
@@ -65,11 +70,13 @@ class Shape(Enum):
     LIST = "list of objects"
     MAP = "name -> object"
     CHAINS = "name -> list of objects"
+    ROWS = "GPUs, each with rows of numbers"
 
 
 MAPS: dict[tuple[type, str], Shape] = {
     (Hello, "probes"): Shape.MAP, (Hello, "pcie"): Shape.CHAINS,
     (HostSample, "disks"): Shape.MAP, (HostSample, "pcie"): Shape.CHAINS,
+    (FabricSample, "nvlink"): Shape.ROWS,
 }
 """Nested values keyed by name (the name fills the inner class's ``name`` field)."""
 FROM_MAP_KEY = {(ProbeStatus, "name"), (DiskStats, "name")}
@@ -92,6 +99,8 @@ SIM_LEAVES_OUT: dict[tuple[type, str], str] = {
     (LogSourceState, "note"): "only a syslog-file kernel log carries a caveat",
     (ClockFacts, "boot_time"): "a simulated host has no kernel boot: its kernel lines carry "
                                "no [sec.usec] stamp",
+    (FabricSample, "nvlink_text"): "a simulated host has NVML: its NVLinks come as numbers",
+    (IbPortSample, "unknown"): "a simulated counter is never reset nor stuck at its top",
 }
 """Fields a simulated host does not send, each with the reason."""
 
@@ -134,6 +143,8 @@ def _field(cls: type, key: str) -> tuple[type, str]:
 
 
 def _children(value: Any, shape: Shape, where: str) -> Iterator[tuple[str, Any]]:
+    if shape is Shape.ROWS:  # [{"gpu", "links": [[...]]}]: numbers in protocol.py's order
+        return
     if shape is Shape.OBJECT:
         yield where, value
     elif shape is Shape.LIST:
@@ -261,9 +272,11 @@ def real_host(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     _journal(host)
     env = {"PATH": f"{host['bin']}:/usr/bin:/bin",
            "PYTHONPATH": str(REPO / "tests" / "data" / "fake_pynvml"), "FAKE_NVML": ""}
+    tree = IbTree(tmp / "sys", n=2)
+    tree.set_counter("mlx5_1", "port_rcv_data", 4294967295)  # stuck: an ``unknown`` counter
     return _agent(["--interval", "0", "--count", "31", "--kernel-log", "journal",
-                   "--log-root", str(host["root"]), "--dataset", str(tmp)], env,
-                  isolated=False, cwd=tmp)
+                   "--log-root", str(host["root"]), "--dataset", str(tmp),
+                   "--sys-root", str(tmp / "sys")], env, isolated=False, cwd=tmp)
 
 
 def _kinds(messages: list[dict[str, Any]]) -> set[str]:
@@ -279,7 +292,7 @@ def test_the_real_hosts_keys_are_fields_the_console_reads(
 def test_nvidia_smi_keys_are_fields_the_console_reads(
         fake_smi: typing.Callable[[str], dict[str, str]]) -> None:
     lines = _agent(["--once", "--kernel-log", "off"], fake_smi("csv"))
-    assert _kinds(lines) == {"hello", "logsource", "sample"}
+    assert _kinds(lines) == {"hello", "logsource", "sample", "fabric"}
     assert lines[0]["gpus"] and lines[-1]["gpus"]
     assert [s for m in lines for s in stray_keys(m)] == []
 
@@ -302,7 +315,7 @@ def test_the_simulator_fills_every_field(simulated: dict[str, list[dict[str, Any
 def test_every_scenario_run_has_events_somewhere(
         simulated: dict[str, list[dict[str, Any]]]) -> None:
     kinds = set().union(*(_kinds(m) for m in simulated.values()))
-    assert kinds == {"hello", "logsource", "sample", "event"}
+    assert kinds == {"hello", "logsource", "sample", "event", "fabric"}
 
 
 @pytest.mark.parametrize(("msg", "stray"), [

@@ -411,6 +411,7 @@ class RigwatchApp(TypeaheadApp):
                                 self.preflight_limits)
         self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
         self.fleet.watched_layout = old.watched_layout
+        self.fleet.topology = old.topology
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:

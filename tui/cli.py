@@ -24,6 +24,13 @@ from probes.config.fleet import (
 )
 from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
 from probes.errors import ConfigError, ProblemsError
+from tui.cli_fabric import (
+    add_fabric_parser,
+    add_ibnetdiscover_arg,
+    inventory_or_none,
+    load_topology,
+    run_fabric,
+)
 from tui.cli_fleet import (
     SnapshotFold,
     collector_count,
@@ -137,6 +144,7 @@ def _run_console(args: argparse.Namespace) -> int:
     app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
         else frozenset()
     app.fleet.watched_layout = job.task_gpus() if job is not None else {}
+    app.fleet.topology = load_topology(args.ibnetdiscover)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
@@ -180,7 +188,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
     job = slurm_job_of(args)
     specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    fold = SnapshotFold(job)
+    fold = SnapshotFold(job, load_topology(getattr(args, "ibnetdiscover", None)))
     snap = asyncio.run(take_snapshot(specs, demo=demo, fold=fold))
     if job is not None and fold.fleet is not None:
         with_job(snap, job, fold.fleet, fold.notes)
@@ -408,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "own); default: by fleet size and cores (none under 256 hosts)")
     add_prometheus_args(p)
     add_action_args(p)
+    add_ibnetdiscover_arg(p)
     sub = p.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="one sample per host, then exit")
     snap.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -421,6 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
                       help="hosts to snapshot (YAML)")
     add_prometheus_args(snap, sub=True)
+    add_ibnetdiscover_arg(snap, sub=True)
+    add_fabric_parser(sub)
     explain = sub.add_parser(
         "explain", help="recognise and explain pasted nvidia-smi / lspci / iostat / topo "
         "output or a kernel, NCCL or training log, in triage order")
@@ -555,6 +566,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run_preflight(args)
     if args.command == "manifest":
         return _run_manifest(args)
+    if args.command == "fabric":
+        return run_fabric(args, inventory_or_none(args))
     return _run_console(args)
 
 

@@ -25,6 +25,7 @@ from probes.errors import ConfigError
 if TYPE_CHECKING:
     from probes.analysis.preflight import CheckResult
     from probes.fleet_state import FleetState
+    from probes.rules.parsers.ibnetdiscover import IbTopology
     from probes.transport.session import OnceResult
 
 MAX_COLLECTORS = 64
@@ -81,8 +82,10 @@ class SnapshotFold:
     Slurm job, its log's findings are the job's, its nodes run it, and the log this machine
     can read is folded where the batch host's agent did not send it."""
 
-    def __init__(self, job: SlurmJob | None = None) -> None:
+    def __init__(self, job: SlurmJob | None = None, topology: IbTopology | None = None) -> None:
         self.job = job
+        self.topology = topology
+        """Each HCA's leaf switch (``--ibnetdiscover``), for switch-suspect."""
         self.fleet: FleetState | None = None
         self.notes: list[str] = []
         """What could not be read of the job's log here, one line each."""
@@ -94,11 +97,12 @@ class SnapshotFold:
         job = self.job
         if job is None:
             self.fleet = fold_once(results)
-            return self.fleet
-        lines, self.notes = job_log_events(job)
-        reader = job.batch_host or (job.nodes[0] if job.nodes else "")
-        self.fleet = fold_once(results, watched_job=job.job_id, watched_hosts=job.nodes,
-                               more_lines={reader: lines}, watched_layout=job.task_gpus())
+        else:
+            lines, self.notes = job_log_events(job)
+            reader = job.batch_host or (job.nodes[0] if job.nodes else "")
+            self.fleet = fold_once(results, watched_job=job.job_id, watched_hosts=job.nodes,
+                                   more_lines={reader: lines}, watched_layout=job.task_gpus())
+        self.fleet.topology = self.topology
         return self.fleet
 
 

@@ -133,6 +133,9 @@ class Agent(object):
                 self.w.send({"type": "event", "v": PROTOCOL_VERSION, "ts": ts,
                              "source": "job:" + tail.path, "line": line})
         self._job_log_states(ts)
+        fabric = self.source.fabric(t)
+        if fabric is not None:
+            self.w.send(dict({"type": "fabric", "v": PROTOCOL_VERSION, "ts": ts}, **fabric))
         msg = {"type": "sample", "v": PROTOCOL_VERSION, "seq": self.seq, "ts": ts,
                "gpus": gpus, "host": host, "disks": disks}
         if self.seq > 0 and self.seq % PCIE_EVERY_TICKS == 0:

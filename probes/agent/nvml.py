@@ -119,15 +119,25 @@ class NvmlBackend(object):
                 "ecc_uncorrected_aggregate": self._q(get, h, unc, agg)}
 
     def _nvlink(self, h):
-        """(links up, links present); (None, None) on GPUs without NVLink."""
-        up = present = 0
+        """(links up, links present, [[link, up, GB/s, replay, recovery, CRC]]); (None,
+        None, None) on GPUs without NVLink.  Counters are totals since the driver loaded."""
+        links = []
         for link in range(self._const("NVML_NVLINK_MAX_LINKS", 18)):
             state = self._q("nvmlDeviceGetNvLinkState", h, link)
             if state is None:
                 continue
-            present += 1
-            up += 1 if state else 0
-        return (up, present) if present else (None, None)
+            err = [self._q("nvmlDeviceGetNvLinkErrorCounter", h, link, c) for c in range(4)]
+            crc = None if err[2] is None and err[3] is None else (err[2] or 0) + (err[3] or 0)
+            links.append([link, 1 if state else 0, None, err[0], err[1], crc])
+        if not links:
+            return None, None, None
+        fid = self._const("NVML_FI_DEV_NVLINK_GET_SPEED", 164)
+        values = self._q("nvmlDeviceGetFieldValues", h, [(fid, ln[0]) for ln in links]) or []
+        for ln, v in zip(links, values):
+            mbps = getattr(getattr(v, "value", None), "uiVal", None)
+            if getattr(v, "nvmlReturn", 1) == 0 and mbps:
+                ln[2] = round(mbps / 1000.0, 3)
+        return sum(ln[1] for ln in links), len(links), links
 
     def _memory_temp(self, h):
         """HBM temperature through field values (NVML_FI_DEV_MEMORY_TEMP); None if absent."""
@@ -154,7 +164,7 @@ class NvmlBackend(object):
         else:
             out.update({"remap_correctable": None, "remap_uncorrectable": None,
                         "remap_pending": None, "remap_failure": None})
-        out["nvlink_up"], out["nvlink_links"] = self._nvlink(h)
+        out["nvlink_up"], out["nvlink_links"], out["nvlink"] = self._nvlink(h)
         mode = self._q("nvmlDeviceGetPersistenceMode", h)
         out["persistence"] = bool(mode) if mode is not None else None
         out["pcie_replay"] = self._q("nvmlDeviceGetPcieReplayCounter", h)

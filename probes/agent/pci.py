@@ -66,6 +66,12 @@ def pci_device_of(sys_root, class_dir):
     return path if _BDF_NAME.match(os.path.basename(path)) else None
 
 
+def pci_bridges(pci_path):
+    """The PCI bridges above a device, nearest first (which GPU shares its switch)."""
+    parts = pci_path.split(os.sep)[:-1] if pci_path else []
+    return [normalise_bus_id(p) for p in reversed(parts) if _BDF_NAME.match(p)]
+
+
 def list_dir(path):
     try:
         return sorted(os.listdir(path))
@@ -85,10 +91,14 @@ def read_nics(sys_root):
             p = os.path.join(base, "ports", port)
             ports.append({"port": parse_int(port), "state": _sys_value(os.path.join(p, "state")),
                           "rate": _sys_value(os.path.join(p, "rate")),
-                          "link_layer": _sys_value(os.path.join(p, "link_layer"))})
+                          "link_layer": _sys_value(os.path.join(p, "link_layer")),
+                          "phys_state": _sys_value(os.path.join(p, "phys_state"))})
         nics.append({"name": name, "kind": "infiniband",
                      "address": normalise_bus_id(os.path.basename(pci)) if pci else None,
-                     "numa_node": numa_of(pci) if pci else None, "ports": ports})
+                     "numa_node": numa_of(pci) if pci else None, "ports": ports,
+                     "node_guid": _sys_value(os.path.join(base, "node_guid")),
+                     "hca_type": _sys_value(os.path.join(base, "hca_type")),
+                     "bridges": pci_bridges(pci)})
     net_root = os.path.join(sys_root, "class", "net")
     for name in list_dir(net_root):
         base = os.path.join(net_root, name)

@@ -21,11 +21,12 @@ SIM_MEM_TOTAL = 81559.0
 SIM_SM_MAX = 1980.0
 SIM_POWER_LIMIT = 700.0
 SIM_SCENARIOS = ("healthy", "leak", "throttle", "xid79", "nccl-timeout", "disk-saturated",
-                 "link-downgrade", "low-ram", "driver-skew", "train", "no-environ")
+                 "link-downgrade", "low-ram", "driver-skew", "train", "no-environ",
+                 "ib-port-down")
 """``no-environ``: the GPU processes are listed without their job (an agent that may not read
 another user's /proc/PID/environ): where they run must come from the job's log."""
-SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2}
-SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0}
+SIM_DEFAULT_GPU = {"leak": 3, "throttle": 5, "xid79": 6, "link-downgrade": 2, "ib-port-down": 3}
+SIM_DEFAULT_AT = {"xid79": 300.0, "nccl-timeout": 600.0, "ib-port-down": 300.0}
 SIM_NCCL_TIMEOUT_S = 600.0
 """``nccl-timeout``'s watchdog timeout (torch's default): its GPUs spin this long before."""
 LEAK_MIB_PER_H = 600.0
@@ -335,14 +336,44 @@ class Simulator(HostSource):
 
     def topology(self):
         """What a real HGX H100 host's hello carries beyond the GPU list."""
-        nics = [{"name": "mlx5_%d" % i, "kind": "infiniband",
-                 "address": "0000:%02x:00.0" % (int(SIM_BUS_IDS[i][5:7], 16) + 1),
-                 "numa_node": 0 if i < 4 else 1,
-                 "ports": [{"port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)",
-                            "link_layer": "InfiniBand"}]} for i in range(8)]
+        nics = []
+        for i in range(8):
+            b = int(SIM_BUS_IDS[i][5:7], 16)
+            nics.append({"name": "mlx5_%d" % i, "kind": "infiniband",
+                         "address": "0000:%02x:00.0" % (b + 1), "numa_node": 0 if i < 4 else 1,
+                         "ports": [{"port": 1, "state": "4: ACTIVE", "rate": "400 Gb/sec (4X NDR)",
+                                    "link_layer": "InfiniBand", "phys_state": "5: LinkUp"}],
+                         "node_guid": "a088:c203:00%02x:%04x" % (self.seed % 256, 0xeab8 + i),
+                         "hca_type": "MT4129",  # a ConnectX-7 under the GPU's own PCIe switch
+                         "bridges": ["0000:%02x:01.0" % (b - 1), "0000:%02x:00.0" % (b - 2),
+                                     "0000:%02x:01.0" % (b - 3)]})
         return {"pcie": self.pcie(0.0), "nics": nics, "topo_text": sim_topo_text(),
                 "datasets": [{"path": "/data", "device": "nvme0n1", "free_bytes": 1911260446720,
                               "total_bytes": 3777893457920}]}
+
+    def fabric(self, t):
+        """Eight ConnectX-7 NDR ports, 18 NVLinks a GPU; ``ib-port-down`` takes the port
+        beside its GPU down (one flap counted, then polling) and sends that at once."""
+        s = self._get("ib-port-down")
+        down = s["gpu"] if s is not None and t >= s["at"] else None
+        last = getattr(self, "fab", None)
+        self.fab_n = getattr(self, "fab_n", 0) + 1
+        if last is not None and last[1] == down and self.fab_n % 30:
+            return None
+        self.fab = (t, down)
+        flap = last is not None and last[1] != down
+        ports = [{"hca": "mlx5_%d" % i, "port": 1, "state": "DOWN" if i == down else "ACTIVE",
+                  "phys_state": "Polling" if i == down else "LinkUp",
+                  "rate_gbs": 10.0 if i == down else 400.0, "link_layer": "InfiniBand",
+                  "errors": {"link_downed": 1} if i == down and flap else {},
+                  "rx_bytes_s": 0.0 if i == down else 2.1e10,
+                  "tx_bytes_s": 0.0 if i == down else 2.1e10, "xmit_wait_s": 0.0}
+                 for i in range(8)]
+        out = {"interval_s": t - last[0] if last else None, "ports": ports}
+        if self.fab_n % 300 == 1:  # NVLink (steady here) on the first and every 10th message
+            out["nvlink"] = [{"gpu": g, "links": [[k, 1, 26.562, 0, 0, 0] for k in range(18)]}
+                             for g in range(8)]
+        return out
 
     def sample(self, t):
         r = self.rng

@@ -13,6 +13,7 @@ import shutil
 import time
 import warnings
 
+from .fabric import NVLINK_TEXT_EVERY_TICKS, FabricReader, nvlink_text
 from .kernel_log import KernelLog, QuietLog
 from .nvml import NvmlBackend
 from .pci import datasets_facts, numa_nodes, pci_chain, read_block_devices, read_nics
@@ -82,6 +83,10 @@ class HostSource(object):
         """{bus id: PCIe chain, GPU first} now (sent every PCIE_EVERY_TICKS samples)."""
         raise NotImplementedError
 
+    def fabric(self, t):
+        """The ``fabric`` message's body (IB ports, NVLink) when one is due, else None."""
+        return None
+
     def timestamp(self, start, t):
         """The ``ts`` of the sample at ``t`` for a run that started at ``start``."""
         return time.time()
@@ -111,6 +116,10 @@ class RealHost(HostSource):
         self.gpu_list = []
         self._probes = {}
         self.reader = HostReader()  # the CPU, disk and swap counters start here
+        self.fabric_reader = FabricReader(args.sys_root)
+        self.links = None
+        self.nv_text = None
+        self.nv_ticks = 0
 
     def facts(self):
         args = self.args
@@ -156,8 +165,20 @@ class RealHost(HostSource):
 
     def sample(self, t):
         gpus = self.gpus_now()
+        links = [{"gpu": g.get("index"), "links": g.pop("nvlink")} for g in gpus
+                 if g.get("nvlink") is not None]
+        self.links = links or self.links
         host, disks = self.reader.sample()
         return gpus, host, disks
+
+    def fabric(self, t):
+        smi = shutil.which("nvidia-smi") if self.gpu_list and not isinstance(
+            self.gpu, NvmlBackend) else None
+        if smi and self.nv_ticks % NVLINK_TEXT_EVERY_TICKS == 0:
+            ok, text = self.watchdog.call(functools.partial(nvlink_text, smi), key="nvlink")
+            self.nv_text = text if ok else self.nv_text
+        self.nv_ticks += 1
+        return self.fabric_reader.tick(time.time(), self.links, self.nv_text)
 
     def gpus_now(self):
         """Every GPU, each under the watchdog: a hung one is reported, the rest go on."""

@@ -56,6 +56,9 @@ def do_now(f: Finding) -> str:
     watcher = _WATCHER_DO.get(code)
     if watcher is not None:
         return watcher.format(host=host)
+    fabric = _fabric_do(f, host, gpu)
+    if fabric is not None:
+        return fabric
     ranked = rank_where(f)
     if code in (Code.NCCL_TIMEOUT, Code.NCCL_ERROR, Code.NCCL_NET_ERROR, Code.RANK_FAILED):
         if ranked is not None and code == Code.RANK_FAILED:
@@ -88,6 +91,27 @@ _WATCHER_DO: Mapping[str, str] = {
 """What to do first about the watcher's own faults (``host`` is the source) and a flapping
 host."""
 
+
+def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
+    """Do-now for the fabric's critical findings (ports, NVLinks, switches, racks)."""
+    named = f.extra.get("ports")
+    port = str(named[0])[:16] if isinstance(named, list) and named else "the port"
+    switch, rack = str(f.extra.get("switch", ""))[:16], str(f.extra.get("rack", ""))[:16]
+    if f.code == Code.IB_PORT_DOWN:
+        return f"drain {host}, reseat the cable of {port}; check its switch port"
+    if f.code == Code.SWITCH_SUSPECT:
+        return (f"check switch {switch} first (ports, power, uplinks), not {host} alone"
+                if switch else f"check the leaf switch of {host} and its neighbours first")
+    if f.code == Code.RACK_SUSPECT:
+        return (f"check rack {rack}'s power and cooling, not {host} alone" if rack
+                else f"check the power and cooling of {host}'s rack first")
+    if f.code == Code.FABRIC_MANAGER_ERROR:
+        return f"drain {host}; restart nvidia-fabricmanager, reset its GPUs"
+    if f.code == Code.DCGM_DIAG_FAIL:
+        return f"drain {host}; rerun dcgmi diag on {gpu}, RMA it if it fails again"
+    return None
+
+
 _WARNING_DO: Mapping[str, str] = {
     Code.MEMORY_LEAK: "checkpoint the job on {where} before it runs out; find what grows",
     Code.CLOCKS_THROTTLED: "check the cooling and power of {where} (fans, inlet air)",
@@ -106,6 +130,10 @@ _WARNING_DO: Mapping[str, str] = {
     Code.ROW_REMAP_PENDING: "reset {gpu} on {host} (nvidia-smi -r) at its next drain",
     Code.RETIRED_PAGES_PENDING: "reboot {host} at its next drain to retire the pages",
     Code.COLLECTIVE_HANG: "a collective hangs on {host}: py-spy dump its ranks, find the absent",
+    Code.IB_LINK_DEGRADED: "reseat the cable of {host}'s slow IB port at its next drain",
+    Code.IB_ERRORS_RISING: "watch {host}'s IB counters (perfquery -x); replace a bad cable",
+    Code.NVLINK_SLOW: "reset {gpu} on {host} at its next drain to retrain its NVLink",
+    Code.NVLINK_ERRORS: "watch {where}'s NVLink counters (nvidia-smi nvlink -e)",
 }
 """What to do first about a chronic condition when it is the earliest thing seen."""
 

@@ -24,9 +24,10 @@ from typing import Literal
 
 from probes.analysis.findings import Finding
 from probes.analysis.job_ranks import RankIndex
+from probes.triage import Code
 from probes.wire.samples import JOB_SOURCE_PREFIX
 
-DomainKind = Literal["job", "comm", "host"]
+DomainKind = Literal["job", "comm", "host", "switch", "rack"]
 
 
 @dataclass(frozen=True, order=True)
@@ -43,7 +44,7 @@ class Domain:
             return f"Slurm job {self.key}"
         if self.kind == "comm":
             return f"NCCL communicator {self.key}"
-        return f"host {self.key}"
+        return f"{self.kind} {self.key}"
 
     @property
     def job(self) -> str | None:
@@ -53,6 +54,14 @@ class Domain:
 
 def domains_of(f: Finding, index: RankIndex | None) -> tuple[Domain, ...]:
     """The domains ``f`` belongs to (at least one)."""
+    places: tuple[DomainKind, ...] = ("switch", "rack")
+    for kind in places:  # a switch- or rack-suspect: its own domain, and its hosts' jobs
+        place = f.extra.get(kind)
+        if isinstance(place, str) and f.code in (Code.SWITCH_SUSPECT, Code.RACK_SUSPECT):
+            hosts = f.extra.get("hosts")
+            theirs = sorted({j for h in (hosts if isinstance(hosts, list) else [])
+                             for j in (index.jobs_on(h, None) if index is not None else ())})
+            return (Domain(kind, place), *(Domain("job", j) for j in theirs))
     job = f.extra.get("job")
     if isinstance(job, str) and job:
         return (Domain("job", job),)

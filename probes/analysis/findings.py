@@ -170,7 +170,10 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
             or gpu.remap_pending or gpu.retired_pages_pending):
         out.extend(_memory_health(host, gpu, ts))
     if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
-        out.append(Finding(Step.GPU, "nvlink-down", Severity.WARNING,
+        # a link down beside live ones is critical (the contract); the fabric message, when
+        # the agent sends one, judges each link and its peers (``probes.analysis.fabric``)
+        out.append(Finding(Step.GPU, "nvlink-down",
+                           Severity.CRITICAL if gpu.nvlink_up else Severity.WARNING,
                            f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "
                            f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_NVLINK))

@@ -127,6 +127,16 @@ class DetectorLimits:
     hang_window_s: float = 300.0
     """How long every GPU of a job must read busy at that power."""
 
+    ib_errors_window_s: float = 600.0
+    """Window over which an IB/RoCE port's error counters are summed (``ib-errors-rising``)."""
+    ib_errors_min: int = 10
+    """Errors a port must count in the window; a ``link_downed`` step (a flap) counts from 1."""
+    fabric_group_min_hosts: int = 3
+    """Hosts of one leaf switch (or rack) with fabric (or thermal) findings that make one
+    ``switch-suspect`` (``rack-suspect``) instead of a finding per host."""
+    fabric_group_window_s: float = 600.0
+    """…whose findings began within this long of each other."""
+
 
 DEFAULT_LIMITS = DetectorLimits()
 
@@ -152,6 +162,8 @@ class PreflightLimits:
     """The fastest Ethernet link that is up, when there is no InfiniBand."""
     require_ib: bool = True
     """Multi-node training needs InfiniBand or RoCE; set false for single-node fleets."""
+    ib_rate_gbs: float | None = None
+    """The rate every compute IB/RoCE port must run at (400 for NDR); None: its siblings'."""
     expect_gpu_model: str | None = None
     """A substring every GPU name must contain (``H100``); None: all equal is enough."""
     mig_expected: bool = False

@@ -25,7 +25,9 @@ from probes.analysis.preflight_base import (
     W,
 )
 from probes.analysis.preflight_now import fabric_manager, gpu_count, gpu_heat
+from probes.rules.fabric import ACTIVE, PortView, parse_rate, phys_state, port_state, port_verdicts
 from probes.rules.parsers import topo
+from probes.triage import Code
 from probes.wire.samples import GpuSample, Hello, Nic, PcieLink
 
 GIB = 1024**3
@@ -295,14 +297,7 @@ def _network(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     assert inp.hello is not None
     ib = [n for n in inp.hello.nics if n.kind == "infiniband"]
     if ib:
-        ports = [(n, p) for n in ib for p in n.ports]
-        down = [f"{n.name} port {p.port} {p.state or '?'}" for n, p in ports
-                if not (p.state or "").upper().endswith("ACTIVE")]
-        rates = sorted({p.rate or "?" for _, p in ports})
-        h.add("ib-ports", W if down else P, {"hcas": len(ib), "rates": rates},
-              "every port ACTIVE",
-              ("not active: " + ", ".join(down)) if down else
-              f"{len(ib)} HCA(s), {len(ports)} port(s) active at {', '.join(rates)}")
+        _ib_ports(h, inp, ib, lim)
     else:
         h.add("ib-ports", W if lim.require_ib else P, 0, "InfiniBand/RoCE present"
               if lim.require_ib else "not required",
@@ -319,6 +314,41 @@ def _network(h: HostChecks, inp: HostInput, lim: PreflightLimits) -> None:
     else:
         h.add("ethernet", W, _speeds(up), f"≥ {lim.ethernet_min_mbps} Mb/s without IB",
               f"fastest Ethernet is {fastest} Mb/s and there is no InfiniBand")
+
+
+def _ib_ports(h: HostChecks, inp: HostInput, ib: list[Nic], lim: PreflightLimits) -> None:
+    """Every compute port Active at the expected rate (``ib_rate_gbs``, else the rate of its
+    siblings), judged as the console judges it (``probes.rules.fabric``); the compute ports
+    are the host's largest set of one link layer and adapter model."""
+    models = {n.name: n.hca_type for n in ib}
+    if inp.ports is not None:
+        ports = [PortView(p.hca, p.port, port_state(p.state), p.phys_state, p.rate_gbs,
+                          p.link_layer, models.get(p.hca)) for p in inp.ports]
+    else:
+        ports = [PortView(n.name, p.port, port_state(p.state), phys_state(p.phys_state),
+                          parse_rate(p.rate), p.link_layer, n.hca_type)
+                 for n in ib for p in n.ports]
+    verdicts = {v.code: v for v in port_verdicts(ports)}
+    groups = Counter(p.sibling_key for p in ports)
+    compute = [p for p in ports if groups and p.sibling_key == groups.most_common(1)[0][0]]
+    want = lim.ib_rate_gbs or max((p.rate_gbs or 0.0 for p in compute if p.state == ACTIVE),
+                                  default=0.0)
+    slow = [p for p in compute if p.state == ACTIVE and p.rate_gbs is not None
+            and p.rate_gbs < want]
+    rates = sorted({f"{p.rate_gbs:g} Gb/s" for p in ports if p.rate_gbs is not None})
+    value = {"hcas": len(ib), "rates": rates}
+    threshold = f"every compute port Active at {want:g} Gb/s" if want else \
+        "every compute port Active"
+    down = verdicts.get(Code.IB_PORT_DOWN)
+    if down is not None:
+        h.add("ib-ports", F, value, threshold, f"not active: {down.summary}")
+    elif slow:
+        h.add("ib-ports", F if lim.ib_rate_gbs else W, value, threshold,
+              "below the expected rate: " + ", ".join(f"{p.name} at {p.rate_gbs:g} Gb/s"
+                                                      for p in slow))
+    else:
+        h.add("ib-ports", P, value, threshold,
+              f"{len(ib)} HCA(s), {len(ports)} port(s) Active at {', '.join(rates)}")
 
 
 def _speeds(nics: Iterable[Nic]) -> dict[str, int | None]:

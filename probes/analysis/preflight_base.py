@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from probes.analysis.findings import Finding
-from probes.wire.samples import Hello, HostSample
+from probes.wire.samples import Hello, HostSample, IbPortSample
 
 
 class CheckVerdict(str, Enum):
@@ -64,6 +64,8 @@ class HostInput:
     findings: tuple[Finding, ...] = ()
     """What the core found on this host (a lost GPU, sustained throttling): the GPU
     verdicts of ``judge.judge_gpus`` read them, as every screen does."""
+    ports: tuple[IbPortSample, ...] | None = None
+    """The IB/RoCE ports as the newest ``fabric`` message showed them (None: the hello's)."""
 
 
 @dataclass

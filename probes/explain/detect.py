@@ -13,10 +13,13 @@ from typing import Protocol
 
 from probes.rules.logrules.scan import explain_log
 from probes.rules.parsers import (
+    dcgmi_diag,
     dmon,
+    ibstat,
     iostat,
     lspci,
     nccl_tests,
+    nvlink,
     smi_csv,
     smi_q,
     smi_table,
@@ -50,8 +53,11 @@ class Recogniser:
 RECOGNISERS: tuple[Recogniser, ...] = (
     Recogniser(smi_csv),
     Recogniser(dmon, dmon.kind_of),
+    Recogniser(dcgmi_diag),
     Recogniser(smi_table),
     Recogniser(smi_q),
+    Recogniser(ibstat),
+    Recogniser(nvlink),
     Recogniser(topo),
     Recogniser(lspci),
     Recogniser(iostat),

@@ -18,7 +18,7 @@ EVIDENCE_WIDTH = 160
 def _summary_of(inp: ExplainedInput) -> str:
     parsed = inp.result.parsed
     parts = []
-    for key in ("gpus", "devices", "rows", "nics", "errors"):
+    for key in ("gpus", "devices", "rows", "nics", "errors", "adapters", "tests"):
         value = parsed.get(key)
         if isinstance(value, list | dict) and value:
             parts.append(f"{len(value)} {key}")

@@ -59,6 +59,8 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
         for ev in (more_lines or {}).get(name, ()):
             if ev.source not in sent:
                 fleet.apply(name, ev, at)
+        if r.fabric is not None:
+            fleet.apply(name, r.fabric, at)
         if r.sample is not None:
             fleet.apply(name, r.sample, at)
         elif r.failure is not None:

@@ -127,7 +127,8 @@ def preflight_inputs(results: list[OnceResult],
     fleet = fold_once(results, limits=limits)
     return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=r.spec.expect_gpus,
                       failure=r.failure if r.hello is None else None,
-                      findings=tuple(fleet.all_findings([r.spec.name])))
+                      findings=tuple(fleet.all_findings([r.spec.name])),
+                      ports=r.fabric.ports if r.fabric is not None else None)
             for r in results]
 
 

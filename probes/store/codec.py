@@ -27,10 +27,17 @@ from typing import Any, Union
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
 from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
-from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
+from probes.wire.samples import (
+    FabricSample,
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    ProbeError,
+)
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | ClockOffset | JobChange | SourceHealth | Finding)
+        | ClockOffset | JobChange | SourceHealth | Finding | FabricSample)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -45,6 +52,7 @@ KINDS: Mapping[str, type[Any]] = {
     "job": JobChange,
     "source": SourceHealth,
     "finding": Finding,
+    "fabric": FabricSample,
 }
 """Type tag (``"t"`` in the encoded data, ``kind`` in a recording) -> class."""
 

@@ -238,7 +238,7 @@ class Body:
         check_depth(raw)
         data = _loads(raw)
         if may_need_cleaning(raw):  # a recording made before the wire sanitised host text
-            data = clean_json(data, frozenset({"topo_text"}))
+            data = clean_json(data, frozenset({"topo_text", "nvlink_text"}))
         return codec.decode(data)
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 AGENT_DIR = Path(__file__).resolve().parent.parent / "agent"
 AGENT_PARTS = ("commands", "output", "values", "watchdog", "proc", "pci", "software",
-               "attribution", "smi", "nvml", "logs", "kernel_log", "source", "simulator", "main")
+               "attribution", "smi", "nvml", "fabric", "logs", "kernel_log", "source",
+               "simulator", "main")
 """The agent's modules in shipping order: each imports only from those before it."""
 SIMULATOR_PART = "simulator"
 """Left out of what a real host is sent."""

@@ -21,7 +21,14 @@ from collections import deque
 from collections.abc import Callable
 
 from probes.wire.events import ClockOffset, Connected, Emit, SessionItem
-from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
+from probes.wire.samples import (
+    FabricSample,
+    Hello,
+    HostSample,
+    LogEvent,
+    LogSourceState,
+    ProbeError,
+)
 
 CORRECT_FROM_S = 2.0
 """A skew smaller than this is left as it is: an NTP-synced host reads within a fraction
@@ -30,7 +37,7 @@ REPORT_STEP_S = 1.0
 """A new estimate is reported (and applied) when it moves this far from the last."""
 WINDOW = 64
 """Messages the estimate looks back over: a clock that is stepped is followed within it."""
-_TIMED = (Hello, HostSample, LogEvent, LogSourceState, ProbeError)
+_TIMED = (Hello, HostSample, LogEvent, LogSourceState, ProbeError, FabricSample)
 """Messages that carry the host's time."""
 
 

@@ -22,6 +22,7 @@ from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
     KERNEL_SOURCE,
     AgentMessage,
+    FabricSample,
     Hello,
     HostSample,
     LogEvent,
@@ -341,6 +342,8 @@ class OnceResult:
     spec: HostSpec
     hello: Hello | None = None
     sample: HostSample | None = None
+    fabric: FabricSample | None = None
+    """The host's IB ports and NVLinks, when it has any."""
     events: list[LogEvent] = field(default_factory=list)
     errors: list[ProbeError] = field(default_factory=list)
     log_source: LogSourceState | None = None
@@ -399,6 +402,8 @@ def _file(result: OnceResult, item: object) -> None:
         result.hello = msg
     elif isinstance(msg, HostSample):
         result.sample = msg
+    elif isinstance(msg, FabricSample):
+        result.fabric = msg
     elif isinstance(msg, LogEvent):
         result.events.append(msg)
     elif isinstance(msg, ProbeError):

@@ -28,6 +28,7 @@ from probes.wire.samples import (
     ClockFacts,
     DatasetDevice,
     DiskStats,
+    FabricSample,
     GpuInfo,
     GpuProcess,
     GpuSample,
@@ -36,11 +37,13 @@ from probes.wire.samples import (
     HostFacts,
     HostSample,
     HostStats,
+    IbPortSample,
     LogEvent,
     LogSourceState,
     LogSourceStatus,
     Nic,
     NicPort,
+    NvLinkSample,
     PcieLink,
     ProbeError,
     ProbeStatus,
@@ -49,7 +52,7 @@ from probes.wire.samples import (
 from probes.wire.sanitize import check_depth, clean_json, may_need_cleaning
 
 PROTOCOL_VERSION = 1
-_BLOCK_KEYS = frozenset({"topo_text"})
+_BLOCK_KEYS = frozenset({"topo_text", "nvlink_text"})
 """Fields whose newlines and tabs are their layout (``nvidia-smi topo -m``)."""
 MAX_LINE_BYTES = 256 * 1024
 MAX_TOPO_CHARS = 64 * 1024
@@ -421,11 +424,67 @@ def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
 
 def _decode_nic(n: dict[str, Any]) -> Nic:
     ports = tuple(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
-                          rate=_str(p.get("rate")), link_layer=_str(p.get("link_layer")))
+                          rate=_str(p.get("rate")), link_layer=_str(p.get("link_layer")),
+                          phys_state=_str(p.get("phys_state")))
                   for p in _list(n.get("ports")) if isinstance(p, dict))
     return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
                address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),
-               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports)
+               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports,
+               node_guid=_str(n.get("node_guid")), hca_type=_str(n.get("hca_type")),
+               bridges=tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16])
+
+
+MAX_FABRIC_PORTS = 64
+MAX_NVLINK_GPUS = 64
+MAX_NVLINK_TEXT = 64 * 1024
+MAX_PORT_COUNTERS = 32
+"""The agent reads 23 counters a port; a host sending thousands of names is not believed."""
+MAX_NAME = 64
+
+
+def _decode_port(p: dict[str, Any]) -> IbPortSample:
+    return IbPortSample(
+        hca=str(p["hca"])[:MAX_NAME], port=_pint(p.get("port")), state=_str(p.get("state")),
+        phys_state=_str(p.get("phys_state")), rate_gbs=_pnum(p.get("rate_gbs")),
+        link_layer=_str(p.get("link_layer")),
+        errors={k[:MAX_NAME]: n for k, v in list(_dict(p.get("errors")).items())
+                [:MAX_PORT_COUNTERS] if isinstance(k, str) and (n := _pint(v)) is not None},
+        rx_bytes_s=_pnum(p.get("rx_bytes_s")), tx_bytes_s=_pnum(p.get("tx_bytes_s")),
+        xmit_wait_s=_pnum(p.get("xmit_wait_s")),
+        unknown=tuple(u[:MAX_NAME] for u in _list(p.get("unknown"))[:MAX_PORT_COUNTERS]
+                      if isinstance(u, str)))
+
+
+def _decode_links(value: Any) -> tuple[NvLinkSample, ...] | None:
+    """NVML's links, ``[{"gpu", "links": [[link, up, GB/s, replay, recovery, crc]]}]``."""
+    if not isinstance(value, list):
+        return None
+    out = []
+    for g in value[:MAX_NVLINK_GPUS]:
+        gpu = _index(_dict(g).get("gpu"))
+        for row in _list(_dict(g).get("links"))[:64]:
+            if gpu is None or not isinstance(row, list) or len(row) < 6:
+                continue
+            link = _pint(row[0])
+            if link is not None:
+                out.append(NvLinkSample(gpu, link, active=bool(row[1]) if row[1] in (0, 1)
+                                        else None, speed_gbs=_pnum(row[2]),
+                                        replay=_pint(row[3]), recovery=_pint(row[4]),
+                                        crc=_pint(row[5])))
+    return tuple(out)
+
+
+def _decode_fabric(obj: dict[str, Any]) -> FabricSample:
+    ts = _ts(obj.get("ts"))
+    if ts is None:
+        raise ValueError("fabric without a believable 'ts'")
+    text = _str(obj.get("nvlink_text"))
+    return FabricSample(
+        ts=ts, interval_s=_pnum(obj.get("interval_s")),
+        ports=tuple(_decode_port(p) for p in _list(obj.get("ports"))[:MAX_FABRIC_PORTS]
+                    if isinstance(p, dict) and _str(p.get("hca"))),
+        nvlinks=_decode_links(obj.get("nvlink")),
+        nvlink_text=text[:MAX_NVLINK_TEXT] if text is not None else None)
 
 
 def _gpu_state(value: Any) -> GpuState:
@@ -611,4 +670,5 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], AgentMessage]] = {
     "event": _decode_event,
     "error": _decode_error,
     "logsource": _decode_logsource,
+    "fabric": _decode_fabric,
 }

@@ -72,6 +72,8 @@ class NicPort:
     state: str | None
     rate: str | None
     link_layer: str | None
+    phys_state: str | None = None
+    """``5: LinkUp``, ``3: Disabled``, ``2: Polling`` as sysfs prints it."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,68 @@ class Nic:
     state: str | None = None
     speed_mbps: int | None = None
     ports: tuple[NicPort, ...] = ()
+    node_guid: str | None = None
+    """An HCA's ``node_guid`` (``a088:c203:00ad:eab8``): what ``ibnetdiscover`` names it by."""
+    hca_type: str | None = None
+    """``MT4129`` (ConnectX-7): ports of one model are compared with each other."""
+    bridges: tuple[str, ...] = ()
+    """The PCI bridges above the HCA, nearest first: a GPU under the same switch is beside it."""
+
+
+@dataclass(frozen=True)
+class IbPortSample:
+    """One InfiniBand/RoCE port over the agent's fabric interval (``/sys/class/infiniband/
+    <hca>/ports/<n>``; ``ibstat``, ``perfquery`` read the same counters)."""
+
+    hca: str
+    port: int | None = None
+    state: str | None = None
+    """``ACTIVE``, ``DOWN``, ``INIT``, ``ARMED`` (sysfs ``state`` after its number)."""
+    phys_state: str | None = None
+    """``LinkUp``, ``Disabled``, ``Polling`` …"""
+    rate_gbs: float | None = None
+    """``rate``: ``400 Gb/sec (4X NDR)`` -> 400."""
+    link_layer: str | None = None
+    """``InfiniBand`` or ``Ethernet`` (RoCE)."""
+    errors: Mapping[str, int] = field(default_factory=dict)
+    """How much each error counter rose in the interval (only those that rose)."""
+    rx_bytes_s: float | None = None
+    """``port_rcv_data`` × 4 per second; None when a reset or saturation hid it."""
+    tx_bytes_s: float | None = None
+    xmit_wait_s: float | None = None
+    """``port_xmit_wait`` ticks per second: the port had data but no credit (congestion)."""
+    unknown: tuple[str, ...] = ()
+    """Counters whose increase could not be known (reset, wrap, stuck at the top)."""
+
+
+@dataclass(frozen=True)
+class NvLinkSample:
+    """One NVLink of one GPU (``nvidia-smi nvlink -s`` / ``-e``; NVML ``GetNvLinkState``,
+    ``GetNvLinkErrorCounter``); the counters are totals since the driver loaded."""
+
+    gpu: int
+    link: int
+    active: bool | None = None
+    speed_gbs: float | None = None
+    replay: int | None = None
+    recovery: int | None = None
+    crc: int | None = None
+
+
+@dataclass(frozen=True)
+class FabricSample:
+    """A host's fabric: its IB/RoCE ports and its GPUs' NVLinks (the ``fabric`` message;
+    sent on a change, after errors, else every 30 samples)."""
+
+    ts: float
+    interval_s: float | None = None
+    """What the ports' rates and increases cover; None in the first message."""
+    ports: tuple[IbPortSample, ...] = ()
+    nvlinks: tuple[NvLinkSample, ...] | None = None
+    """From NVML; None when this message does not say (the text below may)."""
+    nvlink_text: str | None = None
+    """``nvidia-smi nvlink -s`` and ``-e`` as printed, when they changed (hosts without
+    NVML); the console parses them as ``rigwatch explain`` does."""
 
 
 @dataclass(frozen=True)
@@ -420,4 +484,4 @@ class ProbeError:
     message: str
 
 
-AgentMessage = Hello | HostSample | LogEvent | LogSourceState | ProbeError
+AgentMessage = Hello | HostSample | LogEvent | LogSourceState | ProbeError | FabricSample

@@ -7,6 +7,9 @@ Mode comes from FAKE_SMI_MODE:
   hang      never answers (a driver stuck in D state, as far as the caller can tell)
   nohandle  GPU 0000:8A:00.0 is gone: the device-handle error, other GPUs still answer
   allgone   only the device-handle error, no table at all (exit 255)
+`nvlink -s` / `nvlink -e` print 18 links per GPU as an H100 driver does; FAKE_SMI_NVLINK
+"inactive3" makes GPU 0's link 3 `<inactive>` (shape: Azure/azhpc-diagnostics#73,
+NVIDIA/srt-slurm#307).
 --query-compute-apps answers from FAKE_SMI_APPS ("BUS=PID:MIB,BUS=PID:MIB"; MIB may be
 [N/A]), in the order given, as `nvidia-smi --query-compute-apps=gpu_bus_id,pid,used_memory
 --format=csv,noheader,nounits` prints them (no index: the GPU is named by bus id only).
@@ -39,6 +42,8 @@ def main():
     args = sys.argv[1:]
     if MODE == "hang":
         time.sleep(3600)
+    if args[:1] == ["nvlink"]:
+        return nvlink(args[1:])
     apps = next((a for a in args if a.startswith("--query-compute-apps=")), None)
     if apps is not None:
         for item in filter(None, os.environ.get("FAKE_SMI_APPS", "").split(",")):
@@ -80,6 +85,20 @@ def main():
                 v = re.sub(r"^(-?[\d.]+) (MiB|W|%|MHz|us|C)$", r"\1", v)
             out.append(v)
         print(", ".join(out))
+    return 0
+
+
+def nvlink(args):
+    uuid = fixture_row().get("uuid", "GPU-0")
+    for i in range(len(BUS_IDS)):
+        print("GPU %d: NVIDIA H100 80GB HBM3 (UUID: %s%02d)" % (i, uuid[:-2], i))
+        for link in range(18):
+            down = os.environ.get("FAKE_SMI_NVLINK") == "inactive3" and (i, link) == (0, 3)
+            if "-s" in args:
+                print("\t Link %d: %s" % (link, "<inactive>" if down else "26.562 GB/s"))
+            else:
+                for name in ("Replay", "Recovery", "CRC"):
+                    print("\t Link %d: %s Errors: 0" % (link, name))
     return 0
 
 

@@ -181,6 +181,9 @@ def sim_items(host: str, scenarios: str, *, seed: int, minutes: int) -> list[Ses
         messages += [{"type": "event", "v": PROTOCOL_VERSION, "ts": T0 + t, "source": source,
                       "line": line} for source, line in sim.events(t)]
         g, h, disks = sim.sample(t)
+        fabric = sim.fabric(t)
+        if fabric is not None:  # as the agent sends it: just before the tick's sample
+            messages.append({"type": "fabric", "v": PROTOCOL_VERSION, "ts": T0 + t, **fabric})
         messages.append({"type": "sample", "v": PROTOCOL_VERSION, "seq": seq, "ts": T0 + t,
                          "gpus": g, "host": h, "disks": disks})
     items: list[SessionItem] = [Connected(T0)]

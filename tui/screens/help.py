@@ -2,7 +2,7 @@
 
 It is generated from the bindings themselves (the app's, every screen's and the wall's),
 so a key added anywhere is listed, and none is forgotten the way a hand-kept table forgot
-``s``, ``/``, ``w``, ``m``, ``1``–``6``, Tab, ``:`` and the replay keys.  The screen it was
+``s``, ``/``, ``w``, ``m``, ``1``–``7``, Tab, ``:`` and the replay keys.  The screen it was
 opened from comes first.
 """
 

@@ -2,7 +2,7 @@
 GPU on top, then the panels, each toggled by its number.
 
 The panels are listed once, in ``host_panels.HOST_PANELS`` (1 memory growth · 2 thermals and
-power · 3 PCIe topology · 4 iostat · 5 processes · 6 host).  Tab moves between the shown
+power · 3 PCIe topology · 4 iostat · 5 processes · 6 host · 7 network).  Tab moves between the shown
 panels; the chart window follows ``:window``.
 """
 

@@ -20,6 +20,7 @@ from tui.views.host_views import (
     host_view,
     iostat_view,
     memory_growth_view,
+    network_view,
     process_rows,
     thermal_view,
     topo_view,
@@ -27,6 +28,7 @@ from tui.views.host_views import (
 from widgets.host_stats import HostStatsPanel
 from widgets.iostat_panel import IostatPanel
 from widgets.memory_growth import MemoryGrowth
+from widgets.network_panel import NetworkPanel
 from widgets.process_table import ProcessPanel
 from widgets.thermal_panel import ThermalPanel
 from widgets.topo_matrix import TopoPanel
@@ -88,15 +90,20 @@ def _host(w: HostStatsPanel, state: HostState, ctx: PanelContext) -> None:
     w.host = host_view(state)
 
 
+def _network(w: NetworkPanel, state: HostState, ctx: PanelContext) -> None:
+    w.network = network_view(state)
+
+
 HOST_PANELS: tuple[HostPanel[Any], ...] = (
     HostPanel("memory", "memory", MemoryGrowth, _memory, at_start=True),
     HostPanel("thermal", "thermals", ThermalPanel, _thermal, at_start=True),
-    HostPanel("topology", "topology", TopoPanel, _topology),
+    HostPanel("topology", "topo", TopoPanel, _topology),
     HostPanel("iostat", "iostat", IostatPanel, _iostat),
-    HostPanel("processes", "processes", ProcessPanel, _processes),
+    HostPanel("processes", "procs", ProcessPanel, _processes),
     HostPanel("host", "host", HostStatsPanel, _host),
+    HostPanel("network", "net", NetworkPanel, _network),
 )
-"""In number-key order."""
+"""In number-key order; the key hints are short so the strip of seven fits 80 columns."""
 
 
 def key_hint(shown: Collection[str] = ()) -> Content:

@@ -43,7 +43,8 @@ def host_input(state: HostState) -> HostInput:
         failure = state.status.value
     return HostInput(state.name, state.hello, state.last, expect_gpus=state.spec.expect_gpus,
                      failure=failure,
-                     findings=tuple(state.findings()) if state.hello is not None else ())
+                     findings=tuple(state.findings()) if state.hello is not None else (),
+                     ports=state.fabric.ports if state.fabric.ts is not None else None)
 
 
 def line_for(host: str, checks: list[CheckResult]) -> PreflightLine:

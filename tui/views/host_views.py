@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from probes.analysis.fabric import beside, marks
 from probes.analysis.findings import Finding
 from probes.analysis.host_clock import clock_skewed
 from probes.analysis.judge import (
@@ -22,6 +23,7 @@ from probes.analysis.judge import (
 from probes.analysis.slope import growth
 from probes.fleet_state import FleetRow, HostState, HostStatus
 from probes.history import Series, disk_key, gpu_key, proc_key
+from probes.rules.fabric import ACTIVE, LinkView, port_state
 from probes.rules.parsers.topo import parse_topo
 from probes.triage import Code
 from probes.wire.clock_reasons import REASON_NAMES
@@ -31,6 +33,7 @@ from widgets.host_facts import FindingLine, GpuCount, StaleNotice
 from widgets.host_stats import HostView
 from widgets.iostat_panel import DiskRow, IostatView
 from widgets.memory_growth import GpuMemoryTrend, MemoryGrowthView, ProcessMemory
+from widgets.network_panel import GpuLinks, NetworkView, PortRow
 from widgets.process_table import ProcessRow
 from widgets.thermal_panel import GpuThermal, ThermalView
 from widgets.topo_matrix import GpuLink, TopoView
@@ -326,3 +329,43 @@ def host_view(state: HostState) -> HostView | None:
         return view
     return replace(view, clock_offset_s=state.clock.offset_s,
                    clock_skewed=clock_skewed(state.clock, state.limits.detectors))
+
+
+def network_view(state: HostState) -> NetworkView:
+    """Panel 7: the host's IB/RoCE ports and NVLinks, each with the core's verdict."""
+    fab = state.fabric
+    window = window_label(state.limits.detectors.ib_errors_window_s)
+    if fab.ts is None:
+        return NetworkView(window=window)
+    port_word, gpu_word = marks(state.fabric_found)
+    near = beside(state.hello)
+    recent = fab.recent(fab.ts, state.limits.detectors.ib_errors_window_s)
+    rows = []
+    for p in fab.ports:
+        name = f"{p.hca}/{p.port}" if p.port is not None else p.hca
+        st = port_state(p.state)
+        gpus, how = near.get(p.hca, ((), ""))
+        errs = recent.get(name, {})
+        flaps = errs.get("link_downed", 0)
+        told = [f"+{v} {k}" for k, v in sorted(errs.items(), key=lambda kv: -kv[1])
+                if k != "link_downed"] + ([f"{flaps} flap{'s' if flaps > 1 else ''}"]
+                                          if flaps else [])
+        rows.append(PortRow(
+            name, "Active" if st == ACTIVE else f"{st or '?'} {p.phys_state or ''}".strip(),
+            p.rate_gbs, {"infiniband": "IB", "ethernet": "RoCE"}.get(
+                (p.link_layer or "").lower(), p.link_layer), p.rx_bytes_s, p.tx_bytes_s,
+            ", ".join(told), ("GPU" + ",".join(map(str, gpus)) + (" (NUMA)" if how == "numa"
+                                                                  else "")) if gpus else "",
+            port_word.get(name, "ok"), bool(p.unknown)))
+    by_gpu: dict[int, list[LinkView]] = {}
+    for lk in fab.links:
+        by_gpu.setdefault(lk.gpu, []).append(lk)
+    links = []
+    for gpu, own in sorted(by_gpu.items()):
+        sums = {k: sum(getattr(lk, k) or 0 for lk in own) for k in ("replay", "recovery", "crc")}
+        links.append(GpuLinks(gpu, sum(1 for lk in own if lk.active), len(own),
+                              max((lk.speed_gbs for lk in own if lk.active and lk.speed_gbs),
+                                  default=None),
+                              ", ".join(f"{v} {k}" for k, v in sums.items() if v),
+                              gpu_word.get(gpu, "ok")))
+    return NetworkView(tuple(rows), tuple(links), window)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from probes.rules.logrules import kernel, nccl, nccl_tests, training
+from probes.rules.logrules import fabric_manager, kernel, nccl, nccl_tests, training
 from probes.rules.logrules.lines import LogLine
 from probes.rules.result import ExplainFinding, merge_same
 from probes.wire.samples import KERNEL_SOURCE
@@ -50,6 +50,7 @@ class Family:
 
 FAMILIES: tuple[Family, ...] = (
     Family("kernel", LogKind.KERNEL, kernel.scan),
+    Family("fabric-manager", LogKind.JOB, fabric_manager.scan, fabric_manager.cue),
     Family("nccl", LogKind.JOB, nccl.scan, nccl.cue),
     Family("nccl-tests", LogKind.JOB, nccl_tests.scan, nccl_tests.cue),
     Family("training", LogKind.JOB, training.scan, training.cue),

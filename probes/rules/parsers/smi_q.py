@@ -27,8 +27,8 @@ Judgement calls:
   designed) unless the enforced limit is below the default, which someone chose: ``warning``.
   Sync Boost or any other active reason is ``info``.  Idle, Applications Clocks Setting,
   Display Clock Setting never count.
-* ``Remapped Rows`` ``Pending : Yes`` is reported as ``retired-pages-pending``: row remapping
-  is page retirement's successor and needs the same GPU reset.  Rows remapped for
+* ``Remapped Rows`` ``Pending : Yes`` is ``row-remap-pending`` (the contract's additions of
+  2026-12-06): the remap takes effect only after a GPU reset.  Rows remapped for
   uncorrectable errors without a remapping failure are no finding of their own: the repair
   worked, and the aggregate ECC counter that caused it is ``ecc-uncorrectable`` already.
 * Several reports of the same GPU in one paste (``-q -l``, or ``-d A`` then ``-d B``) are
@@ -180,6 +180,11 @@ class SmiQGpu:
                 continue
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
+        rows = {"correctable": self.remapped_rows_correctable,
+                "uncorrectable": self.remapped_rows_uncorrectable,
+                "pending": self.remapped_rows_pending, "failure": self.remapping_failure}
+        if any(v is not None for v in rows.values()):
+            out["remapped_rows"] = rows
         return out
 
 

@@ -141,7 +141,7 @@ def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
             f"{g.retired_pages_single_bit}, double bit {g.retired_pages_double_bit} retired)",
             ACTION_PENDING)
     if g.remapped_rows_pending:
-        add("retired-pages-pending", Severity.WARNING, _ev(g, "remapped_rows_pending"),
+        add("row-remap-pending", Severity.WARNING, _ev(g, "remapped_rows_pending"),
             f"GPU {who} has row remaps pending a reset (Remapped Rows Pending: Yes; "
             f"{g.remapped_rows_uncorrectable} uncorrectable, {g.remapped_rows_correctable} "
             "correctable rows)", ACTION_PENDING)

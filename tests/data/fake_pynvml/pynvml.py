@@ -10,6 +10,10 @@ by FAKE_NVML: comma-separated flags
   hangutil1    the same, on GPU 1 only
   memtrouble1  GPU 1 has uncorrectable ECC errors, a row-remap failure, pages pending
   noinit       nvmlInit raises NVMLError_DriverNotLoaded
+  nvlinkok     every NVLink is active (else GPU 2's link 5 is not)
+  nvlinkerr2   GPU 2 link 7 counts 12 replays, 1 recovery, 2 flit and 1 data CRC errors
+Every GPU has 18 NVLinks at 26.562 GB/s (H100 SXM, as ``nvidia-smi nvlink -s`` prints it);
+GPU 2's link 5 is inactive.
 FAKE_NVML_PIDS ("PID@GPU,PID@GPU"), when set, lists those processes instead of its own pid
 on GPU 0 (a test's real processes, e.g. a Slurm job's ranks, shown as GPU processes).
 """
@@ -209,7 +213,29 @@ def nvmlDeviceGetNvLinkState(h, link):
     _check(h)
     if link >= 18:
         raise NVMLError_InvalidArgument("Invalid Argument")
-    return 0 if (h == 2 and link == 5) else 1
+    return 0 if (h == 2 and link == 5 and "nvlinkok" not in FLAGS) else 1
+
+
+NVML_FI_DEV_NVLINK_GET_SPEED = 164
+FieldValue = namedtuple("FieldValue", "fieldId scopeId nvmlReturn value")
+Value = namedtuple("Value", "uiVal")
+
+
+def nvmlDeviceGetNvLinkErrorCounter(h, link, counter):
+    _check(h)
+    if "nvlinkerr2" in FLAGS and h == 2 and link == 7:
+        return (12, 1, 2, 1, 0)[counter]
+    return 0
+
+
+def nvmlDeviceGetFieldValues(h, ids):
+    _check(h)
+    out = []
+    for fid in ids:
+        fid, scope = fid if isinstance(fid, tuple) else (fid, 0)
+        ok = fid == NVML_FI_DEV_NVLINK_GET_SPEED
+        out.append(FieldValue(fid, scope, 0 if ok else 3, Value(26562 if ok else 0)))
+    return out
 
 
 def nvmlDeviceGetPersistenceMode(h):
