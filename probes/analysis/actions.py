@@ -148,12 +148,25 @@ def default_actions() -> Mapping[str, str]:
     """Each code's default action.  ``recovered`` has none: it marks an outage's end, it is
     not a condition to act on.  (Completed on first use: the reachability and watcher modules
     that hold the rest build findings themselves.)"""
-    from probes.analysis import host_clock, job_log_state, watcher
+    from probes.analysis import fabric_groups, host_clock, job_log_state, watcher
     from probes.analysis import reachability as reach
     from probes.analysis.detectors import spin
+    from probes.rules import fabric
+    from probes.rules.logrules import fabric_manager
+    from probes.rules.parsers import dcgmi_diag
 
     return {**_BASE, **{
         Code.CLOCK_SKEW: host_clock.ACTION_CLOCK,
+        Code.NVLINK_SLOW: fabric.ACTION_NVLINK_SLOW,
+        Code.NVLINK_ERRORS: fabric.ACTION_NVLINK_ERRORS,
+        Code.IB_PORT_DOWN: fabric.ACTION_PORT_DOWN,
+        Code.IB_LINK_DEGRADED: fabric.ACTION_PORT_SLOW,
+        Code.IB_ERRORS_RISING: fabric.ACTION_PORT_ERRORS,
+        Code.SWITCH_SUSPECT: fabric_groups.ACTION_SWITCH,
+        Code.RACK_SUSPECT: fabric_groups.ACTION_RACK,
+        Code.DCGM_DIAG_FAIL: dcgmi_diag.ACTION_FAIL,
+        Code.DCGM_DIAG_INCOMPLETE: dcgmi_diag.ACTION_INCOMPLETE,
+        Code.FABRIC_MANAGER_ERROR: fabric_manager.ACTION_ERROR,
         Code.COLLECTIVE_HANG: spin.ACTION_HANG,
         Code.JOB_LOG_REFUSED: job_log_state.ACTION_JOB_LOG,
         Code.GPU_COUNT_SHORT: reach.ACTION_FEW_GPUS,

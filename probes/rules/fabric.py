@@ -50,10 +50,14 @@ def port_state(text: str | None) -> str | None:
     return _STATES.get(word, word.upper() or None)
 
 
+_RATE = re.compile(r"\d{1,7}(?:\.\d{1,6})?(?!\d)")
+"""A rate's number where it starts (a run of thousands of digits is no rate)."""
+
+
 def parse_rate(text: str | None) -> float | None:
     """sysfs ``400 Gb/sec (4X NDR)`` or ibstat ``400`` -> 400.0; None when not a number."""
-    m = re.match(r"\s*(\d+(?:\.\d+)?)", text or "")
-    return float(m.group(1)) if m else None
+    m = _RATE.match((text or "").lstrip())
+    return float(m.group()) if m else None
 
 
 def phys_state(text: str | None) -> str | None:

@@ -29,8 +29,8 @@ _ERROR = re.compile(r"^\[(?P<time>[A-Z][a-z]{2} \d\d \d{4} \d\d:\d\d:\d\d)\] \[E
 _NOTHING = re.compile(r"NV_WARN_NOTHING_TO_DO")
 _START_FAILED = re.compile(
     r"aborting fabric manager|nvidia-fabricmanager\.service: (?:Main|Control) process exited"
-    r".*status=\d+/FAILURE|Failed to start NVIDIA fabric ?manager|nv-fabricmanager .*\" "
-    r"failed! Exit code", re.IGNORECASE)
+    r".{0,200}?status=\d{1,6}/FAILURE|Failed to start NVIDIA fabric ?manager|"
+    r"nv-fabricmanager .{0,200}?\" failed! Exit code", re.IGNORECASE)
 _HAS_SWITCH = re.compile(r"NVSwitch (?:pci bus id|fatal|non-fatal|device \d)|found NVSwitch|"
                          r"Detected NVL5 system|NVLink (?:Switch|fabric) (?:initialized|"
                          r"registration)", re.IGNORECASE)

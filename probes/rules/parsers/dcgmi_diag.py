@@ -24,13 +24,12 @@ from probes.triage import Code, Severity, Step
 
 KIND = "dcgmi-diag"
 LOOKS_LIKE_LINES = 400
-_ROW = re.compile(r"^\s*\|\s*(?P<name>[^|]*?)\s*\|\s*(?P<val>[^|]*?)\s*\|\s*$")
-_CATEGORY = re.compile(r"^\s*[|+]-+\s+(?P<name>[A-Za-z][\w ]*?)\s+-+[+|]")
+_CATEGORY = re.compile(r"^\s*[|+]-+\s+(?P<name>[A-Za-z]\w*(?: \w+)*)\s+-+[+|]")
 _RESULT = re.compile(r"^(?P<r>Pass|Fail|Skip|Warn|Not Run)\b(?:\s*-\s*(?P<who>.*))?$",
                      re.IGNORECASE)
-_GPU_RESULT = re.compile(r"^GPU\s?(?P<i>\d+)\s*:\s*(?P<r>Pass|Fail|Skip|Warn)\b", re.IGNORECASE)
-_LEVEL = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)\s*[= ]?\s*(?P<n>[1-4])\b")
-_NUMBERS = re.compile(r"\d+")
+_GPU_RESULT = re.compile(r"^GPU\s?(?P<i>\d{1,4})\s*:\s*(?P<r>Pass|Fail|Skip|Warn)\b", re.IGNORECASE)
+_LEVEL = re.compile(r"dcgmi\s{1,8}diag\b.{0,80}?(?:-r|--run)\s{0,4}[= ]?\s{0,4}(?P<n>[1-4])\b")
+_NUMBERS = re.compile(r"(?<!\d)\d{1,4}(?!\d)")
 _NOTES = frozenset({"warning", "error", "info"})
 _META = frozenset({"metadata"})
 HARDWARE = frozenset({"hardware", "integration", "stress"})
@@ -39,6 +38,16 @@ ACTION_FAIL = ("Drain the node; read the failing test's warning (dcgmi diag -r 3
                "the GPU and rerun; RMA the GPU if the test fails again")
 ACTION_INCOMPLETE = ("Run dcgmi diag -r 3 (or 4) with the GPUs idle before trusting the node: "
                      "a level-1 run or skipped tests check the software, not the hardware")
+
+
+def _row(line: str) -> tuple[str, str] | None:
+    """``| name | value |``: the two cells, stripped (None for any other line).  String
+    splits, not a pattern: cells of spaces around optional text read a line in linear time."""
+    s = line.strip()
+    if len(s) < 3 or s[0] != "|" or s[-1] != "|" or s.count("|") != 3:
+        return None
+    name, val = s[1:-1].split("|")
+    return name.strip(), val.strip()
 
 
 @dataclass
@@ -75,10 +84,10 @@ def parse_table(lines: list[str]) -> list[DiagTest]:
         if c:
             category, last = c.group("name").strip(), None
             continue
-        m = _ROW.match(line)
-        if m is None or (category or "").lower() in _META:
+        row = _row(line)
+        if row is None or (category or "").lower() in _META:
             continue
-        name, val = m.group("name"), m.group("val")
+        name, val = row
         if name.lower() in ("diagnostic",) and val.lower() == "result":
             continue
         if name.lower() in _NOTES and last is not None:
@@ -178,6 +187,6 @@ def looks_like(lines: list[str]) -> bool:
     if text.lstrip().startswith("{") and ("DCGM GPU Diagnostic" in text or
                                           '"test_categories"' in text):
         return True
-    header = any((m := _ROW.match(line)) and m.group("name").lower() == "diagnostic"
-                 and m.group("val").lower() == "result" for line in head)
+    header = any((row := _row(line)) and row[0].lower() == "diagnostic"
+                 and row[1].lower() == "result" for line in head)
     return header and any(_CATEGORY.match(line) for line in head)

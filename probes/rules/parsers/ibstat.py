@@ -23,15 +23,35 @@ KIND = "ibstat"
 LOOKS_LIKE_LINES = 2000
 _PREFIX = r"^\s*(?:[\w.\-\[\]]+:\s+)?"
 _CA = re.compile(_PREFIX + r"CA:?\s+'(?P<name>[^']+)'\s*$")
-_DEVICE = re.compile(_PREFIX + r"Infiniband device '(?P<name>[^']+)' port (?P<port>\d+) "
+_DEVICE = re.compile(_PREFIX + r"Infiniband device '(?P<name>[^']+)' port (?P<port>\d{1,4}) "
                      r"status:\s*$", re.IGNORECASE)
-_PORT = re.compile(_PREFIX + r"Port (?P<port>\d+):\s*$")
-_KV = re.compile(_PREFIX + r"(?P<key>[A-Za-z][\w ]*?)\s*:\s*(?P<val>.*?)\s*$")
+_PORT = re.compile(_PREFIX + r"Port (?P<port>\d{1,4}):\s*$")
+_HOST_WORD = re.compile(r"[\w.\-\[\]]+")
+_KEY = re.compile(r"[A-Za-z][\w ]*")
 _KEYS = {"state": "state", "physical state": "physical_state", "phys state": "physical_state",
          "rate": "rate", "link layer": "link_layer", "link_layer": "link_layer",
          "base lid": "base_lid", "sm lid": "sm_lid", "port guid": "port_guid"}
 _CA_KEYS = {"ca type": "ca_type", "firmware version": "firmware", "node guid": "node_guid",
             "number of ports": "ports_count"}
+
+
+def _key_value(text: str) -> tuple[str, str] | None:
+    key, sep, val = text.partition(":")
+    key = key.rstrip()
+    return (key, val.strip()) if sep and _KEY.fullmatch(key) else None
+
+
+def _kv(line: str) -> tuple[str, str] | None:
+    """``Key: value``, after an optional ``host: `` prefix (pdsh, clush), stripped.  String
+    splits around two whole-string patterns: a key of spaces around a colon, or a value of
+    spaces, read in linear time."""
+    s = line.strip()
+    head, sep, rest = s.partition(":")
+    if sep and rest[:1].isspace() and _HOST_WORD.fullmatch(head):
+        got = _key_value(rest.strip())
+        if got is not None:
+            return got
+    return _key_value(s)
 
 
 @dataclass
@@ -69,15 +89,15 @@ def parse_ibstat(lines: list[str]) -> list[_Adapter]:
             n = int(m.group("port"))
             port = cur.ports.setdefault(n, _Port(n, no))
             continue
-        kv = _KV.match(line)
+        kv = _kv(line)
         if kv is None or cur is None:
             continue
-        key = kv.group("key").strip().lower()
+        key, val = kv[0].strip().lower(), kv[1]
         if port is not None and key in _KEYS:
-            port.fields[_KEYS[key]] = kv.group("val")
+            port.fields[_KEYS[key]] = val
             port.lines[_KEYS[key]] = (no, line.strip())
         elif key in _CA_KEYS:
-            cur.fields[_CA_KEYS[key]] = kv.group("val")
+            cur.fields[_CA_KEYS[key]] = val
     return list(adapters.values())
 
 

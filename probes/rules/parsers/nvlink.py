@@ -21,12 +21,32 @@ from probes.triage import Step
 
 KIND = "nvlink"
 LOOKS_LIKE_LINES = 2000
-_GPU = re.compile(r"^\s*(?:[\w.\-\[\]]+:\s+)?GPU\s+(?P<i>\d+):\s*(?P<name>.*?)"
-                  r"(?:\s*\(UUID:\s*(?P<uuid>[^)]*)\))?\s*$")
-_LINK = re.compile(r"^\s*(?:[\w.\-\[\]]+:\s+)?Link\s+(?P<n>\d+)\s*(?P<sep>[:,])\s*(?P<rest>.*)$")
-_SPEED = re.compile(r"^(?P<v>\d+(?:\.\d+)?)\s*GB/s$", re.IGNORECASE)
+_GPU = re.compile(r"^\s*(?:[\w.\-\[\]]+:\s+)?GPU\s+(?P<i>\d{1,4}):")
+_LINK = re.compile(r"^\s*(?:[\w.\-\[\]]+:\s+)?Link\s+(?P<n>\d{1,4})\s*(?P<sep>[:,])")
+_SPEED = re.compile(r"^(?P<v>\d{1,6}(?:\.\d{1,6})?)\s*GB/s$", re.IGNORECASE)
 _INACTIVE = re.compile(r"^<?\s*inactive\s*>?$", re.IGNORECASE)
-_COUNTER = re.compile(r"^(?P<name>[A-Za-z][\w \-]*?)\s*:\s*(?P<v>\d+)$")
+_COUNTER_NAME = re.compile(r"[A-Za-z][\w \-]*")
+MAX_COUNTER_DIGITS = 20
+"""An error counter is 64 bits: a longer run of digits is no counter."""
+
+
+def _gpu_name(rest: str) -> tuple[str | None, str | None]:
+    """``NVIDIA H100 80GB HBM3 (UUID: GPU-…)`` -> name, uuid (string splits: linear)."""
+    rest = rest.strip()
+    at = rest.rfind("(UUID:")
+    if rest.endswith(")") and at >= 0 and ")" not in rest[at:-1]:
+        return rest[:at].rstrip() or None, rest[at + 6:-1].strip() or None
+    return rest or None, None
+
+
+def _counter(rest: str) -> tuple[str, int] | None:
+    """``Replay Errors: 0`` -> (name, value); None for anything else."""
+    name, sep, value = rest.partition(":")
+    name, value = name.rstrip(), value.strip()
+    if not sep or not _COUNTER_NAME.fullmatch(name) or not value.isdigit() or \
+            not value.isascii() or len(value) > MAX_COUNTER_DIGITS:
+        return None
+    return name, int(value)
 
 
 @dataclass
@@ -57,8 +77,8 @@ def parse_nvlink(lines: list[str]) -> list[_Gpu]:
         m = _GPU.match(line)
         if m:
             i = int(m.group("i"))
-            cur = gpus.setdefault(i, _Gpu(i, m.group("name") or None,
-                                          (m.group("uuid") or "").strip() or None, no))
+            name, uuid = _gpu_name(line[m.end():])
+            cur = gpus.setdefault(i, _Gpu(i, name, uuid, no))
             continue
         m = _LINK.match(line)
         if not m:
@@ -67,20 +87,20 @@ def parse_nvlink(lines: list[str]) -> list[_Gpu]:
             cur = gpus.setdefault(0, _Gpu(0, None, None, no))
         n = int(m.group("n"))
         link = cur.links.setdefault(n, _Link(n, no, line.strip()))
-        rest = m.group("rest").strip()
+        rest = line[m.end():].strip()
         if m.group("sep") == ",":
             continue  # -c: capabilities, no state
         speed = _SPEED.match(rest)
-        counter = _COUNTER.match(rest)
+        counter = _counter(rest)
         if speed:
             link.state, link.speed_gbs = "active", float(speed.group("v"))
         elif _INACTIVE.match(rest):
             link.state, link.line, link.text = "inactive", no, line.strip()
         elif counter:
-            name = re.sub(r"[\s\-]+", "_", counter.group("name").strip().lower())
+            name = re.sub(r"[\s\-]+", "_", counter[0].strip().lower())
             first_bad = not any(link.errors.values())
-            link.errors[name] = int(counter.group("v"))
-            if int(counter.group("v")) > 0 and first_bad and link.state != "inactive":
+            link.errors[name] = counter[1]
+            if counter[1] > 0 and first_bad and link.state != "inactive":
                 link.line, link.text = no, line.strip()
     return list(gpus.values())
 
@@ -125,8 +145,8 @@ def looks_like(lines: list[str]) -> bool:
             gpu += 1
         m = _LINK.match(line)
         if m and gpu:
-            rest = m.group("rest").strip()
-            if _SPEED.match(rest) or _INACTIVE.match(rest) or _COUNTER.match(rest):
+            rest = line[m.end():].strip()
+            if _SPEED.match(rest) or _INACTIVE.match(rest) or _counter(rest):
                 links += 1
         if gpu and links >= 2:
             return True
