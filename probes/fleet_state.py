@@ -50,7 +50,7 @@ from probes.analysis.reachability import (
     stale_finding,
 )
 from probes.analysis.repeats import merged_repeat
-from probes.analysis.throughput import ThroughputTracker, throughput_findings
+from probes.analysis.throughput import ThroughputTracker, reading, throughput_findings
 from probes.analysis.watcher import (
     flapping_finding,
     follow_source,
@@ -61,6 +61,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
+from probes.rules.logrules.scan_worker import ScanWorker
 from probes.rules.logrules.stamps import HostTime
 from probes.rules.parsers.ibnetdiscover import IbTopology
 from probes.wire.events import (
@@ -130,6 +131,8 @@ class HostState:
     layout: tuple[Finding, ...] = ()
     """Findings about how the host is built (topology, PCIe chains), kept until they change."""
     logs: LiveLogScanner = field(default_factory=LiveLogScanner)
+    scan_worker: ScanWorker | None = field(default=None, repr=False, compare=False)
+    """The thread that runs the log rules (the console's); None: they run when asked."""
     holds: HoldTracker = field(default_factory=HoldTracker)
     """Since when each GPU has been held by its current job (allocation against use)."""
     speed: ThroughputTracker = field(default_factory=ThroughputTracker)
@@ -195,9 +198,12 @@ class HostState:
             if item.source == KERNEL_SOURCE and self._seen_before(item):
                 return
             self.events.append(item)
-            if item.source != KERNEL_SOURCE:
-                self.speed.add(item.source, item.line, item.ts)
-            if self.logs.add(item.source, item.line, item.ts):
+            if item.source != KERNEL_SOURCE and self.scan_worker is None:
+                self.speed.add(item.source, item.line, item.ts)  # else read on the worker
+            if self.scan_worker is not None:
+                self.logs.post(item.source, item.line, item.ts)
+                self.scan_worker.submit(self.logs)
+            elif self.logs.add(item.source, item.line, item.ts):
                 self.scan_logs()
         elif isinstance(item, FabricSample):
             self.fabric.add(item)
@@ -297,10 +303,15 @@ class HostState:
         return kernel_log_summary(self.log_source, bool(self.spec.simulate))
 
     def scan_logs(self) -> None:
-        """Run the log rules over the lines queued since the last scan."""
-        if not self.logs.pending:
+        """Run the log rules over the lines queued since the last scan (with a worker: take
+        what it found)."""
+        if self.scan_worker is not None:
+            hits = self.logs.take()
+        elif self.logs.pending:
+            hits = self.logs.scan()
+        else:
             return
-        for f in log_findings(self.name, self.hello, self.logs.scan()):
+        for f in log_findings(self.name, self.hello, hits):
             kept = self.sticky.get(f.key)
             self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
 
@@ -474,15 +485,21 @@ class FleetState:
     """
 
     def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None,
-                 preflight: PreflightLimits | None = None) -> None:
+                 preflight: PreflightLimits | None = None,
+                 scan_worker: ScanWorker | None = None) -> None:
         self.limits = Limits(limits or DetectorLimits(), preflight or PreflightLimits())
         """The operator's limits (``settings.yaml``), shared by every host."""
         stretch = detector_stretch(len(specs))
         self.hosts: dict[str, HostState] = {
             s.name: HostState(s, limits=self.limits,
                               detectors=DetectorSchedule(self.limits.detectors, stretch),
-                              history=HostHistory(tiers_for(s.interval_s)))
+                              history=HostHistory(tiers_for(s.interval_s)),
+                              scan_worker=scan_worker)
             for s in specs}
+        self.scan_worker = scan_worker
+        if scan_worker is not None:
+            for state in self.hosts.values():
+                state.logs.reader = reading
         self._version = 0
         self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
         self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
@@ -551,6 +568,25 @@ class FleetState:
                     self.unseen[host] = state.watch
             self._version += 1
             self._due.add(host)
+
+    def take_scans(self) -> bool:
+        """Fold what the log worker found since the last call (on the UI loop, before a
+        redraw); True when some host's findings moved."""
+        if self.scan_worker is None:
+            return False
+        moved = False
+        for name, state in self.hosts.items():
+            logs = state.logs
+            if logs.done or logs.readings:
+                state.changes += 1  # its cached findings and row are old now
+                while logs.readings:
+                    source, ts, got, line = logs.readings.popleft()
+                    state.speed.add_reading(source, ts, got, line)
+                state.scan_logs()
+                self._version += 1
+                self._due.add(name)
+                moved = True
+        return moved
 
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""

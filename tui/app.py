@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
 from probes.outputs.metrics_server import MetricsServer, serve_metrics
+from probes.rules.logrules.scan_worker import ScanWorker
 from probes.store.replay import ReplayError, parse_seek
 from probes.transport.backend import Backend, ReplayControls
 from probes.triage import Severity
@@ -136,11 +138,14 @@ class RigwatchApp(TypeaheadApp):
 
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
-                 preflight: PreflightLimits | None = None) -> None:
+                 preflight: PreflightLimits | None = None,
+                 scan_logs_apart: bool = False) -> None:
         super().__init__()
         self.backend = backend
         self.detector_limits, self.preflight_limits = detectors, preflight
-        self.fleet = FleetState(backend.specs, detectors, preflight)
+        self.scan_worker = ScanWorker(self._scans_found) if scan_logs_apart else None
+        """The thread that runs the log rules off this loop (the CLI's consoles)."""
+        self.fleet = FleetState(backend.specs, detectors, preflight, self.scan_worker)
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -169,6 +174,8 @@ class RigwatchApp(TypeaheadApp):
         """Redraws of the active screen so far (tests and benches count them)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._worker_context: contextvars.Context | None = None
+        """The app's context (its active app), in which the log worker's news is taken."""
         self.triage_records: dict[str | None, TriageRecord] = {}
         """One operator record per scope (None: the fleet), kept while the console runs."""
         self.reports_dir: Path | None = None
@@ -213,6 +220,9 @@ class RigwatchApp(TypeaheadApp):
     async def on_mount(self) -> None:
         """Start the backend, the redraw tick and the metrics exports that were asked for."""
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
+        if self.scan_worker is not None:
+            self._worker_context = contextvars.copy_context()  # the app's, for the worker's calls
+            self.scan_worker.start()
         self.set_interval(REFRESH_S, self._tick)
         self._run_backend()
         if self.metrics_textfile is not None:
@@ -227,9 +237,21 @@ class RigwatchApp(TypeaheadApp):
                 self.notify(text, markup=False, severity="error", timeout=30)
 
     def on_unmount(self) -> None:
-        """Close the scrape endpoint and any connection it still holds."""
+        """Close the scrape endpoint and any connection it still holds; stop the log worker."""
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self.scan_worker is not None:
+            self.scan_worker.stop()
+
+    def _scans_found(self) -> None:
+        """The log worker found something (on its thread): redraw soon, on the loop."""
+        loop, context = self._loop, self._worker_context
+        if loop is not None and context is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._take_scans, context=context)
+
+    def _take_scans(self) -> None:
+        if self.fleet.take_scans():
+            self._request_redraw()
 
     def metrics_text(self) -> str:
         """The fleet now, in Prometheus text format (dcgm-exporter names)."""
@@ -289,6 +311,7 @@ class RigwatchApp(TypeaheadApp):
         self._redraw_pending = False
         self._last_draw = time.monotonic()
         self.redraws += 1
+        self.fleet.take_scans()
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
         if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
@@ -408,7 +431,7 @@ class RigwatchApp(TypeaheadApp):
         """A replay seek starts over: a fresh picture of the fleet."""
         old = self.fleet
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
-                                self.preflight_limits)
+                                self.preflight_limits, self.scan_worker)
         self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
         self.fleet.watched_layout = old.watched_layout
         self.fleet.topology = old.topology
@@ -626,7 +649,7 @@ class RigwatchApp(TypeaheadApp):
 def make_app(
     backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
     alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
-    preflight: PreflightLimits | None = None,
+    preflight: PreflightLimits | None = None, scan_logs_apart: bool = False,
 ) -> RigwatchApp:
     """Build the console.
 
@@ -639,10 +662,13 @@ def make_app(
         alerts: how findings become notifications and hook runs.
         detectors: the soak detectors' thresholds.
         preflight: preflight's thresholds (also the host panel's cores per GPU).
+        scan_logs_apart: run the log rules on a worker thread, off the UI loop (the CLI's
+            consoles; tests that step a fake clock keep them on the loop, deterministic).
 
     Returns:
         The app, not yet running.
     """
     subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
     return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts,
-                       detectors=detectors, preflight=preflight)
+                       detectors=detectors, preflight=preflight,
+                       scan_logs_apart=scan_logs_apart)

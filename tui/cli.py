@@ -139,7 +139,7 @@ def _run_console(args: argparse.Namespace) -> int:
     app = make_app(backend, demo=demo, title=path.name if path else (
         f"Slurm job {job.job_id}" if job is not None else None),
                    alerts=settings.alerts, detectors=settings.detectors,
-                   preflight=settings.preflight)
+                   preflight=settings.preflight, scan_logs_apart=True)
     app.fleet.watched_job = job.job_id if job is not None else None
     app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
         else frozenset()
@@ -176,7 +176,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         backend = ReplayBackend(str(path), speed=args.speed)
     except (RecordingError, ReplayError) as exc:
         raise ConfigError(f"rigwatch: {exc}") from None
-    app = make_app(backend, demo=False, title=path.name)
+    app = make_app(backend, demo=False, title=path.name, scan_logs_apart=True)
     app.ascii_glyphs = args.ascii or wants_ascii()
     tune_for_streaming()
     app.run()

@@ -189,7 +189,7 @@ def _console(args: argparse.Namespace, options: PromFleetOptions) -> int:
     backend = console_backend(args, options, settings)
     app = make_app(backend, demo=False, title=options.match or None,
                    alerts=settings.alerts, detectors=settings.detectors,
-                   preflight=settings.preflight)
+                   preflight=settings.preflight, scan_logs_apart=True)
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()

@@ -123,6 +123,14 @@ class JobSpeed:
         return self.now / self.median if self.median > 0 else 1.0
 
 
+def reading(text: str) -> tuple[str, float] | None:
+    """A progress line's (unit, value), from its peeled text; None for any other line."""
+    r = read_line(text)
+    if r is None or not r.rate or r.summary:
+        return None
+    return _value(r)
+
+
 class ThroughputTracker:
     """One throughput series per job log of one host, fed line by line."""
 
@@ -132,12 +140,12 @@ class ThroughputTracker:
 
     def add(self, source: str, line: str, ts: float) -> None:
         """Read one job-log line; a progress line adds a point to its log's series."""
-        r = read_line(peel(line)[0])
-        if r is None or not r.rate or r.summary:
-            return
-        got = _value(r)
-        if got is None:
-            return
+        got = reading(peel(line)[0])
+        if got is not None:
+            self.add_reading(source, ts, got, line)
+
+    def add_reading(self, source: str, ts: float, got: tuple[str, float], line: str) -> None:
+        """Add one progress line's (unit, value), read already (by the log worker)."""
         unit, v = got
         s = self._series.get(source)
         if s is None:

@@ -19,7 +19,7 @@ first; past :data:`MAX_BACKLOG_CHARS` a source's oldest waiting lines are skippe
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from probes.rules.logrules.families import Family, families_for, scan_lines
@@ -99,6 +99,8 @@ class _Source:
     reported: set[tuple[str, str, int | None]] = field(default_factory=set)
     ranks: RankPlaces = field(default_factory=RankPlaces)
     """Where the ranks of the job writing this log ran (NCCL init lines, torchrun)."""
+    newest: str = ""
+    """The newest line's peeled text (the worker's throughput reading reads it)."""
 
 
 class LiveLogScanner:
@@ -111,6 +113,50 @@ class LiveLogScanner:
         self._turn = 0
         self.skipped = 0
         """Lines never scanned: their source's queue was over :data:`MAX_BACKLOG_CHARS`."""
+        # Scanned by a ScanWorker (probes.rules.logrules.scan_worker): the UI loop only
+        # appends to ``inbox`` and takes from ``done`` (deque ends: safe across threads);
+        # everything else is the worker's.
+        self.inbox: deque[tuple[str, str, float]] = deque()
+        self.done: deque[LiveHit] = deque()
+        self.queued = False
+        """In the worker's queue now (set and cleared by the worker's ``submit``/turn)."""
+        self._places: dict[int, LoggedRank] | None = None
+        """``rank_places`` as of the worker's last turn (None: no worker scans this)."""
+        self.reader: Callable[[str], tuple[str, float] | None] | None = None
+        """Reads a job-log line's training speed on the worker (the throughput tracker's
+        reading): its results wait in ``readings`` for the UI loop."""
+        self.readings: deque[tuple[str, float, tuple[str, float], str]] = deque()
+        """(source, when read, (unit, value), the line) for the UI loop's tracker."""
+
+    def post(self, source: str, line: str, ts: float) -> None:
+        """Queue one line for the worker (the UI loop's whole cost of a line)."""
+        if self._places is None:
+            self._places = {}
+        self.inbox.append((source, line, ts))
+
+    def work(self) -> tuple[bool, bool]:
+        """The worker's turn: take the posted lines and run one budgeted scan.
+
+        Returns:
+            (lines are still waiting for another turn, the scan found something).
+        """
+        inbox, reader = self.inbox, self.reader
+        while inbox:
+            source, line, ts = inbox.popleft()
+            self.add(source, line, ts)
+            if reader is not None and source != KERNEL_SOURCE:
+                got = reader(self._sources[source].newest)
+                if got is not None:
+                    self.readings.append((source, ts, got, line))
+        hits = self.scan()
+        self.done.extend(hits)
+        self._places = self._rank_places()
+        return self.pending > 0 or bool(inbox), bool(hits)
+
+    def take(self) -> list[LiveHit]:
+        """The worker's hits not taken yet, oldest first (on the UI loop)."""
+        done = self.done
+        return [done.popleft() for _ in range(len(done))]
 
     def add(self, source: str, line: str, ts: float) -> bool:
         """Queue one line; True every :data:`MAX_PENDING` lines of a source between scans,
@@ -121,6 +167,7 @@ class LiveLogScanner:
         src.number += 1
         logged = log_line(src.number, line)  # cut and peeled once, for every scan
         src.ranks.add(logged.text)
+        src.newest = logged.text
         src.pending.append((logged, ts))
         src.cues[src.number] = sum(1 << i for i, f in enumerate(src.families) if f.cue(logged))
         src.pending_chars += len(logged.raw)
@@ -131,7 +178,12 @@ class LiveLogScanner:
         return src.since_scan >= MAX_PENDING
 
     def rank_places(self) -> dict[int, LoggedRank]:
-        """rank → host (and GPU bus id) as this host's logs told them so far."""
+        """rank → host (and GPU bus id) as this host's logs told them so far (with a
+        worker: as of its last turn)."""
+        places = self._places
+        return dict(places) if places is not None else self._rank_places()
+
+    def _rank_places(self) -> dict[int, LoggedRank]:
         out: dict[int, LoggedRank] = {}
         for src in self._sources.values():
             out.update(src.ranks.places())
