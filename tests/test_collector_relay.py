@@ -11,8 +11,10 @@ agent or the collector sits blocked in a pipe write.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import fcntl
 import os
 import signal
 import subprocess
@@ -22,15 +24,24 @@ import threading
 import time
 from pathlib import Path
 
-from probes.transport.collector_wire import CollectorJob, frame
+import pytest
+
+from probes.analysis.incident import TriageRecord, review
+from probes.transport import relay as relay_module
+from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
 from probes.transport.collectors import CollectorBackend
+from probes.transport.relay import Relay
 from probes.wire.events import SourceHealth
+from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import HostSample
 from tests.support.watched import Watched, healthy_hosts, until
+from tui.screens.triage import host_view
 
 INTERVAL_S = 0.02
 """Each agent's sample period: 4 hosts of 8 GPUs fill a 64 KiB pipe in about half a second."""
 FREEZE_S = 6.0
+F_SETPIPE_SZ = 1031
+"""fcntl: set a pipe's size (Linux)."""
 PIPE_WAIT = "pipe_write"
 """What ``/proc/PID/wchan`` reads (``anon_pipe_write``, ``pipe_write``) for a process
 blocked writing into a full pipe."""
@@ -111,6 +122,8 @@ async def test_a_console_that_stops_reading_stalls_no_session_and_gets_the_newes
         reports = {h: [i for i in w.items[h] if isinstance(i, SourceHealth)
                        and getattr(i, "dropped_samples", 0)] for h in names}
         dropped = {h: getattr(w.fleet.hosts[h], "relay_dropped", 0) for h in names}
+        checked = review([], [host_view(w.fleet.hosts[h]) for h in names],
+                         TriageRecord())[0].checked
     print(f"froze {FREEZE_S:g} s: longest pipe-write wait {max(watch.longest.values()):.2f} s, "
           f"newest samples {caught_up_s:.2f} s after, skipped per host {sorted(dropped.values())}")
     blocked = {p: round(s, 2) for p, s in watch.longest.items() if s >= 0.5}
@@ -119,6 +132,7 @@ async def test_a_console_that_stops_reading_stalls_no_session_and_gets_the_newes
     assert all(reports.values()), reports
     assert all(n > 0.3 * FREEZE_S / INTERVAL_S for n in dropped.values()), dropped
     assert all(r.source == "collector 1" for rs in reports.values() for r in rs)
+    assert checked[-1].startswith(f"{sum(dropped.values())} samples skipped"), checked
 
 
 async def test_the_relay_loses_no_sample_while_the_console_reads() -> None:
@@ -220,3 +234,111 @@ def test_a_collector_told_to_stop_while_its_pipe_is_full_stops_at_once() -> None
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
     assert left == [], f"still alive {took:.1f} s after the end of stdin: {left}"
+
+
+HELLO = b'{"type":"hello","v":2,"ts":1}\n'
+STATIC = b'{"type":"static","v":2,"ts":1,"gpus":[]}\n'
+EVENT = b'{"type":"event","v":2,"ts":1,"source":"kernel","line":"%d"}\n'
+
+
+def _tick(seq: int) -> bytes:
+    return b"[%d,1.0,[],[],[]]\n" % seq
+
+
+async def _read_frames(r: int, skip: int, want: int) -> list[tuple[int, object]]:
+    """Read past ``skip`` bytes of filler, then ``want`` frames, as a console that reads
+    again does."""
+    buf = b""
+    for _ in range(400):
+        with contextlib.suppress(BlockingIOError):
+            buf += os.read(r, 1 << 20)
+        if len(buf) >= skip:
+            frames, rest = [], buf[skip:]
+            while len(rest) >= 4 and len(rest) >= 4 + frame_length(rest[:4]):
+                n = frame_length(rest[:4])
+                frames.append(unframe(rest[4:4 + n]))
+                rest = rest[4 + n:]
+            if len(frames) >= want:
+                return [e for f in frames for e in f]  # type: ignore[attr-defined]
+        await asyncio.sleep(0.01)
+    raise AssertionError("the relay sent too little")
+
+
+def _blocked_relay(specs: tuple, w: int) -> tuple[Relay, int]:  # type: ignore[type-arg]
+    """A relay whose pipe (4 KiB) is already full: the console is not reading."""
+    fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
+    os.set_blocking(w, False)
+    filled = 0
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            filled += os.write(w, b"x" * 512)
+    return Relay(CollectorJob(specs, 4, 0.01, "collector 7"), w), filled
+
+
+def test_a_blocked_relay_keeps_each_hosts_newest_sample_after_what_came_before_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Newest sample wins, in its place in the host's order (after a new static), other
+    lines are kept in order up to their bound, and the counts follow the host's entries."""
+    monkeypatch.setattr(relay_module, "LOG_BYTES", 3 * len(EVENT % 0))
+    specs = tuple(healthy_hosts(2))
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+
+    async def run() -> list[tuple[int, object]]:
+        relay, filled = _blocked_relay(specs, w)
+        relay.add(0, HELLO + STATIC + _tick(1))
+        relay.flush()  # this frame does not fit: the relay is blocked from here
+        assert relay.blocked
+        relay.add(0, _tick(2))
+        relay.add(1, _tick(100) + _tick(101))
+        for i in range(5):
+            relay.add(0, EVENT % i)
+        relay.add(0, STATIC)
+        relay.add(0, _tick(3)[:5])  # a tick cut across chunks
+        relay.add(0, _tick(3)[5:] + _tick(4))
+        relay.add(1, _tick(102))
+        relay.add(1, None)
+        return await _read_frames(r, filled, 2)
+
+    try:
+        entries = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    host0 = [e for i, e in entries if i == 0]
+    host1 = [e for i, e in entries if i == 1]
+    assert [e for e in host0 if isinstance(e, bytes)] == [
+        HELLO + STATIC + _tick(1), EVENT % 0, EVENT % 1, EVENT % 2, STATIC, _tick(4)]
+    assert host1[:2] == [_tick(102), None]
+    report0, report1 = host0[-1], host1[-1]
+    assert isinstance(report0, SourceHealth) and isinstance(report1, SourceHealth)
+    assert (report0.dropped_samples, report0.dropped_lines) == (2, 2)  # ticks 2, 3; 2 events
+    assert (report1.dropped_samples, report1.dropped_lines) == (2, 0)
+    assert report0.source == "collector 7" and report0.fault is None
+
+
+def test_an_over_long_line_travels_in_pieces_and_the_reader_counts_it() -> None:
+    """A line past the reader's limit is not held whole by the relay: its pieces go on, and
+    the console's reader counts one over-long line and reads the next."""
+    specs = tuple(healthy_hosts(1))
+    r, w = os.pipe()
+    long_line = b'{"type":"event","line":"' + b"a" * (MAX_LINE_BYTES + 100_000) + b'"}\n'
+
+    async def run() -> list[tuple[int, object]]:
+        relay = Relay(CollectorJob(specs, 4, 0.01), w)
+        for k in range(0, len(long_line), 65536):
+            relay.add(0, long_line[k:k + 65536])
+        relay.add(0, HELLO)
+        relay.add(0, None)
+        os.set_blocking(r, False)
+        return await _read_frames(r, 0, 1)
+
+    try:
+        entries = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    reader = MessageReader()
+    msgs = [m for _, e in entries if isinstance(e, bytes) for m in reader.feed(e)]
+    assert reader.stats.overlong == 1
+    assert [type(m).__name__ for m in msgs] == ["Hello"]

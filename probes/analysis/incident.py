@@ -144,6 +144,11 @@ def _checked_gpus(hosts: Sequence[HostView]) -> tuple[str, ...]:
     down = [f"{h.name} ({h.down or 'no data yet'})" for h in hosts if not h.streaming]
     if down:
         out.append(f"nothing on {_names(down)}")
+    skipped = sorted((h for h in hosts if h.skipped_samples), key=lambda h: -h.skipped_samples)
+    if skipped:
+        out.append(f"{sum(h.skipped_samples for h in skipped)} samples skipped (the console "
+                   f"fell behind; each host's newest kept) on "
+                   f"{_names([f'{h.name} ({h.skipped_samples})' for h in skipped])}")
     return tuple(out)
 
 
@@ -164,6 +169,8 @@ class HostView:
     """Why it cannot be checked ("unreachable", "auth-failed: …"); None when it can."""
     normal_topology: bool | None = None
     """Every GPU has a local NIC (the normal HGX layout); None when unknown."""
+    skipped_samples: int = 0
+    """Samples its collector skipped while the console did not read (``relay``)."""
 
 
 @dataclass(frozen=True)
