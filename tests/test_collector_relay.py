@@ -264,14 +264,20 @@ async def _read_frames(r: int, skip: int, want: int) -> list[tuple[int, object]]
     raise AssertionError("the relay sent too little")
 
 
-def _blocked_relay(specs: tuple, w: int) -> tuple[Relay, int]:  # type: ignore[type-arg]
-    """A relay whose pipe (4 KiB) is already full: the console is not reading."""
+def _fill(w: int) -> int:
+    """Fill the pipe (4 KiB): the console is not reading; how many bytes that took."""
     fcntl.fcntl(w, F_SETPIPE_SZ, 4096)
     os.set_blocking(w, False)
     filled = 0
     with contextlib.suppress(BlockingIOError):
         while True:
             filled += os.write(w, b"x" * 512)
+    return filled
+
+
+def _blocked_relay(specs: tuple, w: int) -> tuple[Relay, int]:  # type: ignore[type-arg]
+    """A relay whose pipe is already full."""
+    filled = _fill(w)
     return Relay(CollectorJob(specs, 4, 0.01, "collector 7"), w), filled
 
 
@@ -342,3 +348,40 @@ def test_an_over_long_line_travels_in_pieces_and_the_reader_counts_it() -> None:
     msgs = [m for _, e in entries if isinstance(e, bytes) for m in reader.feed(e)]
     assert reader.stats.overlong == 1
     assert [type(m).__name__ for m in msgs] == ["Hello"]
+
+
+def test_counts_go_out_at_most_once_per_report_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console that reads, but slowly, is not sent one more item per host each flush: a
+    second stall's counts wait for ``REPORT_S`` and then come with the heartbeat."""
+    monkeypatch.setattr(relay_module, "REPORT_S", 1.0)
+    specs = tuple(healthy_hosts(1))
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+
+    def reports(entries: list[tuple[int, object]]) -> list[int]:
+        return [e.dropped_samples for _, e in entries if isinstance(e, SourceHealth)]
+
+    async def stall(relay: Relay, first: int) -> list[tuple[int, object]]:
+        filled = _fill(w)
+        relay.add(0, _tick(first))
+        relay.flush()
+        assert relay.blocked
+        relay.add(0, _tick(first + 1) + _tick(first + 2))
+        return await _read_frames(r, filled, 2)
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        relay = Relay(CollectorJob(specs, 4, 0.01, "collector 1"), w)
+        relay.heartbeat()
+        one = reports(await stall(relay, 10))
+        two = reports(await stall(relay, 20))
+        await asyncio.sleep(1.5)
+        later = reports(await _read_frames(r, 0, 1))
+        await relay.close(0.5)
+        return one, two, later
+
+    try:
+        one, two, later = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    assert (one, two, later) == ([1], [], [1])

@@ -16,7 +16,8 @@ sent as the console drains it, and meanwhile the queue is bounded per host:
   session's own items (connected, disconnected, the end of a stream) always.
 
 When the console reads again, each host that lost something gets one ``SourceHealth``
-with the counts (``dropped_samples``, ``dropped_lines``) after its newest entries.  While
+with the counts (``dropped_samples``, ``dropped_lines``) after its newest entries, at
+most once per ``REPORT_S``.  While
 the console reads, nothing is replaced: every sample reaches it.
 
 The relay forwards whole lines (a host's partial line waits for its newline), so what it
@@ -42,6 +43,10 @@ LOG_BYTES = 256 * 1024
 """A host's log lines (and fabric reports) held while the console does not read."""
 KEEP_BYTES = 1024 * 1024
 """A host's other lines held while the console does not read (a hello is ~5-70 KiB)."""
+
+REPORT_S = 5.0
+"""Counts go out at most this often: a console that reads, but slowly, gets one report per
+host per ``REPORT_S`` (one more item each flush would slow it further)."""
 
 _TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([a-z_]{1,16})"')
 _LOG_TYPES = frozenset({b"event", b"fabric"})
@@ -129,6 +134,7 @@ class Relay:
         self._flush: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._wrote = time.monotonic()
+        self._reported = float("-inf")
 
     @property
     def blocked(self) -> bool:
@@ -162,16 +168,16 @@ class Relay:
             self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
 
     def _chunk(self, index: int, chunk: bytes) -> None:
-        data = self._tail.pop(index, b"") + chunk if index in self._tail else chunk
-        end = data.rfind(b"\n")
+        data = self._tail.pop(index) + chunk if index in self._tail else chunk
         if index in self._long:  # the rest of an over-long line, piece by piece
-            if end < 0:
+            cut = data.find(b"\n") + 1
+            if cut == 0:
                 self._line(index, data, Kind.LOG)
                 return
-            cut = data.find(b"\n") + 1
             self._line(index, data[:cut], Kind.LOG)
             self._long.discard(index)
-            data, end = data[cut:], end - cut
+            data = data[cut:]
+        end = data.rfind(b"\n")
         if end < 0:
             if len(data) > MAX_LINE_BYTES:
                 self._long.add(index)
@@ -181,16 +187,19 @@ class Relay:
             return
         if end + 1 < len(data):
             self._tail[index] = data[end + 1:]
-        lines = data[:end + 1]
-        if not self.blocked and lines.count(b"\n") > 1:
-            self._put(index, lines)  # the console reads: send them as they came
+            data = data[:end + 1]
+        if not self.blocked:  # the console reads: the lines go as they came
+            self._queue.append((index, data))
             return
-        for line in lines.splitlines(keepends=True):
+        lines = data.split(b"\n")
+        lines.pop()  # what follows the last newline: nothing
+        for line in lines:
+            line += b"\n"
             self._line(index, line, kind_of_line(line))
 
     def _line(self, index: int, line: bytes, kind: Kind) -> None:
         if not self.blocked:
-            self._put(index, line, kind is Kind.SAMPLE)
+            self._queue.append((index, line))
             return
         if kind is Kind.SAMPLE:
             at = self._sample_at.get(index)
@@ -210,11 +219,15 @@ class Relay:
         self._put(index, line)
 
     def _put(self, index: int, entry: Entry, sample: bool = False) -> None:
-        at = len(self._queue)
-        self._queue.append((index, entry))
-        self._last_at[index] = at
+        """Queue an entry; while blocked, remember where the host's newest ones stand (the
+        queue holds only what came since the block: ``_take`` emptied it)."""
+        if not self.blocked:
+            self._queue.append((index, entry))
+            return
+        self._last_at[index] = len(self._queue)
         if sample:
-            self._sample_at[index] = at
+            self._sample_at[index] = len(self._queue)
+        self._queue.append((index, entry))
 
     def _take(self) -> Batch:
         """The queue as a batch, with a report for each host that lost something."""
@@ -223,6 +236,10 @@ class Relay:
         self._sample_at.clear()
         self._last_at.clear()
         self._held.clear()
+        if time.monotonic() - self._reported < REPORT_S or not (
+                self.dropped_samples or self.dropped_lines):
+            return batch
+        self._reported = time.monotonic()
         now = time.time()
         for i in sorted(set(self.dropped_samples) | set(self.dropped_lines)):
             samples, lines = self.dropped_samples[i], self.dropped_lines[i]
@@ -245,7 +262,7 @@ class Relay:
     def heartbeat(self) -> None:
         """An empty batch when nothing was sent for ``HEARTBEAT_S``; then again and again."""
         if not self.blocked and time.monotonic() - self._wrote >= HEARTBEAT_S:
-            self._send(frame([]))
+            self._send(frame(self._take()))  # empty, or counts that waited for ``REPORT_S``
         self._beat = asyncio.get_running_loop().call_later(HEARTBEAT_S, self.heartbeat)
 
     def _send(self, data: bytes) -> None:
@@ -264,7 +281,9 @@ class Relay:
 
     def _drain(self) -> None:
         """The pipe has room: the rest of the frame, then what gathered meanwhile."""
-        assert self._unsent is not None
+        if self._unsent is None:
+            asyncio.get_running_loop().remove_writer(self._fd)
+            return
         try:
             n = os.write(self._fd, self._unsent)
         except BlockingIOError:
