@@ -31,7 +31,7 @@ from probes.transport import relay as relay_module
 from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
 from probes.transport.collectors import CollectorBackend
 from probes.transport.relay import Relay
-from probes.wire.events import SourceHealth
+from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import HostSample
 from tests.support.watched import Watched, healthy_hosts, until
@@ -219,7 +219,9 @@ def test_a_collector_told_to_stop_while_its_pipe_is_full_stops_at_once() -> None
         proc.stdin.flush()
         got = b""
         while got.count(b'"type":"hello"') < len(specs):  # every agent streams
-            got += proc.stdout.read1(1 << 16)
+            more = proc.stdout.read1(1 << 16)
+            assert more, f"the collector ended: {got[-300:]!r}"
+            got += more
         time.sleep(2.0)  # nobody reads: the pipe fills
         pids += _children(proc.pid)
         assert len(pids) == 1 + len(specs), pids
@@ -385,3 +387,28 @@ def test_counts_go_out_at_most_once_per_report_period(monkeypatch: pytest.Monkey
         os.close(r)
         os.close(w)
     assert (one, two, later) == ([1], [], [1])
+
+
+def test_a_stream_that_broke_off_mid_line_does_not_spoil_the_next_ones_hello() -> None:
+    """The relay holds a partial line until its newline; a session that ended without one
+    (the link dropped) must not glue it to the next session's first line."""
+    specs = tuple(healthy_hosts(1))
+    r, w = os.pipe()
+
+    async def run() -> list[tuple[int, object]]:
+        relay = Relay(CollectorJob(specs, 4, 0.01), w)
+        relay.add(0, Connected(1.0))
+        relay.add(0, HELLO + _tick(1)[:7])  # the link drops inside a tick
+        relay.add(0, Disconnected(2.0, "connection lost", 1.0))
+        relay.add(0, Connected(3.0))
+        relay.add(0, HELLO)
+        os.set_blocking(r, False)
+        return await _read_frames(r, 0, 1)
+
+    try:
+        entries = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    lines = [e for _, e in entries if isinstance(e, bytes)]
+    assert lines == [HELLO, HELLO]

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from enum import Enum
 
 from probes.transport.collector_wire import HEARTBEAT_S, Batch, CollectorJob, Entry, frame
-from probes.wire.events import SessionItem, SourceHealth
+from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import AgentMessage
 
@@ -158,11 +158,16 @@ class Relay:
         if isinstance(entry, bytes):
             self._chunk(index, entry)
         else:
-            if entry is None:
+            if entry is None:  # a clean end: its last line may lack its newline
                 rest = self._tail.pop(index, b"")
                 self._long.discard(index)
                 if rest:
                     self._line(index, rest, Kind.KEEP)
+            elif isinstance(entry, (Connected, Disconnected)):
+                # a stream that broke off mid-line: the console's next reader starts afresh,
+                # and the new stream must not begin with the old one's half line
+                self._tail.pop(index, None)
+                self._long.discard(index)
             self._put(index, entry)
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
