@@ -229,6 +229,10 @@ def test_gpu_step_says_how_many_samples_a_console_that_fell_behind_skipped() -> 
     assert checked[-1] == (f"292 samples skipped (the console fell behind; each host's newest "
                            f"kept) on {HOSTS[1].name} (280), {HOSTS[0].name} (12)")
     assert not any("skipped" in c for c in review([], HOSTS, TriageRecord())[0].checked)
+    hosts[0] = dataclasses.replace(hosts[0], skipped_lines=40)
+    checked = review([], hosts, TriageRecord())[0].checked
+    assert checked[-1] == ("40 lines dropped past the collector's bound (log lines first) while "
+                           f"the console fell behind, on {HOSTS[0].name}")
 
 
 def test_do_now_is_one_short_line_for_every_code() -> None:

@@ -149,6 +149,11 @@ def _checked_gpus(hosts: Sequence[HostView]) -> tuple[str, ...]:
         out.append(f"{sum(h.skipped_samples for h in skipped)} samples skipped (the console "
                    f"fell behind; each host's newest kept) on "
                    f"{_names([f'{h.name} ({h.skipped_samples})' for h in skipped])}")
+    lost = [h for h in hosts if h.skipped_lines]
+    if lost:
+        out.append(f"{sum(h.skipped_lines for h in lost)} lines dropped past the "
+                   f"collector's bound (log lines first) while the console fell behind, on "
+                   f"{_names([h.name for h in lost])}")
     return tuple(out)
 
 
@@ -171,6 +176,8 @@ class HostView:
     """Every GPU has a local NIC (the normal HGX layout); None when unknown."""
     skipped_samples: int = 0
     """Samples its collector skipped while the console did not read (``relay``)."""
+    skipped_lines: int = 0
+    """Its other lines the collector dropped meanwhile, past its bound."""
 
 
 @dataclass(frozen=True)
