@@ -155,6 +155,10 @@ class HostState:
     watch: SourceHealth | None = None
     """Set while the console's own path to the host (a collector, Prometheus) is at fault:
     the host reads unknown, and neither stale nor down is judged of it."""
+    relay_dropped: int = 0
+    """Samples its collector skipped while the console did not read (newest kept)."""
+    relay_dropped_lines: int = 0
+    """Other lines its collector dropped meanwhile, past its bound."""
     onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
     """When its recent outages began, for ``flapping``."""
     clock: ClockOffset | None = None
@@ -232,6 +236,8 @@ class HostState:
                 self.onsets.append(self.outage.onset)
         elif isinstance(item, SourceHealth):
             self.status, self.watch = follow_source(self.status, self.watch, item)
+            self.relay_dropped += item.dropped_samples
+            self.relay_dropped_lines += item.dropped_lines
 
     @property
     def shown_status(self) -> HostStatus:

@@ -18,8 +18,8 @@ import pytest
 
 from probes.config.fleet import demo_fleet
 from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
-from probes.transport.collector_worker import Relay
 from probes.transport.collectors import CollectorBackend, auto_collectors
+from probes.transport.relay import Relay
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import wait_until
@@ -120,14 +120,15 @@ async def test_the_console_runs_the_demo_through_a_collector() -> None:
     assert backend.pids() == []
 
 
-def test_the_relay_sends_bytes_and_the_sessions_items_and_drops_its_own_decodes() -> None:
-    """What one frame holds: raw chunks in order, a clean end as None, session items whole;
-    never the messages the collector's reader decoded."""
+def test_the_relay_sends_lines_and_the_sessions_items_and_drops_its_own_decodes() -> None:
+    """What one frame holds: whole lines in order (a line cut across chunks travels once it
+    is whole), a clean end as None, session items whole; never the messages the
+    collector's reader decoded."""
     specs = tuple(demo_fleet()[:2])
-    out = _Sink()
+    r, w = os.pipe()
 
     async def run() -> None:
-        relay = Relay(CollectorJob(specs, 4, 0.01), out)  # type: ignore[arg-type]
+        relay = Relay(CollectorJob(specs, 4, 0.01), w)
         reader = relay.new_reader(specs[1].name)
         relay.emit(specs[1].name, Connected(1.0))
         hello = b'{"type":"hello","v":1,"agent":"t","ts":1,"host":{"hostname":"x"},"gpus":[]}\n'
@@ -138,25 +139,18 @@ def test_the_relay_sends_bytes_and_the_sessions_items_and_drops_its_own_decodes(
         relay.emit(specs[1].name, Disconnected(2.0, "agent exited", 1.0))
         await asyncio.sleep(0.05)
 
-    asyncio.run(run())
-    batch = unframe(out.data[4:4 + frame_length(out.data[:4])])
+    try:
+        asyncio.run(run())
+        data = os.read(r, 1 << 16)
+    finally:
+        os.close(r)
+        os.close(w)
+    batch = unframe(data[4:4 + frame_length(data[:4])])
     assert isinstance(batch, list)
     kinds = [(i, type(e).__name__) for i, e in batch]
-    assert kinds == [(1, "Connected"), (1, "bytes"), (1, "bytes"), (1, "NoneType"),
-                     (1, "Disconnected")]
-    assert b"".join(e for _, e in batch if isinstance(e, bytes)).endswith(b"[]}\n")
-
-
-class _Sink:
-    def __init__(self) -> None:
-        self.data = b""
-
-    def write(self, b: bytes) -> int:
-        self.data += b
-        return len(b)
-
-    def flush(self) -> None:
-        pass
+    assert kinds == [(1, "Connected"), (1, "bytes"), (1, "NoneType"), (1, "Disconnected")]
+    assert batch[1][1] == b'{"type":"hello","v":1,"agent":"t","ts":1,"host":{"hostname":"x"},' \
+        b'"gpus":[]}\n'
 
 
 def test_frames_round_trip_and_refuse_a_silly_length() -> None:

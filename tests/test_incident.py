@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from probes.analysis.findings import Finding
 from probes.analysis.incident import (
     HostView,
@@ -216,6 +218,21 @@ def test_gpu_step_says_which_hosts_it_could_not_check() -> None:
     checked = review([], hosts, TriageRecord())[0].checked
     assert checked[0].startswith("16 GPUs on 2 of 4 hosts")
     assert checked[1] == "nothing on gpu-c01 (unreachable), gpu-c02 (auth-failed)"
+
+
+def test_gpu_step_says_how_many_samples_a_console_that_fell_behind_skipped() -> None:
+    """A collector keeps only each host's newest sample while the console does not read:
+    triage says so, worst host first, since those samples were never judged."""
+    hosts = [dataclasses.replace(HOSTS[0], skipped_samples=12),
+             dataclasses.replace(HOSTS[1], skipped_samples=280)]
+    checked = review([], hosts, TriageRecord())[0].checked
+    assert checked[-1] == (f"292 samples skipped (the console fell behind; each host's newest "
+                           f"kept) on {HOSTS[1].name} (280), {HOSTS[0].name} (12)")
+    assert not any("skipped" in c for c in review([], HOSTS, TriageRecord())[0].checked)
+    hosts[0] = dataclasses.replace(hosts[0], skipped_lines=40)
+    checked = review([], hosts, TriageRecord())[0].checked
+    assert checked[-1] == ("40 lines dropped past the collector's bound (log lines first) while "
+                           f"the console fell behind, on {HOSTS[0].name}")
 
 
 def test_do_now_is_one_short_line_for_every_code() -> None:

@@ -144,6 +144,16 @@ def _checked_gpus(hosts: Sequence[HostView]) -> tuple[str, ...]:
     down = [f"{h.name} ({h.down or 'no data yet'})" for h in hosts if not h.streaming]
     if down:
         out.append(f"nothing on {_names(down)}")
+    skipped = sorted((h for h in hosts if h.skipped_samples), key=lambda h: -h.skipped_samples)
+    if skipped:
+        out.append(f"{sum(h.skipped_samples for h in skipped)} samples skipped (the console "
+                   f"fell behind; each host's newest kept) on "
+                   f"{_names([f'{h.name} ({h.skipped_samples})' for h in skipped])}")
+    lost = [h for h in hosts if h.skipped_lines]
+    if lost:
+        out.append(f"{sum(h.skipped_lines for h in lost)} lines dropped past the "
+                   f"collector's bound (log lines first) while the console fell behind, on "
+                   f"{_names([h.name for h in lost])}")
     return tuple(out)
 
 
@@ -164,6 +174,10 @@ class HostView:
     """Why it cannot be checked ("unreachable", "auth-failed: …"); None when it can."""
     normal_topology: bool | None = None
     """Every GPU has a local NIC (the normal HGX layout); None when unknown."""
+    skipped_samples: int = 0
+    """Samples its collector skipped while the console did not read (``relay``)."""
+    skipped_lines: int = 0
+    """Its other lines the collector dropped meanwhile, past its bound."""
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,15 @@ and exit.
 Collector → console (stdout): frames, each a batch of ``(host index, entry)`` pairs in the
 order they happened.  An entry is one of:
 
-* ``bytes``: what that host's agent sent, exactly as the transport read it.  The console
+* ``bytes``: whole lines of what that host's agent sent, in order (``relay``: while the
+  console does not read, only each host's newest sample is kept).  The console
   runs its own reader over it, so the samples are decoded once on each side (the
   collector's decode drives its session logic: garbage limits, the kernel-log cursor) and
   never pickled: unpickling an 8-GPU sample costs ~100 µs, decoding its v2 tick ~25 µs.
 * ``None``: the stream ended cleanly; the console flushes its reader (a last line without
   its newline).
 * a session item made by the session itself (``Connected``, ``Disconnected``, a transport
-  note): rare, pickled whole.
+  note), or by the relay (``SourceHealth`` counting what it dropped): rare, pickled whole.
 
 An empty batch is a heartbeat: a collector with nothing to send sends one every
 ``HEARTBEAT_S``, so the console can tell a quiet collector from a stalled one.
@@ -54,6 +55,8 @@ class CollectorJob:
     max_connecting: int
     flush_s: float
     """How long entries wait to be sent together (one frame per flush, not one per line)."""
+    name: str = "collector"
+    """How the operator knows it (``collector 2``): the source of its ``SourceHealth``."""
 
 
 def frame(obj: object) -> bytes:

@@ -25,21 +25,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import BinaryIO
 
 from probes.transport.backend import AgentFleetBackend
-from probes.transport.collector_wire import (
-    HEARTBEAT_S,
-    RETRY,
-    Batch,
-    CollectorJob,
-    frame,
-    frame_length,
-    unframe,
-)
-from probes.wire.events import SessionItem
-from probes.wire.protocol import MessageReader
-from probes.wire.samples import AgentMessage
+from probes.transport.collector_wire import RETRY, CollectorJob, frame_length, unframe
+from probes.transport.relay import Relay
 
 log = logging.getLogger("rigwatch.collector")
 
@@ -52,96 +41,6 @@ EXIT_S = 2.0
 PR_SET_PDEATHSIG = 1
 
 
-class RelayReader(MessageReader):
-    """A session's reader that also hands every chunk it is fed to the relay, first.
-
-    The messages it decodes are the session's to act on, not to forward: the console
-    decodes the same bytes itself.  ``mine`` holds them (strongly, so no id is reused)
-    until the next chunk; the relay's emit drops any item it finds there.
-    """
-
-    def __init__(self, index: int, relay: Relay) -> None:
-        super().__init__()
-        self._index = index
-        self._relay = relay
-        self.mine: dict[int, AgentMessage] = {}
-
-    def feed(self, chunk: bytes) -> list[AgentMessage]:
-        self._relay.add(self._index, bytes(chunk))
-        return self._keep(super().feed(chunk))
-
-    def close(self) -> list[AgentMessage]:
-        self._relay.add(self._index, None)
-        return self._keep(super().close())
-
-    def _keep(self, items: list[AgentMessage]) -> list[AgentMessage]:
-        self.mine = {id(m): m for m in items}
-        return items
-
-
-class Relay:
-    """Batches entries and writes one frame per ``flush_s`` to the console."""
-
-    def __init__(self, job: CollectorJob, out: BinaryIO,
-                 on_broken: Callable[[], None] | None = None) -> None:
-        self.job = job
-        self.index = {spec.name: i for i, spec in enumerate(job.specs)}
-        self.readers: dict[str, RelayReader] = {}
-        self._out = out
-        self._batch: Batch = []
-        self._flush: asyncio.TimerHandle | None = None
-        self._on_broken = on_broken
-        self._wrote = time.monotonic()
-        self._beat: asyncio.TimerHandle | None = None
-
-    def new_reader(self, host: str) -> MessageReader:
-        reader = RelayReader(self.index[host], self)
-        self.readers[host] = reader
-        return reader
-
-    def emit(self, host: str, item: SessionItem) -> None:
-        """The sessions' emit: items the reader decoded stay here, the rest travel."""
-        reader = self.readers.get(host)
-        if reader is not None and reader.mine.pop(id(item), None) is not None:
-            return
-        self.add(self.index[host], item)
-
-    def add(self, index: int, entry: bytes | SessionItem | None) -> None:
-        self._batch.append((index, entry))
-        if self._flush is None:
-            self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
-
-    def flush(self) -> None:
-        """Write the batch as one frame (blocking: a console that stops reading slows the
-        collector down rather than letting it buffer without bound)."""
-        self._flush = None
-        if not self._batch:
-            return
-        batch, self._batch = self._batch, []
-        self._write(frame(batch))
-
-    def heartbeat(self) -> None:
-        """An empty batch when nothing was sent for ``HEARTBEAT_S``; then again and again."""
-        if time.monotonic() - self._wrote >= HEARTBEAT_S:
-            self._write(frame([]))
-        self._beat = asyncio.get_running_loop().call_later(HEARTBEAT_S, self.heartbeat)
-
-    def stop(self) -> None:
-        if self._beat is not None:
-            self._beat.cancel()
-
-    def _write(self, data: bytes) -> None:
-        try:
-            self._out.write(data)
-            self._out.flush()
-        except OSError:  # the console is gone: nobody reads what we would send
-            self._batch.clear()
-            if self._on_broken is not None:
-                self._on_broken()
-            return
-        self._wrote = time.monotonic()
-
-
 async def _commands(stdin: asyncio.StreamReader, backend: AgentFleetBackend,
                     job: CollectorJob) -> None:
     """Follow the console's commands until it closes our stdin."""
@@ -151,10 +50,13 @@ async def _commands(stdin: asyncio.StreamReader, backend: AgentFleetBackend,
             backend.retry_now(job.specs[int(arg)].name)
 
 
-async def serve(job: CollectorJob, stdin: asyncio.StreamReader, out: BinaryIO,
+async def serve(job: CollectorJob, stdin: asyncio.StreamReader, out: int,
                 on_broken: Callable[[], None] | None = None) -> None:
     """Run the shard's sessions until stdin ends (or this task is cancelled: the console
-    died); then stop every agent, within ``STOP_S``, and return."""
+    died); then stop every agent, within ``STOP_S``, and return.
+
+    ``out`` is the pipe to the console (a file descriptor, made non-blocking): a console
+    that does not read never stops a session (``relay``)."""
     relay = Relay(job, out, on_broken)
     relay.heartbeat()  # at once: the console counts the silence from our start
     backend = AgentFleetBackend(list(job.specs), max_connecting=job.max_connecting,
@@ -163,10 +65,9 @@ async def serve(job: CollectorJob, stdin: asyncio.StreamReader, out: BinaryIO,
     try:
         await _commands(stdin, backend, job)
     finally:
-        relay.stop()
         sessions.cancel()
         await asyncio.wait({sessions}, timeout=STOP_S)
-        relay.flush()
+        await relay.close(EXIT_S / 2)
 
 
 def _kill_group_after(seconds: float) -> None:
@@ -212,7 +113,7 @@ async def _main(parent: int) -> None:
         job = unframe(await stdin.readexactly(length))
         if not isinstance(job, CollectorJob):
             raise SystemExit("rigwatch collector: the first frame is not a job")
-        await serve(job, stdin, os.fdopen(sys.stdout.fileno(), "wb", closefd=False), stop)
+        await serve(job, stdin, sys.stdout.fileno(), stop)
     except asyncio.CancelledError:
         log.warning("the console is gone: stopped")
     finally:

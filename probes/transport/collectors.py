@@ -120,7 +120,8 @@ class CollectorBackend(BackendBase):
         self.hung_after_s = hung_after_s
         n = min(collectors, max(1, len(specs)))
         per = max(1, math.ceil(max_connecting / n))
-        self._shards = [_Shard(k + 1, CollectorJob(tuple(specs[k::n]), per, flush_s))
+        self._shards = [_Shard(k + 1, CollectorJob(tuple(specs[k::n]), per, flush_s,
+                                                   f"collector {k + 1}"))
                         for k in range(n)]
         self._where = {spec.name: (shard, i) for shard in self._shards
                        for i, spec in enumerate(shard.job.specs)}

@@ -50,6 +50,11 @@ class SourceHealth:
     fault: WatcherFault | None = None
     """What is wrong with it; None: the host is seen through it again."""
     reason: str = ""
+    dropped_samples: int = 0
+    """Samples of the host the source skipped since its last report (a collector whose
+    console did not read keeps only each host's newest)."""
+    dropped_lines: int = 0
+    """Its other lines dropped past the source's bound meanwhile (log lines first)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "reason", clean_text(self.reason))

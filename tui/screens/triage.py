@@ -47,7 +47,8 @@ def host_view(state: HostState) -> HostView:
     return HostView(state.name, streaming, gpus, state.kernel_log_summary(),
                     tuple(state.spec.logs), expected_gpus=expected, down=down,
                     normal_topology=normal_topology(state.hello.topo_text)
-                    if state.hello else None)
+                    if state.hello else None, skipped_samples=state.relay_dropped,
+                    skipped_lines=state.relay_dropped_lines)
 
 
 AHEAD_S = 60.0
