@@ -35,10 +35,16 @@ OUTPUTS = {
     "smi-csv.txt": ["nvidia-smi", "--query-gpu=" + ",".join(TRUTH_FIELDS), "--format=csv"],
     "lspci-vv.txt": ["lspci", "-vv"],
     "iostat-x.txt": ["iostat", "-x", "1", "2"],
+    "nvlink-s.txt": ["nvidia-smi", "nvlink", "-s"],
+    "nvlink-e.txt": ["nvidia-smi", "nvlink", "-e"],
+    "ibstat.txt": ["ibstat"],
 }
 PARSERS = {"smi-table.txt": "smi_table", "smi-q.txt": "smi_q", "smi-topo.txt": "topo",
            "smi-dmon.txt": "dmon", "smi-csv.txt": "smi_csv", "lspci-vv.txt": "lspci",
-           "iostat-x.txt": "iostat"}
+           "iostat-x.txt": "iostat", "nvlink-s.txt": "nvlink", "nvlink-e.txt": "nvlink",
+           "ibstat.txt": "ibstat"}
+NVLINK_SPEED_TOL = 0.02
+"""NVML's field 164 (MB/s) against nvidia-smi's GB/s: the same number, rounded."""
 STREAM_SAMPLES = 20
 
 
@@ -161,6 +167,40 @@ def compare(label: str, hello: dict, sample: dict, smi: list[dict[str, str]]) ->
     return lines
 
 
+def compare_nvlink(label: str, sample: dict, out_dir: Path) -> list[str]:
+    """The agent's NVLink per GPU (NVML: links up and field 164's speed, never run on a real
+    GPU before) against ``nvidia-smi nvlink -s`` read by explain's parser."""
+    text = out_dir / "nvlink-s.txt"
+    if not text.exists() or not text.read_text().strip():
+        return [f"info {label} nvlink: nvidia-smi nvlink -s printed nothing (no NVLink here)"]
+    sys.path.insert(0, str(REPO))
+    from probes.rules.parsers.nvlink import parse_nvlink
+
+    smi = {g.index: g for g in parse_nvlink(text.read_text().splitlines())}
+    lines, fails = [], 0
+    for g in sample.get("gpus", []):
+        links = g.get("nvlink")
+        want = smi.get(g["index"])
+        if want is None:
+            continue
+        up = sum(1 for lk in want.links.values() if lk.state == "active")
+        speeds = sorted({lk.speed_gbs for lk in want.links.values() if lk.speed_gbs})
+        if links is None:
+            lines.append(f"info {label} gpu{g['index']} nvlink: not in this sample "
+                         f"(smi: {up} up at {speeds} GB/s)")
+            continue
+        got_up = sum(1 for ln in links if ln[1])
+        got_speeds = sorted({ln[2] for ln in links if ln[2]})
+        ok_up = got_up == up
+        ok_speed = len(got_speeds) == len(speeds) and all(
+            abs(got_speeds[i] - b) <= NVLINK_SPEED_TOL * b for i, b in enumerate(speeds))
+        fails += (not ok_up) + (not ok_speed)
+        lines.append(f"{'ok  ' if ok_up and ok_speed else 'FAIL'} {label} gpu{g['index']} "
+                     f"nvlink up agent={got_up} smi={up}; GB/s agent={got_speeds} smi={speeds}")
+    lines.append(f"{'FAIL' if fails else 'PASS'} {label} nvlink: {fails} mismatches")
+    return lines
+
+
 def overhead(nvml: bool) -> str:
     """CPU seconds per sample of the streaming agent, from the child's own rusage."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -223,6 +263,10 @@ def main() -> int:
             rows = compare(label, hello, sample, smi)
             status |= 0 if rows[-1].startswith("PASS") else 1
             report += rows
+            if not DRY:
+                nv = compare_nvlink(label, sample, out_dir)
+                status |= 1 if nv[-1].startswith("FAIL") else 0
+                report += nv
             report.append(overhead(nvml))
         except Exception as exc:  # report and go on: the other path still tells something
             report.append(f"FAIL {label}: {exc!r}")
