@@ -37,7 +37,7 @@ from probes.analysis.headline import headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
-from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
+from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
@@ -389,6 +389,7 @@ class HostState:
             gpus_expected=expected,
             max_temp_c=max(temps) if temps else None,
             mem_used_pct=100.0 * used / total if total else None,
+            mem_high=bool(total) and mem_high(100.0 * used / total, self.limits.detectors),
             mean_util_pct=sum(utils) / len(utils) if utils else None,
             power_w=sum(powers) if powers else None,
             findings=len(found),

@@ -23,6 +23,7 @@ def _fresh(*args: object, **kw: object) -> judge.GpuJudgement:
 @pytest.mark.parametrize("change", [
     {"temp_c": 88.0}, {"temp_mem_c": 99.0}, {"state": GpuState.LOST},
     {"clock_reasons": ("hw_thermal_slowdown",)}, {"pcie_width": 8}, {"util_pct": 5.0},
+    {"mem_used_mib": 79_000.0}, {"power_w": 690.0},
 ])
 def test_every_input_the_verdicts_read_is_part_of_the_key(change: dict[str, object]) -> None:
     base = replace(gpu(3, 10), clock_reasons=("sw_power_cap",), pcie_gen=4, pcie_gen_max=5,

@@ -120,7 +120,7 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     for gpu in sample.gpus:
         out.extend(_gpu_findings(host, gpu, sample.ts, limits))
     for disk in sample.disks:
-        if disk_saturated(disk.util):
+        if disk_saturated(disk.util, limits):
             out.append(Finding(Step.GPU, "disk-saturated", Severity.WARNING,
                                f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
                                host, ts=sample.ts, action=acts.ACTION_DISK))

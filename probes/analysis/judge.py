@@ -22,7 +22,7 @@ from probes.analysis.limits import (
 )
 from probes.analysis.not_collected import field_notes
 from probes.rules.parsers.pcie import gen_shortfall
-from probes.triage import DISK_SATURATED_UTIL, Code, Severity
+from probes.triage import Code, Severity
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
 
@@ -35,8 +35,6 @@ SLOWING_REASONS = THROTTLE_REASONS | {POWER_CAP}
 """Every reason that can count as throttling; ``gpu_idle`` and application clocks never do."""
 SWAP_PAGES_S = 256.0
 """Swap-in above this (1 MiB/s of 4 KiB pages) in one sample stalls data loaders."""
-MEM_HIGH_PCT = 95.0
-"""Memory (host RAM) used at or above this share reads high."""
 
 THROTTLE_CODES = frozenset({Code.CLOCKS_THROTTLED, Code.THROTTLED_WHILE_BUSY})
 LEAK_CODES = frozenset({Code.MEMORY_LEAK})
@@ -165,9 +163,44 @@ def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> S
     return short
 
 
-def disk_saturated(util: float | None) -> bool:
-    """%util at or above ``DISK_SATURATED_UTIL``."""
-    return util is not None and util == util and util >= DISK_SATURATED_UTIL
+@dataclass(frozen=True)
+class LinkVerdict:
+    """A GPU's PCIe link now against what it can do, as every screen shows it."""
+
+    gen_low: bool
+    """Trained below its generation (idle GPUs do, to save power)."""
+    width_low: bool
+    """Fewer lanes than it can use."""
+    shortfall: Severity | None
+    """``link_shortfall``'s verdict: lanes lost (warning), a lower generation under load
+    (info), else None."""
+
+
+def link_verdict(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> LinkVerdict:
+    """The link's marks and verdict, for the topology panel's PCIe column."""
+    return LinkVerdict(
+        gpu.pcie_gen is not None and gpu.pcie_gen_max is not None
+        and gpu.pcie_gen < gpu.pcie_gen_max,
+        gpu.pcie_width is not None and gpu.pcie_width_max is not None
+        and gpu.pcie_width < gpu.pcie_width_max,
+        link_shortfall(gpu, limits))
+
+
+def disk_saturated(util: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """%util at or above ``disk_saturated_util_pct``: busy nearly all the time."""
+    return util is not None and util == util and util >= limits.disk_saturated_util_pct
+
+
+def mem_high(used_pct: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Memory (a GPU's, or host RAM) used at or above ``mem_high_pct``."""
+    return used_pct is not None and used_pct == used_pct and used_pct >= limits.mem_high_pct
+
+
+def power_near_limit(power_w: float | None, limit_w: float | None,
+                     limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Drawing at or above ``power_near_share`` of the enforced power limit."""
+    return (power_w is not None and limit_w is not None and limit_w > 0
+            and power_w >= limits.power_near_share * limit_w)
 
 
 def swapping(swap_in_pages_s: float | None) -> bool:
@@ -216,6 +249,13 @@ class GpuJudgement:
     not_collected: tuple[tuple[str, str], ...] = ()
     """(``GpuSample`` field, what to show instead) for readings the host's exporter does
     not collect (``not_collected.field_notes``): a panel says so instead of a blank."""
+    mem_high: bool = False
+    """Its memory used at or above ``mem_high_pct``."""
+    power_high: bool = False
+    """Drawing near its enforced power limit (``power_near_share``)."""
+    link_low: bool = False
+    """Its PCIe link trained below its generation or width (a fact, shown with the numbers;
+    ``link`` says whether it matters)."""
 
     def note(self, field: str) -> str | None:
         """What to show for ``field`` when it is not collected; None when it is."""
@@ -249,7 +289,9 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
         _memo_limits[id(limits)] = limits
     key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
            gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
-           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected)
+           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
+           mem_high(gpu.mem_used_pct, limits),
+           power_near_limit(gpu.power_w, gpu.power_limit_w, limits))
     judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
@@ -264,13 +306,16 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
 def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
                leak: Severity | None, limits: DetectorLimits,
                not_collected: tuple[tuple[str, str], ...]) -> GpuJudgement:
+    link = link_verdict(gpu, limits)
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
         slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
         temp_level(gpu.temp_c, slowdown_c, limits), temp_level(gpu.temp_mem_c, None, limits),
-        leak, link_shortfall(gpu, limits),
+        leak, link.shortfall,
         answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE),
-        not_collected=not_collected)
+        not_collected=not_collected, mem_high=mem_high(gpu.mem_used_pct, limits),
+        power_high=power_near_limit(gpu.power_w, gpu.power_limit_w, limits),
+        link_low=link.gen_low or link.width_low)
 
 
 _notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
@@ -363,14 +408,15 @@ class HostHealth:
 
 def host_health(stats: HostStats, cores_physical: int | None, cores_logical: int | None,
                 gpu_count: int | None,
-                limits: PreflightLimits = DEFAULT_PREFLIGHT) -> HostHealth:
+                limits: PreflightLimits = DEFAULT_PREFLIGHT,
+                detectors: DetectorLimits = DEFAULT_LIMITS) -> HostHealth:
     """The host's CPU, memory, swap and cores-per-GPU verdicts."""
     used, total = stats.mem_used_bytes, stats.mem_total_bytes
     per = cores_per_gpu(cores_physical, gpu_count)
     return HostHealth(
         overloaded=bool(cores_logical) and stats.load1 is not None
         and stats.load1 > (cores_logical or 0),
-        mem_high=used is not None and bool(total) and 100.0 * used / (total or 1)
-        >= MEM_HIGH_PCT,
+        mem_high=used is not None and bool(total)
+        and mem_high(100.0 * used / (total or 1), detectors),
         swapping=swapping(stats.swap_in_pages_s), cores_per_gpu=per,
         cores=core_count(per, limits))

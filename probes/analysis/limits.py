@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from probes.triage import DISK_SATURATED_UTIL
+
 
 @dataclass(frozen=True)
 class DetectorLimits:
@@ -64,6 +66,14 @@ class DetectorLimits:
 
     power_pinned_share: float = 0.98
     """Power draw at or above this share of the enforced limit counts as pinned."""
+    power_near_share: float = 0.95
+    """Power draw at or above this share of the enforced limit reads near the limit (the
+    thermal panel highlights it); pinned there for a while is ``power_pinned_share``'s."""
+    mem_high_pct: float = 95.0
+    """GPU memory (and host RAM) used at or above this share reads high."""
+    disk_saturated_util_pct: float = DISK_SATURATED_UTIL
+    """Disk %util at or above this reads saturated (``disk-saturated``); ``explain`` keeps
+    ``probes.triage.DISK_SATURATED_UTIL``, since pasted output comes with no settings."""
     power_window_s: float = 600.0
     power_min_share: float = 0.8
     """Share of the window the GPU must be pinned at its limit."""
