@@ -15,9 +15,11 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from probes.analysis.limits import (
+    DEFAULT_LADDER,
     DEFAULT_LIMITS,
     DEFAULT_PREFLIGHT,
     DetectorLimits,
+    LadderLimits,
     PreflightLimits,
 )
 from probes.analysis.not_collected import field_notes
@@ -201,6 +203,11 @@ def power_near_limit(power_w: float | None, limit_w: float | None,
     """Drawing at or above ``power_near_share`` of the enforced power limit."""
     return (power_w is not None and limit_w is not None and limit_w > 0
             and power_w >= limits.power_near_share * limit_w)
+
+
+def scales_well(efficiency: float, limits: LadderLimits = DEFAULT_LADDER) -> bool:
+    """A step of the scale-up ladder at or above ``good_efficiency`` scales well."""
+    return efficiency >= limits.good_efficiency
 
 
 def swapping(swap_in_pages_s: float | None) -> bool:

@@ -1,6 +1,7 @@
-"""Every limit the operator can set: the detectors' and preflight's thresholds.
+"""Every limit the operator can set: the detectors', preflight's and the ladder's thresholds.
 
-Both sections of ``settings.yaml`` (``detectors:``, ``preflight:``) fill these dataclasses;
+The sections of ``settings.yaml`` (``detectors:``, ``preflight:``, ``ladder:``) fill these
+dataclasses;
 the judgements in ``probes.analysis.judge``, the detectors and preflight all read them, so a
 changed limit changes every screen at once.
 """
@@ -184,6 +185,18 @@ class PreflightLimits:
 
 
 DEFAULT_PREFLIGHT = PreflightLimits()
+
+
+@dataclass(frozen=True)
+class LadderLimits:
+    """``rigwatch ladder``'s thresholds, settable under ``ladder:`` in the settings YAML."""
+
+    good_efficiency: float = 0.9
+    """Scaling efficiency (per-GPU throughput over the smallest run's) from which a step
+    scales well; below it the verdict looks for a cause."""
+
+
+DEFAULT_LADDER = LadderLimits()
 
 
 @dataclass(frozen=True)
