@@ -63,6 +63,7 @@ from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.stamps import HostTime
 from probes.rules.parsers.ibnetdiscover import IbTopology
+from probes.triage import Code
 from probes.wire.events import (
     ClockOffset,
     Connected,
@@ -255,14 +256,14 @@ class HostState:
             found.append(short)
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)
-            self.layout = tuple(f for f in self.layout if f.code != "pcie-link-downgraded")
+            self.layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
             self.layout += tuple(chains)
         for f in found:
-            if f.code == "gpu-lost":
+            if f.code == Code.GPU_LOST:
                 self.sticky.setdefault(f.key, f)
         current = []
         for f in found:
-            if f.code == "gpu-lost":
+            if f.code == Code.GPU_LOST:
                 continue
             first = self.since.setdefault(f.key, sample.ts)
             current.append(f if f.ts == first else replace(f, ts=first))
