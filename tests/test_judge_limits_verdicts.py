@@ -18,15 +18,17 @@ from probes.analysis.judge import (
     disk_saturated,
     host_health,
     judge_gpu,
+    link_shortfall,
     link_verdict,
     mem_high,
+    peer_link,
     power_near_limit,
 )
 from probes.analysis.limits import DetectorLimits
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState, HostState
-from probes.triage import Severity
-from probes.wire.samples import DiskStats, HostSample, HostStats
+from probes.triage import Code, Severity
+from probes.wire.samples import DiskStats, GpuSample, HostSample, HostStats
 from tests.support.tui_fakes import T0, gpu, hello, sample
 from tui.views.host_views import gpu_rows, host_view, iostat_view, thermal_view, topo_view
 from tui.views.wall_view import wall_host
@@ -170,3 +172,52 @@ def test_a_changed_limit_moves_every_verdict() -> None:
     view = host_view(state)
     assert view is not None and view.health is not None
     assert not view.health.mem_high  # 600 GiB of 2 TiB RAM
+
+
+# ---- a link held to its siblings' when its own maximum is not collected --------------------
+
+
+def _no_max(width: int, gen: int = 5, util: float = 97.0) -> GpuSample:
+    return replace(gpu(0, 0), pcie_width=width, pcie_gen=gen, pcie_width_max=None,
+                   pcie_gen_max=None, util_pct=util)
+
+
+def test_a_link_x8_beside_x16_siblings_is_short() -> None:
+    """dcgm-exporter publishes the current link only: without a maximum the x8 used to
+    read ok beside seven x16 siblings (review ux §3 item 4)."""
+    host = [_no_max(16)] * 7 + [_no_max(8)]
+    peers = peer_link(host)
+    assert peers == (5, 16)
+    assert link_shortfall(_no_max(8)) is None  # alone, nothing to hold it to
+    v = link_verdict(_no_max(8), peers=peers)
+    assert v.shortfall is Severity.WARNING and v.width_low and v.width_cap == 16
+    assert link_verdict(_no_max(16), peers=peers).shortfall is None
+    # a lower generation than the siblings' counts only under load, as against a maximum
+    assert link_shortfall(_no_max(16, gen=4), peers=peers) is Severity.INFO
+    assert link_shortfall(_no_max(16, gen=4, util=2.0), peers=peers) is None
+    # a maximum the GPU reports wins over its siblings: an x8 card in an x8 slot is fine
+    own = replace(_no_max(8), pcie_width_max=8, pcie_gen_max=5)
+    assert link_shortfall(own, peers=peers) is None
+
+
+def test_the_sibling_verdict_reaches_the_findings_and_every_screen() -> None:
+    fleet = FleetState([HostSpec(name="h", expect_gpus=8)])
+    fleet.apply("h", hello("h"), T0)
+    for step in range(5):
+        s = sample("h", step)
+        gpus = tuple(replace(g, pcie_gen_max=None, pcie_width_max=None,
+                             pcie_width=8 if g.index == 2 else 16) for g in s.gpus)
+        fleet.apply("h", replace(s, gpus=gpus), T0 + step)
+    state = fleet.hosts["h"]
+    (f,) = [f for f in state.findings() if f.code == Code.PCIE_LINK_DOWNGRADED]
+    assert f.gpu == 2 and f.severity is Severity.WARNING
+    assert f.summary == "GPU 2 PCIe x8 (its siblings x16)"
+    table = {r.index: r for r in gpu_rows(state)}
+    assert table[2].judged.link is Severity.WARNING
+    assert GpuTable.cells(table[2])[8] == ("Gen5 x8 < Gen5 x16", "cell--degraded")
+    assert GpuTable.cells(table[3])[8] == ("Gen5 x16", None)
+    topo = topo_view(state)
+    assert topo is not None
+    links = {lk.index: lk for lk in topo.links_state}
+    assert pcie_text(links[2]) == ("Gen5 ▼ x8/16", "lanes lost", Severity.WARNING)
+    assert pcie_text(links[3]) == ("Gen5 x16", "", None)

@@ -120,7 +120,8 @@ def pcie_cell(row: GpuRow) -> Cell:
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
     if not row.judged.link_low:
         return now, None
-    best = f"Gen{gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}"
+    gen_cap, width_cap = row.judged.link_cap
+    best = f"Gen{gen_cap or '?'} x{width_cap or '?'}"
     return f"{now} < {best}", "cell--degraded" if row.judged.link is not None else None
 
 

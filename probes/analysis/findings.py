@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from probes.analysis import actions as acts
-from probes.analysis.judge import POWER_CAP, disk_saturated, slowing_reasons, swapping
+from probes.analysis.judge import (
+    NO_PEERS,
+    POWER_CAP,
+    disk_saturated,
+    link_caps,
+    peer_link,
+    slowing_reasons,
+    swapping,
+)
 from probes.analysis.judge import link_shortfall as judged_link
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
@@ -117,8 +125,9 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
                                    f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
                                    "the samples", host, gpu=info.index, ts=sample.ts,
                                    action=acts.ACTION_GPU_LOST))
+    peers = peer_link(g for g in sample.gpus if g.index >= 0)
     for gpu in sample.gpus:
-        out.extend(_gpu_findings(host, gpu, sample.ts, limits))
+        out.extend(_gpu_findings(host, gpu, sample.ts, limits, peers))
     for disk in sample.disks:
         if disk_saturated(disk.util, limits):
             out.append(Finding(Step.GPU, Code.DISK_SATURATED, Severity.WARNING,
@@ -128,8 +137,8 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     return out
 
 
-def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
-                  ) -> list[Finding]:
+def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
+                  peers: tuple[int | None, int | None] = NO_PEERS) -> list[Finding]:
     out: list[Finding] = []
     if gpu.state is GpuState.LOST:
         name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
@@ -155,17 +164,9 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
                            host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
                            else acts.ACTION_THROTTLED))
-    link = judged_link(gpu, limits)
-    if link is Severity.WARNING:
-        out.append(Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.WARNING,
-                           f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
-                           f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_LINK_WIDTH))
-    elif link is Severity.INFO:
-        out.append(Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.INFO,
-                           f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
-                           f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_LINK_GEN))
+    link = judged_link(gpu, limits, peers)
+    if link is not None:
+        out.append(_link_finding(host, gpu, ts, link, peers))
     if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
             or gpu.remap_pending or gpu.retired_pages_pending):
         out.extend(_memory_health(host, gpu, ts))
@@ -178,6 +179,22 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
                            f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_NVLINK))
     return out
+
+
+def _link_finding(host: str, gpu: GpuSample, ts: float, link: Severity,
+                  peers: tuple[int | None, int | None]) -> Finding:
+    """Lanes lost (warning) or a lower generation under load (info), against the GPU's own
+    maximum, else (not collected) against its siblings' best link."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    if link is Severity.WARNING:
+        held = "capable" if gpu.pcie_width_max is not None else "its siblings"
+        return Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.WARNING,
+                       f"GPU {gpu.index} PCIe x{gpu.pcie_width} ({held} x{width_cap})",
+                       host, gpu=gpu.index, ts=ts, action=acts.ACTION_LINK_WIDTH)
+    held = "capable" if gpu.pcie_gen_max is not None else "its siblings"
+    return Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.INFO,
+                   f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load ({held} "
+                   f"Gen{gen_cap})", host, gpu=gpu.index, ts=ts, action=acts.ACTION_LINK_GEN)
 
 
 def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:

@@ -154,12 +154,37 @@ def core_count(per_gpu: float | None,
     return CoreCount.MANY if per_gpu > limits.cores_per_gpu_max else CoreCount.OK
 
 
-def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> Severity | None:
-    """A GPU's PCIe link below what it can do: lanes lost (warning) whatever the load; a
-    lower generation (info) only while busy, since idle GPUs train down to save power."""
-    if gpu.pcie_width == gpu.pcie_width_max and gpu.pcie_gen == gpu.pcie_gen_max:
+NO_PEERS: tuple[int | None, int | None] = (None, None)
+
+
+def peer_link(gpus: Iterable[GpuSample]) -> tuple[int | None, int | None]:
+    """(generation, lanes): the best link any of a host's GPUs trained at.
+
+    A GPU whose own maximum is not collected (an exporter that publishes the current link
+    only, as dcgm-exporter does) is held to its siblings': an x8 beside seven x16 is short.
+    """
+    links = [(g.pcie_gen, g.pcie_width) for g in gpus]
+    gens = [gen for gen, _ in links if gen]
+    widths = [width for _, width in links if width]
+    return (max(gens) if gens else None, max(widths) if widths else None)
+
+
+def link_caps(gpu: GpuSample, peers: tuple[int | None, int | None] = NO_PEERS
+              ) -> tuple[int | None, int | None]:
+    """(generation, lanes) the GPU's link is held to: its own maximum, else its peers'."""
+    return (gpu.pcie_gen_max if gpu.pcie_gen_max is not None else peers[0],
+            gpu.pcie_width_max if gpu.pcie_width_max is not None else peers[1])
+
+
+def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
+                   peers: tuple[int | None, int | None] = NO_PEERS) -> Severity | None:
+    """A GPU's PCIe link below what it can do (or, its maximum unknown, below its siblings'
+    best, ``peer_link``): lanes lost (warning) whatever the load; a lower generation (info)
+    only while busy, since idle GPUs train down to save power."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    if gpu.pcie_width == width_cap and gpu.pcie_gen == gen_cap:
         return None
-    short = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    short = gen_shortfall(gen_cap, width_cap, gpu.pcie_gen, gpu.pcie_width)
     if short is Severity.INFO and not is_busy(gpu.util_pct, limits):
         return None
     return short
@@ -176,16 +201,19 @@ class LinkVerdict:
     shortfall: Severity | None
     """``link_shortfall``'s verdict: lanes lost (warning), a lower generation under load
     (info), else None."""
+    gen_cap: int | None = None
+    """The generation it is held to: its maximum, else its siblings' best."""
+    width_cap: int | None = None
 
 
-def link_verdict(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> LinkVerdict:
-    """The link's marks and verdict, for the topology panel's PCIe column."""
+def link_verdict(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
+                 peers: tuple[int | None, int | None] = NO_PEERS) -> LinkVerdict:
+    """The link's marks and verdict, for the GPU table's and topology panel's PCIe column."""
+    gen_cap, width_cap = link_caps(gpu, peers)
     return LinkVerdict(
-        gpu.pcie_gen is not None and gpu.pcie_gen_max is not None
-        and gpu.pcie_gen < gpu.pcie_gen_max,
-        gpu.pcie_width is not None and gpu.pcie_width_max is not None
-        and gpu.pcie_width < gpu.pcie_width_max,
-        link_shortfall(gpu, limits))
+        gpu.pcie_gen is not None and gen_cap is not None and gpu.pcie_gen < gen_cap,
+        gpu.pcie_width is not None and width_cap is not None and gpu.pcie_width < width_cap,
+        link_shortfall(gpu, limits, peers), gen_cap, width_cap)
 
 
 def disk_saturated(util: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
@@ -263,6 +291,9 @@ class GpuJudgement:
     link_low: bool = False
     """Its PCIe link trained below its generation or width (a fact, shown with the numbers;
     ``link`` says whether it matters)."""
+    link_cap: tuple[int | None, int | None] = NO_PEERS
+    """(generation, lanes) the link is held to (``link_caps``): its maximum, else its
+    siblings' best."""
 
     def note(self, field: str) -> str | None:
         """What to show for ``field`` when it is not collected; None when it is."""
@@ -283,7 +314,8 @@ _memo_limits: dict[int, DetectorLimits] = {}
 
 def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
               leak: Severity | None, limits: DetectorLimits = DEFAULT_LIMITS,
-              not_collected: tuple[tuple[str, str], ...] = ()) -> GpuJudgement:
+              not_collected: tuple[tuple[str, str], ...] = (),
+              peers: tuple[int | None, int | None] = NO_PEERS) -> GpuJudgement:
     """One sampled GPU, given the codes of the findings about it.
 
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
@@ -298,7 +330,7 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
            gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
            gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
            mem_high(gpu.mem_used_pct, limits),
-           power_near_limit(gpu.power_w, gpu.power_limit_w, limits))
+           power_near_limit(gpu.power_w, gpu.power_limit_w, limits), link_caps(gpu, peers))
     judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
@@ -306,14 +338,15 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
         judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
-                                         not_collected)
+                                         not_collected, peers)
     return judged
 
 
 def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
                leak: Severity | None, limits: DetectorLimits,
-               not_collected: tuple[tuple[str, str], ...]) -> GpuJudgement:
-    link = link_verdict(gpu, limits)
+               not_collected: tuple[tuple[str, str], ...],
+               peers: tuple[int | None, int | None]) -> GpuJudgement:
+    link = link_verdict(gpu, limits, peers)
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
         slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
@@ -322,7 +355,7 @@ def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
         answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE),
         not_collected=not_collected, mem_high=mem_high(gpu.mem_used_pct, limits),
         power_high=power_near_limit(gpu.power_w, gpu.power_limit_w, limits),
-        link_low=link.gen_low or link.width_low)
+        link_low=link.gen_low or link.width_low, link_cap=(link.gen_cap, link.width_cap))
 
 
 _notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
@@ -371,9 +404,11 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
             gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
     notes = _field_notes(hello)
+    sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]
+    peers = peer_link(sampled)
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
-                     limits, notes)
-           for g in (sample.gpus if sample else ()) if g.index >= 0]
+                     limits, notes, peers)
+           for g in sampled]
     out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
     if sample is not None:

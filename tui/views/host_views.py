@@ -21,6 +21,7 @@ from probes.analysis.judge import (
     judge_gpu,
     judge_gpus,
     link_verdict,
+    peer_link,
 )
 from probes.analysis.slope import growth
 from probes.fleet_state import FleetRow, HostState, HostStatus
@@ -249,7 +250,8 @@ def topo_view(state: HostState) -> TopoView | None:
         return None
     links = []
     chains = state.hello.pcie
-    samples = {g.index: g for g in state.last.gpus} if state.last else {}
+    samples = {g.index: g for g in state.last.gpus if g.index >= 0} if state.last else {}
+    peers = peer_link(samples.values())
     for info in state.hello.facts.gpus:
         s = samples.get(info.index)
         note = None
@@ -258,10 +260,10 @@ def topo_view(state: HostState) -> TopoView | None:
             if link.width and link.max_width and link.width < link.max_width:
                 note = f"bridge {link.address} at x{link.width} of x{link.max_width}"
                 break
-        judged = link_verdict(s, state.limits.detectors) if s else None
+        judged = link_verdict(s, state.limits.detectors, peers) if s else None
         links.append(GpuLink(info.index, s.pcie_gen if s else None,
-                             s.pcie_gen_max if s else None, s.pcie_width if s else None,
-                             s.pcie_width_max if s else None, info.bus_id, note,
+                             judged.gen_cap if judged else None, s.pcie_width if s else None,
+                             judged.width_cap if judged else None, info.bus_id, note,
                              gen_low=judged is not None and judged.gen_low,
                              width_low=judged is not None and judged.width_low,
                              shortfall=judged.shortfall if judged else None))
