@@ -16,9 +16,9 @@ import pytest
 
 from probes.analysis.judge import (
     disk_saturated,
+    gpu_link_shortfall,
     host_health,
     judge_gpu,
-    link_shortfall,
     link_verdict,
     mem_high,
     peer_link,
@@ -188,16 +188,16 @@ def test_a_link_x8_beside_x16_siblings_is_short() -> None:
     host = [_no_max(16)] * 7 + [_no_max(8)]
     peers = peer_link(host)
     assert peers == (5, 16)
-    assert link_shortfall(_no_max(8)) is None  # alone, nothing to hold it to
+    assert gpu_link_shortfall(_no_max(8)) is None  # alone, nothing to hold it to
     v = link_verdict(_no_max(8), peers=peers)
     assert v.shortfall is Severity.WARNING and v.width_low and v.width_cap == 16
     assert link_verdict(_no_max(16), peers=peers).shortfall is None
     # a lower generation than the siblings' counts only under load, as against a maximum
-    assert link_shortfall(_no_max(16, gen=4), peers=peers) is Severity.INFO
-    assert link_shortfall(_no_max(16, gen=4, util=2.0), peers=peers) is None
+    assert gpu_link_shortfall(_no_max(16, gen=4), peers=peers) is Severity.INFO
+    assert gpu_link_shortfall(_no_max(16, gen=4, util=2.0), peers=peers) is None
     # a maximum the GPU reports wins over its siblings: an x8 card in an x8 slot is fine
     own = replace(_no_max(8), pcie_width_max=8, pcie_gen_max=5)
-    assert link_shortfall(own, peers=peers) is None
+    assert gpu_link_shortfall(own, peers=peers) is None
 
 
 def test_the_sibling_verdict_reaches_the_findings_and_every_screen() -> None:

@@ -19,12 +19,12 @@ from probes.analysis.judge import (
     NO_PEERS,
     POWER_CAP,
     disk_saturated,
+    gpu_link_shortfall,
     link_caps,
     peer_link,
     slowing_reasons,
     swapping,
 )
-from probes.analysis.judge import link_shortfall as judged_link
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
@@ -164,7 +164,7 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
                            host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
                            else acts.ACTION_THROTTLED))
-    link = judged_link(gpu, limits, peers)
+    link = gpu_link_shortfall(gpu, limits, peers)
     if link is not None:
         out.append(_link_finding(host, gpu, ts, link, peers))
     if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure

@@ -176,7 +176,7 @@ def link_caps(gpu: GpuSample, peers: tuple[int | None, int | None] = NO_PEERS
             gpu.pcie_width_max if gpu.pcie_width_max is not None else peers[1])
 
 
-def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
+def gpu_link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
                    peers: tuple[int | None, int | None] = NO_PEERS) -> Severity | None:
     """A GPU's PCIe link below what it can do (or, its maximum unknown, below its siblings'
     best, ``peer_link``): lanes lost (warning) whatever the load; a lower generation (info)
@@ -199,7 +199,7 @@ class LinkVerdict:
     width_low: bool
     """Fewer lanes than it can use."""
     shortfall: Severity | None
-    """``link_shortfall``'s verdict: lanes lost (warning), a lower generation under load
+    """``gpu_link_shortfall``'s verdict: lanes lost (warning), a lower generation under load
     (info), else None."""
     gen_cap: int | None = None
     """The generation it is held to: its maximum, else its siblings' best."""
@@ -213,7 +213,7 @@ def link_verdict(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
     return LinkVerdict(
         gpu.pcie_gen is not None and gen_cap is not None and gpu.pcie_gen < gen_cap,
         gpu.pcie_width is not None and width_cap is not None and gpu.pcie_width < width_cap,
-        link_shortfall(gpu, limits, peers), gen_cap, width_cap)
+        gpu_link_shortfall(gpu, limits, peers), gen_cap, width_cap)
 
 
 def disk_saturated(util: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
