@@ -321,7 +321,10 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
     thousand hosts), and from one second to the next a GPU's inputs mostly repeat (the same
     state, reasons, whole-degree temperatures and link), so a lookup replaces ~6 µs of
-    judging.  The key holds every input the verdicts read, nothing else.
+    judging.  The key holds every input the verdicts read, nothing else; memory and power,
+    which move every second, enter as their verdicts (high, near the limit), so the lookup
+    still hits.  ``peers`` is the host's best link (``peer_link``), for a GPU whose own
+    maximum is not collected.
     """
     code_set = frozenset(codes)
     if _memo_limits.get(id(limits)) is not limits:
