@@ -327,13 +327,20 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
     maximum is not collected.
     """
     code_set = frozenset(codes)
+    used, total = gpu.mem_used_mib, gpu.mem_total_mib
+    power, cap = gpu.power_w, gpu.power_limit_w
     if _memo_limits.get(id(limits)) is not limits:
         _memo_limits[id(limits)] = limits
     key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
            gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
            gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
-           mem_high(gpu.mem_used_pct, limits),
-           power_near_limit(gpu.power_w, gpu.power_limit_w, limits), link_caps(gpu, peers))
+           # mem_high and power_near_limit inlined: this runs for every GPU every tick
+           used is not None and total is not None and total != 0
+           and (pct := 100.0 * used / total) == pct
+           and pct >= limits.mem_high_pct,
+           power is not None and cap is not None and cap > 0
+           and power >= limits.power_near_share * cap,
+           peers if gpu.pcie_gen_max is None or gpu.pcie_width_max is None else NO_PEERS)
     judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
