@@ -37,7 +37,7 @@ from probes.analysis.headline import headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
-from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus
+from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
@@ -64,6 +64,7 @@ from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.scan_worker import ScanWorker
 from probes.rules.logrules.stamps import HostTime
 from probes.rules.parsers.ibnetdiscover import IbTopology
+from probes.triage import Code
 from probes.wire.events import (
     ClockOffset,
     Connected,
@@ -267,14 +268,14 @@ class HostState:
             found.append(short)
         if sample.pcie is not None and self.hello is not None:
             chains = link_chain_findings(self.name, self.hello, sample.pcie)
-            self.layout = tuple(f for f in self.layout if f.code != "pcie-link-downgraded")
+            self.layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
             self.layout += tuple(chains)
         for f in found:
-            if f.code == "gpu-lost":
+            if f.code == Code.GPU_LOST:
                 self.sticky.setdefault(f.key, f)
         current = []
         for f in found:
-            if f.code == "gpu-lost":
+            if f.code == Code.GPU_LOST:
                 continue
             first = self.since.setdefault(f.key, sample.ts)
             current.append(f if f.ts == first else replace(f, ts=first))
@@ -406,6 +407,7 @@ class HostState:
             gpus_expected=expected,
             max_temp_c=max(temps) if temps else None,
             mem_used_pct=100.0 * used / total if total else None,
+            mem_high=bool(total) and mem_high(100.0 * used / total, self.limits.detectors),
             mean_util_pct=sum(utils) / len(utils) if utils else None,
             power_w=sum(powers) if powers else None,
             findings=len(found),

@@ -23,6 +23,7 @@ def _fresh(*args: object, **kw: object) -> judge.GpuJudgement:
 @pytest.mark.parametrize("change", [
     {"temp_c": 88.0}, {"temp_mem_c": 99.0}, {"state": GpuState.LOST},
     {"clock_reasons": ("hw_thermal_slowdown",)}, {"pcie_width": 8}, {"util_pct": 5.0},
+    {"mem_used_mib": 79_000.0}, {"power_w": 690.0},
 ])
 def test_every_input_the_verdicts_read_is_part_of_the_key(change: dict[str, object]) -> None:
     base = replace(gpu(3, 10), clock_reasons=("sw_power_cap",), pcie_gen=4, pcie_gen_max=5,
@@ -51,3 +52,22 @@ def test_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for t in range(50):
         judge_gpu(replace(gpu(0, 1), temp_c=float(t)), 90.0, (), None)
     assert len(judge._memo) <= 8
+
+
+def test_peers_are_part_of_the_key_when_the_maximum_is_not_collected() -> None:
+    g = replace(gpu(2, 0), pcie_width=8, pcie_width_max=None, pcie_gen_max=None)
+    assert judge_gpu(g, None, (), None, peers=(5, 16)).link is Severity.WARNING
+    assert judge_gpu(g, None, (), None, peers=(5, 8)).link is None
+    assert judge_gpu(g, None, (), None).link is None
+
+
+@pytest.mark.parametrize(("used", "power"), [(77_520.0, 665.0), (77_400.0, 664.0)])
+def test_memory_and_power_verdicts_from_the_memo_match_judging_again(used: float,
+                                                                     power: float) -> None:
+    """Memory and power enter the key as their verdicts, inlined: at the limits' edges
+    (95 % of 81,600 MiB, 95 % of 700 W) the kept answer is still judging's."""
+    g = replace(gpu(0, 0), mem_total_mib=81_600.0, power_limit_w=700.0)
+    for u in (used, used + 0.5, used - 0.5):
+        for p in (power, power + 0.5, power - 0.5):
+            other = replace(g, mem_used_mib=u, power_w=p)
+            assert judge_gpu(other, None, (), None) == _fresh(other, None, (), None)

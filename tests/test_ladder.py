@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from probes.analysis.limits import LadderLimits
 from probes.outputs.ladder import ladder, render, run_of, run_of_log, runs_of
 from probes.store.recording import Recorder
 from probes.wire.protocol import decode_line
@@ -106,3 +107,26 @@ def test_a_logs_gpu_count_comes_from_nccls_nranks() -> None:
     lines += [f"step {i} | loss 2.{i} | tokens/s 52,000" for i in range(1, 30)]
     run = run_of_log("nranks.log", lines)
     assert run.gpus == 16
+
+
+def test_good_efficiency_is_the_operators_limit(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's 8-GPU step runs at 95 %: it scales well by the default 0.9, and not by a
+    ``ladder: {good_efficiency: 0.96}`` settings file (which names no cause, since the run
+    has none)."""
+    runs = [run_of_log(name, lines) for name, lines in demo_logs()]
+    eight = {s.run.name: s for s in ladder(runs)}["demo-8gpu-1node.log"]
+    assert eight.verdict == "scales well"
+    strict = {s.run.name: s for s in ladder(runs, LadderLimits(good_efficiency=0.96))}
+    assert strict["demo-8gpu-1node.log"].verdict.startswith("scaling loss with no finding")
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("ladder:\n  good_efficiency: 0.96\n", encoding="utf-8")
+    assert main(["ladder", "--demo", "--settings", str(settings)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[3:]}
+    assert "scaling loss with no finding" in rows["demo-8gpu-1node.log"]
+    assert main(["--settings", str(settings), "ladder", "--demo"]) == 0
+    assert "scales well" not in capsys.readouterr().out
+    settings.write_text("ladder:\n  good_eficiency: 0.96\n", encoding="utf-8")
+    assert main(["ladder", "--demo", "--settings", str(settings)]) == 2
+    err = capsys.readouterr().err
+    assert "good_eficiency" in err and "good_efficiency" in err and ":2:" in err

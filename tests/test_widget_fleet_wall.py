@@ -99,8 +99,10 @@ def test_temperature_uses_its_own_scale_and_marks_warm_and_hot() -> None:
     assert cell("temp", "streaming", WallGpu(88, temp=TempLevel.OK)) == ("█", "level-7")
     # 88 % memory is not hot; only its scale level shows
     assert cell("mem", "streaming", WallGpu(88)) == ("█", "level-7")
-    assert cell("mem", "streaming", WallGpu(96)) == ("█", "mem-high")
-    assert cell("util", "streaming", WallGpu(96)) == ("█", "level-7")
+    # high memory is the core's verdict (``mem_high_pct``), not the value's
+    assert cell("mem", "streaming", WallGpu(96, mem_high=True)) == ("█", "mem-high")
+    assert cell("mem", "streaming", WallGpu(96)) == ("█", "level-7")
+    assert cell("util", "streaming", WallGpu(96, mem_high=True)) == ("█", "level-7")
 
 
 def test_glyphs_are_monotonic_in_the_value() -> None:
@@ -138,6 +140,7 @@ def test_legend_explains_the_scale_and_every_glyph() -> None:
     mem = legend_text("mem")
     assert "memory used " + RAMP + " 0–100 %" in mem
     assert "≥95 % high" in mem
+    assert "≥90 % high" in legend_text("mem", mem_high_pct=90.0)  # the operator's limit
     for text in ("✗ lost", "? unresponsive", "~ stale", "× down", "· connecting",
                  "! critical", "* warning", "i info", "- no data"):
         assert text in mem, text

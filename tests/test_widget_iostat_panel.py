@@ -20,7 +20,7 @@ from widgets.iostat_panel import (
     layout,
     number,
     resample,
-    saturated,
+    resample_marks,
     strip,
     util_bar,
 )
@@ -44,7 +44,7 @@ def saw(high: float, low: float, period: int = 6, n: int = WINDOW) -> tuple[floa
 def loader_bound_view() -> IostatView:
     disks = (
         DiskRow("nvme0n1", 3_210.0, 12.0, 410_880.0, 96.0, 2.4, 0.8, 7.9, 99.2,
-                saw(100.0, 97.0)),
+                saw(100.0, 97.0), saturated=True, util_saturated=(True,) * WINDOW),
         DiskRow("nvme1n1", 1.0, 250.0, 4.0, 32_000.0, 0.1, 3.5, 0.9, 14.0, saw(20.0, 5.0)),
         DiskRow("sda"),
     )
@@ -68,11 +68,9 @@ def theme_colour(app: App[None], name: str) -> Color:
 # ---- pure parts ------------------------------------------------------------------------
 
 
-def test_numbers_and_saturation() -> None:
+def test_numbers() -> None:
     assert number(None) == "–" and number(math.nan) == "–"
     assert number(410_880.0) == "410,880" and number(2.44) == "2.4" and number(0.0) == "0.0"
-    assert saturated(90.0) and saturated(99.9)
-    assert not saturated(89.9) and not saturated(None) and not saturated(math.nan)
 
 
 def test_resample_keeps_short_series_and_averages_long_ones() -> None:
@@ -83,20 +81,32 @@ def test_resample_keeps_short_series_and_averages_long_ones() -> None:
     assert resample([1.0], 0) == []
 
 
+def test_marks_follow_the_cells_of_resample() -> None:
+    """The core's per-point verdicts, bucketed as the strip buckets the points: a cell is
+    marked when at least half of its readings are; a gap is never marked."""
+    assert resample_marks([1.0, 2.0], [True, False], 5) == [True, False]
+    assert resample_marks([95.0, 50.0, 50.0, 50.0, 99.0, 98.0], [True, False, False, False,
+                                                               True, True], 3) \
+        == [True, False, True]
+    assert resample_marks([math.nan, 95.0], [True, True], 1) == [True]
+    assert resample_marks([math.nan], [True], 4) == [False]
+    assert resample_marks([95.0, 95.0], [], 4) == [False, False]  # no verdicts: none marked
+
+
 def test_strip_is_right_aligned_with_gaps_and_full_height_when_saturated() -> None:
-    s = strip((0.0, 50.0, math.nan, 100.0), 6, mark_saturated=True)
+    s = strip((0.0, 50.0, math.nan, 100.0), 6, (False, False, False, True))
     assert s.plain == "  ▁▅·█"
     (crit,) = [span for span in s.spans if "sev-critical" in str(span.style)]
     assert s.plain[crit.start:crit.end] == "█"
-    assert "sev-critical" not in str(strip((100.0,), 3, mark_saturated=False).spans)
+    assert "sev-critical" not in str(strip((100.0,), 3).spans)
 
 
 def test_util_bar() -> None:
     assert util_bar(None).plain == "░" * 10
     assert util_bar(42.0).plain == "████░░░░░░"
     assert util_bar(100.0).plain == "█" * 10
-    assert "sev-critical" in str(util_bar(95.0).spans)
-    assert "sev-critical" not in str(util_bar(50.0).spans)
+    assert "sev-critical" in str(util_bar(95.0, saturated=True).spans)
+    assert "sev-critical" not in str(util_bar(95.0).spans)  # only the core's verdict colours
 
 
 def test_narrow_layout_drops_optional_columns_in_order() -> None:

@@ -62,8 +62,9 @@ def hgx_view() -> TopoView:
     cpu = {g: "0-55,112-167" if i < 4 else "56-111,168-223" for i, g in enumerate(GPUS)}
     numa = {g: "0" if i < 4 else "1" for i, g in enumerate(GPUS)}
     state = [GpuLink(i, 5, 5, 16, 16, f"0000:{0x18 + 16 * i:02x}:00.0") for i in range(8)]
-    state[3] = GpuLink(3, 5, 5, 8, 16, "0000:48:00.0", "switch 0000:46:00.0 x8/16")
-    state[4] = GpuLink(4, 1, 5, 16, 16, "0000:58:00.0")
+    state[3] = GpuLink(3, 5, 5, 8, 16, "0000:48:00.0", "switch 0000:46:00.0 x8/16",
+                       width_low=True, shortfall=Severity.WARNING)
+    state[4] = GpuLink(4, 1, 5, 16, 16, "0000:58:00.0", gen_low=True, shortfall=Severity.INFO)
     return TopoView(GPUS, NICS, hgx_links(), cpu, numa, tuple(state), {"NIC0": "mlx5_0"})
 
 
@@ -125,10 +126,16 @@ def test_nearest_nic_keeps_ties_and_ignores_unknown_cells() -> None:
 
 
 def test_pcie_text_marks_downgrades_with_glyph_and_word() -> None:
+    """The marks and the word are the core's (``judge.link_verdict``), rendered as given."""
     assert pcie_text(GpuLink(0, 5, 5, 16, 16)) == ("Gen5 x16", "", None)
-    assert pcie_text(GpuLink(0, 5, 5, 8, 16)) == ("Gen5 ▼ x8/16", "lanes lost", Severity.WARNING)
-    assert pcie_text(GpuLink(0, 1, 4, 16, 16)) == ("▼ Gen1/4 x16", "gen down", Severity.INFO)
-    assert pcie_text(GpuLink(0, 3, 4, 4, 16))[0] == "▼ Gen3/4 ▼ x4/16"
+    assert pcie_text(GpuLink(0, 5, 5, 8, 16, width_low=True, shortfall=Severity.WARNING)) \
+        == ("Gen5 ▼ x8/16", "lanes lost", Severity.WARNING)
+    assert pcie_text(GpuLink(0, 1, 4, 16, 16, gen_low=True, shortfall=Severity.INFO)) \
+        == ("▼ Gen1/4 x16", "gen down", Severity.INFO)
+    # an idle GPU trained down: the core says ok, so the mark stays and no word is added
+    assert pcie_text(GpuLink(0, 1, 4, 16, 16, gen_low=True)) == ("▼ Gen1/4 x16", "", None)
+    assert pcie_text(GpuLink(0, 3, 4, 4, 16, gen_low=True, width_low=True,
+                             shortfall=Severity.WARNING))[0] == "▼ Gen3/4 ▼ x4/16"
     assert pcie_text(GpuLink(0, None, 5, 16, None)) == ("Gen– x16", "", None)
     assert pcie_text(GpuLink(0)) == ("–", "", None)
     assert pcie_text(None) == ("–", "", None)

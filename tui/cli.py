@@ -551,7 +551,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "explain":
         return _run_explain(args)
     if args.command == "ladder":
-        return run_ladder(args)
+        return run_ladder(args, _settings(args))
     if args.command == "node":
         return run_node(args, _settings(args))
     if args.command == "report":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from probes.outputs.ladder import Run
+    from tui.settings import Settings
 
 DEMO_RUNS = (
     # name, hosts, GPUs per host, tokens/s per GPU, peak all-reduce busbw (GB/s), memory GiB
@@ -49,10 +50,15 @@ def add_ladder_parser(sub: argparse._SubParsersAction) -> None:
                    help="a job log (one run) or a rigwatch recording (one run per job)")
     p.add_argument("--demo", action="store_true",
                    help="three simulated runs: 1 GPU, 8 GPUs, 2 nodes of 8")
+    # SUPPRESS: "rigwatch --settings F ladder" keeps F (a subparser default would win)
+    p.add_argument("--settings", metavar="FILE", default=argparse.SUPPRESS,
+                   help="thresholds (YAML 'ladder:' section, good_efficiency); default: "
+                        "$RIGWATCH_SETTINGS or <config dir>/rigwatch/settings.yaml")
 
 
-def run_ladder(args: argparse.Namespace) -> int:
-    """Print the ladder; 2 when an input cannot be read or none is given."""
+def run_ladder(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the ladder judged by ``settings.ladder``; 2 when an input cannot be read or
+    none is given."""
     from probes.outputs.ladder import LadderError, ladder, render, run_of_log, runs_of
 
     if not args.inputs and not args.demo:
@@ -65,5 +71,5 @@ def run_ladder(args: argparse.Namespace) -> int:
         return 2
     if args.demo:
         runs += [run_of_log(name, lines) for name, lines in demo_logs()]
-    sys.stdout.write(render(ladder(runs)))
+    sys.stdout.write(render(ladder(runs, settings.ladder)))
     return 0

@@ -27,7 +27,7 @@ import platformdirs
 import yaml
 
 from probes.analysis.alerts import AlertPolicy
-from probes.analysis.limits import DetectorLimits, PreflightLimits
+from probes.analysis.limits import DetectorLimits, LadderLimits, PreflightLimits
 from probes.config import inventory_values as v
 from probes.errors import Problem, ProblemsError
 from probes.rules.nccl_expect import NcclExpectations
@@ -80,6 +80,8 @@ class Settings:
     nccl_tests: NcclExpectations = field(default_factory=NcclExpectations)
     """The bus bandwidth nccl-tests runs are judged against (``probes.rules.nccl_expect``)."""
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    ladder: LadderLimits = field(default_factory=LadderLimits)
+    """``rigwatch ladder``'s ``good_efficiency``."""
     read_only: bool = False
     """``read_only: true``: no node actions anywhere (console keys, palette, help, and the
     ``rigwatch node`` commands), as ``--read-only`` says."""
@@ -129,6 +131,7 @@ SECTIONS: dict[str, tuple[type, dict[str, Callable[[yaml.Node], Any]]]] = {
     "recording": (RecordingLimits, _readers(RecordingLimits)),
     "nccl_tests": (NcclExpectations, _readers(NcclExpectations)),
     "prometheus": (PrometheusSettings, _readers(PrometheusSettings)),
+    "ladder": (LadderLimits, _readers(LadderLimits)),
 }
 """Each section of the file: the dataclass it fills and a reader per field."""
 
@@ -209,4 +212,4 @@ def load_settings(path: str | Path) -> Settings:
                     recording=RecordingLimits(**values["recording"]),
                     nccl_tests=NcclExpectations(**values["nccl_tests"]),
                     prometheus=PrometheusSettings(**values["prometheus"]),
-                    read_only=read_only)
+                    ladder=LadderLimits(**values["ladder"]), read_only=read_only)

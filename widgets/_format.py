@@ -46,11 +46,11 @@ def finding_line(f: Finding) -> Content:
     )
 
 
-def pct_cell(pct: float | None, high: float | None = None) -> Cell:
-    """A percentage, coloured at or above ``high``."""
+def pct_cell(pct: float | None, high: bool = False) -> Cell:
+    """A percentage, coloured when the core judged it ``high``."""
     if pct is None:
         return MISSING
-    return f"{pct:.0f} %", "cell--mem-high" if high is not None and pct >= high else None
+    return f"{pct:.0f} %", "cell--mem-high" if high else None
 
 
 def mib(value: float) -> str:

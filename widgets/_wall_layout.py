@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from probes.analysis.judge import MEM_HIGH_PCT, GpuVerdict, TempLevel
+from probes.analysis.judge import GpuVerdict, TempLevel
 
 METRICS = ("mem", "temp", "util", "status")
 """What ``m`` steps through on the wall."""
@@ -47,6 +47,8 @@ class WallGpu:
     """The GPU's verdict from the core, the same word every screen shows."""
     temp: TempLevel = TempLevel.UNKNOWN
     """Its temperature against its own slowdown threshold."""
+    mem_high: bool = False
+    """Its memory used at or above the operator's ``mem_high_pct`` (the core's verdict)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ class WallView:
     """°C below each board's slowdown threshold at which it reads hot, warm (the legend)."""
     empty: str = "no hosts yet"
     """What the wall says with no hosts to show (a filter that matches none says so)."""
+    mem_high_pct: float = 95.0
+    """The operator's ``mem_high_pct``, for the legend only (cells carry their verdict)."""
 
 
 def level(metric: str, value: float) -> int:
@@ -109,7 +113,7 @@ def cell(metric: str, host_status: str, gpu: WallGpu) -> tuple[str, str]:
     n = level(metric, value)
     if metric == "temp" and gpu.temp in TEMP_STYLE:
         return RAMP[n], TEMP_STYLE[gpu.temp]
-    if metric == "mem" and value >= MEM_HIGH_PCT:
+    if metric == "mem" and gpu.mem_high:
         return RAMP[n], "mem-high"
     return RAMP[n], f"level-{n}"
 
@@ -203,7 +207,8 @@ def build_layout(view: WallView, width: int) -> WallLayout:
     return WallLayout(hosts, slots, per_row, tuple(rows), tuple(host_row))
 
 
-def _legend_items(metric: str, margins: tuple[float, float]) -> list[list[tuple[str, str]]]:
+def _legend_items(metric: str, margins: tuple[float, float],
+                  mem_high_pct: float) -> list[list[tuple[str, str]]]:
     """Legend entries as (text, style name) runs; each entry is kept whole when wrapping."""
     items: list[list[tuple[str, str]]] = []
     if metric in SCALE:
@@ -217,7 +222,7 @@ def _legend_items(metric: str, margins: tuple[float, float]) -> list[list[tuple[
             items.append([(RAMP[-2], "warm"), (f" warm ≤{warm:.0f}", "legend")])
             items.append([(RAMP[-1], "hot"), (f" hot ≤{hot:.0f} °C below slowdown", "legend")])
         if metric == "mem":
-            items.append([(RAMP[-1], "mem-high"), (f" ≥{MEM_HIGH_PCT:.0f} % high", "legend")])
+            items.append([(RAMP[-1], "mem-high"), (f" ≥{mem_high_pct:.0f} % high", "legend")])
         items.append([(NO_DATA, "none"), (" no data", "legend")])
         states: Sequence[GpuVerdict] = sorted(NO_READING_STATES, key=lambda v: v.value)
     else:
@@ -230,12 +235,12 @@ def _legend_items(metric: str, margins: tuple[float, float]) -> list[list[tuple[
     return items
 
 
-def legend_lines(metric: str, width: int, margins: tuple[float, float] = (5.0, 15.0)
-                 ) -> list[list[tuple[str, str]]]:
+def legend_lines(metric: str, width: int, margins: tuple[float, float] = (5.0, 15.0),
+                 mem_high_pct: float = 95.0) -> list[list[tuple[str, str]]]:
     """The legend wrapped to ``width`` by whole entries, at most ``LEGEND_LINES_MAX`` lines."""
     lines: list[list[tuple[str, str]]] = [[]]
     used = 0
-    for item in _legend_items(metric, margins):
+    for item in _legend_items(metric, margins, mem_high_pct):
         n = sum(len(t) for t, _ in item)
         if lines[-1] and used + 2 + n > width:
             if len(lines) == LEGEND_LINES_MAX:
@@ -251,10 +256,10 @@ def legend_lines(metric: str, width: int, margins: tuple[float, float] = (5.0, 1
 
 
 def legend_text(metric: str, width: int = 1000,
-                margins: tuple[float, float] = (5.0, 15.0)) -> str:
+                margins: tuple[float, float] = (5.0, 15.0), mem_high_pct: float = 95.0) -> str:
     """The legend as plain text (tests, and anything that wants it without styles)."""
     return "\n".join("".join(t for t, _ in line)
-                     for line in legend_lines(metric, width, margins))
+                     for line in legend_lines(metric, width, margins, mem_high_pct))
 
 
 def status_parts(metric: str, host: WallHost | None, gpu: int | None,

@@ -14,7 +14,6 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.analysis.judge import MEM_HIGH_PCT
 from probes.fleet_state import FleetRow, HostStatus
 from widgets._format import SEVERITY_CLASS, pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
@@ -184,7 +183,7 @@ class FleetTable(StyledTable):
         values: tuple[Cell, ...] = (
             gpus,
             temp_cell(row.max_temp_c, row.temp_level),
-            pct_cell(row.mem_used_pct, MEM_HIGH_PCT),
+            pct_cell(row.mem_used_pct, row.mem_high),
             pct_cell(row.mean_util_pct),
             (f"{row.power_w:,.0f} W", None) if row.power_w is not None else MISSING,
         )

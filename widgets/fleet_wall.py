@@ -129,7 +129,8 @@ class FleetWall(ScrollView, can_focus=True):
         """Every line as plain text, header and footer included, ignoring scrolling."""
         width = self._content_width()
         out = ["".join(t for t, _ in line) for line in legend_lines(self.view.metric, width,
-                                                   self.view.temp_margins)]
+                                                   self.view.temp_margins,
+                                                   self.view.mem_high_pct)]
         out += [self._grid_strip(r).text for r in range(self._grid_height())]
         out.append(self._status_strip().text)
         return out
@@ -403,7 +404,8 @@ class FleetWall(ScrollView, can_focus=True):
             blank = self._style("blank")
             self._legend = [
                 Strip([Segment(t, self._style(n)) for t, n in line]).crop_extend(0, width, blank)
-                for line in legend_lines(self.view.metric, width, self.view.temp_margins)]
+                for line in legend_lines(self.view.metric, width, self.view.temp_margins,
+                                             self.view.mem_high_pct)]
         return self._legend
 
     def _status_strip(self) -> Strip:

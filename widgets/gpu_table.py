@@ -13,7 +13,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from probes.analysis.judge import MEM_HIGH_PCT, GpuJudgement, GpuVerdict
+from probes.analysis.judge import GpuJudgement, GpuVerdict
 from probes.wire.samples import GpuSample
 from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
@@ -118,12 +118,10 @@ def pcie_cell(row: GpuRow) -> Cell:
     if gpu is None or (gpu.pcie_gen is None and gpu.pcie_width is None):
         return MISSING
     now = f"Gen{gpu.pcie_gen or '?'} x{gpu.pcie_width or '?'}"
-    gen_low = gpu.pcie_gen is not None and gpu.pcie_gen_max and gpu.pcie_gen < gpu.pcie_gen_max
-    width_low = (gpu.pcie_width is not None and gpu.pcie_width_max
-                 and gpu.pcie_width < gpu.pcie_width_max)
-    if not (gen_low or width_low):
+    if not row.judged.link_low:
         return now, None
-    best = f"Gen{gpu.pcie_gen_max or '?'} x{gpu.pcie_width_max or '?'}"
+    gen_cap, width_cap = row.judged.link_cap
+    best = f"Gen{gen_cap or '?'} x{width_cap or '?'}"
     return f"{now} < {best}", "cell--degraded" if row.judged.link is not None else None
 
 
@@ -189,7 +187,7 @@ class GpuTable(StyledTable):
             (str(gpu.index), None),
             state,
             _pair(gpu.mem_used_mib, gpu.mem_total_mib),
-            pct_cell(gpu.mem_used_pct, MEM_HIGH_PCT),
+            pct_cell(gpu.mem_used_pct, row.judged.mem_high),
             pct_cell(gpu.util_pct),
             temp_cell(gpu.temp_c, row.judged.temp),
             _pair(gpu.power_w, gpu.power_limit_w),

@@ -3,8 +3,9 @@
 A GPU that waits on its input pipeline shows a saw-tooth; the disk feeding it shows
 %util pinned near 100.  Both histories are drawn as strips of the same width, starting
 at the same column and covering the same window, so the two are read together.
-Saturation (%util ≥ ``DISK_SATURATED_UTIL``) is marked with a glyph and a word, never by
-colour alone.  The panel renders only what it is given (``IostatView``) and does no I/O.
+Saturation, as the core judges it (``probes.analysis.judge.disk_saturated`` against the
+operator's ``disk_saturated_util_pct``), is marked with a glyph and a word, never by colour
+alone.  The panel renders only what it is given (``IostatView``) and does no I/O.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from rich.cells import cell_len
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
-
-from probes.triage import DISK_SATURATED_UTIL
 
 MISSING = "–"
 TITLE = "iostat"
@@ -49,6 +48,10 @@ class DiskRow:
     """%util: share of the interval the device was busy."""
     util_points: tuple[float, ...] = ()
     """%util over ``IostatView.window``, oldest first; NaN where a tick is missing."""
+    saturated: bool = False
+    """The core's verdict on ``util``: busy nearly all the time."""
+    util_saturated: tuple[bool, ...] = ()
+    """The core's verdict on each of ``util_points``."""
 
 
 @dataclass(frozen=True)
@@ -94,11 +97,6 @@ def number(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
-def saturated(util: float | None) -> bool:
-    """Whether a device is busy nearly all the time (the triage rules' threshold)."""
-    return util is not None and not math.isnan(util) and util >= DISK_SATURATED_UTIL
-
-
 def resample(points: Sequence[float], width: int) -> list[float]:
     """``points`` in at most ``width`` cells: bucket means, NaN-aware (all-NaN stays NaN)."""
     if width <= 0:
@@ -113,33 +111,54 @@ def resample(points: Sequence[float], width: int) -> list[float]:
     return out
 
 
-def strip(points: Sequence[float], width: int, mark_saturated: bool) -> Content:
+def resample_marks(points: Sequence[float], marks: Sequence[bool], width: int) -> list[bool]:
+    """``marks`` (one per point) in the cells ``resample`` makes of ``points``: a cell is
+    marked when at least half of its readings are (gaps do not count)."""
+    n = len(points)
+    if width <= 0:
+        return []
+    flags = [bool(m) and not math.isnan(p)
+             for p, m in zip(points, [*marks, *[False] * (n - len(marks))][:n], strict=True)]
+    if n <= width:
+        return flags
+    out = []
+    for i in range(width):
+        lo, hi = i * n // width, max((i + 1) * n // width, i * n // width + 1)
+        seen = [f for p, f in zip(points[lo:hi], flags[lo:hi], strict=True)
+                if not math.isnan(p)]
+        out.append(bool(seen) and 2 * sum(seen) >= len(seen))
+    return out
+
+
+def strip(points: Sequence[float], width: int,
+          saturated: Sequence[bool] | None = None) -> Content:
     """A right-aligned history strip (newest at the right edge) ``width`` cells wide.
 
-    On a disk strip (``mark_saturated``) the saturated stretches take the critical colour;
-    their full-height glyph already says the same without it.
+    On a disk strip (``saturated``: the core's verdict per point) the saturated stretches
+    take the critical colour; their full-height glyph already says the same without it.
     """
     cells = resample(points, width)
+    marks = resample_marks(points, saturated or (), width)
     parts: list[tuple[str, str] | str] = [" " * (width - len(cells))]
-    for p in cells:
+    for p, marked in zip(cells, marks, strict=True):
         if math.isnan(p):
             parts.append((GAP, "$text-dim"))
             continue
         p = max(-1.0, min(1000.0, p))  # an infinity would raise in int()
         glyph = RAMP[max(0, min(len(RAMP) - 1, int(p / 100 * len(RAMP))))]
-        parts.append((glyph, "$sev-critical" if mark_saturated and saturated(p)
-                      else "$chart-high"))
+        parts.append((glyph, "$sev-critical" if marked else "$chart-high"))
     return Content.assemble(*parts).simplify()
 
 
-def util_bar(util: float | None) -> Content:
-    """``██████░░░░``; the filled part takes the critical colour when saturated."""
+def util_bar(util: float | None, saturated: bool = False) -> Content:
+    """``██████░░░░``; the filled part takes the critical colour when the core judged the
+    device ``saturated``."""
     if util is None or math.isnan(util):
         return Content.styled("░" * BAR_WIDTH, "$text-dim")
     util = max(-1.0, min(1000.0, util))  # an infinity would raise in round()
     filled = max(0, min(BAR_WIDTH, round(util / 100 * BAR_WIDTH)))
     return Content.assemble(
-        ("█" * filled, "$sev-critical" if saturated(util) else "$chart-high"),
+        ("█" * filled, "$sev-critical" if saturated else "$chart-high"),
         ("░" * (BAR_WIDTH - filled), "$text-dim"))
 
 
@@ -225,7 +244,7 @@ def _assemble(parts: Sequence[tuple[str, str] | Content]) -> Content:
 
 def _disk_line(disk: DiskRow, cols: list[_Col], strip_w: int) -> Content:
     parts: list[tuple[str, str] | Content] = []
-    hot = saturated(disk.util)
+    hot = disk.saturated
     for col in cols:
         if col.key == "name":
             parts.append((_fit(disk.name, col.width) + " ", "bold"))
@@ -234,7 +253,7 @@ def _disk_line(disk: DiskRow, cols: list[_Col], strip_w: int) -> Content:
             parts.append((_fit(text, col.width, right=True) + " ",
                           "$text-dim" if text == MISSING else ""))
         elif col.key == "bar":
-            parts += [util_bar(disk.util), (" ", "")]
+            parts += [util_bar(disk.util, hot), (" ", "")]
         elif col.key == "util":
             text = _pct(disk.util)
             parts.append((_fit(text, col.width, right=True) + " ",
@@ -243,7 +262,7 @@ def _disk_line(disk: DiskRow, cols: list[_Col], strip_w: int) -> Content:
         else:
             parts.append((_fit(SATURATED if hot else "", col.width) + " ",
                           "bold $sev-critical" if hot else ""))
-    parts.append(strip(disk.util_points, strip_w, mark_saturated=True))
+    parts.append(strip(disk.util_points, strip_w, disk.util_saturated))
     return _assemble(parts)
 
 
@@ -259,5 +278,5 @@ def _gpu_line(index: int, points: tuple[float, ...], cols: list[_Col],
                           "$text-dim" if now is None else ""))
         else:
             parts.append((" " * (col.width + 1), ""))
-    parts.append(strip(points, strip_w, mark_saturated=False))
+    parts.append(strip(points, strip_w))
     return _assemble(parts)

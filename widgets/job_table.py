@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from textual.reactive import reactive
 
-from probes.analysis.judge import MEM_HIGH_PCT
 from widgets._format import pct_cell, temp_cell
 from widgets._styled_table import MISSING, Cell, ColumnSpec, KeyedRow, StyledTable
 from widgets.gpu_table import GpuRow, state_cell
@@ -66,5 +65,5 @@ class JobTable(StyledTable):
         g = row.gpu
         if g is None:
             return (*head, MISSING, MISSING, MISSING, *tail)  # the bus id and serial say which
-        return (*head, pct_cell(g.util_pct), pct_cell(g.mem_used_pct, MEM_HIGH_PCT),
+        return (*head, pct_cell(g.util_pct), pct_cell(g.mem_used_pct, row.judged.mem_high),
                 temp_cell(g.temp_c, row.judged.temp), *tail)

@@ -29,8 +29,6 @@ from widgets._format import TEMP_VARIABLE, spark_values
 
 THROTTLED_MARK = ("↓", "THROTTLED")
 OK_MARK = ("✓", "ok")
-POWER_HIGH = 0.95
-"""Fraction of the power limit from which the power reading is highlighted."""
 BAR_CELLS = 8
 BAR_FLOOR_C = 25.0
 """The temperature bar runs from about room temperature to the slowdown threshold."""
@@ -72,6 +70,9 @@ class GpuThermal:
     mem_temp_level: TempLevel = TempLevel.UNKNOWN
     gone: str | None = None
     """``lost`` or ``missing`` when the core judges the GPU gone: its row stays, saying so."""
+    power_high: bool = False
+    """The core's verdict: drawing near its power limit (the operator's
+    ``power_near_share``)."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,9 @@ def temp_part(g: GpuThermal) -> Content:
 
 def power_part(g: GpuThermal) -> Content:
     """``412/700 W``, highlighted near the limit."""
-    high = (g.power_w is not None and g.power_limit_w is not None and g.power_limit_w > 0
-            and g.power_w >= POWER_HIGH * g.power_limit_w)
     text = f"{_num(g.power_w)}/{_num(g.power_limit_w)} W"
-    return Content.from_markup("[bold $sev-warning]$t[/]" if high else "$t", t=f"{text:>9}")
+    return Content.from_markup("[bold $sev-warning]$t[/]" if g.power_high else "$t",
+                               t=f"{text:>9}")
 
 
 def clock_part(g: GpuThermal) -> Content:

@@ -18,7 +18,6 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from probes.rules.parsers.pcie import gen_to_gts, link_shortfall
 from probes.rules.parsers.topo import TopoMatrix
 from probes.triage import Severity
 
@@ -76,6 +75,12 @@ class GpuLink:
     bus_id: str | None = None
     bridge_note: str | None = None
     """A bridge above the GPU that trained narrower, e.g. ``switch 0000:16:00.0 x8/16``."""
+    gen_low: bool = False
+    """Trained below its generation (``probes.analysis.judge.link_verdict``)."""
+    width_low: bool = False
+    """Fewer lanes than it can use."""
+    shortfall: Severity | None = None
+    """The core's verdict: lanes lost (warning), a lower generation under load (info)."""
 
 
 @dataclass(frozen=True)
@@ -171,20 +176,17 @@ def nearest_nics(view: TopoView, gpu: str) -> tuple[list[str], str | None]:
 def pcie_text(link: GpuLink | None) -> tuple[str, str, Severity | None]:
     """``Gen5 x16``, ``Gen5 ▼ x8/16`` or ``▼ Gen1/5 x16``, the word for it, and how bad.
 
-    A lost lane is a ``warning`` (``lanes lost``); a lower generation alone is ``info``
-    (``gen down``), because idle GPUs train down to save power.
+    The core judges it (``shortfall``): a lost lane is a ``warning`` (``lanes lost``); a
+    lower generation is ``info`` (``gen down``) only under load, because idle GPUs train
+    down to save power (then the ``▼`` stays, with no word).
     """
     if link is None or (link.gen is None and link.width is None):
         return MISSING, "", None
-    gen_low = link.gen is not None and link.gen_max is not None and link.gen < link.gen_max
-    width_low = (link.width is not None and link.width_max is not None
-                 and link.width < link.width_max)
     gen = "Gen–" if link.gen is None else (
-        f"{DOWN} Gen{link.gen}/{link.gen_max}" if gen_low else f"Gen{link.gen}")
+        f"{DOWN} Gen{link.gen}/{link.gen_max}" if link.gen_low else f"Gen{link.gen}")
     width = "x–" if link.width is None else (
-        f"{DOWN} x{link.width}/{link.width_max}" if width_low else f"x{link.width}")
-    severity = link_shortfall(gen_to_gts(link.gen_max), link.width_max,
-                              gen_to_gts(link.gen), link.width)
+        f"{DOWN} x{link.width}/{link.width_max}" if link.width_low else f"x{link.width}")
+    severity = link.shortfall
     word = "" if severity is None else SHORTFALL_WORD[severity]
     return f"{gen} {width}", word, severity
 

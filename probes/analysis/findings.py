@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from probes.analysis import actions as acts
-from probes.analysis.judge import POWER_CAP, disk_saturated, slowing_reasons, swapping
-from probes.analysis.judge import link_shortfall as judged_link
+from probes.analysis.judge import (
+    NO_PEERS,
+    POWER_CAP,
+    disk_saturated,
+    gpu_link_shortfall,
+    link_caps,
+    peer_link,
+    slowing_reasons,
+    swapping,
+)
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
-from probes.triage import OnsetClock, Severity, Step
+from probes.triage import Code, OnsetClock, Severity, Step
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 
 if TYPE_CHECKING:
@@ -33,7 +41,7 @@ class Finding:
     """One thing wrong (or worth knowing) on one host."""
 
     step: Step
-    code: str
+    code: Code
     severity: Severity
     summary: str
     host: str
@@ -113,32 +121,33 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     if hello is not None:
         for info in hello.facts.gpus:
             if info.index not in seen:
-                out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
+                out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
                                    f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
                                    "the samples", host, gpu=info.index, ts=sample.ts,
                                    action=acts.ACTION_GPU_LOST))
+    peers = peer_link(g for g in sample.gpus if g.index >= 0)
     for gpu in sample.gpus:
-        out.extend(_gpu_findings(host, gpu, sample.ts, limits))
+        out.extend(_gpu_findings(host, gpu, sample.ts, limits, peers))
     for disk in sample.disks:
-        if disk_saturated(disk.util):
-            out.append(Finding(Step.GPU, "disk-saturated", Severity.WARNING,
+        if disk_saturated(disk.util, limits):
+            out.append(Finding(Step.GPU, Code.DISK_SATURATED, Severity.WARNING,
                                f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
                                host, ts=sample.ts, action=acts.ACTION_DISK))
     out.sort(key=lambda f: -f.severity.rank)
     return out
 
 
-def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
-                  ) -> list[Finding]:
+def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
+                  peers: tuple[int | None, int | None] = NO_PEERS) -> list[Finding]:
     out: list[Finding] = []
     if gpu.state is GpuState.LOST:
         name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
-        out.append(Finding(Step.GPU, "gpu-lost", Severity.CRITICAL,
+        out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
                            f"GPU {name} is lost", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_GPU_LOST))
         return out
     if gpu.state is GpuState.UNRESPONSIVE:
-        out.append(Finding(Step.GPU, "gpu-unresponsive", Severity.WARNING,
+        out.append(Finding(Step.GPU, Code.GPU_UNRESPONSIVE, Severity.WARNING,
                            f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_UNRESPONSIVE))
         return out
@@ -150,29 +159,21 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
         clocks = ""
         if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
             clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
-        out.append(Finding(Step.GPU, "clocks-throttled", Severity.WARNING,
+        out.append(Finding(Step.GPU, Code.CLOCKS_THROTTLED, Severity.WARNING,
                            f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
                            host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
                            else acts.ACTION_THROTTLED))
-    link = judged_link(gpu, limits)
-    if link is Severity.WARNING:
-        out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
-                           f"GPU {gpu.index} PCIe x{gpu.pcie_width} (capable "
-                           f"x{gpu.pcie_width_max})", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_LINK_WIDTH))
-    elif link is Severity.INFO:
-        out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.INFO,
-                           f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load (capable "
-                           f"Gen{gpu.pcie_gen_max})", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_LINK_GEN))
+    link = gpu_link_shortfall(gpu, limits, peers)
+    if link is not None:
+        out.append(_link_finding(host, gpu, ts, link, peers))
     if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
             or gpu.remap_pending or gpu.retired_pages_pending):
         out.extend(_memory_health(host, gpu, ts))
     if gpu.nvlink_links and gpu.nvlink_up is not None and gpu.nvlink_up < gpu.nvlink_links:
         # a link down beside live ones is critical (the contract); the fabric message, when
         # the agent sends one, judges each link and its peers (``probes.analysis.fabric``)
-        out.append(Finding(Step.GPU, "nvlink-down",
+        out.append(Finding(Step.GPU, Code.NVLINK_DOWN,
                            Severity.CRITICAL if gpu.nvlink_up else Severity.WARNING,
                            f"GPU {gpu.index}: {gpu.nvlink_links - gpu.nvlink_up} of "
                            f"{gpu.nvlink_links} NVLinks down", host, gpu=gpu.index, ts=ts,
@@ -180,30 +181,46 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits
     return out
 
 
+def _link_finding(host: str, gpu: GpuSample, ts: float, link: Severity,
+                  peers: tuple[int | None, int | None]) -> Finding:
+    """Lanes lost (warning) or a lower generation under load (info), against the GPU's own
+    maximum, else (not collected) against its siblings' best link."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    if link is Severity.WARNING:
+        held = "capable" if gpu.pcie_width_max is not None else "its siblings"
+        return Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.WARNING,
+                       f"GPU {gpu.index} PCIe x{gpu.pcie_width} ({held} x{width_cap})",
+                       host, gpu=gpu.index, ts=ts, action=acts.ACTION_LINK_WIDTH)
+    held = "capable" if gpu.pcie_gen_max is not None else "its siblings"
+    return Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.INFO,
+                   f"GPU {gpu.index} PCIe Gen{gpu.pcie_gen} under load ({held} "
+                   f"Gen{gen_cap})", host, gpu=gpu.index, ts=ts, action=acts.ACTION_LINK_GEN)
+
+
 def _memory_health(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
     """ECC, row remapping and page retirement: the card's memory is failing or needs a reset."""
     out = []
     if gpu.ecc_uncorrected_volatile:
-        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.CRITICAL,
+        out.append(Finding(Step.GPU, Code.ECC_UNCORRECTABLE, Severity.CRITICAL,
                            f"GPU {gpu.index}: {gpu.ecc_uncorrected_volatile} uncorrectable ECC "
                            "errors since the driver loaded", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_ECC))
     elif gpu.ecc_uncorrected_aggregate:
-        out.append(Finding(Step.GPU, "ecc-uncorrectable", Severity.INFO,
+        out.append(Finding(Step.GPU, Code.ECC_UNCORRECTABLE, Severity.INFO,
                            f"GPU {gpu.index}: {gpu.ecc_uncorrected_aggregate} uncorrectable ECC "
                            "errors in its lifetime (none since the driver loaded)",
                            host, gpu=gpu.index, ts=ts, action=acts.ACTION_ECC))
     if gpu.remap_failure:
-        out.append(Finding(Step.GPU, "row-remap-failure", Severity.CRITICAL,
+        out.append(Finding(Step.GPU, Code.ROW_REMAP_FAILURE, Severity.CRITICAL,
                            f"GPU {gpu.index}: row remapping failed (no spare rows); the card "
                            "needs service", host, gpu=gpu.index, ts=ts,
                            action=acts.ACTION_REMAP_FAIL))
     elif gpu.remap_pending:
-        out.append(Finding(Step.GPU, "row-remap-pending", Severity.WARNING,
+        out.append(Finding(Step.GPU, Code.ROW_REMAP_PENDING, Severity.WARNING,
                            f"GPU {gpu.index}: a row remap waits for a GPU reset",
                            host, gpu=gpu.index, ts=ts, action=acts.ACTION_PENDING))
     if gpu.retired_pages_pending:
-        out.append(Finding(Step.GPU, "retired-pages-pending", Severity.WARNING,
+        out.append(Finding(Step.GPU, Code.RETIRED_PAGES_PENDING, Severity.WARNING,
                            f"GPU {gpu.index}: retired pages wait for a driver reload",
                            host, gpu=gpu.index, ts=ts, action=acts.ACTION_PENDING))
     return out
@@ -213,7 +230,7 @@ def host_findings(host: str, sample: HostSample) -> list[Finding]:
     """Host-level trouble that starves GPUs: swapping."""
     swap = sample.host.swap_in_pages_s
     if swap is not None and swapping(swap):
-        return [Finding(Step.GPU, "host-swapping", Severity.WARNING,
+        return [Finding(Step.GPU, Code.HOST_SWAPPING, Severity.WARNING,
                         f"host swapping in {swap:.0f} pages/s", host, ts=sample.ts,
                         action=acts.ACTION_SWAPPING)]
     return []
@@ -233,7 +250,7 @@ def link_chain_findings(host: str, hello: Hello,
             if link_shortfall(None, link.max_width, None, link.width) is not Severity.WARNING:
                 continue
             what = "its link" if link.address == bus else f"bridge {link.address} above it"
-            out.append(Finding(Step.GPU, "pcie-link-downgraded", Severity.WARNING,
+            out.append(Finding(Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.WARNING,
                                f"GPU {index.get(bus, '?')} ({bus}): {what} runs x{link.width} "
                                f"of x{link.max_width}", host, gpu=index.get(bus),
                                action=acts.ACTION_LINK_WIDTH))

@@ -67,6 +67,8 @@ class FleetRow:
     """The worst finding led by its verdict ("GPU6 LOST · Xid 79"), so truncation keeps it."""
     jobs: tuple[str, ...] = ()
     """The Slurm jobs whose processes hold its GPUs now (the agent's attribution)."""
+    mem_high: bool = False
+    """Its GPUs' memory, all together, used at or above ``mem_high_pct``."""
 
     @property
     def healthy(self) -> bool:

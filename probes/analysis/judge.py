@@ -15,14 +15,16 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from probes.analysis.limits import (
+    DEFAULT_LADDER,
     DEFAULT_LIMITS,
     DEFAULT_PREFLIGHT,
     DetectorLimits,
+    LadderLimits,
     PreflightLimits,
 )
 from probes.analysis.not_collected import field_notes
 from probes.rules.parsers.pcie import gen_shortfall
-from probes.triage import DISK_SATURATED_UTIL, Code, Severity
+from probes.triage import Code, Severity
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
 
@@ -35,8 +37,6 @@ SLOWING_REASONS = THROTTLE_REASONS | {POWER_CAP}
 """Every reason that can count as throttling; ``gpu_idle`` and application clocks never do."""
 SWAP_PAGES_S = 256.0
 """Swap-in above this (1 MiB/s of 4 KiB pages) in one sample stalls data loaders."""
-MEM_HIGH_PCT = 95.0
-"""Memory (host RAM) used at or above this share reads high."""
 
 THROTTLE_CODES = frozenset({Code.CLOCKS_THROTTLED, Code.THROTTLED_WHILE_BUSY})
 LEAK_CODES = frozenset({Code.MEMORY_LEAK})
@@ -154,20 +154,88 @@ def core_count(per_gpu: float | None,
     return CoreCount.MANY if per_gpu > limits.cores_per_gpu_max else CoreCount.OK
 
 
-def link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS) -> Severity | None:
-    """A GPU's PCIe link below what it can do: lanes lost (warning) whatever the load; a
-    lower generation (info) only while busy, since idle GPUs train down to save power."""
-    if gpu.pcie_width == gpu.pcie_width_max and gpu.pcie_gen == gpu.pcie_gen_max:
+NO_PEERS: tuple[int | None, int | None] = (None, None)
+
+
+def peer_link(gpus: Iterable[GpuSample]) -> tuple[int | None, int | None]:
+    """(generation, lanes): the best link any of a host's GPUs trained at.
+
+    A GPU whose own maximum is not collected (an exporter that publishes the current link
+    only, as dcgm-exporter does) is held to its siblings': an x8 beside seven x16 is short.
+    """
+    links = [(g.pcie_gen, g.pcie_width) for g in gpus]
+    gens = [gen for gen, _ in links if gen]
+    widths = [width for _, width in links if width]
+    return (max(gens) if gens else None, max(widths) if widths else None)
+
+
+def link_caps(gpu: GpuSample, peers: tuple[int | None, int | None] = NO_PEERS
+              ) -> tuple[int | None, int | None]:
+    """(generation, lanes) the GPU's link is held to: its own maximum, else its peers'."""
+    return (gpu.pcie_gen_max if gpu.pcie_gen_max is not None else peers[0],
+            gpu.pcie_width_max if gpu.pcie_width_max is not None else peers[1])
+
+
+def gpu_link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
+                   peers: tuple[int | None, int | None] = NO_PEERS) -> Severity | None:
+    """A GPU's PCIe link below what it can do (or, its maximum unknown, below its siblings'
+    best, ``peer_link``): lanes lost (warning) whatever the load; a lower generation (info)
+    only while busy, since idle GPUs train down to save power."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    if gpu.pcie_width == width_cap and gpu.pcie_gen == gen_cap:
         return None
-    short = gen_shortfall(gpu.pcie_gen_max, gpu.pcie_width_max, gpu.pcie_gen, gpu.pcie_width)
+    short = gen_shortfall(gen_cap, width_cap, gpu.pcie_gen, gpu.pcie_width)
     if short is Severity.INFO and not is_busy(gpu.util_pct, limits):
         return None
     return short
 
 
-def disk_saturated(util: float | None) -> bool:
-    """%util at or above ``DISK_SATURATED_UTIL``."""
-    return util is not None and util == util and util >= DISK_SATURATED_UTIL
+@dataclass(frozen=True)
+class LinkVerdict:
+    """A GPU's PCIe link now against what it can do, as every screen shows it."""
+
+    gen_low: bool
+    """Trained below its generation (idle GPUs do, to save power)."""
+    width_low: bool
+    """Fewer lanes than it can use."""
+    shortfall: Severity | None
+    """``gpu_link_shortfall``'s verdict: lanes lost (warning), a lower generation under load
+    (info), else None."""
+    gen_cap: int | None = None
+    """The generation it is held to: its maximum, else its siblings' best."""
+    width_cap: int | None = None
+
+
+def link_verdict(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
+                 peers: tuple[int | None, int | None] = NO_PEERS) -> LinkVerdict:
+    """The link's marks and verdict, for the GPU table's and topology panel's PCIe column."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    return LinkVerdict(
+        gpu.pcie_gen is not None and gen_cap is not None and gpu.pcie_gen < gen_cap,
+        gpu.pcie_width is not None and width_cap is not None and gpu.pcie_width < width_cap,
+        gpu_link_shortfall(gpu, limits, peers), gen_cap, width_cap)
+
+
+def disk_saturated(util: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """%util at or above ``disk_saturated_util_pct``: busy nearly all the time."""
+    return util is not None and util == util and util >= limits.disk_saturated_util_pct
+
+
+def mem_high(used_pct: float | None, limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Memory (a GPU's, or host RAM) used at or above ``mem_high_pct``."""
+    return used_pct is not None and used_pct == used_pct and used_pct >= limits.mem_high_pct
+
+
+def power_near_limit(power_w: float | None, limit_w: float | None,
+                     limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
+    """Drawing at or above ``power_near_share`` of the enforced power limit."""
+    return (power_w is not None and limit_w is not None and limit_w > 0
+            and power_w >= limits.power_near_share * limit_w)
+
+
+def scales_well(efficiency: float, limits: LadderLimits = DEFAULT_LADDER) -> bool:
+    """A step of the scale-up ladder at or above ``good_efficiency`` scales well."""
+    return efficiency >= limits.good_efficiency
 
 
 def swapping(swap_in_pages_s: float | None) -> bool:
@@ -216,6 +284,16 @@ class GpuJudgement:
     not_collected: tuple[tuple[str, str], ...] = ()
     """(``GpuSample`` field, what to show instead) for readings the host's exporter does
     not collect (``not_collected.field_notes``): a panel says so instead of a blank."""
+    mem_high: bool = False
+    """Its memory used at or above ``mem_high_pct``."""
+    power_high: bool = False
+    """Drawing near its enforced power limit (``power_near_share``)."""
+    link_low: bool = False
+    """Its PCIe link trained below its generation or width (a fact, shown with the numbers;
+    ``link`` says whether it matters)."""
+    link_cap: tuple[int | None, int | None] = NO_PEERS
+    """(generation, lanes) the link is held to (``link_caps``): its maximum, else its
+    siblings' best."""
 
     def note(self, field: str) -> str | None:
         """What to show for ``field`` when it is not collected; None when it is."""
@@ -236,20 +314,33 @@ _memo_limits: dict[int, DetectorLimits] = {}
 
 def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
               leak: Severity | None, limits: DetectorLimits = DEFAULT_LIMITS,
-              not_collected: tuple[tuple[str, str], ...] = ()) -> GpuJudgement:
+              not_collected: tuple[tuple[str, str], ...] = (),
+              peers: tuple[int | None, int | None] = NO_PEERS) -> GpuJudgement:
     """One sampled GPU, given the codes of the findings about it.
 
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
     thousand hosts), and from one second to the next a GPU's inputs mostly repeat (the same
     state, reasons, whole-degree temperatures and link), so a lookup replaces ~6 µs of
-    judging.  The key holds every input the verdicts read, nothing else.
+    judging.  The key holds every input the verdicts read, nothing else; memory and power,
+    which move every second, enter as their verdicts (high, near the limit), so the lookup
+    still hits.  ``peers`` is the host's best link (``peer_link``), for a GPU whose own
+    maximum is not collected.
     """
     code_set = frozenset(codes)
+    used, total = gpu.mem_used_mib, gpu.mem_total_mib
+    power, cap = gpu.power_w, gpu.power_limit_w
     if _memo_limits.get(id(limits)) is not limits:
         _memo_limits[id(limits)] = limits
     key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
            gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
-           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected)
+           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
+           # mem_high and power_near_limit inlined: this runs for every GPU every tick
+           used is not None and total is not None and total != 0
+           and (pct := 100.0 * used / total) == pct
+           and pct >= limits.mem_high_pct,
+           power is not None and cap is not None and cap > 0
+           and power >= limits.power_near_share * cap,
+           peers if gpu.pcie_gen_max is None or gpu.pcie_width_max is None else NO_PEERS)
     judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
@@ -257,20 +348,24 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
         judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
-                                         not_collected)
+                                         not_collected, peers)
     return judged
 
 
 def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
                leak: Severity | None, limits: DetectorLimits,
-               not_collected: tuple[tuple[str, str], ...]) -> GpuJudgement:
+               not_collected: tuple[tuple[str, str], ...],
+               peers: tuple[int | None, int | None]) -> GpuJudgement:
+    link = link_verdict(gpu, limits, peers)
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
         slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits),
         temp_level(gpu.temp_c, slowdown_c, limits), temp_level(gpu.temp_mem_c, None, limits),
-        leak, link_shortfall(gpu, limits),
+        leak, link.shortfall,
         answering=gpu.state not in (GpuState.LOST, GpuState.UNRESPONSIVE),
-        not_collected=not_collected)
+        not_collected=not_collected, mem_high=mem_high(gpu.mem_used_pct, limits),
+        power_high=power_near_limit(gpu.power_w, gpu.power_limit_w, limits),
+        link_low=link.gen_low or link.width_low, link_cap=(link.gen_cap, link.width_cap))
 
 
 _notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
@@ -319,9 +414,11 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
             gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
     notes = _field_notes(hello)
+    sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]
+    peers = peer_link(sampled)
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
-                     limits, notes)
-           for g in (sample.gpus if sample else ()) if g.index >= 0]
+                     limits, notes, peers)
+           for g in sampled]
     out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
     if sample is not None:
@@ -363,14 +460,15 @@ class HostHealth:
 
 def host_health(stats: HostStats, cores_physical: int | None, cores_logical: int | None,
                 gpu_count: int | None,
-                limits: PreflightLimits = DEFAULT_PREFLIGHT) -> HostHealth:
+                limits: PreflightLimits = DEFAULT_PREFLIGHT,
+                detectors: DetectorLimits = DEFAULT_LIMITS) -> HostHealth:
     """The host's CPU, memory, swap and cores-per-GPU verdicts."""
     used, total = stats.mem_used_bytes, stats.mem_total_bytes
     per = cores_per_gpu(cores_physical, gpu_count)
     return HostHealth(
         overloaded=bool(cores_logical) and stats.load1 is not None
         and stats.load1 > (cores_logical or 0),
-        mem_high=used is not None and bool(total) and 100.0 * used / (total or 1)
-        >= MEM_HIGH_PCT,
+        mem_high=used is not None and bool(total)
+        and mem_high(100.0 * used / (total or 1), detectors),
         swapping=swapping(stats.swap_in_pages_s), cores_per_gpu=per,
         cores=core_count(per, limits))

@@ -1,6 +1,7 @@
-"""Every limit the operator can set: the detectors' and preflight's thresholds.
+"""Every limit the operator can set: the detectors', preflight's and the ladder's thresholds.
 
-Both sections of ``settings.yaml`` (``detectors:``, ``preflight:``) fill these dataclasses;
+The sections of ``settings.yaml`` (``detectors:``, ``preflight:``, ``ladder:``) fill these
+dataclasses;
 the judgements in ``probes.analysis.judge``, the detectors and preflight all read them, so a
 changed limit changes every screen at once.
 """
@@ -8,6 +9,8 @@ changed limit changes every screen at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from probes.triage import DISK_SATURATED_UTIL
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,14 @@ class DetectorLimits:
 
     power_pinned_share: float = 0.98
     """Power draw at or above this share of the enforced limit counts as pinned."""
+    power_near_share: float = 0.95
+    """Power draw at or above this share of the enforced limit reads near the limit (the
+    thermal panel highlights it); pinned there for a while is ``power_pinned_share``'s."""
+    mem_high_pct: float = 95.0
+    """GPU memory (and host RAM) used at or above this share reads high."""
+    disk_saturated_util_pct: float = DISK_SATURATED_UTIL
+    """Disk %util at or above this reads saturated (``disk-saturated``); ``explain`` keeps
+    ``probes.triage.DISK_SATURATED_UTIL``, since pasted output comes with no settings."""
     power_window_s: float = 600.0
     power_min_share: float = 0.8
     """Share of the window the GPU must be pinned at its limit."""
@@ -174,6 +185,18 @@ class PreflightLimits:
 
 
 DEFAULT_PREFLIGHT = PreflightLimits()
+
+
+@dataclass(frozen=True)
+class LadderLimits:
+    """``rigwatch ladder``'s thresholds, settable under ``ladder:`` in the settings YAML."""
+
+    good_efficiency: float = 0.9
+    """Scaling efficiency (per-GPU throughput over the smallest run's) from which a step
+    scales well; below it the verdict looks for a cause."""
+
+
+DEFAULT_LADDER = LadderLimits()
 
 
 @dataclass(frozen=True)

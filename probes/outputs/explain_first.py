@@ -16,7 +16,7 @@ from probes.analysis.findings import Finding, with_rank
 from probes.analysis.first_failure import Diagnosis, FirstFailure, diagnose
 from probes.explain.run import ExplainedInput
 from probes.rules.logrules.stamps import UTC, stamp_time
-from probes.triage import OnsetClock, Step
+from probes.triage import Code, OnsetClock, Step
 from probes.wire.samples import JOB_SOURCE_PREFIX, KERNEL_SOURCE
 from probes.wire.sanitize import clean_text
 
@@ -74,14 +74,14 @@ def first_line(first: FirstFailure | None) -> list[str]:
     who = f" rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else ""
     kind = "First failure" if first.is_failure else "Earliest warning"
     out = [f"{kind}: {what}{who} ({where})"]
-    if first.waiting and f.code != "nccl-timeout":
+    if first.waiting and f.code != Code.NCCL_TIMEOUT:
         ranks = ", ".join(str(r) for r in first.waiting[:8])
         out[0] += f"; rank{'s' if len(first.waiting) > 1 else ''} {ranks} then timed out " \
                   "waiting on it"
     elif first.consequences:
         codes = sorted({str(c.code) for c in first.consequences})
         out[0] += f"; then {', '.join(codes)}"
-    if first.culprit is not None and f.code == "nccl-timeout":
+    if first.culprit is not None and f.code == Code.NCCL_TIMEOUT:
         out.append(f"Culprit: {clean_text(first.culprit.why)}")
     if first.do_now:
         out.append(f"Do now: {clean_text(first.do_now)}")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probes.analysis.findings import Finding
+from probes.analysis.judge import scales_well
+from probes.analysis.limits import DEFAULT_LADDER, LadderLimits
 from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.explain.stream import open_input
@@ -35,8 +37,6 @@ from probes.wire.samples import HostSample, LogEvent, job_path
 
 MAX_LOG_BYTES = 256 * 1024 * 1024
 """A log read for the ladder is read up to here (progress lines are spread evenly)."""
-GOOD_EFFICIENCY = 0.9
-"""At or above this a step scales well; below it the verdict looks for a cause."""
 
 BOTTLENECKS: tuple[tuple[frozenset[str], str], ...] = (
     (frozenset({Code.NCCL_BANDWIDTH_LOW, Code.NCCL_TIMEOUT, Code.NCCL_NET_ERROR,
@@ -234,8 +234,9 @@ def is_recording(path: str) -> bool:
         return False
 
 
-def ladder(runs: Sequence[Run]) -> list[Step]:
-    """The rows, smallest run first; efficiency is per-GPU throughput over the smallest's."""
+def ladder(runs: Sequence[Run], limits: LadderLimits = DEFAULT_LADDER) -> list[Step]:
+    """The rows, smallest run first; efficiency is per-GPU throughput over the smallest's,
+    judged against the operator's ``good_efficiency`` (``ladder:`` in the settings)."""
     ordered = sorted(runs, key=lambda r: (r.gpus is None, r.gpus or 0, r.name))
     base = next((r for r in ordered if r.per_gpu is not None), None)
     out = []
@@ -244,11 +245,11 @@ def ladder(runs: Sequence[Run]) -> list[Step]:
         if base is not None and r.per_gpu is not None and base.per_gpu and r.speed \
                 and base.speed and r.speed.unit == base.speed.unit:
             eff = r.per_gpu / base.per_gpu
-        out.append(Step(r, eff, _verdict(r, eff, r is base)))
+        out.append(Step(r, eff, _verdict(r, eff, r is base, limits)))
     return out
 
 
-def _verdict(run: Run, eff: float | None, is_base: bool) -> str:
+def _verdict(run: Run, eff: float | None, is_base: bool, limits: LadderLimits) -> str:
     named = []
     for codes, what in BOTTLENECKS:
         hit = next((c for c, _ in run.findings if c in codes), None)
@@ -262,7 +263,7 @@ def _verdict(run: Run, eff: float | None, is_base: bool) -> str:
         return "baseline" + (f"; but {', '.join(named)}" if named else "")
     if eff is None:
         return "not comparable (another unit than the baseline)"
-    if eff >= GOOD_EFFICIENCY and not named:
+    if scales_well(eff, limits) and not named:
         return "scales well"
     if named:
         return "likely bottleneck: " + ", ".join(named)

@@ -93,7 +93,7 @@ class PortView:
 class Verdict:
     """One judgement: its code, severity, summary, what it is about and details."""
 
-    code: str
+    code: Code
     severity: Severity
     summary: str
     action: str

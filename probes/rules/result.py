@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class ExplainFinding:
     """
 
     step: Step
-    code: str
+    code: Code
     severity: Severity
     line: int
     evidence: str

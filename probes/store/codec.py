@@ -26,6 +26,7 @@ from typing import Any, Union
 
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
+from probes.triage import Code
 from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
 from probes.wire.samples import (
     FabricSample,
@@ -298,6 +299,8 @@ def _compile(tp: Any, owner: type[Any], name: str) -> tuple[Encoder | None, int,
         return None, _FLOAT, None
     if tp is Any or tp is object:
         return _encode_free, _CALL, _decode_free
+    if tp is Code:
+        return _code_encoder, _CALL, _code_decoder
     if isinstance(tp, type) and issubclass(tp, Enum):
         return _enum_encoder(), _CALL, _enum_decoder(tp)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -447,6 +450,21 @@ def _enum_decoder(cls: type[Enum]) -> Decoder:
             raise _Wrong(f"{v!r} is not a {cls.__name__}") from None
 
     return decoder
+
+
+_CODES = {c.value: c for c in Code}
+
+
+def _code_encoder(v: Any) -> Any:
+    return v.value if isinstance(v, Code) else v
+
+
+def _code_decoder(v: Any) -> Any:
+    """A finding code as its ``Code`` member; one this version does not know (a newer
+    recording's) stays its string, as codes were read before ``Code`` typed them."""
+    if type(v) is not str:
+        raise _Wrong(f"{v!r} is not a finding code")
+    return _CODES.get(v, v)
 
 
 def _nested_encoder(cls: type[Any]) -> Encoder:

@@ -15,10 +15,13 @@ from probes.analysis.host_clock import clock_skewed
 from probes.analysis.judge import (
     GpuJudgement,
     TempLevel,
+    disk_saturated,
     gpus_present,
     host_health,
     judge_gpu,
     judge_gpus,
+    link_verdict,
+    peer_link,
 )
 from probes.analysis.slope import growth
 from probes.fleet_state import FleetRow, HostState, HostStatus
@@ -232,7 +235,8 @@ def thermal_view(state: HostState) -> ThermalView:
             throttling_reasons=tuple(REASON_NAMES.get(r, r) for r in j.slowing) if j else (),
             temp_level=j.temp if j else TempLevel.UNKNOWN,
             mem_temp_level=j.mem_temp if j else TempLevel.UNKNOWN,
-            gone=j.verdict.value if j is not None and j.gone else None))
+            gone=j.verdict.value if j is not None and j.gone else None,
+            power_high=j is not None and j.power_high))
     sampled = {t.index for t in out}
     out += [GpuThermal(j.index, None, infos[j.index].temp_slowdown_c if j.index in infos
                        else None, None, None, None, None, None, gone=j.verdict.value)
@@ -246,7 +250,8 @@ def topo_view(state: HostState) -> TopoView | None:
         return None
     links = []
     chains = state.hello.pcie
-    samples = {g.index: g for g in state.last.gpus} if state.last else {}
+    samples = {g.index: g for g in state.last.gpus if g.index >= 0} if state.last else {}
+    peers = peer_link(samples.values())
     for info in state.hello.facts.gpus:
         s = samples.get(info.index)
         note = None
@@ -255,9 +260,13 @@ def topo_view(state: HostState) -> TopoView | None:
             if link.width and link.max_width and link.width < link.max_width:
                 note = f"bridge {link.address} at x{link.width} of x{link.max_width}"
                 break
+        judged = link_verdict(s, state.limits.detectors, peers) if s else None
         links.append(GpuLink(info.index, s.pcie_gen if s else None,
-                             s.pcie_gen_max if s else None, s.pcie_width if s else None,
-                             s.pcie_width_max if s else None, info.bus_id, note))
+                             judged.gen_cap if judged else None, s.pcie_width if s else None,
+                             judged.width_cap if judged else None, info.bus_id, note,
+                             gen_low=judged is not None and judged.gen_low,
+                             width_low=judged is not None and judged.width_low,
+                             shortfall=judged.shortfall if judged else None))
     if not state.hello.topo_text:
         return TopoView(gpus=tuple(f"GPU{g.index}" for g in state.hello.facts.gpus),
                         links_state=tuple(links))
@@ -267,13 +276,15 @@ def topo_view(state: HostState) -> TopoView | None:
 def iostat_view(state: HostState) -> IostatView:
     """Panel 4: disks now and over ten minutes, beside the GPUs' utilisation."""
     since = _since(state, IOSTAT_WINDOW_S)
+    limits = state.limits.detectors
     disks = []
     for d in state.last.disks if state.last else ():
         series = state.history.series(disk_key(d.name, "util"))
         pts = tuple(p.mean for p in series.points(since=since, max_points=STRIP_POINTS)) \
             if series is not None else ()
         disks.append(DiskRow(d.name, d.r_s, d.w_s, d.rkb_s, d.wkb_s, d.r_await, d.w_await,
-                             d.aqu_sz, d.util, pts))
+                             d.aqu_sz, d.util, pts, disk_saturated(d.util, limits),
+                             tuple(disk_saturated(p, limits) for p in pts)))
     util = []
     for index in state.history.gpu_indices():
         series = state.history.series(gpu_key(index, "util_pct"))
@@ -323,7 +334,8 @@ def host_view(state: HostState) -> HostView | None:
     view = HostView.from_stats(
         state.last.host, cores_physical=physical, cores_logical=logical, gpu_count=gpus,
         findings=tuple(state.findings()),
-        health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight),
+        health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight,
+                           state.limits.detectors),
         speeds=state.speed.speeds(state.limits.detectors))
     if state.clock is None:
         return view

@@ -37,7 +37,8 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
     (computing it again costs as much as the rest of the cell)."""
     row = row if row is not None else state.row(now)
     samples = {g.index: g for g in state.last.gpus} if state.last else {}
-    gpus = [WallGpu(_value(samples.get(j.index), metric), j.verdict, j.temp) for j in row.gpus]
+    gpus = [WallGpu(_value(samples.get(j.index), metric), j.verdict, j.temp, j.mem_high)
+            for j in row.gpus]
     expected = row.gpus_expected or 0
     # before the first sample nothing is judged: the slots the inventory promises read missing
     gpus += [WallGpu(None, GpuVerdict.MISSING)] * max(0, expected - len(gpus))
@@ -67,6 +68,7 @@ def wall_view(fleet: FleetState, metric: str, now: float,
     margins = (limits.temp_margin_c, limits.temp_warm_margin_c)
     if rows is not None:
         return WallView(metric, tuple(wall_host(fleet.hosts[r.name], metric, now, r)
-                                      for r in rows), margins, empty)
+                                      for r in rows), margins, empty, limits.mem_high_pct)
     hosts = [fleet.hosts[n] for n in names] if names is not None else fleet.hosts.values()
-    return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts), margins, empty)
+    return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts), margins, empty,
+                    limits.mem_high_pct)

@@ -20,7 +20,7 @@ from probes.analysis.findings import Finding
 from probes.analysis.judge import SLOWING_REASONS, temp_thresholds
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import REASON_BITS, HostHistory, StepSeries, gpu_key
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
 _SLOWING_BITS = sum(REASON_BITS[r] for r in SLOWING_REASONS)
@@ -97,7 +97,7 @@ def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | 
             action = (f"Read GPU{idx}'s clock-event reasons (nvidia-smi -q -d PERFORMANCE) "
                       "and compare its clocks with the other GPUs under the same load")
         out.append(Finding(
-            Step.GPU, "throttled-while-busy", Severity.WARNING,
+            Step.GPU, Code.THROTTLED_WHILE_BUSY, Severity.WARNING,
             f"GPU{idx} throttled {frac:.0%} of the last {window / 60:.0f} min while "
             f"{busy_pct:.0f}% busy: {what}{detail}", host, gpu=idx, ts=first, action=action,
             extra={"throttled_share": round(frac, 3), "reasons": names,
@@ -136,7 +136,7 @@ def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | No
             action = (f"Check GPU{info.index}'s cooling before it starts slowing down: fans, "
                       "inlet air, dust, blocked airflow; compare with its neighbours")
         out.append(Finding(
-            Step.GPU, "temp-near-slowdown", Severity.WARNING,
+            Step.GPU, Code.TEMP_NEAR_SLOWDOWN, Severity.WARNING,
             f"GPU{info.index} at {c.mean[-1]:.0f} °C (peak {hot:.0f} °C) for {share:.0%} of "
             f"the last {window / 60:.0f} min, {where}", host, gpu=info.index,
             ts=first_at_least(c, near), action=action,
@@ -165,7 +165,7 @@ def detect_power_pinned(host: str, history: HostHistory, hello: Hello | None,
         if share < limits.power_min_share:
             continue
         out.append(Finding(
-            Step.GPU, "power-pinned", Severity.INFO,
+            Step.GPU, Code.POWER_PINNED, Severity.INFO,
             f"GPU{idx} at {wmean(c):.0f} W of its {limit:.0f} W limit for {share:.0%} of the "
             f"last {window / 60:.0f} min", host, gpu=idx,
             ts=first_at_least(c, pinned),

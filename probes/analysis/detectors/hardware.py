@@ -6,7 +6,7 @@ from __future__ import annotations
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import STATE_CODES, HostHistory, StepSeries, gpu_key
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 from probes.wire.samples import GpuState, Hello, HostSample
 
 
@@ -43,7 +43,7 @@ def detect_gpu_dropout(host: str, history: HostHistory, hello: Hello | None,
         since = st.latest() if st is not None else None
         name = f"GPU{idx}" if idx is not None else f"GPU {g.bus_id or '?'}"
         out.append(Finding(
-            Step.GPU, "gpu-dropout", Severity.CRITICAL,
+            Step.GPU, Code.GPU_DROPOUT, Severity.CRITICAL,
             f"{name} is {g.state.value}: {answering} of {n_expected} GPUs answer",
             host, gpu=idx, ts=since.t if since is not None and
             since.mean == STATE_CODES[g.state] else sample.ts, action=action,
@@ -52,7 +52,7 @@ def detect_gpu_dropout(host: str, history: HostHistory, hello: Hello | None,
         ts = missing_since.get(idx, history.first_ts)
         bus = bus_of.get(idx)
         out.append(Finding(
-            Step.GPU, "gpu-dropout", Severity.CRITICAL,
+            Step.GPU, Code.GPU_DROPOUT, Severity.CRITICAL,
             f"GPU{idx}{f' ({bus})' if bus else ''} dropped out of the samples: "
             f"{answering} of {n_expected} GPUs answer", host, gpu=idx, ts=ts, action=action,
             extra={"answering": answering, "expected": n_expected}))
@@ -74,7 +74,7 @@ def detect_link_downgrade_appeared(host: str, history: HostHistory, hello: Hello
         if st is None or now is None or st.peak is None or now.mean >= st.peak:
             continue
         out.append(Finding(
-            Step.GPU, "link-downgrade-appeared", Severity.WARNING,
+            Step.GPU, Code.LINK_DOWNGRADE_APPEARED, Severity.WARNING,
             f"GPU{idx} PCIe link fell from x{st.peak:.0f} to x{now.mean:.0f} during the run",
             host, gpu=idx, ts=now.t,
             action=(f"Watch GPU{idx} for AER/Xid errors in the kernel log; reseat the GPU or "
@@ -93,7 +93,7 @@ def detect_counters_increasing(host: str, history: HostHistory, hello: Hello | N
         cor = history.steps(gpu_key(idx, "ecc_corrected_volatile"))
         if unc is not None and unc.increase_total > 0:
             out.append(Finding(
-                Step.GPU, "ecc-increasing", Severity.CRITICAL,
+                Step.GPU, Code.ECC_INCREASING, Severity.CRITICAL,
                 f"GPU{idx}: uncorrectable ECC errors grew by {unc.increase_total:.0f} during "
                 f"the run (now {_latest_value(unc):.0f})", host, gpu=idx,
                 ts=unc.first_increase_ts,
@@ -103,7 +103,7 @@ def detect_counters_increasing(host: str, history: HostHistory, hello: Hello | N
                 extra={"increase": unc.increase_total, "kind": "uncorrectable"}))
         elif cor is not None and cor.increase_total >= limits.ecc_corrected_min_increase:
             out.append(Finding(
-                Step.GPU, "ecc-increasing", Severity.WARNING,
+                Step.GPU, Code.ECC_INCREASING, Severity.WARNING,
                 f"GPU{idx}: corrected ECC errors grew by {cor.increase_total:,.0f} during the "
                 f"run (now {_latest_value(cor):,.0f})", host, gpu=idx,
                 ts=cor.first_increase_ts,
@@ -121,7 +121,7 @@ def detect_counters_increasing(host: str, history: HostHistory, hello: Hello | N
                     first = st.first_increase_ts
         if grew:
             out.append(Finding(
-                Step.GPU, "remap-increasing", Severity.WARNING,
+                Step.GPU, Code.REMAP_INCREASING, Severity.WARNING,
                 f"GPU{idx}: rows remapped during the run ({', '.join(grew)})", host, gpu=idx,
                 ts=first,
                 action=(f"Reset GPU{idx} when the job allows so pending remaps apply; RMA it if "

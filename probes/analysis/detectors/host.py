@@ -7,7 +7,7 @@ from probes.analysis.detectors.window import bins, cols, covered, fmt, latest_ts
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory, disk_key, gpu_key, host_key
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
 
@@ -94,7 +94,7 @@ def detect_data_starvation(host: str, history: HostHistory, hello: Hello | None,
               "Raise DataLoader num_workers, move decoding/augmentation to the GPU, or pin "
               "the loader to the GPU's NUMA node")
     return [Finding(
-        Step.GPU, "data-starvation", Severity.WARNING,
+        Step.GPU, Code.DATA_STARVATION, Severity.WARNING,
         f"GPUs idle {idle_pct:.0%} of the last {window / 60:.0f} min in gaps between busy "
         f"stretches ({len(starving)} of {judged} GPUs) while {what}: the input pipeline is "
         "starving them", host, ts=first, action=action, extra=extra)]
@@ -125,7 +125,7 @@ def detect_swap_activity(host: str, history: HostHistory, hello: Hello | None,
     mo = sum(outs.values()) / len(outs) if outs else 0.0
     mib_s = (mi + mo) * 4096 / 2 ** 20
     return [Finding(
-        Step.GPU, "swap-activity", Severity.WARNING,
+        Step.GPU, Code.SWAP_ACTIVITY, Severity.WARNING,
         f"host swapping {fmt(mi)} pages/s in, {fmt(mo)} out over the last "
         f"{window:.0f} s (~{mib_s:.1f} MiB/s)", host, ts=hot[0],
         action=("Find what pushed the host into swap (ps aux --sort=-rss; DataLoader "

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from probes.rules.parsers.smi_cells import Cell, cell_value
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 KIND = "dmon"
 PMON_KIND = "pmon"
@@ -217,13 +217,13 @@ def _row_findings(row: DmonRow) -> list[ExplainFinding]:
     if pviol and busy:
         why.append(f"power-cap violation {pviol:g} %")
     if why:
-        out.append(ExplainFinding(Step.GPU, "clocks-throttled", Severity.WARNING, row.line,
+        out.append(ExplainFinding(Step.GPU, Code.CLOCKS_THROTTLED, Severity.WARNING, row.line,
                                   row.text, f"GPU {who} clocks held down: {', '.join(why)} of "
                                   "the interval", ACTION_THROTTLE, gpu=gpu, time=when,
                                   extra=extra))
     dbecc = _num(row.value("dbecc"))
     if dbecc:
-        out.append(ExplainFinding(Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, row.line,
+        out.append(ExplainFinding(Step.GPU, Code.ECC_UNCORRECTABLE, Severity.CRITICAL, row.line,
                                   row.text, f"GPU {who} reports {dbecc:g} double-bit "
                                   "(uncorrectable) ECC error(s)", ACTION_ECC, gpu=gpu,
                                   time=when, extra={**extra, "count_ecc": int(dbecc)}))

@@ -20,7 +20,7 @@ from itertools import accumulate
 
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
-from probes.triage import DISK_SATURATED_UTIL, Severity, Step
+from probes.triage import DISK_SATURATED_UTIL, Code, Severity, Step
 from probes.wire.samples import DiskStats
 
 KIND = "iostat"
@@ -283,7 +283,7 @@ def _finding(rep: IostatReport) -> ExplainFinding | None:
         parts.append(f"{d.name} {util}{queue}")
     more = f" and {len(busy) - 6} more" if len(busy) > 6 else ""
     first = busy[0]
-    return ExplainFinding(Step.GPU, "disk-saturated", Severity.WARNING, rep.lines[first.name],
+    return ExplainFinding(Step.GPU, Code.DISK_SATURATED, Severity.WARNING, rep.lines[first.name],
                           rep.texts[first.name], f"disk saturated: {', '.join(parts)}{more}",
                           ACTION, count=len(busy))
 

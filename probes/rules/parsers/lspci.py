@@ -14,7 +14,7 @@ from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers.pcie import link_shortfall
 from probes.rules.result import ExplainFinding, KindResult, merge_same
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 KIND = "lspci"
 LOOKS_LIKE_LINES = 5000
@@ -209,7 +209,7 @@ def _finding(dev: PcieLink) -> ExplainFinding | None:
     sta = f"{_fmt(dev.sta_speed_gts)} GT/s x{dev.sta_width or '?'}"
     what = "width" if sev is Severity.WARNING else "speed"
     return ExplainFinding(
-        Step.GPU, "pcie-link-downgraded", sev, dev.sta_line or dev.line, dev.sta_text or "",
+        Step.GPU, Code.PCIE_LINK_DOWNGRADED, sev, dev.sta_line or dev.line, dev.sta_text or "",
         f"{name}: PCIe link {what} below capability (running {sta}, capable of {cap})",
         ACTION_WIDTH if sev is Severity.WARNING else ACTION_SPEED, gpu=dev.address)
 

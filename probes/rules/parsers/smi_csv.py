@@ -32,7 +32,7 @@ from probes.rules.parsers.pcie import gen_shortfall
 from probes.rules.parsers.smi_cells import Cell, cell_value
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
 
 KIND = "nvidia-smi-csv"
@@ -455,7 +455,7 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
     time = stamp if isinstance(stamp, str) else None
     out: list[ExplainFinding] = []
 
-    def add(code: str, sev: Severity, summary: str, action: str,
+    def add(code: Code, sev: Severity, summary: str, action: str,
             extra: dict[str, object] | None = None) -> None:
         more = dict(extra or {})
         if row.host:
@@ -466,13 +466,13 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
     lost = [c for c in row.cells if c.strip().lower() in _LOST_MARKERS]
     if lost:
         if "[gpu is lost]" in (c.strip().lower() for c in lost) or not _readings(row):
-            add("gpu-lost", Severity.CRITICAL,
+            add(Code.GPU_LOST, Severity.CRITICAL,
                 f"GPU {who} reads {lost[0]} in {len(lost)} field(s) and nothing else: NVML has "
                 "lost it", csv_names.ACTION_LOST)
             return out
         unread = [n for n, c in zip(row.names, row.cells, strict=False)
                   if c.strip().lower() in _LOST_MARKERS]
-        add("gpu-sensor-unreadable", Severity.WARNING,
+        add(Code.GPU_SENSOR_UNREADABLE, Severity.WARNING,
             f"GPU {who} reads {lost[0]} in {', '.join(unread) or f'{len(lost)} field(s)'} "
             "while its other readings answer: a sensor NVML cannot read, not a lost GPU",
             csv_names.ACTION_SENSOR, {"fields": unread})
@@ -484,7 +484,7 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
     if "sw_power_cap" in active and busy:
         throttled.append("sw_power_cap")
     if throttled:
-        add("clocks-throttled", Severity.WARNING,
+        add(Code.CLOCKS_THROTTLED, Severity.WARNING,
             f"GPU {who} clocks held down: {', '.join(throttled)} active", csv_names.ACTION_THROTTLE,
             {"reasons": throttled})
     cur_gen = _int(row.value("pcie.link.gen.gpucurrent"))
@@ -499,26 +499,26 @@ def _row_findings(row: SmiCsvRow) -> list[ExplainFinding]:
     cap_w = _int(row.value("pcie.link.width.max"))
     link = gen_shortfall(cap_gen, cap_w, cur_gen, cur_w)
     if link is Severity.WARNING:
-        add("pcie-link-downgraded", Severity.WARNING,
+        add(Code.PCIE_LINK_DOWNGRADED, Severity.WARNING,
             f"GPU {who} PCIe link runs x{cur_w} of x{cap_w}", csv_names.ACTION_WIDTH)
     elif link is Severity.INFO and busy is not False:
-        add("pcie-link-downgraded", Severity.INFO,
+        add(Code.PCIE_LINK_DOWNGRADED, Severity.INFO,
             f"GPU {who} PCIe link at Gen{cur_gen} of Gen{cap_gen}"
             + (" under load" if busy else ""), csv_names.ACTION_SPEED)
     vol, agg = _ecc(row, "volatile"), _ecc(row, "aggregate")
     if vol:
-        add("ecc-uncorrectable", Severity.CRITICAL,
+        add(Code.ECC_UNCORRECTABLE, Severity.CRITICAL,
             f"GPU {who} has {vol} uncorrectable ECC error(s) since the driver loaded",
             csv_names.ACTION_ECC, {"count_ecc": vol})
     elif agg:
-        add("ecc-uncorrectable", Severity.INFO,
+        add(Code.ECC_UNCORRECTABLE, Severity.INFO,
             f"GPU {who} has {agg} uncorrectable ECC error(s) in its lifetime (none since the "
             "driver loaded)", csv_names.ACTION_ECC, {"count_ecc": agg})
     if _yes(row.value("retired_pages.pending")):
-        add("retired-pages-pending", Severity.WARNING,
+        add(Code.RETIRED_PAGES_PENDING, Severity.WARNING,
             f"GPU {who}: retired pages wait for a driver reload", csv_names.ACTION_RETIRED)
     if _yes(row.value("remapped_rows.failure")):
-        add("row-remap-failure", Severity.CRITICAL,
+        add(Code.ROW_REMAP_FAILURE, Severity.CRITICAL,
             f"GPU {who}: row remapping failed (no spare rows); the card needs service",
             csv_names.ACTION_REMAP)
     return out
@@ -548,7 +548,7 @@ def _findings(csv: SmiCsv) -> list[ExplainFinding]:
         m = BDF_IN_TEXT.search(text)
         bus = normalize_bus_id(m.group()) if m else None
         out.append(ExplainFinding(
-            Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
+            Step.GPU, Code.GPU_LOST, Severity.CRITICAL, no, text,
             f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}: NVML has "
             "lost it", csv_names.ACTION_LOST, gpu=bus))
     for row in csv.all_rows:

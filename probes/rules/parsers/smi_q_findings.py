@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.rules.result import ExplainFinding, merge_same
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 if TYPE_CHECKING:
     from probes.rules.parsers.smi_q import SmiQGpu, SmiQReport
@@ -68,14 +68,14 @@ def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
     load = (f"{g.pstate or 'P?'}, "
             f"{'?' if g.util_gpu_pct is None else g.util_gpu_pct} % util")
 
-    def add(code: str, sev: Severity, where: tuple[int, str], summary: str, action: str,
+    def add(code: Code, sev: Severity, where: tuple[int, str], summary: str, action: str,
             **extra: object) -> None:
         no, text = where
         out.append(ExplainFinding(Step.GPU, code, sev, no, text or f"GPU {who}", summary,
                                   action, gpu=gpu, time=g.time, extra=extra))
 
     for no, text in g.lost_lines[:1]:
-        add("gpu-lost", Severity.CRITICAL, (no, text),
+        add(Code.GPU_LOST, Severity.CRITICAL, (no, text),
             f"nvidia-smi -q reports GPU {who} as lost: NVML cannot talk to it", ACTION_LOST)
 
     slow: list[tuple[Severity, str, int, str]] = []
@@ -105,18 +105,18 @@ def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
         hard = any(s[1].lower() in _HARD_REASONS for s in slow)
         action = (ACTION_THROTTLE_HW if hard else ACTION_THROTTLE_POWER
                   if any(s[1].lower() == "sw power cap" for s in slow) else ACTION_THROTTLE_OTHER)
-        add("clocks-throttled", worst[0], (worst[2], worst[3]),
+        add(Code.CLOCKS_THROTTLED, worst[0], (worst[2], worst[3]),
             f"GPU {who} clocks are held down: {names} Active ({load}{temp}{power})", action,
             reasons=[s[1] for s in slow])
 
     sev = gen_shortfall(g.pcie_gen_max, g.pcie_width_max, g.pcie_gen_current,
                         g.pcie_width_current)
     if sev is Severity.WARNING:
-        add("pcie-link-downgraded", sev, _ev(g, "pcie_width_current"),
+        add(Code.PCIE_LINK_DOWNGRADED, sev, _ev(g, "pcie_width_current"),
             f"GPU {who} PCIe link runs x{g.pcie_width_current} of x{g.pcie_width_max} lanes "
             f"(Gen{g.pcie_gen_current} of Gen{g.pcie_gen_max})", ACTION_WIDTH)
     elif sev is Severity.INFO and not g.idle:
-        add("pcie-link-downgraded", sev, _ev(g, "pcie_gen_current"),
+        add(Code.PCIE_LINK_DOWNGRADED, sev, _ev(g, "pcie_gen_current"),
             f"GPU {who} PCIe link runs at Gen{g.pcie_gen_current} of Gen{g.pcie_gen_max} while "
             f"not idle ({load})", ACTION_GEN)
 
@@ -124,24 +124,24 @@ def _gpu_findings(g: SmiQGpu, ordinal: int) -> list[ExplainFinding]:
     if (vol or 0) > 0 or (agg or 0) > 0:
         where = _ev(g, "ecc_volatile_uncorrectable" if (vol or 0) > 0
                     else "ecc_aggregate_uncorrectable")
-        add("ecc-uncorrectable", Severity.CRITICAL, where,
+        add(Code.ECC_UNCORRECTABLE, Severity.CRITICAL, where,
             f"GPU {who} has uncorrectable ECC errors: {vol if vol is not None else '?'} volatile "
             f"(since driver load), {agg if agg is not None else '?'} aggregate (lifetime)",
             ACTION_ECC, count_ecc=vol or agg)
 
     if g.remapping_failure:
-        add("row-remap-failure", Severity.CRITICAL, _ev(g, "remapping_failure"),
+        add(Code.ROW_REMAP_FAILURE, Severity.CRITICAL, _ev(g, "remapping_failure"),
             f"GPU {who} row remapping failed (Remapping Failure Occurred: Yes; "
             f"{g.remapped_rows_uncorrectable} rows remapped for uncorrectable, "
             f"{g.remapped_rows_correctable} for correctable errors)", ACTION_REMAP_FAIL)
 
     if g.retired_pages_pending:
-        add("retired-pages-pending", Severity.WARNING, _ev(g, "retired_pages_pending"),
+        add(Code.RETIRED_PAGES_PENDING, Severity.WARNING, _ev(g, "retired_pages_pending"),
             f"GPU {who} has page retirements pending a reset (single bit "
             f"{g.retired_pages_single_bit}, double bit {g.retired_pages_double_bit} retired)",
             ACTION_PENDING)
     if g.remapped_rows_pending:
-        add("row-remap-pending", Severity.WARNING, _ev(g, "remapped_rows_pending"),
+        add(Code.ROW_REMAP_PENDING, Severity.WARNING, _ev(g, "remapped_rows_pending"),
             f"GPU {who} has row remaps pending a reset (Remapped Rows Pending: Yes; "
             f"{g.remapped_rows_uncorrectable} uncorrectable, {g.remapped_rows_correctable} "
             "correctable rows)", ACTION_PENDING)
@@ -162,7 +162,7 @@ def findings(report: SmiQReport, views: Sequence[tuple[int, SmiQGpu]]) -> list[E
         bus = normalize_bus_id(m.group()) if m else None
         why = text.rsplit(":", 1)[-1].strip() if ":" in text else ""
         found.append(ExplainFinding(
-            Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
+            Step.GPU, Code.GPU_LOST, Severity.CRITICAL, no, text,
             f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}"
             + (f" ({why})" if why and why != text else "") + ": NVML has lost it",
             ACTION_LOST, gpu=bus, time=report.timestamp))

@@ -7,7 +7,7 @@ import re
 from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
 from probes.rules.parsers.smi_table_records import SmiTable
 from probes.rules.result import ExplainFinding
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 VITAL_FIELDS = frozenset({"temp_c", "mem_used_mib", "util_pct"})
 """A GPU is lost when its name or all of these read ``ERR!``; otherwise an ``ERR!`` cell is
@@ -50,7 +50,7 @@ def findings(table: SmiTable) -> list[ExplainFinding]:
         bus = normalize_bus_id(m.group()) if m else None
         why = text.rsplit(":", 1)[-1].strip() if ":" in text else ""
         add(ExplainFinding(
-            Step.GPU, "gpu-lost", Severity.CRITICAL, no, text,
+            Step.GPU, Code.GPU_LOST, Severity.CRITICAL, no, text,
             f"nvidia-smi cannot get a handle to GPU {bus or '(bus id not shown)'}"
             + (f" ({why})" if why and why != text else "") + ": NVML has lost it",
             ACTION_LOST, gpu=bus, time=table.timestamp))
@@ -59,20 +59,20 @@ def findings(table: SmiTable) -> list[ExplainFinding]:
             errs = set(g.err_fields)
             if "name" in errs or errs >= VITAL_FIELDS:
                 add(ExplainFinding(
-                    Step.GPU, "gpu-lost", Severity.CRITICAL, g.line, g.text,
+                    Step.GPU, Code.GPU_LOST, Severity.CRITICAL, g.line, g.text,
                     f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
                     f"{len(g.err_fields)} field(s) ({', '.join(g.err_fields)}): NVML cannot "
                     "talk to it", ACTION_ERR, gpu=g.bus_id, time=table.timestamp))
             else:
                 add(ExplainFinding(
-                    Step.GPU, "gpu-sensor-unreadable", Severity.WARNING, g.line, g.text,
+                    Step.GPU, Code.GPU_SENSOR_UNREADABLE, Severity.WARNING, g.line, g.text,
                     f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) reads ERR! in "
                     f"{', '.join(g.err_fields)} while its other readings answer: a sensor NVML "
                     "cannot read, not a lost GPU", ACTION_SENSOR, gpu=g.bus_id,
                     time=table.timestamp, extra={"fields": list(g.err_fields)}))
         if g.ecc_uncorr:
             add(ExplainFinding(
-                Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, g.line, g.text,
+                Step.GPU, Code.ECC_UNCORRECTABLE, Severity.CRITICAL, g.line, g.text,
                 f"GPU {g.index} ({g.bus_id or 'bus id not shown'}) has {g.ecc_uncorr} volatile "
                 "uncorrectable ECC error(s) since the driver loaded",
                 ACTION_ECC, gpu=g.bus_id, time=table.timestamp, extra={"count_ecc": g.ecc_uncorr}))
@@ -80,7 +80,7 @@ def findings(table: SmiTable) -> list[ExplainFinding]:
     for d in table.mig_devices:
         if d.ecc_uncorr:
             add(ExplainFinding(
-                Step.GPU, "ecc-uncorrectable", Severity.CRITICAL, d.line, d.text,
+                Step.GPU, Code.ECC_UNCORRECTABLE, Severity.CRITICAL, d.line, d.text,
                 f"GPU {d.gpu} MIG device {d.mig_dev} (GI {d.gi}, CI {d.ci}) has {d.ecc_uncorr} "
                 "volatile uncorrectable ECC error(s)",
                 ACTION_ECC, gpu=bus_of.get(d.gpu), time=table.timestamp))

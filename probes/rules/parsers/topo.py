@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from probes.rules.result import ExplainFinding, KindResult
 from probes.rules.text import clean_lines
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 KIND = "topo"
 LOOKS_LIKE_LINES = 5000
@@ -233,7 +233,7 @@ def _cross_numa(matrix: TopoMatrix) -> ExplainFinding | None:
         return None
     worst = max(pairs.values(), key=lambda s: s.rank)
     return ExplainFinding(
-        Step.GPU, "topology-cross-numa", worst, matrix.row_lines[first_row],
+        Step.GPU, Code.TOPOLOGY_CROSS_NUMA, worst, matrix.row_lines[first_row],
         matrix.row_text[first_row], _summary(pairs, nvlink), _action(pairs),
         count=len({r for r in matrix.links if any(r in p for p in pairs)}))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from probes.rules.busid import BDF_IN_TEXT, normalize_bus_id
 from probes.rules.logrules.common import EVIDENCE_MAX, GAP
 from probes.rules.logrules.lines import LogLine
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 _MONTHS = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 NVRM_LEAD = re.compile(r"^\s*(?:NVRM:\s*)?")
@@ -31,7 +31,7 @@ GPU_NAME = re.compile(r"\bGPU ?(?P<n>\d{1,3})\b(?![:.]\d)")
 class Hit:
     """What one rule made of one line, before it becomes a finding."""
 
-    code: str
+    code: Code
     severity: Severity
     summary: str
     action: str

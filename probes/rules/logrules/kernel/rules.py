@@ -43,7 +43,7 @@ from probes.rules.logrules.kernel.xid import (
 from probes.rules.logrules.lines import LogLine
 from probes.rules.parsers.pcie import link_shortfall, parse_speed_gts, parse_width
 from probes.rules.result import ExplainFinding, merge_same
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 Builder = Callable[[re.Match[str], str, Sequence[LogLine], int], Hit | None]
 
@@ -130,7 +130,7 @@ the line's words read the rest of the line again."""
 
 def _off_bus(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     gpu = gpu_around(lines, i, text)
-    return Hit("gpu-fallen-off-bus", CRIT,
+    return Hit(Code.GPU_FALLEN_OFF_BUS, CRIT,
                 f"GPU {gpu or '(bus id not shown)'} has fallen off the bus: it no longer "
                 "answers over PCIe", ACTION_OFF_BUS, gpu=gpu)
 
@@ -150,12 +150,12 @@ def _oom(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     if "CONSTRAINT_MEMCG" in text or "Memory cgroup" in text:
         summary += MEMCG
         extra["limit"] = ["memory cgroup"]
-    return Hit("oom-killer", CRIT, summary, ACTION_OOM, extra=extra)
+    return Hit(Code.OOM_KILLER, CRIT, summary, ACTION_OOM, extra=extra)
 
 
 def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     if m.group("crit"):
-        return Hit("cpu-thermal", CRIT, f"Critical temperature reached: {text.strip()[:120]}",
+        return Hit(Code.CPU_THERMAL, CRIT, f"Critical temperature reached: {text.strip()[:120]}",
                     ACTION_CPU_THERMAL)
     cpu = m.group("cpu")
     kind = (m.group("kind") or "CPU").lower()
@@ -163,7 +163,7 @@ def _cpu_thermal(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) 
     summary = f"{cpu or 'CPU'} {kind} temperature above threshold, clock throttled"
     if events:
         summary += f" ({events.group('n')} events)"
-    return Hit("cpu-thermal", WARN, summary, ACTION_CPU_THERMAL,
+    return Hit(Code.CPU_THERMAL, WARN, summary, ACTION_CPU_THERMAL,
                 extra={"cpus": [cpu]} if cpu else {})
 
 
@@ -172,7 +172,7 @@ def _gsp(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit |
         return None
     gpu = gpu_in(text)
     kind = "heartbeat" if "eartbeat" in m.group(0) else "RPC"
-    return Hit("gsp-timeout", CRIT,
+    return Hit(Code.GSP_TIMEOUT, CRIT,
                 f"GSP firmware {kind} timeout on {gpu or 'a GPU'}: the GPU's firmware core "
                 "stopped answering the driver", ACTION_GSP, gpu=gpu)
 
@@ -197,7 +197,7 @@ def _aer(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
     if dev is None:
         first = BDF_IN_TEXT.search(text)
         dev = bus_id(first.group(0)) if first else None
-    return Hit("pcie-aer", severity, f"PCIe AER {kind} error at {dev or 'a PCIe device'}",
+    return Hit(Code.PCIE_AER, severity, f"PCIe AER {kind} error at {dev or 'a PCIe device'}",
                 ACTION_AER[severity], extra={"device": dev} if dev else {})
 
 
@@ -210,7 +210,7 @@ def _api_mismatch(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int)
             break
     summary = (f"NVIDIA driver version mismatch: a client library has {m.group('client')}, "
                f"the loaded kernel module {kernel or 'another version'}")
-    return Hit("nvrm-api-mismatch", CRIT, summary, ACTION_API_MISMATCH)
+    return Hit(Code.NVRM_API_MISMATCH, CRIT, summary, ACTION_API_MISMATCH)
 
 
 def _rm_init(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit:
@@ -218,7 +218,7 @@ def _rm_init(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> H
     code = _RM_CODE.search(text)
     summary = f"GPU {gpu or '(bus id not shown)'} failed to initialise (RmInitAdapter failed"
     summary += f", {code.group('code')})" if code else ")"
-    return Hit("rm-init-adapter-failed", CRIT, summary, ACTION_RM_INIT, gpu=gpu)
+    return Hit(Code.RM_INIT_ADAPTER_FAILED, CRIT, summary, ACTION_RM_INIT, gpu=gpu)
 
 
 def _pcie_bw(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> Hit | None:
@@ -233,7 +233,7 @@ def _pcie_bw(m: re.Match[str], text: str, lines: Sequence[LogLine], i: int) -> H
     summary = (f"{dev or 'PCIe device'}: PCIe link {what} below capability at enumeration "
                f"(running {_gts(cur_gts)} GT/s x{cur_w or '?'}, capable of {_gts(cap_gts)} "
                f"GT/s x{cap_w or '?'}; limited at {m.group('port')})")
-    return Hit("pcie-link-downgraded", severity, summary, ACTION_LINK[severity],
+    return Hit(Code.PCIE_LINK_DOWNGRADED, severity, summary, ACTION_LINK[severity],
                 step=Step.GPU, gpu=dev)
 
 
@@ -364,12 +364,12 @@ def _merge(found: list[ExplainFinding]) -> list[ExplainFinding]:
 def _retell(f: ExplainFinding) -> ExplainFinding:
     """Summaries that speak for the whole incident rather than its first line."""
     cpus = f.extra.get("cpus")
-    if f.code == "cpu-thermal" and isinstance(cpus, list) and len(cpus) > 1:
+    if f.code == Code.CPU_THERMAL and isinstance(cpus, list) and len(cpus) > 1:
         shown = ", ".join(str(c) for c in cpus[:6]) + (", …" if len(cpus) > 6 else "")
         return replace(f, summary=f"CPU thermal throttling on {len(cpus)} CPUs ({shown}): "
                                   f"temperature above threshold, clock throttled")
     killed = f.extra.get("killed")
-    if f.code == "oom-killer" and isinstance(killed, list) and killed:
+    if f.code == Code.OOM_KILLER and isinstance(killed, list) and killed:
         names = ", ".join(str(k) for k in killed[:4]) + (", …" if len(killed) > 4 else "")
         memcg = MEMCG if f.extra.get("limit") else ""
         return replace(f, summary=f"The kernel OOM killer ran and killed {names}{memcg}")

@@ -16,7 +16,7 @@ from probes.rules.logrules.kernel.reading import GPU_NAME, Hit, bus_id, evidence
 from probes.rules.logrules.lines import LogLine
 from probes.rules.result import ExplainFinding
 from probes.rules.xid_catalog import XidInfo, lookup
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 XID = re.compile(r"(?<![A-Za-z])Xid\s*\((?P<dev>[^()]{0,48})\)\s*(?::\s*)?(?P<code>\d{1,5})(?!\d)")
 _XID_DEV = re.compile(
@@ -172,7 +172,7 @@ def xid_finding(acc: XidAcc) -> ExplainFinding:
     if acc.recovery:
         extra["recovery_action"] = acc.recovery
     return ExplainFinding(
-        Step.SYSLOG, "xid", acc.severity, acc.line.number, evidence(acc.line),
+        Step.SYSLOG, Code.XID, acc.severity, acc.line.number, evidence(acc.line),
         _xid_summary(acc), _xid_action(acc), xid=info.code,
         gpu=acc.gpus[0] if acc.gpus else None, time=acc.time, count=acc.count, extra=extra)
 
@@ -184,5 +184,5 @@ def xid_gsp(acc: XidAcc, m: re.Match[str], text: str) -> Hit | None:
     if code != 119 and not (code == 120 and _TIMEOUT.search(rest)):
         return None
     gpu = _xid_gpu(m.group("dev"), rest)
-    return Hit("gsp-timeout", CRIT, f"GSP firmware timeout (Xid {code}) on {gpu or 'a GPU'}",
+    return Hit(Code.GSP_TIMEOUT, CRIT, f"GSP firmware timeout (Xid {code}) on {gpu or 'a GPU'}",
                 ACTION_GSP, gpu=gpu)

@@ -32,7 +32,7 @@ from probes.rules.logrules.nccl.patterns import (
 )
 from probes.rules.logrules.nccl.records import NcclError, NetError, RankFailure, Timeout, Where
 from probes.rules.result import ExplainFinding
-from probes.triage import Severity, Step
+from probes.triage import Code, Severity, Step
 
 # --- wording --------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ def _common(records: Sequence[Where]) -> dict[str, object]:
     return extra
 
 
-def _finding(code: str, severity: Severity, w: Where, summary: str, action: str,
+def _finding(code: Code, severity: Severity, w: Where, summary: str, action: str,
              count: int, extra: Mapping[str, object]) -> ExplainFinding:
     return ExplainFinding(Step.NCCL, code, severity, w.line, w.evidence, summary, action,
                           gpu=w.gpu, time=w.time, count=max(1, count), extra=extra)
@@ -132,7 +132,7 @@ def _timeout_finding(timeouts: Sequence[Timeout], others: bool) -> ExplainFindin
     count = len({(t.where.rank, t.seq, t.kind) if t.where.rank is not None else id(t)
                  for t in records})
     # "an error or timeout" with nothing said of which is no timeout (#24): nccl-error
-    code = "nccl-timeout" if real else "nccl-error"
+    code = Code.NCCL_TIMEOUT if real else Code.NCCL_ERROR
     return _finding(code, CRIT, first.where, summary, action, count, extra)
 
 
@@ -195,7 +195,7 @@ def _net_finding(nets: Sequence[NetError], completed: Sequence[int] = ()
         return None
     if all(recovered(n, completed) for n in nets):
         n = nets[0]
-        return _finding("nccl-net-error", Severity.INFO, n.where,
+        return _finding(Code.NCCL_NET_ERROR, Severity.INFO, n.where,
                         f"{n.transport}: {n.detail}; NCCL recovered (a communicator came up "
                         "after it): no network failure", ACTION_NET.get(n.category,
                                                                         ACTION_NET["net"]),
@@ -230,7 +230,7 @@ def _net_finding(nets: Sequence[NetError], completed: Sequence[int] = ()
         extra["peer"] = primary.peer
     if primary.call:
         extra["call"] = primary.call
-    return _finding("nccl-net-error", severity, primary.where, summary, action, len(nets),
+    return _finding(Code.NCCL_NET_ERROR, severity, primary.where, summary, action, len(nets),
                     extra)
 
 
@@ -276,7 +276,7 @@ def _error_finding(errors: Sequence[NcclError], others: bool) -> ExplainFinding 
                     if m), None)
     if version:
         extra["nccl_version"] = version
-    return _finding("nccl-error", severity, primary.where, summary, action, len(pool), extra)
+    return _finding(Code.NCCL_ERROR, severity, primary.where, summary, action, len(pool), extra)
 
 
 def _failure_finding(failures: Sequence[RankFailure]) -> ExplainFinding | None:
@@ -310,7 +310,7 @@ def _failure_finding(failures: Sequence[RankFailure]) -> ExplainFinding | None:
             {k: v for k, v in (("rank", f.rank), ("local_rank", f.local_rank),
                                ("exitcode", f.exitcode), ("signal", f.signal), ("pid", f.pid),
                                ("host", f.host)) if v is not None} for f in told]
-    return _finding("rank-failed", CRIT, primary.where, summary, ACTION_RANK[key], len(told),
+    return _finding(Code.RANK_FAILED, CRIT, primary.where, summary, ACTION_RANK[key], len(told),
                     extra)
 
 
@@ -403,7 +403,7 @@ def _cuda_oom_via_nccl(error: ExplainFinding | None) -> ExplainFinding | None:
     extra = {k: v for k, v in error.extra.items() if k in ("rank", "ranks", "host")}
     extra["via"] = "nccl"
     who = f" on rank {extra['rank']}" if "rank" in extra else ""
-    return ExplainFinding(Step.MODEL, "cuda-oom", CRIT, error.line, error.evidence,
+    return ExplainFinding(Step.MODEL, Code.CUDA_OOM, CRIT, error.line, error.evidence,
                           f"CUDA out of memory{who}, surfaced through NCCL "
                           "(a CUDA error inside a collective)", ACTION_CUDA_OOM,
                           gpu=error.gpu, time=error.time, count=error.count, extra=extra)

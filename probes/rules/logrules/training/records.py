@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from probes.rules.logrules.lines import LogLine
 from probes.rules.logrules.training.frames import Frame
-from probes.triage import Severity
+from probes.triage import Code, Severity
 
 FRAGMENTED_MIB = 256.0
 """Reserved-but-unallocated memory at least this large (and above the request) is fragmentation."""
@@ -304,7 +304,7 @@ def show_scale(v: float) -> str:
 class Hit:
     """What one rule made of one line, before the lines of one code become a finding."""
 
-    code: str
+    code: Code
     severity: Severity
     start: int
     gpu: str | None = None

@@ -62,6 +62,7 @@ from probes.rules.logrules.training.records import (
 from probes.rules.logrules.training.tell import finding
 from probes.rules.result import ExplainFinding
 from probes.rules.text import clean_line
+from probes.triage import Code
 
 DUP_WINDOW = 4
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]{0,60}? )?[Rr]ank ?(\d{1,5})\]")
@@ -123,7 +124,7 @@ def _oom_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
             break
         detail += " " + nxt
     report = parse_oom(detail)
-    return Hit("cuda-oom", CRIT, m.start(), gpu=gpu_name(report.gpu), oom=report)
+    return Hit(Code.CUDA_OOM, CRIT, m.start(), gpu=gpu_name(report.gpu), oom=report)
 
 
 def _ima_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
@@ -131,7 +132,7 @@ def _ima_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
     if m is None or "NVRM" in text:
         return None
     near = " ".join(ln.text for ln in lines[i:i + 4])
-    return Hit("illegal-memory-access", CRIT, m.start(),
+    return Hit(Code.ILLEGAL_MEMORY_ACCESS, CRIT, m.start(),
                 asynchronous=ASYNC.search(near) is not None)
 
 
@@ -139,7 +140,7 @@ def _dsa_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
     m = DSA.search(text)
     if m is None:
         return None
-    return Hit("device-side-assert", CRIT, m.start(), detail=assert_detail(m, text))
+    return Hit(Code.DEVICE_SIDE_ASSERT, CRIT, m.start(), detail=assert_detail(m, text))
 
 
 def _nan_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
@@ -157,7 +158,7 @@ def _nan_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
         start = phrase.start() if start < 0 else min(start, phrase.start())
     if start < 0:
         return None
-    return Hit("loss-nan", WARN, start, keys=tuple(keys))
+    return Hit(Code.LOSS_NAN, WARN, start, keys=tuple(keys))
 
 
 def _scale_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
@@ -165,7 +166,7 @@ def _scale_hit(lines: Sequence[LogLine], i: int, text: str) -> Hit | None:
     if m is None:
         return None
     event = parse_scale(m)
-    return Hit("loss-scale-overflow", CRIT if event.stuck else INFO, m.start(), scale=event)
+    return Hit(Code.LOSS_SCALE_OVERFLOW, CRIT if event.stuck else INFO, m.start(), scale=event)
 
 
 Rule = Callable[[Sequence[LogLine], int, str], Hit | None]
@@ -198,7 +199,7 @@ def scan(lines: Sequence[LogLine]) -> list[ExplainFinding]:
         Findings of the ``model`` step; ``count`` is the number of distinct records (the same
         record printed by several log handlers counts once).
     """
-    accs: dict[str, Acc] = {}
+    accs: dict[Code, Acc] = {}
     lines = [_unpeel(line) for line in lines]
     for i, line in enumerate(lines):
         text = line.text

@@ -24,7 +24,7 @@ from probes.rules.logrules.training.records import (
 )
 from probes.rules.result import ExplainFinding
 from probes.rules.text import clean_line
-from probes.triage import Step
+from probes.triage import Code, Step
 
 EVIDENCE_BEFORE = 200
 """Characters of a long line kept before the hit (more than NCCL's: a traceback's head)."""
@@ -215,10 +215,10 @@ def _scale_story(seen: list[Seen], ev: Seen) -> tuple[str, str, dict[str, object
 
 
 Story = Callable[[list[Seen], Seen], tuple[str, str, dict[str, object]]]
-_STORIES: dict[str, Story] = {
-    "cuda-oom": _oom_story, "illegal-memory-access": _ima_story,
-    "device-side-assert": _dsa_story, "loss-nan": _nan_story,
-    "loss-scale-overflow": _scale_story}
+_STORIES: dict[Code, Story] = {
+    Code.CUDA_OOM: _oom_story, Code.ILLEGAL_MEMORY_ACCESS: _ima_story,
+    Code.DEVICE_SIDE_ASSERT: _dsa_story, Code.LOSS_NAN: _nan_story,
+    Code.LOSS_SCALE_OVERFLOW: _scale_story}
 
 
 def _where(gpus: list[object], ranks: list[object], hosts: list[object]) -> str:
@@ -240,7 +240,7 @@ def _where(gpus: list[object], ranks: list[object], hosts: list[object]) -> str:
     return out
 
 
-def finding(code: str, acc: Acc) -> ExplainFinding:
+def finding(code: Code, acc: Acc) -> ExplainFinding:
     seen = acc.seen
     worst = max(seen, key=lambda s: s.hit.severity.rank).hit.severity
     ev = next(s for s in seen if s.hit.severity is worst)
