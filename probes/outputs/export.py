@@ -73,8 +73,14 @@ GPU_METRICS: tuple[Metric, ...] = (
            "counter"),
     Metric("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed",
            lambda g: None if g.remap_failure is None else int(g.remap_failure)),
-    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe link width.", lambda g: g.pcie_width),
-    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe link generation.", lambda g: g.pcie_gen),
+    # DCGM fields 235-238 by their names in NVIDIA's go-dcgm ``pkg/dcgm/const_fields.go``,
+    # the table dcgm-exporter reads its counters CSV against (default off there)
+    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", lambda g: g.pcie_width),
+    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation.", lambda g: g.pcie_gen),
+    Metric("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "PCIe max link width.",
+           lambda g: g.pcie_width_max),
+    Metric("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "PCIe max link generation.",
+           lambda g: g.pcie_gen_max),
     Metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons (bitmask).",
            _reasons_mask),
     Metric("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).",
@@ -169,7 +175,11 @@ def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> st
 
 def _write_xids(out: io.StringIO, hosts: list[HostExport], timestamps: bool) -> None:
     """``DCGM_FI_DEV_XID_ERRORS``: each GPU's last Xid code, as dcgm-exporter reports it
-    (0 on a GPU that has had none), from the host's Xid findings."""
+    (0 on a GPU that has had none), from the host's Xid findings.
+
+    Every GPU the host listed has this series, also one that no longer answers (its other
+    series stopped): its last Xid is what happened to it, and its series keeps its bus id
+    and UUID where a reader of Prometheus alone can see the GPU is lost."""
     lines = []
     for h in hosts:
         if h.sample is None:
@@ -182,12 +192,13 @@ def _write_xids(out: io.StringIO, hosts: list[HostExport], timestamps: bool) -> 
                     last[f.gpu] = (ts, f.xid)
         infos = {i.index: i for i in h.hello.facts.gpus} if h.hello else {}
         stamp = f" {int(h.sample.ts * 1000)}" if timestamps else ""
-        for g in h.sample.gpus:
-            if g.index >= 0:
-                code = last.get(g.index, (0.0, 0))[1]
-                lines.append(f"{XID_METRIC.name}"
-                             f"{_gpu_labels(h.name, g.index, g.uuid, infos.get(g.index))} "
-                             f"{code}{stamp}\n")
+        uuids = {i.index: i.uuid for i in infos.values()}
+        uuids.update((g.index, g.uuid or uuids.get(g.index)) for g in h.sample.gpus)
+        for index in sorted(i for i in uuids if i >= 0):
+            code = last.get(index, (0.0, 0))[1]
+            lines.append(f"{XID_METRIC.name}"
+                         f"{_gpu_labels(h.name, index, uuids[index], infos.get(index))} "
+                         f"{code}{stamp}\n")
     if lines:
         out.write(f"# HELP {XID_METRIC.name} {XID_METRIC.help}\n"
                   f"# TYPE {XID_METRIC.name} gauge\n")
