@@ -57,6 +57,7 @@ from probes.analysis.watcher import (
     source_findings,
     unknown_reason,
 )
+from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
@@ -72,6 +73,7 @@ from probes.wire.events import (
     JobChange,
     SessionItem,
     SourceHealth,
+    XidEvent,
 )
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
@@ -235,6 +237,10 @@ class HostState:
                                           self.data_seen if was_stale else None)
             if fresh:
                 self.onsets.append(self.outage.onset)
+        elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
+            f = xid_event_finding(self.name, item)
+            kept = self.sticky.get(f.key)
+            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
         elif isinstance(item, SourceHealth):
             self.status, self.watch = follow_source(self.status, self.watch, item)
             self.relay_dropped += item.dropped_samples

@@ -16,6 +16,8 @@ METRIC_PREFIX = "DCGM_"
 FIELD_OF: Mapping[str, str] = {
     "DCGM_FI_DEV_PCIE_LINK_GEN": "pcie_gen",
     "DCGM_FI_DEV_PCIE_LINK_WIDTH": "pcie_width",
+    "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": "pcie_gen_max",
+    "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": "pcie_width_max",
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_uncorrected_volatile",
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_corrected_volatile",
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "clock_reasons",

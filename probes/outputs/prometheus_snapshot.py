@@ -67,11 +67,8 @@ async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT
         if result.sample is None:
             result.failure = "no series in Prometheus now (exporter down or not scraped)"
         results.append(result)
-    by_name = {r.spec.name: r for r in results}
     for host, ev in events:
         fleet.apply(host, ev, ts)
-        if host in by_name:
-            by_name[host].events.append(ev)
     for host, s in samples.items():
         fleet.apply(host, s, ts)
     return PromRead(fleet, results, source.client.queries, time.perf_counter() - started, ts)

@@ -27,7 +27,14 @@ from typing import Any, Union
 from probes.analysis.findings import Finding
 from probes.errors import RigwatchError
 from probes.triage import Code
-from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
+from probes.wire.events import (
+    ClockOffset,
+    Connected,
+    Disconnected,
+    JobChange,
+    SourceHealth,
+    XidEvent,
+)
 from probes.wire.samples import (
     FabricSample,
     Hello,
@@ -38,7 +45,7 @@ from probes.wire.samples import (
 )
 
 Item = (Hello | HostSample | LogEvent | LogSourceState | ProbeError | Connected | Disconnected
-        | ClockOffset | JobChange | SourceHealth | Finding | FabricSample)
+        | ClockOffset | JobChange | SourceHealth | Finding | FabricSample | XidEvent)
 """Everything a recording holds: what a host session reports, and the findings."""
 
 KINDS: Mapping[str, type[Any]] = {
@@ -54,6 +61,7 @@ KINDS: Mapping[str, type[Any]] = {
     "source": SourceHealth,
     "finding": Finding,
     "fabric": FabricSample,
+    "xid": XidEvent,
 }
 """Type tag (``"t"`` in the encoded data, ``kind`` in a recording) -> class."""
 

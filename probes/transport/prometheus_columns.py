@@ -139,6 +139,11 @@ class SlotTable:
             ids = uuids.get(host, {})
             built = []
             for idx, slots in gpus:
+                if xid is not None:  # also of a GPU with no reading now: a lost one's Xid
+                    code = _first(slots, xid)
+                    if code is not None and code != last_xid.get((host, idx)):
+                        last_xid[(host, idx)] = code
+                        changed.append(((host, idx), code))
                 d = _values(slots, now, None)
                 if d is None:
                     continue
@@ -147,11 +152,6 @@ class SlotTable:
                 obj = _new(GpuSample)
                 _set(obj, "__dict__", d)
                 built.append(obj)
-                if xid is not None:
-                    code = _first(slots, xid)
-                    if code is not None and code != last_xid.get((host, idx)):
-                        last_xid[(host, idx)] = code
-                        changed.append(((host, idx), code))
             if built:
                 out[host] = built
         return out, changed

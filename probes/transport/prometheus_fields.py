@@ -74,6 +74,12 @@ FIELDS: tuple[Field, ...] = (
           every=SLOW_EVERY),
     Field("pcie_width", ("DCGM_FI_DEV_PCIE_LINK_WIDTH",), Kind.INT, default_on=False,
           every=SLOW_EVERY),
+    # what the link can do (DCGM fields 235/236, named as in NVIDIA's go-dcgm
+    # ``pkg/dcgm/const_fields.go``): without them a narrow link is judged by its siblings
+    Field("pcie_gen_max", ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN",), Kind.INT, default_on=False,
+          every=SLOW_EVERY),
+    Field("pcie_width_max", ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",), Kind.INT,
+          default_on=False, every=SLOW_EVERY),
     Field("ecc_uncorrected_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",), Kind.INT,
           default_on=False, every=SLOW_EVERY),
     Field("ecc_corrected_volatile", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), Kind.INT,
@@ -91,12 +97,17 @@ FIELDS: tuple[Field, ...] = (
 SAMPLE_ATTRS = frozenset({
     "mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w",
     "sm_clock_mhz", "mem_clock_mhz", "pcie_replay", "remap_uncorrectable", "remap_correctable",
-    "remap_failure", "pcie_gen", "pcie_width", "ecc_uncorrected_volatile",
+    "remap_failure", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max",
+    "ecc_uncorrected_volatile",
     "ecc_corrected_volatile", "power_limit_w", "sm_clock_max_mhz"})
 """Fields that are ``GpuSample`` attributes as they are (the others have a ``Kind``'s rule
 or are read only to say whether they are collected)."""
 
 IDENTITY_LABELS = ("gpu", "UUID", "pci_bus_id", "modelName", "DCGM_FI_DRIVER_VERSION")
+IDENTITY_METRICS = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS")
+"""The series that list a GPU.  A GPU whose readings stopped while its last Xid is still
+exported (rigwatch's exporter keeps it for every GPU the host listed) is listed, and its
+missing readings make it lost, as an agent's GPU missing from its samples is."""
 """The labels that name a GPU: read once (and on every rediscovery), not every refresh."""
 
 
@@ -127,12 +138,13 @@ def per_gpu(metrics: tuple[str, ...], match: str, host_label: str, shard: str = 
 
 
 def identity(match: str, host_label: str, window_s: float = 0.0) -> str:
-    """Every GPU with the labels that name it (``group``: the value is always 1).
+    """Every GPU with the labels that name it (``group``: the value is always 1), from its
+    memory reading or its last Xid (``IDENTITY_METRICS``).
 
     With a window, every GPU seen in it: one that fell off the bus an hour ago is still
     listed, and its absence from the newest values is then a lost GPU, as with an agent."""
     labels = ", ".join((host_label, "instance", *IDENTITY_LABELS))
-    series = selector(("DCGM_FI_DEV_FB_USED",), match)
+    series = selector(IDENTITY_METRICS, match)
     if window_s >= 1.0:
         series = f"last_over_time({series}[{int(window_s)}s])"
     return f"group by ({labels}) ({series})"

@@ -36,14 +36,13 @@ from probes.transport.prometheus_fields import (
 )
 from probes.transport.prometheus_rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
 from probes.transport.prometheus_shards import Shard, plan, shard_count
-from probes.wire.events import Emit, SourceHealth
+from probes.wire.events import Emit, SourceHealth, XidEvent
 from probes.wire.samples import (
     KERNEL_SOURCE,
     GpuInfo,
     Hello,
     HostFacts,
     HostSample,
-    LogEvent,
     LogSourceState,
     LogSourceStatus,
     ProbeStatus,
@@ -260,7 +259,7 @@ class PromFleetSource:
                 or (reads + slow.index(f)) % f.every == 0]
 
     async def read_now(self, at: float | None = None) -> tuple[float, dict[str, HostSample],
-                                                               list[tuple[str, LogEvent]]]:
+                                                               list[tuple[str, XidEvent]]]:
         """The whole fleet now: every shard read once (as ``snapshot`` needs).
 
         Returns the evaluation time, the samples by host, and Xid events (host, event).
@@ -268,7 +267,7 @@ class PromFleetSource:
         ts = time.time() if at is None else at
         started, before = time.perf_counter(), self.client.queries
         samples: dict[str, HostSample] = {}
-        events: list[tuple[str, LogEvent]] = []
+        events: list[tuple[str, XidEvent]] = []
         for k in range(len(self.shards)):
             _, got, found = await self.read_shard(k, ts)
             samples.update(got)
@@ -278,7 +277,7 @@ class PromFleetSource:
         return ts, samples, events
 
     async def read_shard(self, k: int, at: float | None = None
-                         ) -> tuple[float, dict[str, HostSample], list[tuple[str, LogEvent]]]:
+                         ) -> tuple[float, dict[str, HostSample], list[tuple[str, XidEvent]]]:
         """One read of shard ``k``: each due field's instant query over its hosts, as one
         sample per host.  A field read every few reads keeps its last values between."""
         started, before = time.perf_counter(), self.client.queries
@@ -320,7 +319,7 @@ class PromFleetSource:
 
     def _samples(self, ts: float, table: SlotTable, now: list[tuple[str, Column]],
                  kept: list[tuple[str, Column]], xid: Column | None
-                 ) -> tuple[dict[str, HostSample], list[tuple[str, LogEvent]]]:
+                 ) -> tuple[dict[str, HostSample], list[tuple[str, XidEvent]]]:
         by_host, changed = table.build(now, kept, xid, self._uuids, self._xid)
         out = {}
         for host, gpus in by_host.items():
@@ -330,19 +329,16 @@ class PromFleetSource:
         return out, [self._xid_event(host, idx, code, ts) for (host, idx), code in changed
                      if code > 0]
 
-    def _xid_event(self, host: str, idx: int, xid: int, ts: float) -> tuple[str, LogEvent]:
+    def _xid_event(self, host: str, idx: int, xid: int, ts: float) -> tuple[str, XidEvent]:
         """A change of the last Xid's code is an Xid event (the metric is sticky: the same
-        code again later is not seen, a limit of the metric that kernel-log triage covers).
-        It is written as the kernel line the driver prints, saying where it came from, so
-        the same Xid rules and catalog read it."""
+        code again later is not seen, a limit of the metric that kernel-log triage covers),
+        passed as it came: the GPU, its code and the labels that name the GPU."""
         info = self.discovery.gpus.get(host, {}).get(idx)
-        bus = info.bus_id if info and info.bus_id else f"GPU{idx}"
-        line = (f"NVRM: Xid (PCI:{bus}): {xid}, reported by dcgm-exporter "
-                f"(DCGM_FI_DEV_XID_ERRORS on GPU {idx})")
-        return host, LogEvent(ts, KERNEL_SOURCE, line)
+        return host, XidEvent(ts, idx, xid, info.bus_id if info else None,
+                              info.uuid if info else None)
 
     async def read_history(self, end: float) -> tuple[dict[str, list[HostSample]],
-                                                      list[tuple[str, LogEvent]]]:
+                                                      list[tuple[str, XidEvent]]]:
         """The detectors' window before ``end``: a sample per host per step, oldest first,
         from one ``query_range`` per history field; and the Xids that changed in it."""
         opts = self.options
@@ -375,7 +371,7 @@ class PromFleetSource:
         self.history_errors = []
         await asyncio.gather(*(one(f) for f in fields))
         out: dict[str, list[HostSample]] = {}
-        events: list[tuple[str, LogEvent]] = []
+        events: list[tuple[str, XidEvent]] = []
         for ts in sorted(at):
             cols = at[ts]
             xid = cols.pop("xid", None)

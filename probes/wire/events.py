@@ -109,7 +109,36 @@ class JobChange:
             object.__setattr__(self, "note", clean_text(self.note)[:300])
 
 
-SessionItem = AgentMessage | Connected | Disconnected | ClockOffset | JobChange | SourceHealth
+@dataclass(frozen=True)
+class XidEvent:
+    """An Xid a GPU monitor reported as a number, not as a log line: dcgm-exporter's
+    ``DCGM_FI_DEV_XID_ERRORS`` (the GPU's last Xid code) changed to ``xid``.
+
+    It reaches the Xid rules as it came (GPU, code), never rewritten as a kernel line to be
+    parsed again; the metric is sticky, so the same code again later is not seen (a limit
+    of the metric that the kernel log, read over SSH, does not have)."""
+
+    ts: float
+    gpu: int
+    xid: int
+    bus_id: str | None = None
+    """The GPU's PCI bus id as the series labels it (remote text, cleaned)."""
+    uuid: str | None = None
+    source: str = "dcgm"
+    """Who reported it: ``dcgm`` (a Prometheus series of dcgm-exporter's or rigwatch's)."""
+    metric: str = "DCGM_FI_DEV_XID_ERRORS"
+
+    def __post_init__(self) -> None:
+        for name in ("bus_id", "uuid"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, clean_text(value)[:80])
+        object.__setattr__(self, "source", clean_text(self.source)[:40])
+        object.__setattr__(self, "metric", clean_text(self.metric)[:80])
+
+
+SessionItem = (AgentMessage | Connected | Disconnected | ClockOffset | JobChange | SourceHealth
+               | XidEvent)
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""
