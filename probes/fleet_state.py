@@ -33,12 +33,14 @@ from probes.analysis.findings import (
 from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
+from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.headline import headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
+from probes.analysis.link_siblings import sibling_link_findings
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
 from probes.analysis.reachability import (
@@ -133,6 +135,9 @@ class HostState:
     current: tuple[Finding, ...] = ()
     layout: tuple[Finding, ...] = ()
     """Findings about how the host is built (topology, PCIe chains), kept until they change."""
+    peers: PeerCounts | None = None
+    """The fleet's GPU counts by model: what this host should list where the inventory
+    names no ``expect_gpus`` (shared by every host of a ``FleetState``)."""
     logs: LiveLogScanner = field(default_factory=LiveLogScanner)
     scan_worker: ScanWorker | None = field(default=None, repr=False, compare=False)
     """The thread that runs the log rules (the console's); None: they run when asked."""
@@ -265,11 +270,20 @@ class HostState:
                  + idle_allocation_findings(self.name, self.history, sample, self.holds,
                                             self.limits.detectors)
                  + stray_process_findings(self.name, sample, self.limits.detectors))
+        linked = {f.gpu for f in found if f.code == "pcie-link-downgraded" and f.gpu is not None}
+        found += sibling_link_findings(self.name, self.hello, sample.gpus, sample.ts, linked,
+                                       self.limits.detectors)
         # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
         # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
         listed = max(len(self.hello.facts.gpus) if self.hello else 0,
                      sum(1 for g in sample.gpus if g.index >= 0))
         short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
+        peer = self.peers.expected(self.name) if self.peers is not None else None
+        if short is None and self.spec.expect_gpus is None and peer is not None:
+            short = gpu_count_finding(self.name, peer[0], listed, sample.ts)
+            if short is not None:
+                short = replace(short, evidence=f"{listed} GPUs listed; {peer[1]} hosts of "
+                                f"the same model list {peer[0]}")
         if short is not None:
             found.append(short)
         if sample.pcie is not None and self.hello is not None:
@@ -504,11 +518,13 @@ class FleetState:
         self.limits = Limits(limits or DetectorLimits(), preflight or PreflightLimits())
         """The operator's limits (``settings.yaml``), shared by every host."""
         stretch = detector_stretch(len(specs))
+        self.peers = PeerCounts()
+        """GPUs listed per model, for hosts with no ``expect_gpus``."""
         self.hosts: dict[str, HostState] = {
             s.name: HostState(s, limits=self.limits,
                               detectors=DetectorSchedule(self.limits.detectors, stretch),
                               history=HostHistory(tiers_for(s.interval_s)),
-                              scan_worker=scan_worker)
+                              scan_worker=scan_worker, peers=self.peers)
             for s in specs}
         self.scan_worker = scan_worker
         if scan_worker is not None:
@@ -574,6 +590,8 @@ class FleetState:
         if state is not None:
             if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
                 self._rank_epoch += 1  # a host's GPUs or processes are known anew
+            if isinstance(item, Hello):
+                self.peers.add(host, item)
             state.apply(item, now)
             if isinstance(item, SourceHealth):
                 if state.watch is None:

@@ -121,10 +121,14 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     if hello is not None:
         for info in hello.facts.gpus:
             if info.index not in seen:
+                # named as last seen: its bus id, serial and UUID are what the person
+                # at the rack and the RMA form ask for
+                named = {k: v for k, v in (("bus_id", info.bus_id), ("serial", info.serial),
+                                           ("uuid", info.uuid)) if v}
                 out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
                                    f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
                                    "the samples", host, gpu=info.index, ts=sample.ts,
-                                   action=acts.ACTION_GPU_LOST))
+                                   action=acts.ACTION_GPU_LOST, extra=named))
     peers = peer_link(g for g in sample.gpus if g.index >= 0)
     for gpu in sample.gpus:
         out.extend(_gpu_findings(host, gpu, sample.ts, limits, peers))

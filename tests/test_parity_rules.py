@@ -1,0 +1,114 @@
+"""The rules that let a fleet read through Prometheus say what its agents say (issue 37
+item 2): a link narrower than its siblings', a host with fewer GPUs than its peers, a GPU
+lost with its last bus id and UUID, an Xid from DCGM as a structured event."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from probes.config.fleet import HostSpec
+from probes.fleet_state import FleetState
+from probes.outputs.export import HostExport, prometheus_text
+from probes.store.codec import decode, encode
+from probes.triage import Severity
+from probes.wire.events import XidEvent
+from tests.test_fleet_state import gpu, hello, sample
+
+
+def _unknown_max(g: object) -> object:
+    """A GPU as dcgm-exporter's defaults read it: the link, not what it can do."""
+    return dataclasses.replace(g, pcie_width_max=None, pcie_gen_max=None)  # type: ignore[type-var]
+
+
+def _link(fleet: FleetState, host: str = "h") -> list[tuple[int | None, Severity, str]]:
+    return [(f.gpu, f.severity, f.summary) for f in fleet.hosts[host].findings()
+            if f.code == "pcie-link-downgraded"]
+
+
+def test_a_link_narrower_than_its_siblings_is_a_warning_without_its_max() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    gpus = tuple(_unknown_max(gpu(i, pcie_width=8 if i == 2 else 16)) for i in range(8))
+    fleet.apply("h", sample(gpus), now=2.0)  # type: ignore[arg-type]
+    assert _link(fleet) == [(2, Severity.WARNING, "GPU 2 PCIe x8 (its siblings run x16)")]
+
+
+def test_a_link_slower_than_its_busy_siblings_is_info_and_idle_ones_are_not_judged() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    busy = tuple(_unknown_max(gpu(i, pcie_gen=3 if i == 5 else 5)) for i in range(8))
+    fleet.apply("h", sample(busy), now=2.0)  # type: ignore[arg-type]
+    assert [(g, s) for g, s, _ in _link(fleet)] == [(5, Severity.INFO)]
+    idle = tuple(_unknown_max(gpu(i, util_pct=0.0, pcie_gen=1 if i == 5 else 5))
+                 for i in range(8))
+    fleet.apply("h", sample(idle, ts=101.0), now=3.0)  # type: ignore[arg-type]
+    assert _link(fleet) == []
+
+
+def test_with_its_max_published_the_link_is_judged_once() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    fleet.apply("h", sample(tuple(gpu(i, pcie_width=8 if i == 2 else 16) for i in range(8))),
+                now=2.0)
+    assert _link(fleet) == [(2, Severity.WARNING, "GPU 2 PCIe x8 (capable x16)")]
+
+
+def test_two_gpus_that_differ_say_nothing_about_which_is_right() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=2)])
+    fleet.apply("h", hello(2), now=1.0)
+    gpus = (_unknown_max(gpu(0, pcie_width=8)), _unknown_max(gpu(1)))
+    fleet.apply("h", sample(gpus), now=2.0)  # type: ignore[arg-type]
+    assert _link(fleet) == []
+
+
+def test_a_host_with_fewer_gpus_than_its_peers_of_the_same_model_is_short() -> None:
+    names = ["h1", "h2", "h3", "h4"]
+    fleet = FleetState([HostSpec(n) for n in names])  # no expect_gpus: the peers decide
+    for n in names:
+        fleet.apply(n, hello(7 if n == "h3" else 8), now=1.0)
+    for n in names:
+        fleet.apply(n, sample(tuple(gpu(i) for i in range(7 if n == "h3" else 8))), now=2.0)
+    short = {n: [f for f in fleet.hosts[n].findings() if f.code == "gpu-count-short"]
+             for n in names}
+    assert [n for n, f in short.items() if f] == ["h3"], short
+    f = short["h3"][0]
+    assert f.severity is Severity.CRITICAL and f.summary.startswith("7/8 GPUs"), f
+    assert "3 hosts of the same model list 8" in (f.evidence or ""), f
+
+
+def test_a_lost_gpu_is_named_as_last_seen() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    fleet.apply("h", sample(tuple(gpu(i) for i in range(8) if i != 6)), now=2.0)
+    lost = [f for f in fleet.hosts["h"].findings() if f.code == "gpu-lost"]
+    assert [(f.gpu, dict(f.extra)) for f in lost] == [
+        (6, {"bus_id": "0000:06:00.0", "uuid": "GPU-6"})]
+
+
+def test_an_xid_from_dcgm_is_a_typed_xid_finding_with_its_gpu() -> None:
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    event = XidEvent(50.0, 6, 79, "0000:06:00.0", "GPU-6")
+    assert decode(encode(event)) == event  # a recording keeps it as it came
+    fleet.apply("h", event, now=2.0)
+    state = fleet.hosts["h"]
+    xid = [f for f in state.findings() if f.code == "xid"]
+    assert [(f.gpu, f.xid, f.severity, f.source, f.ts) for f in xid] == [
+        (6, 79, Severity.CRITICAL, "dcgm", 50.0)]
+    assert "GPU has fallen off the bus" in xid[0].summary, xid
+    assert xid[0].evidence and xid[0].evidence.startswith("DCGM_FI_DEV_XID_ERRORS = 79")
+    assert not state.events, "no kernel line is made up"
+
+
+def test_the_exporter_publishes_the_link_max_and_a_lost_gpus_last_xid() -> None:
+    gpus = tuple(gpu(i, pcie_width=8 if i == 2 else 16) for i in range(8) if i != 6)
+    text = prometheus_text([HostExport("h", hello(), sample(gpus))])
+    lines = text.splitlines()
+    assert any(ln.startswith('DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH{gpu="2"') and ln.endswith(" 16")
+               for ln in lines), text
+    assert any(ln.startswith('DCGM_FI_DEV_PCIE_LINK_WIDTH{gpu="2"') and ln.endswith(" 8")
+               for ln in lines)
+    assert any(ln.startswith('DCGM_FI_DEV_PCIE_MAX_LINK_GEN{gpu="0"') for ln in lines)
+    lost = [ln for ln in lines if ln.startswith('DCGM_FI_DEV_XID_ERRORS{gpu="6"')]
+    assert len(lost) == 1 and 'pci_bus_id="0000:06:00.0"' in lost[0], lost
+    assert not [ln for ln in lines if ln.startswith('DCGM_FI_DEV_FB_USED{gpu="6"')]
