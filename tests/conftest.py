@@ -39,6 +39,7 @@ SLOW_MODULES: dict[str, tuple[str, ...]] = {
     "test_prometheus_backfill": ("prometheus",),
     "test_prometheus_shards": ("prometheus",),
     "test_prometheus_faults": ("prometheus",),
+    "test_prometheus_parity": ("prometheus",),
     "test_pages_true": ("sshd",),
     "test_collector_faults": ("slow",),  # real collectors stopped, frozen and killed
 }
