@@ -112,3 +112,14 @@ def test_the_exporter_publishes_the_link_max_and_a_lost_gpus_last_xid() -> None:
     lost = [ln for ln in lines if ln.startswith('DCGM_FI_DEV_XID_ERRORS{gpu="6"')]
     assert len(lost) == 1 and 'pci_bus_id="0000:06:00.0"' in lost[0], lost
     assert not [ln for ln in lines if ln.startswith('DCGM_FI_DEV_FB_USED{gpu="6"')]
+
+
+def test_the_exporter_publishes_each_gpus_slowdown_temperature_from_its_hello() -> None:
+    told = hello()
+    gpus = tuple(dataclasses.replace(i, temp_slowdown_c=87.0 if i.index == 3 else None)
+                 for i in told.facts.gpus)
+    told = dataclasses.replace(told, facts=dataclasses.replace(told.facts, gpus=gpus))
+    text = prometheus_text([HostExport("h", told, sample(tuple(gpu(i) for i in range(8))))])
+    lines = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_SLOWDOWN_TEMP{")]
+    assert len(lines) == 1 and lines[0].startswith('DCGM_FI_DEV_SLOWDOWN_TEMP{gpu="3"'), text
+    assert lines[0].endswith(" 87.0"), lines

@@ -33,12 +33,6 @@ PROM_SCALED = SCALED + ("  throttle_window_s: 5\n  temp_window_s: 5\n  hang_wind
                         "  starve_window_s: 10\n")
 """Every detector's window at the demo's speed, for the reader of Prometheus (which stamps
 wall time; the agents stamp simulated time, so their side keeps the hours)."""
-NOT_YET: dict[str, str] = {
-    "temp-near-slowdown": "the slowdown threshold comes in the agent's hello (NVML); "
-                          "DCGM_FI_DEV_SLOWDOWN_TEMP is not yet exported nor read",
-}
-"""Agents' codes Prometheus cannot give yet, and why: the test fails when one is found
-through Prometheus (remove it here) or when a code not listed goes missing."""
 LOUD = (Severity.CRITICAL.value, Severity.WARNING.value)
 NEEDS_HOST = frozenset({"disk-saturated", "data-starvation"})
 """Codes read from the host itself, not from its GPUs: dcgm-exporter has no disk or CPU
@@ -98,9 +92,8 @@ async def test_prometheus_finds_what_the_agents_find(tmp_path: Path) -> None:
     for n in names:
         mine = agents.get(n, set())
         seen = prom.get(n, set())
-        assert mine - only_host.get(n, set()) - set(NOT_YET) <= seen, report
+        assert mine - only_host.get(n, set()) <= seen, report
         assert seen <= mine, report
-        assert not seen & set(NOT_YET), f"found through Prometheus now: {report}"
     # the two the review saw missing, with what names them
     hosts = {h["name"]: h for h in snap["hosts"]}
     b02 = {f["code"]: f for f in hosts["gpu-b02"]["findings"]}

@@ -91,6 +91,11 @@ GPU_METRICS: tuple[Metric, ...] = (
 XID_METRIC = Metric("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
                     lambda g: None)
 """Read from the host's Xid findings (its kernel log), not from a sample."""
+SLOWDOWN_METRIC = Metric("DCGM_FI_DEV_SLOWDOWN_TEMP", "Slowdown temperature (in C).",
+                         lambda g: None)
+"""DCGM field 158 (its name in NVIDIA's go-dcgm ``pkg/dcgm/const_fields.go``): where the
+driver starts slowing the GPU for heat, from the hello (the temperature detectors judge
+against it)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,7 @@ def prometheus_text(hosts: Iterable[HostExport], timestamps: bool = False) -> st
                       f"# TYPE {metric.name} {metric.type}\n")
             out.writelines(lines)
     _write_xids(out, hosts, timestamps)
+    _write_slowdown(out, hosts, timestamps)
     out.write("# HELP rigwatch_host_up Whether the host's agent is streaming (1) or not (0).\n"
               "# TYPE rigwatch_host_up gauge\n")
     for h in hosts:
@@ -202,6 +208,23 @@ def _write_xids(out: io.StringIO, hosts: list[HostExport], timestamps: bool) -> 
     if lines:
         out.write(f"# HELP {XID_METRIC.name} {XID_METRIC.help}\n"
                   f"# TYPE {XID_METRIC.name} gauge\n")
+        out.writelines(lines)
+
+
+def _write_slowdown(out: io.StringIO, hosts: list[HostExport], timestamps: bool) -> None:
+    """``DCGM_FI_DEV_SLOWDOWN_TEMP`` of every GPU the host's hello gives one for."""
+    lines = []
+    for h in hosts:
+        if h.sample is None or h.hello is None:
+            continue
+        stamp = f" {int(h.sample.ts * 1000)}" if timestamps else ""
+        for i in h.hello.facts.gpus:
+            if i.index >= 0 and i.temp_slowdown_c is not None:
+                lines.append(f"{SLOWDOWN_METRIC.name}{_gpu_labels(h.name, i.index, i.uuid, i)} "
+                             f"{_number(i.temp_slowdown_c)}{stamp}\n")
+    if lines:
+        out.write(f"# HELP {SLOWDOWN_METRIC.name} {SLOWDOWN_METRIC.help}\n"
+                  f"# TYPE {SLOWDOWN_METRIC.name} gauge\n")
         out.writelines(lines)
 
 

@@ -26,6 +26,8 @@ class Kind(str, Enum):
     """Framebuffer free: with ``mem_used_mib`` it gives ``mem_total_mib``."""
     XID = "xid"
     """The last Xid's code: a change is an event, not a field."""
+    GPU_FACT = "gpu-fact"
+    """A setting of the GPU (its hello's ``GpuInfo``), read once at discovery."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +90,15 @@ FIELDS: tuple[Field, ...] = (
           every=SLOW_EVERY),
     Field("sm_clock_max_mhz", ("DCGM_FI_DEV_MAX_SM_CLOCK",), default_on=False,
           every=SLOW_EVERY),
+    # DCGM field 158 (named as in NVIDIA's go-dcgm ``pkg/dcgm/const_fields.go``)
+    Field("temp_slowdown_c", ("DCGM_FI_DEV_SLOWDOWN_TEMP",), Kind.GPU_FACT, default_on=False),
     Field("power_violation_us", ("DCGM_FI_DEV_POWER_VIOLATION",), Kind.INT, default_on=False),
     Field("thermal_violation_us", ("DCGM_FI_DEV_THERMAL_VIOLATION",), Kind.INT,
           default_on=False),
 )
-"""Every field the source reads: one instant query each per refresh it is due."""
+"""Every field the source reads: one instant query each per refresh it is due (a
+``GPU_FACT`` once, at discovery)."""
+SLOWDOWN = next(f for f in FIELDS if f.attr == "temp_slowdown_c")
 
 SAMPLE_ATTRS = frozenset({
     "mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w",

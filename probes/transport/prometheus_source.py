@@ -23,11 +23,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from probes.errors import WatcherFault
-from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError
+from probes.transport.prometheus_client import (
+    PromClient,
+    PromEndpoint,
+    PrometheusError,
+    number,
+)
 from probes.transport.prometheus_columns import Column, SlotTable
 from probes.transport.prometheus_fields import (
     FIELDS,
     SAMPLE_ATTRS,
+    SLOWDOWN,
     Field,
     Kind,
     identity,
@@ -140,7 +146,7 @@ class Discovery:
     def hello(self, host: str, ts: float, total_mib: dict[int, float]) -> Hello:
         """The host's hello: its GPUs as listed, and one probe line per metric not collected
         (``ProbeStatus`` is how a hello already says what cannot be read, and why)."""
-        gpus = tuple(GpuInfo(i.index, i.uuid, i.bus_id, i.name, total_mib.get(i.index))
+        gpus = tuple(replace(i, mem_total_mib=total_mib.get(i.index))
                      for _, i in sorted(self.gpus.get(host, {}).items()))
         probes = [ProbeStatus("prometheus", True)]
         probes += [ProbeStatus(f.metrics[0], False, not_collected_text(f))
@@ -204,6 +210,7 @@ class PromFleetSource:
             self.client.label_values("__name__", every,
                                      now - max(opts.history_s, LOOKBACK_S), now))
         found = Discovery(present=frozenset(present))
+        limits = await self._slowdowns(found.present, at)
         by_host: dict[str, set[str]] = {}
         by_instance: dict[str, set[str]] = {}
         for item in ids:
@@ -213,7 +220,7 @@ class PromFleetSource:
                 continue
             found.gpus.setdefault(host, {})[idx] = GpuInfo(
                 idx, _label(labels, "UUID"), _label(labels, "pci_bus_id"),
-                _label(labels, "modelName"), None)
+                _label(labels, "modelName"), None, temp_slowdown_c=limits.get((host, idx)))
             driver = _label(labels, "DCGM_FI_DRIVER_VERSION")
             if driver:
                 found.drivers[host] = driver
@@ -231,6 +238,22 @@ class PromFleetSource:
         self._reshard()
         return found
 
+    async def _slowdowns(self, present: frozenset[str], at: float | None
+                         ) -> dict[tuple[str, int], float]:
+        """Each GPU's slowdown temperature where it is exported (a setting: one query at
+        discovery, none where no exporter has it)."""
+        if not any(m in present for m in SLOWDOWN.metrics):
+            return {}
+        opts = self.options
+        out: dict[tuple[str, int], float] = {}
+        for item in await self.client.query(per_gpu(SLOWDOWN.metrics, opts.match,
+                                                    opts.host_label), at):
+            host, idx = host_of(item.metric, opts.host_label), gpu_of(item.metric)
+            value = number(item.value[1])
+            if host is not None and idx is not None and value is not None and value < 200:
+                out[(host, idx)] = value
+        return out
+
     def _reshard(self) -> None:
         """Shards for the discovered fleet; a shard whose hosts did not change keeps its
         slots and the values it keeps between reads."""
@@ -244,7 +267,8 @@ class PromFleetSource:
 
     def _fields(self) -> list[Field]:
         present = self.discovery.present
-        return [f for f in FIELDS if (f.attr in SAMPLE_ATTRS or f.kind is not Kind.FLOAT)
+        return [f for f in FIELDS if (f.attr in SAMPLE_ATTRS or f.kind not in (
+                    Kind.FLOAT, Kind.GPU_FACT))
                 and f.attr not in ("power_violation_us", "thermal_violation_us")
                 and any(m in present for m in f.metrics)]
 
