@@ -123,3 +123,16 @@ def test_the_exporter_publishes_each_gpus_slowdown_temperature_from_its_hello() 
     lines = [ln for ln in text.splitlines() if ln.startswith("DCGM_FI_DEV_SLOWDOWN_TEMP{")]
     assert len(lines) == 1 and lines[0].startswith('DCGM_FI_DEV_SLOWDOWN_TEMP{gpu="3"'), text
     assert lines[0].endswith(" 87.0"), lines
+
+
+def test_a_prometheus_host_the_inventory_names_keeps_its_expected_gpus() -> None:
+    from probes.transport.prometheus_backend import prometheus_specs
+
+    specs = prometheus_specs(["gpu-a01", "gpu-b02"], 15.0,
+                             inventory={"gpu-b02": HostSpec("gpu-b02", expect_gpus=8)})
+    assert [(s.name, s.expect_gpus) for s in specs] == [("gpu-a01", None), ("gpu-b02", 8)]
+    fleet = FleetState(specs)
+    fleet.apply("gpu-b02", hello(7), now=1.0)
+    fleet.apply("gpu-b02", sample(tuple(gpu(i) for i in range(7))), now=2.0)
+    short = [f for f in fleet.hosts["gpu-b02"].findings() if f.code == "gpu-count-short"]
+    assert [f.summary.split(" · ")[0] for f in short] == ["7/8 GPUs"], short

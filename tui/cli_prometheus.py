@@ -127,7 +127,8 @@ def _snapshot(args: argparse.Namespace, options: PromFleetOptions) -> int:
 
     settings = _limits(args)
     options = with_window(options, settings.detectors.leak_window_s)
-    snap = asyncio.run(prometheus_snapshot(options, settings.detectors))
+    snap = asyncio.run(prometheus_snapshot(options, settings.detectors,
+                                           inventory=_ssh_hosts(args)))
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
@@ -148,7 +149,7 @@ def _preflight(args: argparse.Namespace, options: PromFleetOptions) -> int:
 
     settings = _limits(args)
     options = with_window(options, settings.detectors.leak_window_s)
-    read = asyncio.run(read_fleet(options, settings.detectors))
+    read = asyncio.run(read_fleet(options, settings.detectors, inventory=_ssh_hosts(args)))
     results = check_fleet(preflight_inputs(read.results, settings.detectors),
                           settings.preflight, settings.detectors)
     return print_preflight(results, args.json)
@@ -172,8 +173,9 @@ def console_backend(args: argparse.Namespace, options: PromFleetOptions,
     if not found.hosts:
         raise ConfigError(f"rigwatch: no GPU series in {options.endpoint.url} "
                           f"(DCGM_FI_DEV_FB_USED{{{options.match}}} has none)")
-    specs = prometheus_specs(found.hosts, options.refresh_s)
-    live = PrometheusBackend(options, specs, source, ssh=_ssh_hosts(args))
+    ssh = _ssh_hosts(args)
+    specs = prometheus_specs(found.hosts, options.refresh_s, inventory=ssh)
+    live = PrometheusBackend(options, specs, source, ssh=ssh)
     # the same items, the same file, replayed alike; the header keeps the URL beside "● rec"
     name = f"prometheus-{options.match}" if options.match else "prometheus"
     key = [f"{s.name} prometheus" for s in specs] + [f"match {options.match}"]

@@ -8,12 +8,14 @@ before the newest values, so a leak that began hours ago is in the first snapsho
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from probes.analysis.detectors import run_detectors
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.outputs.snapshot import SNAPSHOT_VERSION, _plain
 from probes.transport.prometheus_backend import prometheus_specs
@@ -38,7 +40,8 @@ class PromRead:
 
 
 async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT_LIMITS,
-                     at: float | None = None) -> PromRead:
+                     at: float | None = None,
+                     inventory: Mapping[str, HostSpec] | None = None) -> PromRead:
     """Discover, read the history window and the values at ``at`` (None: now), and fold
     them into a fleet state as the console would.
 
@@ -52,7 +55,7 @@ async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT
     history, events = await source.read_history(ts)
     _, samples, now_events = await source.read_now(ts)
     events += now_events
-    specs = prometheus_specs(disc.hosts, options.refresh_s)
+    specs = prometheus_specs(disc.hosts, options.refresh_s, inventory=inventory)
     fleet = FleetState(specs, limits)
     results = []
     for spec in specs:
@@ -87,9 +90,12 @@ def findings_of(read: PromRead, host: str) -> list[Finding]:
 
 async def prometheus_snapshot(options: PromFleetOptions,
                               limits: DetectorLimits = DEFAULT_LIMITS,
-                              at: float | None = None) -> dict[str, Any]:
-    """The snapshot document (``rigwatch snapshot --json``'s shape) read from Prometheus."""
-    read = await read_fleet(options, limits, at)
+                              at: float | None = None,
+                              inventory: Mapping[str, HostSpec] | None = None
+                              ) -> dict[str, Any]:
+    """The snapshot document (``rigwatch snapshot --json``'s shape) read from Prometheus
+    (hosts the inventory names keep its ``expect_gpus``)."""
+    read = await read_fleet(options, limits, at, inventory)
     hosts = []
     for r in read.results:
         state = read.fleet.hosts[r.spec.name]

@@ -35,11 +35,16 @@ DRILL_AGAIN_S = 60.0
 
 
 def prometheus_specs(hosts: Iterable[str], refresh_s: float,
-                     expect_gpus: int | None = None) -> list[HostSpec]:
+                     expect_gpus: int | None = None,
+                     inventory: Mapping[str, HostSpec] | None = None) -> list[HostSpec]:
     """The discovered hosts as the fleet's specs: ``interval_s`` is the refresh, so a host
-    missing from refreshes reads stale after the usual number of them."""
+    missing from refreshes reads stale after the usual number of them.  A host the
+    inventory names keeps its ``expect_gpus`` (a GPU lost before Prometheus first scraped
+    it is then counted short)."""
+    known = inventory or {}
     return [HostSpec(name=h, interval_s=refresh_s, tags=("prometheus",),
-                     expect_gpus=expect_gpus) for h in hosts]
+                     expect_gpus=known[h].expect_gpus if h in known and
+                     known[h].expect_gpus is not None else expect_gpus) for h in hosts]
 
 
 class PrometheusBackend(BackendBase):
