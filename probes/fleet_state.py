@@ -278,8 +278,9 @@ class HostState:
         listed = max(len(self.hello.facts.gpus) if self.hello else 0,
                      sum(1 for g in sample.gpus if g.index >= 0))
         short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
-        peer = self.peers.expected(self.name) if self.peers is not None else None
-        if short is None and self.spec.expect_gpus is None and peer is not None:
+        peer = self.peers.expected(self.name) if self.peers is not None and short is None \
+            and self.spec.expect_gpus is None else None
+        if peer is not None:
             short = gpu_count_finding(self.name, peer[0], listed, sample.ts)
             if short is not None:
                 short = replace(short, evidence=f"{listed} GPUs listed; {peer[1]} hosts of "

@@ -20,7 +20,7 @@ MIN_SIBLINGS = 3
 is judged by them: two GPUs that differ say nothing about which is right."""
 
 
-def _norm(values: Iterable[int]) -> int | None:
+def _norm(values: Iterable[int | None]) -> int | None:
     """The value a strict majority (and at least ``MIN_SIBLINGS``) of GPUs share."""
     counts = Counter(values)
     total = sum(counts.values())
@@ -30,6 +30,12 @@ def _norm(values: Iterable[int]) -> int | None:
     return value if n >= MIN_SIBLINGS and 2 * n > total else None
 
 
+def _alike(gpus: tuple[GpuSample, ...]) -> bool:
+    """Every GPU at the same width and generation (or none known)."""
+    width, gen = gpus[0].pcie_width, gpus[0].pcie_gen
+    return all(g.pcie_width == width and g.pcie_gen == gen for g in gpus)
+
+
 def sibling_link_findings(host: str, hello: Hello | None, gpus: Iterable[GpuSample],
                           ts: float, skip: set[int] | frozenset[int] = frozenset(),
                           limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
@@ -37,6 +43,9 @@ def sibling_link_findings(host: str, hello: Hello | None, gpus: Iterable[GpuSamp
     (warning, whatever the load: lanes lost stay lost) or at a lower generation while it and
     they are busy (info: idle links train down to save power).  GPUs in ``skip`` already
     have a finding about their link (judged against their own maximum)."""
+    gpus = tuple(gpus)
+    if not gpus or _alike(gpus):
+        return []  # the healthy case: one pass, no allocation
     model = {i.index: i.name for i in hello.facts.gpus} if hello is not None else {}
     groups: dict[str | None, list[GpuSample]] = {}
     for g in gpus:
@@ -44,12 +53,12 @@ def sibling_link_findings(host: str, hello: Hello | None, gpus: Iterable[GpuSamp
             groups.setdefault(model.get(g.index), []).append(g)
     out: list[Finding] = []
     for siblings in groups.values():
-        if len(siblings) < MIN_SIBLINGS or (len({g.pcie_width for g in siblings}) == 1
-                                            and len({g.pcie_gen for g in siblings}) == 1):
-            continue  # the healthy case costs two set builds
+        if len(siblings) < MIN_SIBLINGS or _alike(tuple(siblings)):
+            continue
         width = _norm(g.pcie_width for g in siblings if g.pcie_width)
-        busy = [g for g in siblings if is_busy(g.util_pct, limits) and g.pcie_gen]
-        gen = _norm(g.pcie_gen for g in busy if g.pcie_gen)
+        busy = {g.index: g.pcie_gen for g in siblings
+                if g.pcie_gen and is_busy(g.util_pct, limits)}
+        gen = _norm(busy.values())
         for g in siblings:
             if g.index in skip:
                 continue
@@ -60,7 +69,7 @@ def sibling_link_findings(host: str, hello: Hello | None, gpus: Iterable[GpuSamp
                     f"GPU {g.index} PCIe x{g.pcie_width} (its siblings run x{width})", host,
                     gpu=g.index, ts=ts, action=acts.ACTION_LINK_WIDTH,
                     extra={"siblings": others, "sibling_width": width}))
-            elif gen is not None and g in busy and g.pcie_gen and g.pcie_gen < gen:
+            elif gen is not None and g.index in busy and g.pcie_gen and g.pcie_gen < gen:
                 out.append(Finding(
                     Step.GPU, Code.PCIE_LINK_DOWNGRADED, Severity.INFO,
                     f"GPU {g.index} PCIe Gen{g.pcie_gen} under load (its siblings run "
