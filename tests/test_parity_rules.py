@@ -5,6 +5,7 @@ lost with its last bus id and UUID, an Xid from DCGM as a structured event."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
@@ -136,3 +137,19 @@ def test_a_prometheus_host_the_inventory_names_keeps_its_expected_gpus() -> None
     fleet.apply("gpu-b02", sample(tuple(gpu(i) for i in range(7))), now=2.0)
     short = [f for f in fleet.hosts["gpu-b02"].findings() if f.code == "gpu-count-short"]
     assert [f.summary.split(" · ")[0] for f in short] == ["7/8 GPUs"], short
+
+
+def test_a_recording_keeps_an_xid_event_and_a_replay_folds_it_alike(tmp_path: Path) -> None:
+    from probes.store.recording import Recorder, RecordingReader
+
+    event = XidEvent(50.0, 6, 79, "0000:06:00.0", "GPU-6")
+    rec = Recorder(tmp_path / "r.sqlite3", "k", ["h"])
+    rec.record("h", 50.0, event)
+    rec.close()
+    with RecordingReader(tmp_path / "r.sqlite3") as reader:
+        items = [(h, item) for h, _, item in reader.items()]
+    assert items == [("h", event)]
+    fleet = FleetState([HostSpec("h", expect_gpus=8)])
+    fleet.apply("h", hello(), now=1.0)
+    fleet.apply("h", items[0][1], now=2.0)  # type: ignore[arg-type]
+    assert [(f.code, f.gpu, f.xid) for f in fleet.hosts["h"].findings()] == [("xid", 6, 79)]
