@@ -40,7 +40,6 @@ from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
-from probes.analysis.link_siblings import sibling_link_findings
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
 from probes.analysis.reachability import (
@@ -270,9 +269,6 @@ class HostState:
                  + idle_allocation_findings(self.name, self.history, sample, self.holds,
                                             self.limits.detectors)
                  + stray_process_findings(self.name, sample, self.limits.detectors))
-        linked = {f.gpu for f in found if f.code == "pcie-link-downgraded" and f.gpu is not None}
-        found += sibling_link_findings(self.name, self.hello, sample.gpus, sample.ts, linked,
-                                       self.limits.detectors)
         # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
         # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
         listed = max(len(self.hello.facts.gpus) if self.hello else 0,

@@ -1,6 +1,7 @@
 """The rules that let a fleet read through Prometheus say what its agents say (issue 37
-item 2): a link narrower than its siblings', a host with fewer GPUs than its peers, a GPU
-lost with its last bus id and UUID, an Xid from DCGM as a structured event."""
+item 2): a host with fewer GPUs than its peers, a GPU lost with its last bus id and UUID,
+an Xid from DCGM as a structured event, the exporter's link maximum and lost GPU's Xid.
+(A link narrower than its siblings' is judge.py's: ``tests/test_judge_limits_verdicts.py``.)"""
 
 from __future__ import annotations
 
@@ -14,52 +15,6 @@ from probes.store.codec import decode, encode
 from probes.triage import Severity
 from probes.wire.events import XidEvent
 from tests.test_fleet_state import gpu, hello, sample
-
-
-def _unknown_max(g: object) -> object:
-    """A GPU as dcgm-exporter's defaults read it: the link, not what it can do."""
-    return dataclasses.replace(g, pcie_width_max=None, pcie_gen_max=None)  # type: ignore[type-var]
-
-
-def _link(fleet: FleetState, host: str = "h") -> list[tuple[int | None, Severity, str]]:
-    return [(f.gpu, f.severity, f.summary) for f in fleet.hosts[host].findings()
-            if f.code == "pcie-link-downgraded"]
-
-
-def test_a_link_narrower_than_its_siblings_is_a_warning_without_its_max() -> None:
-    fleet = FleetState([HostSpec("h", expect_gpus=8)])
-    fleet.apply("h", hello(), now=1.0)
-    gpus = tuple(_unknown_max(gpu(i, pcie_width=8 if i == 2 else 16)) for i in range(8))
-    fleet.apply("h", sample(gpus), now=2.0)  # type: ignore[arg-type]
-    assert _link(fleet) == [(2, Severity.WARNING, "GPU 2 PCIe x8 (its siblings run x16)")]
-
-
-def test_a_link_slower_than_its_busy_siblings_is_info_and_idle_ones_are_not_judged() -> None:
-    fleet = FleetState([HostSpec("h", expect_gpus=8)])
-    fleet.apply("h", hello(), now=1.0)
-    busy = tuple(_unknown_max(gpu(i, pcie_gen=3 if i == 5 else 5)) for i in range(8))
-    fleet.apply("h", sample(busy), now=2.0)  # type: ignore[arg-type]
-    assert [(g, s) for g, s, _ in _link(fleet)] == [(5, Severity.INFO)]
-    idle = tuple(_unknown_max(gpu(i, util_pct=0.0, pcie_gen=1 if i == 5 else 5))
-                 for i in range(8))
-    fleet.apply("h", sample(idle, ts=101.0), now=3.0)  # type: ignore[arg-type]
-    assert _link(fleet) == []
-
-
-def test_with_its_max_published_the_link_is_judged_once() -> None:
-    fleet = FleetState([HostSpec("h", expect_gpus=8)])
-    fleet.apply("h", hello(), now=1.0)
-    fleet.apply("h", sample(tuple(gpu(i, pcie_width=8 if i == 2 else 16) for i in range(8))),
-                now=2.0)
-    assert _link(fleet) == [(2, Severity.WARNING, "GPU 2 PCIe x8 (capable x16)")]
-
-
-def test_two_gpus_that_differ_say_nothing_about_which_is_right() -> None:
-    fleet = FleetState([HostSpec("h", expect_gpus=2)])
-    fleet.apply("h", hello(2), now=1.0)
-    gpus = (_unknown_max(gpu(0, pcie_width=8)), _unknown_max(gpu(1)))
-    fleet.apply("h", sample(gpus), now=2.0)  # type: ignore[arg-type]
-    assert _link(fleet) == []
 
 
 def test_a_host_with_fewer_gpus_than_its_peers_of_the_same_model_is_short() -> None:
