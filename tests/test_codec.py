@@ -18,7 +18,14 @@ from probes.errors import DisconnectKind, WatcherFault
 from probes.store import codec
 from probes.store.codec import CodecError, decode, encode
 from probes.triage import Severity, Step
-from probes.wire.events import ClockOffset, Connected, Disconnected, JobChange, SourceHealth
+from probes.wire.events import (
+    ClockOffset,
+    Connected,
+    Disconnected,
+    JobChange,
+    SourceHealth,
+    XidEvent,
+)
 from probes.wire.protocol import StreamStats, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -117,6 +124,8 @@ def all_items() -> list[codec.Item]:
                   "node list changed"),
         SourceHealth(7.6, "collector 2", WatcherFault.COLLECTOR_STALLED, "no heartbeat for 3 s"),
         SourceHealth(7.7, "prometheus"),
+        XidEvent(7.8, 6, 79, "0000:ba:00.0", "GPU-38a383e9-ba83-3e89-3df2-018dabd3ad01"),
+        XidEvent(7.9, 0, 48),
         FabricSample(9.0, 30.0, ports=(
             IbPortSample("mlx5_3", 1, "DOWN", "Polling", 10.0, "InfiniBand",
                          errors={"link_downed": 1}, rx_bytes_s=0.0, unknown=("port_rcv_data",)),),
