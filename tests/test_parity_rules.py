@@ -108,3 +108,18 @@ def test_a_recording_keeps_an_xid_event_and_a_replay_folds_it_alike(tmp_path: Pa
     fleet.apply("h", hello(), now=1.0)
     fleet.apply("h", items[0][1], now=2.0)  # type: ignore[arg-type]
     assert [(f.code, f.gpu, f.xid) for f in fleet.hosts["h"].findings()] == [("xid", 6, 79)]
+
+
+def test_the_peers_count_follows_each_hosts_newest_hello() -> None:
+    from probes.analysis.gpu_peers import PeerCounts
+
+    peers = PeerCounts()
+    peers.add("h1", hello(8))
+    peers.add("h3", hello(7))
+    assert peers.expected("h3") is None  # two hosts of a model say nothing
+    peers.add("h2", hello(8))
+    assert peers.expected("h3") == (8, 2)
+    peers.add("h4", hello(7))
+    assert peers.expected("h3") is None  # two and two: no majority
+    peers.add("h4", hello(8))  # the same host again, now with 8
+    assert peers.expected("h3") == (8, 3)

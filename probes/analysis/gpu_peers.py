@@ -22,17 +22,21 @@ class PeerCounts:
     listed: dict[str, tuple[str, int]] = field(default_factory=dict)
     """host → (its model, GPUs its hello lists)."""
     by_model: dict[str, Counter[int]] = field(default_factory=dict)
+    _norm: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """Each model's answer, kept until a hello of that model arrives (asked every sample)."""
 
     def add(self, host: str, hello: Hello) -> None:
         """``host``'s newest GPU list (replacing its older one)."""
         old = self.listed.pop(host, None)
         if old is not None:
             self.by_model[old[0]][old[1]] -= 1
+            self._norm.pop(old[0], None)
         gpus = hello.facts.gpus
         model = next((g.name for g in gpus if g.name), None)
         if model is not None:
             self.listed[host] = (model, len(gpus))
             self.by_model.setdefault(model, Counter())[len(gpus)] += 1
+            self._norm.pop(model, None)
 
     def expected(self, host: str) -> tuple[int, int] | None:
         """(the GPUs a strict majority of ``host``'s model's hosts list, how many hosts
@@ -40,7 +44,10 @@ class PeerCounts:
         mine = self.listed.get(host)
         if mine is None:
             return None
-        counts = self.by_model[mine[0]]
-        total = sum(counts.values())
-        count, n = counts.most_common(1)[0]
-        return (count, n) if total >= MIN_PEERS and 2 * n > total else None
+        model = mine[0]
+        if model not in self._norm:
+            counts = self.by_model[model]
+            total = sum(counts.values())
+            count, n = counts.most_common(1)[0]
+            self._norm[model] = (count, n) if total >= MIN_PEERS and 2 * n > total else None
+        return self._norm[model]
