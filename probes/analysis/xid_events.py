@@ -5,6 +5,7 @@ it names, and the metric as its evidence (there is no line to quote)."""
 from __future__ import annotations
 
 from probes.analysis.findings import Finding
+from probes.rules.logrules.kernel.xid import catalog_action
 from probes.rules.xid_catalog import lookup
 from probes.triage import Code, Step
 from probes.wire.events import XidEvent
@@ -15,10 +16,6 @@ def xid_event_finding(host: str, event: XidEvent) -> Finding:
     none of the line's own words that refine it)."""
     info = lookup(event.xid)
     where = f"GPU {event.gpu}" + (f" ({event.bus_id})" if event.bus_id else "")
-    action = info.action
-    if not (info.investigate.endswith(("[IGNORE]", "[UNUSED]"))
-            or info.investigate == info.action):
-        action = f"{info.action}. If it recurs: {info.investigate}"
     extra: dict[str, object] = {"xid_name": info.name, "category": info.category,
                                 "investigate": info.investigate}
     if event.uuid:
@@ -28,5 +25,5 @@ def xid_event_finding(host: str, event: XidEvent) -> Finding:
     return Finding(Step.SYSLOG, Code.XID, info.severity,
                    f"Xid {info.code} ({info.name}) on {where}", host, gpu=event.gpu,
                    xid=event.xid, evidence=f"{event.metric} = {event.xid} on {where}, "
-                   f"reported by {event.source}", ts=event.ts, action=action,
+                   f"reported by {event.source}", ts=event.ts, action=catalog_action(info),
                    source=event.source, extra=extra)

@@ -155,7 +155,12 @@ def _xid_action(acc: XidAcc) -> str:
         listed = ", ".join(str(c) for c in acc.caused_by)
         return (f"This is cleanup after Xid {listed}; act on that: Xid {worst.code}: "
                 f"{worst.action}")
-    info = acc.info
+    return catalog_action(acc.info)
+
+
+def catalog_action(info: XidInfo) -> str:
+    """The catalog's action for an Xid, and what to investigate if it recurs (a kernel
+    line's and a DCGM-reported Xid's alike)."""
     if info.investigate.endswith(("[IGNORE]", "[UNUSED]")) or info.investigate == info.action:
         return info.action
     return f"{info.action}. If it recurs: {info.investigate}"
