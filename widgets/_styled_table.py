@@ -19,7 +19,7 @@ from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, ColumnKey, RowDoesNotExist, RowKey
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 Cell = tuple[str, str | None]
 """Display text and the component class (``cell--…``) that colours it, if any."""
@@ -65,9 +65,8 @@ class StyledTable(DataTable[Text]):
     must not define their own).  Only cells whose text or class changed are
     written, a column without a fixed width is sized once a sync from the cells (a pass
     costs what its rows cost, not their square), and the cursor stays on the same key
-    when rows come and go.  Below
-    ``NARROW_BELOW`` cells the columns marked ``narrow=False`` are dropped, so an
-    80-column terminal still shows what matters most.
+    when rows come and go.  Below ``NARROW_BELOW`` cells the columns marked
+    ``narrow=False`` are dropped, so an 80-column terminal still shows what matters most.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | CELL_CLASSES
@@ -236,9 +235,8 @@ class StyledTable(DataTable[Text]):
         left = [k for i in range(len(locations))
                 if (k := locations.get_key(i)) is not None and k not in gone]
         self._row_locations = TwoWayDict({k: i for i, k in enumerate(left)})
-        for row_key in gone:
-            for column_key in self._data.pop(row_key, {}):
-                self._updated_cells.discard(CellKey(row_key, column_key))
+        for row_key in gone:  # no cell is queued for DataTable's re-measure (_write_cell)
+            self._data.pop(row_key, None)
             self.rows.pop(row_key, None)
             self._new_rows.discard(row_key)
             self._cells.pop(str(row_key.value), None)
