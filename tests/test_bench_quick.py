@@ -125,3 +125,20 @@ def test_explain_bench_quick() -> None:
     assert r["peak_rss_mb"] < 0.8 * r["whole_file_peak_rss_mb"]
     assert r["peak_rss_mb"] < 150
     assert summary.startswith("explain: ")
+
+
+def test_fleet_table_bench_quick() -> None:
+    first, summary = _quick("bench_fleet_table", timeout=120)
+    results = json.loads(first)["results"]
+    for n in (64, 128):
+        before, now = results[f"before_{n}"], results[f"now_{n}"]
+        # counts, not timings: DataTable re-measured the column for each narrower cell
+        assert before["passes"]["narrower"]["measures"] >= n * n // 2
+        assert now["passes"]["narrower"]["measures"] <= n + 1
+        for case in (before, now):
+            assert all(p["cpu_s"] >= 0 for p in case["passes"].values())
+            for storm in case["storms"].values():
+                # every row was drawn in its new state; a storm redraws a few times, at most
+                # four a second (and the 1 s tick), never once per host
+                assert 1 <= storm["redraws"] <= 5 * storm["all_shown_s"] + 2 < n
+    assert summary.startswith("fleet table: ")

@@ -11,13 +11,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual._two_way_dict import TwoWayDict
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, ColumnKey, RowDoesNotExist, RowKey
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 Cell = tuple[str, str | None]
 """Display text and the component class (``cell--…``) that colours it, if any."""
@@ -38,6 +40,11 @@ fits, and the cache starts over beyond it."""
 _Lines = list[list[Segment]]
 
 
+def cell_width(text: str) -> int:
+    """The cells ``text`` takes on one line: what DataTable's measure gives a no-wrap cell."""
+    return max(map(cell_len, text.splitlines()), default=0)
+
+
 @dataclass(frozen=True)
 class ColumnSpec:
     """One column: key, header label, fixed width (None sizes to content), alignment."""
@@ -56,9 +63,10 @@ class StyledTable(DataTable[Text]):
     Subclasses set ``COLUMNS``, implement ``keyed_rows`` and call ``sync_rows`` from
     their reactive's watcher (Textual runs every class's ``on_mount``, so subclasses
     must not define their own).  Only cells whose text or class changed are
-    written, and the cursor stays on the same key when rows come and go.  Below
-    ``NARROW_BELOW`` cells the columns marked ``narrow=False`` are dropped, so an
-    80-column terminal still shows what matters most.
+    written, a column without a fixed width is sized once a sync from the cells (a pass
+    costs what its rows cost, not their square), and the cursor stays on the same key
+    when rows come and go.  Below ``NARROW_BELOW`` cells the columns marked
+    ``narrow=False`` are dropped, so an 80-column terminal still shows what matters most.
     """
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | CELL_CLASSES
@@ -141,36 +149,44 @@ class StyledTable(DataTable[Text]):
         self._sync(self.keyed_rows(), self._cursor_key())
 
     def _write_cell(self, key: str, col: ColumnSpec, text: Text) -> None:
-        """``update_cell`` without its refresh: a tick changes thousands of cells of a large
-        fleet and a refresh each cost more than the write (``_sync`` refreshes once)."""
-        row_key, column_key = RowKey(key), ColumnKey(col.key)
-        self._data[row_key][column_key] = text
-        if col.width is None:
-            self._updated_cells.add(CellKey(row_key, column_key))
-            self._require_update_dimensions = True
+        """``update_cell`` without its refresh and without its re-measure.
 
-    def _update_column_widths(self, updated_cells: set[CellKey]) -> None:
-        """DataTable's re-measure, then a new cache generation if a column got wider.
-
-        DataTable caches rendered header cells and rows by an update counter, not by width;
-        a header drawn between a write and this (deferred, on idle) re-measure kept its old
-        width beside the wider cells under it, and whether one was drawn in between was a
-        race (a flaky snapshot under load).
+        A tick changes thousands of cells of a large fleet and a refresh each cost more than
+        the write (``_sync`` refreshes once).  DataTable re-measures a cell's whole column
+        whenever the new value is narrower than the column, so one pass over N changed cells
+        of an auto-width column cost N × N measures (16–20 s at 1024 rows); ``_sync`` sizes
+        such columns itself, once a pass, from its own cells (``_fit_auto_widths``).
         """
-        before = self._content_widths()
-        super()._update_column_widths(updated_cells)
-        self._new_generation_if_wider(before)
+        self._data[RowKey(key)][ColumnKey(col.key)] = text
+
+    def _fit_auto_widths(self, rows: Sequence[KeyedRow]) -> None:
+        """Size each auto-width column to its widest cell (or its label): one pass over the
+        rows, done by ``_sync`` when a row came, went or changed such a cell."""
+        widths = self._content_widths()
+        for i, col in self._shown:
+            column = self.columns.get(ColumnKey(col.key))
+            if col.width is None and column is not None:
+                column.content_width = max(cell_width(column.label.plain),
+                                           max((cell_width(cells[i][0]) for _, cells in rows),
+                                               default=0))
+        if self._content_widths() != widths:
+            self._require_update_dimensions = True  # the virtual width, on idle
+            self._new_generation(widths)
+            self.check_idle()
 
     def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """The same for rows added since the last idle (measured here, not on write)."""
-        before = self._content_widths()
-        super()._update_dimensions(new_rows)
-        self._new_generation_if_wider(before)
+        """The virtual size only.  DataTable also measures every cell of every row added
+        since the last idle (0.3 s at 1024 rows) for widths that ``_fit_auto_widths`` has
+        set and a fixed column does not use; rows here are one line with no label."""
+        super()._update_dimensions(())
 
     def _content_widths(self) -> list[int]:
         return [c.content_width for c in self.columns.values()]
 
-    def _new_generation_if_wider(self, before: list[int]) -> None:
+    def _new_generation(self, before: list[int]) -> None:
+        """DataTable caches rendered header cells and rows by an update counter, not by width:
+        once a column's width changed, a header drawn before kept its old width beside the
+        cells under it (a flaky snapshot under load)."""
         if self._content_widths() != before:
             self._update_count += 1
             self.refresh()
@@ -210,6 +226,26 @@ class StyledTable(DataTable[Text]):
             return
         position = {id(self._data[RowKey(k)][first]): i for i, k in enumerate(wanted)}
         self.sort(key=lambda values: position[id(values[0])])
+
+    def _remove_rows(self, keys: list[str]) -> None:
+        """``remove_row`` for many rows at once: it renumbers every remaining row for each
+        row removed, so a filter that hides a thousand hosts cost a million steps."""
+        gone = {RowKey(key) for key in keys}
+        locations = self._row_locations
+        left = [k for i in range(len(locations))
+                if (k := locations.get_key(i)) is not None and k not in gone]
+        self._row_locations = TwoWayDict({k: i for i, k in enumerate(left)})
+        for row_key in gone:  # no cell is queued for DataTable's re-measure (_write_cell)
+            self._data.pop(row_key, None)
+            self.rows.pop(row_key, None)
+            self._new_rows.discard(row_key)
+            self._cells.pop(str(row_key.value), None)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate  # both clamped to what is left
+        self.hover_coordinate = self.hover_coordinate
+        self._update_count += 1
+        self.refresh(layout=True)
+        self.check_idle()
 
     def _cursor_key(self) -> str | None:
         key = self._row_locations.get_key(self.cursor_row)
@@ -271,10 +307,11 @@ class StyledTable(DataTable[Text]):
         wanted = [key for key, _ in rows]
         current = [str(k.value) for k in self.rows]
         keep = set(wanted)
-        for key in current:
-            if key not in keep:
-                self.remove_row(key)
-                self._cells.pop(key, None)
+        resized = False  # a row came or went, or a cell of an auto-width column changed
+        gone = [key for key in current if key not in keep]
+        if gone:
+            self._remove_rows(gone)
+            resized = True
         present = {key for key in current if key in keep}
         written: list[str] = []
         for key, cells in rows:
@@ -283,12 +320,16 @@ class StyledTable(DataTable[Text]):
                 old = ()  # on the table but forgotten (a restyle): rewrite every cell
             if old is None:
                 self.add_row(*(self._text(cells[i], col) for i, col in self._shown), key=key)
+                resized = True
             elif old is not cells and old != cells:
                 for i, col in self._shown:
                     if not old or cells[i] != old[i]:
                         self._write_cell(key, col, self._text(cells[i], col))
+                        resized = resized or col.width is None
                 written.append(key)
             self._cells[key] = cells
+        if resized:
+            self._fit_auto_widths(rows)
         if written:
             # every row's cached lines are stale, but only rows on screen need a repaint:
             # the others are drawn from the new data when scrolled to
