@@ -103,12 +103,6 @@ def slowing_reasons(reasons: Iterable[str], util_pct: float | None,
                  if r in THROTTLE_REASONS or (r == POWER_CAP and busy))
 
 
-def is_throttled(reasons: Iterable[str], util_pct: float | None,
-                 limits: DetectorLimits = DEFAULT_LIMITS) -> bool:
-    """Throttled in this sample: a slowdown reason, or the power cap while busy."""
-    return bool(slowing_reasons(reasons, util_pct, limits))
-
-
 def temp_thresholds(slowdown_c: float | None,
                     limits: DetectorLimits = DEFAULT_LIMITS) -> tuple[float, float]:
     """(hot, warm) in °C: margins below the board's slowdown threshold.

@@ -110,32 +110,14 @@ class VectorItem(msgspec.Struct, frozen=True):
     value: tuple[float, str]
 
 
-class MatrixItem(msgspec.Struct, frozen=True):
-    """One series of a range query: its labels and every ``[time, "value"]``."""
-
-    metric: dict[str, str]
-    values: list[tuple[float, str]]
-
-
 class _VectorData(msgspec.Struct):
     resultType: str
     result: list[VectorItem]
 
 
-class _MatrixData(msgspec.Struct):
-    resultType: str
-    result: list[MatrixItem]
-
-
 class _Vector(msgspec.Struct):
     status: str
     data: _VectorData | None = None
-    error: str | None = None
-
-
-class _Matrix(msgspec.Struct):
-    status: str
-    data: _MatrixData | None = None
     error: str | None = None
 
 
@@ -153,7 +135,6 @@ class _LabelValues(msgspec.Struct):
 
 _LABEL_VALUES = msgspec.json.Decoder(_LabelValues)
 _VECTOR = msgspec.json.Decoder(_Vector)
-_MATRIX = msgspec.json.Decoder(_Matrix)
 _FAILURE = msgspec.json.Decoder(_Failure)
 
 
@@ -283,20 +264,6 @@ class PromClient:
             raise PrometheusError(f"query {promql!r} failed: "
                                   f"{clean_text(got.error or got.status)[:300]}")
         result: list[VectorItem] = got.data.result
-        return result
-
-    async def query_range(self, promql: str, start: float, end: float,
-                          step_s: float) -> list[MatrixItem]:
-        """A range query's series (``resultType`` matrix) from ``start`` to ``end``."""
-        body = await self.query_range_body(promql, start, end, step_s)
-        try:
-            got = decode_lenient(_MATRIX, body)
-        except msgspec.DecodeError as exc:
-            raise PrometheusError(f"not a matrix answer to {promql!r}: {exc}") from None
-        if got.status != "success" or got.data is None:
-            raise PrometheusError(f"query_range {promql!r} failed: "
-                                  f"{clean_text(got.error or got.status)[:300]}")
-        result: list[MatrixItem] = got.data.result
         return result
 
     async def label_values(self, label: str, match: str, start: float, end: float

@@ -21,7 +21,7 @@ class ClockReason(NamedTuple):
     """As ``nvidia-smi -q`` prints it."""
     slows_under_any_load: bool = False
     """A hardware or thermal slowdown: clocks are held down whatever the GPU is doing.  The
-    power cap is not one: idle at the cap costs nothing (``judge.is_throttled`` weighs it)."""
+    power cap is not one: idle at the cap costs nothing (``judge.slowing_reasons`` weighs it)."""
 
 
 CLOCK_REASONS: tuple[ClockReason, ...] = (
