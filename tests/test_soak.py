@@ -44,6 +44,9 @@ def _rss_mib() -> float:
     return 0.0
 
 
+pytestmark = pytest.mark.xdist_group("soak")  # one worker builds the soaked fleet, not each
+
+
 @pytest.fixture(scope="module")
 def soaked() -> tuple[FleetState, dict[str, float]]:
     specs = demo_fleet(speed=1.0)
