@@ -22,9 +22,13 @@ whole; RSS likewise summed):
    over a window of the same length, after the console has exited.
 
 Host-samples are the sample lines the server sent in each window; ``ratio_to_floor`` is the
-console's CPU per host-sample over the floor's.
+console's CPU per host-sample over the floor's.  ``fold_us_per_hs`` is the console's fold
+alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
+``dropped_samples`` what the collectors' relays skipped because the console fell behind
+(issue 38 item 4).  ``--load K`` runs K busy-loop processes beside everything (issue 38:
+start-up must still complete on a loaded machine).
 
-    python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick]
+    python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick] [--load K]
 """
 
 from __future__ import annotations
@@ -154,8 +158,38 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
             await asyncio.sleep(0.01)
         await pilot.pause(0.3)
         await keys("host", host_keys(app))
-        print(json.dumps({"event": "keys", "latency_ms": lat}), flush=True)
+        print(json.dumps({"event": "keys", "latency_ms": lat, **fold_event(app)}), flush=True)
         await app.action_quit()
+
+
+_FOLD = {"s": 0.0, "n": 0}
+"""Thread CPU the console spent folding host samples, and how many (``count_folds``)."""
+
+
+def count_folds() -> None:
+    """Time ``RigwatchApp.fold`` of every host sample (thread CPU: the UI loop's own)."""
+    from probes.wire.samples import HostSample
+    from tui.app import RigwatchApp
+
+    fold = RigwatchApp.fold
+
+    def timed(self: Any, host: str, item: Any) -> None:
+        if not isinstance(item, HostSample):
+            fold(self, host, item)
+            return
+        t = time.thread_time()
+        fold(self, host, item)
+        _FOLD["s"] += time.thread_time() - t
+        _FOLD["n"] += 1
+
+    RigwatchApp.fold = timed  # type: ignore[method-assign]
+
+
+def fold_event(app: Any) -> dict[str, Any]:
+    """The fold's cost per host sample and the relays' skipped samples, for the parent."""
+    return {"fold_us_per_hs": round(1e6 * _FOLD["s"] / max(_FOLD["n"], 1), 1),
+            "folded": _FOLD["n"],
+            "dropped_samples": sum(h.relay_dropped for h in app.fleet.hosts.values())}
 
 
 _RECORDERS: list[Any] = []
@@ -211,6 +245,7 @@ def console_child(args: argparse.Namespace) -> int:
         asyncio.run(_drive(self, args))
 
     RigwatchApp.run = run  # type: ignore[method-assign,assignment]
+    count_folds()
     extra = [] if args.collectors is None else ["--collectors", str(args.collectors)]
     if args.record == "off":
         extra.append("--no-record")
@@ -392,6 +427,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "collectors": args.collectors,
         "seconds": args.seconds, "agent_args": agent_args, "quick": args.quick}
     children: list[Child] = [server]
+    load = [subprocess.Popen([py, "-c", "while True: pass"]) for _ in range(args.load)]
+    out["load"] = args.load
     try:
         server.read(300)  # {"ready": true} once the recordings are made and ports listen
         me = [py, str(Path(__file__).resolve()), "--inventory", str(inv),
@@ -422,7 +459,9 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                 "writer_gcs": r1["writer_gcs"] - r0["writer_gcs"],
                 "file_bytes_at_end": r1["bytes"]}
         console.say("keys")
-        lat = console.read(120)["latency_ms"]
+        got = console.read(120)
+        lat = got["latency_ms"]
+        out.update({k: got[k] for k in ("fold_us_per_hs", "folded", "dropped_samples")})
         console.proc.wait(timeout=30)
         out["keys"] = {s: {"presses": len(v), "p50_ms": round(statistics.median(v), 1),
                            "p95_ms": round(pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
@@ -439,9 +478,13 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for c in reversed(children):
             c.stop()
+        for proc in load:
+            proc.kill()
+            proc.wait()
     c, f = out["console"], out["floor"]
     out.update({
         "console_cpu_pct": c["cpu_pct"], "ui_process_cpu_pct": c["own_cpu_pct"],
+        "ui_cpu_pct": c["own_cpu_pct"],
         "rss_mb": c["rss_mb"], "floor_cpu_pct": f["cpu_pct"],
         "ratio_to_floor": round(c["cpu_us_per_sample"] / max(f["cpu_us_per_sample"], 1e-3), 2),
         # The worse screen's p95: the target holds on each screen.
@@ -469,6 +512,8 @@ def main() -> int:
     p.add_argument("--record", choices=("off", "rows", "blocks"), default="off",
                    help="the console records (blocks: as it does by default; rows: every "
                         "sample whole, as before issue 25); its writer's CPU is reported")
+    p.add_argument("--load", type=int, default=0,
+                   help="busy-loop processes to run beside the bench (a loaded machine)")
     p.add_argument("--inventory", help=argparse.SUPPRESS)
     p.add_argument("--console-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
@@ -496,7 +541,8 @@ def main() -> int:
               f"of a core (UI process {out['ui_process_cpu_pct']} %), {out['rss_mb']} MB; "
               f"floor {out['floor_cpu_pct']} %; "
               f"{out['ratio_to_floor']}x the floor per host-sample; key p95 "
-              f"{out['key_p95_ms']} ms" + (
+              f"{out['key_p95_ms']} ms; fold {out['fold_us_per_hs']} us a host-sample; "
+              f"{out['dropped_samples']} samples skipped; load {out['load']}" + (
                   "" if "recorder" not in out else
                   f"; recorder ({out['recorder']['layout']}) writer "
                   f"{out['recorder']['writer_core_pct']} % of a core, "
