@@ -24,8 +24,9 @@ whole; RSS likewise summed):
 Host-samples are the sample lines the server sent in each window; ``ratio_to_floor`` is the
 console's CPU per host-sample over the floor's.  ``fold_us_per_hs`` is the console's fold
 alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
-``dropped_samples`` what the collectors' relays skipped because the console fell behind
-(issue 38 item 4).  ``--load K`` runs K busy-loop processes beside everything (issue 38:
+``fold_floor_us_per_hs`` the floor of a Python fold measured in the same run (a typed
+decode of the same ticks and a per-field column append); ``dropped_samples`` what the
+collectors' relays skipped because the console fell behind (issue 38 item 4).  ``--load K`` runs K busy-loop processes beside everything (issue 38:
 start-up must still complete on a loaded machine).
 
     python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick] [--load K]
@@ -396,6 +397,37 @@ def window(pid: int, server: Child, seconds: float) -> dict[str, float]:
             "rss_mb": round(rss[-1], 1), "rss_mb_start": round(rss[0], 1)}
 
 
+def fold_floor_us(agent_args: list[str], rounds: int = 20) -> float | None:
+    """The floor of a Python fold (issue 38): each v2 tick the stand-in hosts send decoded
+    once into typed rows (the console's own ``SampleRow``) and every GPU's moving numbers
+    appended to a per-GPU, per-field column; µs per host-sample, best of three."""
+    import msgspec
+
+    from probes.wire.compact import SampleRow
+    from tests.bench.standin_server import format_args, record
+
+    template = record(format_args(agent_args), 1, 60)[0]
+    ticks = [sample[0] for sample in template.samples if sample[0].startswith(b"[")]
+    if not ticks:
+        return None  # not the v2 wire: no typed tick to decode
+    decode = msgspec.json.Decoder(SampleRow).decode
+    astuple = msgspec.structs.astuple
+    best = float("inf")
+    for _ in range(3):
+        columns: dict[tuple[int, int], list[object]] = {}
+        start = time.thread_time()
+        for _ in range(rounds):
+            for line in ticks:
+                for i, gpu in enumerate(decode(line).gpus):
+                    for k, v in enumerate(astuple(gpu)[:10]):
+                        col = columns.get((i, k))
+                        if col is None:
+                            col = columns[(i, k)] = []
+                        col.append(v)
+        best = min(best, time.thread_time() - start)
+    return round(1e6 * best / (rounds * len(ticks)), 1)
+
+
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))] if s else float("nan")
@@ -462,6 +494,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         got = console.read(120)
         lat = got["latency_ms"]
         out.update({k: got[k] for k in ("fold_us_per_hs", "folded", "dropped_samples")})
+        out["fold_floor_us_per_hs"] = fold_floor_us(agent_args)
         console.proc.wait(timeout=30)
         out["keys"] = {s: {"presses": len(v), "p50_ms": round(statistics.median(v), 1),
                            "p95_ms": round(pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
@@ -487,6 +520,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "ui_cpu_pct": c["own_cpu_pct"],
         "rss_mb": c["rss_mb"], "floor_cpu_pct": f["cpu_pct"],
         "ratio_to_floor": round(c["cpu_us_per_sample"] / max(f["cpu_us_per_sample"], 1e-3), 2),
+        "fold_ratio_to_floor": None if not out.get("fold_floor_us_per_hs") else round(
+            out["fold_us_per_hs"] / out["fold_floor_us_per_hs"], 1),
         # The worse screen's p95: the target holds on each screen.
         "key_p95_ms": max(k["p95_ms"] for k in out["keys"].values())})
     return out
@@ -541,7 +576,8 @@ def main() -> int:
               f"of a core (UI process {out['ui_process_cpu_pct']} %), {out['rss_mb']} MB; "
               f"floor {out['floor_cpu_pct']} %; "
               f"{out['ratio_to_floor']}x the floor per host-sample; key p95 "
-              f"{out['key_p95_ms']} ms; fold {out['fold_us_per_hs']} us a host-sample; "
+              f"{out['key_p95_ms']} ms; fold {out['fold_us_per_hs']} us a host-sample "
+              f"(floor {out['fold_floor_us_per_hs']} us, {out['fold_ratio_to_floor']}x); "
               f"{out['dropped_samples']} samples skipped; load {out['load']}" + (
                   "" if "recorder" not in out else
                   f"; recorder ({out['recorder']['layout']}) writer "
