@@ -26,8 +26,9 @@ console's CPU per host-sample over the floor's.  ``fold_us_per_hs`` is the conso
 alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
 ``fold_floor_us_per_hs`` the floor of a Python fold measured in the same run (a typed
 decode of the same ticks and a per-field column append); ``dropped_samples`` what the
-collectors' relays skipped because the console fell behind (issue 38 item 4).  ``--load K`` runs K busy-loop processes beside everything (issue 38:
-start-up must still complete on a loaded machine).
+collectors' relays skipped because the console fell behind (issue 38 item 4).
+``--load K`` runs K busy-loop processes beside everything (issue 38: start-up must still
+complete on a loaded machine).
 
     python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick] [--load K]
 """
