@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import signal
 import socket
 import stat
@@ -76,7 +77,7 @@ def test_a_drain_from_the_cli_keeps_the_finding_as_reason_and_slurm_shows_it(
     assert [x["outcome"] for x in lines] == ["attempted", "done"]
     assert lines[0]["action_id"] == lines[1]["action_id"]
     done = lines[1]
-    assert done["verified"]["state"] == "drained"  # type: ignore[index]
+    assert done["verified"]["state"].rstrip("*") == "drained"  # type: ignore[index]
     assert done["verified"]["reason"] == "rigwatch xid: Xid 79 on GPU1"  # type: ignore[index]
     assert done["command"] == ["scontrol", "update", "nodename=n2", "state=drain",
                                "reason=rigwatch xid: Xid 79 on GPU1"]
@@ -289,7 +290,10 @@ def test_the_audit_prints_the_trail_as_lines_and_json(slurm: SlurmCluster,
     text = node_cmd(slurm, audit, "audit", "--node", "n2").stdout.splitlines()
     assert len(text) == 2 and all(" drain n2 " in x for x in text)
     assert text[1].split("  ")[1] == "root" and "DONE" in text[1]
-    assert 'reason "rigwatch: psu"  → drained  — Slurm shows n2 drained' in text[1]
+    # Slurm appends * to a state while a node does not answer (slurmd's heartbeat late on a
+    # loaded machine): still drained, and shown as Slurm says it
+    assert re.search(r'reason "rigwatch: psu"  → drained\*?  — Slurm shows n2 drained\*?',
+                     text[1]), text[1]
     js = [json.loads(x) for x in node_cmd(slurm, audit, "audit", "--json").stdout.splitlines()]
     assert [(x["node"], x["outcome"]) for x in js] == [
         ("n2", "attempted"), ("n2", "done"), ("n1", "attempted"), ("n1", "done")]
