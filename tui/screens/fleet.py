@@ -202,12 +202,11 @@ class FleetScreen(DataScreen):
         if host is None or self._fleet is None:
             return
         state = self._fleet.hosts.get(host)
-        backend = getattr(self.app, "backend", None)
-        if backend is None or state is None:
+        if state is None:
             return
-        if backend.replay is not None:
+        if self.console.replaying:
             self.notify("cannot retry in a replay: it plays what was recorded", markup=False)
-        elif backend.retry_now(host):
+        elif self.console.retry_host(host):
             self.notify(f"retrying {host} now", markup=False)
         elif state.status is HostStatus.STREAMING:
             self.notify(f"{host} is streaming: nothing to retry", markup=False)

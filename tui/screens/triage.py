@@ -192,7 +192,7 @@ class TriageScreen(DataScreen):
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
                                                      fleet.rank_index(), fleet.watched_job)
         # in a replay the screen's clock is the recording's: the report keeps both times
-        replaying = getattr(getattr(self.app, "backend", None), "replay", None) is not None
+        replaying = self.console.replaying
         report = build_report(title, self._reviews, self._diagnosis.first,
                               placed, facts, now=time.time() if replaying else self._now,
                               jobs=jobs, actions=self._actions(fleet),
@@ -211,7 +211,7 @@ class TriageScreen(DataScreen):
         incidents = self._diagnosis.incidents
         starts = [i.finding.ts for i in incidents if i.finding.ts is not None]
         hosts = [s.name for s in self._states(fleet)] if fleet is not None else []
-        path = getattr(self.app, "audit_path", None)
+        path = self.console.audit_path
         return report_actions(AuditLog(path or default_audit_path()),
                               [i.incident_id for i in incidents if i.incident_id], hosts,
                               min(starts) if starts else None)
