@@ -60,6 +60,7 @@ def fold(items: Iterable[SessionItem], name: str = "h", *,
     fleet = FleetState([HostSpec(name=name, expect_gpus=8)], detectors, preflight)
     for item in items:
         fleet.apply(name, item, NOW)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet.hosts[name]
 
 

@@ -218,6 +218,7 @@ async def test_the_console_screen_reads_a_stale_or_down_host_as_not_answering() 
     fleet = FleetState([HostSpec(name="gpu-b02", expect_gpus=8)])
     for item in sim_items("gpu-b02", "xid79:6@600", seed=1, minutes=15):
         fleet.apply("gpu-b02", item, 0.0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     state = fleet.hosts["gpu-b02"]
     inp = host_input(state)
     assert inp.failure is None and inp.findings  # the lost GPU's finding travels with it

@@ -74,6 +74,7 @@ def _fleet(raw: list[bytes]) -> FleetState:
     reader = MessageReader()
     for msg in reader.feed(b"".join(raw)):
         fleet.apply("gpu-a01", msg, now=0.0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     assert reader.stats.garbled == 0
     return fleet
 

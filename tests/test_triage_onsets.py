@@ -38,6 +38,7 @@ def demo_state(minutes: int, specs: list[tuple[str, str]] = DEMO,
         for pair in batch:
             if pair is not None:
                 fleet.apply(pair[0], pair[1], getattr(pair[1], "ts", T0))
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet
 
 

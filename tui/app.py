@@ -61,6 +61,7 @@ from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
 from tui.typeahead import TypeaheadApp
 from tui.views.alert_notice import NAMED, alert_text, landed_text
+from tui.views.fleet_rows import FleetRows
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import Notice, NoticeLevel
 
@@ -145,6 +146,8 @@ class RigwatchApp(TypeaheadApp):
         self.scan_worker = ScanWorker(self._scans_found) if scan_logs_apart else None
         """The thread that runs the log rules off this loop (the CLI's consoles)."""
         self.fleet = FleetState(backend.specs, detectors, preflight, self.scan_worker)
+        self.fleet_rows = FleetRows(self.fleet)
+        """The fleet's rows, kept between redraws (the view over ``fleet``)."""
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -310,7 +313,7 @@ class RigwatchApp(TypeaheadApp):
         self._redraw_pending = False
         self._last_draw = time.monotonic()
         self.redraws += 1
-        self.fleet.take_scans()
+        self.fleet.tick(self._clock())
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
         if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
@@ -333,6 +336,7 @@ class RigwatchApp(TypeaheadApp):
         if not self.backend.raises_alerts:
             return
         now = self._clock()
+        self.fleet.tick(now)
         findings = self.fleet.all_findings()
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
@@ -434,6 +438,7 @@ class RigwatchApp(TypeaheadApp):
         self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
         self.fleet.watched_layout = old.watched_layout
         self.fleet.topology = old.topology
+        self.fleet_rows = FleetRows(self.fleet)
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:

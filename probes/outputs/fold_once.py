@@ -65,6 +65,7 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
             fleet.apply(name, r.sample, at)
         elif r.failure is not None:
             fleet.apply(name, Disconnected(at, r.failure, None, None, _kind(r)), at)
+    fleet.scan_logs()
     return fleet
 
 

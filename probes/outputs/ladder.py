@@ -202,6 +202,8 @@ def runs_of_recording(path: str) -> list[Run]:
                         peak[job] = max(peak.get(job, 0.0), used)
     finally:
         reader.close()
+    if fleet is not None:
+        fleet.scan_logs()
     name = Path(path).name
     runs = []
     for job, held in sorted(gpus_of.items()):

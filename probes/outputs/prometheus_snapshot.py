@@ -74,6 +74,7 @@ async def read_fleet(options: PromFleetOptions, limits: DetectorLimits = DEFAULT
         fleet.apply(host, ev, ts)
     for host, s in samples.items():
         fleet.apply(host, s, ts)
+    fleet.scan_logs()
     return PromRead(fleet, results, source.client.queries, time.perf_counter() - started, ts)
 
 

@@ -15,6 +15,7 @@ from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
+from tui.views.fleet_rows import FleetRows
 from widgets._alive import leaving
 from widgets.header_bar import HeaderBar, Notice, StatusLine
 
@@ -54,6 +55,10 @@ class ConsoleView(Protocol):
 
     def draw(self, screen: DataScreen) -> None:
         """Draw ``screen`` from the fleet state now."""
+
+    @property
+    def fleet_rows(self) -> FleetRows:
+        """The fleet's rows, kept between redraws (the header's totals, the fleet screen)."""
 
 
 def on_top(screen: Screen[Any]) -> bool:
@@ -167,7 +172,7 @@ class DataScreen(Screen[None]):
         """Push the current state into this screen's widgets; ``mode`` is the header's
         recording or replay note."""
         for bar in self.query(HeaderBar):
-            bar.totals = fleet.totals(now)
+            bar.totals = self.console.fleet_rows.totals(now)
             bar.mode = mode
         # pushed but not composed yet: the next tick draws it
         with contextlib.suppress(NoMatches):

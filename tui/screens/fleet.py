@@ -86,8 +86,9 @@ class FleetScreen(DataScreen):
         """Replace the table's rows, sorted and filtered as chosen."""
         # the rows on screen get fresh numbers every tick, the others every few seconds;
         # the wall shows every host
-        fleet.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
-        self._fleet, self._now, self._rows = fleet, now, fleet.rows(now)
+        rows = self.console.fleet_rows
+        rows.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
+        self._fleet, self._now, self._rows = fleet, now, rows.rows(now)
         self._draw(fleet, now)
 
     def _draw(self, fleet: FleetState, now: float) -> None:
