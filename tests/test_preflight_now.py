@@ -213,7 +213,7 @@ def test_a_host_down_now_fails_reachable_even_with_an_earlier_answer(
 async def test_the_console_screen_reads_a_stale_or_down_host_as_not_answering() -> None:
     from probes.fleet_state import FleetState, HostStatus
     from tests.support.tui_fakes import sim_items
-    from tui.screens.preflight import host_input
+    from tui.views.preflight_view import host_input
 
     fleet = FleetState([HostSpec(name="gpu-b02", expect_gpus=8)])
     for item in sim_items("gpu-b02", "xid79:6@600", seed=1, minutes=15):

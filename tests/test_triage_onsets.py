@@ -21,7 +21,7 @@ from probes.fleet_state import FleetState
 from probes.triage import Severity, Step
 from probes.wire.samples import HostSample
 from tests.support.tui_fakes import SIM_STEP_S, T0, sim_items
-from tui.screens.triage import host_clocks, host_view
+from tui.views.triage_view import host_clocks, host_view
 
 DEMO = [(s.name, ",".join(s.simulate)) for s in demo_fleet(speed=1.0, history_s=0)]
 
