@@ -34,7 +34,7 @@ from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_by_severity, count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.gpu_peers import PeerCounts
-from probes.analysis.headline import headline
+from probes.analysis.headline import worst_headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
@@ -467,8 +467,7 @@ class HostState:
             reason=self.reason_at(now, status),
             last_seen_s=self.last_seen_at(now, status),
             next_retry_s=self.next_retry_at(now),
-            headline=headline(found[0], found) if found and found[0].severity is not
-            Severity.INFO else None,
+            headline=worst_headline(found),
             jobs=jobs_of(self.last),
         )
 
