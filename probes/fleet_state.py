@@ -42,25 +42,19 @@ from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_g
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
+from probes.analysis.reach_tracker import ReachTracker
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
     Outage,
-    continue_outage,
-    down_finding,
     gpu_count_finding,
-    stale_finding,
 )
 from probes.analysis.repeats import merged_repeat
 from probes.analysis.throughput import ThroughputTracker, reading, throughput_findings
 from probes.analysis.watcher import (
-    flapping_finding,
-    follow_source,
     source_findings,
-    unknown_reason,
 )
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
-from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.scan_worker import ScanWorker
@@ -69,8 +63,6 @@ from probes.rules.parsers.ibnetdiscover import IbTopology
 from probes.triage import Code
 from probes.wire.events import (
     ClockOffset,
-    Connected,
-    Disconnected,
     JobChange,
     SessionItem,
     SourceHealth,
@@ -87,8 +79,6 @@ from probes.wire.samples import (
     ProbeError,
 )
 
-STALE_AFTER_INTERVALS = 3.0
-STALE_MIN_S = 5.0
 DETECTOR_HOSTS = 3000
 """Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
 proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays that of
@@ -99,20 +89,15 @@ SEEN_KERNEL_LINES = 20000
 """Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
 
 
-_DOWN_KINDS = {DisconnectKind(s.value): s for s in HostStatus if s.is_down}
-
-
 @dataclass
 class HostState:
     """Everything the console knows about one host; owned by the app's thread."""
 
     spec: HostSpec
-    status: HostStatus = HostStatus.CONNECTING
     hello: Hello | None = None
     last: HostSample | None = None
-    last_seen: float | None = None
-    """Console wall time of the newest item from this host (agent clocks may be skewed)."""
-    down_reason: str | None = None
+    reach: ReachTracker = field(default_factory=ReachTracker)
+    """Whether and since when the host can be watched (status, outage, last seen)."""
     history: HostHistory = field(default_factory=HostHistory)
     """Every series of the host in tiers (1 s for 2 h, 15 s for 12 h, 5 min for 30 days)."""
     detected: tuple[Finding, ...] = ()
@@ -147,21 +132,6 @@ class HostState:
     seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
     """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
     dmesg's whole ring buffer, and the same Xid must not count twice."""
-    outage: Outage | None = None
-    """Since when and why the host has not streamed; None once a hello or sample arrives.
-    Unlike ``down_reason`` it lasts through the retries' ``Connected``: one outage, one onset."""
-    data_seen: float | None = None
-    """Console wall time of the newest message from the agent itself (not the session's
-    own connect and disconnect items): what "last seen" means."""
-    watch: SourceHealth | None = None
-    """Set while the console's own path to the host (a collector, Prometheus) is at fault:
-    the host reads unknown, and neither stale nor down is judged of it."""
-    relay_dropped: int = 0
-    """Samples its collector skipped while the console did not read (newest kept)."""
-    relay_dropped_lines: int = 0
-    """Other lines its collector dropped meanwhile, past its bound."""
-    onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
-    """When its recent outages began, for ``flapping``."""
     clock: ClockOffset | None = None
     """The session's newest estimate of the host's clock against the console's (the times
     folded here are already corrected by its ``applied_s``)."""
@@ -178,19 +148,55 @@ class HostState:
         default=None, repr=False, compare=False)
     """``findings()`` as of (``revision``, status): they change with nothing else."""
 
+    def __post_init__(self) -> None:
+        self.reach.interval_s = self.spec.interval_s
+
     @property
     def name(self) -> str:
         """The host's name in the fleet."""
         return self.spec.name
 
+    # the reachability concern, read through (``reach`` is its one writer)
+    @property
+    def status(self) -> HostStatus:
+        """The status last judged (``status_at`` for a given moment)."""
+        return self.reach.status
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why its session dropped, while it is down."""
+        return self.reach.down_reason
+
+    @property
+    def last_seen(self) -> float | None:
+        """Console wall time of the newest item from this host."""
+        return self.reach.last_seen
+
+    @property
+    def outage(self) -> Outage | None:
+        """Since when and why the host has not streamed."""
+        return self.reach.outage
+
+    @property
+    def watch(self) -> SourceHealth | None:
+        """The watcher's own fault on the way to this host, if any."""
+        return self.reach.watch
+
+    @property
+    def relay_dropped(self) -> int:
+        """Samples its collector skipped while the console did not read."""
+        return self.reach.relay_dropped
+
+    @property
+    def relay_dropped_lines(self) -> int:
+        """Other lines its collector dropped meanwhile."""
+        return self.reach.relay_dropped_lines
+
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
         self.changes += 1
         self.revision += 1
-        was_stale = self.status is HostStatus.STALE
-        self.last_seen = now
-        if not isinstance(item, (Connected, Disconnected, ClockOffset, SourceHealth)):
-            self.data_seen = now
+        self.reach.note(item, now)
         if isinstance(item, HostSample):
             self._apply_sample(item)
         elif isinstance(item, Hello):
@@ -198,8 +204,6 @@ class HostState:
             self.logs.clock = LineClock(HostTime(item.clock.utc_offset_s or 0.0,
                                                  item.clock.boot_time),
                                         self.logs.clock.offset_s)
-            self.status = HostStatus.STREAMING
-            self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie)
                                 + collection_findings(self.name, item))
@@ -227,36 +231,18 @@ class HostState:
         elif isinstance(item, ClockOffset):
             self.clock = item
             self.logs.clock = LineClock(self.logs.clock.zone, item.applied_s)
-        elif isinstance(item, Connected):
-            self.status = HostStatus.CONNECTING
-            self.down_reason = None
-        elif isinstance(item, Disconnected):
-            self.status = _DOWN_KINDS.get(item.kind, HostStatus.DOWN)
-            self.down_reason = item.reason
-            retry_at = now + item.retry_in_s if item.retry_in_s is not None else None
-            fresh = self.outage is None
-            self.outage = continue_outage(self.outage, item.ts, item.kind, item.reason, retry_at,
-                                          self.data_seen if was_stale else None)
-            if fresh:
-                self.onsets.append(self.outage.onset)
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
             f = xid_event_finding(self.name, item)
             kept = self.sticky.get(f.key)
             self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
-        elif isinstance(item, SourceHealth):
-            self.status, self.watch = follow_source(self.status, self.watch, item)
-            self.relay_dropped += item.dropped_samples
-            self.relay_dropped_lines += item.dropped_lines
 
     @property
     def shown_status(self) -> HostStatus:
         """What the screens show: unknown while the watcher itself cannot see the host."""
-        return HostStatus.UNKNOWN if self.watch is not None else self.status
+        return self.reach.shown(self.reach.status)
 
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
-        self.status = HostStatus.STREAMING
-        self.outage = None
         self.history.add(sample)
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
@@ -347,10 +333,7 @@ class HostState:
     def refresh_status(self, now: float) -> bool:
         """Judge staleness as of ``now`` (a streaming host silent too long reads stale);
         True when the status moved."""
-        status = self.status_at(now)
-        moved = status is not self.status
-        self.status = status
-        return moved
+        return self.reach.refresh(now)
 
     def tick(self, now: float) -> bool:
         """Bring the host up to ``now``: its queued log lines scanned, its staleness judged.
@@ -359,27 +342,15 @@ class HostState:
         return self.refresh_status(now) or scanned
 
     def status_at(self, now: float) -> HostStatus:
-        """The status as of ``now``: a streaming host silent past ``stale_limit_s`` is
-        stale, a stale one that spoke since is streaming (nothing is stored)."""
-        if self.status in (HostStatus.STREAMING, HostStatus.STALE) \
-                and self.last_seen is not None and self.watch is None:
-            silent = now - self.last_seen
-            return HostStatus.STALE if silent > self.stale_limit_s() else HostStatus.STREAMING
-        return self.status
+        """The status as of ``now`` (``ReachTracker.status_at``; nothing is stored)."""
+        return self.reach.status_at(now)
 
     def reachability(self, status: HostStatus | None = None) -> list[Finding]:
         """Down (critical) or stale (warning): the host itself cannot be watched now.
 
         Stale follows ``status`` (default: the one ``refresh_status`` last judged).
         """
-        status = self.status if status is None else status
-        flapping = flapping_finding(self.name, self.onsets, self.last_seen or 0.0)
-        found = [flapping] if flapping is not None else []
-        if self.outage is not None:
-            return [down_finding(self.name, self.outage), *found]
-        if status is HostStatus.STALE and self.data_seen is not None and self.watch is None:
-            return [stale_finding(self.name, self.data_seen, self.stale_limit_s()), *found]
-        return found
+        return self.reach.findings(self.name, self.status if status is None else status)
 
     def findings(self, status: HostStatus | None = None) -> list[Finding]:
         """Current and sticky findings, worst first, one per incident, with the host's
@@ -421,11 +392,11 @@ class HostState:
 
     def stale_limit_s(self) -> float:
         """Silence after which a streaming host reads stale."""
-        return max(STALE_MIN_S, STALE_AFTER_INTERVALS * self.spec.interval_s)
+        return self.reach.stale_limit_s()
 
     def shown_status_at(self, now: float) -> HostStatus:
         """What the screens show as of ``now``: unknown while the watcher cannot see it."""
-        return HostStatus.UNKNOWN if self.watch is not None else self.status_at(now)
+        return self.reach.shown(self.reach.status_at(now))
 
     def row(self, now: float) -> FleetRow:
         """This host's fleet-screen row as of ``now`` (wall time); a pure read."""
@@ -464,36 +435,12 @@ class HostState:
             gpus=judged,
             temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
                            default=TempLevel.UNKNOWN),
-            reason=self.reason_at(now, status),
-            last_seen_s=self.last_seen_at(now, status),
-            next_retry_s=self.next_retry_at(now),
+            reason=self.reach.reason_at(now, status),
+            last_seen_s=self.reach.last_seen_at(now, status),
+            next_retry_s=self.reach.next_retry_at(now),
             headline=worst_headline(found),
             jobs=jobs_of(self.last),
         )
-
-    def reason_at(self, now: float, status: HostStatus) -> str | None:
-        """Why the host is not streaming as of ``now`` (``status``: its ``status_at``)."""
-        if self.watch is not None:
-            return unknown_reason(self.watch)
-        if self.outage is not None:
-            return self.outage.reason
-        if status is HostStatus.STALE and self.data_seen is not None:
-            return f"no data for {now - self.data_seen:.0f} s (agent or link frozen?)"
-        return None
-
-    def last_seen_at(self, now: float, status: HostStatus) -> float | None:
-        """Seconds since the agent last spoke, where that is news (down, stale, unknown)."""
-        if self.data_seen is None or (self.outage is None and self.watch is None
-                                      and status is not HostStatus.STALE):
-            return None
-        return max(0.0, now - self.data_seen)
-
-    def next_retry_at(self, now: float) -> float | None:
-        """Seconds until the next connect try, while one waits."""
-        if self.outage is None or self.outage.retry_at is None \
-                or self.status is HostStatus.CONNECTING:
-            return None
-        return max(0.0, self.outage.retry_at - now)
 
 
 def detector_stretch(hosts: int) -> float:

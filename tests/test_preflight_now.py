@@ -224,7 +224,7 @@ async def test_the_console_screen_reads_a_stale_or_down_host_as_not_answering() 
     assert inp.failure is None and inp.findings  # the lost GPU's finding travels with it
     count = _checks(check_host(inp))["gpu-count"]
     assert count.verdict is F and count.detail.startswith("GPU6 LOST")
-    state.status = HostStatus.STALE
+    state.reach.status = HostStatus.STALE
     assert host_input(state).failure == "stale"
-    state.status, state.down_reason = HostStatus.UNREACHABLE, "connect timed out"
+    state.reach.status, state.reach.down_reason = HostStatus.UNREACHABLE, "connect timed out"
     assert host_input(state).failure == "connect timed out"

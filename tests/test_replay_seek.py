@@ -372,8 +372,8 @@ async def test_a_healthy_recording_never_reads_stale_at_high_speed(demo: Path) -
         # the recorded pace is what makes the difference
         bare = FleetState([HostSpec(s.name) for s in replay.backend.specs])
         for host, state in replay.fleet.hosts.items():
-            bare.hosts[host].last_seen = state.last_seen
-            bare.hosts[host].status = state.status
+            bare.hosts[host].reach.last_seen = state.last_seen
+            bare.hosts[host].reach.status = state.status
         assert HostStatus.STALE in _statuses(bare, replay.backend.now() + 30.0).values()
 
 

@@ -47,9 +47,9 @@ def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
         row,
         stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
         else None,
-        reason=host.reason_at(now, status),
-        last_seen_s=host.last_seen_at(now, status),
-        next_retry_s=host.next_retry_at(now))
+        reason=host.reach.reason_at(now, status),
+        last_seen_s=host.reach.last_seen_at(now, status),
+        next_retry_s=host.reach.next_retry_at(now))
 
 
 def _wait_s(host: HostState) -> float:
