@@ -75,7 +75,7 @@ def test_the_settings_file_can_name_the_prometheus(tmp_path: Path) -> None:
 
 
 def test_the_parsers_default_refresh_is_the_sources() -> None:
-    from probes.transport import prometheus_source
+    from probes.sources.prometheus import source as prometheus_source
     from tui import cli_prometheus
 
     assert cli_prometheus.DEFAULT_REFRESH_S == prometheus_source.DEFAULT_REFRESH_S

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
-from probes.transport.prometheus_client import PromEndpoint
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+from probes.sources.prometheus.backend import PrometheusBackend, prometheus_specs
+from probes.sources.prometheus.client import PromEndpoint
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
 from tests.support.http_proxy import http_proxy
 from tests.support.prometheus import RunningPrometheus, backfill, prometheus
 from tests.support.watched import Watched, until
@@ -174,8 +174,8 @@ def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """S7e: ``--prometheus`` sessions were never recorded (no ``● rec``, ``--record-dir``
     ignored); ``rigwatch replay`` had no ``--record-dir`` and took only a path."""
+    from probes.sources.replay import ReplayBackend
     from probes.store.recording import RecordingReader
-    from probes.store.replay import ReplayBackend
     from probes.wire.samples import HostSample
     from tui.app import make_app
     from tui.cli import build_parser, main

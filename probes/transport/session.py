@@ -7,6 +7,7 @@ item with a reason the operator can act on, followed by a retry.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -342,6 +343,10 @@ class OnceResult:
     spec: HostSpec
     hello: Hello | None = None
     sample: HostSample | None = None
+    """The newest sample."""
+    history: list[HostSample] = field(default_factory=list)
+    """The samples before it, oldest first, when the read had a past (a simulated host's,
+    a metrics server's window, a recording's)."""
     fabric: FabricSample | None = None
     """The host's IB ports and NVLinks, when it has any."""
     events: list[LogEvent] = field(default_factory=list)
@@ -357,13 +362,37 @@ class OnceResult:
     and the events', are already corrected by it)."""
 
 
-async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
-    """Run the agent with ``--once`` on one host and gather its hello and sample."""
+SIM_HISTORY_ARG = "--sim-history"
+LIVED_ARGS = ("--count", "1", "--fast")
+"""A simulated host with a simulated past runs through it, then one live sample, and exits:
+``--once`` would answer with the first instant of its run, before any trouble began."""
+
+
+def lived(spec: HostSpec) -> HostSpec | None:
+    """The spec that runs a simulated host through its ``--sim-history`` to now, or None
+    for a host whose ``--once`` sample is already its present (a real one)."""
+    if not spec.simulate or SIM_HISTORY_ARG not in spec.extra_args:
+        return None
+    return dataclasses.replace(spec, extra_args=spec.extra_args + LIVED_ARGS)
+
+
+async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S, *,
+                       to_now: bool = False) -> OnceResult:
+    """One host's hello, newest sample and log events: one ``--once`` run of its agent.
+
+    With ``to_now``, a simulated host with a history is streamed through it (the same
+    session the console runs) until its agent ends: its samples and log lines are then
+    those the console shows at start, a lost GPU included.  A real host's ``--once`` sample
+    is already its present.
+    """
+    run = lived(spec) if to_now else None
+    if run is not None:
+        return await _collect_lived(spec, run, timeout_s)
     result = OnceResult(spec)
     reader = MessageReader()
 
     def file(_host: str, item: SessionItem) -> None:
-        _file(result, item)
+        file_item(result, item)
 
     keep = clocked(file)
 
@@ -384,24 +413,51 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
     return result
 
 
-async def collect_all(specs: list[HostSpec],
-                      concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
+async def _collect_lived(spec: HostSpec, run: HostSpec, timeout_s: float) -> OnceResult:
+    """A simulated host streamed through its history until its agent ends."""
+    result = OnceResult(spec)
+    ended = asyncio.Event()
+
+    def keep(_host: str, item: SessionItem) -> None:
+        file_item(result, item)
+        if isinstance(item, Disconnected):
+            ended.set()
+
+    session = asyncio.create_task(run_session(run, clocked(keep)))
+    try:
+        await asyncio.wait_for(ended.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        if result.sample is None:
+            result.failure = f"no complete answer within {timeout_s:g} s"
+    finally:
+        session.cancel()
+        await asyncio.gather(session, return_exceptions=True)
+    return result
+
+
+async def collect_all(specs: list[HostSpec], concurrency: int = ONCE_CONCURRENCY, *,
+                      to_now: bool = False) -> list[OnceResult]:
     """``collect_once`` for every host, ``concurrency`` at a time, in the specs' order."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(spec: HostSpec) -> OnceResult:
         async with gate:
-            return await collect_once(spec)
+            return await collect_once(spec, to_now=to_now)
 
     return list(await asyncio.gather(*(one(s) for s in specs)))
 
 
-def _file(result: OnceResult, item: object) -> None:
+def file_item(result: OnceResult, item: object) -> None:
+    """File one item of a host's read into its result (a newer sample pushes the one
+    before into ``history``; a disconnect before any sample is the read's failure)."""
     msg: AgentMessage | object = item
     if isinstance(msg, Hello):
         result.hello = msg
     elif isinstance(msg, HostSample):
+        if result.sample is not None:
+            result.history.append(result.sample)
         result.sample = msg
+        result.failure = None
     elif isinstance(msg, FabricSample):
         result.fabric = msg
     elif isinstance(msg, LogEvent):
@@ -412,6 +468,8 @@ def _file(result: OnceResult, item: object) -> None:
         keep_log_source(result, msg)
     elif isinstance(msg, ClockOffset):
         result.clock = msg
+    elif isinstance(msg, Disconnected) and result.sample is None:
+        result.failure = msg.reason
 
 
 def keep_log_source(result: OnceResult, msg: LogSourceState) -> None:
