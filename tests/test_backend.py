@@ -13,7 +13,8 @@ import pytest
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
-from probes.sources.base import AgentFleetBackend, Backend, BackendBase
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.base import Backend, BackendBase
 from probes.sources.recording import RecordingBackend
 from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder

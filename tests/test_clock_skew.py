@@ -18,7 +18,7 @@ from pathlib import Path
 
 from probes.config.fleet import HostSpec, TransportName
 from probes.fleet_state import FleetState
-from probes.sources.base import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.sources.recording import RecordingBackend
 from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder

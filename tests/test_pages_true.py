@@ -25,7 +25,7 @@ from probes.analysis.watcher import FLAP_MIN, flapping_finding
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.fleet_state import FleetState
-from probes.sources.base import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.sources.recording import RecordingBackend
 from probes.store.recording import Recorder, RecordingReader
 from probes.triage import Code, Severity

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from probes.config.fleet import demo_fleet
-from probes.sources.base import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.sources.prometheus.client import PromClient, PromEndpoint
 from probes.sources.prometheus.fields import FIELDS
 from tests.support.prometheus import prometheus

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from probes.config.fleet import HostSpec
-from probes.sources.base import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.sources.recording import RecordingBackend
 from probes.store import recording
 from probes.store.recording import Recorder, RecordingReader

@@ -102,13 +102,12 @@ def _source(args: argparse.Namespace, settings: Settings) -> Source:
 def _run_console(args: argparse.Namespace) -> int:
     """The console on whatever source the arguments name: live sources are recorded."""
     from tui.app import make_app
-    from tui.cli_record import with_recording
+    from tui.cli_record import console_backend
     from tui.glyphs import wants_ascii
 
     settings = _settings(args)
-    source = _source(args, settings)
+    source, backend = console_backend(args, settings)
     job = source.job
-    backend = with_recording(source, args, settings)
     app = make_app(backend, demo=source.demo, title=source.title,
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight, scan_logs_apart=True)

@@ -20,6 +20,15 @@ RESUME_MAX_AGE_S = 6 * 3600.0
 """A recording whose last item is older than this is not resumed: a new one is started."""
 
 
+def console_backend(args: argparse.Namespace, settings: Settings) -> tuple[Source, Backend]:
+    """The source the arguments name (``probes.sources.registry``) and the backend the
+    console runs on it: the same, recorded (``with_recording``)."""
+    from probes.sources.registry import build_source
+
+    source = build_source(args, settings)
+    return source, with_recording(source, args, settings)
+
+
 def with_recording(source: Source, args: argparse.Namespace, settings: Settings) -> Backend:
     """The source's backend, recording unless ``--no-record`` (or a recording played back),
     resuming a recent recording of the same fleet (``source.key``) when ``source.resume``.
