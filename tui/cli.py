@@ -23,7 +23,7 @@ from probes.config.fleet import (
     TransportName,
 )
 from probes.config.inventory import default_inventory_path, load_inventory
-from probes.errors import ConfigError, ProblemsError
+from probes.errors import ConfigError, ProblemsError, TransportError
 from probes.sources.hosts import fleet_of, warn_insecure
 from tui.cli_fabric import (
     add_fabric_parser,
@@ -492,6 +492,9 @@ def _main(argv: list[str]) -> int:
         return _dispatch(args)
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)
+        return EXIT_USAGE
+    except TransportError as exc:  # a source that cannot be read at all (a Prometheus down)
+        print(f"rigwatch: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
