@@ -58,6 +58,8 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
         sent = {ev.source for ev in r.events}
         for ev in r.events:
             fleet.apply(name, ev, at)
+        for other in r.others:
+            fleet.apply(name, other, at)
         for ev in (more_lines or {}).get(name, ()):
             if ev.source not in sent:
                 fleet.apply(name, ev, at)

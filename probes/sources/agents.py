@@ -50,6 +50,7 @@ def once_items(r: OnceResult) -> list[SessionItem]:
     items += r.job_logs
     items += r.errors
     items += r.events
+    items += r.others
     if r.fabric is not None:
         items.append(r.fabric)
     items += r.history

@@ -38,6 +38,8 @@ HEALTHY_CAP_S = 5.0
 sshd (a reboot, an sshd restart), not after a minute of doubling waits."""
 ONCE_TIMEOUT_S = 20.0
 ONCE_CONCURRENCY = 64
+MAX_OTHERS = 10_000
+"""The most items of other kinds one host's read keeps (a source gone wrong stays bounded)."""
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
@@ -355,6 +357,9 @@ class OnceResult:
     """How the kernel log is read."""
     job_logs: list[LogSourceState] = field(default_factory=list)
     """How each file a job named is read (``job:<path>``): its newest state, one each."""
+    others: list[SessionItem] = field(default_factory=list)
+    """What else the read carried, folded as it came (an Xid a GPU monitor reported as a
+    number, a source's health)."""
     failure: str | None = None
     garbled: int = 0
     clock: ClockOffset | None = None
@@ -468,8 +473,11 @@ def file_item(result: OnceResult, item: object) -> None:
         keep_log_source(result, msg)
     elif isinstance(msg, ClockOffset):
         result.clock = msg
-    elif isinstance(msg, Disconnected) and result.sample is None:
-        result.failure = msg.reason
+    elif isinstance(msg, Disconnected):
+        if result.sample is None:
+            result.failure = msg.reason
+    elif not isinstance(msg, Connected) and len(result.others) < MAX_OTHERS:
+        result.others.append(msg)  # type: ignore[arg-type]
 
 
 def keep_log_source(result: OnceResult, msg: LogSourceState) -> None:
