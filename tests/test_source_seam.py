@@ -166,3 +166,11 @@ def test_the_checker_sees_a_planted_branch(tmp_path: Path) -> None:
     modules = [n.module for n in ast.walk(planted) if isinstance(n, ast.ImportFrom)]
     assert "prometheus_options" in names & SOURCE_NAMES
     assert modules[0] is not None and modules[0].startswith(SOURCE_MODULES)
+
+
+def test_a_command_that_reads_no_source_refuses_one(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    assert main(["--prometheus", "http://127.0.0.1:9", "manifest", "--demo"]) == 2
+    assert "--prometheus does not apply to 'manifest'" in capsys.readouterr().err

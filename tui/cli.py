@@ -510,8 +510,16 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
+SOURCE_COMMANDS = (None, "snapshot", "preflight", "replay")
+"""The commands that read whatever source the arguments name (``probes.sources.registry``)."""
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the subcommand ``args`` names (the console when none)."""
+    if args.command not in SOURCE_COMMANDS:
+        from probes.sources.registry import refuse_source_options
+
+        refuse_source_options(args)
     if args.command == "check-inventory":
         return _run_check_inventory(args)
     if args.command == "snapshot":

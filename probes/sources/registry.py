@@ -17,6 +17,7 @@ import argparse
 import importlib
 from collections.abc import Callable
 
+from probes.errors import ConfigError
 from probes.sources.source import Source, SourceSettings
 
 SourceFactory = Callable[[argparse.Namespace, SourceSettings], "Source | None"]
@@ -26,13 +27,26 @@ SOURCES: tuple[tuple[str, str], ...] = (
     ("prometheus", "probes.sources.prometheus.options"),
     ("agents", "probes.sources.hosts"),
 )
-"""(name, module with ``from_args``), asked in this order."""
+"""(name, module with ``from_args``), asked in this order; the name is also the option
+that names the source on the command line (``--recording``, ``--prometheus``), if any."""
 
 
 def factory(module: str) -> SourceFactory:
     """An entry's ``from_args``."""
     made: SourceFactory = importlib.import_module(module).from_args
     return made
+
+
+def refuse_source_options(args: argparse.Namespace) -> None:
+    """A command that reads no fleet source (``manifest``, ``ladder`` …) refuses an option
+    that names one, rather than ignoring it.
+
+    Raises:
+        ConfigError: such an option was given.
+    """
+    for name, _module in SOURCES:
+        if getattr(args, name, None):
+            raise ConfigError(f"rigwatch: --{name} does not apply to '{args.command}'")
 
 
 def build_source(args: argparse.Namespace, settings: SourceSettings) -> Source:
