@@ -174,3 +174,17 @@ def test_a_command_that_reads_no_source_refuses_one(
 
     assert main(["--prometheus", "http://127.0.0.1:9", "manifest", "--demo"]) == 2
     assert "--prometheus does not apply to 'manifest'" in capsys.readouterr().err
+
+
+def test_a_long_read_keeps_its_newest_past_and_stays_bounded() -> None:
+    """A day-long recording read to its end: each host's read keeps a bounded past, the
+    newest, so the detectors' windows are whole and memory is not the recording's size."""
+    from probes.transport.session import MAX_HISTORY, OnceResult, file_item
+
+    r = OnceResult(HostSpec("h"))
+    n = MAX_HISTORY * 2 + 7
+    for k in range(n):
+        file_item(r, HostSample(float(k), k))
+    assert r.sample is not None and r.sample.seq == n - 1
+    assert MAX_HISTORY // 2 <= len(r.history) <= MAX_HISTORY
+    assert [s.seq for s in r.history[-3:]] == [n - 4, n - 3, n - 2]

@@ -40,6 +40,11 @@ ONCE_TIMEOUT_S = 20.0
 ONCE_CONCURRENCY = 64
 MAX_OTHERS = 10_000
 """The most items of other kinds one host's read keeps (a source gone wrong stays bounded)."""
+MAX_HISTORY = 20_000
+"""The most past samples one host's read keeps (a day-long recording read to its end):
+past it, the older half goes; every detector's window is far shorter at the read's pace."""
+MAX_EVENTS = 100_000
+"""The most log lines one host's read keeps, the newest."""
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
@@ -461,14 +466,19 @@ def file_item(result: OnceResult, item: object) -> None:
     elif isinstance(msg, HostSample):
         if result.sample is not None:
             result.history.append(result.sample)
+            if len(result.history) > MAX_HISTORY:
+                del result.history[:MAX_HISTORY // 2]
         result.sample = msg
         result.failure = None
     elif isinstance(msg, FabricSample):
         result.fabric = msg
     elif isinstance(msg, LogEvent):
         result.events.append(msg)
+        if len(result.events) > MAX_EVENTS:
+            del result.events[:MAX_EVENTS // 2]
     elif isinstance(msg, ProbeError):
-        result.errors.append(msg)
+        if len(result.errors) < MAX_OTHERS:
+            result.errors.append(msg)
     elif isinstance(msg, LogSourceState):
         keep_log_source(result, msg)
     elif isinstance(msg, ClockOffset):
