@@ -174,6 +174,9 @@ def test_a_command_that_reads_no_source_refuses_one(
 
     assert main(["--prometheus", "http://127.0.0.1:9", "manifest", "--demo"]) == 2
     assert "--prometheus does not apply to 'manifest'" in capsys.readouterr().err
+    # and two sources at once are one line, not one silently chosen
+    assert main(["snapshot", "--demo", "--recording", "x"]) == 2
+    assert "cannot be read with --demo" in capsys.readouterr().err
 
 
 def test_a_long_read_keeps_its_newest_past_and_stays_bounded() -> None:

@@ -112,7 +112,8 @@ def _run_console(args: argparse.Namespace) -> int:
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight, scan_logs_apart=True)
     app.fleet.watched_job = job.job_id if job is not None else None
-    app.fleet.watched_hosts = frozenset(job.nodes) if job is not None else frozenset()
+    app.fleet.watched_hosts = frozenset(s.name for s in backend.specs) if job is not None \
+        else frozenset()
     app.fleet.watched_layout = job.task_gpus() if job is not None else {}
     app.fleet.topology = load_topology(getattr(args, "ibnetdiscover", None))
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None

@@ -444,6 +444,11 @@ def from_args(args: argparse.Namespace, _settings: SourceSettings) -> Source | N
         args, "recording", None)
     if name is None:
         return None
+    named = [f"--{o.replace('_', '-')}" for o in ("demo", "inventory", "slurm_job",
+                                                  "prometheus") if getattr(args, o, None)]
+    if named:
+        raise ConfigError(f"rigwatch: a recording names its own hosts; it cannot be read "
+                          f"with {', '.join(named)}")
     path = find_recording(name, record_dir(args))
     try:
         backend = ReplayBackend(str(path), speed=getattr(args, "speed", 60.0))
