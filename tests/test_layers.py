@@ -218,6 +218,11 @@ def test_no_module_is_too_big_to_read() -> None:
     ("probes/rules/parsers/topo.py", "probes.rules", "probes.explain.run", False),
     ("probes/explain/run.py", "probes.explain", "probes.rules.result", True),
     ("tui/app.py", "tui", "probes.sources.replay", True),
+    ("probes/transport/session.py", "probes.transport", "probes.analysis.findings", False),
+    ("probes/transport/session.py", "probes.transport", "probes.sources.base", False),
+    ("probes/sources/base.py", "probes.sources", "probes.fleet_state", False),
+    ("probes/sources/base.py", "probes.sources", "probes.analysis.findings", True),
+    ("probes/outputs/read_once.py", "probes.outputs", "probes.sources.base", True),
 ])
 def test_the_checker_sees_a_forbidden_import(tmp_path: Path, source: str, unit: str,
                                              target: str, allowed: bool) -> None:
