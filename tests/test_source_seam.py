@@ -191,3 +191,19 @@ def test_a_long_read_keeps_its_newest_past_and_stays_bounded() -> None:
     assert r.sample is not None and r.sample.seq == n - 1
     assert MAX_HISTORY // 2 <= len(r.history) <= MAX_HISTORY
     assert [s.seq for s in r.history[-3:]] == [n - 4, n - 3, n - 2]
+
+
+def test_one_read_files_back_as_it_was_emitted() -> None:
+    """An agent's read, emitted as items and filed again, is the same read: a healthy host
+    with its garbled-line count, a failed one with its reason."""
+    from probes.sources.agents import once_items
+    from probes.transport.session import OnceResult, file_item
+
+    ok = OnceResult(HostSpec("ok"), sample=HostSample(5.0, 1), garbled=3)
+    failed = OnceResult(HostSpec("failed"), failure="no route to host")
+    for r in (ok, failed):
+        again = OnceResult(r.spec)
+        for item in once_items(r):
+            file_item(again, item)
+        assert (again.sample, again.failure, again.garbled) == (r.sample, r.failure,
+                                                                r.garbled)

@@ -16,6 +16,7 @@ from probes.sources.base import BackendBase
 from probes.transport.session import ONCE_CONCURRENCY, OnceResult, collect_once
 from probes.transport.sessions import SessionFleet
 from probes.wire.events import Connected, Disconnected, Emit, SessionItem
+from probes.wire.protocol import StreamStats
 
 
 class AgentFleetBackend(SessionFleet, BackendBase):
@@ -43,7 +44,8 @@ async def emit_reads(specs: list[HostSpec], emit: Emit,
 
 def once_items(r: OnceResult) -> list[SessionItem]:
     """One host's read as the items a session would have emitted, in fold order: a
-    connect, its clock, hello, log states, errors, lines, fabric, samples (or the failure)."""
+    connect, its clock, hello, log states, errors, lines, fabric, samples, and the stream's
+    end where it failed or skipped garbled lines (``file_item`` files each back)."""
     at = r.sample.ts if r.sample is not None else (r.hello.ts if r.hello is not None else 0.0)
     items: list[SessionItem] = [Connected(at)]
     items += [x for x in (r.clock, r.hello, r.log_source) if x is not None]
@@ -56,7 +58,11 @@ def once_items(r: OnceResult) -> list[SessionItem]:
     items += r.history
     if r.sample is not None:
         items.append(r.sample)
-    elif r.failure is not None:
+    stats = StreamStats(garbled=r.garbled) if r.garbled else None
+    if r.sample is None and r.failure is not None:
         kind = DisconnectKind.AGENT_FAILED if r.hello is not None else DisconnectKind.DOWN
-        items.append(Disconnected(at, r.failure, None, None, kind))
+        items.append(Disconnected(at, r.failure, None, stats, kind))
+    elif stats is not None:  # the --once run ended; what it skipped is told with its end
+        items.append(Disconnected(at, "the agent's one read ended", None, stats,
+                                  DisconnectKind.DOWN))
     return items

@@ -486,6 +486,8 @@ def file_item(result: OnceResult, item: object) -> None:
     elif isinstance(msg, Disconnected):
         if result.sample is None:
             result.failure = msg.reason
+        if msg.stats is not None:  # a session's stream ended: what its reader skipped
+            result.garbled = msg.stats.garbled + msg.stats.overlong
     elif not isinstance(msg, Connected) and len(result.others) < MAX_OTHERS:
         result.others.append(msg)  # type: ignore[arg-type]
 
