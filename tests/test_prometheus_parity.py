@@ -22,7 +22,7 @@ from pathlib import Path
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.triage import Severity
 from tests.support.prometheus import prometheus
 from tests.support.sshd import free_port

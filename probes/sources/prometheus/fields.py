@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from probes.transport.prometheus_rows import group_labels
+from probes.sources.prometheus.rows import group_labels
 
 
 class Kind(str, Enum):
