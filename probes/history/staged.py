@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import namedtuple
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from probes.history.keys import GPU_FIELDS
 from probes.wire.samples import HostSample
@@ -25,21 +25,14 @@ class StagedProc(NamedTuple):
     used_mib: float | None
 
 
-if TYPE_CHECKING:  # what mypy sees; at run time the fields are ``GPU_FIELDS``, below
-    class StagedGpu(NamedTuple):
+if TYPE_CHECKING:  # what mypy sees: the fields read by name (the dense ones by attrgetter)
+    class StagedGpu(tuple[Any, ...]):
         """A GPU's dense fields (``GPU_FIELDS``) and its processes."""
 
         index: int  # type: ignore[assignment]  # (shadows tuple.index; read as a field only)
-        mem_used_mib: float | None
-        util_pct: float | None
-        temp_c: float | None
-        power_w: float | None
-        sm_clock_mhz: float | None
         processes: tuple[StagedProc, ...] | None
-else:
+else:  # the fields: its index, the table's charted fields (``GPU_FIELDS``), its processes
     StagedGpu = namedtuple("StagedGpu", ("index", *GPU_FIELDS, "processes"))
-    StagedGpu.__doc__ = "A GPU's dense fields (``GPU_FIELDS``, the table's charted) and its " \
-        "processes."
 
 
 class StagedHost(NamedTuple):
