@@ -245,3 +245,75 @@ def test_the_pipeline_check_fails_without_the_field(tmp_path: Path, left_out: st
         (NEW_FIELD + "from probes.agent import output\n" + PIPELINE)
     done = _run("import sys\n" + script, tmp_path)
     assert done.returncode != 0 and "the v2 hello's columns" in done.stderr, done.stderr
+
+
+OLD_RECORDING = """
+import json
+
+from probes.store.recording import Recorder, find_resumable
+from probes.store.recording_format import RecordingError
+from probes.store.recording_reader import RecordingReader
+from probes.wire.samples import HostSample
+
+want = json.loads(open(sys.argv[1]).read())
+for path in sys.argv[2:]:
+    with RecordingReader(path) as r:
+        got = [item for _, _, item in r.items() if isinstance(item, HostSample)]
+    assert [[g.temp_c for g in s.gpus] for s in got] == want["temp_c"], path
+    assert [[g.pcie_rx_kbs for g in s.gpus] for s in got] == want["pcie_rx_kbs"], path
+    assert all(g.enc_util_pct is None for s in got for g in s.gpus), path
+    try:  # appending would mix two layouts in one file
+        Recorder(path, "fleet", ["h"]).close()
+        raise SystemExit("reopened a recording of other GPU columns")
+    except RecordingError as e:
+        assert "other GPU columns" in str(e)
+import pathlib
+assert find_resumable(pathlib.Path(sys.argv[2]).parent, "fleet", 1e12) is None
+print("read", len(sys.argv) - 2, "recordings")
+"""
+"""Read, with the extended table, recordings made with today's."""
+
+
+def test_a_recording_made_before_a_new_field_still_reads(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    from probes.store.recording import Recorder
+    from probes.wire.protocol import MessageReader
+    from probes.wire.samples import HostSample
+
+    samples = [m for m in MessageReader().feed(_agent_v1(12)) if isinstance(m, HostSample)]
+    rec = tmp_path / "rec"
+    rec.mkdir(mode=0o700)
+    named, legacy = rec / "named.sqlite3", rec / "legacy.sqlite3"
+    for path in (named, legacy):
+        with Recorder(path, "fleet", ["h"]) as r:
+            for s in samples:
+                r.record("h", s.ts, s)
+    with sqlite3.connect(legacy) as conn:  # as recorded before the table named its columns
+        assert conn.execute("DELETE FROM meta WHERE key = 'gpu_numbers'").rowcount == 1
+    want = tmp_path / "want.json"
+    want.write_text(json.dumps({k: [[getattr(g, k) for g in s.gpus] for s in samples]
+                                for k in ("temp_c", "pcie_rx_kbs")}))
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(NEW_FIELD + OLD_RECORDING), str(want),
+         str(named), str(legacy)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "read 2 recordings" in done.stdout
+
+
+@pytest.mark.parametrize("value", ['{"temp_c": 1}', "[]", '["temp_c", "temp_c"]', '["a b"]',
+                                   "not json"])
+def test_a_recordings_unreadable_column_list_is_named(tmp_path: Path, value: str) -> None:
+    import sqlite3
+
+    from probes.store.recording import Recorder
+    from probes.store.recording_format import RecordingError
+    from probes.store.recording_reader import RecordingReader
+
+    path = tmp_path / "r.sqlite3"
+    Recorder(path, "fleet", ["h"]).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'gpu_numbers'", (value,))
+    with pytest.raises(RecordingError, match="GPU column list is unreadable"):
+        RecordingReader(path)

@@ -47,6 +47,11 @@ GPU_NUMBERS = fields.moving_numbers(fields.GPU_TABLE)
 """A GPU's moving numbers (the wire v2's ``gpu`` columns less the reasons and processes),
 from the one table: every moving field of a number type is a column, so none is stored
 as static by being left out of a list here."""
+LEGACY_GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w",
+                      "sm_clock_mhz", "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
+"""The GPU columns of a recording that does not name its own (meta ``gpu_numbers``): every
+recording made before the table did.  Never changes."""
+MAX_RECORDED_COLUMNS = 256
 HOST_NUMBERS = HOST_MOVING
 DISK_NUMBERS = DISK_COLUMNS[1:]
 HOST_INTS = frozenset(i for i, k in enumerate(HOST_NUMBERS) if k.endswith("_bytes"))
@@ -221,12 +226,42 @@ def _from_row(row: Any, ts: float, seq: int, memo: tuple[Any, ...]) -> Frame | N
     return Frame(memo[2], ts, seq, tuple(reasons), nums, None)
 
 
-def _int_columns(template: HostSample) -> list[int]:
+def recorded_layout(text: str | None) -> tuple[str, ...]:
+    """A recording's GPU columns from its meta ``gpu_numbers`` (a JSON list; None: an older
+    recording's :data:`LEGACY_GPU_NUMBERS`).  ``GPU_NUMBERS`` itself when they are this
+    table's (the reader then takes the fast path).
+
+    Raises:
+        BlockError: not a list of names (the file may be someone else's).
+    """
+    if text is None:
+        names: Any = LEGACY_GPU_NUMBERS
+    else:
+        try:
+            names = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            names = None
+        if not (isinstance(names, list) and 0 < len(names) <= MAX_RECORDED_COLUMNS
+                and all(isinstance(n, str) and n.isidentifier() for n in names)
+                and len(set(names)) == len(names)):
+            raise BlockError("the recording's GPU column list is unreadable")
+    names = tuple(names)
+    return GPU_NUMBERS if names == GPU_NUMBERS else names
+
+
+def _relayout(names: tuple[str, ...]) -> tuple[dict[str, None], tuple[str, ...]]:
+    """For a recording whose GPU columns are ``names``: this table's columns it lacks (read
+    as None) and its columns this table has no more (dropped)."""
+    return dict.fromkeys(n for n in GPU_NUMBERS if n not in names), \
+        tuple(n for n in names if n not in GPU_NUMBERS)
+
+
+def _int_columns(template: HostSample, names: tuple[str, ...] = GPU_NUMBERS) -> list[int]:
     """Positions in a frame's numbers of the integer fields, for the template's layout."""
     out = []
     k = 0
     for g in template.gpus:
-        k += len(g.processes or ()) + len(GPU_NUMBERS)
+        k += len(g.processes or ()) + len(names)
     out += [k + i for i in sorted(HOST_INTS)]
     return out
 
@@ -481,9 +516,10 @@ def _codes_count(head: dict[str, Any], c: int) -> int:
     return int(n) if isinstance(n, int) and 0 <= n <= c - 3 else 0
 
 
-def int_columns(template: HostSample) -> list[int]:
-    """Positions in a frame's numbers of the integer fields, for the template's layout."""
-    return _int_columns(template)
+def int_columns(template: HostSample, names: tuple[str, ...] = GPU_NUMBERS) -> list[int]:
+    """Positions in a frame's numbers of the integer fields, for the template's layout
+    (``names``: the recording's GPU columns, :func:`recorded_layout`)."""
+    return _int_columns(template, names)
 
 
 _new = object.__new__
@@ -525,15 +561,18 @@ def static_part(s: HostSample) -> HostSample:
 
 
 def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str, ...], ...],
-            numbers: Sequence[Any], pcie: Any = None) -> HostSample:
-    """The sample a row stands for: the template's static fields, the row's numbers.
+            numbers: Sequence[Any], pcie: Any = None,
+            names: tuple[str, ...] = GPU_NUMBERS) -> HostSample:
+    """The sample a row stands for: the template's static fields, the row's numbers
+    (each GPU's in ``names``: the recording's columns, :func:`recorded_layout`).
 
     Built as the compact wire reader builds samples (``__dict__`` filled at once): the
     values were checked when the template and the numbers were recorded.
     """
     k = 0
     gpus = []
-    ng = len(GPU_NUMBERS)
+    ng = len(names)
+    fix = None if names is GPU_NUMBERS else _relayout(names)
     for g, why in zip(template.gpus, reasons, strict=True):
         d = dict(g.__dict__)
         procs = g.processes
@@ -542,7 +581,11 @@ def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str,
             d["processes"] = tuple([_with_used(p, m) for p, m
                                     in zip(procs, numbers[k:k + np_], strict=True)])
             k += np_
-        d.update(zip(GPU_NUMBERS, numbers[k:k + ng], strict=True))
+        d.update(zip(names, numbers[k:k + ng], strict=True))
+        if fix is not None:
+            d.update(fix[0])
+            for gone in fix[1]:
+                del d[gone]
         k += ng
         d["clock_reasons"] = why
         obj = _new(GpuSample)
