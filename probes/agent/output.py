@@ -99,12 +99,16 @@ def compact_columns():
 
 def _gpu_static(g):
     row = [g.get(c) for c in GPU_STATIC]
-    row[2] = g.get("state", "ok")  # v1 reads a missing state as ok, null as unknown
-    procs = row[-1]
+    row[_STATE_AT] = g.get("state", "ok")  # v1 reads a missing state as ok, null as unknown
+    procs = row[_PROCS_AT]
     if isinstance(procs, list):
-        row[-1] = [[p.get(c) for c in PROCESS_COLUMNS] if isinstance(p, dict) else p
-                   for p in procs]
+        row[_PROCS_AT] = [[p.get(c) for c in PROCESS_COLUMNS] if isinstance(p, dict) else p
+                          for p in procs]
     return row
+
+
+_STATE_AT = GPU_STATIC.index("state")
+_PROCS_AT = GPU_STATIC.index("processes")
 
 
 def _short(v):
