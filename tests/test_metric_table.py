@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from probes.agent import output
-from probes.history import keys, staged
+from probes.history import keys
 from probes.outputs import export
 from probes.store import columns
 from probes.transport import prometheus_fields
@@ -84,7 +84,6 @@ def test_the_derived_lists_agree_with_the_table() -> None:
     charted = [s.name for s in fields.charted(GPU_TABLE)]
     assert list(keys.GPU_FIELDS) == charted
     assert set(typing.get_args(keys.GpuField)) == set(charted)  # mypy's names, the same
-    assert staged.StagedGpu._fields == ("index", *charted, "processes")  # type: ignore[attr-defined]
     assert {m.name for m in export.GPU_METRICS} == \
         {s.dcgm for s in GPU_TABLE if s.dcgm} | {export.FB_FREE.name}
     by_attr = {f.attr: f for f in prometheus_fields.FIELDS}
