@@ -69,7 +69,7 @@ def test_the_textfile_is_replaced_atomically(tmp_path: Path, host: OnceResult) -
     path = tmp_path / "rigwatch.prom"
     path.write_text("old\n")
     write_textfile(path, prometheus_text([_export(host)]))
-    assert path.read_text().startswith("# HELP DCGM_FI_DEV_GPU_UTIL")
+    assert path.read_text().startswith(f"# HELP {GPU_METRICS[0].name} ")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["rigwatch.prom"]
 

@@ -22,9 +22,11 @@ SNAPSHOT_VERSION = 1
 
 
 def _plain(value: Any) -> Any:
-    """Dataclasses, enums and tuples as JSON-ready values."""
+    """Dataclasses, enums and tuples as JSON-ready values. A field the constructor does not
+    take (the wire's decode state on a sample) is not data, and is left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.init}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (list, tuple)):
