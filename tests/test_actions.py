@@ -22,7 +22,7 @@ from probes.analysis.findings import Finding, link_chain_findings, sample_findin
 from probes.config.fleet import demo_fleet
 from probes.fleet_state import FleetState
 from probes.history import HostHistory
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import DiskStats, GpuState, Hello, HostSample, PcieLink
 from tests.conftest import REPO

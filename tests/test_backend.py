@@ -13,11 +13,12 @@ import pytest
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.base import Backend, BackendBase
+from probes.sources.recording import RecordingBackend
+from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder
-from probes.store.recording_backend import RecordingBackend
 from probes.store.recording_reader import RecordingReader
-from probes.store.replay import ReplayBackend
-from probes.transport.backend import AgentFleetBackend, Backend, BackendBase
 from probes.triage import Code, Severity, Step
 from probes.wire.events import Connected, Emit
 from tests.conftest import REPO

@@ -49,12 +49,16 @@ def test_snapshot_demo_json_has_every_v1_field() -> None:
         assert sample["disks"] and all(set(d) >= V1_DISK_FIELDS for d in sample["disks"])
     by_name = {h["name"]: h for h in hosts}
     assert {f["code"] for f in by_name["gpu-a04"]["findings"]} == {"pcie-link-downgraded"}
-    assert {f["code"] for f in by_name["gpu-b01"]["findings"]} == {"disk-saturated"}
+    # the detectors run on the host's lived history as the console's do (test_soak's gpu-b01)
+    assert {f["code"] for f in by_name["gpu-b01"]["findings"]} == {"disk-saturated",
+                                                                   "data-starvation"}
     assert {(f["code"], f["gpu"]) for f in by_name["gpu-b02"]["findings"]} >= {
         ("gpu-lost", 6), ("xid", 6)}
     # judged as the console judges: the job's throughput drop sits beside the throttling
-    assert {f["code"] for f in by_name["gpu-a03"]["findings"]} == {"clocks-throttled",
-                                                                   "throughput-drop"}
+    # and its soak detectors' findings as test_soak's console finds them
+    assert {f["code"] for f in by_name["gpu-a03"]["findings"]} == {
+        "clocks-throttled", "throughput-drop", "throttled-while-busy", "temp-near-slowdown"}
+    assert ("memory-leak", 3) in {(f["code"], f["gpu"]) for f in by_name["gpu-a02"]["findings"]}
     assert snap["first_failure"]["code"] == "xid" and snap["first_failure"]["host"] == "gpu-b02"
     assert snap["do_now"] == "drain gpu-b02, reboot it; RMA GPU6 if it recurs"
 
@@ -67,7 +71,8 @@ def test_snapshot_text_lists_hosts_and_never_says_ok_beside_a_finding() -> None:
     assert lines["gpu-a01"].split()[1:] == ["8", "GPUs", "0", "findings", "ok"]
     b02 = lines["gpu-b02"].split()
     assert b02[1:5] == ["7/8", "GPUs", "4", "findings"] and b02[5] == "critical:"
-    assert " 2 findings  warning: GPU 5 throttled" in lines["gpu-a03"]
+    # throttled, its throughput drop, and the two soak detectors on its history
+    assert " 4 findings  warning: GPU 5 throttled" in lines["gpu-a03"]
     assert not any(line.endswith(" ok") and " 0 findings " not in line
                    for line in lines.values())
 

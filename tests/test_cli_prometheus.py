@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from probes.errors import ConfigError
+from probes.sources.prometheus.options import prometheus_options
 from tui.cli import build_parser, main
-from tui.cli_prometheus import prometheus_options
+from tui.settings import Settings, load_settings
 
 
 def test_the_options_before_or_after_the_subcommand_mean_the_same(tmp_path: Path) -> None:
@@ -62,20 +63,22 @@ def test_the_settings_file_can_name_the_prometheus(tmp_path: Path) -> None:
     settings.write_text("prometheus:\n  url: http://prom:9090\n  match: 'cluster=\"a\"'\n"
                         "  refresh_s: 30\n")
     opts = prometheus_options(build_parser().parse_args(["--settings", str(settings),
-                                                         "snapshot"]))
+                                                         "snapshot"]), load_settings(settings))
     assert opts is not None and opts.endpoint.url == "http://prom:9090"
     assert opts.match == 'cluster="a"' and opts.refresh_s == 30.0
     # a fleet named on the command line wins; other commands never read it
     for argv in (["--settings", str(settings), "--demo"],
                  ["--settings", str(settings), "explain", "-"]):
-        assert prometheus_options(build_parser().parse_args(argv)) is None
+        assert prometheus_options(build_parser().parse_args(argv),
+                                  load_settings(settings)) is None
+    assert prometheus_options(build_parser().parse_args(["snapshot"]), Settings()) is None
     settings.write_text("prometheus:\n  urll: http://prom:9090\n")
     with pytest.raises(ConfigError):
-        prometheus_options(build_parser().parse_args(["--settings", str(settings)]))
+        load_settings(settings)
 
 
 def test_the_parsers_default_refresh_is_the_sources() -> None:
-    from probes.transport import prometheus_source
+    from probes.sources.prometheus import source as prometheus_source
     from tui import cli_prometheus
 
     assert cli_prometheus.DEFAULT_REFRESH_S == prometheus_source.DEFAULT_REFRESH_S

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from probes.config.fleet import HostSpec, TransportName
 from probes.fleet_state import FleetState
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.recording import RecordingBackend
+from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder
-from probes.store.recording_backend import RecordingBackend
-from probes.store.replay import ReplayBackend
-from probes.transport.backend import AgentFleetBackend
 from probes.transport.host_clock import CORRECT_FROM_S, HostClockWatch
 from probes.triage import Code
 from probes.wire.events import ClockOffset, Connected

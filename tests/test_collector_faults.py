@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from probes.errors import WatcherFault
+from probes.sources.collectors import CollectorBackend
 from probes.transport.collector_wire import check_batch
-from probes.transport.collectors import CollectorBackend
 from probes.wire.events import Disconnected, SourceHealth
 from tests.support.watched import Watched, healthy_hosts, until
 
@@ -194,7 +194,7 @@ def test_a_good_batch_passes() -> None:
 CONSOLE = textwrap.dedent("""
     import asyncio, sys
     from tests.support.watched import healthy_hosts
-    from probes.transport.collectors import CollectorBackend
+    from probes.sources.collectors import CollectorBackend
 
     async def main():
         backend = CollectorBackend(healthy_hosts(2), 2, flush_s=0.02)
@@ -330,9 +330,9 @@ async def test_a_resumed_recording_does_not_keep_the_last_sessions_source_faults
 
     from probes.config.fleet import HostSpec
     from probes.fleet_state import FleetState
+    from probes.sources.base import BackendBase
+    from probes.sources.recording import RecordingBackend
     from probes.store.recording import Recorder, RecordingReader
-    from probes.store.recording_backend import RecordingBackend
-    from probes.transport.backend import BackendBase
     from tests.test_alerts import sample_of_8
 
     path = tmp_path / "r.sqlite3"

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from probes.analysis.incident import TriageRecord, review
+from probes.sources.collectors import CollectorBackend
 from probes.transport import relay as relay_module
 from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
-from probes.transport.collectors import CollectorBackend
 from probes.transport.relay import Relay
 from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
@@ -151,7 +151,7 @@ async def test_the_relay_loses_no_sample_while_the_console_reads() -> None:
 CONSOLE = textwrap.dedent("""
     import asyncio, dataclasses, time
     from tests.support.watched import healthy_hosts
-    from probes.transport.collectors import CollectorBackend
+    from probes.sources.collectors import CollectorBackend
 
     async def main():
         specs = [dataclasses.replace(s, interval_s=0.02) for s in healthy_hosts(3)]

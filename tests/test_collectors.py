@@ -17,8 +17,8 @@ from collections.abc import Callable
 import pytest
 
 from probes.config.fleet import demo_fleet
+from probes.sources.collectors import CollectorBackend, auto_collectors
 from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
-from probes.transport.collectors import CollectorBackend, auto_collectors
 from probes.transport.relay import Relay
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello, HostSample

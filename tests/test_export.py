@@ -69,7 +69,7 @@ def test_the_textfile_is_replaced_atomically(tmp_path: Path, host: OnceResult) -
     path = tmp_path / "rigwatch.prom"
     path.write_text("old\n")
     write_textfile(path, prometheus_text([_export(host)]))
-    assert path.read_text().startswith("# HELP DCGM_FI_DEV_GPU_UTIL")
+    assert path.read_text().startswith(f"# HELP {GPU_METRICS[0].name} ")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["rigwatch.prom"]
 
@@ -123,10 +123,10 @@ async def test_a_demo_recording_exports_one_series_per_gpu_per_metric(tmp_path: 
     """A recording made by the recorder from the demo's agents holds each host's simulated
     history before its hello (time order): every GPU must still be one series."""
     from probes.config.fleet import demo_fleet
+    from probes.sources.agents import AgentFleetBackend
+    from probes.sources.recording import RecordingBackend
     from probes.store.recording import Recorder
-    from probes.store.recording_backend import RecordingBackend
     from probes.store.recording_reader import RecordingReader
-    from probes.transport.backend import AgentFleetBackend
     from probes.wire.samples import HostSample
 
     specs = [s for s in demo_fleet() if s.name in ("gpu-a01", "gpu-b02")]

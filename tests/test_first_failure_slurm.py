@@ -32,7 +32,7 @@ import pytest
 
 from probes.config.inventory import load_inventory
 from probes.config.slurm import job_specs, query_job
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from tests.support.slurm import SlurmCluster, start_cluster
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app

@@ -16,8 +16,8 @@ import pytest
 
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.sources.job_watch import JobWatchBackend
 from probes.store.codec import decode, encode
-from probes.transport.job_watch import JobWatchBackend
 from probes.wire.events import JobChange, SessionItem
 from tests.support.slurm import SlurmCluster, start_cluster
 from tests.support.tui_fakes import FakeBackend

@@ -22,7 +22,7 @@ from textual.command import CommandPalette
 from textual.widgets import Input
 
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from tests.support.key_storm import (
     Burst,
     Resize,

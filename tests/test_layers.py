@@ -1,9 +1,10 @@
 """The layout is the architecture: which package may import which, checked with ``ast``.
 
-Data flows one way (agent → transport → wire → history → analysis → screens); this test fixes
-the direction, so an import against the flow fails here instead of tangling the house. Imports
-under ``if TYPE_CHECKING:`` are left out: they cost nothing at run time and only name types.
-Every import counts, wherever it sits (a deferred import inside a function is still an edge).
+Data flows one way (agent → transport → sources → wire → history → analysis → screens); this
+test fixes the direction, so an import against the flow fails here instead of tangling the
+house.  Every import counts, wherever it sits: a deferred import inside a function is still an
+edge, and so is one under ``if TYPE_CHECKING:`` (a type named against the flow is a knot the
+reader must untie all the same; issue #37 took the exemption away).
 """
 
 from __future__ import annotations
@@ -27,8 +28,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "probes.triage": frozenset(),
     "probes.wire": frozenset({"probes.errors"}),
     "probes.config": frozenset({"probes.errors", "probes.agent", "probes.wire"}),
+    # one host's stream (ssh, local, the session): it never judges, so never imports analysis
     "probes.transport": frozenset({"probes.errors", "probes.agent", "probes.wire",
                                    "probes.config"}),
+    # the fleet-level seam: a source runs hosts' streams (transport), a metrics server or a
+    # recording (store) and emits items; it names a Finding only where one is recorded or
+    # replayed.  It never folds: the fold (fleet_state) and the read-once path that judges a
+    # source (outputs.read_once) are downstream and import sources, never the other way.
+    "probes.sources": frozenset({"probes.errors", "probes.triage", "probes.wire",
+                                 "probes.config", "probes.transport", "probes.store",
+                                 "probes.analysis"}),
     "probes.rules": frozenset({"probes.errors", "probes.triage", "probes.wire"}),
     "probes.history": frozenset({"probes.wire"}),
     "probes.analysis": frozenset({"probes.errors", "probes.triage", "probes.wire",
@@ -37,7 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {
                                      "probes.config", "probes.rules", "probes.history",
                                      "probes.analysis"}),
     "probes.store": frozenset({"probes.errors", "probes.triage", "probes.wire",
-                               "probes.config", "probes.transport", "probes.analysis"}),
+                               "probes.config", "probes.analysis"}),
     # actions on a node (drain, resume) rest on a finding, run Slurm's client and keep an
     # audit trail; they read no host themselves (outputs' recheck does)
     "probes.actions": frozenset({"probes.errors", "probes.triage", "probes.wire",
@@ -45,9 +54,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     # outputs render what the stages before them found; a job's own log is read through
     # explain's log readers (explain never imports outputs)
     "probes.outputs": frozenset({"probes.errors", "probes.triage", "probes.wire",
-                                 "probes.config", "probes.transport", "probes.rules",
-                                 "probes.history", "probes.analysis", "probes.fleet_state",
-                                 "probes.store", "probes.explain", "probes.actions"}),
+                                 "probes.config", "probes.transport", "probes.sources",
+                                 "probes.rules", "probes.history", "probes.analysis",
+                                 "probes.fleet_state", "probes.store", "probes.explain",
+                                 "probes.actions"}),
     "probes.explain": frozenset({"probes.errors", "probes.triage", "probes.wire",
                                  "probes.rules"}),
     "probes": frozenset(),
@@ -94,19 +104,11 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[str, int]]:
-    """(imported module, line) for every run-time import in ``tree``."""
+    """(imported module, line) for every import in ``tree``, type-only ones included."""
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, node.lineno
@@ -215,7 +217,12 @@ def test_no_module_is_too_big_to_read() -> None:
     ("probes/agent/main.py", "probes.agent", "probes.wire.samples", False),
     ("probes/rules/parsers/topo.py", "probes.rules", "probes.explain.run", False),
     ("probes/explain/run.py", "probes.explain", "probes.rules.result", True),
-    ("tui/app.py", "tui", "probes.store.replay", True),
+    ("tui/app.py", "tui", "probes.sources.replay", True),
+    ("probes/transport/session.py", "probes.transport", "probes.analysis.findings", False),
+    ("probes/transport/session.py", "probes.transport", "probes.sources.base", False),
+    ("probes/sources/base.py", "probes.sources", "probes.fleet_state", False),
+    ("probes/sources/base.py", "probes.sources", "probes.analysis.findings", True),
+    ("probes/outputs/read_once.py", "probes.outputs", "probes.sources.base", True),
 ])
 def test_the_checker_sees_a_forbidden_import(tmp_path: Path, source: str, unit: str,
                                              target: str, allowed: bool) -> None:
@@ -232,8 +239,11 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path, source: str, unit: 
     assert verdict is allowed
 
 
-def test_type_checking_imports_are_left_out() -> None:
+def test_type_checking_imports_count() -> None:
+    """A type-only import is an edge like any other: ``transport`` naming an analysis type
+    under ``TYPE_CHECKING`` fails as a run-time import would."""
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                     "    import tui.app\nelse:\n    import probes.wire\n")
-    assert sorted(t for t, _ in _imports(tree, "widgets.x", False)) == [
-        "probes.wire", "typing", "typing.TYPE_CHECKING"]
+                     "    from probes.analysis.findings import Finding\n")
+    imported = [t for t, _ in _imports(tree, "probes.transport.x", False)]
+    assert "probes.analysis.findings" in imported
+    assert _unit("probes.analysis.findings") not in ALLOWED["probes.transport"]

@@ -278,6 +278,10 @@ def test_fallen_off_bus_continuation_inherits_time_and_gpu() -> None:
      "(Receiver ID)", "info"),
     ("pcieport 0000:40:01.1: AER:    [ 5] SDES                   (First)", "critical"),
     ("pcieport 0000:40:01.1: Surprise Down Error", "critical"),
+    # firmware-first (GHES) reports, as the kernel's cper_print_pcie prints them
+    ("{1}[Hardware Error]:   section_type: PCIe error", "warning"),
+    ("{1}[Hardware Error]: " + "event severity: recoverable " * 2 + "section_type: PCIe error",
+     "warning"),
 ])
 def test_pcie_aer_severities(line: str, severity: str) -> None:
     f = _one(f"[ 33.1] {line}", "pcie-aer")

@@ -21,7 +21,7 @@ from probes.actions.audit import AuditRecord, NodeAction, Outcome
 from probes.actions.evidence import Evidence, drain_reason
 from probes.config.fleet import HostSpec
 from probes.config.inventory import load_inventory
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from tests.support.node_actions import (
     four_nodes,
     inventory,

@@ -25,9 +25,9 @@ from probes.analysis.watcher import FLAP_MIN, flapping_finding
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.fleet_state import FleetState
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.recording import RecordingBackend
 from probes.store.recording import Recorder, RecordingReader
-from probes.store.recording_backend import RecordingBackend
-from probes.transport.backend import AgentFleetBackend
 from probes.triage import Code, Severity
 from probes.wire.events import Disconnected
 from tests.support.sshd import SSHD, Sshd, keygen, make_sshd

@@ -82,7 +82,7 @@ def test_the_exporter_publishes_each_gpus_slowdown_temperature_from_its_hello() 
 
 
 def test_a_prometheus_host_the_inventory_names_keeps_its_expected_gpus() -> None:
-    from probes.transport.prometheus_backend import prometheus_specs
+    from probes.sources.prometheus.backend import prometheus_specs
 
     specs = prometheus_specs(["gpu-a01", "gpu-b02"], 15.0,
                              inventory={"gpu-b02": HostSpec("gpu-b02", expect_gpus=8)})

@@ -16,8 +16,8 @@ import pytest
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.preflight import CheckResult, CheckVerdict, HostInput, check_host
 from probes.config.fleet import HostSpec, demo_fleet
-from probes.outputs.snapshot import collect_now, findings_now, lived
-from probes.transport.session import OnceResult, collect_once
+from probes.outputs.fold_once import fold_once
+from probes.transport.session import OnceResult, collect_once, lived
 from probes.wire.samples import GpuState, HostSample
 from tests.conftest import REPO
 
@@ -92,17 +92,17 @@ def test_a_simulated_host_is_collected_after_its_history_and_a_real_one_once() -
     assert run is not None and run.extra_args[-3:] == ("--count", "1", "--fast")
     assert lived(HostSpec(name="real")) is None
     assert lived(HostSpec(name="sim", simulate=("healthy",))) is None  # no history to live
-    r = asyncio.run(collect_now(b02))
+    r = asyncio.run(collect_once(b02, to_now=True))
     assert r.failure is None and r.hello is not None and r.sample is not None
     assert len(r.hello.facts.gpus) == 8
     assert sorted(g.index for g in r.sample.gpus) == [0, 1, 2, 3, 4, 5, 7]
-    assert {(f.code, f.gpu) for f in findings_now(r)} >= {("gpu-lost", 6), ("xid", 6)}
+    assert {(f.code, f.gpu) for f in fold_once([r]).all_findings()} >= {("gpu-lost", 6), ("xid", 6)}
 
 
 def test_a_host_that_cannot_start_is_a_failure_not_a_hang() -> None:
     spec = replace(demo_fleet()[0], python="/nonexistent/python3")
     start = time.monotonic()
-    r = asyncio.run(collect_now(spec, timeout_s=15.0))
+    r = asyncio.run(collect_once(spec, timeout_s=15.0, to_now=True))
     assert time.monotonic() - start < 15.0
     assert r.hello is None and r.failure
     (check,) = check_host(HostInput(spec.name, None, failure=r.failure))

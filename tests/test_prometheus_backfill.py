@@ -25,10 +25,10 @@ import pytest
 
 from probes.config.fleet import HostSpec, SshOptions
 from probes.outputs.export import export_openmetrics
-from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
-from probes.transport.prometheus_client import PromEndpoint
-from probes.transport.prometheus_fields import FIELDS
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource, with_window
+from probes.sources.prometheus.backend import PrometheusBackend, prometheus_specs
+from probes.sources.prometheus.client import PromEndpoint
+from probes.sources.prometheus.fields import FIELDS
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource, with_window
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostFacts, HostSample
 from tests.support.prometheus import backfill, prometheus
 from tests.support.sshd import keygen, make_sshd

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.transport.prometheus_client import PromClient, PromEndpoint, PrometheusError, number
+from probes.sources.prometheus.client import PromClient, PromEndpoint, PrometheusError, number
 
 VECTOR = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"Hostname": "gpu-a01", "gpu": "0", "instance": "10.0.0.1:9400"},
@@ -133,8 +133,8 @@ async def test_a_prometheus_that_fails_mid_run_is_a_source_fault_told_once() -> 
     source is down (not that it is), and the source keeps retrying at its refresh instead
     of ending."""
     from probes.errors import WatcherFault
-    from probes.transport.prometheus_fields import IDENTITY_LABELS
-    from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+    from probes.sources.prometheus.fields import IDENTITY_LABELS
+    from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
     from probes.wire.events import SourceHealth
 
     ids = {"status": "success", "data": {"resultType": "vector", "result": [

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.transport.prometheus_backend import PrometheusBackend, prometheus_specs
-from probes.transport.prometheus_client import PromEndpoint
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+from probes.sources.prometheus.backend import PrometheusBackend, prometheus_specs
+from probes.sources.prometheus.client import PromEndpoint
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
 from tests.support.http_proxy import http_proxy
 from tests.support.prometheus import RunningPrometheus, backfill, prometheus
 from tests.support.watched import Watched, until
@@ -174,13 +174,14 @@ def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """S7e: ``--prometheus`` sessions were never recorded (no ``● rec``, ``--record-dir``
     ignored); ``rigwatch replay`` had no ``--record-dir`` and took only a path."""
+    from probes.sources.prometheus.options import prometheus_options
+    from probes.sources.replay import ReplayBackend
+    from probes.store.catalog import find_recording, record_dir
     from probes.store.recording import RecordingReader
-    from probes.store.replay import ReplayBackend
     from probes.wire.samples import HostSample
     from tui.app import make_app
     from tui.cli import build_parser, main
-    from tui.cli_prometheus import console_backend, prometheus_options
-    from tui.cli_record import find_recording, record_dir
+    from tui.cli_record import console_backend
     from tui.settings import Settings
 
     root = _tsdb(tmp_path)
@@ -190,7 +191,7 @@ def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
                                           "--record-dir", str(rec)])
         options = prometheus_options(args)
         assert options is not None
-        backend = console_backend(args, options, Settings())
+        _source, backend = console_backend(args, Settings())
 
         async def watch() -> str:
             app = make_app(backend, demo=False)

@@ -21,14 +21,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes.transport.prometheus_client import (
+from probes.sources.prometheus.client import (
     PromClient,
     PromEndpoint,
     PrometheusError,
     answer_cap,
     number,
 )
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
 from probes.wire.events import Disconnected, SourceHealth
 from probes.wire.samples import HostSample, LogEvent
 from tests.conftest import REPO

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
-from probes.transport.prometheus_client import PromClient, PromEndpoint
-from probes.transport.prometheus_fields import FIELDS
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.prometheus.client import PromClient, PromEndpoint
+from probes.sources.prometheus.fields import FIELDS
 from tests.support.prometheus import prometheus
 from tests.support.sshd import free_port
 from tui.app import make_app

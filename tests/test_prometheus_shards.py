@@ -18,15 +18,15 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+from probes.sources.prometheus import shards as prometheus_shards
+from probes.sources.prometheus.client import PromEndpoint
+from probes.sources.prometheus.columns import SlotTable
+from probes.sources.prometheus.fields import Kind
+from probes.sources.prometheus.rows import RowDecoder
+from probes.sources.prometheus.shards import plan, promql_string, set_matcher, shard_count
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
 from probes.transport import handoff as handoff_module
-from probes.transport import prometheus_shards
 from probes.transport.handoff import Handoff
-from probes.transport.prometheus_client import PromEndpoint
-from probes.transport.prometheus_columns import SlotTable
-from probes.transport.prometheus_fields import Kind
-from probes.transport.prometheus_rows import RowDecoder
-from probes.transport.prometheus_shards import plan, promql_string, set_matcher, shard_count
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
 from probes.wire.events import SessionItem
 from probes.wire.samples import HostSample
 from probes.wire.sanitize import clean_text

@@ -416,7 +416,7 @@ def test_buckets_hold_the_mean_min_and_max(tmp_path: Path, stream: list[HostSamp
 
 
 def test_the_replay_header_says_retention_dropped_samples() -> None:
-    from probes.store.replay import ReplayPosition
+    from probes.sources.replay import ReplayPosition
 
     pos = ReplayPosition(1_700_000_600.0, 60.0, False, 1_700_000_000.0, 1_700_003_600.0,
                          False, dropped_before=1_700_000_300.0)

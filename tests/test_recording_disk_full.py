@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from probes.config.fleet import HostSpec
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.recording import RecordingBackend
 from probes.store import recording
 from probes.store.recording import Recorder, RecordingReader
-from probes.store.recording_backend import RecordingBackend
-from probes.transport.backend import AgentFleetBackend
 from tests.test_recording import _noisy
 
 

@@ -274,7 +274,7 @@ def test_a_new_recording_has_exactly_the_expected_tables(tmp_path: Path) -> None
 
 _REPLAY_AND_QUIT = textwrap.dedent("""
     import asyncio, json, sys, time
-    from probes.store.replay import ReplayBackend
+    from probes.sources.replay import ReplayBackend
     from tui.app import make_app
 
     async def one(path):

@@ -13,9 +13,9 @@ import pytest
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.sources.recording import RecordingBackend
+from probes.sources.replay import ReplayBackend, ReplayError, parse_seek
 from probes.store.recording import Recorder, RecordingReader
-from probes.store.recording_backend import RecordingBackend
-from probes.store.replay import ReplayBackend, ReplayError, parse_seek
 from probes.triage import Severity, Step
 from probes.wire.events import SessionItem
 from probes.wire.protocol import decode_line

@@ -26,11 +26,11 @@ from probes.analysis.findings import Finding
 from probes.analysis.incident import TriageRecord, first_failure, review
 from probes.config.fleet import HostSpec, demo_fleet
 from probes.fleet_state import FleetState, HostStatus
-from probes.store import replay as replay_module
+from probes.sources import replay as replay_module
+from probes.sources.recording import RecordingBackend
+from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder
-from probes.store.recording_backend import RecordingBackend
 from probes.store.recording_reader import RecordingReader
-from probes.store.replay import ReplayBackend
 from probes.triage import Severity
 from probes.wire.events import Connected, SessionItem
 from probes.wire.samples import FabricSample, Hello, HostSample

@@ -23,7 +23,7 @@ from probes.analysis.alerts import AlertTracker
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec, SshOptions
 from probes.fleet_state import FleetState, HostState
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.transport.session import SessionPolicy
 from probes.triage import Code, Severity
 from probes.wire.events import Disconnected, SessionItem

@@ -269,7 +269,7 @@ async def test_a_cancelled_fleet_returns_once_every_agent_is_stopped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Quitting waits for the backend: it must not return while sessions still close."""
     import probes.transport.session as session
-    from probes.transport.backend import AgentFleetBackend
+    from probes.sources.agents import AgentFleetBackend
 
     transports = [_ScriptedTransport([_sample_line(1)], 0.01, hang=True, stop_s=0.05 * i)
                   for i in range(1, 7)]
@@ -306,7 +306,7 @@ def _canned_hello_and_sample() -> bytes:
 async def _watch_fleet(specs: list[HostSpec], seconds: float,
                        ) -> tuple[list[tuple[float, str, SessionItem]], asyncio.Task[None]]:
     """Run the fleet backend for ``seconds``; every (time, host, item) and the run's task."""
-    from probes.transport.backend import AgentFleetBackend
+    from probes.sources.agents import AgentFleetBackend
 
     got: list[tuple[float, str, SessionItem]] = []
     task = asyncio.create_task(AgentFleetBackend(specs, policy=FAST_RETRY, crash_retry_s=0.3)
@@ -447,7 +447,7 @@ def test_a_host_that_streamed_before_waits_at_most_the_healthy_cap() -> None:
 
 
 async def test_retry_now_cuts_a_long_wait_and_says_when_there_is_none() -> None:
-    from probes.transport.backend import AgentFleetBackend
+    from probes.sources.agents import AgentFleetBackend
 
     items: list[tuple[str, SessionItem]] = []
     spec = HostSpec(name="h1", simulate=("healthy",), interval_s=0.05,

@@ -327,7 +327,7 @@ async def test_the_exec_request_is_the_quoted_bootstrap(server: FaultServer,
 
 async def test_connection_attempts_are_bounded(tmp_path: Path, canned: list[bytes]) -> None:
     """Six hosts, a gate of two: never more than two handshakes at once on the server."""
-    from probes.transport.backend import AgentFleetBackend
+    from probes.sources.agents import AgentFleetBackend
 
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = asyncssh.generate_private_key("ssh-ed25519")

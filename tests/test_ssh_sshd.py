@@ -15,7 +15,7 @@ import pytest
 
 from probes.config.fleet import HostSpec, SshOptions
 from probes.fleet_state import FleetState, HostStatus
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.transport.session import SessionPolicy, run_session
 from probes.transport.ssh import SshTransport
 from probes.triage import Severity

@@ -144,7 +144,7 @@ def test_real_logger_lines_from_another_program_give_no_finding(tmp_path: Path, 
 async def test_the_note_reaches_the_triage_screen(tmp_path: Path) -> None:
     """The real path: agent (local transport) → session → fleet → the triage screen's
     system-log step, which says how the kernel log was read and that it is forgeable."""
-    from probes.transport.backend import AgentFleetBackend
+    from probes.sources.agents import AgentFleetBackend
     from tests.support.tui_fakes import wait_until
     from tui.app import make_app
     from tui.screens.triage import TriageScreen

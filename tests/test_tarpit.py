@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from probes.config.fleet import HostSpec
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.transport.dial import NoBanner, dial
 from probes.wire.events import Disconnected, SessionItem
 from probes.wire.samples import HostSample

@@ -10,7 +10,8 @@ from textual.widgets._toast import Toast
 from probes.config.fleet import demo_fleet
 from probes.errors import TransportError
 from probes.fleet_state import HostStatus
-from probes.transport.backend import AgentFleetBackend, BackendBase
+from probes.sources.agents import AgentFleetBackend
+from probes.sources.base import BackendBase
 from probes.wire.events import Disconnected
 from tests.support.tui_fakes import (
     HOSTS,

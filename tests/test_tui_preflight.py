@@ -6,7 +6,7 @@ from textual.widgets import Static
 
 from probes.analysis.preflight import CheckVerdict
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from tests.support.tui_fakes import wait_until
 from tui.app import RigwatchApp, make_app
 from tui.screens.preflight import PreflightScreen

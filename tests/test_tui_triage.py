@@ -10,7 +10,7 @@ from textual.widgets import Input, Label
 
 from probes.analysis.incident import Verdict
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from probes.triage import Step
 from tests.support.tui_fakes import FrozenClock, fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app

@@ -25,9 +25,9 @@ from textual.widgets._footer import FooterKey
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.sources.recording import RecordingBackend
+from probes.sources.replay import ReplayBackend
 from probes.store.recording import Recorder
-from probes.store.recording_backend import RecordingBackend
-from probes.store.replay import ReplayBackend
 from probes.triage import Code, Severity, Step
 from probes.wire.events import SessionItem
 from probes.wire.samples import LogEvent

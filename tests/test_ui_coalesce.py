@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from probes.config.fleet import HostSpec
-from probes.transport.backend import BackendBase
+from probes.sources.base import BackendBase
 from probes.wire.events import Connected, Emit
 from tests.support.tui_fakes import T0, FrozenClock, hello, sample, wait_until
 from tui.app import RigwatchApp, make_app

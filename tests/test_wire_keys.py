@@ -233,7 +233,7 @@ def missing_keys(messages: list[dict[str, Any]]) -> list[str]:
         wire = {v: k for k, v in RENAMED.get(cls, {}).items() if "." not in v}
         for f in dataclasses.fields(cls):
             key = wire.get(f.name, f.name)
-            if (key not in keys and (cls, f.name) not in SIM_LEAVES_OUT
+            if f.init and (key not in keys and (cls, f.name) not in SIM_LEAVES_OUT
                     and (cls, f.name) not in FROM_MAP_KEY):
                 out.append(f"no {key!r} in any {cls.__name__} ({cls.__name__}.{f.name})")
     return sorted(out)

@@ -209,19 +209,19 @@ def test_a_v1_agent_still_streams_to_this_console(streams: dict[str, tuple[bytes
 def test_the_recorder_reads_a_tick_from_its_row_as_from_the_sample(
         streams: dict[str, tuple[bytes, bytes]], scenario: str) -> None:
     # The recorder's split takes a fast-path tick's numbers from its decoded row
-    # (compact.V2_ROW): the same frame as from the sample's own fields, tick after tick.
+    # (HostSample.wire_row): the same frame as from the sample's own fields, tick after tick.
     from probes.store import columns
 
     reader = MessageReader()
     samples = [m for m in reader.feed(streams[scenario][1]) if isinstance(m, HostSample)]
-    assert sum(compact.V2_ROW in vars(s) for s in samples) > 30
+    assert sum(s.wire_row is not None for s in samples) > 30
     assert columns._ROWS_FIT  # the wire's rows and the frame's numbers agree on the order
     seen: dict[int, Any] = {}
     plain_seen: dict[int, Any] = {}
     for s in samples:
         plain = object.__new__(HostSample)
         object.__setattr__(plain, "__dict__", {k: v for k, v in vars(s).items()
-                                               if k != compact.V2_ROW})
+                                               if k != "wire_row"})
         got, want = columns.split(s, seen), columns.split(plain, plain_seen)
         assert got is not None and want is not None
         assert got.signature == want.signature
@@ -245,7 +245,7 @@ def test_a_tick_whose_disks_changed_is_split_from_its_fields(
                if isinstance(m, HostSample)]
     seen: dict[int, Any] = {}
     frames = [columns.split(s, seen) for s in samples[:6]]
-    assert compact.V2_ROW in vars(samples[3]) and len(samples[3].disks) == len(samples[2].disks) + 1
+    assert samples[3].wire_row is not None and len(samples[3].disks) == len(samples[2].disks) + 1
     assert all(f is not None for f in frames)
     assert frames[3].signature != frames[2].signature  # type: ignore[union-attr]
     assert frames[3].numbers == columns.split(samples[3]).numbers  # type: ignore[union-attr]

@@ -39,8 +39,8 @@ from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
 from probes.outputs.metrics_server import MetricsServer, serve_metrics
 from probes.rules.logrules.scan_worker import ScanWorker
-from probes.store.replay import ReplayError, parse_seek
-from probes.transport.backend import Backend, ReplayControls
+from probes.sources.base import Backend, ReplayControls
+from probes.sources.replay import ReplayError, parse_seek
 from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello

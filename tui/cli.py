@@ -22,8 +22,9 @@ from probes.config.fleet import (
     HostSpec,
     TransportName,
 )
-from probes.config.inventory import choose_inventory_path, default_inventory_path, load_inventory
-from probes.errors import ConfigError, ProblemsError
+from probes.config.inventory import default_inventory_path, load_inventory
+from probes.errors import ConfigError, ProblemsError, TransportError
+from probes.sources.hosts import fleet_of, warn_insecure
 from tui.cli_fabric import (
     add_fabric_parser,
     add_ibnetdiscover_arg,
@@ -31,24 +32,14 @@ from tui.cli_fabric import (
     load_topology,
     run_fabric,
 )
-from tui.cli_fleet import (
-    SnapshotFold,
-    collector_count,
-    fleet_of,
-    job_fleet,
-    print_preflight,
-    slurm_job_of,
-    warn_insecure,
-    with_job,
-)
+from tui.cli_fleet import SnapshotFold, collector_count, print_preflight, with_job
 from tui.cli_ladder import add_ladder_parser, run_ladder
 from tui.cli_node import add_action_args, add_node_parser, apply_action_args, run_node
-from tui.cli_prometheus import add_prometheus_args, prometheus_options, run_prometheus
+from tui.cli_prometheus import add_prometheus_args
 from tui.gc_policy import tune_for_streaming
 
 if TYPE_CHECKING:
-    from probes.config.slurm import SlurmJob
-    from probes.transport.backend import Backend
+    from probes.sources.source import Source
     from probes.transport.session import OnceResult
     from tui.settings import Settings
 
@@ -101,50 +92,30 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def _recording_backend(specs: list[HostSpec], demo: bool, name: str,
-                       args: argparse.Namespace, settings: Settings,
-                       job: SlurmJob | None = None) -> Backend:
-    """The live backend, recording unless ``--no-record`` (and resuming a recent recording
-    of the same inventory; a demo always starts a new one, its clock being simulated)."""
-    from probes.transport.backend import AgentFleetBackend
-    from probes.transport.collectors import CollectorBackend, auto_collectors
-    from tui.cli_record import with_recording
+def _source(args: argparse.Namespace, settings: Settings) -> Source:
+    """The one source the arguments name (``probes.sources.registry``)."""
+    from probes.sources.registry import build_source
 
-    collectors = args.collectors
-    if collectors is None:
-        collectors = auto_collectors(len(specs))
-    live: Backend = (CollectorBackend(specs, collectors) if collectors > 0
-                     else AgentFleetBackend(specs))
-    if job is not None:  # its state polled beside the hosts, and recorded with them
-        from probes.transport.job_watch import JobWatchBackend
-
-        live = JobWatchBackend(live, job.job_id, job.batch_host or specs[0].name,
-                               nodes=job.nodes)
-    key = [f"{s.name} {s.transport}" for s in specs] + (["demo"] if demo else [])
-    return with_recording(live, specs, name, key, args, settings, resume=not demo)
+    return build_source(args, settings)
 
 
 def _run_console(args: argparse.Namespace) -> int:
+    """The console on whatever source the arguments name: live sources are recorded."""
     from tui.app import make_app
+    from tui.cli_record import console_backend
     from tui.glyphs import wants_ascii
 
-    job = slurm_job_of(args)
-    specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    warn_insecure(specs)
     settings = _settings(args)
-    path = None if demo or job is not None else choose_inventory_path(args.inventory)
-    name = ("demo" if demo else f"job-{job.job_id}" if job is not None
-            else path.stem if path else specs[0].name)
-    backend = _recording_backend(specs, demo, name, args, settings, job)
-    app = make_app(backend, demo=demo, title=path.name if path else (
-        f"Slurm job {job.job_id}" if job is not None else None),
+    source, backend = console_backend(args, settings)
+    job = source.job
+    app = make_app(backend, demo=source.demo, title=source.title,
                    alerts=settings.alerts, detectors=settings.detectors,
                    preflight=settings.preflight, scan_logs_apart=True)
     app.fleet.watched_job = job.job_id if job is not None else None
-    app.fleet.watched_hosts = frozenset(s.name for s in specs) if job is not None \
+    app.fleet.watched_hosts = frozenset(s.name for s in backend.specs) if job is not None \
         else frozenset()
     app.fleet.watched_layout = job.task_gpus() if job is not None else {}
-    app.fleet.topology = load_topology(args.ibnetdiscover)
+    app.fleet.topology = load_topology(getattr(args, "ibnetdiscover", None))
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
     app.ascii_glyphs = args.ascii or wants_ascii()
@@ -160,45 +131,37 @@ def _run_console(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from probes.store.recording import RecordingError
-    from probes.store.replay import ReplayBackend, ReplayError
-    from tui.app import make_app
-    from tui.cli_record import find_recording, record_dir
-    from tui.glyphs import wants_ascii
-
+    """Without a file, the recordings listed; with one, the console on it."""
     if args.file is None:
-        from probes.store.catalog import write_listing
+        from probes.store.catalog import record_dir, write_listing
 
         write_listing(record_dir(args), sys.stdout, sys.stderr)
         return 0
-    path = find_recording(args.file, record_dir(args))
-    try:
-        backend = ReplayBackend(str(path), speed=args.speed)
-    except (RecordingError, ReplayError) as exc:
-        raise ConfigError(f"rigwatch: {exc}") from None
-    app = make_app(backend, demo=False, title=path.name, scan_logs_apart=True)
-    app.ascii_glyphs = args.ascii or wants_ascii()
-    tune_for_streaming()
-    app.run()
-    return app.return_code or 0
+    return _run_console(args)
 
 
 def _run_snapshot(args: argparse.Namespace) -> int:
     from probes.outputs.snapshot import snapshot_line, take_snapshot
 
-    job = slurm_job_of(args)
-    specs, demo = (job_fleet(job, args), False) if job is not None else fleet_of(args)
-    fold = SnapshotFold(job, load_topology(getattr(args, "ibnetdiscover", None)))
-    snap = asyncio.run(take_snapshot(specs, demo=demo, fold=fold))
+    settings = _settings(args)
+    source = _source(args, settings)
+    job = source.job
+    fold = SnapshotFold(job, load_topology(getattr(args, "ibnetdiscover", None)),
+                        settings.detectors)
+    snap = asyncio.run(take_snapshot(source.backend, demo=source.demo, fold=fold,
+                                     about=source.about))
     if job is not None and fold.fleet is not None:
         with_job(snap, job, fold.fleet, fold.notes)
     if args.json:
         json.dump(snap, sys.stdout, indent=2 if args.pretty else None)
         sys.stdout.write("\n")
     else:
-        expect = {s.name: s.expect_gpus for s in specs}
+        expect = {s.name: s.expect_gpus for s in source.backend.specs}
         for host in snap["hosts"]:
             print(snapshot_line(host, expect.get(host["name"])))
+        if "source" in snap:
+            about = ", ".join(f"{k} {v}" for k, v in snap["source"].items())
+            print(f"{len(snap['hosts'])} hosts from {about}", file=sys.stderr)
     return 0 if all(h["ok"] for h in snap["hosts"]) else 1
 
 
@@ -282,22 +245,16 @@ def _collect(specs: list[HostSpec]) -> list[OnceResult]:
     return asyncio.run(collect_all(specs))
 
 
-def _collect_now(specs: list[HostSpec]) -> list[OnceResult]:
-    """Each host as it is now: a simulated host after its simulated past (``collect_now``)."""
-    from probes.outputs.snapshot import collect_all_now
-
-    return asyncio.run(collect_all_now(specs))
-
-
 def _run_preflight(args: argparse.Namespace) -> int:
+    """Every host of one read of the source, checked against the rules of thumb."""
     from probes.analysis.preflight import check_fleet
+    from probes.outputs.read_once import read_once
     from probes.outputs.snapshot import preflight_inputs
 
     settings = _settings(args)
-    specs, _ = fleet_of(args)
-    warn_insecure(specs)
-    results = check_fleet(preflight_inputs(_collect_now(specs), settings.detectors),
-                          settings.preflight, settings.detectors)
+    source = _source(args, settings)
+    read = asyncio.run(read_once(source.backend, limits=settings.detectors))
+    results = check_fleet(preflight_inputs(read), settings.preflight, settings.detectors)
     return print_preflight(results, args.json)
 
 
@@ -380,6 +337,16 @@ def _print_agent_source(rest: list[str]) -> int:
     return 0
 
 
+def add_recording_arg(p: argparse.ArgumentParser) -> None:
+    """``--recording NAME``: read a recording to its end instead of a live fleet."""
+    p.add_argument("--recording", metavar="NAME", default=None,
+                   help="judge a recording (a file, or a name 'rigwatch replay' lists) as "
+                        "it stands at its end, instead of a live fleet")
+    p.add_argument("--record-dir", metavar="DIR", default=argparse.SUPPRESS,
+                   help="where to look for the recording (default: <data dir>/rigwatch/"
+                        "recordings)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, shared by the console and its subcommands."""
     p = argparse.ArgumentParser(
@@ -430,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--inventory", metavar="FILE", default=argparse.SUPPRESS,
                       help="hosts to snapshot (YAML)")
     add_prometheus_args(snap, sub=True)
+    add_recording_arg(snap)
     add_ibnetdiscover_arg(snap, sub=True)
     add_fabric_parser(sub)
     explain = sub.add_parser(
@@ -456,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="thresholds (YAML 'preflight:' section); default: "
                           "$RIGWATCH_SETTINGS or <config dir>/rigwatch/settings.yaml")
     add_prometheus_args(pre, sub=True)
+    add_recording_arg(pre)
     man = sub.add_parser("manifest", help="the full hardware/software version list per host, "
                          "or the difference between two manifests or two hosts")
     man.add_argument("--format", choices=("yaml", "json"), default="yaml")
@@ -525,6 +494,9 @@ def _main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(exc.msg, file=sys.stderr)
         return EXIT_USAGE
+    except TransportError as exc:  # a source that cannot be read at all (a Prometheus down)
+        print(f"rigwatch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 EXIT_PIPE_CLOSED = 128 + 13
@@ -539,11 +511,16 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
+SOURCE_COMMANDS = (None, "snapshot", "preflight", "replay")
+"""The commands that read whatever source the arguments name (``probes.sources.registry``)."""
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the subcommand ``args`` names (the console when none)."""
-    prom = prometheus_options(args)
-    if prom is not None:
-        return run_prometheus(args, prom)
+    if args.command not in SOURCE_COMMANDS:
+        from probes.sources.registry import refuse_source_options
+
+        refuse_source_options(args)
     if args.command == "check-inventory":
         return _run_check_inventory(args)
     if args.command == "snapshot":

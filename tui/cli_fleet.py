@@ -1,28 +1,19 @@
-"""Which hosts a command watches: the inventory, this machine, the demo, or a Slurm job's
-nodes; and the options that shape how they are watched (``--collectors``)."""
+"""How the CLI judges and prints a read of the fleet (a Slurm job's snapshot, preflight's
+results), and ``--collectors``' value; which hosts are watched is
+``probes.sources.hosts``'."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
 from probes.analysis.onsets import STEP_ORDER
-from probes.config.fleet import (
-    HostKeyChecking,
-    HostSpec,
-    TransportName,
-    demo_fleet,
-    local_has_nvidia_gpu,
-    localhost_spec,
-)
-from probes.config.inventory import choose_inventory_path, load_inventory
-from probes.config.slurm import SlurmJob, job_specs, query_job
-from probes.errors import ConfigError
+from probes.config.slurm import SlurmJob
 
 if TYPE_CHECKING:
+    from probes.analysis.limits import DetectorLimits
     from probes.analysis.preflight import CheckResult
     from probes.fleet_state import FleetState
     from probes.rules.parsers.ibnetdiscover import IbTopology
@@ -31,59 +22,15 @@ if TYPE_CHECKING:
 MAX_COLLECTORS = 64
 
 
-def fleet_of(args: argparse.Namespace) -> tuple[list[HostSpec], bool]:
-    """The hosts to watch: an inventory (given, or the default file), else this machine if
-    it has a GPU, else the demo fleet.
-
-    Raises:
-        InventoryError: the inventory cannot be used.
-    """
-    if args.demo:
-        return demo_fleet(speed=args.speed), True
-    path = choose_inventory_path(args.inventory)
-    if path is not None:
-        return list(load_inventory(path).hosts), False
-    if not local_has_nvidia_gpu():
-        return demo_fleet(speed=args.speed), True
-    return [localhost_spec()], False
-
-
-def warn_insecure(specs: list[HostSpec]) -> None:
-    """Say loudly, at every start, which hosts are not checked against known_hosts."""
-    off = [s.name for s in specs if s.transport is TransportName.SSH
-           and s.ssh.host_key_checking is HostKeyChecking.OFF]
-    if off:
-        shown = ", ".join(off[:5]) + (f" and {len(off) - 5} more" if len(off) > 5 else "")
-        print(f"rigwatch: WARNING: host key checking is OFF for {shown}: these connections "
-              "are not protected against interception", file=sys.stderr)
-
-
-def slurm_job_of(args: argparse.Namespace) -> SlurmJob | None:
-    """The job of ``--slurm-job ID`` as Slurm tells it, None without the option."""
-    job_id = getattr(args, "slurm_job", None)
-    return None if job_id is None else query_job(job_id)
-
-
-def job_fleet(job: SlurmJob, args: argparse.Namespace) -> list[HostSpec]:
-    """The job's nodes as hosts (the inventory's entries where it names them)."""
-    path = choose_inventory_path(getattr(args, "inventory", None))
-    inventory = list(load_inventory(path).hosts) if path is not None else []
-    for note in job.notes:  # what of the job is left out, and why
-        print(f"rigwatch: Slurm job {job.job_id}: {note}", file=sys.stderr)
-    specs = job_specs(job, inventory, socket.gethostname().split(".", 1)[0])
-    if not specs:
-        raise ConfigError(f"rigwatch: Slurm job {job.job_id} has no nodes yet "
-                          f"({job.state or 'state unknown'})")
-    return specs
-
-
 class SnapshotFold:
     """How a snapshot's reads are judged (``fold_once``), keeping the state it made; for a
     Slurm job, its log's findings are the job's, its nodes run it, and the log this machine
     can read is folded where the batch host's agent did not send it."""
 
-    def __init__(self, job: SlurmJob | None = None, topology: IbTopology | None = None) -> None:
+    def __init__(self, job: SlurmJob | None = None, topology: IbTopology | None = None,
+                 limits: DetectorLimits | None = None) -> None:
         self.job = job
+        self.limits = limits
         self.topology = topology
         """Each HCA's leaf switch (``--ibnetdiscover``), for switch-suspect."""
         self.fleet: FleetState | None = None
@@ -96,11 +43,12 @@ class SnapshotFold:
 
         job = self.job
         if job is None:
-            self.fleet = fold_once(results)
+            self.fleet = fold_once(results, limits=self.limits)
         else:
             lines, self.notes = job_log_events(job)
             reader = job.batch_host or (job.nodes[0] if job.nodes else "")
-            self.fleet = fold_once(results, watched_job=job.job_id, watched_hosts=job.nodes,
+            self.fleet = fold_once(results, limits=self.limits, watched_job=job.job_id,
+                                   watched_hosts=job.nodes,
                                    more_lines={reader: lines}, watched_layout=job.task_gpus())
         self.fleet.topology = self.topology
         return self.fleet

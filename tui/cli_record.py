@@ -1,42 +1,40 @@
 """Recording for every console session, and finding a recording again to replay it.
 
 Every live console records (``--no-record`` opts out), whatever its source: agents over SSH,
-a Slurm job's nodes, or a Prometheus.  ``rigwatch replay NAME`` takes a file, or the name
-the listing printed, looked up in ``--record-dir`` (default: the data dir).
+a Slurm job's nodes, or a Prometheus.  A recording is found again (``rigwatch replay NAME``,
+``snapshot --recording NAME``) by ``probes.store.catalog.find_recording``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probes.config.fleet import HostSpec
-from probes.errors import ConfigError
-
 if TYPE_CHECKING:
-    from probes.transport.backend import Backend
+    from probes.sources.base import Backend
+    from probes.sources.source import Source
     from tui.settings import Settings
 
 RESUME_MAX_AGE_S = 6 * 3600.0
 """A recording whose last item is older than this is not resumed: a new one is started."""
 
 
-def record_dir(args: argparse.Namespace) -> Path:
-    """``--record-dir``, else the user's data dir."""
-    from probes.store.recording import default_directory
+def console_backend(args: argparse.Namespace, settings: Settings) -> tuple[Source, Backend]:
+    """The source the arguments name (``probes.sources.registry``) and the backend the
+    console runs on it: the same, recorded (``with_recording``)."""
+    from probes.sources.registry import build_source
 
-    given = getattr(args, "record_dir", None)
-    return Path(given) if given else default_directory()
+    source = build_source(args, settings)
+    return source, with_recording(source, args, settings)
 
 
-def with_recording(live: Backend, specs: list[HostSpec], name: str, key: list[str],
-                   args: argparse.Namespace, settings: Settings,
-                   resume: bool = True) -> Backend:
-    """``live``, recording unless ``--no-record``, resuming a recent recording of the same
-    fleet (``key``: what identifies it) when ``resume``.  A recording that cannot be opened
-    is said on stderr and the console runs unrecorded."""
+def with_recording(source: Source, args: argparse.Namespace, settings: Settings) -> Backend:
+    """The source's backend, recording unless ``--no-record`` (or a recording played back),
+    resuming a recent recording of the same fleet (``source.key``) when ``source.resume``.
+    A recording that cannot be opened is said on stderr and the console runs unrecorded."""
+    from probes.sources.recording import RecordingBackend
+    from probes.store.catalog import record_dir
     from probes.store.recording import (
         Recorder,
         RecordingError,
@@ -45,14 +43,15 @@ def with_recording(live: Backend, specs: list[HostSpec], name: str, key: list[st
         fleet_fingerprint,
         new_recording_path,
     )
-    from probes.store.recording_backend import RecordingBackend
     from probes.store.thinning import TierSpans
 
-    if getattr(args, "no_record", False):
+    live, specs, name = source.backend, source.backend.specs, source.name
+    if getattr(args, "no_record", False) or not source.records:
         return live
     directory = record_dir(args)
-    fleet_key = fleet_fingerprint(key)
-    found = find_resumable(directory, fleet_key, RESUME_MAX_AGE_S) if resume else None
+    fleet_key = fleet_fingerprint(source.key)
+    found = (find_resumable(directory, fleet_key, RESUME_MAX_AGE_S) if source.resume
+             else None)
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = found or new_recording_path(directory, name)
@@ -69,35 +68,3 @@ def with_recording(live: Backend, specs: list[HostSpec], name: str, key: list[st
     if found:
         print(f"rigwatch: resuming the recording {path}", file=sys.stderr)
     return RecordingBackend(live, recorder, resume_from=reader)
-
-
-def find_recording(name: str, directory: Path) -> Path:
-    """The recording ``name`` names: a file, else one in ``directory`` by the name the
-    listing printed (with or without its suffix), else the one whose name it begins.
-
-    Raises:
-        ConfigError: none matches, or several do.
-    """
-    from probes.store.recording_format import RECORDING_SUFFIX
-    from probes.wire.sanitize import clean_text
-
-    given = Path(name)
-    if given.is_file():
-        return given
-    names = sorted(p for p in directory.glob(f"*{RECORDING_SUFFIX}") if p.is_file()) \
-        if directory.is_dir() else []
-    for want in (name, name + RECORDING_SUFFIX):
-        exact = [p for p in names if p.name == want or clean_text(p.name) == want]
-        if exact:
-            return exact[0]
-    begun = [p for p in names if p.name.startswith(name)]
-    if len(begun) == 1:
-        return begun[0]
-    where = clean_text(str(directory))
-    if begun:
-        shown = ", ".join(clean_text(p.name) for p in begun[:5])
-        raise ConfigError(f"rigwatch replay: {clean_text(name)!r} names {len(begun)} "
-                          f"recordings in {where} ({shown}{' …' if len(begun) > 5 else ''})")
-    raise ConfigError(f"rigwatch replay: no recording {clean_text(name)!r}: not a file, and "
-                      f"not in {where} ('rigwatch replay' lists them; --record-dir DIR "
-                      "looks elsewhere)")

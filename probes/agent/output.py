@@ -77,7 +77,9 @@ GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "
               "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs", "clock_reasons",
               "process_used_mib")
 """GPU fields sent every tick, in this order (``process_used_mib``: each static process's
-memory, in the static list's order)."""
+memory, in the static list's order).  The console's copy is derived from its field table
+(``probes/wire/fields.py``); this one is standalone (the agent imports nothing of ours) and
+``tests/test_metric_table.py`` holds the two equal."""
 PROCESS_COLUMNS = ("pid", "name", "user", "slurm_job", "slurm_step", "slurm_task", "rank",
                    "local_rank", "world_size", "master_addr", "cuda_visible_devices",
                    "container", "runtime", "pod", "environ")
@@ -97,12 +99,16 @@ def compact_columns():
 
 def _gpu_static(g):
     row = [g.get(c) for c in GPU_STATIC]
-    row[2] = g.get("state", "ok")  # v1 reads a missing state as ok, null as unknown
-    procs = row[-1]
+    row[_STATE_AT] = g.get("state", "ok")  # v1 reads a missing state as ok, null as unknown
+    procs = row[_PROCS_AT]
     if isinstance(procs, list):
-        row[-1] = [[p.get(c) for c in PROCESS_COLUMNS] if isinstance(p, dict) else p
-                   for p in procs]
+        row[_PROCS_AT] = [[p.get(c) for c in PROCESS_COLUMNS] if isinstance(p, dict) else p
+                          for p in procs]
     return row
+
+
+_STATE_AT = GPU_STATIC.index("state")
+_PROCS_AT = GPU_STATIC.index("processes")
 
 
 def _short(v):
@@ -113,10 +119,14 @@ def _short(v):
 
 
 def _gpu_moving(g):
-    row = [_short(g.get(c)) for c in GPU_MOVING[:-1]]
-    procs = g.get("processes")
-    row.append([_short(p.get("used_mib")) if isinstance(p, dict) else None for p in procs]
-               if isinstance(procs, list) else None)
+    row = []
+    for c in GPU_MOVING:
+        if c == "process_used_mib":
+            procs = g.get("processes")
+            row.append([_short(p.get("used_mib")) if isinstance(p, dict) else None
+                        for p in procs] if isinstance(procs, list) else None)
+        else:
+            row.append(_short(g.get(c)))
     return row
 
 

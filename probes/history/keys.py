@@ -1,17 +1,19 @@
 """The history's vocabulary: which fields are series, their keys, and how each is stored.
 
 Keys are strings (``gpu/3/temp_c``) built only by the functions here, whose field arguments
-are ``Literal`` types: a misspelt field is a mypy error, not an empty chart.  A new charted
-metric is a field in ``GpuField`` and ``GPU_FIELDS`` plus its coarse codec in
-``COARSE_CODECS`` (``tests/test_history_keys.py`` checks that they agree with ``GpuSample``).
+are ``Literal`` types: a misspelt field is a mypy error, not an empty chart.  A charted GPU
+metric is one with a ``chart`` codec in the wire's field table (``probes.wire.fields``):
+``GPU_FIELDS`` and its coarse codecs are derived from it; ``GpuField`` is the same names
+for mypy (``tests/test_metric_table.py`` checks that they agree).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal, NewType
+from typing import Literal, NewType, cast
 
 from probes.history.storage import F32, HALF, PCT, Codec
+from probes.wire import fields
 from probes.wire.clock_reasons import REASON_BITS
 from probes.wire.samples import GpuState
 
@@ -28,9 +30,9 @@ HostField = Literal["cpu_pct", "mem_used_bytes", "swap_in_pages_s", "swap_out_pa
 DiskField = Literal["util", "await", "aqu_sz"]
 ProcField = Literal["used_mib"]
 
-GPU_FIELDS: tuple[GpuField, ...] = ("mem_used_mib", "util_pct", "temp_c", "power_w",
-                                    "sm_clock_mhz")
-"""Dense per-GPU series (a value every sample)."""
+GPU_FIELDS: tuple[GpuField, ...] = cast(
+    "tuple[GpuField, ...]", tuple(s.name for s in fields.charted(fields.GPU_TABLE)))
+"""Dense per-GPU series (a value every sample): the table's charted fields."""
 GPU_STEP_FIELDS: tuple[GpuStepField, ...] = (
     "state", "clock_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile",
     "remap_correctable", "remap_uncorrectable", "pcie_width", "pcie_gen", "power_limit_w",
@@ -51,14 +53,20 @@ STATE_CODES = {GpuState.OK: 0, GpuState.UNKNOWN: 1, GpuState.UNRESPONSIVE: 2, Gp
 MIB16 = Codec("H", 1 / 16)
 """MiB in 16 MiB steps, up to 1 TiB: a bucket's memory, where a leak shows as hundreds of
 MiB an hour (the raw tier keeps float32)."""
+CHART_CODECS: Mapping[fields.Chart, Codec] = {
+    "pct": PCT, "mib16": MIB16, "w10": Codec("H", 10.0), "mhz": Codec("H", 1.0)}
+"""A charted GPU field's coarse codec by the table's name for it."""
 COARSE_CODECS: Mapping[GpuField | HostField | DiskField | ProcField, Codec] = {
-    "mem_used_mib": MIB16, "util_pct": PCT, "temp_c": PCT, "power_w": Codec("H", 10.0),
-    "sm_clock_mhz": Codec("H", 1.0), "cpu_pct": PCT, "mem_used_bytes": F32,
+    **{cast(GpuField, s.name): CHART_CODECS[s.chart] for s in fields.charted(fields.GPU_TABLE)
+       if s.chart is not None},
+    "cpu_pct": PCT, "mem_used_bytes": F32,
     "swap_in_pages_s": HALF, "swap_out_pages_s": HALF, "gpu_count": Codec("B", 1.0),
     "util": PCT, "await": HALF, "aqu_sz": HALF, "used_mib": MIB16}
 """How each dense field is stored in the bucket tiers (lo, hi, mean)."""
-RAW_F32 = frozenset({"mem_used_mib", "mem_used_bytes", "used_mib"})
-"""Raw series that need float32's range; the others are half precision."""
+RAW_F32 = frozenset({*(s.name for s in fields.charted(fields.GPU_TABLE) if s.chart == "mib16"),
+                     "mem_used_bytes", "used_mib"})
+"""Raw series that need float32's range (MiB: a GPU's memory passes half precision's
+65504); the others are half precision."""
 
 
 def gpu_key(index: int, field: GpuField | GpuStepField) -> SeriesKey:

@@ -9,10 +9,12 @@ read either alike) in about a sixth of the space.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from functools import partial
 from operator import attrgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from probes.history.keys import GPU_FIELDS
 from probes.wire.samples import HostSample
 
 
@@ -23,16 +25,14 @@ class StagedProc(NamedTuple):
     used_mib: float | None
 
 
-class StagedGpu(NamedTuple):
-    """A GPU's dense fields (``GPU_FIELDS``) and its processes."""
+if TYPE_CHECKING:  # what mypy sees: the fields read by name (the dense ones by attrgetter)
+    class StagedGpu(tuple[Any, ...]):
+        """A GPU's dense fields (``GPU_FIELDS``) and its processes."""
 
-    index: int  # type: ignore[assignment]  # (shadows tuple.index; read as a field only)
-    mem_used_mib: float | None
-    util_pct: float | None
-    temp_c: float | None
-    power_w: float | None
-    sm_clock_mhz: float | None
-    processes: tuple[StagedProc, ...] | None
+        index: int  # type: ignore[assignment]  # (shadows tuple.index; read as a field only)
+        processes: tuple[StagedProc, ...] | None
+else:  # the fields: its index, the table's charted fields (``GPU_FIELDS``), its processes
+    StagedGpu = namedtuple("StagedGpu", ("index", *GPU_FIELDS, "processes"))
 
 
 class StagedHost(NamedTuple):
@@ -64,8 +64,9 @@ class Staged(NamedTuple):
     ok_count: float
 
 
-_GPU = attrgetter("index", "mem_used_mib", "util_pct", "temp_c", "power_w", "sm_clock_mhz",
-                  "processes")
+_GPU = attrgetter("index", *GPU_FIELDS, "processes")
+_PROCS_AT = len(GPU_FIELDS) + 1
+"""Where a ``StagedGpu`` holds its processes."""
 _PROC = attrgetter("pid", "used_mib")
 _HOST = attrgetter("cpu_pct", "mem_used_bytes", "swap_in_pages_s", "swap_out_pages_s")
 _DISK = attrgetter("name", "util", "r_await", "w_await", "aqu_sz")
@@ -80,8 +81,8 @@ def slim(s: HostSample, ok_count: float) -> Staged:
     """The part of ``s`` the history writes (the sample itself can then be let go)."""
     gpus: list[StagedGpu] = list(map(_new_gpu, map(_GPU, s.gpus)))
     for i, g in enumerate(gpus):
-        ps = g[6]
+        ps = g.processes
         if ps:
-            gpus[i] = _new_gpu((*g[:6], tuple(map(_new_proc, map(_PROC, ps)))))
+            gpus[i] = _new_gpu((*g[:_PROCS_AT], tuple(map(_new_proc, map(_PROC, ps)))))
     return Staged(s.ts, tuple(gpus), _new_host(_HOST(s.host)),
                   tuple(map(_new_disk, map(_DISK, s.disks))), ok_count)

@@ -17,11 +17,14 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 from probes.analysis.findings import Finding
 from probes.outputs.private_file import private_file
+from probes.wire import fields
 from probes.wire.clock_reasons import mask_of
+from probes.wire.fields import Type
 from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample
 from probes.wire.sanitize import clean_text
 
@@ -45,49 +48,46 @@ def _reasons_mask(g: GpuSample) -> int | None:
     return mask_of(g.clock_reasons) if g.sm_clock_mhz is not None or g.clock_reasons else None
 
 
-GPU_METRICS: tuple[Metric, ...] = (
-    Metric("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.util_pct),
-    Metric("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", lambda g: g.mem_util_pct),
-    Metric("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).",
-           lambda g: g.mem_used_mib),
-    Metric("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
-           lambda g: None if g.mem_total_mib is None or g.mem_used_mib is None
-           else g.mem_total_mib - g.mem_used_mib),
-    Metric("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temp_c),
-    Metric("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", lambda g: g.temp_mem_c),
-    Metric("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: g.power_w),
-    Metric("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.sm_clock_mhz),
-    Metric("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).",
-           lambda g: g.mem_clock_mhz),
-    Metric("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.",
-           lambda g: g.pcie_replay, "counter"),
-    Metric("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.",
-           lambda g: g.ecc_uncorrected_volatile, "counter"),
-    Metric("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.",
-           lambda g: g.ecc_corrected_volatile, "counter"),
-    Metric("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-           "Number of remapped rows for uncorrectable errors.", lambda g: g.remap_uncorrectable,
-           "counter"),
-    Metric("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-           "Number of remapped rows for correctable errors.", lambda g: g.remap_correctable,
-           "counter"),
-    Metric("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed",
-           lambda g: None if g.remap_failure is None else int(g.remap_failure)),
-    # DCGM fields 235-238 by their names in NVIDIA's go-dcgm ``pkg/dcgm/const_fields.go``,
-    # the table dcgm-exporter reads its counters CSV against (default off there)
-    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", lambda g: g.pcie_width),
-    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation.", lambda g: g.pcie_gen),
-    Metric("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "PCIe max link width.",
-           lambda g: g.pcie_width_max),
-    Metric("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "PCIe max link generation.",
-           lambda g: g.pcie_gen_max),
-    Metric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Current clock event reasons (bitmask).",
-           _reasons_mask),
-    Metric("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).",
-           lambda g: g.power_limit_w),
-    Metric("DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum SM clock (in MHz).",
-           lambda g: g.sm_clock_max_mhz),
-)
+def _flag(name: str) -> Callable[[GpuSample], int | None]:
+    get = attrgetter(name)
+
+    def read(g: GpuSample) -> int | None:
+        v = get(g)
+        return None if v is None else int(v)
+    return read
+
+
+def _reader(spec: fields.GpuFieldSpec) -> Callable[[GpuSample], float | int | None]:
+    """How the export reads a table field from a GPU sample."""
+    if spec.type is Type.REASONS:
+        return _reasons_mask
+    if spec.type is Type.FLAG:
+        return _flag(spec.name)
+    if spec.type in fields.NUMBERS:
+        return attrgetter(spec.name)
+    raise ValueError(f"GPU field {spec.name}: a {spec.type.value} has no exported number")
+
+
+FB_FREE = Metric("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+                 lambda g: None if g.mem_total_mib is None or g.mem_used_mib is None
+                 else g.mem_total_mib - g.mem_used_mib)
+"""Not a field: the total less the used, as dcgm-exporter exports it."""
+
+
+def gpu_metrics(table: tuple[fields.GpuFieldSpec, ...]) -> tuple[Metric, ...]:
+    """Every table field with a dcgm-exporter name: the moving ones first, each part in
+    table order (``FB_FREE`` after ``DCGM_FI_DEV_FB_USED``)."""
+    out: list[Metric] = []
+    for spec in (*fields.moving_specs(table), *fields.static_specs(table)):
+        if spec.dcgm:
+            out.append(Metric(spec.dcgm, spec.help, _reader(spec),
+                              "counter" if spec.counter else "gauge"))
+            if spec.dcgm == "DCGM_FI_DEV_FB_USED":
+                out.append(FB_FREE)
+    return tuple(out)
+
+
+GPU_METRICS = gpu_metrics(fields.GPU_TABLE)
 XID_METRIC = Metric("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.",
                     lambda g: None)
 """Read from the host's Xid findings (its kernel log), not from a sample."""
@@ -259,10 +259,12 @@ def write_private(chunks: Iterable[str], path: Path) -> None:
 RecordedItem = tuple[str, float, object]
 """(host, ts, item) as a recording reader yields them."""
 
-CSV_FIELDS = ("ts", "host", "gpu", "uuid", "state", "mem_used_mib", "mem_total_mib",
-              "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w", "power_limit_w",
-              "sm_clock_mhz", "sm_clock_max_mhz", "pcie_gen", "pcie_width",
-              "ecc_uncorrected_volatile", "remap_uncorrectable", "clock_reasons")
+CSV_FIELDS = ("ts", "host", "gpu", "uuid", "state",
+              *(spec.name for spec in sorted((s for s in fields.GPU_TABLE if s.csv),
+                                             key=attrgetter("csv"))), "clock_reasons")
+"""The table's CSV fields (in their ``csv`` order) between the GPU's name and its clock
+reasons."""
+_CSV_VALUES = attrgetter(*CSV_FIELDS[5:-1])
 
 
 _clean = functools.lru_cache(maxsize=4096)(clean_text)
@@ -283,11 +285,7 @@ def export_csv(items: Iterable[RecordedItem]) -> Iterator[str]:
         for g in item.gpus:
             writer.writerow([
                 f"{item.ts:.3f}", _clean(host), g.index, _clean(g.uuid or ""), g.state.value,
-                *("" if v is None else v for v in (
-                    g.mem_used_mib, g.mem_total_mib, g.util_pct, g.mem_util_pct, g.temp_c,
-                    g.temp_mem_c, g.power_w, g.power_limit_w, g.sm_clock_mhz,
-                    g.sm_clock_max_mhz, g.pcie_gen, g.pcie_width, g.ecc_uncorrected_volatile,
-                    g.remap_uncorrectable)),
+                *("" if v is None else v for v in _CSV_VALUES(g)),
                 _clean(" ".join(g.clock_reasons))])
             yield _take(buf)
 

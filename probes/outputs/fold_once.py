@@ -1,6 +1,7 @@
-"""One read of a fleet, judged as the console judges it: every host's hello, log lines and
-newest sample folded into a ``FleetState``, so ``snapshot`` and ``preflight`` give the same
-findings, ranks and first failure as the console's triage on the same data.
+"""One read of a fleet, judged as the console judges it: every host's hello, log lines,
+samples (its past, then its newest) folded into a ``FleetState`` and every detector run, so
+``snapshot`` and ``preflight`` give the same findings, ranks and first failure as the
+console's triage on the same data.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from probes.analysis.detectors import run_detectors
 from probes.analysis.limits import DetectorLimits
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
@@ -56,17 +58,31 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
         sent = {ev.source for ev in r.events}
         for ev in r.events:
             fleet.apply(name, ev, at)
+        for other in r.others:
+            fleet.apply(name, other, at)
         for ev in (more_lines or {}).get(name, ()):
             if ev.source not in sent:
                 fleet.apply(name, ev, at)
         if r.fabric is not None:
             fleet.apply(name, r.fabric, at)
+        for past in r.history:
+            fleet.apply(name, past, at)
         if r.sample is not None:
             fleet.apply(name, r.sample, at)
         elif r.failure is not None:
             fleet.apply(name, Disconnected(at, r.failure, None, None, _kind(r)), at)
-    fleet.scan_logs()
+    fleet.scan_logs()  # the owner's write: the queued log lines judged before any read
+    detect_now(fleet)
     return fleet
+
+
+def detect_now(fleet: FleetState) -> None:
+    """Every detector on every host's whole read: the console runs each when due, a read
+    has one moment, so all are due."""
+    for name, state in fleet.hosts.items():
+        if state.last is not None:
+            state.detected = tuple(run_detectors(name, state.history, state.hello,
+                                                 state.last, state.limits.detectors))
 
 
 def _kind(r: OnceResult) -> DisconnectKind:

@@ -12,14 +12,13 @@ the peak GPU memory, and a verdict naming the likely bottleneck from the run's f
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probes.analysis.findings import Finding
 from probes.analysis.judge import scales_well
 from probes.analysis.limits import DEFAULT_LADDER, LadderLimits
-from probes.config.fleet import HostSpec
 from probes.errors import RigwatchError
 from probes.explain.stream import open_input
 from probes.fleet_state import FleetState
@@ -30,9 +29,10 @@ from probes.rules.parsers import nccl_tests
 from probes.rules.result import ExplainFinding
 from probes.rules.text import decode, split_lines
 from probes.rules.throughput import ThroughputSeries, series_of
+from probes.sources.replay import ReplayBackend, ReplayError
 from probes.store.recording_format import SQLITE_MAGIC, RecordingError
-from probes.store.recording_reader import RecordingReader
 from probes.triage import Code
+from probes.wire.events import SessionItem
 from probes.wire.samples import HostSample, LogEvent, job_path
 
 MAX_LOG_BYTES = 256 * 1024 * 1024
@@ -177,33 +177,35 @@ def runs_of_recording(path: str) -> list[Run]:
     host's own job.  Independent single-host jobs stay separate runs.
     """
     try:
-        reader = RecordingReader(path)
-    except RecordingError as exc:
+        source = ReplayBackend(path)  # the recording source, read to its end like any source
+    except (RecordingError, ReplayError) as exc:
         raise LadderError(str(exc)) from None
-    specs = reader.host_specs() or [HostSpec(h) for h in reader.hosts()]
-    fleet = FleetState(specs) if specs else None
+    fleet = FleetState(source.specs) if source.specs else None
     logs: dict[tuple[str, str], list[str]] = {}
     gpus_of: dict[str, set[tuple[str, int]]] = {}
     job_of_host: dict[str, str] = {}
     peak: dict[str, float] = {}
+
+    def take(host: str, item: SessionItem) -> None:
+        if fleet is not None and host in fleet.hosts:
+            fleet.apply(host, item, now=getattr(item, "ts", source.clock.t))
+        if isinstance(item, LogEvent) and job_path(item.source) is not None:
+            logs.setdefault((host, item.source), []).append(item.line)
+        elif isinstance(item, HostSample):
+            for g in item.gpus:
+                for p in g.processes or ():
+                    job = p.slurm_job or f"{host} (no Slurm job)"
+                    job_of_host.setdefault(host, job)
+                    gpus_of.setdefault(job, set()).add((host, g.index))
+                    used = (p.used_mib or 0.0) / 1024.0
+                    peak[job] = max(peak.get(job, 0.0), used)
+
     try:
-        for host, _ts, item in reader.items():
-            if fleet is not None and host in fleet.hosts and not isinstance(item, Finding):
-                fleet.apply(host, item, now=_ts)
-            if isinstance(item, LogEvent) and job_path(item.source) is not None:
-                logs.setdefault((host, item.source), []).append(item.line)
-            elif isinstance(item, HostSample):
-                for g in item.gpus:
-                    for p in g.processes or ():
-                        job = p.slurm_job or f"{host} (no Slurm job)"
-                        job_of_host.setdefault(host, job)
-                        gpus_of.setdefault(job, set()).add((host, g.index))
-                        used = (p.used_mib or 0.0) / 1024.0
-                        peak[job] = max(peak.get(job, 0.0), used)
+        asyncio.run(source.run_once(take))
     finally:
-        reader.close()
+        source.reader.close()
     if fleet is not None:
-        fleet.scan_logs()
+        fleet.scan_logs()  # the owner's write: the queued log lines judged before any read
     name = Path(path).name
     runs = []
     for job, held in sorted(gpus_of.items()):

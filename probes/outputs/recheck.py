@@ -16,8 +16,7 @@ from probes.actions.gate import ResumeCheck, judge_resume
 from probes.analysis.limits import DetectorLimits
 from probes.config.fleet import HostSpec
 from probes.outputs.fold_once import fold_once
-from probes.outputs.snapshot import collect_now
-from probes.transport.session import ONCE_TIMEOUT_S
+from probes.transport.session import ONCE_TIMEOUT_S, collect_once
 
 KERNEL_LOG_ARG = "--kernel-log=auto"
 """A ``--once`` run reads no kernel log unless asked (``agent.main.kernel_log_mode``)."""
@@ -41,7 +40,7 @@ async def recheck(spec: HostSpec, cause: Evidence | None,
         limits: the operator's detector limits.
         timeout_s: how long the read may take.
     """
-    result = await collect_now(recheck_spec(spec), timeout_s)
+    result = await collect_once(recheck_spec(spec), timeout_s, to_now=True)
     if result.sample is None:
         return judge_resume((), cause, host=spec.name, read=False,
                             failure=result.failure or "no sample")

@@ -2,41 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
 from probes.analysis.findings import Finding
-from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.analysis.limits import DetectorLimits
 from probes.analysis.onsets import clock_of, onset
 from probes.analysis.preflight import HostInput
-from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.outputs.fold_once import fold_once
-from probes.transport.host_clock import clocked
-from probes.transport.session import (
-    ONCE_CONCURRENCY,
-    ONCE_TIMEOUT_S,
-    OnceResult,
-    collect_once,
-    keep_log_source,
-    run_session,
-)
+from probes.outputs.read_once import FleetRead, Fold, read_once
+from probes.sources.base import Backend
+from probes.transport.session import OnceResult
 from probes.triage import Severity
-from probes.wire.events import ClockOffset, Disconnected, SessionItem
-from probes.wire.samples import Hello, HostSample, LogEvent, LogSourceState, ProbeError
 
 SNAPSHOT_VERSION = 1
-MAX_CONCURRENT = 64
 
 
 def _plain(value: Any) -> Any:
-    """Dataclasses, enums and tuples as JSON-ready values."""
+    """Dataclasses, enums and tuples as JSON-ready values. A field the constructor does not
+    take (the wire's decode state on a sample) is not data, and is left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.init}
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, (list, tuple)):
@@ -46,90 +36,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-SIM_HISTORY_ARG = "--sim-history"
-LIVED_ARGS = ("--count", "1", "--fast")
-"""A simulated host with a simulated past runs through it, then one live sample, and exits:
-``--once`` would answer with the first instant of its run, before any trouble began."""
-
-
-def lived(spec: HostSpec) -> HostSpec | None:
-    """The spec that runs a simulated host through its ``--sim-history`` to now, or None
-    for a host whose ``--once`` sample is already its present (a real one)."""
-    if not spec.simulate or SIM_HISTORY_ARG not in spec.extra_args:
-        return None
-    return dataclasses.replace(spec, extra_args=spec.extra_args + LIVED_ARGS)
-
-
-async def collect_now(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
-    """One host's hello, newest sample and log events as of now.
-
-    A real host answers one ``--once`` run.  A simulated host with a history is streamed
-    through it (the same session the console runs) until its agent ends: its newest sample
-    and its log lines are then those the console shows at start, a lost GPU included.
-    """
-    run = lived(spec)
-    if run is None:
-        return await collect_once(spec, timeout_s)
-    result = OnceResult(spec)
-    ended = asyncio.Event()
-
-    def keep(_host: str, item: SessionItem) -> None:
-        if isinstance(item, ClockOffset):
-            result.clock = item
-        elif isinstance(item, Disconnected):
-            if result.sample is None:
-                result.failure = item.reason
-            ended.set()
-        elif isinstance(item, Hello):
-            result.hello = item
-        elif isinstance(item, HostSample):
-            result.sample = item
-        elif isinstance(item, LogEvent):
-            result.events.append(item)
-        elif isinstance(item, ProbeError):
-            result.errors.append(item)
-        elif isinstance(item, LogSourceState):
-            keep_log_source(result, item)
-
-    session = asyncio.create_task(run_session(run, clocked(keep)))
-    try:
-        await asyncio.wait_for(ended.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        if result.sample is None:
-            result.failure = f"no complete answer within {timeout_s:g} s"
-    finally:
-        session.cancel()
-        await asyncio.gather(session, return_exceptions=True)
-    return result
-
-
-async def collect_all_now(specs: list[HostSpec],
-                          concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
-    """``collect_now`` for every host, ``concurrency`` at a time, in the specs' order."""
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(spec: HostSpec) -> OnceResult:
-        async with gate:
-            return await collect_now(spec)
-
-    return list(await asyncio.gather(*(one(s) for s in specs)))
-
-
-def findings_now(result: OnceResult,
-                 limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
-    """What the core finds in one host's read: its sample, its log lines, its state."""
-    return fold_once([result], limits=limits).all_findings()
-
-
-def preflight_inputs(results: list[OnceResult],
-                     limits: DetectorLimits = DEFAULT_LIMITS) -> list[HostInput]:
-    """What preflight judges of each host now: hello, newest sample and findings."""
-    fleet = fold_once(results, limits=limits)
+def preflight_inputs(read: FleetRead) -> list[HostInput]:
+    """What preflight judges of each host of one read: hello, newest sample and findings."""
     return [HostInput(r.spec.name, r.hello, r.sample, expect_gpus=r.spec.expect_gpus,
                       failure=r.failure if r.hello is None else None,
-                      findings=tuple(fleet.all_findings([r.spec.name])),
+                      findings=tuple(read.fleet.all_findings([r.spec.name])),
                       ports=r.fabric.ports if r.fabric is not None else None)
-            for r in results]
+            for r in read.results]
 
 
 def host_entry(result: OnceResult, fleet: FleetState | None = None) -> dict[str, Any]:
@@ -163,23 +76,29 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return out
 
 
-async def take_snapshot(specs: list[HostSpec], *, demo: bool = False,
-                        keep: list[OnceResult] | None = None,
-                        fold: Callable[[list[OnceResult]], FleetState] | None = None
+async def take_snapshot(backend: Backend, *, demo: bool = False,
+                        keep: list[OnceResult] | None = None, fold: Fold | None = None,
+                        limits: DetectorLimits | None = None,
+                        about: Callable[[], Mapping[str, Any]] | None = None
                         ) -> dict[str, Any]:
-    """Collect every host's hello and newest sample concurrently (a simulated host after
-    its history: the snapshot shows what the console would, not the run's first instant),
-    judge them as the console does, and name the first failure; ``keep`` receives the typed
-    results as well, ``fold`` folds them (default: ``fold_once`` of the fleet)."""
-    results = await collect_all_now(specs, MAX_CONCURRENT)
+    """Read ``backend`` once (``read_once``: a simulated host after its history, a
+    Prometheus after its detectors' window, a recording to its end), judge it as the
+    console does, and name the first failure; ``keep`` receives the typed results as well,
+    ``fold`` folds them (default: ``fold_once`` with ``limits``); ``about`` says where the
+    numbers came from (the document's ``source``, with the read's seconds)."""
+    read = await read_once(backend, limits=limits, fold=fold)
     if keep is not None:
-        keep.extend(results)
-    fleet = fold(results) if fold is not None else fold_once(results)
+        keep.extend(read.results)
+    fleet = read.fleet
     first = fleet.diagnosis().first
-    return {"version": SNAPSHOT_VERSION, "taken_at": time.time(), "demo": demo,
-            "first_failure": first.to_json() if first is not None else None,
-            "do_now": first.do_now if first is not None else None,
-            "hosts": [host_entry(r, fleet) for r in results]}
+    doc: dict[str, Any] = {
+        "version": SNAPSHOT_VERSION, "taken_at": read.taken_at, "demo": demo,
+        "first_failure": first.to_json() if first is not None else None,
+        "do_now": first.do_now if first is not None else None,
+        "hosts": [host_entry(r, fleet) for r in read.results]}
+    if about is not None:
+        doc["source"] = {**about(), "seconds": round(read.seconds, 3)}
+    return doc
 
 
 def job_finding_json(f: Finding, job: str, nodes: tuple[str, ...]) -> dict[str, Any]:

@@ -21,7 +21,14 @@ from typing import Any
 from probes.store import recording_format as fmt
 from probes.store import staged_rows
 from probes.store.block_writer import BLOCK_SPAN_KEY
-from probes.store.columns import Block, BlockError, decode_block, int_columns, rebuild
+from probes.store.columns import (
+    GPU_NUMBERS,
+    Block,
+    BlockError,
+    decode_block,
+    int_columns,
+    rebuild,
+)
 from probes.store.staged_rows import StagedRowError
 from probes.store.untrusted import MAX_TS, ROW_ERRORS, Guarded
 from probes.wire.fastfill import MAX_AMOUNT
@@ -51,9 +58,12 @@ _UNPACKED = ("FROM staging s LEFT JOIN packed p ON p.host_id = s.host_id "
 class SampleTables:
     """The sample tables of one open recording (absent in a version-1 file)."""
 
-    def __init__(self, conn: Guarded, body: fmt.Body) -> None:
+    def __init__(self, conn: Guarded, body: fmt.Body,
+                 gpu_numbers: tuple[str, ...] = GPU_NUMBERS) -> None:
         self._conn = conn
         self._body = body
+        self._names = gpu_numbers
+        """Each GPU's columns in this recording's rows (``columns.recorded_layout``)."""
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         self.present = {"blocks", "staging", "packed", "templates"} <= tables
         self._templates: dict[int, tuple[HostSample, list[int]]] = {}
@@ -267,7 +277,7 @@ class SampleTables:
         if pcie is not None and len(ref) != 3:  # a staged row's text (a block's is clean)
             pcie = clean_json(pcie)
         try:
-            return rebuild(template, ts, seq, reasons, numbers, pcie)
+            return rebuild(template, ts, seq, reasons, numbers, pcie, self._names)
         except (ValueError, TypeError) as e:
             raise BlockError(f"damaged sample: {e}") from None
 
@@ -291,7 +301,7 @@ class SampleTables:
             item = self._body.unpack(row[0])
             if not isinstance(item, HostSample):
                 raise BlockError(f"template {tid} is not a sample")
-            got = (item, int_columns(item))
+            got = (item, int_columns(item, self._names))
             if len(self._templates) > 4096:
                 self._templates.clear()
             self._templates[tid] = got

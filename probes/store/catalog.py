@@ -9,6 +9,7 @@ be read is listed as a one-line error naming it, and the listing goes on.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sqlite3
 import time
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from probes.errors import ConfigError
+from probes.store.recording import default_directory
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
 from probes.wire.sanitize import clean_text
@@ -154,3 +157,38 @@ def write_listing(directory: str | os.PathLike[str], out: TextIO, err: TextIO) -
     else:
         print(f"no recordings in {where}", file=err)
     return readable
+
+
+def record_dir(args: argparse.Namespace) -> Path:
+    """``--record-dir``, else the user's data dir."""
+    given = getattr(args, "record_dir", None)
+    return Path(given) if given else default_directory()
+
+
+def find_recording(name: str, directory: Path) -> Path:
+    """The recording ``name`` names: a file, else one in ``directory`` by the name the
+    listing printed (with or without its suffix), else the one whose name it begins.
+
+    Raises:
+        ConfigError: none matches, or several do.
+    """
+    given = Path(name)
+    if given.is_file():
+        return given
+    names = sorted(p for p in directory.glob(f"*{RECORDING_SUFFIX}") if p.is_file()) \
+        if directory.is_dir() else []
+    for want in (name, name + RECORDING_SUFFIX):
+        exact = [p for p in names if p.name == want or clean_text(p.name) == want]
+        if exact:
+            return exact[0]
+    begun = [p for p in names if p.name.startswith(name)]
+    if len(begun) == 1:
+        return begun[0]
+    where = clean_text(str(directory))
+    if begun:
+        shown = ", ".join(clean_text(p.name) for p in begun[:5])
+        raise ConfigError(f"rigwatch replay: {clean_text(name)!r} names {len(begun)} "
+                          f"recordings in {where} ({shown}{' …' if len(begun) > 5 else ''})")
+    raise ConfigError(f"rigwatch replay: no recording {clean_text(name)!r}: not a file, and "
+                      f"not in {where} ('rigwatch replay' lists them; --record-dir DIR "
+                      "looks elsewhere)")

@@ -193,7 +193,10 @@ def _build_plan(cls: type[Any]) -> _Plan:
         default = _MISSING if f.default is dataclasses.MISSING else f.default
         fields.append(_Field(f.name, encoder, code, arg, nullable, default, factory))
     fast_new = (not hasattr(cls, "__post_init__") and "__slots__" not in cls.__dict__
-                and all(f.init for f in dataclasses.fields(cls)))
+                and all(f.init or f.default is not dataclasses.MISSING
+                        for f in dataclasses.fields(cls)))
+    # (a field left out of ``__init__`` with a plain default reads the class's default:
+    # ``HostSample``'s wire-only fields)
     return _Plan(_generate_encoder(cls, fields), _generate_decoder(cls, fields, fast_new))
 
 

@@ -35,30 +35,30 @@ from msgspec.structs import astuple
 from probes.errors import RigwatchError
 from probes.store import codec
 from probes.store.bounded import DataTooLarge, inflate_more
-from probes.wire.compact import (
-    DISK_COLUMNS,
-    HOST_MOVING,
-    STATIC_EPOCH,
-    V2_ROW,
-    DiskRow,
-    GpuRow,
-    HostRow,
-)
+from probes.wire import fields
+from probes.wire.compact import DISK_COLUMNS, HOST_MOVING, DiskRow, GpuRow, HostRow
+from probes.wire.fields import Type
 from probes.wire.protocol import MAX_TS
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 from probes.wire.sanitize import TooDeep, clean_json, may_need_cleaning
 
-GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
-               "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
-"""A GPU's moving numbers (the wire v2's ``gpu`` columns less the reasons and processes)."""
+_MOVING = fields.moving_specs(fields.GPU_TABLE)
+GPU_NUMBERS = fields.moving_numbers(fields.GPU_TABLE)
+"""A GPU's moving numbers (the wire v2's ``gpu`` columns less the reasons and processes),
+from the one table: every moving field of a number type is a column, so none is stored
+as static by being left out of a list here."""
+LEGACY_GPU_NUMBERS = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w",
+                      "sm_clock_mhz", "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs")
+"""The GPU columns of a recording that does not name its own (meta ``gpu_numbers``): every
+recording made before the table did.  Never changes."""
+MAX_RECORDED_COLUMNS = 256
 HOST_NUMBERS = HOST_MOVING
 DISK_NUMBERS = DISK_COLUMNS[1:]
 HOST_INTS = frozenset(i for i, k in enumerate(HOST_NUMBERS) if k.endswith("_bytes"))
 """Positions in ``HOST_NUMBERS`` of integer fields (they come back as ``int``)."""
 
-_MOVING_GPU = {*GPU_NUMBERS, "clock_reasons", "processes"}
-_GPU_STATIC = itemgetter(*[f.name for f in dataclasses.fields(GpuSample)
-                           if f.name not in _MOVING_GPU])
+_GPU_STATIC = itemgetter(*[s.name for s in fields.static_specs(fields.GPU_TABLE)
+                           if s.type is not Type.PROCESSES])
 _PROC_STATIC = itemgetter(*[f.name for f in dataclasses.fields(GpuProcess)
                             if f.name != "used_mib"])
 _HOST_STATIC = itemgetter(*[f.name for f in dataclasses.fields(HostStats)
@@ -73,10 +73,16 @@ _DISK_NUM = itemgetter(*DISK_NUMBERS)
 _NUMBER_TYPES = frozenset({float, int, type(None)})
 _EXACT_INT = 2 ** 53
 """Integers up to this survive a trip through a float64 (the matrix's type)."""
-_ROWS_FIT = (GpuRow.__struct_fields__ == (*GPU_NUMBERS, "clock_reasons", "processes")
+_ROW_NUMBERS = itemgetter(*[i for i, s in enumerate(_MOVING) if s.type in fields.NUMBERS])
+_ROW_REASONS = itemgetter(*[i for i, s in enumerate(_MOVING) if s.type is Type.REASONS])
+_ROW_PROCS = itemgetter(*[i for i, s in enumerate(_MOVING) if s.type is Type.PROCESS_MIB])
+"""Where a wire row (``GpuRow``, built from the same table) holds a frame's numbers, each
+GPU's reasons and its processes' memory."""
+_ROWS_FIT = (tuple(GpuRow.__struct_fields__) == tuple(s.name for s in _MOVING)
+             and len(GPU_NUMBERS) > 1
              and HostRow.__struct_fields__ == HOST_NUMBERS
              and DiskRow.__struct_fields__ == ("name", *DISK_NUMBERS))
-"""The wire's rows hold a frame's numbers in its order (else ``V2_ROW`` is not used)."""
+"""The wire's rows hold a frame's numbers in its order (else ``wire_row`` is not used)."""
 _MAX_DECIMALS = 6
 _POWERS = [10.0 ** d for d in range(_MAX_DECIMALS + 1)]
 _WIDE = (np.uint64(1 << 8), np.uint64(1 << 16), np.uint64(1 << 32))
@@ -117,10 +123,10 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
     ``seen`` (one per host, kept by the caller) remembers each GPU's last process tuple
     with its static part and amounts: the wire's decoder hands the same tuple on while the
     amounts stay, so most ticks skip the processes' seventeen fields.  It also remembers
-    the last signature with the wire's static epoch (``STATIC_EPOCH``): a sample of the
+    the last signature with the wire's static epoch (``static_epoch``): a sample of the
     same epoch with the same disks has the same signature (the same object), which is then
     neither built nor compared field by field.  Such a sample's numbers are read from the
-    wire's decoded row when it carries one (``V2_ROW``, :func:`_from_row`).
+    wire's decoded row when it carries one (``wire_row``, :func:`_from_row`).
     """
     ts, seq = s.ts, s.seq
     if type(ts) is not float or type(seq) is not int:
@@ -134,11 +140,10 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
             return None
     if seen is None:
         seen = {}
-    sd = s.__dict__
-    row = sd.get(V2_ROW)
+    row = s.wire_row
     if row is not None and pcie is None and _ROWS_FIT:
         memo = seen.get(-1)
-        if memo is not None and memo[0] is sd.get(STATIC_EPOCH):
+        if memo is not None and memo[0] is s.static_epoch:
             frame = _from_row(row, ts, seq, memo)
             if frame is not None:
                 return frame
@@ -171,7 +176,7 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
         names = tuple(map(_NAME, dd))
         for d in dd:
             more(_DISK_NUM(d))
-        epoch = s.__dict__.get(STATIC_EPOCH)
+        epoch = s.static_epoch
         memo = seen.get(-1)
         if epoch is not None and memo is not None and memo[0] is epoch and memo[1] == names:
             # The wire's fast path typed every number (msgspec: float, int or None) and
@@ -193,7 +198,7 @@ def split(s: HostSample, seen: dict[int, tuple[Any, ...]] | None = None) -> Fram
 
 
 def _from_row(row: Any, ts: float, seq: int, memo: tuple[Any, ...]) -> Frame | None:
-    """:func:`split`'s frame from the wire's decoded row (``V2_ROW``) of a sample whose
+    """:func:`split`'s frame from the wire's decoded row (``wire_row``) of a sample whose
     static facts are the remembered signature's (``memo``: epoch, disk names, signature);
     None when its disks differ.  The rows' values are the sample's own objects, typed by
     msgspec: each GPU's processes' amounts, its numbers; the host's; each disk's."""
@@ -202,9 +207,9 @@ def _from_row(row: Any, ts: float, seq: int, memo: tuple[Any, ...]) -> Frame | N
     reasons = []
     for g in row.gpus:
         t = astuple(g)
-        more(t[-1])
-        more(t[:-2])
-        reasons.append(t[-2])
+        more(_ROW_PROCS(t))
+        more(_ROW_NUMBERS(t))
+        reasons.append(_ROW_REASONS(t))
     host = astuple(row.host)
     for k in HOST_INTS:
         v = host[k]
@@ -221,12 +226,42 @@ def _from_row(row: Any, ts: float, seq: int, memo: tuple[Any, ...]) -> Frame | N
     return Frame(memo[2], ts, seq, tuple(reasons), nums, None)
 
 
-def _int_columns(template: HostSample) -> list[int]:
+def recorded_layout(text: str | None) -> tuple[str, ...]:
+    """A recording's GPU columns from its meta ``gpu_numbers`` (a JSON list; None: an older
+    recording's :data:`LEGACY_GPU_NUMBERS`).  ``GPU_NUMBERS`` itself when they are this
+    table's (the reader then takes the fast path).
+
+    Raises:
+        BlockError: not a list of names (the file may be someone else's).
+    """
+    if text is None:
+        names: Any = LEGACY_GPU_NUMBERS
+    else:
+        try:
+            names = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            names = None
+        if not (isinstance(names, list) and 0 < len(names) <= MAX_RECORDED_COLUMNS
+                and all(isinstance(n, str) and n.isidentifier() for n in names)
+                and len(set(names)) == len(names)):
+            raise BlockError("the recording's GPU column list is unreadable")
+    names = tuple(names)
+    return GPU_NUMBERS if names == GPU_NUMBERS else names
+
+
+def _relayout(names: tuple[str, ...]) -> tuple[dict[str, None], tuple[str, ...]]:
+    """For a recording whose GPU columns are ``names``: this table's columns it lacks (read
+    as None) and its columns this table has no more (dropped)."""
+    return dict.fromkeys(n for n in GPU_NUMBERS if n not in names), \
+        tuple(n for n in names if n not in GPU_NUMBERS)
+
+
+def _int_columns(template: HostSample, names: tuple[str, ...] = GPU_NUMBERS) -> list[int]:
     """Positions in a frame's numbers of the integer fields, for the template's layout."""
     out = []
     k = 0
     for g in template.gpus:
-        k += len(g.processes or ()) + len(GPU_NUMBERS)
+        k += len(g.processes or ()) + len(names)
     out += [k + i for i in sorted(HOST_INTS)]
     return out
 
@@ -481,9 +516,10 @@ def _codes_count(head: dict[str, Any], c: int) -> int:
     return int(n) if isinstance(n, int) and 0 <= n <= c - 3 else 0
 
 
-def int_columns(template: HostSample) -> list[int]:
-    """Positions in a frame's numbers of the integer fields, for the template's layout."""
-    return _int_columns(template)
+def int_columns(template: HostSample, names: tuple[str, ...] = GPU_NUMBERS) -> list[int]:
+    """Positions in a frame's numbers of the integer fields, for the template's layout
+    (``names``: the recording's GPU columns, :func:`recorded_layout`)."""
+    return _int_columns(template, names)
 
 
 _new = object.__new__
@@ -525,15 +561,18 @@ def static_part(s: HostSample) -> HostSample:
 
 
 def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str, ...], ...],
-            numbers: Sequence[Any], pcie: Any = None) -> HostSample:
-    """The sample a row stands for: the template's static fields, the row's numbers.
+            numbers: Sequence[Any], pcie: Any = None,
+            names: tuple[str, ...] = GPU_NUMBERS) -> HostSample:
+    """The sample a row stands for: the template's static fields, the row's numbers
+    (each GPU's in ``names``: the recording's columns, :func:`recorded_layout`).
 
     Built as the compact wire reader builds samples (``__dict__`` filled at once): the
     values were checked when the template and the numbers were recorded.
     """
     k = 0
     gpus = []
-    ng = len(GPU_NUMBERS)
+    ng = len(names)
+    fix = None if names is GPU_NUMBERS else _relayout(names)
     for g, why in zip(template.gpus, reasons, strict=True):
         d = dict(g.__dict__)
         procs = g.processes
@@ -542,7 +581,11 @@ def rebuild(template: HostSample, ts: float, seq: int, reasons: tuple[tuple[str,
             d["processes"] = tuple([_with_used(p, m) for p, m
                                     in zip(procs, numbers[k:k + np_], strict=True)])
             k += np_
-        d.update(zip(GPU_NUMBERS, numbers[k:k + ng], strict=True))
+        d.update(zip(names, numbers[k:k + ng], strict=True))
+        if fix is not None:
+            d.update(fix[0])
+            for gone in fix[1]:
+                del d[gone]
         k += ng
         d["clock_reasons"] = why
         obj = _new(GpuSample)

@@ -37,6 +37,7 @@ import base64
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -54,6 +55,7 @@ from probes.store import codec
 from probes.store import recording_format as fmt
 from probes.store.block_writer import SamplePacker
 from probes.store.codec import Item
+from probes.store.columns import GPU_NUMBERS, BlockError, recorded_layout
 from probes.store.recording_format import RECORDING_SUFFIX, RecordingError
 from probes.store.recording_reader import RecordingReader
 from probes.store.retention import apply_retention
@@ -141,7 +143,7 @@ def find_resumable(directory: str | os.PathLike[str], fleet_key: str, max_age_s:
     for path in base.glob(f"*{RECORDING_SUFFIX}"):
         try:
             with RecordingReader(path) as reader:
-                if reader.fleet_key != fleet_key:
+                if reader.fleet_key != fleet_key or reader.gpu_numbers is not GPU_NUMBERS:
                     continue
                 span = reader.span()
                 last = span[1] if span is not None else reader.created_ts
@@ -152,6 +154,13 @@ def find_resumable(directory: str | os.PathLike[str], fleet_key: str, max_age_s:
         if best is None or last > best[0]:
             best = (last, path)
     return None if best is None else best[1]
+
+
+def _layout_of(meta: dict[str, str]) -> tuple[str, ...] | None:
+    try:
+        return recorded_layout(meta.get(fmt.GPU_NUMBERS_KEY))
+    except BlockError:
+        return None
 
 
 def _file_bytes(path: Path) -> int:
@@ -367,6 +376,7 @@ class Recorder:
                 zid, zdict = fmt.build_zdict()
                 now = time.time()
                 rows = {"fleet_key": fleet_key, "created_ts": repr(now),
+                        fmt.GPU_NUMBERS_KEY: json.dumps(list(GPU_NUMBERS)),
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                         "zdict_id": zid, "zdict": base64.b64encode(zdict).decode("ascii")}
                 conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows.items())
@@ -374,6 +384,9 @@ class Recorder:
             elif meta["fleet_key"] != fleet_key:
                 raise RecordingError(f"{path} belongs to another fleet "
                                      f"({meta['fleet_key']}, not {fleet_key})")
+            elif _layout_of(meta) is not GPU_NUMBERS:  # its rows would mix two layouts
+                raise RecordingError(f"{path} was recorded with other GPU columns "
+                                     "(another rigwatch version): record to a new file")
             body = fmt.Body(fmt.stored_zdict(meta, path))
             conn.executemany("INSERT OR IGNORE INTO hosts(name) VALUES (?)",
                              [(h,) for h in hosts])

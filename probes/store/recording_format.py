@@ -355,6 +355,10 @@ def stored_zdict(meta: dict[str, str], path: Path) -> bytes:
 
 HOST_SPECS_KEY = "host_specs"
 """``meta`` key of the hosts as the recording console described them (tags, GPUs expected…)."""
+GPU_NUMBERS_KEY = "gpu_numbers"
+"""``meta`` key of each GPU's moving columns in the rows (a JSON list, the field table's at
+creation): a console whose table has more reads them as None.  A recording without it has
+``probes.store.columns.LEGACY_GPU_NUMBERS``."""
 
 
 def encode_host_specs(specs: Iterable[HostSpec]) -> str:

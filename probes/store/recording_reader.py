@@ -26,6 +26,7 @@ from probes.config.fleet import HostSpec
 from probes.store import recording_format as fmt
 from probes.store.block_reader import DAMAGED, SampleTables
 from probes.store.codec import Item
+from probes.store.columns import BlockError, recorded_layout
 from probes.store.recording_format import RecordingError
 from probes.store.untrusted import MAX_TS, ROW_ERRORS, Guarded, open_checked
 
@@ -71,7 +72,12 @@ class RecordingReader:
                                      f"recording once to migrate it to {fmt.SCHEMA_VERSION}")
             self._meta = fmt.read_meta(self._conn)
             self._body = fmt.Body(fmt.stored_zdict(self._meta, self._path))
-            self._samples = SampleTables(self._conn, self._body)
+            try:
+                self.gpu_numbers = recorded_layout(self._meta.get(fmt.GPU_NUMBERS_KEY))
+                """Each GPU's moving columns in this recording's rows."""
+            except BlockError as e:
+                raise RecordingError(f"{self._path}: {e}") from None
+            self._samples = SampleTables(self._conn, self._body, self.gpu_numbers)
         except sqlite3.Error as e:
             self._conn.close()
             raise self._db.error(self._path, e) from None

@@ -2,9 +2,10 @@
 
 Started by ``CollectorBackend`` as ``python -m probes.transport.collector_worker``; see
 ``collector_wire`` for what travels on its pipes.  The sessions are the console's own
-(``AgentFleetBackend``: same backoff, stall and garbage limits, host-key policy), so a
-host behaves the same in a collector as in the console; only where the CPU is spent
-changes: handshakes, encryption and the session's own decode run here, on another core.
+(``SessionFleet``, as ``AgentFleetBackend`` runs them: same backoff, stall and garbage
+limits, host-key policy), so a host behaves the same in a collector as in the console;
+only where the CPU is spent changes: handshakes, encryption and the session's own decode
+run here, on another core.
 
 A collector never outlives the console: it asks the kernel for SIGTERM when its parent dies
 (``prctl(PR_SET_PDEATHSIG)`` on Linux), checks its parent id every ``PARENT_POLL_S`` where
@@ -26,9 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from probes.transport.backend import AgentFleetBackend
 from probes.transport.collector_wire import RETRY, CollectorJob, frame_length, unframe
 from probes.transport.relay import Relay
+from probes.transport.sessions import SessionFleet
 
 log = logging.getLogger("rigwatch.collector")
 
@@ -41,7 +42,7 @@ EXIT_S = 2.0
 PR_SET_PDEATHSIG = 1
 
 
-async def _commands(stdin: asyncio.StreamReader, backend: AgentFleetBackend,
+async def _commands(stdin: asyncio.StreamReader, backend: SessionFleet,
                     job: CollectorJob) -> None:
     """Follow the console's commands until it closes our stdin."""
     while line := await stdin.readline():
@@ -59,8 +60,8 @@ async def serve(job: CollectorJob, stdin: asyncio.StreamReader, out: int,
     that does not read never stops a session (``relay``)."""
     relay = Relay(job, out, on_broken)
     relay.heartbeat()  # at once: the console counts the silence from our start
-    backend = AgentFleetBackend(list(job.specs), max_connecting=job.max_connecting,
-                                new_reader=relay.new_reader)
+    backend = SessionFleet(list(job.specs), max_connecting=job.max_connecting,
+                          new_reader=relay.new_reader)
     sessions = asyncio.create_task(backend.run(relay.emit), name="collector sessions")
     try:
         await _commands(stdin, backend, job)

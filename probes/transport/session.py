@@ -7,6 +7,7 @@ item with a reason the operator can act on, followed by a retry.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -37,6 +38,13 @@ HEALTHY_CAP_S = 5.0
 sshd (a reboot, an sshd restart), not after a minute of doubling waits."""
 ONCE_TIMEOUT_S = 20.0
 ONCE_CONCURRENCY = 64
+MAX_OTHERS = 10_000
+"""The most items of other kinds one host's read keeps (a source gone wrong stays bounded)."""
+MAX_HISTORY = 20_000
+"""The most past samples one host's read keeps (a day-long recording read to its end):
+past it, the older half goes; every detector's window is far shorter at the read's pace."""
+MAX_EVENTS = 100_000
+"""The most log lines one host's read keeps, the newest."""
 """``--once`` runs in flight at a time: enough for a fleet, not a thundering herd of SSH."""
 MAX_BAD_LINES_IN_A_ROW = 50
 """This many garbled or over-long lines with nothing good between: not our agent, reconnect."""
@@ -342,6 +350,10 @@ class OnceResult:
     spec: HostSpec
     hello: Hello | None = None
     sample: HostSample | None = None
+    """The newest sample."""
+    history: list[HostSample] = field(default_factory=list)
+    """The samples before it, oldest first, when the read had a past (a simulated host's,
+    a metrics server's window, a recording's)."""
     fabric: FabricSample | None = None
     """The host's IB ports and NVLinks, when it has any."""
     events: list[LogEvent] = field(default_factory=list)
@@ -350,6 +362,9 @@ class OnceResult:
     """How the kernel log is read."""
     job_logs: list[LogSourceState] = field(default_factory=list)
     """How each file a job named is read (``job:<path>``): its newest state, one each."""
+    others: list[SessionItem] = field(default_factory=list)
+    """What else the read carried, folded as it came (an Xid a GPU monitor reported as a
+    number, a source's health)."""
     failure: str | None = None
     garbled: int = 0
     clock: ClockOffset | None = None
@@ -357,13 +372,37 @@ class OnceResult:
     and the events', are already corrected by it)."""
 
 
-async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> OnceResult:
-    """Run the agent with ``--once`` on one host and gather its hello and sample."""
+SIM_HISTORY_ARG = "--sim-history"
+LIVED_ARGS = ("--count", "1", "--fast")
+"""A simulated host with a simulated past runs through it, then one live sample, and exits:
+``--once`` would answer with the first instant of its run, before any trouble began."""
+
+
+def lived(spec: HostSpec) -> HostSpec | None:
+    """The spec that runs a simulated host through its ``--sim-history`` to now, or None
+    for a host whose ``--once`` sample is already its present (a real one)."""
+    if not spec.simulate or SIM_HISTORY_ARG not in spec.extra_args:
+        return None
+    return dataclasses.replace(spec, extra_args=spec.extra_args + LIVED_ARGS)
+
+
+async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S, *,
+                       to_now: bool = False) -> OnceResult:
+    """One host's hello, newest sample and log events: one ``--once`` run of its agent.
+
+    With ``to_now``, a simulated host with a history is streamed through it (the same
+    session the console runs) until its agent ends: its samples and log lines are then
+    those the console shows at start, a lost GPU included.  A real host's ``--once`` sample
+    is already its present.
+    """
+    run = lived(spec) if to_now else None
+    if run is not None:
+        return await _collect_lived(spec, run, timeout_s)
     result = OnceResult(spec)
     reader = MessageReader()
 
     def file(_host: str, item: SessionItem) -> None:
-        _file(result, item)
+        file_item(result, item)
 
     keep = clocked(file)
 
@@ -384,34 +423,73 @@ async def collect_once(spec: HostSpec, timeout_s: float = ONCE_TIMEOUT_S) -> Onc
     return result
 
 
-async def collect_all(specs: list[HostSpec],
-                      concurrency: int = ONCE_CONCURRENCY) -> list[OnceResult]:
+async def _collect_lived(spec: HostSpec, run: HostSpec, timeout_s: float) -> OnceResult:
+    """A simulated host streamed through its history until its agent ends."""
+    result = OnceResult(spec)
+    ended = asyncio.Event()
+
+    def keep(_host: str, item: SessionItem) -> None:
+        file_item(result, item)
+        if isinstance(item, Disconnected):
+            ended.set()
+
+    session = asyncio.create_task(run_session(run, clocked(keep)))
+    try:
+        await asyncio.wait_for(ended.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        if result.sample is None:
+            result.failure = f"no complete answer within {timeout_s:g} s"
+    finally:
+        session.cancel()
+        await asyncio.gather(session, return_exceptions=True)
+    return result
+
+
+async def collect_all(specs: list[HostSpec], concurrency: int = ONCE_CONCURRENCY, *,
+                      to_now: bool = False) -> list[OnceResult]:
     """``collect_once`` for every host, ``concurrency`` at a time, in the specs' order."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(spec: HostSpec) -> OnceResult:
         async with gate:
-            return await collect_once(spec)
+            return await collect_once(spec, to_now=to_now)
 
     return list(await asyncio.gather(*(one(s) for s in specs)))
 
 
-def _file(result: OnceResult, item: object) -> None:
+def file_item(result: OnceResult, item: object) -> None:
+    """File one item of a host's read into its result (a newer sample pushes the one
+    before into ``history``; a disconnect before any sample is the read's failure)."""
     msg: AgentMessage | object = item
     if isinstance(msg, Hello):
         result.hello = msg
     elif isinstance(msg, HostSample):
+        if result.sample is not None:
+            result.history.append(result.sample)
+            if len(result.history) > MAX_HISTORY:
+                del result.history[:MAX_HISTORY // 2]
         result.sample = msg
+        result.failure = None
     elif isinstance(msg, FabricSample):
         result.fabric = msg
     elif isinstance(msg, LogEvent):
         result.events.append(msg)
+        if len(result.events) > MAX_EVENTS:
+            del result.events[:MAX_EVENTS // 2]
     elif isinstance(msg, ProbeError):
-        result.errors.append(msg)
+        if len(result.errors) < MAX_OTHERS:
+            result.errors.append(msg)
     elif isinstance(msg, LogSourceState):
         keep_log_source(result, msg)
     elif isinstance(msg, ClockOffset):
         result.clock = msg
+    elif isinstance(msg, Disconnected):
+        if result.sample is None:
+            result.failure = msg.reason
+        if msg.stats is not None:  # a session's stream ended: what its reader skipped
+            result.garbled = msg.stats.garbled + msg.stats.overlong
+    elif not isinstance(msg, Connected) and len(result.others) < MAX_OTHERS:
+        result.others.append(msg)  # type: ignore[arg-type]
 
 
 def keep_log_source(result: OnceResult, msg: LogSourceState) -> None:

@@ -16,28 +16,21 @@ does not know) is rebuilt into v1's object and handed to v1's checked decoder.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import Struct
 from msgspec.structs import asdict
 
 from probes.errors import ProtocolError
-from probes.wire import structs
+from probes.wire import fields, structs
+from probes.wire.fields import Amount, Count, Type
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
-from probes.wire.structs import Amount, Count, Seq, Stamp
+from probes.wire.structs import Seq, Stamp
 
 COMPACT_VERSION = 2
-GPU_STATIC = ("index", "uuid", "state", "bus_id", "mem_total_mib", "power_limit_w",
-              "sm_clock_max_mhz", "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max",
-              "mem_clock_max_mhz", "pstate", "ecc_corrected_volatile",
-              "ecc_uncorrected_volatile", "ecc_corrected_aggregate", "ecc_uncorrected_aggregate",
-              "retired_pages_pending", "remap_correctable", "remap_uncorrectable",
-              "remap_pending", "remap_failure", "nvlink_up", "nvlink_links", "persistence",
-              "pcie_replay", "processes")
-GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "sm_clock_mhz",
-              "temp_mem_c", "mem_clock_mhz", "pcie_tx_kbs", "pcie_rx_kbs", "clock_reasons",
-              "process_used_mib")
+GPU_STATIC = fields.static_columns(fields.GPU_TABLE)
+GPU_MOVING = fields.moving_columns(fields.GPU_TABLE)
 PROCESS_COLUMNS = ("pid", "name", "user", "slurm_job", "slurm_step", "slurm_task", "rank",
                    "local_rank", "world_size", "master_addr", "cuda_visible_devices",
                    "container", "runtime", "pod", "environ")
@@ -49,37 +42,39 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "gpu_static": GPU_STATIC, "gpu": GPU_MOVING, "process": PROCESS_COLUMNS,
     "host_static": HOST_STATIC, "host": HOST_MOVING, "disk": DISK_COLUMNS}
 """The layout this console's fast path knows (the agent's ``compact_columns``)."""
-STATIC_EPOCH = "_static_epoch"
-"""A hidden ``__dict__`` key of the samples the fast path builds: an object made anew with
-each ``static`` message of each stream.  Two samples with the same object (``is``) share
-every static field (GPUs, their processes' static half, the host's), so the recorder need
-not compare them (``probes.store.columns.split``).  Not a dataclass field: ``==``,
-``repr`` and the codecs never see it; a sample built any other way has none."""
-V2_ROW = "_v2_row"
-"""A hidden ``__dict__`` key (like ``STATIC_EPOCH``): the tick's decoded :class:`SampleRow`,
-on samples whose every GPU and process list came from it unchanged.  The recorder reads the
-moving numbers from it (a few compact Structs) instead of from the sample's dicts, which are
-cold in memory by the time the writer gets to them: at a thousand hosts that is most of what
-reading a sample costs.  Nothing is computed for it here; the Structs are the decoder's own."""
 
 
-class GpuRow(Struct, array_like=True, gc=False):
-    """One GPU's moving numbers, in ``GPU_MOVING`` order."""
+def _row_field(spec: fields.GpuFieldSpec) -> tuple[str, Any]:
+    if spec.type is Type.REASONS:
+        return spec.name, tuple[str, ...]
+    if spec.type is Type.PROCESS_MIB:
+        return spec.name, list[Amount | None] | None
+    if spec.type is Type.AMOUNT:
+        return spec.name, Amount | None
+    if spec.type is Type.COUNT:
+        return spec.name, Count | None
+    raise ValueError(f"GPU field {spec.name}: a moving field is a number, the clock reasons "
+                     f"or the processes' memory, not {spec.type.value}")
 
-    mem_used_mib: Amount | None
-    util_pct: Amount | None
-    mem_util_pct: Amount | None
-    temp_c: Amount | None
-    power_w: Amount | None
-    sm_clock_mhz: Amount | None
-    temp_mem_c: Amount | None
-    mem_clock_mhz: Amount | None
-    pcie_tx_kbs: Amount | None
-    pcie_rx_kbs: Amount | None
-    clock_reasons: tuple[str, ...]
-    processes: list[Amount | None] | None
-    """``process_used_mib`` on the wire; named so ``asdict`` fills the sample's slot, which
-    then gets the static processes with these amounts."""
+
+def gpu_row_struct(table: tuple[fields.GpuFieldSpec, ...]) -> type[Struct]:
+    """One GPU's moving numbers, in the table's moving order (positional on the wire).
+
+    Each field is named as the sample's (``process_used_mib`` as ``processes``, so
+    ``asdict`` fills the sample's slot, which then gets the static processes with these
+    amounts)."""
+    return msgspec.defstruct("GpuRow", [_row_field(s) for s in fields.moving_specs(table)],
+                             array_like=True, gc=False)
+
+
+if TYPE_CHECKING:  # what mypy sees: the field read by name (the others through asdict)
+    class GpuRow(Struct, array_like=True, gc=False):
+        processes: list[Amount | None] | None
+else:
+    GpuRow = gpu_row_struct(fields.GPU_TABLE)
+_STATIC_VALUES = tuple(s.name for s in fields.static_specs(fields.GPU_TABLE)
+                       if s.type is not Type.PROCESSES)
+"""The static fields a GPU's checked static half gives (its processes come apart)."""
 
 
 class HostRow(Struct, array_like=True, gc=False):
@@ -146,7 +141,7 @@ class CompactStream:
         self._last_procs = []
         self._epoch = object()
         self._whole = False
-        """Every GPU and its processes are kept as the tick sends them (``V2_ROW``)."""
+        """Every GPU and its processes are kept as the tick sends them (``wire_row``)."""
 
     # --- static -------------------------------------------------------------------------
 
@@ -166,7 +161,7 @@ class CompactStream:
             alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [self._v1_gpu(g, None)]})
             s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no believable index)
             self._gpu_base.append(None if s is None else
-                                  {k: getattr(s, k) for k in GPU_STATIC[:-1]})
+                                  {k: getattr(s, k) for k in _STATIC_VALUES})
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
         self._last_procs = [None] * len(self._procs)
@@ -202,7 +197,7 @@ class CompactStream:
             if base is None:
                 continue
             values = base | asdict(row)
-            values["processes"] = self._processes(i, row.processes)
+            values["processes"] = self._processes(i, values["processes"])
             obj = _new(GpuSample)
             _set(obj, "__dict__", values)
             gpus.append(obj)
@@ -216,12 +211,8 @@ class CompactStream:
             disks.append(disk)
         if len({d.name for d in s.disks}) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
-        out = structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks))
-        extra = out.__dict__
-        extra[STATIC_EPOCH] = self._epoch
-        if self._whole:
-            extra[V2_ROW] = s
-        return out
+        return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks),
+                              self._epoch, s if self._whole else None)
 
     def _processes(self, i: int, mib: list[float | None] | None
                    ) -> tuple[GpuProcess, ...] | None:

@@ -32,7 +32,10 @@ class Filler:
     sanitises the whole parsed line before any decoder sees it.
     """
 
-    def __init__(self, cls: type[Any], skip: tuple[str, ...] = ()) -> None:
+    def __init__(self, cls: type[Any], skip: tuple[str, ...] = (),
+                 more: dict[str, str] | None = None) -> None:
+        """``more``: fields by name and type (``"float | None"`` …) beyond the class's own
+        (a field table's; they default to None)."""
         self.cls = cls
         self.kinds: dict[str, int] = {}
         self.defaults: dict[str, Any] = {}
@@ -41,6 +44,11 @@ class Filler:
             kind = _KINDS.get(str(f.type))
             if kind is not None and f.name not in skip:
                 self.kinds[f.name] = kind
+        for name, type_ in (more or {}).items():
+            kind = _KINDS.get(type_)
+            if kind is not None and name not in skip and name not in self.kinds:
+                self.defaults.setdefault(name, None)
+                self.kinds[name] = kind
 
     def fill(self, src: dict[str, Any], **extra: Any) -> Any:
         values = self.defaults.copy()

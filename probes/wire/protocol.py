@@ -19,9 +19,10 @@ except ImportError:  # the console still works on the standard library, only slo
     _orjson = None  # type: ignore[assignment]
 
 from probes.errors import ProtocolError
-from probes.wire import structs
+from probes.wire import fields, structs
 from probes.wire.compact import COMPACT_VERSION, CompactStream
 from probes.wire.fastfill import MAX_AMOUNT, Filler
+from probes.wire.fields import Type
 from probes.wire.samples import (
     AgentMessage,
     BlockDevice,
@@ -495,46 +496,16 @@ def _gpu_state(value: Any) -> GpuState:
 
 
 def _decode_gpu(g: dict[str, Any]) -> GpuSample:
-    return GpuSample(
-        index=_index(g.get("index")) or 0,  # callers keep only GPUs with a valid index
-        uuid=_str(g.get("uuid")),
-        state=_gpu_state(g.get("state", "ok")),
-        bus_id=_str(g.get("bus_id")),
-        mem_used_mib=_pnum(g.get("mem_used_mib")),
-        mem_total_mib=_pnum(g.get("mem_total_mib")),
-        util_pct=_pnum(g.get("util_pct")),
-        mem_util_pct=_pnum(g.get("mem_util_pct")),
-        temp_c=_pnum(g.get("temp_c")),
-        power_w=_pnum(g.get("power_w")),
-        power_limit_w=_pnum(g.get("power_limit_w")),
-        sm_clock_mhz=_pnum(g.get("sm_clock_mhz")),
-        sm_clock_max_mhz=_pnum(g.get("sm_clock_max_mhz")),
-        clock_reasons=tuple(r for r in _list(g.get("clock_reasons")) if isinstance(r, str)),
-        pcie_gen=_pint(g.get("pcie_gen")),
-        pcie_gen_max=_pint(g.get("pcie_gen_max")),
-        pcie_width=_pint(g.get("pcie_width")),
-        pcie_width_max=_pint(g.get("pcie_width_max")),
-        temp_mem_c=_pnum(g.get("temp_mem_c")),
-        mem_clock_mhz=_pnum(g.get("mem_clock_mhz")),
-        mem_clock_max_mhz=_pnum(g.get("mem_clock_max_mhz")),
-        pstate=_str(g.get("pstate")),
-        ecc_corrected_volatile=_pint(g.get("ecc_corrected_volatile")),
-        ecc_uncorrected_volatile=_pint(g.get("ecc_uncorrected_volatile")),
-        ecc_corrected_aggregate=_pint(g.get("ecc_corrected_aggregate")),
-        ecc_uncorrected_aggregate=_pint(g.get("ecc_uncorrected_aggregate")),
-        retired_pages_pending=_bool(g.get("retired_pages_pending")),
-        remap_correctable=_pint(g.get("remap_correctable")),
-        remap_uncorrectable=_pint(g.get("remap_uncorrectable")),
-        remap_pending=_bool(g.get("remap_pending")),
-        remap_failure=_bool(g.get("remap_failure")),
-        nvlink_up=_pint(g.get("nvlink_up")),
-        nvlink_links=_pint(g.get("nvlink_links")),
-        persistence=_bool(g.get("persistence")),
-        pcie_replay=_pint(g.get("pcie_replay")),
-        pcie_tx_kbs=_pnum(g.get("pcie_tx_kbs")),
-        pcie_rx_kbs=_pnum(g.get("pcie_rx_kbs")),
-        processes=_decode_processes(g.get("processes")),
-    )
+    """One GPU, every field checked by its type in the table (``_GPU_CHECKED``)."""
+    values = {name: check(g.get(name)) for name, check in _GPU_CHECKED}
+    values["index"] = _index(g.get("index")) or 0  # callers keep only GPUs with a valid index
+    values["state"] = _gpu_state(g.get("state", "ok"))
+    values["clock_reasons"] = tuple(r for r in _list(g.get("clock_reasons"))
+                                    if isinstance(r, str))
+    values["processes"] = _decode_processes(g.get("processes"))
+    obj = object.__new__(GpuSample)  # every field is given: what ``__init__`` would do
+    object.__setattr__(obj, "__dict__", values)
+    return obj
 
 
 def _bool(value: Any) -> bool | None:
@@ -621,7 +592,15 @@ def _decode_error(obj: dict[str, Any]) -> ProbeError:
                       message=_str(obj.get("message")) or "")
 
 
-_GPU = Filler(GpuSample, skip=("index",))
+_CHECKS: dict[Type, Callable[[Any], Any]] = {Type.AMOUNT: _pnum, Type.COUNT: _pint,
+                                             Type.FLAG: _bool, Type.TEXT: _str}
+_GPU_CHECKED = tuple((s.name, _CHECKS[s.type]) for s in fields.GPU_TABLE if s.type in _CHECKS)
+"""The table's plain GPU fields with their checked decoders (index, state, reasons and
+processes have their own)."""
+_FILL_TYPES = {Type.AMOUNT: "float | None", Type.COUNT: "int | None", Type.FLAG: "bool | None",
+               Type.TEXT: "str | None"}
+_GPU = Filler(GpuSample, skip=("index",),
+              more={s.name: _FILL_TYPES[s.type] for s in fields.GPU_TABLE if s.type in _CHECKS})
 _HOST = Filler(HostStats)
 _DISK = Filler(DiskStats)
 _EMPTY_HOST = HostStats()

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from msgspec import Struct
+
 
 class GpuState(str, Enum):
     """Whether a GPU answered this tick."""
@@ -411,6 +413,20 @@ class HostSample:
     disks: tuple[DiskStats, ...] = ()
     pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
     """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
+    static_epoch: object | None = field(default=None, init=False, compare=False, repr=False)
+    """Set by the wire v2's fast path (``probes.wire.compact``): an object made anew with each
+    ``static`` message of each stream.  Two samples with the same object (``is``) share every
+    static field (GPUs, their processes' static half, the host's), so the recorder need not
+    compare them (``probes.store.columns.split``).  Not compared, not stored by the codecs,
+    not kept by ``dataclasses.replace`` (not an ``__init__`` argument): a sample built any
+    other way has None."""
+    wire_row: Struct | None = field(default=None, init=False, compare=False, repr=False)
+    """Set by the same path (like ``static_epoch``): the tick's decoded row (a
+    ``probes.wire.compact.SampleRow``, whose class the table builds), on samples whose
+    every GPU and process list came from it unchanged.  The recorder reads the moving numbers
+    from it (a few compact Structs) instead of from the sample's dicts, which are cold in
+    memory by the time the writer gets to them: at a thousand hosts that is most of what
+    reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own."""
 
 
 KERNEL_SOURCE = "kernel"

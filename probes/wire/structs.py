@@ -17,26 +17,19 @@ The Structs are ``gc=False``: they hold no cycles and are dropped right after co
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields as dataclass_fields
 from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta, Struct
 from msgspec.structs import asdict
 
-from probes.wire.fastfill import MAX_AMOUNT
+from probes.wire import fields
+from probes.wire.fields import MAX_COUNT, Amount, Count, Index, Type
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, GpuState, HostSample, HostStats
 
-MAX_COUNT = 2**53
-MAX_GPU_INDEX = 1023
 MAX_TS = 1e11
 
-Amount = Annotated[float, Meta(ge=0, lt=MAX_AMOUNT)]
-"""A sample amount (MiB, W, %, MHz, a rate): ``probes.wire.protocol._pnum``'s bounds, less
-the edge: msgspec rounds an int to a float before the bound, so 2**53 + 1 would pass."""
-Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
-"""A count or a size in bytes: ``_pint``'s bounds."""
-Index = Annotated[int, Meta(ge=0, le=MAX_GPU_INDEX)]
 Stamp = Annotated[float, Meta(ge=0, le=MAX_TS)]
 Seq = Annotated[int, Meta(ge=-MAX_COUNT, le=MAX_COUNT)]
 
@@ -62,47 +55,37 @@ class ProcessS(Struct, frozen=True, gc=False):
     environ: bool | None = None
 
 
-class GpuS(Struct, gc=False):
-    """:class:`GpuSample` on the wire, fields in the dataclass's order (a test checks)."""
+def _struct_field(spec: fields.GpuFieldSpec) -> tuple[str, Any, Any]:
+    """A table field as a v1 Struct field: its checked type and the dataclass's default."""
+    t = spec.type
+    if t is Type.INDEX:
+        return spec.name, Index, msgspec.NODEFAULT
+    if t is Type.STATE:
+        return spec.name, GpuState, GpuState.OK
+    if t is Type.REASONS:
+        return spec.name, tuple[str, ...], ()
+    if t is Type.PROCESSES:
+        return spec.name, tuple[ProcessS, ...] | None, None
+    return spec.name, _SCALAR[t] | None, None
 
-    index: Index
-    uuid: str | None = None
-    state: GpuState = GpuState.OK
-    bus_id: str | None = None
-    mem_used_mib: Amount | None = None
-    mem_total_mib: Amount | None = None
-    util_pct: Amount | None = None
-    mem_util_pct: Amount | None = None
-    temp_c: Amount | None = None
-    power_w: Amount | None = None
-    power_limit_w: Amount | None = None
-    sm_clock_mhz: Amount | None = None
-    sm_clock_max_mhz: Amount | None = None
-    clock_reasons: tuple[str, ...] = ()
-    pcie_gen: Count | None = None
-    pcie_gen_max: Count | None = None
-    pcie_width: Count | None = None
-    pcie_width_max: Count | None = None
-    temp_mem_c: Amount | None = None
-    mem_clock_mhz: Amount | None = None
-    mem_clock_max_mhz: Amount | None = None
-    pstate: str | None = None
-    ecc_corrected_volatile: Count | None = None
-    ecc_uncorrected_volatile: Count | None = None
-    ecc_corrected_aggregate: Count | None = None
-    ecc_uncorrected_aggregate: Count | None = None
-    retired_pages_pending: bool | None = None
-    remap_correctable: Count | None = None
-    remap_uncorrectable: Count | None = None
-    remap_pending: bool | None = None
-    remap_failure: bool | None = None
-    nvlink_up: Count | None = None
-    nvlink_links: Count | None = None
-    persistence: bool | None = None
-    pcie_replay: Count | None = None
-    pcie_tx_kbs: Amount | None = None
-    pcie_rx_kbs: Amount | None = None
-    processes: tuple[ProcessS, ...] | None = None
+
+_SCALAR: dict[Type, Any] = {Type.AMOUNT: Amount, Type.COUNT: Count, Type.FLAG: bool,
+                            Type.TEXT: str}
+
+
+def gpu_struct(table: tuple[fields.GpuFieldSpec, ...]) -> type[Struct]:
+    """:class:`GpuSample` on the wire, from the table: the dataclass's fields in its order
+    (a test checks), then any the table has beyond them."""
+    declared = [f.name for f in dataclass_fields(GpuSample)]
+    first: dict[str, fields.GpuFieldSpec] = {}
+    for spec in table:
+        if spec.type is not Type.PROCESS_MIB:  # the moving half of ``processes``
+            first.setdefault(spec.name, spec)
+    order = [n for n in declared if n in first] + [n for n in first if n not in declared]
+    return msgspec.defstruct("GpuS", [_struct_field(first[n]) for n in order], gc=False)
+
+
+GpuS = gpu_struct(fields.GPU_TABLE)
 
 
 class HostS(Struct, gc=False):
@@ -139,16 +122,16 @@ class SampleS(Struct, gc=False):
     type: str
     ts: Stamp
     seq: Seq | None = None
-    gpus: list[GpuS] = []
+    gpus: list[GpuS] = []  # type: ignore[valid-type]
     host: HostS | None = None
     disks: dict[str, DiskS] = {}
     pcie: Any = None
 
 
-GPU_FIELDS = tuple(f.name for f in fields(GpuSample))
-HOST_FIELDS = tuple(f.name for f in fields(HostStats))
-DISK_FIELDS = tuple(f.name for f in fields(DiskStats))[1:]
-PROCESS_FIELDS = tuple(f.name for f in fields(GpuProcess))
+GPU_FIELDS = tuple(f.name for f in dataclass_fields(GpuSample))
+HOST_FIELDS = tuple(f.name for f in dataclass_fields(HostStats))
+DISK_FIELDS = tuple(f.name for f in dataclass_fields(DiskStats))[1:]
+PROCESS_FIELDS = tuple(f.name for f in dataclass_fields(GpuProcess))
 
 _DECODER = msgspec.json.Decoder(SampleS)
 _new = object.__new__
@@ -166,7 +149,7 @@ def process(p: ProcessS) -> GpuProcess:
     return obj
 
 
-def gpu(g: GpuS) -> GpuSample:
+def gpu(g: Struct) -> GpuSample:
     """The frozen sample of one GPU Struct (no ``__init__``: its guarded setattrs cost)."""
     values = asdict(g)
     procs = values["processes"]
@@ -194,10 +177,13 @@ def disk(name: str, d: DiskS) -> DiskStats:
 
 
 def sample(seq: int, ts: float, gpus: tuple[GpuSample, ...], stats: HostStats,
-           disks: tuple[DiskStats, ...]) -> HostSample:
+           disks: tuple[DiskStats, ...], static_epoch: object | None = None,
+           wire_row: Any = None) -> HostSample:
+    """The frozen sample (``static_epoch``, ``wire_row``: the wire v2's, see
+    :class:`HostSample`)."""
     obj = _new(HostSample)
     _set(obj, "__dict__", {"ts": ts, "seq": seq, "gpus": gpus, "host": stats, "disks": disks,
-                           "pcie": None})
+                           "pcie": None, "static_epoch": static_epoch, "wire_row": wire_row})
     return obj
 
 

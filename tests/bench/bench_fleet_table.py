@@ -49,8 +49,7 @@ import tui.screens.fleet as fleet_screen
 import widgets._styled_table as styled_table
 from probes.analysis.alerts import AlertPolicy
 from probes.fleet_state import FleetRow, HostStatus
-from probes.transport.backend import Emit
-from probes.wire.events import Connected, Disconnected
+from probes.wire.events import Connected, Disconnected, Emit
 from tests.support.tui_fakes import FrozenClock
 from tui.app import make_app
 from tui.gc_policy import tune_for_streaming

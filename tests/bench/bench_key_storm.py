@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from probes.config.fleet import demo_fleet
-from probes.transport.backend import AgentFleetBackend
+from probes.sources.agents import AgentFleetBackend
 from tests.support.key_storm import plan_storm, play
 from tui.app import make_app
 

@@ -46,9 +46,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from probes.fleet_state import FleetState  # noqa: E402
-from probes.transport.prometheus_backend import prometheus_specs  # noqa: E402
-from probes.transport.prometheus_client import PromClient, PromEndpoint  # noqa: E402
-from probes.transport.prometheus_source import (  # noqa: E402
+from probes.sources.prometheus.backend import prometheus_specs  # noqa: E402
+from probes.sources.prometheus.client import PromClient, PromEndpoint  # noqa: E402
+from probes.sources.prometheus.source import (  # noqa: E402
     PromFleetOptions,
     PromFleetSource,
     with_window,

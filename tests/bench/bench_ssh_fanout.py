@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 import asyncssh  # noqa: E402
 
 from probes.config.fleet import HostSpec, SshOptions  # noqa: E402
-from probes.transport.backend import AgentFleetBackend  # noqa: E402
+from probes.sources.agents import AgentFleetBackend  # noqa: E402
 from probes.transport.bootstrap import shipped_source  # noqa: E402
 from probes.wire.events import SessionItem  # noqa: E402
 from probes.wire.protocol import MessageReader  # noqa: E402

@@ -62,8 +62,8 @@ from textual.widgets import Static
 from probes import agent
 from probes.analysis.alerts import AlertPolicy
 from probes.config.fleet import HostSpec
-from probes.transport.backend import BackendBase, Emit
-from probes.wire.events import Connected
+from probes.sources.base import BackendBase
+from probes.wire.events import Connected, Emit
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample, LogSourceState
 from tui.app import RigwatchApp, make_app

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from probes.config.fleet import demo_fleet
 from probes.fleet_state import FleetState
+from probes.sources.recording import RecordingBackend
 from probes.store.recording import Recorder
-from probes.store.recording_backend import RecordingBackend
 from probes.triage import Severity
 from tests.support.tui_fakes import T0, FakeBackend, sim_items
 

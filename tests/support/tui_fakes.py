@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 
 from probes.agent import AGENT_VERSION, PROTOCOL_VERSION, Simulator, parse_scenarios
 from probes.config.fleet import HostSpec
-from probes.transport.backend import BackendBase, Emit
-from probes.wire.events import Connected, SessionItem
+from probes.sources.base import BackendBase
+from probes.wire.events import Connected, Emit, SessionItem
 from probes.wire.protocol import decode_line
 from probes.wire.samples import (
     GpuInfo,

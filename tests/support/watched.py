@@ -16,7 +16,7 @@ from collections.abc import Callable
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
 from probes.config.fleet import HostSpec, demo_fleet
 from probes.fleet_state import FleetState
-from probes.transport.backend import Backend
+from probes.sources.base import Backend
 from probes.wire.events import SessionItem
 
 CHECK_EVERY_S = 0.25

@@ -115,7 +115,7 @@ _AER = re.compile(
     r" error (?:received|message)"
     r"|PCIe Bus Error: severity=(?P<sev2>[^,]+)"
     r"|(?P<sd>Surprise Down|\bSDES\b)|(?P<dpc>\bDPC: containment event)"
-    r"|(?P<ghes>\[Hardware Error\]:.*section_type: PCIe error)")
+    r"|(?P<ghes>\[Hardware Error\]:.{0,512}?section_type: PCIe error)")
 _AER_SOURCE = re.compile(r"error (?:message )?received(?: from|:)\s*(?P<dev>[0-9A-Fa-f:.]+)")
 _API = re.compile(r"API mismatch: the client has the version (?P<client>[\w.\-]*\w)")
 _API_KERNEL = re.compile(r"kernel module has the version (?P<kernel>[\w.\-]*\w)")

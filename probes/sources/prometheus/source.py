@@ -23,14 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from probes.errors import WatcherFault
-from probes.transport.prometheus_client import (
+from probes.sources.prometheus.client import (
     PromClient,
     PromEndpoint,
     PrometheusError,
     number,
 )
-from probes.transport.prometheus_columns import Column, SlotTable
-from probes.transport.prometheus_fields import (
+from probes.sources.prometheus.columns import Column, SlotTable
+from probes.sources.prometheus.fields import (
     FIELDS,
     SAMPLE_ATTRS,
     SLOWDOWN,
@@ -40,8 +40,8 @@ from probes.transport.prometheus_fields import (
     matchers,
     per_gpu,
 )
-from probes.transport.prometheus_rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
-from probes.transport.prometheus_shards import Shard, plan, shard_count
+from probes.sources.prometheus.rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
+from probes.sources.prometheus.shards import Shard, plan, shard_count
 from probes.wire.events import Emit, SourceHealth, XidEvent
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -449,6 +449,34 @@ class PromFleetSource:
             if cycles % REDISCOVER_READS == 0:
                 with contextlib.suppress(PrometheusError):  # the old shards serve on
                     await self.discover()
+
+    async def read_once(self, emit: Emit, hosts: Iterable[str] | None = None,
+                        at: float | None = None) -> None:
+        """One read at ``at`` (None: now): each host's hello, its detectors' window, the
+        events in it, then the values at ``at``, emitted in that order.
+
+        Raises:
+            PrometheusError: Prometheus cannot answer.
+        """
+        ts = time.time() if at is None else at
+        wanted = set(hosts) if hosts is not None else None
+        # the fleet was discovered when the source was built: asked again only for a past
+        disc = self.discovery if at is None and self.discovery.hosts else await self.discover(ts)
+        history, events = await self.read_history(ts)
+        _, samples, now_events = await self.read_now(ts)
+        listed = [h for h in disc.hosts if wanted is None or h in wanted]
+        for host in listed:
+            past = history.get(host, [])
+            emit(host, disc.hello(host, ts - self.options.history_s, totals_of(past)))
+            emit(host, no_kernel_log(ts))
+            for s in past:
+                emit(host, s)
+        for host, ev in events + now_events:
+            if wanted is None or host in wanted:
+                emit(host, ev)
+        for host in listed:
+            if host in samples:
+                emit(host, samples[host])
 
     async def _discover_until_read(self, emit: Emit, wanted: set[str] | None) -> None:
         """Discover, trying again every refresh while Prometheus cannot answer."""

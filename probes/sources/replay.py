@@ -21,6 +21,7 @@ the whole part, and the header says "approx. before HH:MM" until a seek is exact
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import dataclasses
@@ -33,11 +34,12 @@ from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
-from probes.errors import RigwatchError
+from probes.errors import ConfigError, RigwatchError
+from probes.sources.base import BackendBase, ReplayControls
+from probes.sources.source import Source, SourceSettings
 from probes.store.codec import Item, kind_of
 from probes.store.recording_format import RecordingError
 from probes.store.recording_reader import RecordingReader
-from probes.transport.backend import BackendBase, ReplayControls
 from probes.wire.events import Emit
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -234,6 +236,19 @@ class ReplayBackend(BackendBase):
                                    kinds=["finding"]) if isinstance(item, Finding)]
         return sorted(found, key=lambda hf: -hf[1].severity.rank)
 
+    async def run_once(self, emit: Emit) -> None:
+        """The whole recording, unpaced, in play order: one read of it is its end."""
+        n = 0
+        for host, ts, item in self.ordered_items():
+            n += 1
+            if n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            if item is None:
+                continue
+            self.clock.t = max(self.clock.t, ts)
+            emit(host, item)  # type: ignore[arg-type]
+        self.clock.t = self.end
+
     async def run(self, emit: Emit) -> None:
         """Play from the start; honour seeks; at the end keep the state and wait."""
         self._stream = self.ordered_items()
@@ -414,3 +429,29 @@ def parse_seek(text: str, now: float, start: float) -> float:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
     return parsed.timestamp()
+
+
+def from_args(args: argparse.Namespace, _settings: SourceSettings) -> Source | None:
+    """A recording as the source: ``rigwatch replay NAME`` (played at ``--speed``), or
+    ``snapshot``/``preflight --recording NAME`` (read to its end); None without one.
+
+    Raises:
+        ConfigError: no such recording, or it cannot be replayed.
+    """
+    from probes.store.catalog import find_recording, record_dir
+
+    name = args.file if getattr(args, "command", None) == "replay" else getattr(
+        args, "recording", None)
+    if name is None:
+        return None
+    named = [f"--{o.replace('_', '-')}" for o in ("demo", "inventory", "slurm_job",
+                                                  "prometheus") if getattr(args, o, None)]
+    if named:
+        raise ConfigError(f"rigwatch: a recording names its own hosts; it cannot be read "
+                          f"with {', '.join(named)}")
+    path = find_recording(name, record_dir(args))
+    try:
+        backend = ReplayBackend(str(path), speed=getattr(args, "speed", 60.0))
+    except (RecordingError, ReplayError) as exc:
+        raise ConfigError(f"rigwatch: {exc}") from None
+    return Source(backend, name=path.stem, records=False, title=path.name)

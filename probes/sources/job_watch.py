@@ -12,15 +12,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
 from probes.config.slurm import JobStatus, SlurmError, poll_job
-from probes.transport.backend import Backend, BackendBase
+from probes.sources.base import Backend, BackendBase
 from probes.wire.events import Emit, JobChange
-
-if TYPE_CHECKING:
-    from probes.analysis.findings import Finding
 
 POLL_S = 30.0
 """How often the job is asked after (settings ``slurm.poll_s``)."""
@@ -66,6 +63,10 @@ class JobWatchBackend(BackendBase):
     def drill_down(self, host: str) -> bool:
         """The inner backend's."""
         return self.inner.drill_down(host)
+
+    async def run_once(self, emit: Emit) -> None:
+        """One read of the inner source: nothing is recorded or followed for it."""
+        await self.inner.run_once(emit)
 
     async def run(self, emit: Emit) -> None:
         """Run the inner backend and the job's poll until cancelled."""

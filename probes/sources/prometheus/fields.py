@@ -1,7 +1,8 @@
 """Which dcgm-exporter metric fills which ``GpuSample`` field, and the PromQL that reads it.
 
 One table, so the live refresh, the history read at start-up and the "not collected" notes
-agree on names.  Metric names and labels are those of NVIDIA's dcgm-exporter
+agree on names; its ``GpuSample`` fields come from the wire's field table
+(``probes.wire.fields``).  Metric names and labels are those of NVIDIA's dcgm-exporter
 (``etc/default-counters.csv``); ``rigwatch --metrics-port`` exports the same ones.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from probes.transport.prometheus_rows import group_labels
+from probes.sources.prometheus.rows import group_labels
+from probes.wire import fields
+from probes.wire.fields import GpuFieldSpec, Type
 
 
 class Kind(str, Enum):
@@ -51,45 +54,29 @@ class Field:
 SLOW_EVERY = 4
 """Counters, settings and secondary readings are read every fourth refresh."""
 
+_KINDS = {Type.AMOUNT: Kind.FLOAT, Type.COUNT: Kind.INT, Type.FLAG: Kind.FLAG,
+          Type.REASONS: Kind.REASONS}
+
+
+def table_fields(table: tuple[GpuFieldSpec, ...]) -> tuple[Field, ...]:
+    """The wire's GPU fields with a dcgm-exporter name (``probes.wire.fields``), in table
+    order.  Charted ones and the clock reasons (a step series the detectors read) are read
+    over the window at start-up; the table's slow ones every fourth refresh."""
+    return tuple(Field(s.name, (s.dcgm, *_OLDER.get(s.dcgm, ())), _KINDS[s.type],
+                       default_on=s.dcgm_default,
+                       history=s.chart is not None or s.type is Type.REASONS,
+                       every=SLOW_EVERY if s.scrape_slow else 1)
+                 for s in table if s.dcgm)
+
+
+_OLDER = {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",)}
+"""Older exporters' names of a metric, read after its own."""
+
 FIELDS: tuple[Field, ...] = (
-    Field("mem_used_mib", ("DCGM_FI_DEV_FB_USED",), history=True),
+    *table_fields(fields.GPU_TABLE),
     Field("mem_free_mib", ("DCGM_FI_DEV_FB_FREE",), Kind.FREE, history=True,
           every=SLOW_EVERY),
-    Field("util_pct", ("DCGM_FI_DEV_GPU_UTIL",), history=True),
-    Field("mem_util_pct", ("DCGM_FI_DEV_MEM_COPY_UTIL",), every=SLOW_EVERY),
-    Field("temp_c", ("DCGM_FI_DEV_GPU_TEMP",), history=True),
-    Field("temp_mem_c", ("DCGM_FI_DEV_MEMORY_TEMP",), every=SLOW_EVERY),
-    Field("power_w", ("DCGM_FI_DEV_POWER_USAGE",), history=True),
-    Field("sm_clock_mhz", ("DCGM_FI_DEV_SM_CLOCK",), history=True),
-    Field("mem_clock_mhz", ("DCGM_FI_DEV_MEM_CLOCK",), every=SLOW_EVERY),
-    Field("pcie_replay", ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",), Kind.INT, every=SLOW_EVERY),
-    Field("remap_uncorrectable", ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",), Kind.INT,
-          every=SLOW_EVERY),
-    Field("remap_correctable", ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",), Kind.INT,
-          every=SLOW_EVERY),
-    Field("remap_failure", ("DCGM_FI_DEV_ROW_REMAP_FAILURE",), Kind.FLAG, every=SLOW_EVERY),
     Field("xid", ("DCGM_FI_DEV_XID_ERRORS",), Kind.XID, history=True),
-    Field("clock_reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-                            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), Kind.REASONS,
-          default_on=False, history=True),
-    Field("pcie_gen", ("DCGM_FI_DEV_PCIE_LINK_GEN",), Kind.INT, default_on=False,
-          every=SLOW_EVERY),
-    Field("pcie_width", ("DCGM_FI_DEV_PCIE_LINK_WIDTH",), Kind.INT, default_on=False,
-          every=SLOW_EVERY),
-    # what the link can do (DCGM fields 235/236, named as in NVIDIA's go-dcgm
-    # ``pkg/dcgm/const_fields.go``): without them a narrow link is judged by its siblings
-    Field("pcie_gen_max", ("DCGM_FI_DEV_PCIE_MAX_LINK_GEN",), Kind.INT, default_on=False,
-          every=SLOW_EVERY),
-    Field("pcie_width_max", ("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",), Kind.INT,
-          default_on=False, every=SLOW_EVERY),
-    Field("ecc_uncorrected_volatile", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",), Kind.INT,
-          default_on=False, every=SLOW_EVERY),
-    Field("ecc_corrected_volatile", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), Kind.INT,
-          default_on=False, every=SLOW_EVERY),
-    Field("power_limit_w", ("DCGM_FI_DEV_POWER_MGMT_LIMIT",), default_on=False,
-          every=SLOW_EVERY),
-    Field("sm_clock_max_mhz", ("DCGM_FI_DEV_MAX_SM_CLOCK",), default_on=False,
-          every=SLOW_EVERY),
     # DCGM field 158 (named as in NVIDIA's go-dcgm ``pkg/dcgm/const_fields.go``)
     Field("temp_slowdown_c", ("DCGM_FI_DEV_SLOWDOWN_TEMP",), Kind.GPU_FACT, default_on=False),
     Field("power_violation_us", ("DCGM_FI_DEV_POWER_VIOLATION",), Kind.INT, default_on=False),
@@ -97,15 +84,12 @@ FIELDS: tuple[Field, ...] = (
           default_on=False),
 )
 """Every field the source reads: one instant query each per refresh it is due (a
-``GPU_FACT`` once, at discovery)."""
+``GPU_FACT`` once, at discovery).  The ``GpuSample`` fields come from the wire's table;
+the others have a ``Kind``'s own rule or are read only to say whether they are collected."""
 SLOWDOWN = next(f for f in FIELDS if f.attr == "temp_slowdown_c")
 
-SAMPLE_ATTRS = frozenset({
-    "mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "temp_mem_c", "power_w",
-    "sm_clock_mhz", "mem_clock_mhz", "pcie_replay", "remap_uncorrectable", "remap_correctable",
-    "remap_failure", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max",
-    "ecc_uncorrected_volatile",
-    "ecc_corrected_volatile", "power_limit_w", "sm_clock_max_mhz"})
+SAMPLE_ATTRS = frozenset(s.name for s in fields.GPU_TABLE
+                         if s.dcgm and s.type is not Type.REASONS)
 """Fields that are ``GpuSample`` attributes as they are (the others have a ``Kind``'s rule
 or are read only to say whether they are collected)."""
 

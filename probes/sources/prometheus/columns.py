@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from probes.transport.prometheus_client import MAX_READING
-from probes.transport.prometheus_fields import Kind
-from probes.transport.prometheus_rows import GpuId, Points, RowDecoder
+from probes.sources.prometheus.client import MAX_READING
+from probes.sources.prometheus.fields import Kind
+from probes.sources.prometheus.rows import GpuId, Points, RowDecoder
 from probes.wire.clock_reasons import reasons_of
 from probes.wire.samples import GpuSample
 

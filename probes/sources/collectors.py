@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
 from probes.errors import WatcherFault
-from probes.transport.backend import MAX_CONCURRENT_CONNECTS, BackendBase, cancel_once
+from probes.sources.agents import emit_reads
+from probes.sources.base import BackendBase
 from probes.transport.collector_wire import (
     RETRY,
     Batch,
@@ -43,6 +44,7 @@ from probes.transport.collector_wire import (
     unframe,
 )
 from probes.transport.host_clock import clocked
+from probes.transport.sessions import MAX_CONCURRENT_CONNECTS, cancel_once
 from probes.wire.events import Connected, Disconnected, Emit, SourceHealth
 from probes.wire.protocol import MessageReader
 
@@ -146,6 +148,10 @@ class CollectorBackend(BackendBase):
             return False
         proc.stdin.write(f"{RETRY} {i}\n".encode())
         return True
+
+    async def run_once(self, emit: Emit) -> None:
+        """One read is one ``--once`` answer per host: no collector is worth starting."""
+        await emit_reads(self.specs, emit)
 
     async def run(self, emit: Emit) -> None:
         """Keep every collector running until cancelled; then stop them all."""

@@ -1,10 +1,8 @@
-"""The seam between the console and its data: a backend runs sessions and emits items.
+"""Many hosts' sessions at once: each one supervised, all concurrently, each cancellable.
 
-The app takes a backend, so the same screens run on live agents (local or SSH),
-on a recording, or on fixed items in tests.  Beside ``specs`` and ``run``, a backend
-answers what the app would otherwise learn by asking which class it is: its header note,
-whether its findings may raise alerts, where raised alerts are recorded, and the replay
-controls when it is a replay.  ``BackendBase`` gives the answers of a plain live backend.
+This is still one host's stream per task (``session.run_session``), only many of them: the
+fleet-level sources (``probes.sources.agents`` in the console, a collector process in
+``collector_worker``) run their hosts through ``SessionFleet``.
 """
 
 from __future__ import annotations
@@ -12,96 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.wire.events import Disconnected, Emit
 
 if TYPE_CHECKING:
-    from probes.analysis.findings import Finding
     from probes.transport.session import NewReader, RetryWake, SessionPolicy
-
-
-class ReplayControls(Protocol):
-    """What the console's replay keys drive (a recording played back)."""
-
-    start: float
-    """The recording's first time."""
-    on_rewind: Callable[[], None] | None
-    """Called before a seek replays from its context: the app starts a fresh state."""
-
-    def now(self) -> float:
-        """The recording's time as the replay stands: the app's clock during a replay."""
-
-    def toggle_pause(self) -> None:
-        """Pause or resume."""
-
-    def faster(self, step: int = 1) -> None:
-        """Next speed up (or down with a negative step)."""
-
-    def seek(self, t: float) -> None:
-        """Go to recording time ``t``."""
-
-    def next_finding(self) -> float | None:
-        """Seek past the next recorded finding; its time, or None when there is none."""
-
-    def previous_finding(self) -> float | None:
-        """Seek past the previous recorded finding; its time, or None."""
-
-    def findings_at(self, t: float) -> list[tuple[str, Finding]]:
-        """The (host, finding) pairs recorded at ``t``, worst first: what a jump landed on."""
-
-
-class Backend(Protocol):
-    """Something that produces session items for a list of hosts."""
-
-    specs: list[HostSpec]
-    raises_alerts: bool
-    """False for a replay: it would page people for the past."""
-    replay: ReplayControls | None
-    """The replay controls, when this backend plays a recording."""
-
-    async def run(self, emit: Emit) -> None:
-        """Produce items until cancelled."""
-
-    def mode_text(self) -> str:
-        """The header's note on where the data comes from (a replay position, recording)."""
-
-    def record_alert(self, finding: Finding, ts: float) -> None:
-        """Keep a raised alert's finding with the data, where the backend records any."""
-
-    def retry_now(self, host: str) -> bool:
-        """Cut ``host``'s wait before its next connection attempt; False when it cannot."""
-
-    def drill_down(self, host: str) -> bool:
-        """Read over SSH, once, what this backend's source cannot tell about ``host`` (its
-        kernel log, topology, PCIe chains); False when there is nothing to add or no way."""
-
-
-class BackendBase:
-    """A live backend's capabilities: no note, alerts raised, nothing recorded, no replay."""
-
-    specs: list[HostSpec]
-    raises_alerts = True
-    replay: ReplayControls | None = None
-
-    def mode_text(self) -> str:
-        """Nothing to say: the data is live and not recorded."""
-        return ""
-
-    def record_alert(self, finding: Finding, ts: float) -> None:
-        """Nowhere to record it."""
-
-    def retry_now(self, host: str) -> bool:
-        """Nothing to retry here (a replay, a demo): the operator is told so."""
-        return False
-
-    def drill_down(self, host: str) -> bool:
-        """The agents already send everything (or a replay holds what it holds)."""
-        return False
-
 
 MAX_CONCURRENT_CONNECTS = 32
 """Handshakes are CPU-bound: 1000 hosts connecting at once would stampede the bastion."""
@@ -141,7 +57,7 @@ async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
             await wake.sleep(retry_s)
 
 
-class AgentFleetBackend(BackendBase):
+class SessionFleet:
     """Run one supervised agent session per host, all concurrently."""
 
     def __init__(self, specs: list[HostSpec], max_connecting: int = MAX_CONCURRENT_CONNECTS,

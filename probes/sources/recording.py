@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 from probes.analysis.findings import Finding
 from probes.config.fleet import HostSpec
+from probes.sources.base import Backend, BackendBase
 from probes.store.codec import Item
 from probes.store.recording import Recorder
 from probes.store.recording_reader import RecordingReader
-from probes.transport.backend import Backend, BackendBase
 from probes.wire.events import Emit, SessionItem, SourceHealth
 
 RESUME_WINDOW_S = 2 * 3600.0
@@ -80,6 +80,10 @@ class RecordingBackend(BackendBase):
         if span is None:
             return iter(())
         return reader.items(since=span[1] - self.resume_window_s)
+
+    async def run_once(self, emit: Emit) -> None:
+        """One read of the inner source: nothing is recorded or followed for it."""
+        await self.inner.run_once(emit)
 
     async def run(self, emit: Emit) -> None:
         """Play back what was recorded before, then run the live backend, recording it."""

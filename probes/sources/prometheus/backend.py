@@ -23,13 +23,14 @@ import time
 from collections.abc import Iterable, Mapping
 
 from probes.config.fleet import HostSpec
-from probes.transport.backend import BackendBase
+from probes.sources.base import BackendBase
+from probes.sources.prometheus.source import PromFleetOptions, PromFleetSource
 from probes.transport.handoff import Handoff
-from probes.transport.prometheus_source import PromFleetOptions, PromFleetSource
 from probes.transport.session import OnceResult, collect_once
-from probes.wire.events import Emit, SessionItem
-from probes.wire.samples import KERNEL_SOURCE, Hello
+from probes.wire.events import Disconnected, Emit, SessionItem
+from probes.wire.samples import KERNEL_SOURCE, Hello, HostSample
 
+NO_SERIES_NOW = "no series in Prometheus now (exporter down or not scraped)"
 DRILL_AGAIN_S = 60.0
 """A host's SSH read is not repeated sooner: opening its screen twice costs one session."""
 
@@ -93,6 +94,25 @@ class PrometheusBackend(BackendBase):
     def mode_text(self) -> str:
         """The header says where the numbers come from."""
         return f"Prometheus {self.options.endpoint.url}"
+
+    async def run_once(self, emit: Emit) -> None:
+        """One read of the window and the values now, on the caller's loop (nothing else
+        runs there to freeze); a host with no series now is said so."""
+        got: set[str] = set()
+
+        def keep(host: str, item: SessionItem) -> None:
+            if isinstance(item, HostSample):
+                got.add(host)
+            emit(host, item)
+
+        await self.source.read_once(keep, [s.name for s in self.specs])
+        for spec in self.specs:
+            if spec.name not in got:
+                emit(spec.name, Disconnected(time.time(), NO_SERIES_NOW))
+
+    def about(self) -> dict[str, object]:
+        """What a snapshot says of where its numbers came from, and what they cost."""
+        return {"prometheus": self.options.endpoint.url, "queries": self.source.client.queries}
 
     async def run(self, emit: Emit) -> None:
         """Run the source on its own thread until cancelled; its errors are raised here."""

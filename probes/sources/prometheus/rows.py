@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from probes.transport.prometheus_client import (
+from probes.sources.prometheus.client import (
     MAX_READING,
     PrometheusError,
     decode_lenient,
