@@ -31,10 +31,10 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.analysis.first_failure import Diagnosis, diagnose
-from probes.analysis.fleet_counts import count_by_severity, count_rows, timeless
+from probes.analysis.fleet_counts import count_by_severity, count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.gpu_peers import PeerCounts
-from probes.analysis.headline import headline
+from probes.analysis.headline import worst_headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
@@ -42,25 +42,19 @@ from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_g
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
+from probes.analysis.reach_tracker import ReachTracker
 from probes.analysis.reachability import (
     REACHABILITY_CODES,
     Outage,
-    continue_outage,
-    down_finding,
     gpu_count_finding,
-    stale_finding,
 )
 from probes.analysis.repeats import merged_repeat
 from probes.analysis.throughput import ThroughputTracker, reading, throughput_findings
 from probes.analysis.watcher import (
-    flapping_finding,
-    follow_source,
     source_findings,
-    unknown_reason,
 )
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
-from probes.errors import DisconnectKind
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.scan_worker import ScanWorker
@@ -69,8 +63,6 @@ from probes.rules.parsers.ibnetdiscover import IbTopology
 from probes.triage import Code
 from probes.wire.events import (
     ClockOffset,
-    Connected,
-    Disconnected,
     JobChange,
     SessionItem,
     SourceHealth,
@@ -87,25 +79,14 @@ from probes.wire.samples import (
     ProbeError,
 )
 
-STALE_AFTER_INTERVALS = 3.0
-STALE_MIN_S = 5.0
-OFF_SCREEN_REFRESH_S = 5.0
-"""How old an off-screen host's numbers may get in its fleet row (see ``FleetState.focus``)."""
 DETECTOR_HOSTS = 3000
 """Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
 proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays that of
 3,000 hosts'.  Their verdicts are about windows of ten minutes to an hour."""
-OFF_SCREEN_INTERVALS = 2.0
-"""…or this many of the host's intervals: a host read every 15 s (Prometheus) changes every
-15 s, so 5 s never spared a rebuild; at 10,000 such hosts the rebuilds were a tenth of a
-core."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 SEEN_KERNEL_LINES = 20000
 """Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
-
-
-_DOWN_KINDS = {DisconnectKind(s.value): s for s in HostStatus if s.is_down}
 
 
 @dataclass
@@ -113,12 +94,10 @@ class HostState:
     """Everything the console knows about one host; owned by the app's thread."""
 
     spec: HostSpec
-    status: HostStatus = HostStatus.CONNECTING
     hello: Hello | None = None
     last: HostSample | None = None
-    last_seen: float | None = None
-    """Console wall time of the newest item from this host (agent clocks may be skewed)."""
-    down_reason: str | None = None
+    reach: ReachTracker = field(default_factory=ReachTracker)
+    """Whether and since when the host can be watched (status, outage, last seen)."""
     history: HostHistory = field(default_factory=HostHistory)
     """Every series of the host in tiers (1 s for 2 h, 15 s for 12 h, 5 min for 30 days)."""
     detected: tuple[Finding, ...] = ()
@@ -153,21 +132,6 @@ class HostState:
     seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
     """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
     dmesg's whole ring buffer, and the same Xid must not count twice."""
-    outage: Outage | None = None
-    """Since when and why the host has not streamed; None once a hello or sample arrives.
-    Unlike ``down_reason`` it lasts through the retries' ``Connected``: one outage, one onset."""
-    data_seen: float | None = None
-    """Console wall time of the newest message from the agent itself (not the session's
-    own connect and disconnect items): what "last seen" means."""
-    watch: SourceHealth | None = None
-    """Set while the console's own path to the host (a collector, Prometheus) is at fault:
-    the host reads unknown, and neither stale nor down is judged of it."""
-    relay_dropped: int = 0
-    """Samples its collector skipped while the console did not read (newest kept)."""
-    relay_dropped_lines: int = 0
-    """Other lines its collector dropped meanwhile, past its bound."""
-    onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
-    """When its recent outages began, for ``flapping``."""
     clock: ClockOffset | None = None
     """The session's newest estimate of the host's clock against the console's (the times
     folded here are already corrected by its ``applied_s``)."""
@@ -176,23 +140,63 @@ class HostState:
     fabric_found: tuple[Finding, ...] = ()
     """What they are judged to be (``probes.analysis.fabric``), onsets kept."""
     changes: int = 0
-    """Items folded so far: what a cached row or finding list was computed at."""
+    """Items folded so far."""
+    revision: int = 0
+    """Writes so far (items folded, log scans taken): what a cached row or finding list was
+    computed at."""
     _found: tuple[int, HostStatus, list[Finding]] | None = field(
         default=None, repr=False, compare=False)
-    """``findings()`` as of (``changes``, status): they change with nothing else."""
+    """``findings()`` as of (``revision``, status): they change with nothing else."""
+
+    def __post_init__(self) -> None:
+        self.reach.interval_s = self.spec.interval_s
 
     @property
     def name(self) -> str:
         """The host's name in the fleet."""
         return self.spec.name
 
+    # the reachability concern, read through (``reach`` is its one writer)
+    @property
+    def status(self) -> HostStatus:
+        """The status last judged (``status_at`` for a given moment)."""
+        return self.reach.status
+
+    @property
+    def down_reason(self) -> str | None:
+        """Why its session dropped, while it is down."""
+        return self.reach.down_reason
+
+    @property
+    def last_seen(self) -> float | None:
+        """Console wall time of the newest item from this host."""
+        return self.reach.last_seen
+
+    @property
+    def outage(self) -> Outage | None:
+        """Since when and why the host has not streamed."""
+        return self.reach.outage
+
+    @property
+    def watch(self) -> SourceHealth | None:
+        """The watcher's own fault on the way to this host, if any."""
+        return self.reach.watch
+
+    @property
+    def relay_dropped(self) -> int:
+        """Samples its collector skipped while the console did not read."""
+        return self.reach.relay_dropped
+
+    @property
+    def relay_dropped_lines(self) -> int:
+        """Other lines its collector dropped meanwhile."""
+        return self.reach.relay_dropped_lines
+
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
         self.changes += 1
-        was_stale = self.status is HostStatus.STALE
-        self.last_seen = now
-        if not isinstance(item, (Connected, Disconnected, ClockOffset, SourceHealth)):
-            self.data_seen = now
+        self.revision += 1
+        self.reach.note(item, now)
         if isinstance(item, HostSample):
             self._apply_sample(item)
         elif isinstance(item, Hello):
@@ -200,8 +204,6 @@ class HostState:
             self.logs.clock = LineClock(HostTime(item.clock.utc_offset_s or 0.0,
                                                  item.clock.boot_time),
                                         self.logs.clock.offset_s)
-            self.status = HostStatus.STREAMING
-            self.outage = None
             self.layout = tuple(topology_findings(self.name, item)
                                 + link_chain_findings(self.name, item, item.pcie)
                                 + collection_findings(self.name, item))
@@ -229,36 +231,18 @@ class HostState:
         elif isinstance(item, ClockOffset):
             self.clock = item
             self.logs.clock = LineClock(self.logs.clock.zone, item.applied_s)
-        elif isinstance(item, Connected):
-            self.status = HostStatus.CONNECTING
-            self.down_reason = None
-        elif isinstance(item, Disconnected):
-            self.status = _DOWN_KINDS.get(item.kind, HostStatus.DOWN)
-            self.down_reason = item.reason
-            retry_at = now + item.retry_in_s if item.retry_in_s is not None else None
-            fresh = self.outage is None
-            self.outage = continue_outage(self.outage, item.ts, item.kind, item.reason, retry_at,
-                                          self.data_seen if was_stale else None)
-            if fresh:
-                self.onsets.append(self.outage.onset)
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
             f = xid_event_finding(self.name, item)
             kept = self.sticky.get(f.key)
             self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
-        elif isinstance(item, SourceHealth):
-            self.status, self.watch = follow_source(self.status, self.watch, item)
-            self.relay_dropped += item.dropped_samples
-            self.relay_dropped_lines += item.dropped_lines
 
     @property
     def shown_status(self) -> HostStatus:
         """What the screens show: unknown while the watcher itself cannot see the host."""
-        return HostStatus.UNKNOWN if self.watch is not None else self.status
+        return self.reach.shown(self.reach.status)
 
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
-        self.status = HostStatus.STREAMING
-        self.outage = None
         self.history.add(sample)
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
@@ -326,48 +310,66 @@ class HostState:
         """How this host's kernel log is read, for triage's "what was checked"."""
         return kernel_log_summary(self.log_source, bool(self.spec.simulate))
 
-    def scan_logs(self) -> None:
+    # The write side beyond ``apply``: the owner calls these (``FleetState.tick`` before a
+    # redraw or an alert check); every query below reads what they left and changes nothing.
+
+    def scan_logs(self) -> bool:
         """Run the log rules over the lines queued since the last scan (with a worker: take
-        what it found)."""
+        what it found); True when there was something to scan or take."""
         if self.scan_worker is not None:
+            if not self.logs.done:
+                return False
             hits = self.logs.take()
         elif self.logs.pending:
             hits = self.logs.scan()
         else:
-            return
+            return False
+        self.revision += 1  # its cached findings and row are old now
         for f in log_findings(self.name, self.hello, hits):
             kept = self.sticky.get(f.key)
             self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
+        return True
 
-    def reachability(self) -> list[Finding]:
+    def refresh_status(self, now: float) -> bool:
+        """Judge staleness as of ``now`` (a streaming host silent too long reads stale);
+        True when the status moved."""
+        return self.reach.refresh(now)
+
+    def tick(self, now: float) -> bool:
+        """Bring the host up to ``now``: its queued log lines scanned, its staleness judged.
+        True when its findings or status may have moved."""
+        scanned = self.scan_logs()
+        return self.refresh_status(now) or scanned
+
+    def status_at(self, now: float) -> HostStatus:
+        """The status as of ``now`` (``ReachTracker.status_at``; nothing is stored)."""
+        return self.reach.status_at(now)
+
+    def reachability(self, status: HostStatus | None = None) -> list[Finding]:
         """Down (critical) or stale (warning): the host itself cannot be watched now.
 
-        Stale follows the status ``refresh_status`` last judged (the row does, every redraw).
+        Stale follows ``status`` (default: the one ``refresh_status`` last judged).
         """
-        flapping = flapping_finding(self.name, self.onsets, self.last_seen or 0.0)
-        found = [flapping] if flapping is not None else []
-        if self.outage is not None:
-            return [down_finding(self.name, self.outage), *found]
-        if self.status is HostStatus.STALE and self.data_seen is not None and self.watch is None:
-            return [stale_finding(self.name, self.data_seen, self.stale_limit_s()), *found]
-        return found
+        return self.reach.findings(self.name, self.status if status is None else status)
 
-    def findings(self) -> list[Finding]:
-        """Current and sticky findings, worst first, one per incident.
+    def findings(self, status: HostStatus | None = None) -> list[Finding]:
+        """Current and sticky findings, worst first, one per incident, with the host's
+        reachability as of ``status`` (default: the status last judged).  A pure read: lines
+        queued since the last ``scan_logs`` count once it ran.
 
-        Kept until the next item or status change: every tick asks for every host's (rows,
-        alerts), and at a thousand hosts merging them again each time is most of a tick.
+        Remembered until the next item or status change (a memo, not state: every tick asks
+        for every host's, and at a thousand hosts merging them again is most of a tick).
         """
+        status = self.status if status is None else status
         cached = self._found
-        if cached is not None and cached[0] == self.changes and cached[1] is self.status:
+        if cached is not None and cached[0] == self.revision and cached[1] is status:
             return list(cached[2])
-        found = self._merged_findings()
-        self._found = (self.changes, self.status, found)
+        found = self._merged_findings(status)
+        self._found = (self.revision, status, found)
         return list(found)
 
-    def _merged_findings(self) -> list[Finding]:
-        self.scan_logs()
-        merged = {f.key: f for f in self.reachability()}
+    def _merged_findings(self, status: HostStatus) -> list[Finding]:
+        merged = {f.key: f for f in self.reachability(status)}
         merged.update({f.key: f for f in self.layout})
         merged.update({f.key: f for f in log_source_findings(self.name, self.log_source)})
         merged.update({f.key: f for f in clock_findings(self.name, self.clock,
@@ -390,26 +392,22 @@ class HostState:
 
     def stale_limit_s(self) -> float:
         """Silence after which a streaming host reads stale."""
-        return max(STALE_MIN_S, STALE_AFTER_INTERVALS * self.spec.interval_s)
+        return self.reach.stale_limit_s()
 
-    def refresh_status(self, now: float) -> None:
-        """Mark a streaming host stale when it has been silent too long."""
-        if self.status in (HostStatus.STREAMING, HostStatus.STALE) and self.last_seen is not None \
-                and self.watch is None:
-            limit = self.stale_limit_s()
-            silent = now - self.last_seen
-            self.status = HostStatus.STALE if silent > limit else HostStatus.STREAMING
+    def shown_status_at(self, now: float) -> HostStatus:
+        """What the screens show as of ``now``: unknown while the watcher cannot see it."""
+        return self.reach.shown(self.reach.status_at(now))
 
     def row(self, now: float) -> FleetRow:
-        """This host's fleet-screen row as of ``now`` (wall time)."""
-        self.refresh_status(now)
+        """This host's fleet-screen row as of ``now`` (wall time); a pure read."""
+        status = self.status_at(now)
         gpus = self.last.gpus if self.last else ()
         temps = [g.temp_c for g in gpus if g.temp_c is not None]
         used = sum(g.mem_used_mib or 0.0 for g in gpus)
         total = sum(g.mem_total_mib or 0.0 for g in gpus if g.mem_used_mib is not None)
         utils = [g.util_pct for g in gpus if g.util_pct is not None]
         powers = [g.power_w for g in gpus if g.power_w is not None]
-        found = self.findings()
+        found = self.findings(status)
         judged = self.judgements(found)
         expected = self.spec.expect_gpus
         if expected is None and self.hello is not None:
@@ -417,8 +415,8 @@ class HostState:
         return FleetRow(
             name=self.name,
             tags=self.spec.tags,
-            status=self.shown_status,
-            stale_s=(now - self.last_seen) if self.status is HostStatus.STALE and self.last_seen
+            status=self.shown_status_at(now),
+            stale_s=(now - self.last_seen) if status is HostStatus.STALE and self.last_seen
             else None,
             gpus_ok=gpus_present(judged),
             gpus_expected=expected,
@@ -437,45 +435,12 @@ class HostState:
             gpus=judged,
             temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
                            default=TempLevel.UNKNOWN),
-            reason=self._reason(now),
-            last_seen_s=self._last_seen_s(now),
-            next_retry_s=self._next_retry_s(now),
-            headline=headline(found[0], found) if found and found[0].severity is not
-            Severity.INFO else None,
+            reason=self.reach.reason_at(now, status),
+            last_seen_s=self.reach.last_seen_at(now, status),
+            next_retry_s=self.reach.next_retry_at(now),
+            headline=worst_headline(found),
             jobs=jobs_of(self.last),
         )
-
-    def _reason(self, now: float) -> str | None:
-        if self.watch is not None:
-            return unknown_reason(self.watch)
-        if self.outage is not None:
-            return self.outage.reason
-        if self.status is HostStatus.STALE and self.data_seen is not None:
-            return f"no data for {now - self.data_seen:.0f} s (agent or link frozen?)"
-        return None
-
-    def _last_seen_s(self, now: float) -> float | None:
-        if self.data_seen is None or (self.outage is None and self.watch is None
-                                      and self.status is not HostStatus.STALE):
-            return None
-        return max(0.0, now - self.data_seen)
-
-    def _next_retry_s(self, now: float) -> float | None:
-        if self.outage is None or self.outage.retry_at is None \
-                or self.status is HostStatus.CONNECTING:
-            return None
-        return max(0.0, self.outage.retry_at - now)
-
-
-@dataclass(frozen=True)
-class _KeptRow:
-    """A host's newest fleet row and what it was built from."""
-
-    changes: int
-    status: HostStatus
-    row: FleetRow
-    built_at: float
-    marks: tuple[tuple[object, Severity], ...]
 
 
 def detector_stretch(hosts: int) -> float:
@@ -483,30 +448,14 @@ def detector_stretch(hosts: int) -> float:
     return max(1.0, hosts / DETECTOR_HOSTS)
 
 
-def _finding_marks(host: HostState) -> tuple[tuple[object, Severity], ...]:
-    """What of a host's findings its row shows: which there are and how bad."""
-    return tuple((f.key, f.severity) for f in host.findings())
-
-
-def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
-    """``row`` with its age-dependent fields as of ``now``; the rest cannot have changed
-    while the host's items and status did not."""
-    return replace(
-        row,
-        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
-        else None,
-        reason=host._reason(now),
-        last_seen_s=host._last_seen_s(now),
-        next_retry_s=host._next_retry_s(now))
-
-
 class FleetState:
-    """All hosts, in inventory order.
+    """All hosts, in inventory order: the fold.
 
-    Rows are kept per host and computed again only when the host folded an item or its
-    status moved (stale); a down or stale host's ages are re-stamped on the kept row.  At a
-    thousand hosts a redraw, a key press or a burst of connects then costs the hosts that
-    changed, not the whole fleet.
+    Writes are ``apply`` (one item), ``take_scans`` (the log worker's finds) and ``tick``
+    (queued log lines scanned, staleness judged as of now), called by the owner; every
+    other method reads and changes nothing.  Which hosts changed is kept in order
+    (``changed_since``), so a view (the console's row cache, ``tui.views.fleet_rows``)
+    looks at those and not at the whole fleet.
     """
 
     def __init__(self, specs: list[HostSpec], limits: DetectorLimits | None = None,
@@ -528,30 +477,13 @@ class FleetState:
             for state in self.hosts.values():
                 state.logs.reader = reading
         self._version = 0
-        self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
-        self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
-        self._kept: dict[str, _KeptRow] = {}
-        """Each host's newest row and what it was built from."""
-        self._list: list[FleetRow] = []
-        """The newest rows in inventory order (``rows`` hands out copies)."""
-        self._place = {name: i for i, name in enumerate(self.hosts)}
-        self._due: set[str] = set(self.hosts)
-        """Hosts to look at in the next ``rows``: they folded an item since the last."""
-        self._waiting: dict[str, float] = {}
-        """Off-screen hosts whose new numbers wait, each until when (``_may_wait``)."""
-        self._timed: set[str] = set()
-        """Hosts whose rows carry ages (stale, down): re-stamped each time."""
+        self._changed: dict[str, int] = {}
+        """Each host that changed → the version of its newest change, oldest change first
+        (``changed_since`` walks it from the newest end)."""
+        self._unticked: set[str] = set()
+        """Hosts that folded an item since the last ``tick``."""
         self._stale_at: dict[str, float] = {}
-        """When each streaming host turns stale unless an item comes first."""
-        self._visited_at: float | None = None
-        self.focus: frozenset[str] | None = None
-        """The hosts whose rows are on screen, None for all of them.  A row is rebuilt
-        whenever its host's items change, except that an off-screen host whose status and
-        findings are unchanged keeps its row (its numbers) up to ``OFF_SCREEN_REFRESH_S``:
-        at a thousand hosts, building every row every second was most of the UI's tick,
-        for rows nobody could see.  Status, findings, counts and verdicts are never late."""
-        self.row_builds = 0
-        """Rows computed in full so far (tests and benches count them)."""
+        """When each streaming host turns stale unless an item comes first (``tick``)."""
         self.watched_job: str | None = None
         """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
         self.watched_hosts: frozenset[str] = frozenset()
@@ -595,8 +527,51 @@ class FleetState:
                     self.unseen.pop(host, None)
                 else:
                     self.unseen[host] = state.watch
-            self._version += 1
-            self._due.add(host)
+            self._changed_now(host)
+            self._unticked.add(host)
+
+    def _changed_now(self, host: str) -> None:
+        self._version += 1
+        self._changed.pop(host, None)
+        self._changed[host] = self._version
+
+    def changed_since(self, version: int) -> list[str]:
+        """The hosts that changed after ``version`` (a read of ``version``), newest first."""
+        out = []
+        for name, at in reversed(self._changed.items()):
+            if at <= version:
+                break
+            out.append(name)
+        return out
+
+    def scan_logs(self) -> bool:
+        """Run the log rules over every host's queued lines (a write: a one-shot read calls
+        it once its items are folded; ``tick`` does it too).  True when some host scanned."""
+        moved = False
+        for name in self._unticked:
+            if self.hosts[name].scan_logs():
+                self._changed_now(name)
+                moved = True
+        return moved
+
+    def tick(self, now: float) -> bool:
+        """Bring the fold up to ``now`` before it is read (a redraw, an alert check, a
+        snapshot): the worker's finds taken, queued log lines scanned, staleness judged.
+        True when some host's findings or status moved."""
+        moved = self.take_scans()
+        due = self._unticked
+        due.update(n for n, t in self._stale_at.items() if t < now)
+        self._unticked = set()
+        for name in due:
+            state = self.hosts[name]
+            if state.tick(now):
+                self._changed_now(name)
+                moved = True
+            if state.shown_status_at(now) is HostStatus.STREAMING and state.last_seen is not None:
+                self._stale_at[name] = state.last_seen + state.stale_limit_s()
+            else:
+                self._stale_at.pop(name, None)
+        return moved
 
     def take_scans(self) -> bool:
         """Fold what the log worker found since the last call (on the UI loop, before a
@@ -607,87 +582,19 @@ class FleetState:
         for name, state in self.hosts.items():
             logs = state.logs
             if logs.done or logs.readings:
-                state.changes += 1  # its cached findings and row are old now
+                state.revision += 1  # its cached findings and row are old now
                 while logs.readings:
                     source, ts, got, line = logs.readings.popleft()
                     state.speed.add_reading(source, ts, got, line)
                 state.scan_logs()
-                self._version += 1
-                self._due.add(name)
+                self._changed_now(name)
                 moved = True
         return moved
 
-    def row(self, host: HostState, now: float) -> FleetRow:
-        """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
-        host.refresh_status(now)
-        name = host.name
-        kept = self._kept.get(name)
-        if kept is not None and kept.status is host.shown_status and (
-                kept.changes == host.changes or self._may_wait(host, kept, now)):
-            row = kept.row
-            if kept.changes == host.changes:
-                self._waiting.pop(name, None)
-            else:
-                self._waiting[name] = kept.built_at + self._wait_s(host)
-            if not timeless(row):
-                row = _retimed(host, row, now)
-        else:
-            row = host.row(now)
-            self.row_builds += 1
-            self._kept[name] = _KeptRow(host.changes, host.shown_status, row, now,
-                                        _finding_marks(host))
-            self._waiting.pop(name, None)
-        if timeless(row):
-            self._timed.discard(name)
-        else:
-            self._timed.add(name)
-        if host.shown_status is HostStatus.STREAMING and host.last_seen is not None:
-            self._stale_at[name] = host.last_seen + host.stale_limit_s()
-        else:
-            self._stale_at.pop(name, None)
-        return row
-
-    @staticmethod
-    def _wait_s(host: HostState) -> float:
-        return max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
-
-    def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
-        """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` (or two of the host's
-        intervals) ago, same findings."""
-        return (self.focus is not None and host.name not in self.focus
-                and 0.0 <= now - kept.built_at < self._wait_s(host)
-                and kept.marks == _finding_marks(host))
-
     def rows(self, now: float) -> list[FleetRow]:
-        """One row per host, in inventory order.
-
-        Only the hosts that may have moved are looked at: those that folded an item, whose
-        row carries an age, that turn stale by now, or whose waiting numbers are due or came
-        on screen.  At 10,000 hosts read every 15 s that is a few hundred a second, where a
-        loop over every host was a tenth of a core.  A redraw asks for rows and for totals
-        at the same ``now``: they are computed once.
-        """
-        key = (now, self._version)
-        if self._rows is None or self._rows[0] != key:
-            self._rows = (key, self._refreshed(now))
-        return self._rows[1]
-
-    def _refreshed(self, now: float) -> list[FleetRow]:
-        if not self._list or self._visited_at is None or now < self._visited_at:
-            # first call, or the clock went back (a replay's seek): look at every host
-            self._list = [self.row(h, now) for h in self.hosts.values()]
-        else:
-            focus = self.focus
-            due = self._due | self._timed
-            due.update(n for n, t in self._stale_at.items() if t < now)
-            due.update(n for n, t in self._waiting.items()
-                       if t <= now or focus is None or n in focus)
-            hosts, place, out = self.hosts, self._place, self._list
-            for name in due:
-                out[place[name]] = self.row(hosts[name], now)
-        self._due = set()
-        self._visited_at = now
-        return list(self._list)
+        """One row per host as of ``now``, in inventory order, each built afresh (a pure
+        read; the console keeps and re-uses rows in ``tui.views.fleet_rows``)."""
+        return [s.row(now) for s in self.hosts.values()]
 
     def rank_index(self) -> RankIndex:
         """Where every rank the fleet can place runs.
@@ -740,9 +647,4 @@ class FleetState:
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
-        key = (now, self._version)
-        if self._totals is not None and self._totals[0] == key:
-            return dict(self._totals[1])
-        out = count_rows(self.rows(now))
-        self._totals = (key, out)
-        return dict(out)
+        return count_rows(self.rows(now))

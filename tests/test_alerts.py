@@ -95,7 +95,7 @@ def _down_fleet(n: int, down: int, kind: DisconnectKind = DisconnectKind.UNREACH
 
 
 def _all(fleet: FleetState, now: float) -> list[Finding]:
-    fleet.rows(now)  # judges staleness, as the app's redraw does before alerts are checked
+    fleet.tick(now)  # judges staleness, as the app does before alerts are checked
     return [f for h in fleet.hosts.values() for f in h.findings()]
 
 

@@ -109,12 +109,13 @@ def test_the_host_that_failed_first_in_real_time_leads_and_replays_first(
     async def run() -> None:
         task = asyncio.create_task(backend.run(lambda h, it: fleet.apply(h, it, time.time())))
         deadline = time.monotonic() + 60.0
-        while time.monotonic() < deadline and sum(
+        while time.monotonic() < deadline and (fleet.scan_logs() or True) and sum(
                 1 for f in fleet.all_findings() if f.code == Code.XID) < 2:
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.5)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        fleet.scan_logs()
 
     asyncio.run(run())
     late = fleet.hosts["h-late"]

@@ -35,7 +35,7 @@ from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import HostSample
 from tests.support.watched import Watched, healthy_hosts, until
-from tui.screens.triage import host_view
+from tui.views.triage_view import host_view
 
 INTERVAL_S = 0.02
 """Each agent's sample period: 4 hosts of 8 GPUs fill a 64 KiB pipe in about half a second."""

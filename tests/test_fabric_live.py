@@ -209,7 +209,7 @@ class TestGroups:
         fleet = self._fleet(4, "switch:leaf-1")
         for i in range(1, 5):
             fleet.hosts[f"gpu-a0{i}"].fabric_found = (_port_down(f"gpu-a0{i}", 100.0 + i),)
-            fleet.hosts[f"gpu-a0{i}"].changes += 1
+            fleet.hosts[f"gpu-a0{i}"].revision += 1
         codes = [f.code for f in fleet.all_findings()]
         assert codes == [Code.SWITCH_SUSPECT]
         lead = fleet.diagnosis().first

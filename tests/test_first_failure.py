@@ -295,6 +295,7 @@ def test_one_answer_on_every_surface() -> None:
     fleet.watched_job, fleet.watched_hosts = "7", frozenset({"gpu-j01"})
     for item in (Connected(READ), h, *events, s):
         fleet.apply("gpu-j01", item, READ)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     once = OnceResult(spec, hello=h, sample=s, events=events)
     snap = fold_once([once], watched_job="7", watched_hosts=("gpu-j01",))
     fleet_first = fleet.diagnosis().first
@@ -361,6 +362,7 @@ def test_colon_job_on_a_host_without_job_processes_is_never_zero_hosts() -> None
     for item in (Connected(READ), hello("vm"), LogEvent(READ, "job:/logs/slurm-1.out", wd),
                  bare):
         fleet.apply("vm", item, READ)
+    fleet.scan_logs()
     p = job_picture(fleet, "1")
     assert p.hosts == ("vm",) and p.first is not None
     assert p.first.finding.code == Code.NCCL_TIMEOUT

@@ -12,6 +12,7 @@ from probes.history import DEFAULT_TIERS, Tier, tiers_for
 from probes.wire.events import Connected
 from tests.test_fleet_state import gpu, hello, sample
 from tests.test_fleet_state_cache import afresh, eight
+from tui.views.fleet_rows import FleetRows
 
 NAMES = tuple(f"h{i}" for i in range(6))
 
@@ -27,47 +28,51 @@ def _fleet(interval_s: float = 15.0) -> FleetState:
 
 def test_a_host_turns_stale_with_the_clock_alone() -> None:
     fleet = _fleet()
-    assert {r.status for r in fleet.rows(3.0)} == {HostStatus.STREAMING}
+    view = FleetRows(fleet)
+    assert {r.status for r in view.rows(3.0)} == {HostStatus.STREAMING}
     for n in NAMES[1:]:  # all but h0 keep streaming
         fleet.apply(n, eight(40.0), now=40.0)
-    fleet.rows(41.0)
+    view.rows(41.0)
     later = 2.0 + 3 * 15.0 + 1.0  # past three of h0's intervals, no item since
-    rows = fleet.rows(later)
+    rows = view.rows(later)
     assert rows[0].status is HostStatus.STALE and rows[0].stale_s is not None
     assert [r.status for r in rows[1:]] == [HostStatus.STREAMING] * 5
     assert rows == afresh(fleet, later)
     # its age keeps counting on the kept row
-    assert fleet.rows(later + 10.0)[0].stale_s == rows[0].stale_s + 10.0
+    assert view.rows(later + 10.0)[0].stale_s == rows[0].stale_s + 10.0
 
 
 def test_a_waiting_off_screen_host_is_built_when_it_scrolls_on_screen() -> None:
     fleet = _fleet()
-    fleet.focus = frozenset({"h0"})
-    fleet.rows(3.0)
+    view = FleetRows(fleet)
+    view.focus = frozenset({"h0"})
+    view.rows(3.0)
     warm = eight(4.0)
     fleet.apply("h3", replace(warm, gpus=tuple(replace(g, power_w=333.0) for g in warm.gpus)),
                 now=4.0)
-    assert fleet.rows(5.0)[3].power_w != 8 * 333.0  # off screen: its numbers wait
-    fleet.focus = frozenset({"h3"})
-    assert fleet.rows(6.0)[3].power_w == 8 * 333.0  # on screen: at once, not at the deadline
-    fleet.focus = None
-    assert fleet.rows(7.0) == afresh(fleet, 7.0)
+    assert view.rows(5.0)[3].power_w != 8 * 333.0  # off screen: its numbers wait
+    view.focus = frozenset({"h3"})
+    assert view.rows(6.0)[3].power_w == 8 * 333.0  # on screen: at once, not at the deadline
+    view.focus = None
+    assert view.rows(7.0) == afresh(fleet, 7.0)
 
 
 def test_rows_after_the_clock_goes_back_are_built_afresh() -> None:
     fleet = _fleet()
-    fleet.rows(100.0)  # every host stale by now
-    assert {r.status for r in fleet.rows(100.0)} == {HostStatus.STALE}
-    assert fleet.rows(3.0) == afresh(fleet, 3.0)
-    assert {r.status for r in fleet.rows(3.0)} == {HostStatus.STREAMING}
+    view = FleetRows(fleet)
+    view.rows(100.0)  # every host stale by now
+    assert {r.status for r in view.rows(100.0)} == {HostStatus.STALE}
+    assert view.rows(3.0) == afresh(fleet, 3.0)
+    assert {r.status for r in view.rows(3.0)} == {HostStatus.STREAMING}
 
 
 def test_a_new_finding_off_screen_is_never_late() -> None:
     fleet = _fleet()
-    fleet.focus = frozenset({"h0"})
-    fleet.rows(3.0)
+    view = FleetRows(fleet)
+    view.focus = frozenset({"h0"})
+    view.rows(3.0)
     fleet.apply("h5", sample(tuple(gpu(i) for i in range(7)), ts=4.0), now=4.0)  # one fell off
-    row = fleet.rows(4.1)[5]
+    row = view.rows(4.1)[5]
     assert row.findings > 0 and row.gpus_ok == 7 and row.worst is not None
 
 

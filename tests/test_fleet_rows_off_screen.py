@@ -8,12 +8,13 @@ from dataclasses import replace
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
-from probes.fleet_state import OFF_SCREEN_REFRESH_S, FleetState
+from probes.fleet_state import FleetState
 from probes.wire.events import Connected, Disconnected
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
 from tests.support.tui_fakes import gpu as gpu_sample
 from tui.app import make_app
 from tui.screens.fleet import FleetScreen
+from tui.views.fleet_rows import OFF_SCREEN_REFRESH_S, FleetRows
 from widgets.fleet_table import FleetTable
 
 HOSTS = ["h-on", "h-off"]
@@ -25,57 +26,67 @@ def _fleet() -> FleetState:
         fleet.apply(h, Connected(T0), T0)
         fleet.apply(h, hello(h), T0)
         fleet.apply(h, sample(h, 0), T0)
-    fleet.focus = frozenset({"h-on"})
     return fleet
 
 
-def _row(fleet: FleetState, host: str, now: float):  # type: ignore[no-untyped-def]
-    return next(r for r in fleet.rows(now) if r.name == host)
+def _view(fleet: FleetState) -> FleetRows:
+    """The console's rows of ``fleet``, ``h-on`` on screen."""
+    view = FleetRows(fleet)
+    view.focus = frozenset({"h-on"})
+    return view
+
+
+def _row(view: FleetRows, host: str, now: float):  # type: ignore[no-untyped-def]
+    return next(r for r in view.rows(now) if r.name == host)
 
 
 def test_an_off_screen_hosts_numbers_wait_at_most_the_refresh() -> None:
     fleet = _fleet()
-    first_off, first_on = _row(fleet, "h-off", T0), _row(fleet, "h-on", T0)
+    view = _view(fleet)
+    first_off, first_on = _row(view, "h-off", T0), _row(view, "h-on", T0)
     for h in HOSTS:  # power moves, nothing else
         warmer = sample(h, 1)
         fleet.apply(h, replace(warmer, gpus=tuple(replace(g, power_w=300.0)
                                                    for g in warmer.gpus)), T0 + 1)
-    assert _row(fleet, "h-on", T0 + 1) is not first_on
-    assert _row(fleet, "h-on", T0 + 1).power_w == 8 * 300.0
-    assert _row(fleet, "h-off", T0 + 1) is first_off  # off screen: kept
+    assert _row(view, "h-on", T0 + 1) is not first_on
+    assert _row(view, "h-on", T0 + 1).power_w == 8 * 300.0
+    assert _row(view, "h-off", T0 + 1) is first_off  # off screen: kept
     later = T0 + OFF_SCREEN_REFRESH_S + 0.1
-    assert _row(fleet, "h-off", later).power_w == 8 * 300.0
+    assert _row(view, "h-off", later).power_w == 8 * 300.0
 
 
 def test_a_new_finding_or_status_reaches_an_off_screen_row_at_once() -> None:
     fleet = _fleet()
-    before = _row(fleet, "h-off", T0)
+    view = _view(fleet)
+    before = _row(view, "h-off", T0)
     assert before.findings == 0
     hot = sample("h-off", 1, trouble_gpu=3)
     fleet.apply("h-off", hot, T0 + 1)
-    row = _row(fleet, "h-off", T0 + 1)
+    row = _row(view, "h-off", T0 + 1)
     assert row.findings > 0 and row.worst is not None and row.max_temp_c == 88.0
     fleet.apply("h-off", Disconnected(T0 + 2, "connection refused", 5.0,
                                       kind=DisconnectKind.UNREACHABLE), T0 + 2)
-    down = _row(fleet, "h-off", T0 + 2)
+    down = _row(view, "h-off", T0 + 2)
     assert down.status.is_down and down.reason == "connection refused"
-    assert fleet.totals(T0 + 2)["critical"] >= 1
+    assert view.totals(T0 + 2)["critical"] >= 1
 
 
 def test_a_lost_gpu_is_counted_at_once_off_screen() -> None:
     fleet = _fleet()
-    assert _row(fleet, "h-off", T0).gpus_ok == 8
+    view = _view(fleet)
+    assert _row(view, "h-off", T0).gpus_ok == 8
     s = sample("h-off", 1)
     fleet.apply("h-off", replace(s, gpus=s.gpus[:6] + s.gpus[7:]), T0 + 1)
-    assert _row(fleet, "h-off", T0 + 1).gpus_ok == 7
+    assert _row(view, "h-off", T0 + 1).gpus_ok == 7
 
 
 def test_without_focus_every_change_rebuilds() -> None:
     fleet = _fleet()
-    fleet.focus = None
-    first = _row(fleet, "h-off", T0)
+    view = _view(fleet)
+    view.focus = None
+    first = _row(view, "h-off", T0)
     fleet.apply("h-off", replace(sample("h-off", 1), gpus=(gpu_sample(0, 1),) * 8), T0 + 1)
-    assert _row(fleet, "h-off", T0 + 1) is not first
+    assert _row(view, "h-off", T0 + 1) is not first
 
 
 async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_all() -> None:
@@ -91,10 +102,10 @@ async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_all() -> 
                          and app.screen.query_one(FleetTable).row_count == 60)
         app.refresh_view()
         await pilot.pause()
-        focus = app.fleet.focus
+        focus = app.fleet_rows.focus
         assert focus is not None and "gpu-000" in focus and "gpu-059" not in focus
         assert 10 <= len(focus) <= 40
         await pilot.press("w")
         await pilot.pause()
         app.refresh_view()
-        assert app.fleet.focus is None
+        assert app.fleet_rows.focus is None

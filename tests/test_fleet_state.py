@@ -80,6 +80,7 @@ def _events(*lines: tuple[str, str], ts: float = 1.0) -> FleetState:
     fleet.apply("h", hello(), now=0.0)
     for source, line in lines:
         fleet.apply("h", LogEvent(ts, source, line), now=ts)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet
 
 
@@ -104,6 +105,7 @@ def test_a_message_split_over_two_scans_is_still_found() -> None:
     fleet = _events(("kernel", "NVRM: GPU 0000:05:00.0: GPU has fallen"))
     assert fleet.hosts["h"].findings() == []
     fleet.apply("h", LogEvent(2.0, "kernel", "               off the bus."), now=2.0)
+    fleet.scan_logs()
     assert {f.code for f in fleet.hosts["h"].findings()} == {"gpu-fallen-off-bus"}
 
 
@@ -112,6 +114,7 @@ def test_repeated_events_are_one_finding() -> None:
     line = "[{:>5}.000000] NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception"
     for t in range(5):
         fleet.apply("h", LogEvent(float(t), "kernel", line.format(t)), now=float(t))
+    fleet.scan_logs()
     (found,) = fleet.hosts["h"].findings()
     assert found.count == 5
     assert len(fleet.hosts["h"].events) == 5
@@ -130,6 +133,7 @@ def test_a_reconnect_that_resends_the_kernel_log_counts_nothing_twice() -> None:
     for c in ("s=1;i=1", "s=1;i=2", "s=1;i=1"):
         fleet.apply("h", LogEvent(10.0, "kernel", "NVRM: Xid (PCI:0000:3b:00): 13, x", "b2", c),
                     now=10.0)
+    fleet.scan_logs()
     (found,) = fleet.hosts["h"].findings()
     assert found.count == 3 + 1 + 2
     assert len(fleet.hosts["h"].events) == 6

@@ -21,6 +21,7 @@ def demo() -> dict[str, str | None]:
     fleet = FleetState(backend.specs)
     for host, item in backend.items:
         fleet.apply(host, item, clock())
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return {row.name: row.headline for row in fleet.rows(clock())}
 
 

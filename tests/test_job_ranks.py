@@ -123,6 +123,7 @@ def _fleet(log_lines: list[str], watched: str | None = None) -> FleetState:
         fleet.apply("gpu-c03", item, T0)
     for n, line in enumerate(log_lines):
         fleet.apply("gpu-a01", LogEvent(T0 + 1 + n, "job:/shared/train-48211.out", line), T0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet
 
 

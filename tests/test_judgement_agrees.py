@@ -27,8 +27,8 @@ from probes.triage import Code, Severity, Step
 from probes.wire.events import SessionItem
 from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import SIM_STEP_S, T0, sim_items
-from tui.screens.triage import host_view as triage_host
 from tui.views.host_views import gpu_rows, host_view, memory_growth_view, thermal_view
+from tui.views.triage_view import host_view as triage_host
 from tui.views.wall_view import wall_host
 from widgets._format import TEMP_CLASS
 from widgets._wall_layout import STATE_GLYPH, cell
@@ -60,6 +60,7 @@ def fold(items: Iterable[SessionItem], name: str = "h", *,
     fleet = FleetState([HostSpec(name=name, expect_gpus=8)], detectors, preflight)
     for item in items:
         fleet.apply(name, item, NOW)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet.hosts[name]
 
 

@@ -149,6 +149,7 @@ def test_no_digit_run_makes_a_rule_or_parser_raise(digit: str) -> None:
     for source in ("kernel", JOB):
         for line in lines:
             fleet.apply(host, LogEvent(1.0, source, line), 1.0)
+    fleet.scan_logs()
     fleet.all_findings()
     series_of(log_lines(lines))
 

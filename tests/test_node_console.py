@@ -188,9 +188,9 @@ async def test_read_only_console_offers_no_action_and_runs_no_update(
         help_text = app.screen.text()  # type: ignore[attr-defined]
         assert "drain" not in help_text.lower() and "resume this node" not in help_text
         await pilot.press("escape")
-        from tui.palette import _lines
+        from tui.palette import palette_lines
 
-        assert not [line for line, _ in _lines(app) if "drain" in line or "resume" in line]
+        assert not [line for line, _ in palette_lines(app) if "drain" in line or "resume" in line]
         await pilot.press("q")
     assert "update" not in calls.read_text()
     assert reasons(cluster) == {}
@@ -206,9 +206,9 @@ async def test_help_and_palette_offer_the_actions_when_not_read_only() -> None:
         help_text = app.screen.text()  # type: ignore[attr-defined]
         assert "drain this node in Slurm" in help_text and "resume this node" in help_text
         await pilot.press("escape")
-        from tui.palette import _lines
+        from tui.palette import palette_lines
 
-        lines = [line for line, _ in _lines(app)]
+        lines = [line for line, _ in palette_lines(app)]
         assert ":drain" in lines and ":resume" in lines
         # on the fleet screen no node is the subject: the keys are not offered there
         assert app.check_action("node_drain", ()) is False

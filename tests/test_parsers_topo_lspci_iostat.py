@@ -84,7 +84,6 @@ def test_link_shortfall(cap_gts: float | None, cap_w: int | None, cur_gts: float
 
 def test_generation_helpers_and_kernel_line_numbers() -> None:
     assert [pcie.gen_to_gts(g) for g in range(1, 7)] == [2.5, 5.0, 8.0, 16.0, 32.0, 64.0]
-    assert pcie.gts_to_gen(8) == 3 and pcie.gts_to_gen(2.5) == 1 and pcie.gts_to_gen(7.0) is None
     line = ("252.048 Gb/s available PCIe bandwidth, limited by 16.0 GT/s PCIe x16 link at "
             "0000:00:01.0 (capable of 504.112 Gb/s with 32.0 GT/s PCIe x16 link)")
     limited, capable = line.split("capable of")

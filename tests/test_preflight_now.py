@@ -213,17 +213,18 @@ def test_a_host_down_now_fails_reachable_even_with_an_earlier_answer(
 async def test_the_console_screen_reads_a_stale_or_down_host_as_not_answering() -> None:
     from probes.fleet_state import FleetState, HostStatus
     from tests.support.tui_fakes import sim_items
-    from tui.screens.preflight import host_input
+    from tui.views.preflight_view import host_input
 
     fleet = FleetState([HostSpec(name="gpu-b02", expect_gpus=8)])
     for item in sim_items("gpu-b02", "xid79:6@600", seed=1, minutes=15):
         fleet.apply("gpu-b02", item, 0.0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     state = fleet.hosts["gpu-b02"]
     inp = host_input(state)
     assert inp.failure is None and inp.findings  # the lost GPU's finding travels with it
     count = _checks(check_host(inp))["gpu-count"]
     assert count.verdict is F and count.detail.startswith("GPU6 LOST")
-    state.status = HostStatus.STALE
+    state.reach.status = HostStatus.STALE
     assert host_input(state).failure == "stale"
-    state.status, state.down_reason = HostStatus.UNREACHABLE, "connect timed out"
+    state.reach.status, state.reach.down_reason = HostStatus.UNREACHABLE, "connect timed out"
     assert host_input(state).failure == "connect timed out"

@@ -18,6 +18,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from probes.analysis.findings import Finding
@@ -63,7 +64,7 @@ async def _read_both(tmp_path: Path) -> tuple[dict[str, set[str]], dict[str, set
                                  "snapshot", "--prometheus", prom.url, "--json"],
                 capture_output=True, text=True, timeout=60, check=False)
             fleet = app.fleet
-            fleet.take_scans()
+            fleet.tick(time.time())  # the app's write before a read (its tick)
             agents: dict[str, set[str]] = {}
             by_host: dict[str, set[str]] = {}
             for f in fleet.all_findings():

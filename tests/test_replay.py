@@ -178,6 +178,7 @@ async def test_the_console_resumes_its_recording(recording: Path, tmp_path: Path
                                resume_from=RecordingReader(path), resume_window_s=10 * 3600)
     fleet = FleetState(backend.specs)
     await backend.run(lambda h, i: fleet.apply(h, i, 0.0))
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     assert backend.resumed_items == before - 1  # every item but the recorded finding
     # the history from before the restart is back on screen: the drop-out included
     assert any(f.code == "gpu-lost" for f in fleet.hosts["gpu-r02"].findings())

@@ -77,6 +77,7 @@ def _straight(path: Path, until: float | None, specs: list[HostSpec]) -> FleetSt
         if until is not None and ts >= until:
             break
         fleet.apply(host, item, ts)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet
 
 
@@ -87,6 +88,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fleet = FleetState(specs)
     for host, item in items:
         fleet.apply(host, item, T0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     marks = [f for h in fleet.hosts.values() for f in h.findings()
              if f.severity is not Severity.INFO and f.ts is not None]
     path = tmp_path_factory.mktemp("seek") / "demo.sqlite3"
@@ -129,6 +131,7 @@ class Headless:
 
     def _emit(self, host: str, item: SessionItem) -> None:
         self.fleet.apply(host, item, self.backend.now())
+        self.fleet.scan_logs()  # the owner's write, as the app's tick (every item here)
 
     async def __aenter__(self) -> Headless:
         self.task = asyncio.get_running_loop().create_task(
@@ -369,8 +372,8 @@ async def test_a_healthy_recording_never_reads_stale_at_high_speed(demo: Path) -
         # the recorded pace is what makes the difference
         bare = FleetState([HostSpec(s.name) for s in replay.backend.specs])
         for host, state in replay.fleet.hosts.items():
-            bare.hosts[host].last_seen = state.last_seen
-            bare.hosts[host].status = state.status
+            bare.hosts[host].reach.last_seen = state.last_seen
+            bare.hosts[host].reach.status = state.status
         assert HostStatus.STALE in _statuses(bare, replay.backend.now() + 30.0).values()
 
 

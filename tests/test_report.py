@@ -173,7 +173,7 @@ def test_demo_report_is_fit_for_an_rma_ticket(tmp_path: Path) -> None:
     """On the demo simulator's data: the failed GPU's facts, onsets, the action, notes,
     every time on the console's clock, and none of the normal-topology noise."""
     from tests.test_triage_onsets import demo_state, findings
-    from tui.screens.triage import host_clocks, host_view
+    from tui.views.triage_view import host_clocks, host_view
 
     fleet = demo_state(45, speed=60.0)
     states = list(fleet.hosts.values())

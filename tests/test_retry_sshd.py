@@ -90,6 +90,7 @@ class Watch:
         self.items.append(item)
         self.by_host[host].append(item)
         self.fleet.apply(host, item, time.time())
+        self.fleet.scan_logs()  # the owner's write, as the app's tick (every item here)
 
     def start(self) -> None:
         self.task = asyncio.create_task(self.backend.run(self._emit))

@@ -82,6 +82,7 @@ def test_the_worker_finds_what_a_scan_on_the_loop_finds(worker: ScanWorker) -> N
     _feed(apart, "h1", _lines())
     assert worker.settle()
     assert apart.take_scans()
+    on_loop.scan_logs()  # the owner's write before a read (the app's tick)
     want = _answer(on_loop)
     assert {c[0] for c in want} >= {Code.CUDA_OOM, Code.XID}, want
     assert _answer(apart) == want

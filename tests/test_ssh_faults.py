@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from probes import fleet_state
+from probes.analysis import reach_tracker
 from probes.config.fleet import HostKeyChecking, HostSpec, SshOptions
 from probes.fleet_state import FleetState, HostStatus
 from probes.transport.session import SessionPolicy, run_session
@@ -149,7 +149,7 @@ async def test_drop_mid_stream_reconnects_and_resumes(server: FaultServer,
 
 async def test_silent_server_goes_stale_then_reconnects(
         server: FaultServer, canned: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fleet_state, "STALE_MIN_S", 0.5)
+    monkeypatch.setattr(reach_tracker, "STALE_MIN_S", 0.5)
     server.handler = replay(canned, then="silent", samples=1)
     await server.start()
     spec = server.spec()

@@ -75,7 +75,11 @@ async def test_fleet_streams_and_each_host_shows_its_scenario(world: SshWorld) -
     fleet = FleetState(specs)
     backend = AgentFleetBackend(specs)
     t0 = time.monotonic()
-    task = asyncio.create_task(backend.run(lambda h, i: fleet.apply(h, i, time.time())))
+    def fold(host: str, item: SessionItem) -> None:
+        fleet.apply(host, item, time.time())
+        fleet.scan_logs()  # the owner's write, as the app's tick (every item here)
+
+    task = asyncio.create_task(backend.run(fold))
     try:
         await wait_for(lambda: all(h.last is not None for h in fleet.hosts.values()), 20,
                        "every host streaming")

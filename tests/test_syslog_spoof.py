@@ -74,6 +74,7 @@ def _fleet(raw: list[bytes]) -> FleetState:
     reader = MessageReader()
     for msg in reader.feed(b"".join(raw)):
         fleet.apply("gpu-a01", msg, now=0.0)
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     assert reader.stats.garbled == 0
     return fleet
 
@@ -95,7 +96,7 @@ def test_a_real_kernel_xid_still_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_the_console_says_the_syslog_file_is_writable_by_local_users(tmp_path: Path) -> None:
-    from tui.screens.triage import host_view
+    from tui.views.triage_view import host_view
 
     raw = _agent_on(tmp_path, "syslog", REAL[:1])
     fleet = _fleet(raw)

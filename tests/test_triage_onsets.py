@@ -21,7 +21,7 @@ from probes.fleet_state import FleetState
 from probes.triage import Severity, Step
 from probes.wire.samples import HostSample
 from tests.support.tui_fakes import SIM_STEP_S, T0, sim_items
-from tui.screens.triage import host_clocks, host_view
+from tui.views.triage_view import host_clocks, host_view
 
 DEMO = [(s.name, ",".join(s.simulate)) for s in demo_fleet(speed=1.0, history_s=0)]
 
@@ -38,6 +38,7 @@ def demo_state(minutes: int, specs: list[tuple[str, str]] = DEMO,
         for pair in batch:
             if pair is not None:
                 fleet.apply(pair[0], pair[1], getattr(pair[1], "ts", T0))
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     return fleet
 
 

@@ -73,7 +73,7 @@ async def test_a_storm_of_1000_connects_redraws_a_handful_of_times(
         # 125 turns of the loop, each with 8 hellos: the old console redrew on each
         assert during <= 2, during
         # each host's row was built for connecting and for streaming at most
-        assert app.fleet.row_builds <= 2 * HOSTS
+        assert app.fleet_rows.row_builds <= 2 * HOSTS
         assert app.fleet.totals(app._clock())["streaming"] == HOSTS
 
 
@@ -88,7 +88,7 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
         app.refresh_view()
         await pilot.pause()
         t = table(app)
-        builds, formatted, writes = app.fleet.row_builds, t.cells_formatted, t.table_writes
+        builds, formatted, writes = app.fleet_rows.row_builds, t.cells_formatted, t.table_writes
         repaints: list[None] = []
         plain = t.refresh
 
@@ -101,7 +101,7 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
         # a change on screen repaints (its reason also widens the last column)
         backend.emit(NAMES[0], sample(NAMES[0], 1, trouble_gpu=0))
         app.refresh_view()
-        assert app.fleet.row_builds == builds + 1
+        assert app.fleet_rows.row_builds == builds + 1
         assert t.cells_formatted == formatted + 1
         assert repaints
         repaints.clear()
@@ -109,14 +109,14 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
         # than the column now is) are written to the table's data, nothing is repainted
         backend.emit(NAMES[-1], sample(NAMES[-1], 1, trouble_gpu=2))
         app.refresh_view()
-        assert app.fleet.row_builds == builds + 2
+        assert app.fleet_rows.row_builds == builds + 2
         assert t.cells_formatted == formatted + 2
         assert t.table_writes == writes + 2
         assert repaints == []
         assert t.get_cell(NAMES[-1], "temp").plain == "88 °C"
         # a redraw with nothing new formats nothing and writes nothing
         app.refresh_view()
-        assert (app.fleet.row_builds, t.cells_formatted, t.table_writes) == \
+        assert (app.fleet_rows.row_builds, t.cells_formatted, t.table_writes) == \
             (builds + 2, formatted + 2, writes + 2)
         # the far host scrolled to shows its new value
         t.move_cursor(row=HOSTS - 1, animate=False)

@@ -45,8 +45,7 @@ from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
-from tui.command_run import run_named
-from tui.commands import CommandError, parse_command
+from tui.commands import WINDOWS, CommandError, offered, run_command, window_note
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
 from tui.node_actions import ACTION_SCREENS, NODE_ACTIONS, target_of
@@ -62,6 +61,7 @@ from tui.screens.preflight import PreflightScreen
 from tui.screens.triage import TriageScreen
 from tui.typeahead import TypeaheadApp
 from tui.views.alert_notice import NAMED, alert_text, landed_text
+from tui.views.fleet_rows import FleetRows
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import Notice, NoticeLevel
 
@@ -146,6 +146,8 @@ class RigwatchApp(TypeaheadApp):
         self.scan_worker = ScanWorker(self._scans_found) if scan_logs_apart else None
         """The thread that runs the log rules off this loop (the CLI's consoles)."""
         self.fleet = FleetState(backend.specs, detectors, preflight, self.scan_worker)
+        self.fleet_rows = FleetRows(self.fleet)
+        """The fleet's rows, kept between redraws (the view over ``fleet``)."""
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -311,7 +313,7 @@ class RigwatchApp(TypeaheadApp):
         self._redraw_pending = False
         self._last_draw = time.monotonic()
         self.redraws += 1
-        self.fleet.take_scans()
+        self.fleet.tick(self._clock())
         if not self.screen_stack:
             return  # a redraw that was due as the app closed: nothing is left to draw
         if isinstance(screen := self.screen, DataScreen) and screen.is_mounted:
@@ -334,6 +336,7 @@ class RigwatchApp(TypeaheadApp):
         if not self.backend.raises_alerts:
             return
         now = self._clock()
+        self.fleet.tick(now)
         findings = self.fleet.all_findings()
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
@@ -435,6 +438,7 @@ class RigwatchApp(TypeaheadApp):
         self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
         self.fleet.watched_layout = old.watched_layout
         self.fleet.topology = old.topology
+        self.fleet_rows = FleetRows(self.fleet)
         self.alerts = AlertTracker(self.alert_policy)
 
     def _tick(self) -> None:
@@ -609,15 +613,16 @@ class RigwatchApp(TypeaheadApp):
         screens = [(title, own_bindings(cls)) for title, cls in HELP_SCREENS]
         app_keys = [b for b in own_bindings(RigwatchApp)
                     if not (self.read_only and b.action in NODE_ACTIONS)]
-        return build_sections(app_keys, screens, self.get_key_display, here)
+        commands = tuple((c.line, c.help) for c in offered(self.read_only))
+        return build_sections(app_keys, screens, self.get_key_display, here, commands)
 
-    def action_command_line(self) -> None:
+    def action_command_line(self, text: str = "") -> None:
         """``:`` — type a command (``host gpu017``, ``theme light``, ``window 6h`` …)."""
-        def done(text: str | None) -> None:
-            if text:
-                self.run_command(text)
+        def done(line: str | None) -> None:
+            if line:
+                self.run_command(line)
 
-        self.push_screen(NoteScreen("command", "", heading=":",
+        self.push_screen(NoteScreen("command", text, heading=":",
                                     placeholder="host NAME · theme light · triage · preflight"
                                                 " · window 6h · sort worst · filter TEXT"
                                                 " · job ID · wall · help · quit",
@@ -626,10 +631,76 @@ class RigwatchApp(TypeaheadApp):
     def run_command(self, text: str) -> None:
         """Run one command line; a mistake is a notification saying what would work."""
         try:
-            cmd = parse_command(text)
-            run_named(self, cmd.name, cmd.arg)
+            run_command(self, text)
         except CommandError as exc:
             self.notify(str(exc), severity="warning", timeout=6, markup=False)
+
+    # What a ``:`` command may ask (``tui.console.CommandTarget``): commands call these and
+    # never write the app's state themselves.
+
+    def host_names(self) -> list[str]:
+        """Every host watched, in inventory order."""
+        return list(self.fleet.hosts)
+
+    def to_fleet(self) -> FleetScreen:
+        """Pop back to the fleet screen and return it."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, FleetScreen):
+            self.pop_screen()
+        screen = self.screen
+        assert isinstance(screen, FleetScreen)
+        return screen
+
+    def show_host(self, host: str) -> None:
+        """Back to the fleet, then ``host``'s screen on top."""
+        self.to_fleet()
+        self.open_host(host)
+
+    def set_theme_word(self, word: str) -> None:
+        """Switch to the rigwatch theme ``word`` (``dark``, ``light`` …) and say so."""
+        self.theme = f"rigwatch-{word}"
+        self.say_theme()
+
+    def request_quit(self) -> None:
+        """Quit in a worker (``action_quit`` waits for the backend to stop)."""
+        self.run_worker(self.action_quit(), group="quit")
+
+    def set_window(self, span: str) -> None:
+        """The charts' window: a ``WINDOWS`` span; the fleet screen has no chart, so say it."""
+        self.window_s = WINDOWS[span]
+        self.refresh_view()
+        self.say(window_note(span))
+
+    def watch_job(self, job: str) -> None:
+        """Follow a Slurm job: the fleet shows its hosts underneath, the job view its ranks
+        on top, and its log's findings are this job's from now on."""
+        if self.fleet.watched_job != job:  # the nodes Slurm named were the other job's
+            self.fleet.watched_hosts = frozenset()
+        self.fleet.watched_job = job
+        self.to_fleet().set_filter(f"job:{job}")
+        self.push_screen(JobScreen(job, self.subtitle))
+
+    def sort_fleet(self, key: str) -> None:
+        """Back to the fleet, sorted by ``key``."""
+        self.to_fleet().set_sort(key)
+
+    def filter_fleet(self, text: str) -> None:
+        """Back to the fleet, filtered by ``text``."""
+        self.to_fleet().set_filter(text)
+
+    def toggle_wall(self) -> None:
+        """Back to the fleet, wall and table swapped."""
+        self.to_fleet().action_toggle_wall()
+
+    # What a data screen reads (``tui.console.ConsoleView``).
+
+    @property
+    def replaying(self) -> bool:
+        """Whether this console plays a recording."""
+        return self.backend.replay is not None
+
+    def retry_host(self, host: str) -> bool:
+        """Connect to ``host`` now; False if its session is not waiting for a retry."""
+        return self.backend.retry_now(host)
 
     def action_next_theme(self) -> None:
         """Step to the next rigwatch theme."""

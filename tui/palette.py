@@ -8,9 +8,9 @@ panel, maximize, a screenshot) follow, without its Quit and Theme, which ``:quit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from textual.await_complete import AwaitComplete
 from textual.command import (
@@ -23,16 +23,11 @@ from textual.command import (
     Provider,
 )
 
-from tui.commands import ACTION_COMMANDS, COMMANDS, WINDOWS
-from tui.commands import Command as RigwatchCommand
+from tui.commands import COMMANDS, offered
+from tui.console import CommandTarget
 from tui.screens.base import on_top
-from tui.views.fleet_view import SORT_KEYS
 from widgets._alive import leaving
 
-if TYPE_CHECKING:
-    from tui.app import RigwatchApp
-
-THEME_WORDS = ("dark", "light", "high-contrast", "colour-safe")
 MAX_HOST_HITS = 50
 TEXTUAL_DUPLICATES = frozenset({"Quit", "Theme"})
 """Textual's system commands that a rigwatch command already is (``:quit``, ``:theme``)."""
@@ -40,36 +35,54 @@ TEXTUAL_SCORE = 0.5
 """Textual's entries rank below an equally good match of a rigwatch command."""
 
 
-def offered(app: RigwatchApp) -> list[RigwatchCommand]:
-    """The commands this console offers: no node actions in read-only mode."""
-    return [c for c in COMMANDS if not (app.read_only and c.name in ACTION_COMMANDS)]
+@runtime_checkable
+class PaletteConsole(CommandTarget, Protocol):
+    """The console the palette runs commands on."""
+
+    def run_command(self, text: str) -> None:
+        """Run one command line (a mistake is a notice)."""
+
+    def action_command_line(self, text: str = "") -> None:
+        """Open the ``:`` line with ``text`` typed."""
 
 
-def _lines(app: RigwatchApp) -> Iterator[tuple[str, str]]:
-    """(command line, help) for everything the palette offers."""
-    for c in offered(app):
-        if not c.arg:
-            yield f":{c.name}", c.help
-    for word in THEME_WORDS:
-        yield f":theme {word}", "switch theme"
-    for key in SORT_KEYS:
-        yield f":sort {key}", "sort the fleet"
-    for span in WINDOWS:
-        yield f":window {span}", "chart window"
-    for host in list(app.fleet.hosts)[:MAX_HOST_HITS * 20]:
-        yield f":host {host}", "open this host"
+def palette_lines(app: CommandTarget) -> Iterator[tuple[str, str]]:
+    """(command line, help) for everything the palette offers, from ``COMMANDS``: each
+    command (``:job ID`` opens the ``:`` line to type the id), then each of its choices,
+    then what the console knows (its hosts)."""
+    commands = offered(app.read_only)
+    for c in commands:
+        yield c.line, c.help
+    for c in commands:
+        for word in c.choices:
+            yield f":{c.name} {word}", c.choice_help
+    for c in commands:
+        if c.live_choices is not None:
+            for word in list(c.live_choices(app))[:MAX_HOST_HITS * 20]:
+                yield f":{c.name} {word}", c.choice_help
+
+
+def _callback(app: PaletteConsole, line: str) -> Callable[[], None]:
+    """What choosing ``line`` does: run it, or open the ``:`` line to finish typing it."""
+    name, _, arg = line.lstrip(":").partition(" ")
+    command = next(c for c in COMMANDS if c.name == name)
+    if command.arg and arg == command.arg:  # a placeholder (``:job ID``): the value is typed
+        return partial(app.action_command_line, f"{name} ")
+    return partial(app.run_command, line)
 
 
 class RigwatchCommands(Provider):
     """The command line's commands as palette entries, then Textual's own that differ."""
 
     @property
-    def _rw(self) -> RigwatchApp:
-        return self.app  # type: ignore[return-value]
+    def _rw(self) -> PaletteConsole:
+        app = self.app
+        assert isinstance(app, PaletteConsole)
+        return app
 
     async def discover(self) -> Hits:
         """Commands without arguments, shown before anything is typed; Textual's after."""
-        for c in offered(self._rw):
+        for c in offered(self._rw.read_only):
             if not c.arg:
                 yield DiscoveryHit(f":{c.name}", partial(self._rw.run_command, c.name),
                                    help=c.help)
@@ -81,10 +94,10 @@ class RigwatchCommands(Provider):
         """Every command line that matches what was typed."""
         matcher = self.matcher(query)
         shown = 0
-        for line, help_text in _lines(self._rw):
+        for line, help_text in palette_lines(self._rw):
             score = matcher.match(line)
             if score > 0:
-                yield Hit(score, matcher.highlight(line), partial(self._rw.run_command, line),
+                yield Hit(score, matcher.highlight(line), _callback(self._rw, line),
                           help=help_text)
                 shown += 1
                 if shown >= MAX_HOST_HITS:

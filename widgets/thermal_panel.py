@@ -57,8 +57,6 @@ class GpuThermal:
     sm_clock_max_mhz: float | None
     reasons: tuple[str, ...] = ()
     """Active clock-event reasons by name, e.g. ``SW thermal slowdown``, ``HW power brake``."""
-    fan_pct: float | None = None
-    """None on passively cooled boards (most data-centre GPUs)."""
     temp_points: tuple[float, ...] = ()
     """Recent GPU temperatures, oldest first, for the history sparkline."""
     throttled: bool = False
@@ -141,7 +139,7 @@ def clock_part(g: GpuThermal) -> Content:
 
 
 def gpu_line(g: GpuThermal) -> Content:
-    """The numbers for one GPU at fixed widths (69 cells, 78 with a fan), so rows line up."""
+    """The numbers for one GPU at fixed widths (69 cells), so rows line up."""
     glyph, word = THROTTLED_MARK if g.throttled else OK_MARK
     state = ("[bold $clock-throttled]$glyph $word[/]" if g.throttled
              else "[$status-streaming]$glyph $word[/]")
@@ -154,10 +152,7 @@ def gpu_line(g: GpuThermal) -> Content:
     mem = Content.from_markup(
         f"[$text-dim]mem[/] [{TEMP_VARIABLE[g.mem_temp_level]}]$t[/]",
         t=f"{_num(g.temp_mem_c, '°C'):>5}")
-    parts = [head + temp_part(g), mem, power_part(g), clock_part(g)]
-    if g.fan_pct is not None:
-        parts.append(Content.from_markup("[$text-dim]fan[/] $f", f=f"{_num(g.fan_pct, '%'):>4}"))
-    return Content(" ").join(parts)
+    return Content(" ").join([head + temp_part(g), mem, power_part(g), clock_part(g)])
 
 
 def history_colour(g: GpuThermal) -> str:
@@ -323,7 +318,6 @@ class ThermalPanel(Vertical):
         if not self._ready:
             return
         self.query_one(".th-title", Static).update(summary(view))
-        self.set_class(any(g.fan_pct is not None for g in view.gpus), "-fan")
         empty = self.query_one(".th-empty", Static)
         empty.display = not view.gpus
         self.query_one(".th-head").display = bool(view.gpus)

@@ -88,7 +88,7 @@ class Alert:
                 "step": f.step.value, "code": f.code, "severity": f.severity.value,
                 "summary": f.summary, "gpu": f.gpu, "xid": f.xid, "evidence": f.evidence,
                 "action": f.action, "ts": f.ts, "source": f.source, "count": f.count,
-                "recovers": f.extra.get("recovers")}
+                "recovers": f.details.recovers}
 
     def environment(self) -> dict[str, str]:
         """``RIGWATCH_*`` variables for the hook (empty strings for unknown values)."""
@@ -97,7 +97,7 @@ class Alert:
             "HOST": f.host, "STEP": f.step.value, "CODE": f.code,
             "SEVERITY": f.severity.value, "SUMMARY": f.summary, "GPU": f.gpu, "XID": f.xid,
             "ACTION": f.action, "TS": f.ts, "EVENT": self.event,
-            "RECOVERS": f.extra.get("recovers")}
+            "RECOVERS": f.details.recovers}
         return {f"RIGWATCH_{k}": "" if v is None else str(v) for k, v in values.items()}
 
 

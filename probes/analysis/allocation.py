@@ -64,7 +64,7 @@ def idle_allocation_findings(host: str, history: HostHistory, sample: HostSample
     """A finding per job whose GPUs here stayed at ≈0 % for ``alloc_idle_s`` since it took
     them (the busiest 15 s bucket at or below ``alloc_idle_util_pct``)."""
     if sample.ts - holds.checked_at < IDLE_CHECK_EVERY_S and sample.ts >= holds.checked_at:
-        return [f for f in holds.idle if f.extra.get("job") in
+        return [f for f in holds.idle if f.details.job in
                 {job for job, _ in holds.held.values()}]
     holds.checked_at = sample.ts
     holds.idle = _idle(host, history, sample, holds, limits)

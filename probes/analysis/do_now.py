@@ -94,9 +94,9 @@ host."""
 
 def _fabric_do(f: Finding, host: str, gpu: str) -> str | None:
     """Do-now for the fabric's critical findings (ports, NVLinks, switches, racks)."""
-    named = f.extra.get("ports")
-    port = str(named[0])[:16] if isinstance(named, list) and named else "the port"
-    switch, rack = str(f.extra.get("switch", ""))[:16], str(f.extra.get("rack", ""))[:16]
+    named = f.details.ports
+    port = str(named[0])[:16] if named else "the port"
+    switch, rack = (f.details.switch or "")[:16], (f.details.rack or "")[:16]
     if f.code == Code.IB_PORT_DOWN:
         return f"drain {host}, reseat the cable of {port}; check its switch port"
     if f.code == Code.SWITCH_SUSPECT:

@@ -56,16 +56,15 @@ def domains_of(f: Finding, index: RankIndex | None) -> tuple[Domain, ...]:
     """The domains ``f`` belongs to (at least one)."""
     places: tuple[DomainKind, ...] = ("switch", "rack")
     for kind in places:  # a switch- or rack-suspect: its own domain, and its hosts' jobs
-        place = f.extra.get(kind)
-        if isinstance(place, str) and f.code in (Code.SWITCH_SUSPECT, Code.RACK_SUSPECT):
-            hosts = f.extra.get("hosts")
-            theirs = sorted({j for h in (hosts if isinstance(hosts, list) else [])
+        place = f.details.switch if kind == "switch" else f.details.rack
+        if place is not None and f.code in (Code.SWITCH_SUSPECT, Code.RACK_SUSPECT):
+            theirs = sorted({j for h in f.details.hosts
                              for j in (index.jobs_on(h, None) if index is not None else ())})
             return (Domain(kind, place), *(Domain("job", j) for j in theirs))
-    job = f.extra.get("job")
+    job = f.details.job
     if isinstance(job, str) and job:
         return (Domain("job", job),)
-    comm = f.extra.get("comm")
+    comm = f.details.comm
     if isinstance(comm, str) and comm:
         return (Domain("comm", comm),)
     if (f.source or "").startswith(JOB_SOURCE_PREFIX) or index is None:
@@ -102,6 +101,6 @@ def hosts_of(domain: Domain, findings: Sequence[Finding], index: RankIndex | Non
         if index.watched_job == domain.key:
             hosts.update(dict.fromkeys(sorted(index.watched_hosts)))
     for f in findings:
-        where = f.extra.get("rank_host")
-        hosts[where if isinstance(where, str) else f.host] = None
+        where = f.details.rank_host
+        hosts[where if where is not None else f.host] = None
     return tuple(hosts)

@@ -189,8 +189,7 @@ def marks(found: tuple[Finding, ...] | list[Finding]) -> tuple[dict[str, str], d
         word = _MARKS.get(f.code)
         if word is None or (f.severity is Severity.INFO and word == "errors"):
             continue
-        named = f.extra.get("ports")
-        for p in named if isinstance(named, list) else []:
+        for p in f.details.ports:
             if _ORDER.index(word) > _ORDER.index(ports.get(p, "ok")):
                 ports[p] = word
         nvlink = f.code in (Code.NVLINK_DOWN, Code.NVLINK_SLOW, Code.NVLINK_ERRORS)

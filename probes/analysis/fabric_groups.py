@@ -28,9 +28,9 @@ ACTION_RACK = ("Check the rack's power (PDU, breakers, power capping) and coolin
 
 
 def _ports(f: Finding) -> list[str | None]:
-    ports = f.extra.get("ports")
-    if isinstance(ports, list) and ports:
-        return [p.split("/")[0] if isinstance(p, str) else None for p in ports]
+    ports = f.details.ports
+    if ports:
+        return [p.split("/")[0] for p in ports]
     return [None]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from probes.analysis import actions as acts
+from probes.analysis.finding_extra import FindingExtra
 from probes.analysis.judge import (
     NO_PEERS,
     POWER_CAP,
@@ -85,6 +86,11 @@ class Finding:
     def hours_to_full(self) -> float | None:
         """``extra["hours_to_full"]``: when a leak would fill the GPU."""
         return _number(self.extra, "hours_to_full")
+
+    @property
+    def details(self) -> FindingExtra:
+        """``extra`` read through typed accessors (``finding_extra``)."""
+        return FindingExtra(self.extra)
 
     @property
     def key(self) -> tuple[str, str, int | None, int | None]:

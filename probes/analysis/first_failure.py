@@ -400,12 +400,10 @@ def _root(events: list[Finding], slack_s: float) -> tuple[Finding, list[Finding]
 def _ranks(f: Finding) -> list[int]:
     """The ranks a finding names (``rank``, ``ranks``)."""
     out = []
-    rank = f.extra.get("rank")
-    if isinstance(rank, int) and not isinstance(rank, bool):
+    rank = f.details.rank
+    if rank is not None:
         out.append(rank)
-    ranks = f.extra.get("ranks")
-    if isinstance(ranks, list | tuple):
-        out.extend(r for r in ranks if isinstance(r, int) and not isinstance(r, bool))
+    out.extend(f.details.ranks or ())
     return out
 
 
@@ -418,12 +416,11 @@ def _place_of(index: RankIndex | None, job: str | None, rank: int) -> RankPlace 
 def _placed_culprit(root: Finding, domain: Domain, index: RankIndex | None,
                     why: str) -> Culprit:
     """The rank, host and GPU of a root that is itself the failure."""
-    rank = root.extra.get("rank")
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
-    host = root.extra.get("rank_host")
-    gpu = root.extra.get("rank_gpu")
-    bus = root.extra.get("rank_bus_id")
-    serial = root.extra.get("rank_serial")
+    rank = root.details.rank
+    host = root.details.rank_host
+    gpu = root.details.rank_gpu
+    bus = root.details.rank_bus_id
+    serial = root.details.rank_serial
     from_log = (root.source or "").startswith("job:")
     if not isinstance(host, str):
         host = None if from_log else root.host
@@ -489,8 +486,8 @@ def missing_any(nranks: int, waited: set[int]) -> bool:
 
 def _nranks(waiting: list[Finding], domain: Domain, index: RankIndex | None) -> int | None:
     for f in waiting:
-        n = f.extra.get("nranks")
-        if isinstance(n, int) and n > 0:
+        n = f.details.nranks
+        if n is not None and n > 0:
             return n
     if index is not None:
         key = domain.job if domain.kind == "job" else None
@@ -504,13 +501,7 @@ def _oldest_progress(waiting: list[Finding]) -> tuple[int, int] | None:
     """(rank, last completed work) of the rank furthest behind, when the ranks differ."""
     done: dict[int, int] = {}
     for f in waiting:
-        told = f.extra.get("last_completed")
-        if isinstance(told, dict):
-            for k, v in told.items():
-                try:
-                    done[int(k)] = int(v)
-                except (TypeError, ValueError):
-                    continue
+        done.update(f.details.last_completed)
     if len(set(done.values())) < 2:
         return None
     rank = min(done, key=lambda r: (done[r], r))

@@ -93,14 +93,14 @@ def headline(f: Finding, context: Iterable[Finding] = ()) -> str:
     if f.code in HOT_CODES:
         return gpu + GpuVerdict.HOT.value.upper() + _temp(f, others, SEP + _rest(f))
     if f.code == Code.XID:
-        name = f.extra.get("xid_name")
+        name = f.details.xid_name
         return f"{gpu}XID {f.xid if f.xid is not None else '?'}" + \
-            (SEP + str(name) if isinstance(name, str) and name else "")
+            (SEP + name if name else "")
     if f.code in (Code.NCCL_TIMEOUT, Code.NCCL_ERROR, Code.NCCL_NET_ERROR, Code.RANK_FAILED,
                   Code.CUDA_OOM):
-        rank = f.extra.get("rank")
+        rank = f.details.rank
         word = _WORDS[f.code]
-        return word + (f"{SEP}rank {rank}" if isinstance(rank, int) else SEP + _rest(f))
+        return word + (f"{SEP}rank {rank}" if rank is not None else SEP + _rest(f))
     word = _WORDS.get(f.code, f.code.upper().replace("-", " "))
     return f"{gpu}{word}{SEP}{_rest(f)}"
 
@@ -118,8 +118,8 @@ def _lost_detail(f: Finding, others: list[Finding]) -> str:
     if f.code == Code.GPU_FALLEN_OFF_BUS or any(
             o.code == Code.GPU_FALLEN_OFF_BUS and o.gpu == f.gpu for o in others):
         return "fell off the bus"
-    answering, expected = f.extra.get("answering"), f.extra.get("expected")
-    if isinstance(answering, int) and isinstance(expected, int):
+    answering, expected = f.details.answering, f.details.expected
+    if answering is not None and expected is not None:
         return f"{answering}/{expected} answer"
     return "missing from the samples"
 
@@ -135,8 +135,8 @@ def _leak_detail(f: Finding) -> str:
 def _temp(f: Finding, others: list[Finding], fallback: str) -> str:
     """" 91 °C" from this finding or a sibling about the same GPU; else ``fallback``."""
     for o in [f, *others]:
-        t = o.extra.get("temp_c")
-        if o.gpu == f.gpu and isinstance(t, int | float) and not isinstance(t, bool):
+        t = o.details.temp_c
+        if o.gpu == f.gpu and t is not None:
             return f" {t:.0f} °C"
     return fallback
 

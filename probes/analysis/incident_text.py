@@ -42,15 +42,15 @@ def brief(f: Finding) -> str:
     if f.xid is not None:
         return describe(f)
     host = where_host(f)
-    gpu = f.extra.get("rank_gpu") if f.extra.get("rank_host") else f.gpu
-    where = host + (f" GPU{gpu}" if isinstance(gpu, int) and f.step in CAUSE_STEPS else "")
+    gpu = f.details.rank_gpu if f.details.rank_host else f.gpu
+    where = host + (f" GPU{gpu}" if gpu is not None and f.step in CAUSE_STEPS else "")
     return f"{_name(f.code, 1, short=True)} on {where}"
 
 
 def where_host(f: Finding) -> str:
     """The host a finding is about: where its rank runs when placed, else its own host."""
-    placed = f.extra.get("rank_host")
-    return placed if isinstance(placed, str) else f.host
+    placed = f.details.rank_host
+    return placed if placed is not None else f.host
 
 
 def ranks_phrase(ranks: Sequence[int], most: int = 6) -> str:
@@ -81,11 +81,11 @@ def _consequence_phrase(code: str, group: list[Finding]) -> str:
 
 
 def _ranks_of(f: Finding) -> list[int]:
-    ranks = f.extra.get("ranks")
-    if isinstance(ranks, list | tuple):
-        return [r for r in ranks if isinstance(r, int) and not isinstance(r, bool)]
-    rank = f.extra.get("rank")
-    return [rank] if isinstance(rank, int) and not isinstance(rank, bool) else []
+    ranks = f.details.ranks
+    if ranks is not None:
+        return list(ranks)
+    rank = f.details.rank
+    return [rank] if rank is not None else []
 
 
 def _by_code(later: Sequence[Finding]) -> list[tuple[str, list[Finding]]]:

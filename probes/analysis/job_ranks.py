@@ -222,7 +222,7 @@ def placed(findings: Sequence[Finding], index: RankIndex) -> list[Finding]:
 
 def rank_where(f: Finding) -> str | None:
     """``rank 3 on gpu-b07 GPU1``: a placed rank in words, None when it was not placed."""
-    rank, host, gpu = f.extra.get("rank"), f.extra.get("rank_host"), f.extra.get("rank_gpu")
-    if not isinstance(rank, int) or not isinstance(host, str):
+    rank, host, gpu = f.details.rank, f.details.rank_host, f.details.rank_gpu
+    if rank is None or host is None:
         return None
-    return f"rank {rank} on {host}" + (f" GPU{gpu}" if isinstance(gpu, int) else "")
+    return f"rank {rank} on {host}" + (f" GPU{gpu}" if gpu is not None else "")

@@ -397,10 +397,8 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     for f in findings:
         codes.setdefault(f.gpu, set()).add(f.code)
         if f.code in SPIN_CODES:  # a host's finding about each of the GPUs it names
-            named = f.extra.get("gpus")
-            for i in named if isinstance(named, list) else ():
-                if isinstance(i, int):
-                    codes.setdefault(i, set()).add(f.code)
+            for i in f.details.gpus:
+                codes.setdefault(i, set()).add(f.code)
         if f.code in LEAK_CODES:
             leaks[f.gpu] = f.severity
         if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:

@@ -70,8 +70,8 @@ def first_line(first: FirstFailure | None) -> list[str]:
         JOB_SOURCE_PREFIX) else f.host
     where = f"{clean_text(path)}:{f.line}" if f.line else clean_text(path)
     what = f.code if f.xid is None else f"{f.code} {f.xid}"
-    rank = f.extra.get("rank")
-    who = f" rank {rank}" if isinstance(rank, int) and not isinstance(rank, bool) else ""
+    rank = f.details.rank
+    who = f" rank {rank}" if rank is not None else ""
     kind = "First failure" if first.is_failure else "Earliest warning"
     out = [f"{kind}: {what}{who} ({where})"]
     if first.waiting and f.code != Code.NCCL_TIMEOUT:

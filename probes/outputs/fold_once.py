@@ -71,6 +71,7 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
             fleet.apply(name, r.sample, at)
         elif r.failure is not None:
             fleet.apply(name, Disconnected(at, r.failure, None, None, _kind(r)), at)
+    fleet.scan_logs()  # the owner's write: the queued log lines judged before any read
     detect_now(fleet)
     return fleet
 

@@ -204,6 +204,8 @@ def runs_of_recording(path: str) -> list[Run]:
         asyncio.run(source.run_once(take))
     finally:
         source.reader.close()
+    if fleet is not None:
+        fleet.scan_logs()  # the owner's write: the queued log lines judged before any read
     name = Path(path).name
     runs = []
     for job, held in sorted(gpus_of.items()):

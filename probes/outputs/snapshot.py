@@ -122,13 +122,13 @@ def job_finding_json(f: Finding, job: str, nodes: tuple[str, ...]) -> dict[str, 
     if "rank" not in row and isinstance(ranks, list) and len(ranks) == 1:
         row["rank"] = ranks[0]  # one rank named: it is the finding's rank
     from_log = (f.source or "").startswith("job:")
-    placed = f.extra.get("rank_host")
-    if isinstance(placed, str):
+    placed = f.details.rank_host
+    if placed is not None:
         row["host"] = placed
-        for key, src in (("rank_gpu", "rank_gpu"), ("gpu_serial", "rank_serial"),
-                         ("bus_id", "rank_bus_id")):
-            if src in f.extra:
-                row[key] = f.extra[src]
+        for key, value in (("rank_gpu", f.details.rank_gpu), ("gpu_serial", f.details.rank_serial),
+                           ("bus_id", f.details.rank_bus_id)):
+            if value is not None:
+                row[key] = value
     elif from_log:
         row["host"] = nodes[0] if len(nodes) == 1 else None  # a one-node job: that node
     else:

@@ -185,6 +185,7 @@ def fleet_run(hosts: int, seconds: int, tmpl: list[Template],
         gc.callbacks.remove(count)
     n = hosts * seconds
     applied = sum(len(h.history.series_keys()) > 0 for h in fleet.hosts.values())
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     findings = sum(len(h.findings()) for h in fleet.hosts.values())
     runs = sum(len(h.detectors._due) for h in fleet.hosts.values())
 

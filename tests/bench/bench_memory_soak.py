@@ -245,6 +245,7 @@ def soak(hosts: int, hours: float, step: int, templates: list[Template],
     rss_slope = slope(half)
     hist_slope = slope(hist_half)
     st = rec.status
+    fleet.scan_logs()  # the owner's write before a read (the app's tick)
     codes = Counter(f.code for hs in fleet.hosts.values() for f in hs.findings())
     history_bytes = sum(hs.history.nbytes() for hs in fleet.hosts.values())
     return {

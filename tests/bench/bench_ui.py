@@ -316,7 +316,8 @@ async def window(app: RigwatchApp, paints: Repaints, seconds: float, presses: in
     backend = app.backend
     assert isinstance(backend, SimFleetBackend)
     emitted0, paints0, bytes0 = backend.emitted, len(paints.spans), paints.terminal_bytes
-    builds0 = getattr(app.fleet, "row_builds", None)
+    rows_of = getattr(app, "fleet_rows", app.fleet)  # the row cache (the fold's, before #37)
+    builds0 = getattr(rows_of, "row_builds", None)
     gap = seconds / presses
     if profile is not None:
         profile.enable()
@@ -351,7 +352,7 @@ async def window(app: RigwatchApp, paints: Repaints, seconds: float, presses: in
         "repaint_ms_mean": round(1000 * sum(e - s for s, e in spans) / max(1, len(spans)), 2),
         "terminal_kb_per_s": round((paints.terminal_bytes - bytes0) / wall / 1024, 1),
         "row_builds_per_s": None if builds0 is None
-        else round((getattr(app.fleet, "row_builds", 0) - builds0) / wall, 1),
+        else round((getattr(rows_of, "row_builds", 0) - builds0) / wall, 1),
     }
 
 

@@ -48,7 +48,7 @@ class Watched:
     async def _check(self) -> None:
         while True:
             now = time.time()
-            self.fleet.rows(now)  # the redraw judges staleness before the alerts, as the app
+            self.fleet.tick(now)  # staleness judged before the alerts, as the app's redraw
             self.alerts += self.tracker.update(self.fleet.all_findings(), now,
                                                hosts=len(self.fleet.hosts))
             await asyncio.sleep(CHECK_EVERY_S)
@@ -71,10 +71,10 @@ class Watched:
         return not self._tasks[0].done()
 
     def status(self, host: str) -> str:
-        return self.fleet.row(self.fleet.hosts[host], time.time()).status.value
+        return self.fleet.hosts[host].row(time.time()).status.value
 
     def row_reason(self, host: str) -> str:
-        return self.fleet.row(self.fleet.hosts[host], time.time()).reason or ""
+        return self.fleet.hosts[host].row(time.time()).reason or ""
 
     def pages(self, event: str = "alert") -> list[tuple[str, str]]:
         """(host, code) of each alert (or recovery) so far."""

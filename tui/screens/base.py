@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from textual.binding import ActiveBinding
 from textual.css.query import NoMatches
@@ -14,6 +15,7 @@ from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
+from tui.views.fleet_rows import FleetRows
 from widgets._alive import leaving
 from widgets.header_bar import HeaderBar, Notice, StatusLine
 
@@ -25,6 +27,38 @@ REPLAY_HIDES = frozenset({"retry_host"})
 SCREEN_KEYS_CROWD = 5
 """A screen with this many keys of its own shows only ``APP_KEYS_KEPT`` of the app's: the
 footer must fit 80 columns (triage has six keys of its own)."""
+
+
+@runtime_checkable
+class ConsoleView(Protocol):
+    """What a data screen reads of the console it is shown in, and asks of it: typed, so a
+    screen never reads the app by a string name."""
+
+    @property
+    def window_s(self) -> float:
+        """The charts' time window (``:window``); 0 shows everything kept."""
+
+    @property
+    def notice(self) -> Notice | None:
+        """What the status line says now."""
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the console plays a recording (nothing to retry, no node actions)."""
+
+    @property
+    def audit_path(self) -> Path | None:
+        """Where node actions are recorded; None is the user's data dir."""
+
+    def retry_host(self, host: str) -> bool:
+        """Connect to ``host`` now instead of at its next retry; False if not waiting."""
+
+    def draw(self, screen: DataScreen) -> None:
+        """Draw ``screen`` from the fleet state now."""
+
+    @property
+    def fleet_rows(self) -> FleetRows:
+        """The fleet's rows, kept between redraws (the header's totals, the fleet screen)."""
 
 
 def on_top(screen: Screen[Any]) -> bool:
@@ -79,13 +113,20 @@ class DataScreen(Screen[None]):
         return HeaderBar(self.subtitle)
 
     @property
+    def console(self) -> ConsoleView:
+        """The console this screen is shown in."""
+        app = self.app
+        assert isinstance(app, ConsoleView), "a data screen runs in the rigwatch console"
+        return app
+
+    @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
         """The footer's keys: this screen's own first, then as many of the app's as fit.
 
         Only what is listed changes (Textual's footer reads this); every key still works.
         """
         bindings = self.footer_keys(super().active_bindings)
-        if getattr(getattr(self.app, "backend", None), "replay", None) is not None:
+        if self.console.replaying:
             return replay_footer(bindings, self.app)
         own = sum(1 for b in bindings.values() if b.binding.show and b.node is not self.app)
         if own < SCREEN_KEYS_CROWD:
@@ -106,13 +147,12 @@ class DataScreen(Screen[None]):
         one; Textual runs this as well as a subclass's own ``on_mount``.
         """
         line = StatusLine()
-        line.notice = getattr(self.app, "notice", None)
+        line.notice = self.console.notice
         self.mount(line)
         # what is known, at once: waiting for the next redraw, a host opened by `:host`
         # read "waiting for hosts…" and "no findings" while its host was streaming
-        draw = getattr(self.app, "draw", None)
-        if callable(draw) and not leaving(self):
-            draw(self)
+        if not leaving(self):
+            self.console.draw(self)
 
     def show_notice(self, notice: Notice | None) -> None:
         """Put ``notice`` on this screen's status line (None clears it)."""
@@ -132,7 +172,7 @@ class DataScreen(Screen[None]):
         """Push the current state into this screen's widgets; ``mode`` is the header's
         recording or replay note."""
         for bar in self.query(HeaderBar):
-            bar.totals = fleet.totals(now)
+            bar.totals = self.console.fleet_rows.totals(now)
             bar.mode = mode
         # pushed but not composed yet: the next tick draws it
         with contextlib.suppress(NoMatches):

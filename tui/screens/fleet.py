@@ -86,8 +86,9 @@ class FleetScreen(DataScreen):
         """Replace the table's rows, sorted and filtered as chosen."""
         # the rows on screen get fresh numbers every tick, the others every few seconds;
         # the wall shows every host
-        fleet.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
-        self._fleet, self._now, self._rows = fleet, now, fleet.rows(now)
+        rows = self.console.fleet_rows
+        rows.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
+        self._fleet, self._now, self._rows = fleet, now, rows.rows(now)
         self._draw(fleet, now)
 
     def _draw(self, fleet: FleetState, now: float) -> None:
@@ -202,12 +203,11 @@ class FleetScreen(DataScreen):
         if host is None or self._fleet is None:
             return
         state = self._fleet.hosts.get(host)
-        backend = getattr(self.app, "backend", None)
-        if backend is None or state is None:
+        if state is None:
             return
-        if backend.replay is not None:
+        if self.console.replaying:
             self.notify("cannot retry in a replay: it plays what was recorded", markup=False)
-        elif backend.retry_now(host):
+        elif self.console.retry_host(host):
             self.notify(f"retrying {host} now", markup=False)
         elif state.status is HostStatus.STREAMING:
             self.notify(f"{host} is streaming: nothing to retry", markup=False)

@@ -85,7 +85,8 @@ def binding_lines(bindings: Iterable[Binding], display: KeyDisplay) -> tuple[tup
 
 def build_sections(app_bindings: Sequence[Binding],
                    screens: Sequence[tuple[str, Sequence[Binding]]],
-                   display: KeyDisplay, here: str | None = None) -> list[Section]:
+                   display: KeyDisplay, here: str | None = None,
+                   commands: Sequence[tuple[str, str]] = ()) -> list[Section]:
     """The help's sections: the screen it was opened from, everywhere, the other screens,
     then the replay keys.
 
@@ -94,6 +95,7 @@ def build_sections(app_bindings: Sequence[Binding],
         screens: (title, bindings) of every screen and of the wall, in a stable order.
         display: how a key is written.
         here: the title of the screen help was opened from.
+        commands: (``:name ARG``, help) of every ``:`` command offered (``tui.commands``).
     """
     everywhere = [b for b in app_bindings if not b.action.startswith(REPLAY_PREFIX)]
     replay = [b for b in app_bindings if b.action.startswith(REPLAY_PREFIX)]
@@ -102,6 +104,8 @@ def build_sections(app_bindings: Sequence[Binding],
     rest = [s for s in by_title if s.title != here]
     general = Section("Everywhere", (MOVE, OPEN, *binding_lines(everywhere, display), PALETTE))
     sections = [*first, general, *rest]
+    if commands:
+        sections.append(Section("Commands (: or ^p)", tuple(commands)))
     if replay:
         sections.append(Section("Replay (rigwatch replay FILE)", binding_lines(replay, display)))
     return [s for s in sections if s.lines]

@@ -107,7 +107,7 @@ class HostScreen(DataScreen):
         table.set_class(notice is not None, "-stale")
         self.query_one("#host-body").set_class(notice is not None, "-stale")
         self.query_one(GoneGpus).rows = rows
-        ctx = PanelContext(getattr(self.app, "window_s", 3600.0), self.selected_gpu)
+        ctx = PanelContext(self.console.window_s, self.selected_gpu)
         for p in HOST_PANELS:
             if p.id in self.shown:
                 self._show_panel(p, state, ctx)

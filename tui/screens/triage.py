@@ -13,57 +13,23 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer
 
 from probes.actions.audit import AuditLog, AuditRecord, default_audit_path, report_actions
-from probes.analysis.findings import Finding, normal_topology
 from probes.analysis.incident import (
     STEP_ORDER,
     Diagnosis,
-    HostClock,
-    HostView,
     StepReview,
     TriageRecord,
     Verdict,
     all_on_console,
     propose_next,
-    review,
 )
 from probes.fleet_state import FleetState, HostState
 from probes.outputs.report import ReportError, build_report, job_sections, write_report
 from tui.screens.base import DataScreen
 from tui.screens.note import NoteScreen
+from tui.views.triage_view import TriagePicture, scope_states, step_reviews, triage_picture
 from widgets.first_failure import FirstFailureBanner
 from widgets.step_detail import StepDetail
 from widgets.triage_steps import TriageSteps
-
-
-def host_view(state: HostState) -> HostView:
-    """What the triage steps say was checked on a host."""
-    gpus = len(state.last.gpus) if state.last else 0
-    promised = len(state.hello.facts.gpus) if state.hello else 0
-    expected = max(promised, state.spec.expect_gpus or 0) or None
-    streaming = state.last is not None and not state.status.is_down
-    # the word only: the reason in full is the host's finding, in this same step
-    down = None if streaming else state.status.value
-    # a job-log finding also proves its log is followed (``incident.review`` counts it)
-    return HostView(state.name, streaming, gpus, state.kernel_log_summary(),
-                    tuple(state.spec.logs), expected_gpus=expected, down=down,
-                    normal_topology=normal_topology(state.hello.topo_text)
-                    if state.hello else None, skipped_samples=state.relay_dropped,
-                    skipped_lines=state.relay_dropped_lines)
-
-
-AHEAD_S = 60.0
-"""A host's newest sample this far ahead of the console's clock runs a faster clock."""
-
-
-def host_clocks(states: list[HostState], now: float) -> dict[str, HostClock]:
-    """Simulated hosts run their clocks faster than the console's: map them back.
-
-    Only while they are ahead of ``now``: a replay's clock is the recording's own (agent)
-    time, and there a simulated host's times are already on it.
-    """
-    return {s.name: HostClock(s.hello.ts, s.spec.speed) for s in states
-            if s.hello is not None and s.spec.simulate and s.spec.speed != 1.0
-            and s.last is not None and s.last.ts > now + AHEAD_S}
 
 
 class TriageScreen(DataScreen):
@@ -92,9 +58,7 @@ class TriageScreen(DataScreen):
         self.reports = reports
         self.selected = 0
         self._reviews: list[StepReview] = []
-        self._findings: list[Finding] = []
-        self._diagnosis: Diagnosis = Diagnosis(())
-        self._clocks: dict[str, HostClock] = {}
+        self._picture = TriagePicture((), {}, Diagnosis(()), ())
         self._now: float | None = None
         self._fleet: FleetState | None = None
         self.last_report: Path | None = None
@@ -110,27 +74,21 @@ class TriageScreen(DataScreen):
         yield Footer()
 
     def _states(self, fleet: FleetState) -> list[HostState]:
-        if self.host is not None:
-            return [fleet.hosts[self.host]] if self.host in fleet.hosts else []
-        return list(fleet.hosts.values())
+        return scope_states(fleet, self.host)
+
+    @property
+    def _diagnosis(self) -> Diagnosis:
+        return self._picture.diagnosis
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Recompute the steps and the first failure from every host's findings."""
         self._fleet = fleet
         self._now = now
-        states = self._states(fleet)
-        names = [s.name for s in states]
-        self._findings = fleet.all_findings(names)
-        self._clocks = host_clocks(states, now)
-        self._diagnosis = fleet.diagnosis(names, clocks=self._clocks)
-        self._redraw([host_view(s) for s in states])
+        self._picture = triage_picture(fleet, self.host, now)
+        self._redraw()
 
-    def _redraw(self, hosts: list[HostView] | None = None) -> None:
-        if hosts is None and self._fleet is not None:
-            hosts = [host_view(s) for s in self._states(self._fleet)]
-        # judged on agent time, shown on the console's clock
-        self._reviews = review(all_on_console(self._findings, self._clocks), hosts or [],
-                               self.record)
+    def _redraw(self) -> None:
+        self._reviews = step_reviews(self._picture, self.record)
         steps = self.query_one(TriageSteps)
         steps.reviews = tuple(self._reviews)
         steps.selected = self.selected
@@ -188,11 +146,11 @@ class TriageScreen(DataScreen):
         facts = {} if fleet is None else {s.name: s.hello.facts for s in self._states(fleet)
                                           if s.hello is not None}
         title = self.host or (self.subtitle or "fleet")
-        placed = all_on_console(self._findings, self._clocks)
+        placed = all_on_console(list(self._picture.findings), self._picture.clocks)
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
                                                      fleet.rank_index(), fleet.watched_job)
         # in a replay the screen's clock is the recording's: the report keeps both times
-        replaying = getattr(getattr(self.app, "backend", None), "replay", None) is not None
+        replaying = self.console.replaying
         report = build_report(title, self._reviews, self._diagnosis.first,
                               placed, facts, now=time.time() if replaying else self._now,
                               jobs=jobs, actions=self._actions(fleet),
@@ -211,7 +169,7 @@ class TriageScreen(DataScreen):
         incidents = self._diagnosis.incidents
         starts = [i.finding.ts for i in incidents if i.finding.ts is not None]
         hosts = [s.name for s in self._states(fleet)] if fleet is not None else []
-        path = getattr(self.app, "audit_path", None)
+        path = self.console.audit_path
         return report_actions(AuditLog(path or default_audit_path()),
                               [i.incident_id for i in incidents if i.incident_id], hosts,
                               min(starts) if starts else None)

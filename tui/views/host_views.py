@@ -226,11 +226,10 @@ def thermal_view(state: HostState) -> ThermalView:
         temps = tuple(p.mean for p in series.points(since=since, max_points=STRIP_POINTS)) \
             if series is not None else ()
         j = judged.get(g.index)
-        # the agent does not sample fan speed (data-centre GPUs are cooled by the chassis)
         out.append(GpuThermal(
             g.index, g.temp_c, info.temp_slowdown_c if info else None, g.temp_mem_c,
             g.power_w, g.power_limit_w, g.sm_clock_mhz, g.sm_clock_max_mhz,
-            tuple(REASON_NAMES.get(r, r) for r in g.clock_reasons), None, temps,
+            tuple(REASON_NAMES.get(r, r) for r in g.clock_reasons), temps,
             throttled=j is not None and j.throttled,
             throttling_reasons=tuple(REASON_NAMES.get(r, r) for r in j.slowing) if j else (),
             temp_level=j.temp if j else TempLevel.UNKNOWN,

@@ -83,8 +83,8 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
     # a rank a finding names that no witness placed on a GPU: listed, saying why
     listed = {x.rank for x in lines if x.rank is not None}
     for f in found:
-        rank = f.extra.get("rank")
-        if not isinstance(rank, int) or isinstance(rank, bool) or rank in listed:
+        rank = f.details.rank
+        if rank is None or rank in listed:
             continue
         listed.add(rank)
         told = index.locate(job, rank)

@@ -27,19 +27,6 @@ def gen_to_gts(gen: int | None) -> float | None:
     return GEN_GTS.get(gen)
 
 
-def gts_to_gen(gts: float | None) -> int | None:
-    """PCIe generation of a per-lane rate (``16.0`` → ``4``); None when it is no known rate.
-
-    A small tolerance absorbs rates printed rounded (``2.5``, ``8``, ``8.0``).
-    """
-    if gts is None:
-        return None
-    for gen, rate in GEN_GTS.items():
-        if abs(rate - gts) < 0.05:
-            return gen
-    return None
-
-
 def parse_speed_gts(text: str) -> float | None:
     """The first ``16GT/s`` / ``16.0 GT/s`` / ``2,5GT/s`` in ``text`` as a float, else None."""
     m = _SPEED.search(text)

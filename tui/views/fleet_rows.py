@@ -1,0 +1,165 @@
+"""The console's fleet rows: kept per host and built again only when the host changed.
+
+A view over the fold (``probes.fleet_state``), not part of it: which rows are on screen
+(``focus``) and how long an off-screen row may keep its numbers are the console's concern.
+The fold says which hosts changed (``FleetState.changed_since``); a down or stale host's
+ages are re-stamped on its kept row.  At a thousand hosts a redraw, a key press or a burst
+of connects then costs the hosts that changed, not the whole fleet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from probes.analysis.fleet_counts import count_rows, timeless
+from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
+from probes.triage import Severity
+
+OFF_SCREEN_REFRESH_S = 5.0
+"""How old an off-screen host's numbers may get in its fleet row (see ``FleetRows.focus``)."""
+OFF_SCREEN_INTERVALS = 2.0
+"""…or this many of the host's intervals: a host read every 15 s (Prometheus) changes every
+15 s, so 5 s never spared a rebuild; at 10,000 such hosts the rebuilds were a tenth of a
+core."""
+
+
+@dataclass(frozen=True)
+class _KeptRow:
+    """A host's newest fleet row and what it was built from."""
+
+    revision: int
+    status: HostStatus
+    row: FleetRow
+    built_at: float
+    marks: tuple[tuple[object, Severity], ...]
+
+
+def _finding_marks(host: HostState, now: float) -> tuple[tuple[object, Severity], ...]:
+    """What of a host's findings its row shows: which there are and how bad."""
+    return tuple((f.key, f.severity) for f in host.findings(host.status_at(now)))
+
+
+def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
+    """``row`` with its age-dependent fields as of ``now``; the rest cannot have changed
+    while the host's items and status did not."""
+    status = host.status_at(now)
+    return replace(
+        row,
+        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
+        else None,
+        reason=host.reach.reason_at(now, status),
+        last_seen_s=host.reach.last_seen_at(now, status),
+        next_retry_s=host.reach.next_retry_at(now))
+
+
+def _wait_s(host: HostState) -> float:
+    return max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
+
+
+class FleetRows:
+    """The rows of one ``FleetState``, kept between redraws (the console's, one per fold)."""
+
+    def __init__(self, fleet: FleetState) -> None:
+        self.fleet = fleet
+        self.focus: frozenset[str] | None = None
+        """The hosts whose rows are on screen, None for all of them.  A row is rebuilt
+        whenever its host's items change, except that an off-screen host whose status and
+        findings are unchanged keeps its row (its numbers) up to ``OFF_SCREEN_REFRESH_S``:
+        at a thousand hosts, building every row every second was most of the UI's tick,
+        for rows nobody could see.  Status, findings, counts and verdicts are never late."""
+        self.row_builds = 0
+        """Rows computed in full so far (tests and benches count them)."""
+        self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
+        self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
+        self._kept: dict[str, _KeptRow] = {}
+        """Each host's newest row and what it was built from."""
+        self._list: list[FleetRow] = []
+        """The newest rows in inventory order (``rows`` hands out copies)."""
+        self._place = {name: i for i, name in enumerate(fleet.hosts)}
+        self._seen = fleet.version
+        """The fold's version at the last ``rows``: hosts changed after it are looked at."""
+        self._waiting: dict[str, float] = {}
+        """Off-screen hosts whose new numbers wait, each until when (``_may_wait``)."""
+        self._timed: set[str] = set()
+        """Hosts whose rows carry ages (stale, down): re-stamped each time."""
+        self._stale_at: dict[str, float] = {}
+        """When each streaming host's row turns stale unless an item comes first."""
+        self._visited_at: float | None = None
+
+    def row(self, host: HostState, now: float) -> FleetRow:
+        """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
+        name = host.name
+        shown = host.shown_status_at(now)
+        kept = self._kept.get(name)
+        if kept is not None and kept.status is shown and (
+                kept.revision == host.revision or self._may_wait(host, kept, now)):
+            row = kept.row
+            if kept.revision == host.revision:
+                self._waiting.pop(name, None)
+            else:
+                self._waiting[name] = kept.built_at + _wait_s(host)
+            if not timeless(row):
+                row = _retimed(host, row, now)
+        else:
+            row = host.row(now)
+            self.row_builds += 1
+            self._kept[name] = _KeptRow(host.revision, shown, row, now,
+                                        _finding_marks(host, now))
+            self._waiting.pop(name, None)
+        if timeless(row):
+            self._timed.discard(name)
+        else:
+            self._timed.add(name)
+        if shown is HostStatus.STREAMING and host.last_seen is not None:
+            self._stale_at[name] = host.last_seen + host.stale_limit_s()
+        else:
+            self._stale_at.pop(name, None)
+        return row
+
+    def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
+        """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` (or two of the host's
+        intervals) ago, same findings."""
+        return (self.focus is not None and host.name not in self.focus
+                and 0.0 <= now - kept.built_at < _wait_s(host)
+                and kept.marks == _finding_marks(host, now))
+
+    def rows(self, now: float) -> list[FleetRow]:
+        """One row per host, in inventory order.
+
+        Only the hosts that may have moved are looked at: those that changed in the fold,
+        whose row carries an age, that turn stale by now, or whose waiting numbers are due
+        or came on screen.  At 10,000 hosts read every 15 s that is a few hundred a second,
+        where a loop over every host was a tenth of a core.  A redraw asks for rows and for
+        totals at the same ``now``: they are computed once.
+        """
+        key = (now, self.fleet.version)
+        if self._rows is None or self._rows[0] != key:
+            self._rows = (key, self._refreshed(now))
+        return self._rows[1]
+
+    def _refreshed(self, now: float) -> list[FleetRow]:
+        fleet = self.fleet
+        if not self._list or self._visited_at is None or now < self._visited_at:
+            # first call, or the clock went back (a replay's seek): look at every host
+            self._list = [self.row(h, now) for h in fleet.hosts.values()]
+        else:
+            focus = self.focus
+            due = set(fleet.changed_since(self._seen)) | self._timed
+            due.update(n for n, t in self._stale_at.items() if t < now)
+            due.update(n for n, t in self._waiting.items()
+                       if t <= now or focus is None or n in focus)
+            hosts, place, out = fleet.hosts, self._place, self._list
+            for name in due:
+                out[place[name]] = self.row(hosts[name], now)
+        self._seen = fleet.version
+        self._visited_at = now
+        return list(self._list)
+
+    def totals(self, now: float) -> dict[str, int]:
+        """Counts for the header: hosts by status, GPUs, findings by severity."""
+        key = (now, self.fleet.version)
+        if self._totals is not None and self._totals[0] == key:
+            return dict(self._totals[1])
+        out = count_rows(self.rows(now))
+        self._totals = (key, out)
+        return dict(out)
