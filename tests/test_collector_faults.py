@@ -9,7 +9,6 @@ host pages during the fault or after it.  The other collector never notices.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import signal
@@ -26,6 +25,7 @@ from probes.errors import WatcherFault
 from probes.sources.collectors import CollectorBackend
 from probes.transport.collector_wire import check_batch
 from probes.wire.events import Disconnected, SourceHealth
+from tests.support.processes import kill_each, survivors
 from tests.support.watched import Watched, healthy_hosts, until
 
 
@@ -241,15 +241,10 @@ def test_collectors_and_their_agents_exit_when_the_console_is_killed(tmp_path: P
         assert all(_group_alive(p) for p in pids)
         console.kill()  # SIGKILL: no cleanup of its own runs
         console.wait(10)
-        deadline = time.monotonic() + 15.0
-        while any(_group_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = [p for p in pids if _group_alive(p)]
+        left = survivors(pids, _group_alive, 15.0)
     finally:
         console.kill()
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p, signal.SIGKILL)
+        kill_each(pids, lambda p: os.killpg(p, signal.SIGKILL))
     assert left == [], f"collector groups still alive: {left}"
 
 

@@ -34,6 +34,7 @@ from probes.transport.relay import Relay
 from probes.wire.events import Connected, Disconnected, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import HostSample
+from tests.support.processes import kill_each, survivors
 from tests.support.watched import Watched, healthy_hosts, until
 from tui.screens.triage import host_view
 
@@ -191,15 +192,10 @@ def test_a_frozen_console_killed_leaves_no_collector_or_agent(tmp_path: Path) ->
         assert len(pids) == 4 and all(_alive(p) for p in pids), pids
         console.kill()
         console.wait(10)
-        deadline = time.monotonic() + 10.0
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        left = [p for p in pids if _alive(p)]
+        left = survivors(pids, _alive, 10.0)
     finally:
         console.kill()
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+        kill_each(pids, lambda p: os.kill(p, signal.SIGKILL))
     assert left == [], f"still alive after the console was killed: {left}"
 
 

@@ -6,12 +6,8 @@ verdict at 80 columns; the findings lead the screen; a down host's values are ma
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
-
-import pytest
 
 from probes.analysis.alerts import AlertPolicy
 from probes.analysis.findings import Finding
@@ -29,6 +25,7 @@ from tests.support.tui_fakes import (
     sim_fleet,
     wait_until,
 )
+from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
@@ -38,15 +35,6 @@ from widgets.host_facts import FindingsStrip, HostFactsBar
 
 DEMO = [("gpu-a02", "leak:3"), ("gpu-a03", "throttle:5"), ("gpu-b02", "xid79:6@600")]
 MINUTES = 45
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 # ---- the judgement ------------------------------------------------------------------

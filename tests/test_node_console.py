@@ -22,8 +22,8 @@ from probes.actions.evidence import Evidence, drain_reason
 from probes.config.fleet import HostSpec
 from probes.config.inventory import load_inventory
 from probes.sources.agents import AgentFleetBackend
+from tests.support import node_actions
 from tests.support.node_actions import (
-    four_nodes,
     inventory,
     reasons,
     recording_scontrol,
@@ -39,11 +39,8 @@ from tui.screens.job import JobScreen
 from tui.screens.node_action import NodeActionScreen
 from tui.screens.triage import TriageScreen
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SlurmCluster]:
-    with four_nodes() as c:
-        yield c
+cluster = node_actions.cluster
+"""The fixture: the module's four-node Slurm, started once (``tests/support/node_actions.py``)."""
 
 
 @pytest.fixture

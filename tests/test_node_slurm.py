@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support import node_actions
 from tests.support.node_actions import (
-    four_nodes,
     inventory,
     reasons,
     recording_scontrol,
@@ -35,11 +35,8 @@ from tests.support.node_actions import (
 from tests.support.slurm import SlurmCluster
 from tests.support.sshd import free_port
 
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[SlurmCluster]:
-    with four_nodes() as c:
-        yield c
+cluster = node_actions.cluster
+"""The fixture: the module's four-node Slurm, started once (``tests/support/node_actions.py``)."""
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ read the SVG's text before committing.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from textual.pilot import Pilot
@@ -20,6 +19,7 @@ from probes.analysis.alerts import AlertPolicy
 from probes.errors import DisconnectKind
 from probes.wire.events import Disconnected
 from tests.support.tui_fakes import FakeBackend, FrozenClock, sim_fleet, wait_until
+from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
@@ -30,15 +30,6 @@ SnapCompare = Callable[..., bool]
 HOSTS = [("gpu-a01", "healthy"), ("gpu-b02", "xid79:6@600")]
 MINUTES = 45
 THEME = "rigwatch-dark"
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _app() -> tuple[RigwatchApp, FakeBackend, FrozenClock]:

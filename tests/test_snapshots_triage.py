@@ -11,8 +11,7 @@ deliberate visual change, and look at ``snapshot_report.html`` before committing
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import pytest
 from textual.pilot import Pilot
@@ -23,6 +22,7 @@ from probes.errors import DisconnectKind
 from probes.fleet_state import HostStatus
 from probes.wire.events import Connected, Disconnected
 from tests.support.tui_fakes import T0, FakeBackend, sim_fleet, wait_until
+from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
 from tui.screens.triage import TriageScreen
 from widgets.first_failure import FirstFailureBanner
@@ -35,16 +35,6 @@ MINUTES = 45
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 DOWN = "gpu-c01"
 DOWN_REASON = f"ssh: connect to host {DOWN} port 22: No route to host"
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Times render with strftime: pin the zone so snapshots match on any machine."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _app(with_down_host: bool) -> tuple[RigwatchApp, FakeBackend]:

@@ -9,14 +9,12 @@ and show its own text.  ``NO_COLOR`` is read by Textual when the app is built, a
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
 from textual.pilot import Pilot
 
 from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import sim_fleet, wait_until
+from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
 from tui.glyphs import wants_ascii
 from tui.messages import HostChosen
@@ -41,15 +39,6 @@ ENVIRONMENTS = {
 PANEL_TEXT = {"memory": "GPU memory growth", "thermal": "Thermals and power",
               "topology": "GPU0", "iostat": "%util", "processes": "python",
               "host": "Findings", "network": "mlx5_0/1"}
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def screen_text(app: RigwatchApp) -> str:

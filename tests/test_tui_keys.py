@@ -13,6 +13,7 @@ from textual.widgets._footer import FooterKey
 from textual.widgets._toast import Toast
 
 from probes.analysis.alerts import AlertPolicy
+from tests.support.screens import screen_lines
 from tests.support.tui_fakes import fake_fleet, settled, wait_until
 from themes import THEME_CYCLE
 from tui.app import HELP_SCREENS, RigwatchApp, make_app
@@ -38,11 +39,6 @@ def app() -> RigwatchApp:
 
 def status(app: RigwatchApp) -> str:
     return " ".join(str(s.render()) for s in app.screen.query(StatusLine) if s.display)
-
-
-def screen_lines(app: RigwatchApp) -> list[str]:
-    return ["".join(seg.text for seg in strip)
-            for strip in app.screen._compositor.render_strips()]
 
 
 def help_keys(help_screen: HelpScreen) -> set[str]:

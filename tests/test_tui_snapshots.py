@@ -10,8 +10,7 @@ deliberate visual change, and look at ``snapshot_report.html`` before committing
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import pytest
 from textual.containers import VerticalScroll
@@ -19,6 +18,7 @@ from textual.pilot import Pilot
 
 from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import FakeBackend, fake_fleet, settled, sim_fleet, wait_until
+from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
 from tui.messages import HostChosen
 from tui.screens.host import PANELS, SHOWN_AT_START, HostScreen
@@ -34,16 +34,6 @@ from widgets.thermal_panel import ThermalPanel
 from widgets.topo_matrix import TopoPanel
 
 SnapCompare = Callable[..., bool]
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Event timestamps render in local time: pin it so snapshots match on any machine."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 def _app() -> tuple[RigwatchApp, FakeBackend]:

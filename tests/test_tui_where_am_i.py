@@ -31,6 +31,7 @@ from probes.store.recording import Recorder
 from probes.triage import Code, Severity, Step
 from probes.wire.events import SessionItem
 from probes.wire.samples import LogEvent
+from tests.support.screens import screen_lines
 from tests.support.tui_fakes import (
     T0,
     FakeBackend,
@@ -55,11 +56,6 @@ from widgets.header_bar import StatusLine
 from widgets.step_detail import StepDetail, alike
 
 XID = "NVRM: Xid (PCI:0000:48:00): 79, pid=0, GPU has fallen off the bus."
-
-
-def screen_lines(app: RigwatchApp) -> list[str]:
-    return ["".join(seg.text for seg in strip)
-            for strip in app.screen._compositor.render_strips()]
 
 
 def crumb(app: RigwatchApp) -> str:

@@ -12,6 +12,7 @@ from probes.analysis.findings import Finding
 from probes.analysis.judge import host_health
 from probes.triage import Severity, Step
 from probes.wire.samples import HostStats
+from tests.support.screens import panel_lines
 from tests.support.widget_app import ThemedApp
 from widgets import host_stats
 from widgets.host_stats import (
@@ -56,10 +57,6 @@ def judged(view: HostView) -> HostView:
                                             view.gpu_count))
 
 
-def screen_lines(panel: HostStatsPanel) -> list[str]:
-    return [s.text for s in panel.render_lines(panel.region.reset_offset)]
-
-
 def line(lines: list[str], label: str) -> str:
     (found,) = [x for x in lines if x.split()[:1] == [label]]
     return found
@@ -76,7 +73,7 @@ async def test_busy_host_at_160_and_80_columns() -> None:
             panel = app.query_one(HostStatsPanel)
             panel.host = busy_view()
             await pilot.pause()
-            lines = screen_lines(panel)
+            lines = panel_lines(panel)
             assert lines[0].strip() == "Host"
             cpu = line(lines, "CPU")
             assert "37 %" in cpu and "12.50 / 10.25 / 9.00" in cpu and "192 logical" in cpu
@@ -105,7 +102,7 @@ async def test_marks_are_coloured_from_the_theme() -> None:
         panel = app.query_one(HostStatsPanel)
         panel.host = view
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert "▲ overloaded" in line(lines, "CPU")
         assert "98 %" in line(lines, "Memory") and "▲ high" in line(lines, "Memory")
         assert "2.0 per GPU" in line(lines, "Cores") and "▼ few" in line(lines, "Cores")
@@ -124,11 +121,11 @@ async def test_none_values_and_empty_states() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         panel = app.query_one(HostStatsPanel)
         await pilot.pause()
-        assert [x.strip() for x in screen_lines(panel)] == [
+        assert [x.strip() for x in panel_lines(panel)] == [
             "Host", "no host statistics reported"]
         panel.host = HostView()
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert line(lines, "CPU").split() == ["CPU", "–", "load", "–", "/", "–", "/", "–"]
         assert line(lines, "Memory").split() == ["Memory", "–"]
         assert line(lines, "Swap").split() == ["Swap", "–", "in", "–", "out", "–", "pages/s"]

@@ -9,6 +9,7 @@ import pytest
 from rich.color import Color
 from textual.app import App, ComposeResult
 
+from tests.support.screens import panel_lines
 from tests.support.widget_app import ThemedApp
 from widgets import iostat_panel
 from widgets.iostat_panel import (
@@ -50,10 +51,6 @@ def loader_bound_view() -> IostatView:
     )
     gpus = tuple((i, saw(98.0, 3.0)) for i in range(8))
     return IostatView(disks, gpus, "1 min")
-
-
-def screen_lines(panel: IostatPanel) -> list[str]:
-    return [s.text for s in panel.render_lines(panel.region.reset_offset)]
 
 
 def row(lines: list[str], name: str) -> str:
@@ -130,7 +127,7 @@ async def test_disks_and_gpu_strips_at_160_columns() -> None:
         panel = app.query_one(IostatPanel)
         panel.iostat = loader_bound_view()
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert lines[0].strip() == "iostat · last 1 min"
         for head in ("Device", "r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "aqu-sz",
                      "%util", "GPU util, over 1 min"):
@@ -181,7 +178,7 @@ async def test_80_columns_keep_the_saturated_word_and_the_strips() -> None:
         panel = app.query_one(IostatPanel)
         panel.iostat = loader_bound_view()
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert "rkB/s" not in lines[1] and "wkB/s" not in lines[1]
         nvme = row(lines, "nvme0n1")
         assert "99 % ▲ saturated" in nvme
@@ -198,16 +195,16 @@ async def test_empty_states() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         panel = app.query_one(IostatPanel)
         await pilot.pause()
-        assert [line.strip() for line in screen_lines(panel)] == [
+        assert [line.strip() for line in panel_lines(panel)] == [
             "iostat", "no disk statistics reported"]
         panel.iostat = IostatView((), ((0, (50.0, 60.0)),), "10 min")
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert any("no block devices reported" in line for line in lines)
         assert row(lines, "GPU0").rstrip().endswith("▅▅")
         panel.iostat = IostatView((DiskRow("md0", util_points=()),), ((1, ()),), "")
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert row(lines, "GPU1").split() == ["GPU1", "–"]
         assert lines[-1].strip().startswith("older")
 

@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 from rich.style import Style
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.color import Color
 
 from probes.triage import Severity
+from tests.support.screens import line_with, screen_lines
 from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.memory_growth import (
@@ -71,17 +72,6 @@ def soak(n_gpus: int = 8, leak_on: int = 3, selected: int | None = 3,
     extra = tuple(ProcessMemory(5000 + i, "carol", f"worker-{i}", 100.0 + i, 0.0)
                   for i in range(max(0, procs - 2)))
     return MemoryGrowthView("1 h", gpus, selected, (processes + extra)[:procs])
-
-
-def screen_lines(app: App[None]) -> list[str]:
-    strips = app.screen._compositor.render_strips()
-    return ["".join(seg.text for seg in strip) for strip in strips]
-
-
-def line_with(lines: list[str], needle: str) -> str:
-    found = [line for line in lines if needle in line]
-    assert found, f"{needle!r} not on screen:\n" + "\n".join(lines)
-    return found[0]
 
 
 # ---- pure ------------------------------------------------------------------------------

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 
 from probes.analysis.judge import TempLevel, temp_level
+from tests.support.screens import line_with, screen_lines
 from tests.support.widget_app import ThemedApp
 from themes import THEMES
 from widgets.thermal_panel import (
@@ -52,17 +53,6 @@ def rack(n: int = 8, throttled: tuple[int, ...] = (2, 5)) -> ThermalView:
     return ThermalView(tuple(
         gpu(g, temp=88.0, reasons=HOT, power=699.0, clock=1410.0) if g in throttled
         else gpu(g, temp=60.0 + g) for g in range(n)))
-
-
-def screen_lines(app: App[None]) -> list[str]:
-    strips = app.screen._compositor.render_strips()
-    return ["".join(seg.text for seg in strip) for strip in strips]
-
-
-def line_with(lines: list[str], needle: str) -> str:
-    found = [line for line in lines if needle in line]
-    assert found, f"{needle!r} not on screen:\n" + "\n".join(lines)
-    return found[0]
 
 
 # ---- pure ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from textual.app import App, ComposeResult
 
 from probes.rules.parsers.topo import parse_topo
 from probes.triage import Severity
+from tests.support.screens import panel_lines
 from tests.support.widget_app import ThemedApp
 from widgets import topo_matrix
 from widgets.topo_matrix import (
@@ -66,11 +67,6 @@ def hgx_view() -> TopoView:
                        width_low=True, shortfall=Severity.WARNING)
     state[4] = GpuLink(4, 1, 5, 16, 16, "0000:58:00.0", gen_low=True, shortfall=Severity.INFO)
     return TopoView(GPUS, NICS, hgx_links(), cpu, numa, tuple(state), {"NIC0": "mlx5_0"})
-
-
-def screen_lines(panel: TopoPanel) -> list[str]:
-    """What the panel puts on the terminal, after CSS (padding, nowrap, ellipsis)."""
-    return [strip.text for strip in panel.render_lines(panel.region.reset_offset)]
 
 
 def line_of(lines: list[str], start: str, nth: int = 0) -> str:
@@ -172,7 +168,7 @@ async def test_8_gpus_10_nics_at_160_columns_show_everything() -> None:
         panel = app.query_one(TopoPanel)
         panel.topo = hgx_view()
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert lines[0].strip() == "PCIe topology"
         header = lines[1].split()
         assert header == [*GPUS, *NICS]
@@ -224,7 +220,7 @@ async def test_80_columns_abbreviate_and_drop_affinity_first() -> None:
         panel = app.query_one(TopoPanel)
         panel.topo = hgx_view()
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert lines[1].split() == [abbreviate(d) for d in (*GPUS, *NICS)]
         g0 = line_of(lines, "G0 ").split()
         assert g0 == ["G0", "X", *["NV"] * 7, "PIX", "NOD", "NOD", "NOD",
@@ -254,7 +250,7 @@ async def test_wide_device_names_fall_back_to_short_headers() -> None:
         panel = app.query_one(TopoPanel)
         panel.topo = TopoView(gpus, nics, links, {g: "0-27" for g in gpus[:4]})
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert lines[1].split()[:2] == ["G0", "G1"] and lines[1].split()[-1] == "m9"
         assert line_of(lines, "G0 ").split()[1:4] == ["X", "NV6", "NV6"]
         assert line_of(lines, "G15").split()[1:] == ["–"] * 26
@@ -272,7 +268,7 @@ async def test_truncated_matrix_and_none_values_render_dashes() -> None:
         panel = app.query_one(TopoPanel)
         panel.topo = view
         await pilot.pause()
-        lines = screen_lines(panel)
+        lines = panel_lines(panel)
         assert line_of(lines, "GPU1 ").split() == ["GPU1", "–", "–", "–"]
         gpu1 = line_of(lines, "GPU1 ", 1)
         assert gpu1.split() == ["GPU1", "–", "–", "–", "–"]
@@ -287,14 +283,14 @@ async def test_empty_states() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         panel = app.query_one(TopoPanel)
         await pilot.pause()
-        assert [line.strip() for line in screen_lines(panel)] == [
+        assert [line.strip() for line in panel_lines(panel)] == [
             "PCIe topology", "no topology reported"]
         panel.topo = TopoView(links_state=(GpuLink(0, 4, 4, 16, 16, "0000:01:00.0"),))
         await pilot.pause()
-        text = "\n".join(screen_lines(panel))
+        text = "\n".join(panel_lines(panel))
         assert "no topo -m matrix" in text
         assert "GPU0" in text and "Gen4 x16" in text
-        assert "–" in line_of(screen_lines(panel), "GPU0")
+        assert "–" in line_of(panel_lines(panel), "GPU0")
 
 
 async def test_equal_view_is_not_redrawn(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,11 +323,11 @@ async def test_resizing_the_terminal_relays_the_panel() -> None:
         panel = app.query_one(TopoPanel)
         panel.topo = hgx_view()
         await pilot.pause()
-        assert screen_lines(panel)[1].split()[0] == "GPU0"
+        assert panel_lines(panel)[1].split()[0] == "GPU0"
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert screen_lines(panel)[1].split()[0] == "G0"
+        assert panel_lines(panel)[1].split()[0] == "G0"
         await pilot.resize_terminal(160, 50)
         await pilot.pause()
-        assert screen_lines(panel)[1].split()[0] == "GPU0"
-        assert "CPU affinity" in "\n".join(screen_lines(panel))
+        assert panel_lines(panel)[1].split()[0] == "GPU0"
+        assert "CPU affinity" in "\n".join(panel_lines(panel))
