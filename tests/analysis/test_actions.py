@@ -26,8 +26,8 @@ from probes.sources.agents import AgentFleetBackend
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import DiskStats, GpuState, Hello, HostSample, PcieLink
 from tests.analysis.test_detectors import agent_history
-from tests.analysis.test_fleet_state import gpu, hello, sample
 from tests.conftest import REPO
+from tests.support.builders import gpu, hello, sample
 
 CARRIED = [c for c in Code if c not in WITHOUT_ACTION]
 

@@ -14,7 +14,7 @@ from probes.errors import DisconnectKind
 from probes.fleet_state import FleetState
 from probes.triage import Code, Severity, Step
 from probes.wire.events import Connected, Disconnected
-from probes.wire.samples import HostSample
+from tests.support.builders import sample_of_8
 
 
 def hot(host: str = "gpu017", gpu: int = 3, sev: Severity = Severity.WARNING) -> Finding:
@@ -104,11 +104,6 @@ def _keep_fresh(fleet: FleetState, now: float) -> None:
     for name, h in fleet.hosts.items():
         if h.outage is None:
             fleet.apply(name, sample_of_8(now), now=now)
-
-
-def sample_of_8(ts: float) -> HostSample:
-    from tests.analysis.test_fleet_state import gpu, sample
-    return sample(tuple(gpu(i) for i in range(8)), ts=ts)
 
 
 def test_a_down_host_alerts_once_per_outage_through_every_retry_and_kind() -> None:

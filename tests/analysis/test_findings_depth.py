@@ -17,7 +17,7 @@ from probes.config.fleet import HostSpec
 from probes.fleet_state import HostState
 from probes.triage import Severity
 from probes.wire.samples import HostSample, HostStats, PcieLink
-from tests.analysis.test_fleet_state import gpu, hello, sample
+from tests.support.builders import gpu, hello, sample
 
 
 def _by_code(findings: list) -> dict[str, list]:

@@ -10,8 +10,8 @@ from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState, HostStatus
 from probes.history import DEFAULT_TIERS, Tier, tiers_for
 from probes.wire.events import Connected
-from tests.analysis.test_fleet_state import gpu, hello, sample
 from tests.analysis.test_fleet_state_cache import afresh, eight
+from tests.support.builders import gpu, hello, sample
 
 NAMES = tuple(f"h{i}" for i in range(6))
 

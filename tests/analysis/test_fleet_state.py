@@ -10,35 +10,13 @@ from probes.history import gpu_key
 from probes.wire.events import Connected, Disconnected
 from probes.wire.samples import (
     DiskStats,
-    GpuInfo,
     GpuSample,
     GpuState,
-    Hello,
-    HostFacts,
-    HostSample,
     LogEvent,
     LogSourceState,
     LogSourceStatus,
 )
-
-
-def hello(n: int = 8) -> Hello:
-    gpus = tuple(GpuInfo(i, f"GPU-{i}", f"0000:{i:02x}:00.0", "H100", 81559.0) for i in range(n))
-    facts = HostFacts("h", None, None, None, "550", "12.4", None, 8, 8, 1, 0, gpus)
-    return Hello(ts=0.0, protocol=1, agent_version="0.1.0", facts=facts)
-
-
-def gpu(i: int, **kw: object) -> GpuSample:
-    base: dict[str, object] = dict(mem_used_mib=40000.0, mem_total_mib=80000.0, util_pct=95.0,
-                                   temp_c=60.0, power_w=600.0, power_limit_w=700.0,
-                                   sm_clock_mhz=1980.0, sm_clock_max_mhz=1980.0, pcie_gen=5,
-                                   pcie_gen_max=5, pcie_width=16, pcie_width_max=16)
-    base.update(kw)
-    return GpuSample(index=i, **base)  # type: ignore[arg-type]
-
-
-def sample(gpus: tuple[GpuSample, ...], ts: float = 100.0, disks: tuple = ()) -> HostSample:
-    return HostSample(ts=ts, seq=1, gpus=gpus, disks=disks)
+from tests.support.builders import gpu, hello, sample
 
 
 def codes(findings: list) -> set[tuple[str, str]]:

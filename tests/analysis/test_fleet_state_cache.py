@@ -12,7 +12,7 @@ from probes.errors import DisconnectKind
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
-from tests.analysis.test_fleet_state import gpu, hello, sample
+from tests.support.builders import gpu, hello, sample
 
 NAMES = ("a", "b", "c", "d")
 

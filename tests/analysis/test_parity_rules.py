@@ -15,7 +15,7 @@ from probes.outputs.export import HostExport, prometheus_text
 from probes.store.codec import decode, encode
 from probes.triage import Severity
 from probes.wire.events import XidEvent
-from tests.analysis.test_fleet_state import gpu, hello, sample
+from tests.support.builders import gpu, hello, sample
 
 
 def test_a_host_with_fewer_gpus_than_its_peers_of_the_same_model_is_short() -> None:

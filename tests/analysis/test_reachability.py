@@ -10,7 +10,7 @@ from probes.errors import DisconnectKind
 from probes.fleet_state import FleetState, HostStatus
 from probes.triage import Code, Severity, Step
 from probes.wire.events import Connected, Disconnected
-from tests.analysis.test_fleet_state import gpu, hello, sample
+from tests.support.builders import gpu, hello, sample
 
 REFUSED = "connection refused by 127.0.0.1:22209 (sshd down or port closed)"
 CHANGED = ("host key changed for [127.0.0.1]:22202 (REMOTE HOST IDENTIFICATION HAS CHANGED): "

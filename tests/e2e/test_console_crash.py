@@ -13,7 +13,7 @@ import pytest
 
 from probes.store.recording import RecordingReader
 from tests.conftest import REPO
-from tests.e2e.test_tmux_e2e import RIGWATCH, Tmux
+from tests.support.tmux import RIGWATCH, Tmux
 
 pytestmark = pytest.mark.tmux
 

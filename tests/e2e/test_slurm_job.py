@@ -34,9 +34,10 @@ from probes.config.slurm import (
     query_job,
 )
 from probes.config.slurm_alloc import parse_allocation
-from tests.e2e.test_tmux_e2e import REPO, RIGWATCH, Tmux
+from tests.conftest import REPO
 from tests.support.paths import TEST_DATA
 from tests.support.slurm import SlurmCluster, start_cluster
+from tests.support.tmux import RIGWATCH, Tmux
 
 NCCL_LINE = (
     "0: [rank0]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [Rank 0] Watchdog caught "

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.test_tmux_e2e import RIGWATCH, Tmux
 from tests.support import hostile_recording as hostile
+from tests.support.tmux import RIGWATCH, Tmux
 
 pytestmark = pytest.mark.tmux
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.test_tmux_e2e import RIGWATCH, Tmux
 from tests.support.node_actions import four_nodes, inventory, reasons, trail
 from tests.support.slurm import SlurmCluster
+from tests.support.tmux import RIGWATCH, Tmux
 
 pytestmark = pytest.mark.tmux
 

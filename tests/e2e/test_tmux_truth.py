@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_tmux_e2e import REPO, RIGWATCH, Tmux
+from tests.conftest import REPO
+from tests.support.tmux import RIGWATCH, Tmux
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or not RIGWATCH.exists(),
                                 reason="tmux or the installed rigwatch is missing")

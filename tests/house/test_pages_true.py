@@ -134,7 +134,7 @@ async def test_every_outage_pages_its_end_is_sent_and_a_flapping_host_pages_once
 # -- the same rules on folded items, without a network --------------------------------
 
 def _fleet() -> FleetState:
-    from tests.analysis.test_alerts import sample_of_8
+    from tests.support.builders import sample_of_8
     fleet = FleetState([HostSpec("h")])
     fleet.apply("h", sample_of_8(0.0), now=0.0)
     return fleet
@@ -142,7 +142,7 @@ def _fleet() -> FleetState:
 
 def _cycle(fleet: FleetState, t: float, down_s: float, tracker: AlertTracker,
            pages: list[tuple[str, str]]) -> float:
-    from tests.analysis.test_alerts import sample_of_8
+    from tests.support.builders import sample_of_8
     fleet.apply("h", Disconnected(t, "connection refused by 127.0.0.1:22 (sshd down or port "
                                   "closed)", 1.0, None, DisconnectKind.UNREACHABLE), now=t)
     pages += [(a.event, a.finding.code) for a in tracker.update(fleet.all_findings(), t + 1, 1)]
@@ -163,7 +163,7 @@ def test_twelve_flaps_are_two_outages_then_one_flapping_page_with_the_count() ->
     [flap] = [f for f in fleet.hosts["h"].findings() if f.code == Code.HOST_FLAPPING]
     assert flap.count == 12 and "12 outages in" in flap.summary and flap.action
     # it holds for the window: the flapping ends, and that is a recovery too
-    from tests.analysis.test_alerts import sample_of_8
+    from tests.support.builders import sample_of_8
     later = t + 700.0
     fleet.apply("h", sample_of_8(later), now=later)
     assert [(a.event, a.finding.extra.get("recovers")) for a in

@@ -253,7 +253,7 @@ def test_hosts_a_source_hides_read_unknown_on_every_screen_and_count_apart() -> 
     """Folded items only: the row, the table's status cell, the wall, the header."""
     from probes.config.fleet import HostSpec
     from probes.fleet_state import FleetState
-    from tests.analysis.test_alerts import sample_of_8
+    from tests.support.builders import sample_of_8
     from tui.views.wall_view import wall_host
     from widgets.fleet_table import FleetLine, short_status, why_text
     from widgets.header_bar import totals_content
@@ -329,7 +329,7 @@ async def test_a_resumed_recording_does_not_keep_the_last_sessions_source_faults
     from probes.sources.base import BackendBase
     from probes.sources.recording import RecordingBackend
     from probes.store.recording import Recorder, RecordingReader
-    from tests.analysis.test_alerts import sample_of_8
+    from tests.support.builders import sample_of_8
 
     path = tmp_path / "r.sqlite3"
     with Recorder(path, "fleet", ["h1"], flush_interval_s=0.05) as rec:

@@ -227,7 +227,7 @@ def test_snapshot_over_ssh_from_an_inventory(world: SshWorld, tmp_path: Path) ->
 def test_console_over_ssh_in_a_real_terminal(world: SshWorld, tmp_path: Path) -> None:
     import shutil
 
-    from tests.e2e.test_tmux_e2e import RIGWATCH, Tmux
+    from tests.support.tmux import RIGWATCH, Tmux
 
     if shutil.which("tmux") is None or not RIGWATCH.exists():
         pytest.skip("tmux or the installed rigwatch script is missing")
