@@ -1,9 +1,9 @@
 """The headless core of rigwatch: agent, transports, wire protocol, samples, findings.
 
-Nothing here imports Textual or Rich (``tests/test_import_hygiene.py`` enforces it),
+Nothing here imports Textual or Rich (``tests/house/test_import_hygiene.py`` enforces it),
 so scripts, ``rigwatch snapshot`` and ``rigwatch explain`` run without a terminal.
 Data flows one way, and each stage may import only what its line names
-(``tests/test_layers.py`` holds the exact table)::
+(``tests/house/test_layers.py`` holds the exact table)::
 
     stage        holds                                              may import
     agent        host side, shipped as source; stdlib only          nothing of ours

@@ -79,7 +79,7 @@ GPU_MOVING = ("mem_used_mib", "util_pct", "mem_util_pct", "temp_c", "power_w", "
 """GPU fields sent every tick, in this order (``process_used_mib``: each static process's
 memory, in the static list's order).  The console's copy is derived from its field table
 (``probes/wire/fields.py``); this one is standalone (the agent imports nothing of ours) and
-``tests/test_metric_table.py`` holds the two equal."""
+``tests/wire/test_metric_table.py`` holds the two equal."""
 PROCESS_COLUMNS = ("pid", "name", "user", "slurm_job", "slurm_step", "slurm_task", "rank",
                    "local_rank", "world_size", "master_addr", "cuda_visible_devices",
                    "container", "runtime", "pod", "environ")

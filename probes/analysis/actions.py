@@ -3,7 +3,7 @@
 Every finding says what to do: a rule, a detector or the Xid catalog writes its own action
 (naming the GPU, the reason, the limit); where a finding is made from another one that may
 have none (a log rule's hit, a topology verdict), its code's action here stands in.
-``tests/test_actions.py`` walks every ``Code``, and every place in ``probes`` that builds a
+``tests/analysis/test_actions.py`` walks every ``Code``, and every place in ``probes`` that builds a
 ``Finding`` must give it an action.
 """
 

@@ -4,7 +4,7 @@ Keys are strings (``gpu/3/temp_c``) built only by the functions here, whose fiel
 are ``Literal`` types: a misspelt field is a mypy error, not an empty chart.  A charted GPU
 metric is one with a ``chart`` codec in the wire's field table (``probes.wire.fields``):
 ``GPU_FIELDS`` and its coarse codecs are derived from it; ``GpuField`` is the same names
-for mypy (``tests/test_metric_table.py`` checks that they agree).
+for mypy (``tests/wire/test_metric_table.py`` checks that they agree).
 """
 
 from __future__ import annotations

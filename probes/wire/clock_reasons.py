@@ -1,7 +1,7 @@
 """NVML's clock-event reasons: the names the agent sends, their bits, and their display names.
 
 The console's one definition.  The agent keeps its own copy (``CLOCK_REASON_BITS``: it ships
-alone to hosts); ``tests/test_history_keys.py`` ties the two together.
+alone to hosts); ``tests/history/test_history_keys.py`` ties the two together.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ recorder's moving columns (``probes.store.columns``), the history's dense series
 codecs (``probes.history.keys``, ``staged``), the export's metrics and CSV columns
 (``probes.outputs.export``) and the Prometheus source's field map (``prometheus_fields``).
 Each derives from ``fields.GPU_TABLE`` read at its own import, so a table extended before
-those imports reaches all of them (``tests/test_metric_table.py`` does so).
+those imports reaches all of them (``tests/wire/test_metric_table.py`` does so).
 
 What cannot be derived is checked by that test: the agent's standalone column list
 (``probes/agent/output.py``: it runs on the host's stock python3 and imports nothing of

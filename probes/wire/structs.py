@@ -9,7 +9,7 @@ built from each Struct's ``asdict`` (its fields are named as the dataclass's).
 This path only answers for lines it can judge whole: any line it refuses (an odd value,
 a wrong type, a field this console would null rather than trust, PCIe chains) raises, and
 the caller falls back to the checked path, whose answer is then the answer.  So both
-paths agree on every line by construction; tests/test_decode_paths.py holds them to it
+paths agree on every line by construction; tests/wire/test_decode_paths.py holds them to it
 on the agent's lines and on mutated ones.
 
 The Structs are ``gc=False``: they hold no cycles and are dropped right after conversion.

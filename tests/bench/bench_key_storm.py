@@ -1,6 +1,6 @@
 """The key storm, long: thousands of keys against the real demo fleet, headless.
 
-The suite's storm (``tests/test_key_storm.py``) sends 500 keys; this sends as many as
+The suite's storm (``tests/tui/test_key_storm.py``) sends 500 keys; this sends as many as
 asked, from any seed, at any size, and prints one JSON object and one summary line.  It
 exits 1 if the console fell over (the exception is printed), 0 otherwise.
 

@@ -37,10 +37,11 @@ from textual.app import ComposeResult
 from textual.content import Content
 from textual.widgets import Static
 
+from tests.support.screens import screen_lines
 from tests.support.widget_app import ThemedApp
-from tests.test_widget_iostat_panel import saw
-from tests.test_widget_thermal_panel import ThermalApp, rack, screen_lines
-from tests.test_widget_topo_matrix import hgx_view
+from tests.widgets.test_widget_iostat_panel import saw
+from tests.widgets.test_widget_thermal_panel import ThermalApp, rack
+from tests.widgets.test_widget_topo_matrix import hgx_view
 from widgets.iostat_panel import DiskRow, IostatView, render_iostat
 from widgets.thermal_panel import ThermalPanel
 from widgets.topo_matrix import render_topo

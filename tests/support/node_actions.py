@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.support.slurm import SlurmCluster, start_cluster
 
 NODES = ("n1", "n2", "n3", "n4")
@@ -81,3 +83,10 @@ def trail(path: Path) -> list[dict[str, object]]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    """The four nodes, started once for each test module that imports this fixture."""
+    with four_nodes() as c:
+        yield c

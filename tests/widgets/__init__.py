@@ -1,0 +1,1 @@
+"""Tests of the widgets stage (issue #37 item 7: tests/ mirrors the house)."""
