@@ -188,6 +188,39 @@ class CompactStream:
                 pass
         return self._slow(parsed())
 
+    def readable(self, line: bytes | None, parsed: Callable[[], Any]) -> bool:
+        """Whether ``sample`` would take this tick, without building the sample.
+
+        A collector relays the tick's bytes and the console decodes them (issue 38, decode
+        once); the collector only needs the verdict, for its garbled-line streak.  A tick
+        the fast path takes whole is judged by the typed decode alone (its other steps
+        cannot fail); any other goes through ``sample`` itself, so the verdict is the same.
+
+        Raises:
+            ProtocolError: as ``sample``.
+        """
+        if self._static_gpus is not None and self.known and line is not None:
+            try:
+                s = _DECODER.decode(line)
+            except Exception:  # the checked path below decides
+                pass
+            else:
+                if s.pcie is None and len(s.gpus) == len(self._gpu_base) and \
+                        self._procs_fit(s) and len({d.name for d in s.disks}) == len(s.disks):
+                    return True
+        self.sample(line, parsed)
+        return True
+
+    def _procs_fit(self, s: SampleRow) -> bool:
+        """Every GPU's process amounts fit its static processes (``_processes`` accepts)."""
+        for row, procs, base in zip(s.gpus, self._procs, self._gpu_base, strict=True):
+            if base is None or procs is None:
+                continue
+            mib = row.processes
+            if mib is None or len(mib) != len(procs):
+                return False
+        return True
+
     def _fast(self, line: bytes) -> HostSample:
         s = _DECODER.decode(line)
         if s.pcie is not None or len(s.gpus) != len(self._gpu_base):

@@ -135,6 +135,10 @@ class LineSplitter:
 class MessageReader:
     """Turn raw stream chunks into typed messages, counting what is skipped."""
 
+    builds_ticks = True
+    """False: a v2 tick is only checked (its verdict counts as for any line) and no sample
+    is returned; a collector relays the bytes and the console decodes them (issue 38)."""
+
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.stats = StreamStats()
         self._splitter = LineSplitter(self.stats, max_line_bytes)
@@ -181,8 +185,12 @@ class MessageReader:
         assert self.compact is not None
         head = line.lstrip()[:1]
         if head == b"[":
-            return self.compact.sample(
-                None if may_need_cleaning(line) else line, lambda: _parsed(line))
+            raw = None if may_need_cleaning(line) else line
+            if not self.builds_ticks:
+                self.compact.readable(raw, lambda: _parsed(line))
+                self.bad_streak = 0  # a good line, as when a sample is returned
+                return None
+            return self.compact.sample(raw, lambda: _parsed(line))
         if b'"static"' in line:  # else no need to parse it twice
             obj = _parsed(line)
             if isinstance(obj, dict) and obj.get("type") == "static":
