@@ -16,6 +16,7 @@ does not know) is rebuilt into v1's object and handed to v1's checked decoder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -113,6 +114,7 @@ class SampleRow(Struct, array_like=True, gc=False):
 
 _DECODER = msgspec.json.Decoder(SampleRow)
 _new = object.__new__
+_DISK_NAME = attrgetter("name")
 _set = object.__setattr__
 
 V1Decoder = Callable[[dict[str, Any]], HostSample]
@@ -206,7 +208,7 @@ class CompactStream:
                 pass
             else:
                 if s.pcie is None and len(s.gpus) == len(self._gpu_base) and \
-                        self._procs_fit(s) and len({d.name for d in s.disks}) == len(s.disks):
+                        self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
                     return True
         self.sample(line, parsed)
         return True
@@ -242,7 +244,7 @@ class CompactStream:
             disk = _new(DiskStats)
             _set(disk, "__dict__", asdict(d))
             disks.append(disk)
-        if len({d.name for d in s.disks}) != len(disks):
+        if len(set(map(_DISK_NAME, s.disks))) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
         return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks),
                               self._epoch, s if self._whole else None)
