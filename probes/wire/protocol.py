@@ -168,7 +168,7 @@ class MessageReader:
                 return None
             if isinstance(msg, Hello):
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    CompactStream(_parsed(line).get("columns"), _decode_sample)
+                    CompactStream(_columns(line), _decode_sample)
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -203,6 +203,15 @@ def _parsed(line: bytes) -> Any:
     """One line parsed and every string sanitised (the checked path's first step)."""
     obj, _ = _loads(line)
     return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
+
+
+def _columns(hello: bytes) -> Any:
+    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time."""
+    obj, _ = _loads(hello)
+    if not isinstance(obj, dict):
+        return None
+    cols = obj.get("columns")
+    return clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
 
 
 class UnknownMessageType(ProtocolError):
