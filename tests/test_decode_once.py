@@ -3,15 +3,20 @@
 The collector relays a tick's bytes and the console decodes them; the collector's session
 needs only the line's verdict (its garbled-line streak ends a stream).  So its reader
 (``RelayReader``, ``builds_ticks = False``) must count every line exactly as a full reader
-does, good or garbled, and return every other message unchanged.
+does, good or garbled, and return every other message unchanged.  Also here: the console's
+fold reads a tick's static half again only when its static facts change.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
+from probes.agent import output
+from probes.analysis.allocation import HoldTracker
 from probes.transport.relay import RelayReader
+from probes.wire import compact
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import HostSample
 from tests.test_wire_v2 import ODD, _agent, _either, _stream
@@ -81,3 +86,40 @@ def test_a_ticks_verdict_without_the_sample_is_the_samples() -> None:
         assert good == checked, line
         kinds[good] += 1
     assert kinds[True] > 100 and kinds[False] > 30
+
+
+def _v2_line(obj: object) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
+
+
+def test_a_hold_is_read_again_when_the_static_facts_change() -> None:
+    """The hold tracker skips a v2 tick whose static facts it has read (issue 38): a new
+    ``static`` message (another job on the GPU) is followed at once, and every step agrees
+    with a tracker fed the same samples without their hidden static-facts marker."""
+    cols = output.compact_columns()
+    hello = {"type": "hello", "v": 2, "ts": 5.0, "host": {"hostname": "h"}, "gpus": [],
+             "columns": cols}
+
+    def static(job: str) -> dict[str, object]:
+        gpu = [0, "GPU-0", "ok"] + [None] * (len(compact.GPU_STATIC) - 4) \
+            + [[[7, "python", "u", job]]]
+        return {"type": "static", "v": 2, "ts": 5.0, "gpus": [gpu], "host": [100, 0]}
+
+    def tick(ts: float, mib: float) -> list[object]:
+        return [int(ts), ts, [[1.0] * 10 + [[], [mib]]], [5.0, 1, 1, 1, 50, 0, 0, 0], []]
+
+    lines = [hello, static("100"), tick(6.0, 10.0), tick(7.0, 11.0), static("200"),
+             tick(8.0, 12.0), tick(9.0, 13.0), static("200"), tick(10.0, 14.0)]
+    reader = MessageReader()
+    fast, plain = HoldTracker(), HoldTracker()
+    held = []
+    for obj in lines:
+        for m in reader.feed(_v2_line(obj)):
+            if isinstance(m, HostSample):
+                assert compact.STATIC_EPOCH in m.__dict__
+                fast.update(m)
+                plain.update(dataclasses.replace(m))
+                assert dict(fast.held) == dict(plain.held)
+                held.append(dict(fast.held))
+    assert held == [{0: ("100", 6.0)}, {0: ("100", 6.0)}, {0: ("200", 8.0)},
+                    {0: ("200", 8.0)}, {0: ("200", 8.0)}]
