@@ -20,7 +20,6 @@ from probes.analysis.findings import Finding
 from probes.analysis.limits import DetectorLimits
 from probes.history import HostHistory, gpu_key
 from probes.triage import Code, Severity, Step
-from probes.wire.compact import STATIC_EPOCH
 from probes.wire.samples import GpuProcess, HostSample
 
 IDLE_CHECK_EVERY_S = 60.0
@@ -43,12 +42,12 @@ class HoldTracker:
         """Agent time of the last idle check (the window is read once a minute, not per tick)."""
         self.idle: list[Finding] = []
         self._epoch: object = None
-        """The static facts of the sample last read (``STATIC_EPOCH``): held strongly."""
+        """The static facts of the sample last read (``static_epoch``): held strongly."""
 
     def update(self, sample: HostSample) -> None:
         # A v2 tick of the same static facts lists the same GPUs and processes' jobs (only
         # their memory moves): nothing to read again (issue 38, judge only what changed).
-        epoch = sample.__dict__.get(STATIC_EPOCH)
+        epoch = sample.static_epoch
         if epoch is not None and epoch is self._epoch:
             return
         self._epoch = epoch
