@@ -41,8 +41,16 @@ class HoldTracker:
         self.checked_at = float("-inf")
         """Agent time of the last idle check (the window is read once a minute, not per tick)."""
         self.idle: list[Finding] = []
+        self._epoch: object = None
+        """The static facts of the sample last read (``static_epoch``): held strongly."""
 
     def update(self, sample: HostSample) -> None:
+        # A v2 tick of the same static facts lists the same GPUs and processes' jobs (only
+        # their memory moves): nothing to read again (issue 38, judge only what changed).
+        epoch = sample.static_epoch
+        if epoch is not None and epoch is self._epoch:
+            return
+        self._epoch = epoch
         held: dict[int, tuple[str, float]] = {}
         for g in sample.gpus:
             jobs = sorted({j for p in g.processes or () if (j := job_of(p)) is not None})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from probes.history.keys import (
     DISK_FIELDS,
@@ -33,7 +33,7 @@ from probes.history.keys import (
     proc_key,
 )
 from probes.history.merge import merge
-from probes.history.staged import Staged, StagedDisk, StagedGpu, slim
+from probes.history.staged import GpuValues, ProcPair, Staged, StagedDisk, stage
 from probes.history.steps import GpuSteps
 from probes.history.storage import NAN, Columns, Point, StepSeries, Tier
 from probes.history.tiers import DEFAULT_TIERS, TierSet
@@ -80,15 +80,12 @@ class Series:
         return self._h._latest(self.key)
 
 
-_GPU_GET = attrgetter(*GPU_FIELDS)
 _HOST_GET = attrgetter(*HOST_FIELDS[:-1])
-_NONE5 = (None,) * len(GPU_FIELDS)
-_INDEX_GET = attrgetter("index")
-_PROCS_GET = attrgetter("processes")
+_NONE5: GpuValues = (None,) * len(GPU_FIELDS)
 _NAME_GET = attrgetter("name")
 _DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
-_PID_GET = attrgetter("pid")
-_USED_GET = attrgetter("used_mib")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def _disk_values(d: DiskStats | StagedDisk) -> tuple[float | None, float | None, float | None]:
@@ -169,7 +166,7 @@ class HostHistory:
         # Steps are folded now, from the full sample, so that only its numbers are staged.
         if self._gpu_steps.fold([sample], sample if not staged else None, counts):
             self._mixed = True
-        staged.append(slim(sample, counts[-1]))
+        staged.append(stage(sample, self._gpu_steps.layout, counts[-1]))
         if len(staged) >= STAGE_MAX or ts - staged[0].ts >= self.stage_max_s:
             self._flush()
 
@@ -188,34 +185,32 @@ class HostHistory:
         values: dict[str, list[float]] = {}
         procs: dict[str, list[float]] = {}
         ts_last = rows[-1].ts
-        per_gpu: list[tuple[int, Sequence[StagedGpu | None]]] = []
+        per_gpu: list[tuple[int, Sequence[GpuValues], Sequence[Sequence[ProcPair] | None]]] = []
         if not self._mixed:
-            layout = tuple(map(_INDEX_GET, rows[0].gpus))
-            for idx, gcol in zip(layout, zip(*[r.gpus for r in rows], strict=True), strict=True):
+            gcols = zip(*[r.gpus for r in rows], strict=True)
+            pcols = zip(*[r.procs for r in rows], strict=True)
+            for idx, gcol, pcol in zip(rows[0].layout, gcols, pcols, strict=True):
                 if idx >= 0:
-                    per_gpu.append((idx, gcol))
+                    per_gpu.append((idx, gcol, pcol))
         else:
-            by_gpu: dict[int, list[StagedGpu | None]] = {}
+            by_gpu: dict[int, tuple[list[GpuValues], list[Sequence[ProcPair] | None]]] = {}
             for i, r in enumerate(rows):
-                for g in r.gpus:
-                    if g.index < 0:
+                for idx, g, p in zip(r.layout, r.gpus, r.procs, strict=True):
+                    if idx < 0:
                         continue
-                    col = by_gpu.get(g.index)
+                    col = by_gpu.get(idx)
                     if col is None:
-                        col = by_gpu[g.index] = [None] * k
-                    col[i] = g
-            per_gpu = [(i, gs) for i, gs in by_gpu.items()]
-        for idx, gs in per_gpu:
+                        col = by_gpu[idx] = ([_NONE5] * k, [None] * k)
+                    col[0][i] = g
+                    col[1][i] = p
+            per_gpu = [(i, gs, ps) for i, (gs, ps) in by_gpu.items()]
+        for idx, gs, ps in per_gpu:
             keys = self._gkeys.get(idx)
             if keys is None:
                 keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
-            if self._mixed:
-                tups = [_GPU_GET(g) if g is not None else _NONE5 for g in gs]
-            else:
-                tups = list(map(_GPU_GET, gs))
-            for key, vals in zip(keys, zip(*tups, strict=True), strict=True):
+            for key, vals in zip(keys, zip(*gs, strict=True), strict=True):
                 values[key] = _floats(vals)
-            self._gpu_procs(idx, gs, ts_last, procs)
+            self._gpu_procs(idx, ps, ts_last, procs)
         host = [_HOST_GET(r.host) for r in rows]
         for f, vals in zip(HOST_FIELDS[:-1], zip(*host, strict=True), strict=True):
             values[host_key(f)] = _floats(vals)
@@ -258,36 +253,34 @@ class HostHistory:
             for f, vals in zip(DISK_FIELDS, zip(*trip, strict=True), strict=True):
                 values[disk_key(name, f)] = _floats(vals)
 
-    def _gpu_procs(self, idx: int, gs: Sequence[StagedGpu | None], ts: float,
+    def _gpu_procs(self, idx: int, plist: Sequence[Sequence[ProcPair] | None], ts: float,
                    procs: dict[str, list[float]]) -> None:
         """Process memory columns of one GPU; one steady process is the fast case."""
-        plist = ([g.processes if g is not None else None for g in gs] if self._mixed
-                 else list(map(_PROCS_GET, gs)))
         p0 = plist[0]
-        if p0 is not None and len(p0) == 1 and p0[0].pid is not None and None not in plist:
+        if p0 is not None and len(p0) == 1 and p0[0][0] is not None and None not in plist:
             lens = set(map(len, plist))  # type: ignore[arg-type]
             if lens == {1}:
-                firsts = [p[0] for p in plist]  # type: ignore[index]
-                pids = list(map(_PID_GET, firsts))
-                pid = p0[0].pid
+                firsts = list(map(_FIRST, plist))  # type: ignore[arg-type]
+                pids = list(map(_FIRST, firsts))
+                pid = p0[0][0]
                 if pids.count(pid) == len(pids):
                     key = self._track_proc(idx, pid, ts)
                     if key is not None:
-                        procs[key] = _floats(list(map(_USED_GET, firsts)))
+                        procs[key] = _floats(list(map(_SECOND, firsts)))
                     return
         k = len(plist)
         for i, ps in enumerate(plist):
-            for p in ps or ():
-                if p.pid is None:
+            for p_pid, used in ps or ():
+                if p_pid is None:
                     continue
-                key = self._track_proc(idx, p.pid, ts)
+                key = self._track_proc(idx, p_pid, ts)
                 if key is None:
                     continue
                 col = procs.get(key)
                 if col is None:
                     col = procs[key] = [NAN] * k
-                if p.used_mib is not None:
-                    col[i] = p.used_mib
+                if used is not None:
+                    col[i] = used
 
     def _track_proc(self, gpu: int, pid: int, ts: float) -> str | None:
         """The series key of a process, or None when its GPU already tracks the maximum."""
@@ -337,9 +330,9 @@ class HostHistory:
         out: set[str] = set()
         for r in self._staged:
             out.update(host_key(f) for f in HOST_FIELDS)
-            for g in r.gpus:
-                if g.index >= 0:
-                    out.update(gpu_key(g.index, f) for f in GPU_FIELDS)
+            for idx in r.layout:
+                if idx >= 0:
+                    out.update(gpu_key(idx, f) for f in GPU_FIELDS)
             for d in r.disks:
                 if d.name in self._disks or len(self._disks) < self.max_disks:
                     out.update(disk_key(d.name, f) for f in DISK_FIELDS)
@@ -373,11 +366,11 @@ class HostHistory:
         out = {pid for g, pid in self._pkeys if g == gpu}
         room = self.max_processes_per_gpu - len(out)
         for r in self._staged:
-            for g in r.gpus:
-                if g.index == gpu:
-                    for p in g.processes or ():
-                        if p.pid is not None and p.pid not in out and room > 0:
-                            out.add(p.pid)
+            for idx, ps in zip(r.layout, r.procs, strict=True):
+                if idx == gpu:
+                    for pid, _ in ps or ():
+                        if pid is not None and pid not in out and room > 0:
+                            out.add(pid)
                             room -= 1
         return sorted(out)
 
@@ -399,14 +392,12 @@ class HostHistory:
         scope, field = parts[0], parts[-1]
         if scope == "gpu":
             idx = int(parts[1])
-            get = attrgetter(field)
+            j = GPU_FIELDS.index(field) if field in GPU_FIELDS else -1
 
             def gpu_val(r: Staged) -> float | None:
-                for g in r.gpus:
-                    if g.index == idx:
-                        v: float | None = get(g)
-                        return v
-                return None
+                if j < 0 or idx not in r.layout:
+                    return None
+                return r.gpus[r.layout.index(idx)][j]
             return gpu_val
         if scope == "host":
             if field == "gpu_count":
@@ -430,11 +421,13 @@ class HostHistory:
         gpu, pid = int(parts[1]), int(parts[2])
 
         def proc_val(r: Staged) -> float | None:
-            for g in r.gpus:
-                if g.index == gpu:
-                    for p in g.processes or ():
-                        if p.pid == pid:
-                            return p.used_mib
+            if gpu not in r.layout:
+                return None
+            for idx, ps in zip(r.layout, r.procs, strict=True):
+                if idx == gpu:
+                    for p, used in ps or ():
+                        if p == pid:
+                            return used
             return None
         return proc_val
 

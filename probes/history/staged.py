@@ -2,37 +2,20 @@
 
 A decoded 8-GPU ``HostSample`` holds ~16 KB (names, UUIDs, command lines, every field as a
 Python object); the history stages ``STAGE_MAX`` of them per host before cutting columns,
-which at 1024 hosts was ~250 MB of staging alone.  A ``Staged`` row keeps the same attribute
-names for the fields the history reads (so the column cutting and the staged-sample queries
-read either alike) in about a sixth of the space.
+which at 1024 hosts was ~250 MB of staging alone.  A ``Staged`` row keeps the numbers in
+about a sixth of the space, GPU by GPU as plain tuples taken in C (``attrgetter``): building
+a named tuple per GPU and per process cost 27 µs a sample, more than the column cutting
+(issue 38).
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import NamedTuple
 
 from probes.history.keys import GPU_FIELDS
 from probes.wire.samples import HostSample
-
-
-class StagedProc(NamedTuple):
-    """A process's pid and GPU memory."""
-
-    pid: int | None
-    used_mib: float | None
-
-
-if TYPE_CHECKING:  # what mypy sees: the fields read by name (the dense ones by attrgetter)
-    class StagedGpu(tuple[Any, ...]):
-        """A GPU's dense fields (``GPU_FIELDS``) and its processes."""
-
-        index: int  # type: ignore[assignment]  # (shadows tuple.index; read as a field only)
-        processes: tuple[StagedProc, ...] | None
-else:  # the fields: its index, the table's charted fields (``GPU_FIELDS``), its processes
-    StagedGpu = namedtuple("StagedGpu", ("index", *GPU_FIELDS, "processes"))
 
 
 class StagedHost(NamedTuple):
@@ -54,35 +37,43 @@ class StagedDisk(NamedTuple):
     aqu_sz: float | None
 
 
+ProcPair = tuple[int | None, float | None]
+"""A process's pid and GPU memory (MiB)."""
+GpuValues = tuple[float | None, ...]
+"""A GPU's dense fields, in ``GPU_FIELDS`` order."""
+
+
 class Staged(NamedTuple):
-    """One sample as staged: its time, the numbers kept, and how many GPUs answered."""
+    """One sample as staged: its time, the numbers kept, and how many GPUs answered.
+
+    GPUs are three parallel tuples in the sample's order (the column cutting zips them
+    across samples; no object per GPU): the indices, the ``GPU_FIELDS`` values, and each
+    GPU's processes as (pid, MiB) pairs (None: not collected)."""
 
     ts: float
-    gpus: tuple[StagedGpu, ...]
+    layout: tuple[int, ...]
+    gpus: tuple[GpuValues, ...]
+    procs: tuple[tuple[ProcPair, ...] | None, ...]
     host: StagedHost
     disks: tuple[StagedDisk, ...]
     ok_count: float
 
 
-_GPU = attrgetter("index", *GPU_FIELDS, "processes")
-_PROCS_AT = len(GPU_FIELDS) + 1
-"""Where a ``StagedGpu`` holds its processes."""
+_GPU = attrgetter(*GPU_FIELDS)
+_PROCS = attrgetter("processes")
 _PROC = attrgetter("pid", "used_mib")
 _HOST = attrgetter("cpu_pct", "mem_used_bytes", "swap_in_pages_s", "swap_out_pages_s")
 _DISK = attrgetter("name", "util", "r_await", "w_await", "aqu_sz")
 # ``tuple.__new__`` directly: ``_make`` would re-check the length, a third of the cost here.
-_new_gpu = partial(tuple.__new__, StagedGpu)
-_new_proc = partial(tuple.__new__, StagedProc)
 _new_disk = partial(tuple.__new__, StagedDisk)
 _new_host = partial(tuple.__new__, StagedHost)
+_new_staged = partial(tuple.__new__, Staged)
 
 
-def slim(s: HostSample, ok_count: float) -> Staged:
-    """The part of ``s`` the history writes (the sample itself can then be let go)."""
-    gpus: list[StagedGpu] = list(map(_new_gpu, map(_GPU, s.gpus)))
-    for i, g in enumerate(gpus):
-        ps = g.processes
-        if ps:
-            gpus[i] = _new_gpu((*g[:_PROCS_AT], tuple(map(_new_proc, map(_PROC, ps)))))
-    return Staged(s.ts, tuple(gpus), _new_host(_HOST(s.host)),
-                  tuple(map(_new_disk, map(_DISK, s.disks))), ok_count)
+def stage(s: HostSample, layout: tuple[int, ...], ok_count: float) -> Staged:
+    """The part of ``s`` the history writes (the sample itself can then be let go);
+    ``layout``: its GPUs' indices, in order (``GpuSteps.layout``)."""
+    procs = tuple([ps if not ps else tuple(map(_PROC, ps)) for ps in map(_PROCS, s.gpus)])
+    return _new_staged((s.ts, layout, tuple(map(_GPU, s.gpus)), procs,
+                        _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
+                        ok_count))

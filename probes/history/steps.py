@@ -131,6 +131,11 @@ class GpuSteps:
             self.missing_since.setdefault(idx, ts)
         self.seen |= here
 
+    @property
+    def layout(self) -> tuple[int, ...]:
+        """The GPU indices of the newest sample folded, in its order."""
+        return self._present
+
     def nbytes(self) -> int:
         """Approximate bytes held by the step series."""
         return sum(s.nbytes() for s in self.steps.values())

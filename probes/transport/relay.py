@@ -81,8 +81,12 @@ class RelayReader(MessageReader):
 
     The messages it decodes are the session's to act on, not to forward: the console
     decodes the same bytes itself.  ``mine`` holds them (strongly, so no id is reused)
-    until the next chunk; the relay's emit drops any item it finds there.
+    until the next chunk; the relay's emit drops any item it finds there.  A v2 tick,
+    nearly every line, is only checked, not built into a sample (``builds_ticks``): the
+    session needs its verdict, never the sample, so a tick is decoded once, in the console.
     """
+
+    builds_ticks = False
 
     def __init__(self, index: int, relay: Relay) -> None:
         super().__init__()

@@ -16,6 +16,7 @@ does not know) is rebuilt into v1's object and handed to v1's checked decoder.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -113,6 +114,7 @@ class SampleRow(Struct, array_like=True, gc=False):
 
 _DECODER = msgspec.json.Decoder(SampleRow)
 _new = object.__new__
+_DISK_NAME = attrgetter("name")
 _set = object.__setattr__
 
 V1Decoder = Callable[[dict[str, Any]], HostSample]
@@ -188,6 +190,39 @@ class CompactStream:
                 pass
         return self._slow(parsed())
 
+    def readable(self, line: bytes | None, parsed: Callable[[], Any]) -> bool:
+        """Whether ``sample`` would take this tick, without building the sample.
+
+        A collector relays the tick's bytes and the console decodes them (issue 38, decode
+        once); the collector only needs the verdict, for its garbled-line streak.  A tick
+        the fast path takes whole is judged by the typed decode alone (its other steps
+        cannot fail); any other goes through ``sample`` itself, so the verdict is the same.
+
+        Raises:
+            ProtocolError: as ``sample``.
+        """
+        if self._static_gpus is not None and self.known and line is not None:
+            try:
+                s = _DECODER.decode(line)
+            except Exception:  # the checked path below decides
+                pass
+            else:
+                if s.pcie is None and len(s.gpus) == len(self._gpu_base) and \
+                        self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
+                    return True
+        self.sample(line, parsed)
+        return True
+
+    def _procs_fit(self, s: SampleRow) -> bool:
+        """Every GPU's process amounts fit its static processes (``_processes`` accepts)."""
+        for row, procs, base in zip(s.gpus, self._procs, self._gpu_base, strict=True):
+            if base is None or procs is None:
+                continue
+            mib = row.processes
+            if mib is None or len(mib) != len(procs):
+                return False
+        return True
+
     def _fast(self, line: bytes) -> HostSample:
         s = _DECODER.decode(line)
         if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
@@ -209,7 +244,7 @@ class CompactStream:
             disk = _new(DiskStats)
             _set(disk, "__dict__", asdict(d))
             disks.append(disk)
-        if len({d.name for d in s.disks}) != len(disks):
+        if len(set(map(_DISK_NAME, s.disks))) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
         return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks),
                               self._epoch, s if self._whole else None)

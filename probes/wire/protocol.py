@@ -135,6 +135,10 @@ class LineSplitter:
 class MessageReader:
     """Turn raw stream chunks into typed messages, counting what is skipped."""
 
+    builds_ticks = True
+    """False: a v2 tick is only checked (its verdict counts as for any line) and no sample
+    is returned; a collector relays the bytes and the console decodes them (issue 38)."""
+
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.stats = StreamStats()
         self._splitter = LineSplitter(self.stats, max_line_bytes)
@@ -164,7 +168,7 @@ class MessageReader:
                 return None
             if isinstance(msg, Hello):
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    CompactStream(_parsed(line).get("columns"), _decode_sample)
+                    CompactStream(_columns(line), _decode_sample)
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -181,8 +185,12 @@ class MessageReader:
         assert self.compact is not None
         head = line.lstrip()[:1]
         if head == b"[":
-            return self.compact.sample(
-                None if may_need_cleaning(line) else line, lambda: _parsed(line))
+            raw = None if may_need_cleaning(line) else line
+            if not self.builds_ticks:
+                self.compact.readable(raw, lambda: _parsed(line))
+                self.bad_streak = 0  # a good line, as when a sample is returned
+                return None
+            return self.compact.sample(raw, lambda: _parsed(line))
         if b'"static"' in line:  # else no need to parse it twice
             obj = _parsed(line)
             if isinstance(obj, dict) and obj.get("type") == "static":
@@ -195,6 +203,15 @@ def _parsed(line: bytes) -> Any:
     """One line parsed and every string sanitised (the checked path's first step)."""
     obj, _ = _loads(line)
     return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
+
+
+def _columns(hello: bytes) -> Any:
+    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time."""
+    obj, _ = _loads(hello)
+    if not isinstance(obj, dict):
+        return None
+    cols = obj.get("columns")
+    return clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
 
 
 class UnknownMessageType(ProtocolError):

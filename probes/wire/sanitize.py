@@ -96,14 +96,23 @@ def clean_json(value: Any, block_keys: frozenset[str] = frozenset(), depth: int 
         return clean_text(value)
     if depth > MAX_DEPTH:
         raise TooDeep(f"nested deeper than {MAX_DEPTH}")
+    # A number, a bool or null one level down is itself (the call below would return it
+    # unchanged; at the last level it raises): a hello holds hundreds, and a call for each
+    # was most of a connect storm's walk (issue 38 item 5).
+    plain = _PLAIN if depth < MAX_DEPTH else frozenset()
     if isinstance(value, dict):
         return {clean_text(k) if isinstance(k, str) else k:
-                (clean_block(v) if isinstance(v, str) and k in block_keys
-                 else clean_json(v, block_keys, depth + 1))
+                (v if type(v) in plain else clean_block(v) if isinstance(v, str) and k in
+                 block_keys else clean_json(v, block_keys, depth + 1))
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [clean_json(v, block_keys, depth + 1) for v in value]
+        return [v if type(v) in plain else clean_json(v, block_keys, depth + 1)
+                for v in value]
     return value
+
+
+_PLAIN = frozenset({int, float, bool, type(None)})
+"""Exact types ``clean_json`` returns as they are (JSON's numbers, booleans, null)."""
 
 
 _BRACKETS = re.compile(rb"[\[\]{}]")

@@ -1,0 +1,160 @@
+"""Decode + fold of wire v2 ticks against the floor of a Python fold, in one run (issue 38).
+
+The agent's own simulator makes 16 hosts' hello and ticks (``bench_ingest.template``: a
+quarter of them throttling, leaking or on an x8 link); host *i* replays template *i mod 16*.
+Every simulated second each host's v2 bytes go through the console's path:
+``MessageReader.feed`` (split + typed decode) and ``FleetState.apply`` (history, detectors,
+findings).  Measured, CPU (``process_time``) per host-sample, over the same ticks:
+
+* ``fold_us``: feed + apply, after a warm-up of ``--warm`` simulated seconds (start-up:
+  the first detector runs, tiers filling) which is reported apart as ``warm_us``;
+* ``decode_us``: feed alone (a fresh reader per host, the same bytes);
+  ``collector_reader_us`` the same with a collector's reader, which checks each tick and
+  builds no sample (``builds_ticks``; before issue 38 item 2 it decoded as the console);
+* ``floor_us``: each tick decoded once into the console's typed rows (``SampleRow``) and
+  every GPU's moving numbers appended to a per-GPU, per-field column (``bench_fleet``'s
+  ``fold_floor_us_per_hs``), host by host as a fleet sends them;
+* ``ratio``: ``fold_us / floor_us``.
+
+``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
+
+    python tests/bench/bench_fold.py [--hosts 256] [--seconds 120] [--warm 60] [--profile 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import msgspec
+
+from probes.config.fleet import HostSpec
+from probes.fleet_state import FleetState
+from probes.wire.compact import SampleRow
+from probes.wire.protocol import MessageReader
+from tests.bench.bench_ingest import T0, TEMPLATES, template
+from tui.gc_policy import tune_for_streaming
+
+
+class _Checking(MessageReader):
+    builds_ticks = False  # as the collector's ``RelayReader``
+
+
+def floor(ticks: list[list[bytes]], hosts: int, seconds: range) -> float:
+    """CPU seconds of the floor: typed decode and a per-field column append."""
+    decode = msgspec.json.Decoder(SampleRow).decode
+    astuple = msgspec.structs.astuple
+    columns: list[dict[tuple[int, int], list[object]]] = [{} for _ in range(hosts)]
+    t0 = time.process_time()
+    for t in seconds:
+        for h in range(hosts):
+            cols = columns[h]
+            for line in ticks[h % TEMPLATES][t]:
+                for i, gpu in enumerate(decode(line).gpus):
+                    for k, v in enumerate(astuple(gpu)[:10]):
+                        col = cols.get((i, k))
+                        if col is None:
+                            col = cols[(i, k)] = []
+                        col.append(v)
+    return time.process_time() - t0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    total = args.warm + args.seconds
+    both = [template(k, total) for k in range(TEMPLATES)]
+    feed = [b[1] for b in both]  # v2: (hello, [tick bytes with any static message])
+    ticks = [[[ln for ln in chunk.splitlines() if ln.startswith(b"[")] for chunk in ls]
+             for _, ls in feed]
+    names = [f"h{i:04d}" for i in range(args.hosts)]
+    tune_for_streaming()
+    fleet = FleetState([HostSpec(name=n, expect_gpus=8) for n in names])
+    readers = [MessageReader() for _ in names]
+    for i, name in enumerate(names):
+        for msg in readers[i].feed(feed[i % TEMPLATES][0]):
+            fleet.apply(name, msg, T0)
+    hosts = [(name, readers[i], feed[i % TEMPLATES][1]) for i, name in enumerate(names)]
+
+    def fold(seconds: range) -> float:
+        t0 = time.process_time()
+        for t in seconds:
+            now = T0 + t
+            for name, reader, lines in hosts:
+                for msg in reader.feed(lines[t]):
+                    fleet.apply(name, msg, now)
+        return time.process_time() - t0
+
+    gc.collect()
+    warm = fold(range(args.warm))
+    steady = range(args.warm, total)
+    prof = None
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+    folded = fold(steady)
+    if prof is not None:
+        prof.disable()
+    # Decode alone: fresh readers over the same bytes; and a collector's reader (checks
+    # each tick, builds no sample: the console decodes it).
+    def decode_all(reader: type[MessageReader]) -> float:
+        dreaders = [reader() for _ in names]
+        for i in range(args.hosts):
+            dreaders[i].feed(feed[i % TEMPLATES][0])
+        t0 = time.process_time()
+        for t in range(total):
+            for i in range(args.hosts):
+                dreaders[i].feed(feed[i % TEMPLATES][1][t])
+        return time.process_time() - t0
+
+    decode = decode_all(MessageReader)
+    check = decode_all(_Checking)
+    base = floor(ticks, args.hosts, steady)
+    n = args.hosts * args.seconds
+    out: dict[str, Any] = {
+        "bench": "fold", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": f"{os.cpu_count()}-core {platform.machine()}, python "
+                   f"{platform.python_version()}", "load1": round(os.getloadavg()[0], 2),
+        "hosts": args.hosts, "seconds": args.seconds, "warm_s": args.warm,
+        "warm_us": round(1e6 * warm / max(args.hosts * args.warm, 1), 1),
+        "fold_us": round(1e6 * folded / n, 1),
+        "decode_us": round(1e6 * decode / (args.hosts * total), 1),
+        "collector_reader_us": round(1e6 * check / (args.hosts * total), 1),
+        "floor_us": round(1e6 * base / n, 1),
+        "findings": sum(len(h.findings()) for h in fleet.hosts.values()),
+    }
+    out["ratio"] = round(out["fold_us"] / out["floor_us"], 2)
+    if prof is not None:
+        for sort in ("cumulative", "tottime"):
+            buf = io.StringIO()
+            pstats.Stats(prof, stream=buf).sort_stats(sort).print_stats(args.profile)
+            out[f"profile_{sort}"] = buf.getvalue()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=256)
+    ap.add_argument("--seconds", type=int, default=120)
+    ap.add_argument("--warm", type=int, default=60)
+    ap.add_argument("--profile", type=int, default=0)
+    args = ap.parse_args()
+    out = run(args)
+    profiles = {k: out.pop(k) for k in list(out) if k.startswith("profile_")}
+    print(json.dumps(out))
+    for text in profiles.values():
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Decode once (issue 38 item 2): a collector checks each v2 tick but builds no sample.
+
+The collector relays a tick's bytes and the console decodes them; the collector's session
+needs only the line's verdict (its garbled-line streak ends a stream).  So its reader
+(``RelayReader``, ``builds_ticks = False``) must count every line exactly as a full reader
+does, good or garbled, and return every other message unchanged.  Also here: the console's
+fold reads a tick's static half again only when its static facts change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+from probes.agent import output
+from probes.analysis.allocation import HoldTracker
+from probes.transport.relay import RelayReader
+from probes.wire import compact
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import HostSample
+from tests.test_wire_v2 import ODD, _agent, _either, _stream
+
+
+class CheckingReader(MessageReader):
+    builds_ticks = False
+
+
+def test_the_collectors_reader_builds_no_tick() -> None:
+    assert RelayReader.builds_ticks is False
+    assert MessageReader.builds_ticks is True
+
+
+def test_a_checking_reader_counts_and_returns_as_a_full_one() -> None:
+    raw = _agent("xid79:6@20,throttle:5", "--wire", "2", count=30)
+    lines = raw.splitlines(keepends=True)
+    ticks = [i for i, x in enumerate(lines) if x.startswith(b"[")]
+    # garbled ticks among the good ones: cut short, a GPU short, a word for a number
+    lines[ticks[5]] = lines[ticks[5]][:40] + b"\n"
+    row = json.loads(lines[ticks[9]])
+    row[2] = row[2][:-1]
+    lines[ticks[9]] = json.dumps(row).encode() + b"\n"
+    lines[ticks[12]] = lines[ticks[12]].replace(b"[", b'["x",', 1)
+    full, checking = MessageReader(), CheckingReader()
+    got_full: list[object] = []
+    got_checking: list[object] = []
+    streaks: list[tuple[int, int]] = []
+    for line in lines:
+        got_full += full.feed(line)
+        got_checking += checking.feed(line)
+        streaks.append((full.bad_streak, checking.bad_streak))
+    assert all(a == b for a, b in streaks)
+    assert full.stats == checking.stats
+    assert full.stats.garbled == 3
+    assert [m for m in got_full if not isinstance(m, HostSample)] == got_checking
+    assert sum(isinstance(m, HostSample) for m in got_full) == 27
+    assert not any(isinstance(m, HostSample) for m in got_checking)
+
+
+def test_a_ticks_verdict_without_the_sample_is_the_samples() -> None:
+    stream, ticks = _stream(_agent("leak:3,link-downgrade:2", "--wire", "2"))
+    rng = random.Random(38)
+    kinds = {True: 0, False: 0}
+    for k in range(600):
+        row = json.loads(ticks[k % len(ticks)])
+        for _ in range(rng.randint(0, 3)):
+            where = rng.choice(("gpu", "gpu", "host", "disk", "top", "procs"))
+            gpus = row[2] if isinstance(row[2], list) else []
+            if where in ("gpu", "procs") and gpus:
+                g = gpus[rng.randrange(len(gpus))]
+                if isinstance(g, list) and g:
+                    g[-1 if where == "procs" else rng.randrange(len(g))] = rng.choice(ODD)
+            elif where == "host" and isinstance(row[3], list) and row[3]:
+                row[3][rng.randrange(len(row[3]))] = rng.choice(ODD)
+            elif where == "disk" and isinstance(row[4], list) and row[4]:
+                d = row[4][rng.randrange(len(row[4]))]
+                if isinstance(d, list) and d:
+                    d[rng.randrange(len(d))] = rng.choice(ODD)
+            elif where == "top":
+                row[rng.randrange(5)] = rng.choice(ODD)
+        line = json.dumps(row, separators=(",", ":")).encode()
+        good = not isinstance(
+            _either(stream.sample, line, lambda line=line: json.loads(line)), str)
+        checked = not isinstance(
+            _either(stream.readable, line, lambda line=line: json.loads(line)), str)
+        assert good == checked, line
+        kinds[good] += 1
+    assert kinds[True] > 100 and kinds[False] > 30
+
+
+def _v2_line(obj: object) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
+
+
+def test_a_hold_is_read_again_when_the_static_facts_change() -> None:
+    """The hold tracker skips a v2 tick whose static facts it has read (issue 38): a new
+    ``static`` message (another job on the GPU) is followed at once, and every step agrees
+    with a tracker fed the same samples without their hidden static-facts marker."""
+    cols = output.compact_columns()
+    hello = {"type": "hello", "v": 2, "ts": 5.0, "host": {"hostname": "h"}, "gpus": [],
+             "columns": cols}
+
+    def static(job: str) -> dict[str, object]:
+        gpu = [0, "GPU-0", "ok"] + [None] * (len(compact.GPU_STATIC) - 4) \
+            + [[[7, "python", "u", job]]]
+        return {"type": "static", "v": 2, "ts": 5.0, "gpus": [gpu], "host": [100, 0]}
+
+    def tick(ts: float, mib: float) -> list[object]:
+        return [int(ts), ts, [[1.0] * 10 + [[], [mib]]], [5.0, 1, 1, 1, 50, 0, 0, 0], []]
+
+    lines = [hello, static("100"), tick(6.0, 10.0), tick(7.0, 11.0), static("200"),
+             tick(8.0, 12.0), tick(9.0, 13.0), static("200"), tick(10.0, 14.0)]
+    reader = MessageReader()
+    fast, plain = HoldTracker(), HoldTracker()
+    held = []
+    for obj in lines:
+        for m in reader.feed(_v2_line(obj)):
+            if isinstance(m, HostSample):
+                assert m.static_epoch is not None
+                fast.update(m)
+                plain.update(dataclasses.replace(m))
+                assert dict(fast.held) == dict(plain.held)
+                held.append(dict(fast.held))
+    assert held == [{0: ("100", 6.0)}, {0: ("100", 6.0)}, {0: ("200", 8.0)},
+                    {0: ("200", 8.0)}, {0: ("200", 8.0)}]
