@@ -19,7 +19,7 @@ from probes.transport.relay import RelayReader
 from probes.wire import compact
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import HostSample
-from tests.test_wire_v2 import ODD, _agent, _either, _stream
+from tests.wire.test_wire_v2 import ODD, _agent, _either, _stream
 
 
 class CheckingReader(MessageReader):
