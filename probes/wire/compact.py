@@ -26,7 +26,14 @@ from msgspec.structs import asdict
 from probes.errors import ProtocolError
 from probes.wire import fields, structs
 from probes.wire.fields import Amount, Count, Type
-from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
+from probes.wire.samples import (
+    DiskStats,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    HostStats,
+    StaticEpoch,
+)
 from probes.wire.structs import Seq, Stamp
 
 COMPACT_VERSION = 2
@@ -141,7 +148,7 @@ class CompactStream:
         self._host_base: dict[str, Any] = {}
         self._last_procs: list[tuple[list[float | None] | None, tuple[GpuProcess, ...]] | None]
         self._last_procs = []
-        self._epoch = object()
+        self._epoch = StaticEpoch()
         self._whole = False
         """Every GPU and its processes are kept as the tick sends them (``wire_row``)."""
 
@@ -167,7 +174,7 @@ class CompactStream:
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
         self._last_procs = [None] * len(self._procs)
-        self._epoch = object()
+        self._epoch = StaticEpoch()
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
 

@@ -402,6 +402,18 @@ class DiskStats:
     """%util: share of the interval the device was busy."""
 
 
+class StaticEpoch:
+    """One ``static`` message of one v2 stream (``HostSample.static_epoch``): its identity
+    (``is``) says two samples share every static field, and ``judged`` holds what the
+    console's judges read from those fields once (``probes.analysis.findings``: the static
+    half of the per-tick findings), so it lives exactly as long as the facts it judged."""
+
+    __slots__ = ("judged",)
+
+    def __init__(self) -> None:
+        self.judged: object = None
+
+
 @dataclass(frozen=True)
 class HostSample:
     """Everything about one host at one tick, with one timestamp."""
@@ -414,10 +426,11 @@ class HostSample:
     pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
     """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
     static_epoch: object | None = field(default=None, init=False, compare=False, repr=False)
-    """Set by the wire v2's fast path (``probes.wire.compact``): an object made anew with each
-    ``static`` message of each stream.  Two samples with the same object (``is``) share every
-    static field (GPUs, their processes' static half, the host's), so the recorder need not
-    compare them (``probes.store.columns.split``).  Not compared, not stored by the codecs,
+    """Set by the wire v2's fast path (``probes.wire.compact``): a ``StaticEpoch`` made anew
+    with each ``static`` message of each stream.  Two samples with the same object (``is``)
+    share every static field (GPUs, their processes' static half, the host's), so the
+    recorder need not compare them (``probes.store.columns.split``) and the per-tick findings
+    judge them once (``StaticEpoch.judged``).  Not compared, not stored by the codecs,
     not kept by ``dataclasses.replace`` (not an ``__init__`` argument): a sample built any
     other way has None."""
     wire_row: Struct | None = field(default=None, init=False, compare=False, repr=False)
