@@ -34,7 +34,8 @@ from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
 from probes.triage import Code, OnsetClock, Severity, Step
-from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink, StaticEpoch
+from probes.wire.compact import StaticEpoch
+from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 
 if TYPE_CHECKING:
     from probes.rules.logrules.live import LiveHit

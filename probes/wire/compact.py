@@ -32,7 +32,6 @@ from probes.wire.samples import (
     GpuSample,
     HostSample,
     HostStats,
-    StaticEpoch,
 )
 from probes.wire.structs import Seq, Stamp
 
@@ -127,6 +126,18 @@ _set = object.__setattr__
 V1Decoder = Callable[[dict[str, Any]], HostSample]
 """v1's checked sample decoder (``probes.wire.protocol._decode_sample``), passed in so this
 module does not import the reader that imports it."""
+
+
+class StaticEpoch:
+    """One ``static`` message of one v2 stream (``HostSample.static_epoch``): its identity
+    (``is``) says two samples share every static field, and ``judged`` holds what the
+    console's judges read from those fields once (``probes.analysis.findings``: the static
+    half of the per-tick findings), so it lives exactly as long as the facts it judged."""
+
+    __slots__ = ("judged",)
+
+    def __init__(self) -> None:
+        self.judged: object = None
 
 
 class CompactStream:

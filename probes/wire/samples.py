@@ -402,18 +402,6 @@ class DiskStats:
     """%util: share of the interval the device was busy."""
 
 
-class StaticEpoch:
-    """One ``static`` message of one v2 stream (``HostSample.static_epoch``): its identity
-    (``is``) says two samples share every static field, and ``judged`` holds what the
-    console's judges read from those fields once (``probes.analysis.findings``: the static
-    half of the per-tick findings), so it lives exactly as long as the facts it judged."""
-
-    __slots__ = ("judged",)
-
-    def __init__(self) -> None:
-        self.judged: object = None
-
-
 @dataclass(frozen=True)
 class HostSample:
     """Everything about one host at one tick, with one timestamp."""

@@ -45,8 +45,9 @@ from probes.analysis.static_verdicts import StaticVerdicts
 from probes.triage import Code, Severity, Step
 from probes.wire import compact
 from probes.wire.clock_reasons import CLOCK_REASONS
+from probes.wire.compact import StaticEpoch
 from probes.wire.protocol import MessageReader
-from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, StaticEpoch
+from probes.wire.samples import GpuSample, GpuState, Hello, HostSample
 
 # ---- main's sample_findings before the static cache (2e295cf), the reference --------------
 
