@@ -134,9 +134,9 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     epoch = sample.static_epoch
     if not isinstance(epoch, StaticEpoch):
         return judge_whole_sample(host, hello, sample, limits)
-    static = epoch.judged
+    static = epoch.findings
     if not (isinstance(static, StaticVerdicts) and static.fits(host, hello, sample, limits)):
-        static = epoch.judged = _static_verdicts(host, hello, sample, limits)
+        static = epoch.findings = _static_verdicts(host, hello, sample, limits)
     return _judge_moving(host, sample, limits, static)
 
 

@@ -3,7 +3,7 @@
 A v2 stream sends its static facts (a GPU's state, ECC, row remapping, NVLinks, PCIe link)
 only when they change, and marks every sample built from them with the same
 ``StaticEpoch``.  ``probes.analysis.findings.sample_findings`` judges those facts once, keeps
-the verdicts here on the epoch (``StaticEpoch.judged``) and, on each tick, re-dates them and
+the verdicts here on the epoch (``StaticEpoch.findings``) and, on each tick, re-dates them and
 judges only the moving numbers (issue 38: judgements recomputed only for what changed).
 """
 

@@ -130,14 +130,18 @@ module does not import the reader that imports it."""
 
 class StaticEpoch:
     """One ``static`` message of one v2 stream (``HostSample.static_epoch``): its identity
-    (``is``) says two samples share every static field, and ``judged`` holds what the
-    console's judges read from those fields once (``probes.analysis.findings``: the static
-    half of the per-tick findings), so it lives exactly as long as the facts it judged."""
+    (``is``) says two samples share every static field, and its slots hold what the
+    console's per-tick judges read from those fields once, so each verdict lives exactly as
+    long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
 
-    __slots__ = ("judged",)
+    __slots__ = ("findings", "strays")
 
     def __init__(self) -> None:
-        self.judged: object = None
+        self.findings: object = None
+        """``probes.analysis.findings.sample_findings``: the static half of its findings."""
+        self.strays: object = None
+        """``probes.analysis.allocation.stray_process_findings``: which processes could be
+        strays (outside any job on a Slurm node), whatever memory they hold."""
 
 
 class CompactStream:

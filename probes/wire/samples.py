@@ -418,7 +418,7 @@ class HostSample:
     with each ``static`` message of each stream.  Two samples with the same object (``is``)
     share every static field (GPUs, their processes' static half, the host's), so the
     recorder need not compare them (``probes.store.columns.split``) and the per-tick findings
-    judge them once (``StaticEpoch.judged``).  Not compared, not stored by the codecs,
+    judge them once (``StaticEpoch.findings``).  Not compared, not stored by the codecs,
     not kept by ``dataclasses.replace`` (not an ``__init__`` argument): a sample built any
     other way has None."""
     wire_row: Struct | None = field(default=None, init=False, compare=False, repr=False)

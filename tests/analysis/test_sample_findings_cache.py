@@ -7,9 +7,10 @@ exactly those of judging everything on every tick: here random v2 streams (stati
 that change, GPUs dropping out of them and out of the hello, new hellos, other limits,
 samples without an epoch as v1 and the checked path build them) go through both, and every
 finding is compared field by field, ``extra`` included, in order.  The reference is main's
-``sample_findings`` before the cache, copied below, and ``judge_whole_sample``.  Negative
-controls: a cache that is not renewed with a ``static`` message, or kept across another
-hello or other limits, makes the comparison fail.
+``sample_findings`` before the cache, copied below, and ``judge_whole_sample``.  The same
+for ``stray_process_findings``, whose candidates (processes outside any job on a Slurm node)
+are static too.  Negative controls: a cache that is not renewed with a ``static`` message,
+or kept across another hello or other limits, makes the comparison fail.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 from probes.agent import output
 from probes.analysis import actions as acts
 from probes.analysis import findings as findings_mod
+from probes.analysis.allocation import ACTION_STRAY, job_of, stray_process_findings
 from probes.analysis.findings import (
     Finding,
     _link_finding,
@@ -117,6 +119,26 @@ def _main_gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLim
     return out
 
 
+def main_stray_process_findings(host: str, sample: HostSample,
+                                limits: DetectorLimits) -> list[Finding]:
+    procs = [(g.index, p) for g in sample.gpus for p in g.processes or ()]
+    if not any(job_of(p) is not None for _, p in procs):
+        return []
+    out = []
+    for idx, p in procs:
+        if (p.environ is not True or job_of(p) is not None or p.container or p.pod
+                or (p.used_mib or 0.0) < limits.stray_min_mib):
+            continue
+        who = " ".join(x for x in (p.name, f"(pid {p.pid}" + (f", {p.user})" if p.user else ")"))
+                       if x)
+        out.append(Finding(
+            Step.GPU, Code.GPU_STRAY_PROCESS, Severity.WARNING,
+            f"GPU{idx}: {who} holds {p.used_mib:,.0f} MiB outside any Slurm job",
+            host, gpu=idx, ts=sample.ts, action=ACTION_STRAY,
+            extra={"pid": p.pid, "user": p.user, "used_mib": p.used_mib}))
+    return out
+
+
 # ---- random v2 streams ------------------------------------------------------------------
 
 REASONS = [r.name for r in CLOCK_REASONS] + [POWER_CAP] * 3
@@ -134,6 +156,18 @@ def _hello(rng: random.Random, n: int) -> dict[str, object]:
              "name": "H100", "mem_total_mib": 81559} for i in range(n)]
     return {"type": "hello", "v": 2, "ts": 1.0, "host": {"hostname": "h"}, "gpus": gpus,
             "columns": output.compact_columns()}
+
+
+def _process(rng: random.Random, pid: int) -> list[object]:
+    job = rng.choice(["4242", "4242", None])
+    row = {"pid": pid, "name": rng.choice(["python", "", "jupyter"]),
+           "user": rng.choice(["u", None]),
+           "slurm_job": job, "slurm_step": None, "slurm_task": None, "rank": None,
+           "local_rank": None, "world_size": None, "master_addr": None,
+           "cuda_visible_devices": None, "container": rng.choice([None, None, "c1"]),
+           "runtime": None, "pod": rng.choice([None, None, None, "p"]),
+           "environ": rng.choice([True, True, False, None])}
+    return [row[c] for c in compact.PROCESS_COLUMNS]
 
 
 def _static(rng: random.Random, n: int) -> dict[str, object]:
@@ -161,19 +195,21 @@ def _static(rng: random.Random, n: int) -> dict[str, object]:
                "remap_failure": rng.choice([False] * 8 + [True, None]),
                "nvlink_up": rng.choice([18] * 5 + [17, 0, None]),
                "nvlink_links": rng.choice([18, 18, 0, None]), "persistence": True,
-               "pcie_replay": small(), "processes": []}
+               "pcie_replay": small(),
+               "processes": [_process(rng, 100 * i + k) for k in range(rng.choice([0, 1, 1, 2]))]}
         rows.append([row[c] for c in compact.GPU_STATIC])
     return {"type": "static", "v": 2, "ts": 1.0, "gpus": rows, "host": [2**40, 0]}
 
 
-def _tick(rng: random.Random, ts: float, n: int) -> list[object]:
+def _tick(rng: random.Random, ts: float, static: dict[str, object]) -> list[object]:
     gpus = []
-    for _ in range(n):
+    for row in static["gpus"]:  # type: ignore[attr-defined]
+        mib = [rng.choice([10.0, 600.0, 5000.0, None]) for _ in row[-1]]
         reasons = rng.sample(REASONS, rng.choice([0, 0, 0, 1, 1, 2]))
         gpus.append([rng.uniform(0, 80000), rng.choice([0.0, 5.0, 30.0, 60.0, 99.0, None]),
                      10.0, rng.uniform(30, 90), rng.uniform(60, 700),
                      rng.choice([1980.0, 1400.0, None]), 50.0, 2619.0, 1.0, 1.0,
-                     sorted(set(reasons)), []])
+                     sorted(set(reasons)), mib])
     disks = [[name, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, rng.choice([0.1, None]),
               rng.choice([5.0, 60.0, 99.5, None])]
              for name in rng.sample(["nvme0n1", "nvme1n1", "sda"], rng.randint(0, 2))]
@@ -190,24 +226,27 @@ def _stream(seed: int, ticks: int = 400) -> Iterator[Judged]:
     host, limits = "h", DEFAULT_LIMITS
     hello: Hello | None = None
     n = 8
-    for msg in reader.feed(_line(_hello(rng, 8)) + _line(_static(rng, n))):
+    static = _static(rng, n)
+    for msg in reader.feed(_line(_hello(rng, 8)) + _line(static)):
         if isinstance(msg, Hello):
             hello = msg
     for k in range(ticks):
         roll = rng.random()
         if roll < 0.08:  # new static facts: a state, a link, ECC … or a GPU gone from them
             n = rng.choice([n, n, n - 1, 8]) or 1
-            reader.feed(_line(_static(rng, n)))
+            static = _static(rng, n)
+            reader.feed(_line(static))
         elif roll < 0.10:  # another hello (a reconnect): its own GPU list
             for msg in reader.feed(_line(_hello(rng, rng.choice([8, 8, 6])))):
                 if isinstance(msg, Hello):
                     hello = msg
-            reader.feed(_line(_static(rng, n)))
+            static = _static(rng, n)
+            reader.feed(_line(static))
         elif roll < 0.12:
             limits = OTHER_LIMITS if limits is DEFAULT_LIMITS else DEFAULT_LIMITS
         elif roll < 0.13:
             host = "h2" if host == "h" else "h"
-        for msg in reader.feed(_line(_tick(rng, 10.0 + k, n))):
+        for msg in reader.feed(_line(_tick(rng, 10.0 + k, static))):
             if not isinstance(msg, HostSample):
                 continue
             if rng.random() < 0.1:  # as v1 and the checked path build it: no epoch
@@ -221,31 +260,38 @@ def _fields(found: list[Finding]) -> list[dict[str, object]]:
     return [{**vars(f), "extra": dict(f.extra)} for f in found]
 
 
-def _mismatches(seeds: range, judge: Callable[..., list[Finding]] = sample_findings
-                ) -> tuple[int, Counter[str], int]:
-    """(ticks where ``judge`` and main's differ, findings by code, ticks with an epoch)."""
-    wrong, codes, epochs = 0, Counter[str](), 0
+def _differ(judge: Callable[..., list[Finding]], args: tuple[object, ...],
+            want: list[Finding]) -> bool:
+    try:
+        return _fields(judge(*args)) != _fields(want)
+    except (ValueError, IndexError):  # a stale cache of another GPU or process count
+        return True
+
+
+def _mismatches(seeds: range) -> tuple[Counter[str], Counter[str], int]:
+    """(ticks where the cached judges and main's differ, by judge; findings by code; ticks
+    with an epoch)."""
+    wrong, codes, epochs = Counter[str](), Counter[str](), 0
     for seed in seeds:
         for sample, host, hello, limits in _stream(seed):
             want = main_sample_findings(host, hello, sample, limits)
             assert _fields(judge_whole_sample(host, hello, sample, limits)) == _fields(want)
-            try:
-                wrong += _fields(judge(host, hello, sample, limits)) != _fields(want)
-            except ValueError:  # a stale cache of another GPU count
-                wrong += 1
-            codes.update(f.code for f in want)
+            wrong["findings"] += _differ(sample_findings, (host, hello, sample, limits), want)
+            strays = main_stray_process_findings(host, sample, limits)
+            wrong["strays"] += _differ(stray_process_findings, (host, sample, limits), strays)
+            codes.update(f.code for f in want + strays)
             epochs += isinstance(sample.static_epoch, StaticEpoch)
     return wrong, codes, epochs
 
 
 def test_findings_judged_once_per_epoch_are_those_judged_every_tick() -> None:
     wrong, codes, epochs = _mismatches(range(12))
-    assert wrong == 0
+    assert wrong == {"findings": 0, "strays": 0}
     # the streams reach every per-tick judgement, and most samples take the cached path
     for code in (Code.GPU_LOST, Code.GPU_UNRESPONSIVE, Code.CLOCKS_THROTTLED,
                  Code.PCIE_LINK_DOWNGRADED, Code.ECC_UNCORRECTABLE, Code.ROW_REMAP_FAILURE,
                  Code.ROW_REMAP_PENDING, Code.RETIRED_PAGES_PENDING, Code.NVLINK_DOWN,
-                 Code.DISK_SATURATED):
+                 Code.DISK_SATURATED, Code.GPU_STRAY_PROCESS):
         assert codes[code] > 20, (code, codes)
     assert epochs > 3000
 
@@ -284,7 +330,7 @@ def test_a_stale_cache_fails_the_comparison(monkeypatch: pytest.MonkeyPatch) -> 
     shared = StaticEpoch()
     monkeypatch.setattr(compact, "StaticEpoch", lambda: shared)
     wrong, _, _ = _mismatches(range(4))
-    assert wrong > 20
+    assert wrong["findings"] > 20 and wrong["strays"] > 20
 
 
 def test_verdicts_kept_for_another_hello_or_limits_fail_the_comparison(
@@ -292,4 +338,4 @@ def test_verdicts_kept_for_another_hello_or_limits_fail_the_comparison(
     """Negative control: verdicts reused whatever the hello, host and limits are caught."""
     monkeypatch.setattr(StaticVerdicts, "fits", lambda *_: True)
     wrong, _, _ = _mismatches(range(4))
-    assert wrong > 5
+    assert wrong["findings"] > 5
