@@ -15,9 +15,10 @@ findings).  Measured, CPU (``process_time``) per host-sample, over the same tick
   every GPU's moving numbers appended to a per-GPU, per-field column (``bench_fleet``'s
   ``fold_floor_us_per_hs``), host by host as a fleet sends them;
 * ``ratio``: ``fold_us / floor_us``;
-* ``findings_us`` / ``findings_whole_us``: the per-tick findings alone (``sample_findings``,
-  the static half judged once per static epoch) against judging every field each tick
-  (``judge_whole_sample``), over the same decoded steady ticks of the first 32 hosts.
+* ``findings_us`` / ``findings_whole_us``: the per-tick findings alone (``sample_findings``
+  and ``stray_process_findings``, the static half judged once per static epoch) against
+  judging every field each tick (``judge_whole_sample``, the strays of a copy without its
+  epoch), over the same decoded steady ticks of the first 32 hosts, 5 passes.
 
 ``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import gc
 import io
 import json
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import msgspec
 
+from probes.analysis.allocation import stray_process_findings
 from probes.analysis.findings import judge_whole_sample, sample_findings
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
@@ -78,7 +81,7 @@ def floor(ticks: list[list[bytes]], hosts: int, seconds: range) -> float:
 
 def findings_alone(fleet: FleetState, names: list[str], feed: list[Any], steady: range
                    ) -> tuple[float, float]:
-    """µs per host-sample of ``sample_findings`` and of ``judge_whole_sample`` (5 passes)."""
+    """µs per host-sample: the findings judged per static epoch, and judged whole."""
     work = []
     for i, name in enumerate(names):
         reader = MessageReader()
@@ -87,13 +90,17 @@ def findings_alone(fleet: FleetState, names: list[str], feed: list[Any], steady:
         for t in range(steady.stop):
             for msg in reader.feed(feed[i % TEMPLATES][1][t]):
                 if isinstance(msg, HostSample) and t >= steady.start:
-                    work.append((name, host.hello, msg, host.limits.detectors))
+                    work.append((name, host.hello, msg, dataclasses.replace(msg),
+                                 host.limits.detectors))
     times = []
-    for judge in (sample_findings, judge_whole_sample):
+    for whole in (False, True):
+        judge = judge_whole_sample if whole else sample_findings
         t0 = time.process_time()
         for _ in range(5):
-            for name, hello, sample, limits in work:
-                judge(name, hello, sample, limits)
+            for name, hello, sample, copy, limits in work:
+                s = copy if whole else sample  # the copy has no static epoch
+                judge(name, hello, s, limits)
+                stray_process_findings(name, s, limits)
         times.append(round(1e6 * (time.process_time() - t0) / (5 * max(len(work), 1)), 2))
     return times[0], times[1]
 
