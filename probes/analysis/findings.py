@@ -222,8 +222,6 @@ def _judge_moving(host: str, sample: HostSample, limits: DetectorLimits,
     return out
 
 
-
-
 def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
                   peers: tuple[int | None, int | None] = NO_PEERS) -> list[Finding]:
     out = _state_findings(host, gpu, ts)
