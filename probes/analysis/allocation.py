@@ -14,12 +14,14 @@ unreadable environment is "unknown", never "stray".
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 from probes.analysis.detectors.window import cols
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DetectorLimits
 from probes.history import HostHistory, gpu_key
 from probes.triage import Code, Severity, Step
+from probes.wire.compact import StaticEpoch
 from probes.wire.samples import GpuProcess, HostSample
 
 IDLE_CHECK_EVERY_S = 60.0
@@ -110,13 +112,14 @@ def stray_process_findings(host: str, sample: HostSample,
                            limits: DetectorLimits) -> list[Finding]:
     """GPU processes outside any job, container or pod on a node whose other GPU processes
     run under Slurm, holding at least ``stray_min_mib``."""
-    procs = [(g.index, p) for g in sample.gpus for p in g.processes or ()]
-    if not any(job_of(p) is not None for _, p in procs):
-        return []  # not (now) a Slurm node: every process is "outside Slurm"
+    places = _strays_of(sample)
+    if not places:
+        return []
+    gpus = sample.gpus
     out = []
-    for idx, p in procs:
-        if (p.environ is not True or job_of(p) is not None or p.container or p.pod
-                or (p.used_mib or 0.0) < limits.stray_min_mib):
+    for i, k in places:
+        idx, p = gpus[i].index, (gpus[i].processes or ())[k]
+        if (p.used_mib or 0.0) < limits.stray_min_mib:
             continue
         who = " ".join(x for x in (p.name, f"(pid {p.pid}" + (f", {p.user})" if p.user else ")"))
                        if x)
@@ -126,3 +129,26 @@ def stray_process_findings(host: str, sample: HostSample,
             host, gpu=idx, ts=sample.ts, action=ACTION_STRAY,
             extra={"pid": p.pid, "user": p.user, "used_mib": p.used_mib}))
     return out
+
+
+def _strays_of(sample: HostSample) -> tuple[tuple[int, int], ...]:
+    """``_may_stray``, read once per static epoch on a v2 stream: who may be a stray is
+    static (the processes' static half), only their memory moves (issue 38)."""
+    epoch = sample.static_epoch
+    if not isinstance(epoch, StaticEpoch):
+        return _may_stray(sample)
+    if epoch.strays is None:
+        epoch.strays = _may_stray(sample)
+    return cast(tuple[tuple[int, int], ...], epoch.strays)
+
+
+def _may_stray(sample: HostSample) -> tuple[tuple[int, int], ...]:
+    """(GPU position, process position) of each process that would be a stray whatever its
+    memory: on a node whose other GPU processes run under Slurm, its environment read and
+    naming no job, container or pod."""
+    places = [(i, k, p) for i, g in enumerate(sample.gpus)
+              for k, p in enumerate(g.processes or ())]
+    if not any(job_of(p) is not None for _, _, p in places):
+        return ()  # not (now) a Slurm node: every process is "outside Slurm"
+    return tuple((i, k) for i, k, p in places
+                 if p.environ is True and job_of(p) is None and not p.container and not p.pod)

@@ -21,16 +21,20 @@ from probes.analysis.judge import (
     POWER_CAP,
     disk_saturated,
     gpu_link_shortfall,
+    is_busy,
     link_caps,
+    link_short,
     peer_link,
     slowing_reasons,
     swapping,
 )
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.analysis.static_verdicts import GpuStatic, StaticVerdicts, dated
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
 from probes.triage import Code, OnsetClock, Severity, Step
+from probes.wire.compact import StaticEpoch
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, PcieLink
 
 if TYPE_CHECKING:
@@ -113,6 +117,11 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
                     limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
     """Instant findings from one sample (and the GPU list the hello promised).
 
+    A wire v2 sample's static facts (``static_epoch``: a GPU lost or hung, ECC, remapping,
+    NVLinks, the PCIe link, the hello's GPUs it lacks) are judged once per epoch and kept
+    on it; each tick judges only its moving numbers (clocks, load, disks).  The findings
+    are ``judge_whole_sample``'s, in its order (``test_sample_findings_cache``).
+
     Args:
         host: the host's name in the fleet.
         hello: the agent's hello, for the GPUs that should be there; None if not seen yet.
@@ -122,61 +131,146 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     Returns:
         Findings, worst first.
     """
-    out: list[Finding] = []
-    seen = {g.index for g in sample.gpus}
-    if hello is not None:
-        for info in hello.facts.gpus:
-            if info.index not in seen:
-                # named as last seen: its bus id, serial and UUID are what the person
-                # at the rack and the RMA form ask for
-                named = {k: v for k, v in (("bus_id", info.bus_id), ("serial", info.serial),
-                                           ("uuid", info.uuid)) if v}
-                out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
-                                   f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
-                                   "the samples", host, gpu=info.index, ts=sample.ts,
-                                   action=acts.ACTION_GPU_LOST, extra=named))
+    epoch = sample.static_epoch
+    if not isinstance(epoch, StaticEpoch):
+        return judge_whole_sample(host, hello, sample, limits)
+    static = epoch.findings
+    if not (isinstance(static, StaticVerdicts) and static.fits(host, hello, sample, limits)):
+        static = epoch.findings = _static_verdicts(host, hello, sample, limits)
+    return _judge_moving(host, sample, limits, static)
+
+
+def judge_whole_sample(host: str, hello: Hello | None, sample: HostSample,
+                       limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """``sample_findings`` judging every field of the sample (a sample without an epoch:
+    wire v1, the checked path, a replay)."""
+    out = _missing(host, hello, sample)
     peers = peer_link(g for g in sample.gpus if g.index >= 0)
     for gpu in sample.gpus:
         out.extend(_gpu_findings(host, gpu, sample.ts, limits, peers))
+    _disk_findings(host, sample, limits, out)
+    out.sort(key=lambda f: -f.severity.rank)
+    return out
+
+
+def _missing(host: str, hello: Hello | None, sample: HostSample) -> list[Finding]:
+    """The hello's GPUs that this sample lacks."""
+    out: list[Finding] = []
+    if hello is None:
+        return out
+    seen = {g.index for g in sample.gpus}
+    for info in hello.facts.gpus:
+        if info.index not in seen:
+            # named as last seen: what the person at the rack and the RMA form ask for
+            named = {k: v for k, v in (("bus_id", info.bus_id), ("serial", info.serial),
+                                       ("uuid", info.uuid)) if v}
+            out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
+                               f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
+                               "the samples", host, gpu=info.index, ts=sample.ts,
+                               action=acts.ACTION_GPU_LOST, extra=named))
+    return out
+
+
+def _disk_findings(host: str, sample: HostSample, limits: DetectorLimits,
+                   out: list[Finding]) -> None:
     for disk in sample.disks:
         if disk_saturated(disk.util, limits):
             out.append(Finding(Step.GPU, Code.DISK_SATURATED, Severity.WARNING,
                                f"{disk.name} {disk.util:.0f}% busy, queue {disk.aqu_sz or 0:.1f}",
                                host, ts=sample.ts, action=acts.ACTION_DISK))
+
+
+def _static_verdicts(host: str, hello: Hello | None, sample: HostSample,
+                     limits: DetectorLimits) -> StaticVerdicts:
+    peers = peer_link(g for g in sample.gpus if g.index >= 0)
+    ts = sample.ts
+    gpus: list[GpuStatic | None] = []
+    for gpu in sample.gpus:
+        alone = _state_findings(host, gpu, ts)
+        short = None if alone else link_short(gpu, peers)
+        after = () if alone else tuple(_static_findings(host, gpu, ts))
+        gpus.append(GpuStatic(tuple(alone), short, None if short is None else
+                               _link_finding(host, gpu, ts, short, peers), after)
+                    if alone or short is not None or after else None)
+    return StaticVerdicts(host, hello, limits, tuple(_missing(host, hello, sample)),
+                           tuple(gpus))
+
+
+def _judge_moving(host: str, sample: HostSample, limits: DetectorLimits,
+                  static: StaticVerdicts) -> list[Finding]:
+    """The per-tick half: ``judge_whole_sample``'s order, the static verdicts re-dated."""
+    ts = sample.ts
+    out = dated(static.missing, ts) if static.missing else []
+    for gpu, known in zip(sample.gpus, static.gpus, strict=True):
+        if known is not None and known.alone:
+            out += dated(known.alone, ts)
+            continue
+        if gpu.clock_reasons:
+            throttled = _throttled(host, gpu, ts, limits)
+            if throttled is not None:
+                out.append(throttled)
+        if known is None:
+            continue
+        short = known.short
+        if known.link is not None and (short is not Severity.INFO
+                                       or is_busy(gpu.util_pct, limits)):
+            out += dated((known.link,), ts)
+        if known.after:
+            out += dated(known.after, ts)
+    _disk_findings(host, sample, limits, out)
     out.sort(key=lambda f: -f.severity.rank)
     return out
 
 
 def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
                   peers: tuple[int | None, int | None] = NO_PEERS) -> list[Finding]:
-    out: list[Finding] = []
-    if gpu.state is GpuState.LOST:
-        name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
-        out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
-                           f"GPU {name} is lost", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_GPU_LOST))
-        return out
-    if gpu.state is GpuState.UNRESPONSIVE:
-        out.append(Finding(Step.GPU, Code.GPU_UNRESPONSIVE, Severity.WARNING,
-                           f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_UNRESPONSIVE))
+    out = _state_findings(host, gpu, ts)
+    if out:
         return out
     # Every check below is skipped at the cost of one comparison when its inputs are
     # healthy: this runs for every GPU of every host every second.
-    active = slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits) \
-        if gpu.clock_reasons else ()
-    if active:
-        clocks = ""
-        if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
-            clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
-        out.append(Finding(Step.GPU, Code.CLOCKS_THROTTLED, Severity.WARNING,
-                           f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
-                           host, gpu=gpu.index, ts=ts,
-                           action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
-                           else acts.ACTION_THROTTLED))
+    if gpu.clock_reasons:
+        throttled = _throttled(host, gpu, ts, limits)
+        if throttled is not None:
+            out.append(throttled)
     link = gpu_link_shortfall(gpu, limits, peers)
     if link is not None:
         out.append(_link_finding(host, gpu, ts, link, peers))
+    out.extend(_static_findings(host, gpu, ts))
+    return out
+
+
+def _state_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+    """A lost or hung GPU: its only finding."""
+    if gpu.state is GpuState.LOST:
+        name = str(gpu.index) if gpu.index >= 0 else (gpu.bus_id or "?")
+        return [Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
+                        f"GPU {name} is lost", host, gpu=gpu.index, ts=ts,
+                        action=acts.ACTION_GPU_LOST)]
+    if gpu.state is GpuState.UNRESPONSIVE:
+        return [Finding(Step.GPU, Code.GPU_UNRESPONSIVE, Severity.WARNING,
+                        f"GPU {gpu.index}: probe call hung", host, gpu=gpu.index, ts=ts,
+                        action=acts.ACTION_UNRESPONSIVE)]
+    return []
+
+
+def _throttled(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits) -> Finding | None:
+    active = slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits)
+    if not active:
+        return None
+    clocks = ""
+    if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
+        clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
+    return Finding(Step.GPU, Code.CLOCKS_THROTTLED, Severity.WARNING,
+                   f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
+                   host, gpu=gpu.index, ts=ts,
+                   action=acts.ACTION_POWER_CAPPED if set(active) == {POWER_CAP}
+                   else acts.ACTION_THROTTLED)
+
+
+def _static_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
+    """Memory health and NVLinks: static fields only."""
+    out: list[Finding] = []
     if (gpu.ecc_uncorrected_volatile or gpu.ecc_uncorrected_aggregate or gpu.remap_failure
             or gpu.remap_pending or gpu.retired_pages_pending):
         out.extend(_memory_health(host, gpu, ts))

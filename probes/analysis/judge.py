@@ -175,13 +175,22 @@ def gpu_link_shortfall(gpu: GpuSample, limits: DetectorLimits = DEFAULT_LIMITS,
     """A GPU's PCIe link below what it can do (or, its maximum unknown, below its siblings'
     best, ``peer_link``): lanes lost (warning) whatever the load; a lower generation (info)
     only while busy, since idle GPUs train down to save power."""
-    gen_cap, width_cap = link_caps(gpu, peers)
-    if gpu.pcie_width == width_cap and gpu.pcie_gen == gen_cap:
-        return None
-    short = gen_shortfall(gen_cap, width_cap, gpu.pcie_gen, gpu.pcie_width)
+    short = link_short(gpu, peers)
     if short is Severity.INFO and not is_busy(gpu.util_pct, limits):
         return None
     return short
+
+
+def link_short(gpu: GpuSample, peers: tuple[int | None, int | None] = NO_PEERS
+               ) -> Severity | None:
+    """``gpu_link_shortfall`` before its load check: reads only the link's static facts
+    (generation, lanes and their maxima), so a v2 stream's verdict holds until its next
+    ``static`` message; the load check (a lower generation counts only while busy) is the
+    caller's, per tick."""
+    gen_cap, width_cap = link_caps(gpu, peers)
+    if gpu.pcie_width == width_cap and gpu.pcie_gen == gen_cap:
+        return None
+    return gen_shortfall(gen_cap, width_cap, gpu.pcie_gen, gpu.pcie_width)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,13 @@ from msgspec.structs import asdict
 from probes.errors import ProtocolError
 from probes.wire import fields, structs
 from probes.wire.fields import Amount, Count, Type
-from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
+from probes.wire.samples import (
+    DiskStats,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    HostStats,
+)
 from probes.wire.structs import Seq, Stamp
 
 COMPACT_VERSION = 2
@@ -122,6 +128,22 @@ V1Decoder = Callable[[dict[str, Any]], HostSample]
 module does not import the reader that imports it."""
 
 
+class StaticEpoch:
+    """One ``static`` message of one v2 stream (``HostSample.static_epoch``): its identity
+    (``is``) says two samples share every static field, and its slots hold what the
+    console's per-tick judges read from those fields once, so each verdict lives exactly as
+    long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
+
+    __slots__ = ("findings", "strays")
+
+    def __init__(self) -> None:
+        self.findings: object = None
+        """``probes.analysis.findings.sample_findings``: the static half of its findings."""
+        self.strays: object = None
+        """``probes.analysis.allocation.stray_process_findings``: which processes could be
+        strays (outside any job on a Slurm node), whatever memory they hold."""
+
+
 class CompactStream:
     """The v2 state of one stream: the declared columns and the last static facts."""
 
@@ -141,7 +163,7 @@ class CompactStream:
         self._host_base: dict[str, Any] = {}
         self._last_procs: list[tuple[list[float | None] | None, tuple[GpuProcess, ...]] | None]
         self._last_procs = []
-        self._epoch = object()
+        self._epoch = StaticEpoch()
         self._whole = False
         """Every GPU and its processes are kept as the tick sends them (``wire_row``)."""
 
@@ -167,7 +189,7 @@ class CompactStream:
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
         self._last_procs = [None] * len(self._procs)
-        self._epoch = object()
+        self._epoch = StaticEpoch()
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
 

@@ -414,10 +414,11 @@ class HostSample:
     pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
     """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
     static_epoch: object | None = field(default=None, init=False, compare=False, repr=False)
-    """Set by the wire v2's fast path (``probes.wire.compact``): an object made anew with each
-    ``static`` message of each stream.  Two samples with the same object (``is``) share every
-    static field (GPUs, their processes' static half, the host's), so the recorder need not
-    compare them (``probes.store.columns.split``).  Not compared, not stored by the codecs,
+    """Set by the wire v2's fast path (``probes.wire.compact``): a ``StaticEpoch`` made anew
+    with each ``static`` message of each stream.  Two samples with the same object (``is``)
+    share every static field (GPUs, their processes' static half, the host's), so the
+    recorder need not compare them (``probes.store.columns.split``) and the per-tick findings
+    judge them once (``StaticEpoch.findings``).  Not compared, not stored by the codecs,
     not kept by ``dataclasses.replace`` (not an ``__init__`` argument): a sample built any
     other way has None."""
     wire_row: Struct | None = field(default=None, init=False, compare=False, repr=False)

@@ -14,7 +14,11 @@ findings).  Measured, CPU (``process_time``) per host-sample, over the same tick
 * ``floor_us``: each tick decoded once into the console's typed rows (``SampleRow``) and
   every GPU's moving numbers appended to a per-GPU, per-field column (``bench_fleet``'s
   ``fold_floor_us_per_hs``), host by host as a fleet sends them;
-* ``ratio``: ``fold_us / floor_us``.
+* ``ratio``: ``fold_us / floor_us``;
+* ``findings_us`` / ``findings_whole_us``: the per-tick findings alone (``sample_findings``
+  and ``stray_process_findings``, the static half judged once per static epoch) against
+  judging every field each tick (``judge_whole_sample``, the strays of a copy without its
+  epoch), over the same decoded steady ticks of the first 32 hosts, 5 passes.
 
 ``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import gc
 import io
 import json
@@ -40,10 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import msgspec
 
+from probes.analysis.allocation import stray_process_findings
+from probes.analysis.findings import judge_whole_sample, sample_findings
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.wire.compact import SampleRow
 from probes.wire.protocol import MessageReader
+from probes.wire.samples import HostSample
 from tests.bench.bench_ingest import T0, TEMPLATES, template
 from tui.gc_policy import tune_for_streaming
 
@@ -69,6 +77,32 @@ def floor(ticks: list[list[bytes]], hosts: int, seconds: range) -> float:
                             col = cols[(i, k)] = []
                         col.append(v)
     return time.process_time() - t0
+
+
+def findings_alone(fleet: FleetState, names: list[str], feed: list[Any], steady: range
+                   ) -> tuple[float, float]:
+    """µs per host-sample: the findings judged per static epoch, and judged whole."""
+    work = []
+    for i, name in enumerate(names):
+        reader = MessageReader()
+        reader.feed(feed[i % TEMPLATES][0])
+        host = fleet.hosts[name]
+        for t in range(steady.stop):
+            for msg in reader.feed(feed[i % TEMPLATES][1][t]):
+                if isinstance(msg, HostSample) and t >= steady.start:
+                    work.append((name, host.hello, msg, dataclasses.replace(msg),
+                                 host.limits.detectors))
+    times = []
+    for whole in (False, True):
+        judge = judge_whole_sample if whole else sample_findings
+        t0 = time.process_time()
+        for _ in range(5):
+            for name, hello, sample, copy, limits in work:
+                s = copy if whole else sample  # the copy has no static epoch
+                judge(name, hello, s, limits)
+                stray_process_findings(name, s, limits)
+        times.append(round(1e6 * (time.process_time() - t0) / (5 * max(len(work), 1)), 2))
+    return times[0], times[1]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,6 +152,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return time.process_time() - t0
 
     decode = decode_all(MessageReader)
+    judged, whole = findings_alone(fleet, names[:32], feed, steady)
     check = decode_all(_Checking)
     base = floor(ticks, args.hosts, steady)
     n = args.hosts * args.seconds
@@ -134,6 +169,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "findings": sum(len(h.findings()) for h in fleet.hosts.values()),
     }
     out["ratio"] = round(out["fold_us"] / out["floor_us"], 2)
+    out["findings_us"], out["findings_whole_us"] = judged, whole
     if prof is not None:
         for sort in ("cumulative", "tottime"):
             buf = io.StringIO()
