@@ -81,8 +81,8 @@ def detect_now(fleet: FleetState) -> None:
     has one moment, so all are due."""
     for name, state in fleet.hosts.items():
         if state.last is not None:
-            state.detected = tuple(run_detectors(name, state.history, state.hello,
-                                                 state.last, state.limits.detectors))
+            state.findings_kept.set_detected(run_detectors(
+                name, state.history, state.hello, state.last, state.limits.detectors))
 
 
 def _kind(r: OnceResult) -> DisconnectKind:

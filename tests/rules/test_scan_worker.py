@@ -109,7 +109,7 @@ def test_the_rules_never_run_on_the_thread_that_folds(monkeypatch: pytest.Monkey
 
 def test_one_hosts_flood_does_not_hold_back_another_hosts_finding(worker: ScanWorker) -> None:
     fleet = _fleet(worker, "flood", "quiet")
-    flood, quiet = fleet.hosts["flood"].logs, fleet.hosts["quiet"].logs
+    flood, quiet = fleet.hosts["flood"].logs.scanner, fleet.hosts["quiet"].logs.scanner
     waiting_when_quiet_ran: list[int] = []
     real_work = quiet.work
 
