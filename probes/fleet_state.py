@@ -39,6 +39,7 @@ from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.onsets import Clocks
@@ -433,17 +434,10 @@ class FleetState:
         """Hosts that folded an item since the last ``tick``."""
         self._stale_at: dict[str, float] = {}
         """When each streaming host turns stale unless an item comes first (``tick``)."""
-        self.watched_job: str | None = None
-        """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
-        self.watched_hosts: frozenset[str] = frozenset()
-        """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
-        self.watched_layout: dict[int, tuple[str, int]] = {}
-        """Task → (host, GPU) of the watched job where Slurm's layout fixes them."""
         self.jobs: dict[str, JobChange] = {}
         """Each followed job's newest state as Slurm told it (``JobChange``)."""
-        self._ranks: tuple[int, float, tuple[str | None, int, frozenset[str]], RankIndex] \
-            | None = None
-        """The newest rank index: (version, monotonic time, (watched job, epoch), index)."""
+        self._ranks: tuple[int, float, tuple[object, int], RankIndex] | None = None
+        """The newest rank index: (version, monotonic time, (job watch, epoch), index)."""
         self._rank_epoch = 0
         """Counts hellos and first samples: a host whose GPUs or processes were unknown
         when the index was built makes it stale at once, not two seconds later."""
@@ -541,8 +535,9 @@ class FleetState:
         read; the console keeps and re-uses rows in ``tui.views.fleet_rows``)."""
         return [s.row(now) for s in self.hosts.values()]
 
-    def rank_index(self) -> RankIndex:
-        """Where every rank the fleet can place runs.
+    def rank_index(self, watch: JobWatch = NO_JOB) -> RankIndex:
+        """Where every rank the fleet can place runs (``watch``: the job the operator
+        watches, held by the view layer; its log's ranks are that job's).
 
         Rebuilt at most every ``RANK_INDEX_EVERY_S`` while items arrive: ranks move only when
         processes start or stop, and at a thousand hosts a rebuild is tens of milliseconds,
@@ -550,19 +545,21 @@ class FleetState:
         """
         now = time.monotonic()
         kept = self._ranks
-        key = (self.watched_job, self._rank_epoch, self.watched_hosts)
+        key = (watch.key(), self._rank_epoch)
         if kept is not None and kept[2] == key and (
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), self.watched_job,
-                          self.watched_hosts, self.watched_layout)
+                           for s in self.hosts.values()), watch.job, watch.hosts,
+                          watch.layout)
         self._ranks = (self._version, now, key, index)
         return index
 
-    def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:
+    def all_findings(self, names: Iterable[str] | None = None,
+                     watch: JobWatch = NO_JOB) -> list[Finding]:
         """Every finding of the hosts (default: all), each job-log finding told its job and
-        where its rank runs (ranks of one job are placed across all hosts)."""
+        where its rank runs (ranks of one job are placed across all hosts; ``watch``: the
+        job watched)."""
         states = self.hosts.values() if names is None else [
             self.hosts[n] for n in names if n in self.hosts]
         found = [f for s in states for f in s.findings()]
@@ -570,7 +567,7 @@ class FleetState:
             found = grouped(found, self.fabric_map(), self.limits.detectors)
         found += source_findings(self.unseen, names if names is None else
                                  [s.name for s in states])
-        return placed(found, self.rank_index()) if any(
+        return placed(found, self.rank_index(watch)) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
 
     def fabric_map(self) -> FabricMap:
@@ -584,11 +581,13 @@ class FleetState:
         self._map = (self._rank_epoch, self.topology, built)
         return built
 
-    def diagnosis(self, names: Iterable[str] | None = None,
-                  clocks: Clocks | None = None) -> Diagnosis:
+    def diagnosis(self, names: Iterable[str] | None = None, clocks: Clocks | None = None,
+                  watch: JobWatch = NO_JOB) -> Diagnosis:
         """Every incident's first failure over the hosts (default: all), the lead first:
-        the one answer triage, the job view, reports and snapshots all read."""
-        return diagnose(self.all_findings(names), self.rank_index(), clocks=clocks)
+        the one answer triage, the job view, reports and snapshots all read (``watch``:
+        the job watched)."""
+        return diagnose(self.all_findings(names, watch), self.rank_index(watch),
+                        clocks=clocks)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""

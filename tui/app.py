@@ -34,6 +34,7 @@ from probes.actions.slurm_node import ACTION_TIMEOUT_S
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
 from probes.analysis.hook import HookGate, HookResult
 from probes.analysis.incident import TriageRecord
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.limits import DetectorLimits, PreflightLimits
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
@@ -139,7 +140,7 @@ class RigwatchApp(TypeaheadApp):
     def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
                  alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
                  preflight: PreflightLimits | None = None,
-                 scan_logs_apart: bool = False) -> None:
+                 scan_logs_apart: bool = False, job_watch: JobWatch = NO_JOB) -> None:
         super().__init__()
         self.backend = backend
         self.detector_limits, self.preflight_limits = detectors, preflight
@@ -148,6 +149,9 @@ class RigwatchApp(TypeaheadApp):
         self.fleet = FleetState(backend.specs, detectors, preflight, self.scan_worker)
         self.fleet_rows = FleetRows(self.fleet)
         """The fleet's rows, kept between redraws (the view over ``fleet``)."""
+        self.job_watch = job_watch
+        """The Slurm job watched (``--slurm-job``, ``:job``): the console's, not the fold's;
+        handed to the reads that place ranks."""
         self.alert_policy = alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
@@ -337,7 +341,7 @@ class RigwatchApp(TypeaheadApp):
             return
         now = self._clock()
         self.fleet.tick(now)
-        findings = self.fleet.all_findings()
+        findings = self.fleet.all_findings(watch=self.job_watch)
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
@@ -435,8 +439,6 @@ class RigwatchApp(TypeaheadApp):
         old = self.fleet
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits, self.scan_worker)
-        self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
-        self.fleet.watched_layout = old.watched_layout
         self.fleet.topology = old.topology
         self.fleet_rows = FleetRows(self.fleet)
         self.alerts = AlertTracker(self.alert_policy)
@@ -483,7 +485,7 @@ class RigwatchApp(TypeaheadApp):
 
         if self.read_only:
             raise CommandError("read-only: rigwatch takes no action on nodes in this session")
-        target = target_of(self.fleet, self.screen, node)
+        target = target_of(self.fleet, self.screen, node, self.job_watch)
         ctx = node_context(self.audit_path, self.action_timeout_s, self.detector_limits)
 
         def done(rec: AuditRecord | None) -> None:
@@ -673,9 +675,7 @@ class RigwatchApp(TypeaheadApp):
     def watch_job(self, job: str) -> None:
         """Follow a Slurm job: the fleet shows its hosts underneath, the job view its ranks
         on top, and its log's findings are this job's from now on."""
-        if self.fleet.watched_job != job:  # the nodes Slurm named were the other job's
-            self.fleet.watched_hosts = frozenset()
-        self.fleet.watched_job = job
+        self.job_watch = self.job_watch.switched_to(job)
         self.to_fleet().set_filter(f"job:{job}")
         self.push_screen(JobScreen(job, self.subtitle))
 
@@ -721,6 +721,7 @@ def make_app(
     backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
     alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
     preflight: PreflightLimits | None = None, scan_logs_apart: bool = False,
+    job_watch: JobWatch = NO_JOB,
 ) -> RigwatchApp:
     """Build the console.
 
@@ -735,6 +736,7 @@ def make_app(
         preflight: preflight's thresholds (also the host panel's cores per GPU).
         scan_logs_apart: run the log rules on a worker thread, off the UI loop (the CLI's
             consoles; tests that step a fake clock keep them on the loop, deterministic).
+        job_watch: the Slurm job watched from the start (``--slurm-job``).
 
     Returns:
         The app, not yet running.
@@ -742,4 +744,4 @@ def make_app(
     subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
     return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts,
                        detectors=detectors, preflight=preflight,
-                       scan_logs_apart=scan_logs_apart)
+                       scan_logs_apart=scan_logs_apart, job_watch=job_watch)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.config.fleet import (
     DEMO_SPEED,
     HostSpec,
@@ -110,11 +111,9 @@ def _run_console(args: argparse.Namespace) -> int:
     job = source.job
     app = make_app(backend, demo=source.demo, title=source.title,
                    alerts=settings.alerts, detectors=settings.detectors,
-                   preflight=settings.preflight, scan_logs_apart=True)
-    app.fleet.watched_job = job.job_id if job is not None else None
-    app.fleet.watched_hosts = frozenset(s.name for s in backend.specs) if job is not None \
-        else frozenset()
-    app.fleet.watched_layout = job.task_gpus() if job is not None else {}
+                   preflight=settings.preflight, scan_logs_apart=True,
+                   job_watch=NO_JOB if job is None else JobWatch.of(
+                       job.job_id, (s.name for s in backend.specs), job.task_gpus()))
     app.fleet.topology = load_topology(getattr(args, "ibnetdiscover", None))
     app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
     app.metrics_port = args.metrics_port
@@ -149,7 +148,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     fold = SnapshotFold(job, load_topology(getattr(args, "ibnetdiscover", None)),
                         settings.detectors)
     snap = asyncio.run(take_snapshot(source.backend, demo=source.demo, fold=fold,
-                                     about=source.about))
+                                     about=source.about, watch=fold.watch))
     if job is not None and fold.fleet is not None:
         with_job(snap, job, fold.fleet, fold.notes)
     if args.json:

@@ -37,7 +37,7 @@ RUNS: dict[str, tuple[str, Callable[[RigwatchApp], bool]]] = {
     "sort": ("sort worst", lambda app: _fleet(app).sort_key == "worst"),
     "filter": ("filter gpu-t", lambda app: _fleet(app).query_text == "gpu-t"),
     "job": ("job 48211", lambda app: isinstance(app.screen, JobScreen)
-            and app.fleet.watched_job == "48211"),
+            and app.job_watch.job == "48211"),
     "wall": ("wall", lambda app: _fleet(app).wall),
     "drain": ("drain gpu-t01", lambda app: isinstance(app.screen, NodeActionScreen)),
     "resume": ("resume gpu-t01", lambda app: isinstance(app.screen, NodeActionScreen)),

@@ -76,7 +76,7 @@ async def test_colon_job_shows_the_jobs_hosts() -> None:
         # the job view: its GPUs by rank on its two hosts, with the core's verdicts
         await wait_until(pilot, lambda: isinstance(app.screen, JobScreen)
                          and app.screen.picture is not None)
-        assert app.fleet.watched_job == "48211"
+        assert app.job_watch.job == "48211"
         table = app.screen.query_one(JobTable)
         await wait_until(pilot, lambda: table.row_count == 16)
         assert [(x.host, x.gpu.index) for x in table.lines][:2] == [("gpu-j01", 0),
