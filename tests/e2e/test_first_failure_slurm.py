@@ -38,6 +38,7 @@ from tests.support.paths import REPO
 from tests.support.slurm import SlurmCluster, start_cluster
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.job import JobScreen
 from tui.screens.triage import TriageScreen
 from widgets.first_failure import FirstFailureBanner
@@ -151,8 +152,8 @@ async def _console(job: str, inv: Path, env: dict[str, str], reports: Path,
     slurm_job = query_job(job)
     specs = job_specs(slurm_job, list(load_inventory(inv).hosts), "bastion")
     backend = AgentFleetBackend(specs)
-    app = make_app(backend, demo=False, title=f"Slurm job {job}",
-                   job_watch=JobWatch.of(job, (s.name for s in specs)))
+    app = make_app(backend, ConsoleOptions(demo=False, title=f"Slurm job {job}",
+                                           job_watch=JobWatch.of(job, (s.name for s in specs))))
     seen: dict[str, object] = {}
     async with app.run_test(size=(160, 48)) as pilot:
         def culprit_named() -> bool:

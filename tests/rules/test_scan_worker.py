@@ -33,6 +33,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 T0 = 1_796_532_000.0
 JOB = job_source("/scratch/alice/train.log")
@@ -154,7 +155,7 @@ async def test_the_console_shows_what_the_worker_found() -> None:
     """Through the app: the worker's finding reaches the fleet's status line and triage
     without a key or a tick of the fake clock."""
     backend = FakeBackend(fleet_specs(), fleet_items())
-    app = make_app(backend, demo=True, clock=FrozenClock(), scan_logs_apart=True)
+    app = make_app(backend, ConsoleOptions(demo=True, scan_logs_apart=True), clock=FrozenClock())
     assert app.scan_worker is not None
     async with app.run_test(size=(160, 48)) as pilot:
         await settled(pilot, backend)
