@@ -36,31 +36,27 @@ from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
 from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.headline import worst_headline
 from probes.analysis.host_clock import clock_findings
-from probes.analysis.job_log_state import keep_job_log_state, refused_job_logs
+from probes.analysis.host_findings import HostFindings
+from probes.analysis.host_logs import HostLogs
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
-from probes.analysis.log_source import kernel_log_summary, log_source_findings
 from probes.analysis.onsets import Clocks
 from probes.analysis.reach_tracker import ReachTracker
 from probes.analysis.reachability import (
-    REACHABILITY_CODES,
     Outage,
     gpu_count_finding,
 )
-from probes.analysis.repeats import merged_repeat
-from probes.analysis.throughput import ThroughputTracker, reading, throughput_findings
+from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.analysis.watcher import (
     source_findings,
 )
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
 from probes.history import HostHistory, tiers_for
-from probes.rules.logrules.live import LineClock, LiveLogScanner
 from probes.rules.logrules.scan_worker import ScanWorker
-from probes.rules.logrules.stamps import HostTime
 from probes.rules.parsers.ibnetdiscover import IbTopology
-from probes.triage import Code
 from probes.wire.events import (
     ClockOffset,
     JobChange,
@@ -70,7 +66,6 @@ from probes.wire.events import (
 )
 from probes.wire.samples import (
     JOB_SOURCE_PREFIX,
-    KERNEL_SOURCE,
     FabricSample,
     Hello,
     HostSample,
@@ -85,8 +80,6 @@ proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays 
 3,000 hosts'.  Their verdicts are about windows of ten minutes to an hour."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
-SEEN_KERNEL_LINES = 20000
-"""Kernel lines remembered per host so a reconnect's look-back is not counted twice."""
 
 
 @dataclass
@@ -100,53 +93,31 @@ class HostState:
     """Whether and since when the host can be watched (status, outage, last seen)."""
     history: HostHistory = field(default_factory=HostHistory)
     """Every series of the host in tiers (1 s for 2 h, 15 s for 12 h, 5 min for 30 days)."""
-    detected: tuple[Finding, ...] = ()
-    """What the soak detectors found at their last run (leaks, sustained throttling …)."""
+    findings_kept: HostFindings = field(default_factory=HostFindings)
+    """Its findings by kind (sample, sticky, layout, detectors, fabric) and their merge."""
     limits: Limits = field(default_factory=Limits)
     """The operator's limits, for the findings and every judgement shown about this host."""
     detectors: DetectorSchedule = field(default_factory=DetectorSchedule)
     """Runs each detector when due (every 1–5 agent minutes), not every tick."""
-    events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
     errors: deque[ProbeError] = field(default_factory=lambda: deque(maxlen=100))
-    sticky: dict[tuple[str, str, int | None, int | None], Finding] = field(default_factory=dict)
-    """Findings from events and from GPUs that vanished: they stay until acknowledged."""
-    current: tuple[Finding, ...] = ()
-    layout: tuple[Finding, ...] = ()
-    """Findings about how the host is built (topology, PCIe chains), kept until they change."""
     peers: PeerCounts | None = None
     """The fleet's GPU counts by model: what this host should list where the inventory
     names no ``expect_gpus`` (shared by every host of a ``FleetState``)."""
-    logs: LiveLogScanner = field(default_factory=LiveLogScanner)
-    scan_worker: ScanWorker | None = field(default=None, repr=False, compare=False)
-    """The thread that runs the log rules (the console's); None: they run when asked."""
+    logs: HostLogs = field(default_factory=HostLogs)
+    """Its log lines on their way to the rules, how they are read, the speed they show."""
     holds: HoldTracker = field(default_factory=HoldTracker)
-    """Since when each GPU has been held by its current job (allocation against use)."""
-    speed: ThroughputTracker = field(default_factory=ThroughputTracker)
-    """Training throughput per job log (``probes.analysis.throughput``)."""
-    since: dict[tuple[str, str, int | None, int | None], float] = field(default_factory=dict)
-    """When each current finding was first seen, so triage can order incidents in time."""
-    log_source: LogSourceState | None = None
-    """How the agent reads this host's kernel log, from its latest ``logsource`` message."""
-    job_logs: dict[str, LogSourceState] = field(default_factory=dict)
-    """How it reads each file a job named (``job:<path>``), from the same messages."""
-    seen_kernel: dict[tuple[str | None, str], None] = field(default_factory=dict)
-    """Recent kernel lines by (boot, cursor or line), oldest first: a reconnect resends
-    dmesg's whole ring buffer, and the same Xid must not count twice."""
+    """Since when each GPU has been held by its current job (allocation against use): fed
+    by samples, read by the allocation findings (not a log's)."""
     clock: ClockOffset | None = None
     """The session's newest estimate of the host's clock against the console's (the times
     folded here are already corrected by its ``applied_s``)."""
     fabric: FabricTracker = field(default_factory=FabricTracker)
     """The host's IB/RoCE ports and NVLinks, from its newest ``fabric`` messages."""
-    fabric_found: tuple[Finding, ...] = ()
-    """What they are judged to be (``probes.analysis.fabric``), onsets kept."""
     changes: int = 0
     """Items folded so far."""
     revision: int = 0
     """Writes so far (items folded, log scans taken): what a cached row or finding list was
     computed at."""
-    _found: tuple[int, HostStatus, list[Finding]] | None = field(
-        default=None, repr=False, compare=False)
-    """``findings()`` as of (``revision``, status): they change with nothing else."""
 
     def __post_init__(self) -> None:
         self.reach.interval_s = self.spec.interval_s
@@ -192,6 +163,53 @@ class HostState:
         """Other lines its collector dropped meanwhile."""
         return self.reach.relay_dropped_lines
 
+    # the findings concern, read through (``findings_kept`` is its one writer)
+    @property
+    def sticky(self) -> dict[tuple[str, str, int | None, int | None], Finding]:
+        """Findings that stay until acknowledged (events, lost GPUs)."""
+        return self.findings_kept.sticky
+
+    @property
+    def current(self) -> tuple[Finding, ...]:
+        """What the newest sample shows."""
+        return self.findings_kept.current
+
+    @property
+    def layout(self) -> tuple[Finding, ...]:
+        """How the host is built (topology, PCIe chains)."""
+        return self.findings_kept.layout
+
+    @property
+    def detected(self) -> tuple[Finding, ...]:
+        """What the soak detectors found at their last run."""
+        return self.findings_kept.detected
+
+    @property
+    def fabric_found(self) -> tuple[Finding, ...]:
+        """What its ports and links are judged to be."""
+        return self.findings_kept.fabric
+
+    # the logs concern, read through (``logs`` is its one writer)
+    @property
+    def events(self) -> deque[LogEvent]:
+        """Its newest log lines, as the host screen shows them."""
+        return self.logs.events
+
+    @property
+    def speed(self) -> ThroughputTracker:
+        """Training throughput per job log."""
+        return self.logs.speed
+
+    @property
+    def log_source(self) -> LogSourceState | None:
+        """How the agent reads its kernel log."""
+        return self.logs.source
+
+    @property
+    def job_logs(self) -> dict[str, LogSourceState]:
+        """How it reads each file a job named."""
+        return self.logs.job_logs
+
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
         self.changes += 1
@@ -201,40 +219,26 @@ class HostState:
             self._apply_sample(item)
         elif isinstance(item, Hello):
             self.hello = item
-            self.logs.clock = LineClock(HostTime(item.clock.utc_offset_s or 0.0,
-                                                 item.clock.boot_time),
-                                        self.logs.clock.offset_s)
-            self.layout = tuple(topology_findings(self.name, item)
-                                + link_chain_findings(self.name, item, item.pcie)
-                                + collection_findings(self.name, item))
+            self.logs.set_zone(item)
+            self.findings_kept.set_layout(topology_findings(self.name, item)
+                                          + link_chain_findings(self.name, item, item.pcie)
+                                          + collection_findings(self.name, item))
         elif isinstance(item, LogEvent):
-            if item.source == KERNEL_SOURCE and self._seen_before(item):
-                return
-            self.events.append(item)
-            if item.source != KERNEL_SOURCE and self.scan_worker is None:
-                self.speed.add(item.source, item.line, item.ts)  # else read on the worker
-            if self.scan_worker is not None:
-                self.logs.post(item.source, item.line, item.ts)
-                self.scan_worker.submit(self.logs)
-            elif self.logs.add(item.source, item.line, item.ts):
+            if self.logs.add(item):
                 self.scan_logs()
         elif isinstance(item, FabricSample):
             self.fabric.add(item)
-            self._judge_fabric()
+            self.findings_kept.set_fabric(fabric_findings(self.name, self.fabric, self.hello,
+                                                          self.limits.detectors))
         elif isinstance(item, LogSourceState):
-            if item.source == KERNEL_SOURCE:
-                self.log_source = item
-            else:
-                keep_job_log_state(self.job_logs, item)
+            self.logs.note_source(item)
         elif isinstance(item, ProbeError):
             self.errors.append(item)
         elif isinstance(item, ClockOffset):
             self.clock = item
-            self.logs.clock = LineClock(self.logs.clock.zone, item.applied_s)
+            self.logs.set_offset(item)
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
-            f = xid_event_finding(self.name, item)
-            kept = self.sticky.get(f.key)
-            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
+            self.findings_kept.keep([xid_event_finding(self.name, item)])
 
     @property
     def shown_status(self) -> HostStatus:
@@ -246,7 +250,7 @@ class HostState:
         self.history.add(sample)
         detected = self.detectors.run(self.name, self.history, self.hello, sample)
         if detected is not None:
-            self.detected = detected
+            self.findings_kept.set_detected(detected)
         self.holds.update(sample)
         found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
                  + host_findings(self.name, sample)
@@ -268,47 +272,13 @@ class HostState:
         if short is not None:
             found.append(short)
         if sample.pcie is not None and self.hello is not None:
-            chains = link_chain_findings(self.name, self.hello, sample.pcie)
-            self.layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
-            self.layout += tuple(chains)
-        for f in found:
-            if f.code == Code.GPU_LOST:
-                self.sticky.setdefault(f.key, f)
-        current = []
-        for f in found:
-            if f.code == Code.GPU_LOST:
-                continue
-            first = self.since.setdefault(f.key, sample.ts)
-            current.append(f if f.ts == first else replace(f, ts=first))
-        keys = {f.key for f in current}
-        for key in [k for k in self.since if k not in keys]:
-            del self.since[key]
-        self.current = tuple(current)
-
-    def _judge_fabric(self) -> None:
-        """The fabric's findings, each keeping the onset of its first message."""
-        was = {f.key: f.ts for f in self.fabric_found}
-        found = fabric_findings(self.name, self.fabric, self.hello, self.limits.detectors)
-        self.fabric_found = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None
-                                  else f for f in found)
-
-    def _seen_before(self, event: LogEvent) -> bool:
-        """Whether this kernel line already arrived (remembering it if not).
-
-        The journal's cursor names an entry exactly; a dmesg line carries its own
-        monotonic stamp, so within one boot its text is its identity.
-        """
-        key = (event.boot, event.cursor or event.line)
-        if key in self.seen_kernel:
-            return True
-        self.seen_kernel[key] = None
-        if len(self.seen_kernel) > SEEN_KERNEL_LINES:
-            del self.seen_kernel[next(iter(self.seen_kernel))]
-        return False
+            self.findings_kept.set_chains(link_chain_findings(self.name, self.hello,
+                                                              sample.pcie))
+        self.findings_kept.take_sample(found, sample.ts)
 
     def kernel_log_summary(self) -> str:
         """How this host's kernel log is read, for triage's "what was checked"."""
-        return kernel_log_summary(self.log_source, bool(self.spec.simulate))
+        return self.logs.summary(bool(self.spec.simulate))
 
     # The write side beyond ``apply``: the owner calls these (``FleetState.tick`` before a
     # redraw or an alert check); every query below reads what they left and changes nothing.
@@ -316,18 +286,11 @@ class HostState:
     def scan_logs(self) -> bool:
         """Run the log rules over the lines queued since the last scan (with a worker: take
         what it found); True when there was something to scan or take."""
-        if self.scan_worker is not None:
-            if not self.logs.done:
-                return False
-            hits = self.logs.take()
-        elif self.logs.pending:
-            hits = self.logs.scan()
-        else:
+        hits = self.logs.scan()
+        if hits is None:
             return False
         self.revision += 1  # its cached findings and row are old now
-        for f in log_findings(self.name, self.hello, hits):
-            kept = self.sticky.get(f.key)
-            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
+        self.findings_kept.keep(log_findings(self.name, self.hello, hits))
         return True
 
     def refresh_status(self, now: float) -> bool:
@@ -361,29 +324,19 @@ class HostState:
         for every host's, and at a thousand hosts merging them again is most of a tick).
         """
         status = self.status if status is None else status
-        cached = self._found
-        if cached is not None and cached[0] == self.revision and cached[1] is status:
-            return list(cached[2])
-        found = self._merged_findings(status)
-        self._found = (self.revision, status, found)
-        return list(found)
+        return self._merged_findings(status, (self.revision, status))
 
-    def _merged_findings(self, status: HostStatus) -> list[Finding]:
-        merged = {f.key: f for f in self.reachability(status)}
-        merged.update({f.key: f for f in self.layout})
-        merged.update({f.key: f for f in log_source_findings(self.name, self.log_source)})
-        merged.update({f.key: f for f in clock_findings(self.name, self.clock,
-                                                         self.limits.detectors)})
-        merged.update({f.key: f for f in refused_job_logs(self.name, self.job_logs.values())})
-        merged.update({f.key: f for f in self.detected})
-        merged.update({f.key: f for f in self.current})
-        merged.update({f.key: f for f in self.fabric_found})
-        merged.update(self.sticky)
-        merged.update({f.key: f for f in throughput_findings(
-            self.name, self.speed, list(merged.values()), self.limits.detectors, self.history)})
-        # A host that cannot be watched leads its own list: everything else about it is old.
-        return sorted(merged.values(), key=lambda f: (
-            -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))
+    def _merged_findings(self, status: HostStatus, key: object = None) -> list[Finding]:
+        """The merge itself (``key`` None: afresh, not remembered)."""
+        return self.findings_kept.merged(
+            key, lambda: self.reachability(status), self._watched,
+            lambda others: throughput_findings(self.name, self.logs.speed, others,
+                                               self.limits.detectors, self.history))
+
+    def _watched(self) -> list[Finding]:
+        """What is wrong with how the host is watched: its logs' sources, its clock."""
+        return (self.logs.findings(self.name)
+                + clock_findings(self.name, self.clock, self.limits.detectors))
 
     def judgements(self, found: list[Finding] | None = None) -> tuple[GpuJudgement, ...]:
         """Every GPU's verdicts from the newest sample and ``found`` (default: findings())."""
@@ -470,12 +423,9 @@ class FleetState:
             s.name: HostState(s, limits=self.limits,
                               detectors=DetectorSchedule(self.limits.detectors, stretch),
                               history=HostHistory(tiers_for(s.interval_s)),
-                              scan_worker=scan_worker, peers=self.peers)
+                              logs=HostLogs(scan_worker), peers=self.peers)
             for s in specs}
         self.scan_worker = scan_worker
-        if scan_worker is not None:
-            for state in self.hosts.values():
-                state.logs.reader = reading
         self._version = 0
         self._changed: dict[str, int] = {}
         """Each host that changed → the version of its newest change, oldest change first
@@ -484,17 +434,10 @@ class FleetState:
         """Hosts that folded an item since the last ``tick``."""
         self._stale_at: dict[str, float] = {}
         """When each streaming host turns stale unless an item comes first (``tick``)."""
-        self.watched_job: str | None = None
-        """The Slurm job of ``--slurm-job``/``:job``: its log's findings are that job's."""
-        self.watched_hosts: frozenset[str] = frozenset()
-        """The hosts Slurm gave the watched job (``--slurm-job``): they run it."""
-        self.watched_layout: dict[int, tuple[str, int]] = {}
-        """Task → (host, GPU) of the watched job where Slurm's layout fixes them."""
         self.jobs: dict[str, JobChange] = {}
         """Each followed job's newest state as Slurm told it (``JobChange``)."""
-        self._ranks: tuple[int, float, tuple[str | None, int, frozenset[str]], RankIndex] \
-            | None = None
-        """The newest rank index: (version, monotonic time, (watched job, epoch), index)."""
+        self._ranks: tuple[int, float, tuple[object, int], RankIndex] | None = None
+        """The newest rank index: (version, monotonic time, (job watch, epoch), index)."""
         self._rank_epoch = 0
         """Counts hellos and first samples: a host whose GPUs or processes were unknown
         when the index was built makes it stale at once, not two seconds later."""
@@ -580,12 +523,8 @@ class FleetState:
             return False
         moved = False
         for name, state in self.hosts.items():
-            logs = state.logs
-            if logs.done or logs.readings:
+            if state.logs.take_readings():
                 state.revision += 1  # its cached findings and row are old now
-                while logs.readings:
-                    source, ts, got, line = logs.readings.popleft()
-                    state.speed.add_reading(source, ts, got, line)
                 state.scan_logs()
                 self._changed_now(name)
                 moved = True
@@ -596,8 +535,9 @@ class FleetState:
         read; the console keeps and re-uses rows in ``tui.views.fleet_rows``)."""
         return [s.row(now) for s in self.hosts.values()]
 
-    def rank_index(self) -> RankIndex:
-        """Where every rank the fleet can place runs.
+    def rank_index(self, watch: JobWatch = NO_JOB) -> RankIndex:
+        """Where every rank the fleet can place runs (``watch``: the job the operator
+        watches, held by the view layer; its log's ranks are that job's).
 
         Rebuilt at most every ``RANK_INDEX_EVERY_S`` while items arrive: ranks move only when
         processes start or stop, and at a thousand hosts a rebuild is tens of milliseconds,
@@ -605,19 +545,21 @@ class FleetState:
         """
         now = time.monotonic()
         kept = self._ranks
-        key = (self.watched_job, self._rank_epoch, self.watched_hosts)
+        key = (watch.key(), self._rank_epoch)
         if kept is not None and kept[2] == key and (
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), self.watched_job,
-                          self.watched_hosts, self.watched_layout)
+                           for s in self.hosts.values()), watch.job, watch.hosts,
+                          watch.layout)
         self._ranks = (self._version, now, key, index)
         return index
 
-    def all_findings(self, names: Iterable[str] | None = None) -> list[Finding]:
+    def all_findings(self, names: Iterable[str] | None = None,
+                     watch: JobWatch = NO_JOB) -> list[Finding]:
         """Every finding of the hosts (default: all), each job-log finding told its job and
-        where its rank runs (ranks of one job are placed across all hosts)."""
+        where its rank runs (ranks of one job are placed across all hosts; ``watch``: the
+        job watched)."""
         states = self.hosts.values() if names is None else [
             self.hosts[n] for n in names if n in self.hosts]
         found = [f for s in states for f in s.findings()]
@@ -625,7 +567,7 @@ class FleetState:
             found = grouped(found, self.fabric_map(), self.limits.detectors)
         found += source_findings(self.unseen, names if names is None else
                                  [s.name for s in states])
-        return placed(found, self.rank_index()) if any(
+        return placed(found, self.rank_index(watch)) if any(
             f.source and f.source.startswith(JOB_SOURCE_PREFIX) for f in found) else found
 
     def fabric_map(self) -> FabricMap:
@@ -639,11 +581,13 @@ class FleetState:
         self._map = (self._rank_epoch, self.topology, built)
         return built
 
-    def diagnosis(self, names: Iterable[str] | None = None,
-                  clocks: Clocks | None = None) -> Diagnosis:
+    def diagnosis(self, names: Iterable[str] | None = None, clocks: Clocks | None = None,
+                  watch: JobWatch = NO_JOB) -> Diagnosis:
         """Every incident's first failure over the hosts (default: all), the lead first:
-        the one answer triage, the job view, reports and snapshots all read."""
-        return diagnose(self.all_findings(names), self.rank_index(), clocks=clocks)
+        the one answer triage, the job view, reports and snapshots all read (``watch``:
+        the job watched)."""
+        return diagnose(self.all_findings(names, watch), self.rank_index(watch),
+                        clocks=clocks)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""

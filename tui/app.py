@@ -34,7 +34,7 @@ from probes.actions.slurm_node import ACTION_TIMEOUT_S
 from probes.analysis.alerts import Alert, AlertPolicy, AlertTracker
 from probes.analysis.hook import HookGate, HookResult
 from probes.analysis.incident import TriageRecord
-from probes.analysis.limits import DetectorLimits, PreflightLimits
+from probes.errors import ConfigError
 from probes.fleet_state import FleetState, HostStatus
 from probes.outputs.export import HostExport, prometheus_text, write_textfile
 from probes.outputs.metrics_server import MetricsServer, serve_metrics
@@ -46,6 +46,7 @@ from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
 from tui.commands import WINDOWS, CommandError, offered, run_command, window_note
+from tui.console_options import ConsoleOptions
 from tui.glyphs import AsciiGlyphs
 from tui.messages import HostChosen, ViewRequested
 from tui.node_actions import ACTION_SCREENS, NODE_ACTIONS, target_of
@@ -136,38 +137,40 @@ class RigwatchApp(TypeaheadApp):
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {RigwatchCommands}
     """Rigwatch's commands first, then Textual's own (``RigwatchCommands`` lists both)."""
 
-    def __init__(self, backend: Backend, *, subtitle: str, clock: Clock,
-                 alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
-                 preflight: PreflightLimits | None = None,
-                 scan_logs_apart: bool = False) -> None:
+    def __init__(self, backend: Backend, options: ConsoleOptions, *, clock: Clock) -> None:
         super().__init__()
         self.backend = backend
+        detectors, preflight = options.detectors, options.preflight
         self.detector_limits, self.preflight_limits = detectors, preflight
-        self.scan_worker = ScanWorker(self._scans_found) if scan_logs_apart else None
+        self.scan_worker = ScanWorker(self._scans_found) if options.scan_logs_apart else None
         """The thread that runs the log rules off this loop (the CLI's consoles)."""
         self.fleet = FleetState(backend.specs, detectors, preflight, self.scan_worker)
+        self.fleet.topology = options.topology
         self.fleet_rows = FleetRows(self.fleet)
         """The fleet's rows, kept between redraws (the view over ``fleet``)."""
-        self.alert_policy = alerts or AlertPolicy()
+        self.job_watch = options.job_watch
+        """The Slurm job watched (``--slurm-job``, ``:job``): the console's, not the fold's;
+        handed to the reads that place ranks."""
+        self.alert_policy = options.alerts or AlertPolicy()
         self.alerts = AlertTracker(self.alert_policy)
         self.hook_results: list[HookResult] = []
         """Finished hook runs, newest last (kept for tests and the status line)."""
         self.hook_gate = HookGate(self.alert_policy.hook_at_once, self.alert_policy.hook_waiting)
-        self.metrics_textfile: Path | None = None
+        self.metrics_textfile = options.metrics_textfile
         """Where to write Prometheus text every ``METRICS_EVERY_S`` (node_exporter's textfile
         collector), if anywhere."""
-        self.metrics_port: int | None = None
+        self.metrics_port = options.metrics_port
         """Serve ``/metrics`` on 127.0.0.1 at this port, if set."""
         self._metrics_server: MetricsServer | None = None
         self.window_s = 3600.0
         """The charts' time window (``:window``); 0 shows everything kept."""
-        self.ascii_glyphs = False
+        self.ascii_glyphs = options.ascii_glyphs
         """Draw plain ASCII instead of braille, blocks and boxes (``tui.glyphs``)."""
         self._ascii_filter = AsciiGlyphs()
         if backend.replay is not None:
             backend.replay.on_rewind = self._rewind
             clock = backend.replay.now
-        self.subtitle = self.sub_title = subtitle
+        self.subtitle = self.sub_title = options.subtitle
         self._clock = clock
         self._redraw_pending = False
         self._last_draw = -REDRAW_MIN_S
@@ -190,13 +193,19 @@ class RigwatchApp(TypeaheadApp):
         for name in list(self.available_themes):
             if name not in THEME_CYCLE:
                 self.unregister_theme(name)
+        if options.theme is not None:
+            if options.theme not in self.available_themes:
+                names = ", ".join(sorted(self.available_themes))
+                raise ConfigError(f"rigwatch: unknown theme {options.theme!r} "
+                                  f"(available: {names})")
+            self.theme = options.theme
         self.notice: Notice | None = None
         """What the status line says now (every data screen shows it)."""
         self._notice_serial = 0
-        self.read_only = backend.replay is not None
+        self.read_only = backend.replay is not None or options.read_only
         """No node actions: ``D``, ``U`` and ``:drain``/``:resume`` are gone (``--read-only``,
         ``read_only: true``, and always in a replay: it shows the past)."""
-        self.audit_path: Path | None = None
+        self.audit_path = options.audit_path
         """Where node actions are recorded; None is the user's data dir."""
         self.action_timeout_s = ACTION_TIMEOUT_S
 
@@ -337,7 +346,7 @@ class RigwatchApp(TypeaheadApp):
             return
         now = self._clock()
         self.fleet.tick(now)
-        findings = self.fleet.all_findings()
+        findings = self.fleet.all_findings(watch=self.job_watch)
         raised = self.alerts.update(findings, now, hosts=len(self.fleet.hosts))
         by_host: dict[str, list[Alert]] = {}
         for alert in raised:
@@ -435,8 +444,6 @@ class RigwatchApp(TypeaheadApp):
         old = self.fleet
         self.fleet = FleetState(self.backend.specs, self.detector_limits,
                                 self.preflight_limits, self.scan_worker)
-        self.fleet.watched_job, self.fleet.watched_hosts = old.watched_job, old.watched_hosts
-        self.fleet.watched_layout = old.watched_layout
         self.fleet.topology = old.topology
         self.fleet_rows = FleetRows(self.fleet)
         self.alerts = AlertTracker(self.alert_policy)
@@ -483,7 +490,7 @@ class RigwatchApp(TypeaheadApp):
 
         if self.read_only:
             raise CommandError("read-only: rigwatch takes no action on nodes in this session")
-        target = target_of(self.fleet, self.screen, node)
+        target = target_of(self.fleet, self.screen, node, self.job_watch)
         ctx = node_context(self.audit_path, self.action_timeout_s, self.detector_limits)
 
         def done(rec: AuditRecord | None) -> None:
@@ -673,9 +680,7 @@ class RigwatchApp(TypeaheadApp):
     def watch_job(self, job: str) -> None:
         """Follow a Slurm job: the fleet shows its hosts underneath, the job view its ranks
         on top, and its log's findings are this job's from now on."""
-        if self.fleet.watched_job != job:  # the nodes Slurm named were the other job's
-            self.fleet.watched_hosts = frozenset()
-        self.fleet.watched_job = job
+        self.job_watch = self.job_watch.switched_to(job)
         self.to_fleet().set_filter(f"job:{job}")
         self.push_screen(JobScreen(job, self.subtitle))
 
@@ -717,29 +722,21 @@ class RigwatchApp(TypeaheadApp):
                  " T for the next)")
 
 
-def make_app(
-    backend: Backend, *, demo: bool, title: str | None = None, clock: Clock = time.time,
-    alerts: AlertPolicy | None = None, detectors: DetectorLimits | None = None,
-    preflight: PreflightLimits | None = None, scan_logs_apart: bool = False,
-) -> RigwatchApp:
-    """Build the console.
+def make_app(backend: Backend, options: ConsoleOptions | None = None, *,
+             clock: Clock = time.time) -> RigwatchApp:
+    """Build the console: everything it starts with is in ``options`` (the callers write
+    no attribute of it afterwards).
 
     Args:
         backend: where items come from (live agents, a recording, fixed test data).
-        demo: whether the fleet is the built-in simulated one; the header says so.
-        title: what is being watched (an inventory name), shown next to "rigwatch".
+        options: how it watches, judges, shows and exports (default: a plain console).
         clock: wall-clock source for staleness; tests pass a frozen one (a replay brings
             its own).
-        alerts: how findings become notifications and hook runs.
-        detectors: the soak detectors' thresholds.
-        preflight: preflight's thresholds (also the host panel's cores per GPU).
-        scan_logs_apart: run the log rules on a worker thread, off the UI loop (the CLI's
-            consoles; tests that step a fake clock keep them on the loop, deterministic).
 
     Returns:
         The app, not yet running.
+
+    Raises:
+        ConfigError: ``options.theme`` names no theme of the console's.
     """
-    subtitle = " · ".join(p for p in (title, "demo fleet" if demo else None) if p)
-    return RigwatchApp(backend, subtitle=subtitle, clock=clock, alerts=alerts,
-                       detectors=detectors, preflight=preflight,
-                       scan_logs_apart=scan_logs_apart)
+    return RigwatchApp(backend, options or ConsoleOptions(), clock=clock)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.config.fleet import (
     DEMO_SPEED,
     HostSpec,
@@ -34,7 +35,7 @@ from tui.cli_fabric import (
 )
 from tui.cli_fleet import SnapshotFold, collector_count, print_preflight, with_job
 from tui.cli_ladder import add_ladder_parser, run_ladder
-from tui.cli_node import add_action_args, add_node_parser, apply_action_args, run_node
+from tui.cli_node import add_action_args, add_node_parser, run_node
 from tui.cli_prometheus import add_prometheus_args
 from tui.gc_policy import tune_for_streaming
 
@@ -103,28 +104,24 @@ def _run_console(args: argparse.Namespace) -> int:
     """The console on whatever source the arguments name: live sources are recorded."""
     from tui.app import make_app
     from tui.cli_record import console_backend
+    from tui.console_options import ConsoleOptions
     from tui.glyphs import wants_ascii
 
     settings = _settings(args)
     source, backend = console_backend(args, settings)
     job = source.job
-    app = make_app(backend, demo=source.demo, title=source.title,
-                   alerts=settings.alerts, detectors=settings.detectors,
-                   preflight=settings.preflight, scan_logs_apart=True)
-    app.fleet.watched_job = job.job_id if job is not None else None
-    app.fleet.watched_hosts = frozenset(s.name for s in backend.specs) if job is not None \
-        else frozenset()
-    app.fleet.watched_layout = job.task_gpus() if job is not None else {}
-    app.fleet.topology = load_topology(getattr(args, "ibnetdiscover", None))
-    app.metrics_textfile = Path(args.metrics_textfile) if args.metrics_textfile else None
-    app.metrics_port = args.metrics_port
-    app.ascii_glyphs = args.ascii or wants_ascii()
-    apply_action_args(app, args, settings)
-    if args.theme:
-        if args.theme not in app.available_themes:
-            names = ", ".join(sorted(app.available_themes))
-            raise ConfigError(f"rigwatch: unknown theme {args.theme!r} (available: {names})")
-        app.theme = args.theme
+    audit = getattr(args, "audit", None)
+    app = make_app(backend, ConsoleOptions(
+        demo=source.demo, title=source.title, alerts=settings.alerts,
+        detectors=settings.detectors, preflight=settings.preflight, scan_logs_apart=True,
+        job_watch=NO_JOB if job is None else JobWatch.of(
+            job.job_id, (s.name for s in backend.specs), job.task_gpus()),
+        topology=load_topology(getattr(args, "ibnetdiscover", None)),
+        metrics_textfile=Path(args.metrics_textfile) if args.metrics_textfile else None,
+        metrics_port=args.metrics_port, ascii_glyphs=args.ascii or wants_ascii(),
+        theme=args.theme or None,
+        read_only=bool(getattr(args, "read_only", False)) or settings.read_only,
+        audit_path=Path(audit) if audit else None))
     tune_for_streaming()
     app.run()
     return app.return_code or 0
@@ -149,7 +146,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
     fold = SnapshotFold(job, load_topology(getattr(args, "ibnetdiscover", None)),
                         settings.detectors)
     snap = asyncio.run(take_snapshot(source.backend, demo=source.demo, fold=fold,
-                                     about=source.about))
+                                     about=source.about, watch=fold.watch))
     if job is not None and fold.fleet is not None:
         with_job(snap, job, fold.fleet, fold.notes)
     if args.json:

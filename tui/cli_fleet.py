@@ -9,6 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.onsets import STEP_ORDER
 from probes.config.slurm import SlurmJob
 
@@ -33,6 +34,9 @@ class SnapshotFold:
         self.limits = limits
         self.topology = topology
         """Each HCA's leaf switch (``--ibnetdiscover``), for switch-suspect."""
+        self.watch = NO_JOB if job is None else JobWatch.of(job.job_id, job.nodes,
+                                                             job.task_gpus())
+        """The job the read is about, for its reads (its log's findings are the job's)."""
         self.fleet: FleetState | None = None
         self.notes: list[str] = []
         """What could not be read of the job's log here, one line each."""
@@ -47,9 +51,7 @@ class SnapshotFold:
         else:
             lines, self.notes = job_log_events(job)
             reader = job.batch_host or (job.nodes[0] if job.nodes else "")
-            self.fleet = fold_once(results, limits=self.limits, watched_job=job.job_id,
-                                   watched_hosts=job.nodes,
-                                   more_lines={reader: lines}, watched_layout=job.task_gpus())
+            self.fleet = fold_once(results, limits=self.limits, more_lines={reader: lines})
         self.fleet.topology = self.topology
         return self.fleet
 
@@ -65,17 +67,18 @@ def with_job(snap: dict[str, Any], job: SlurmJob, fleet: FleetState,
     for host in snap["hosts"]:
         if host["name"] in job.nodes:
             host["job"] = job.job_id
-    index = fleet.rank_index()
+    watch = JobWatch.of(job.job_id, job.nodes, job.task_gpus())
+    index = fleet.rank_index(watch)
     snap["job"]["ranks"] = [
         {"rank": p.rank, "host": p.host, "gpu": p.gpu, "bus_id": p.bus_id,
          "gpu_serial": p.serial, "placed_by": p.witness} for p in index.ranks_of(job.job_id)]
     mine = Domain("job", job.job_id)
-    found = [f for f in fleet.all_findings() if mine in domains_of(f, index)]
+    found = [f for f in fleet.all_findings(watch=watch) if mine in domains_of(f, index)]
     found.sort(key=lambda f: (STEP_ORDER.index(f.step), f.ts if f.ts is not None else 0.0,
                               f.line or 0))
     snap["job_findings"] = [job_finding_json(f, job.job_id, job.nodes) for f in found]
     snap["job_notes"] = notes
-    first = fleet.diagnosis().of_job(job.job_id)
+    first = fleet.diagnosis(watch=watch).of_job(job.job_id)
     snap["first_failure"] = first.to_json() if first is not None else None
     snap["do_now"] = first.do_now if first is not None else None
 

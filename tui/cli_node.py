@@ -30,7 +30,6 @@ from probes.config.inventory import choose_inventory_path, load_inventory
 from probes.triage import Code
 
 if TYPE_CHECKING:
-    from tui.app import RigwatchApp
     from tui.settings import Settings
 
 EXIT_NOT_DONE = 1
@@ -47,14 +46,6 @@ def add_action_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--audit", metavar="FILE", default=None,
                    help="the audit trail of node actions (default: $RIGWATCH_AUDIT or "
                         "<data dir>/rigwatch/audit.jsonl)")
-
-
-def apply_action_args(app: RigwatchApp, args: argparse.Namespace, settings: Settings) -> None:
-    """``--read-only`` (or the settings' ``read_only``) and ``--audit`` onto a console."""
-    app.read_only = app.read_only or bool(getattr(args, "read_only", False)) \
-        or settings.read_only
-    audit = getattr(args, "audit", None)
-    app.audit_path = Path(audit) if audit else None
 
 
 def add_node_parser(sub: argparse._SubParsersAction) -> None:

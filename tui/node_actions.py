@@ -19,6 +19,7 @@ from probes.actions.nodes import check_node, host_of, node_of
 from probes.actions.reset_plan import ResetPlan, reset_plan
 from probes.actions.slurm_node import ACTION_TIMEOUT_S
 from probes.analysis.first_failure import FirstFailure
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.limits import DetectorLimits
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
@@ -71,11 +72,11 @@ def context(audit_path: Path | None, timeout_s: float,
     return ActionContext(AuditLog(audit_path or default_audit_path()), timeout_s, limits)
 
 
-def _host_of_screen(fleet: FleetState, screen: Screen[object]
+def _host_of_screen(fleet: FleetState, screen: Screen[object], watch: JobWatch
                     ) -> tuple[str | None, FirstFailure | None, str]:
     """(host, incident, why not) for the screen on show."""
     if isinstance(screen, HostScreen):
-        return screen.host, fleet.diagnosis([screen.host]).first, ""
+        return screen.host, fleet.diagnosis([screen.host], watch=watch).first, ""
     if isinstance(screen, JobScreen):
         p = screen.picture
         first = p.first if p is not None else None
@@ -88,7 +89,7 @@ def _host_of_screen(fleet: FleetState, screen: Screen[object]
         return c.host, first, ""
     if isinstance(screen, TriageScreen):
         names = [screen.host] if screen.host is not None else None
-        first = fleet.diagnosis(names).first
+        first = fleet.diagnosis(names, watch=watch).first
         if first is None:
             return screen.host, None, "triage found nothing to act on"
         c = first.culprit
@@ -97,8 +98,10 @@ def _host_of_screen(fleet: FleetState, screen: Screen[object]
     return None, None, "open a host, a job (:job ID) or triage to act on a node"
 
 
-def target_of(fleet: FleetState, screen: Screen[object], node: str | None = None) -> Target:
-    """The node to act on: ``node`` when named (``:drain n3``), else the screen's.
+def target_of(fleet: FleetState, screen: Screen[object], node: str | None = None,
+              watch: JobWatch = NO_JOB) -> Target:
+    """The node to act on: ``node`` when named (``:drain n3``), else the screen's (its
+    incident read with ``watch``'s job's ranks placed).
 
     Raises:
         CommandError: no node can be named here, or ``node`` is not a node name.
@@ -111,9 +114,9 @@ def target_of(fleet: FleetState, screen: Screen[object], node: str | None = None
             raise CommandError(str(exc)) from None
         spec = host_of(node, specs)
         host = spec.name if spec is not None else node
-        first = fleet.diagnosis([host]).first if host in fleet.hosts else None
+        first = fleet.diagnosis([host], watch=watch).first if host in fleet.hosts else None
     else:
-        found, first, why = _host_of_screen(fleet, screen)
+        found, first, why = _host_of_screen(fleet, screen, watch)
         if found is None:
             raise CommandError(why)
         host = found

@@ -7,7 +7,7 @@ console's triage on the same data.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from probes.analysis.detectors import run_detectors
 from probes.analysis.limits import DetectorLimits
@@ -20,18 +20,14 @@ from probes.wire.samples import LogEvent
 
 
 def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = None,
-              watched_job: str | None = None, watched_hosts: Iterable[str] = (),
               more_lines: Mapping[str, Sequence[LogEvent]] | None = None,
-              now: float | None = None,
-              watched_layout: Mapping[int, tuple[str, int]] | None = None) -> FleetState:
-    """The console's state after one read of each host.
+              now: float | None = None) -> FleetState:
+    """The console's state after one read of each host (the job a read is about is not the
+    fold's: its reads take it, ``probes.analysis.job_watch``).
 
     Args:
         results: each host's ``--once`` (or lived-through) result, in fleet order.
         limits: the operator's detector limits.
-        watched_job: the Slurm job the read is about (its log's findings are that job's).
-        watched_hosts: the hosts Slurm gave that job.
-        watched_layout: task → (host, GPU) where Slurm's layout fixes them.
         more_lines: log lines read elsewhere (a job's log on a shared filesystem, read on
             this machine) by the host they belong to; a source the host's own agent already
             sent is not folded twice.
@@ -39,9 +35,6 @@ def fold_once(results: Sequence[OnceResult], *, limits: DetectorLimits | None = 
     """
     at = time.time() if now is None else now
     fleet = FleetState([r.spec for r in results], limits)
-    fleet.watched_job = watched_job
-    fleet.watched_hosts = frozenset(watched_hosts)
-    fleet.watched_layout = dict(watched_layout or {})
     for r in results:
         name = r.spec.name
         fleet.apply(name, Connected(at), at)
@@ -81,8 +74,8 @@ def detect_now(fleet: FleetState) -> None:
     has one moment, so all are due."""
     for name, state in fleet.hosts.items():
         if state.last is not None:
-            state.detected = tuple(run_detectors(name, state.history, state.hello,
-                                                 state.last, state.limits.detectors))
+            state.findings_kept.set_detected(run_detectors(
+                name, state.history, state.hello, state.last, state.limits.detectors))
 
 
 def _kind(r: OnceResult) -> DisconnectKind:

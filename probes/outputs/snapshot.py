@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from probes.analysis.findings import Finding
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.onsets import clock_of, onset
 from probes.analysis.preflight import HostInput
@@ -45,11 +46,13 @@ def preflight_inputs(read: FleetRead) -> list[HostInput]:
             for r in read.results]
 
 
-def host_entry(result: OnceResult, fleet: FleetState | None = None) -> dict[str, Any]:
-    """One host's part of the snapshot (its findings as the console would judge them)."""
+def host_entry(result: OnceResult, fleet: FleetState | None = None,
+               watch: JobWatch = NO_JOB) -> dict[str, Any]:
+    """One host's part of the snapshot (its findings as the console would judge them, the
+    ranks of ``watch``'s job placed)."""
     spec = result.spec
     fleet = fleet if fleet is not None else fold_once([result])
-    findings = fleet.all_findings([spec.name])
+    findings = fleet.all_findings([spec.name], watch)
     clock = result.clock
     return {
         "name": spec.name,
@@ -79,23 +82,24 @@ def finding_json(f: Finding) -> dict[str, Any]:
 async def take_snapshot(backend: Backend, *, demo: bool = False,
                         keep: list[OnceResult] | None = None, fold: Fold | None = None,
                         limits: DetectorLimits | None = None,
-                        about: Callable[[], Mapping[str, Any]] | None = None
-                        ) -> dict[str, Any]:
+                        about: Callable[[], Mapping[str, Any]] | None = None,
+                        watch: JobWatch = NO_JOB) -> dict[str, Any]:
     """Read ``backend`` once (``read_once``: a simulated host after its history, a
     Prometheus after its detectors' window, a recording to its end), judge it as the
     console does, and name the first failure; ``keep`` receives the typed results as well,
     ``fold`` folds them (default: ``fold_once`` with ``limits``); ``about`` says where the
-    numbers came from (the document's ``source``, with the read's seconds)."""
+    numbers came from (the document's ``source``, with the read's seconds); ``watch``: the
+    job the read is about."""
     read = await read_once(backend, limits=limits, fold=fold)
     if keep is not None:
         keep.extend(read.results)
     fleet = read.fleet
-    first = fleet.diagnosis().first
+    first = fleet.diagnosis(watch=watch).first
     doc: dict[str, Any] = {
         "version": SNAPSHOT_VERSION, "taken_at": read.taken_at, "demo": demo,
         "first_failure": first.to_json() if first is not None else None,
         "do_now": first.do_now if first is not None else None,
-        "hosts": [host_entry(r, fleet) for r in read.results]}
+        "hosts": [host_entry(r, fleet, watch) for r in read.results]}
     if about is not None:
         doc["source"] = {**about(), "seconds": round(read.seconds, 3)}
     return doc

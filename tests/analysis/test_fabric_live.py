@@ -208,8 +208,8 @@ class TestGroups:
     def test_triage_leads_with_the_switch(self) -> None:
         fleet = self._fleet(4, "switch:leaf-1")
         for i in range(1, 5):
-            fleet.hosts[f"gpu-a0{i}"].fabric_found = (_port_down(f"gpu-a0{i}", 100.0 + i),)
-            fleet.hosts[f"gpu-a0{i}"].revision += 1
+            fleet.hosts[f"gpu-a0{i}"].findings_kept.set_fabric([_port_down(f"gpu-a0{i}",
+                                                                            100.0 + i)])
         codes = [f.code for f in fleet.all_findings()]
         assert codes == [Code.SWITCH_SUSPECT]
         lead = fleet.diagnosis().first

@@ -24,6 +24,7 @@ import pytest
 from probes.analysis.findings import Finding
 from probes.analysis.first_failure import diagnose
 from probes.analysis.job_ranks import HostRanks, RankIndex
+from probes.analysis.job_watch import JobWatch
 from probes.config.fleet import HostSpec
 from probes.explain.stream import explain_stream, open_input
 from probes.fleet_state import FleetState
@@ -292,20 +293,21 @@ def test_one_answer_on_every_surface() -> None:
     spec = HostSpec(name="gpu-j01")
     s = sample("gpu-j01", 1)
     fleet = FleetState([spec])
-    fleet.watched_job, fleet.watched_hosts = "7", frozenset({"gpu-j01"})
+    watch = JobWatch.of("7", {"gpu-j01"})  # the console's, handed to the reads
     for item in (Connected(READ), h, *events, s):
         fleet.apply("gpu-j01", item, READ)
     fleet.scan_logs()  # the owner's write before a read (the app's tick)
     once = OnceResult(spec, hello=h, sample=s, events=events)
-    snap = fold_once([once], watched_job="7", watched_hosts=("gpu-j01",))
-    fleet_first = fleet.diagnosis().first
-    host_first = fleet.diagnosis(["gpu-j01"]).first
-    snap_first = snap.diagnosis().first
-    job_first = fleet.diagnosis().of_job("7")
-    findings = fleet.all_findings()
+    snap = fold_once([once])
+    fleet_first = fleet.diagnosis(watch=watch).first
+    host_first = fleet.diagnosis(["gpu-j01"], watch=watch).first
+    snap_first = snap.diagnosis(watch=watch).first
+    job_first = fleet.diagnosis(watch=watch).of_job("7")
+    findings = fleet.all_findings(watch=watch)
     steps = review(findings, [], TriageRecord())
     report = build_report("t", steps, fleet_first, findings, {}, now=READ,
-                          jobs=job_sections(fleet.diagnosis(), findings, fleet.rank_index(), "7"))
+                          jobs=job_sections(fleet.diagnosis(watch=watch), findings,
+                                            fleet.rank_index(watch), "7"))
     doc = report.to_json()
     answers = []
     for first in (fleet_first, host_first, snap_first, job_first):
@@ -355,7 +357,7 @@ def test_colon_job_on_a_host_without_job_processes_is_never_zero_hosts() -> None
           "OpType=ALLREDUCE, NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for "
           "600012 milliseconds before timing out.")
     fleet = FleetState([HostSpec(name="vm")])
-    fleet.watched_job = "1"  # as ``:job 1`` sets it: no node list from Slurm
+    watch = JobWatch.of("1")  # as ``:job 1`` sets it: no node list from Slurm
     from dataclasses import replace as _r
     s = sample("vm", 1)
     bare = _r(s, gpus=tuple(_r(g, processes=()) for g in s.gpus))
@@ -363,7 +365,7 @@ def test_colon_job_on_a_host_without_job_processes_is_never_zero_hosts() -> None
                  bare):
         fleet.apply("vm", item, READ)
     fleet.scan_logs()
-    p = job_picture(fleet, "1")
+    p = job_picture(fleet, "1", watch)
     assert p.hosts == ("vm",) and p.first is not None
     assert p.first.finding.code == Code.NCCL_TIMEOUT
     (line,) = p.lines

@@ -26,6 +26,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from widgets.fleet_table import FleetDetail, FleetTable
 from widgets.fleet_wall import FleetWall
 from widgets.header_bar import StatusLine
@@ -67,7 +68,7 @@ async def _redraw(pilot: Pilot[None]) -> None:
 
 async def test_80x24_the_reason_age_and_retry_count_down_are_on_screen() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await _down(pilot, backend, clock)
         await pilot.press("down", "down")  # the cursor on gpu-t03
@@ -94,7 +95,7 @@ async def test_80x24_the_reason_age_and_retry_count_down_are_on_screen() -> None
 
 async def test_160x48_the_reason_is_whole_in_its_column() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await _down(pilot, backend, clock)
         row = next(line for line in screen_text(app) if line.lstrip().startswith("gpu-t03"))
@@ -105,7 +106,7 @@ async def test_160x48_the_reason_is_whole_in_its_column() -> None:
 
 async def test_old_values_are_dimmed_never_in_live_colours() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await _down(pilot, backend, clock, host="gpu-t02")  # gpu-t02 runs a GPU at 88 °C
         table = app.screen.query_one(FleetTable)
@@ -145,7 +146,7 @@ class RetryingBackend(FakeBackend):
 async def test_r_retries_the_selected_host_and_says_so() -> None:
     backend = RetryingBackend()
     clock = FrozenClock()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await _down(pilot, backend, clock)
         await pilot.press("down", "down", "R")
@@ -163,7 +164,7 @@ async def test_r_retries_the_selected_host_and_says_so() -> None:
 ])
 async def test_r_where_nothing_can_be_retried_says_why(replay: bool, said: str) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await _down(pilot, backend, clock)
         if replay:  # as a recording's backend: it has replay controls
@@ -174,7 +175,7 @@ async def test_r_where_nothing_can_be_retried_says_why(replay: bool, said: str) 
 
 async def test_streaming_host_shows_its_worst_finding_led_by_the_verdict() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot, backend)
         await pilot.press("down")
@@ -187,7 +188,7 @@ async def test_streaming_host_shows_its_worst_finding_led_by_the_verdict() -> No
 
 async def test_the_wall_says_why_for_the_host_under_its_cursor() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await _down(pilot, backend, clock)
         await pilot.press("w")
@@ -205,7 +206,7 @@ async def test_the_wall_says_why_for_the_host_under_its_cursor() -> None:
 
 async def test_the_filter_finds_hosts_by_their_reason() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await _down(pilot, backend, clock)
         await pilot.press("slash", *"refused", "enter")

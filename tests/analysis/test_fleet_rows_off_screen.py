@@ -13,6 +13,7 @@ from probes.wire.events import Connected, Disconnected
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
 from tests.support.tui_fakes import gpu as gpu_sample
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
 from tui.views.fleet_rows import OFF_SCREEN_REFRESH_S, FleetRows
 from widgets.fleet_table import FleetTable
@@ -95,7 +96,7 @@ async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_all() -> 
     for h in names:
         items += [(h, Connected(T0)), (h, hello(h)), (h, sample(h, 0))]
     backend = FakeBackend([HostSpec(name=h, expect_gpus=8) for h in names], items)
-    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(T0 + 1))
     async with app.run_test(size=(120, 30)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)

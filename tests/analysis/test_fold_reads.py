@@ -11,22 +11,34 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from probes.analysis.host_findings import HostFindings
+from probes.analysis.host_logs import HostLogs
+from probes.analysis.reach_tracker import ReachTracker
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState, HostState, HostStatus
 from probes.triage import Code
 from probes.wire.samples import LogEvent
 from tests.support.tui_fakes import T0, sim_items
 
-MEMOS = {"_found", "_ranks", "_map", "scan_worker"}
+MEMOS = {"_memo", "_ranks", "_map", "scan_worker", "worker"}
 """Remembered answers (and the worker's handle), not state: a read may fill them."""
+CONCERNS = (ReachTracker, HostLogs, HostFindings)
+"""A host's concerns, each an object of its own: their fields are the host's."""
 XID = "NVRM: Xid (PCI:0000:05:00): 79, pid=1, name=python, GPU has fallen off the bus."
 
 
 def snapshot(fleet: FleetState) -> dict[str, bytes]:
     """Every field of the fold and of each host, pickled (memos left out)."""
     def fields(obj: Any) -> dict[str, bytes]:
-        return {k: pickle.dumps(v) for k, v in vars(obj).items()
-                if k not in MEMOS and k != "hosts"}
+        out = {}
+        for k, v in vars(obj).items():
+            if k in MEMOS or k == "hosts":
+                continue
+            if isinstance(v, CONCERNS):
+                out.update({f"{k}.{n}": b for n, b in fields(v).items()})
+            else:
+                out[k] = pickle.dumps(v)
+        return out
     out = {f"fleet.{k}": v for k, v in fields(fleet).items()}
     for name, state in fleet.hosts.items():
         out.update({f"{name}.{k}": v for k, v in fields(state).items()})
@@ -61,7 +73,7 @@ def test_reading_twice_answers_the_same_and_changes_nothing() -> None:
     fleet = _fleet()
     now = T0 + 600  # gpu-b has been silent for minutes: stale as of now, not yet judged
     assert fleet.hosts["gpu-b"].status is HostStatus.STREAMING
-    assert fleet.hosts["gpu-b"].logs.pending  # the Xid line waits for the owner's scan
+    assert fleet.hosts["gpu-b"].logs.scanner.pending  # the Xid line waits for the owner's scan
     before = snapshot(fleet)
     first = reads(fleet, now)
     assert snapshot(fleet) == before
@@ -80,7 +92,7 @@ def test_the_owners_tick_is_the_write_that_moves_the_answers() -> None:
     assert fleet.tick(now)
     assert fleet.version > version and "gpu-b" in fleet.changed_since(version)
     b = fleet.hosts["gpu-b"]
-    assert b.status is HostStatus.STALE and not b.logs.pending
+    assert b.status is HostStatus.STALE and not b.logs.scanner.pending
     assert {Code.XID, Code.HOST_STALE} <= {f.code for f in b.findings()}
     # and a tick with nothing new to bring in changes nothing
     after = snapshot(fleet)

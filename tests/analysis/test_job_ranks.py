@@ -15,6 +15,7 @@ import pytest
 
 from probes.analysis.incident import describe, do_now
 from probes.analysis.job_ranks import HostRanks, RankIndex, gpu_ids
+from probes.analysis.job_watch import JobWatch
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.rules.logrules.lines import peel
@@ -111,9 +112,8 @@ TIMEOUT_9 = ("9: [rank9]:[E1103 23:14:03.342459398 ProcessGroupNCCL.cpp:1182] [R
              "milliseconds before timing out.")
 
 
-def _fleet(log_lines: list[str], watched: str | None = None) -> FleetState:
+def _fleet(log_lines: list[str]) -> FleetState:
     fleet = FleetState([HostSpec(name=h) for h in ("gpu-a01", "gpu-b07", "gpu-c03")])
-    fleet.watched_job = watched
     for host, first in (("gpu-a01", 0), ("gpu-b07", 8)):
         h, s = _with_ranks(host, "48211", first)
         for item in (Connected(T0), h, s):
@@ -176,9 +176,9 @@ def test_which_job_a_log_belongs_to() -> None:
 def test_the_report_lists_the_job_its_nodes_and_the_failing_ranks_host_and_serial() -> None:
     from probes.outputs.report import build_report, job_sections
 
-    fleet = _fleet([TIMEOUT_9], watched="48211")
-    found = fleet.all_findings()
-    jobs = job_sections(fleet.diagnosis(), found, fleet.rank_index(), fleet.watched_job)
+    fleet, watch = _fleet([TIMEOUT_9]), JobWatch.of("48211")
+    found = fleet.all_findings(watch=watch)
+    jobs = job_sections(fleet.diagnosis(watch=watch), found, fleet.rank_index(watch), watch.job)
     assert [j.job for j in jobs] == ["48211"]
     (job,) = jobs
     assert job.nodes == ("gpu-a01", "gpu-b07") and job.ranks == 16
@@ -211,8 +211,9 @@ def test_the_rank_index_is_kept_while_nothing_moved_and_rebuilt_when_due(
     assert fleet.rank_index() is first  # items arrived, but it is not due yet
     clock[0] += fs.RANK_INDEX_EVERY_S
     assert fleet.rank_index() is not first
-    fleet.watched_job = "48211"
-    assert fleet.rank_index().watched_job == "48211"  # a new job is seen at once
+    watched = fleet.rank_index(JobWatch.of("48211"))
+    assert watched.watched_job == "48211"  # a new job is seen at once
+    assert fleet.rank_index(JobWatch.of("48211")) is watched  # and kept for that job
 
 
 def test_slurms_block_layout_places_a_task_only_when_it_fixes_node_and_gpu() -> None:
@@ -233,3 +234,18 @@ def test_slurms_block_layout_places_a_task_only_when_it_fixes_node_and_gpu() -> 
     place = index.locate("5", 3)
     assert place is not None and (place.host, place.gpu, place.witness) == ("n2", 1, "layout")
     assert place.bus_id == gpu_ids(hello("n2"))[1][0]
+
+
+def test_the_watched_job_is_the_readers_value_not_the_folds() -> None:
+    """Issue #37 item 5: the job watched is handed to the reads (the console holds it); the
+    fold has no field for it, so two readers of one fold may watch different jobs."""
+    fleet = _fleet([TIMEOUT_9])
+    assert not [k for k in vars(fleet) if "watch" in k]
+    watch = JobWatch.of("48211", {"gpu-a01", "gpu-b07"})
+    assert fleet.rank_index().watched_job is None
+    assert fleet.rank_index(watch).watched_hosts == {"gpu-a01", "gpu-b07"}
+    assert fleet.rank_index().watched_job is None  # the other reader's answer is its own
+    # ``:job``: the same job keeps Slurm's nodes, another job drops them
+    assert watch.switched_to("48211") is watch
+    assert watch.switched_to("50000") == JobWatch("50000")
+    assert JobWatch.of(None, {"x"}).job is None and not JobWatch.of(None, {"x"}).hosts

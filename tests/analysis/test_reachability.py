@@ -175,6 +175,7 @@ async def test_in_the_console_the_hook_fires_once_for_the_down_host_and_it_is_th
     from probes.analysis.alerts import AlertPolicy
     from tests.support import tui_fakes as fakes
     from tui.app import make_app
+    from tui.console_options import ConsoleOptions
 
     out = tmp_path / "paged"
     hook = ("sh", "-c", f'echo "$RIGWATCH_HOST $RIGWATCH_CODE $RIGWATCH_SEVERITY" >> {out}')
@@ -183,7 +184,8 @@ async def test_in_the_console_the_hook_fires_once_for_the_down_host_and_it_is_th
     items.append(("x-down", down(fakes.T0 + 5.0)))
     backend = fakes.FakeBackend(specs, items)
     clock = fakes.FrozenClock()
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(hook=hook, bell=False))
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(hook=hook, bell=False)),
+                   clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await backend.started.wait()
         await fakes.wait_until(pilot, lambda: out.exists() and "x-down" in out.read_text())

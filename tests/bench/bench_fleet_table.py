@@ -52,6 +52,7 @@ from probes.fleet_state import FleetRow, HostStatus
 from probes.wire.events import Connected, Disconnected, Emit
 from tests.support.tui_fakes import FrozenClock
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 from tui.gc_policy import tune_for_streaming
 from widgets._styled_table import ColumnSpec, KeyedRow
 from widgets.fleet_table import FleetLine, FleetTable
@@ -189,8 +190,8 @@ async def storms(n: int, table: type[FleetTable]) -> dict[str, dict[str, float]]
     fleet_screen.FleetTable = table  # type: ignore[misc]
     out: dict[str, dict[str, float]] = {}
     try:
-        app = make_app(backend, demo=True, alerts=AlertPolicy(notify=False, bell=False),
-                       clock=backend.clock)
+        app = make_app(backend, ConsoleOptions(
+            demo=True, alerts=AlertPolicy(notify=False, bell=False)), clock=backend.clock)
         async with app.run_test(size=SIZE) as pilot:
             widget = app.screen.query_one(FleetTable)
             assert isinstance(widget, table) and not app.screen.query_one(FleetWall).display

@@ -31,6 +31,7 @@ from probes.config.fleet import demo_fleet
 from probes.sources.agents import AgentFleetBackend
 from tests.support.key_storm import plan_storm, play
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 DEMO_JOBS = tuple(str(48200 + i) for i in range(1, 9))
 START_S = 30.0
@@ -40,7 +41,7 @@ START_S = 30.0
 async def storm(seed: int, keys: int, size: tuple[int, int]) -> dict[str, object]:
     """One storm against a fresh console; what it did and whether it fell over."""
     specs = demo_fleet()
-    app = make_app(AgentFleetBackend(specs), demo=True)
+    app = make_app(AgentFleetBackend(specs), ConsoleOptions(demo=True))
     plan = plan_storm(seed, keys, [s.name for s in specs], DEMO_JOBS)
     out: dict[str, object] = {"seed": seed, "keys_planned": plan.keys}
     started = time.monotonic()

@@ -67,6 +67,7 @@ from probes.wire.events import Connected, Emit
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample, LogSourceState
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.gc_policy import tune_for_streaming
 from tui.messages import HostChosen
 from tui.screens.fleet import FleetScreen
@@ -360,7 +361,7 @@ async def run_case(hosts: int, seconds: float, presses: int, quiet: bool,
                    profile_dir: Path | None, settle: float) -> dict[str, Any]:
     """One app: warm up, the fleet screen's window, then one host's screen's window."""
     backend = SimFleetBackend(hosts, quiet=quiet)
-    app = make_app(backend, demo=True, alerts=AlertPolicy(notify=False, bell=False))
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False, bell=False)))
     paints = Repaints()
     instrument(app, paints)
     out: dict[str, Any] = {"hosts": hosts, "streaming": not quiet}

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from probes.analysis.job_watch import JobWatch
 from probes.config.inventory import load_inventory
 from probes.config.slurm import job_specs, query_job
 from probes.sources.agents import AgentFleetBackend
@@ -37,6 +38,7 @@ from tests.support.paths import REPO
 from tests.support.slurm import SlurmCluster, start_cluster
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.job import JobScreen
 from tui.screens.triage import TriageScreen
 from widgets.first_failure import FirstFailureBanner
@@ -150,13 +152,12 @@ async def _console(job: str, inv: Path, env: dict[str, str], reports: Path,
     slurm_job = query_job(job)
     specs = job_specs(slurm_job, list(load_inventory(inv).hosts), "bastion")
     backend = AgentFleetBackend(specs)
-    app = make_app(backend, demo=False, title=f"Slurm job {job}")
-    app.fleet.watched_job = job
-    app.fleet.watched_hosts = frozenset(s.name for s in specs)
+    app = make_app(backend, ConsoleOptions(demo=False, title=f"Slurm job {job}",
+                                           job_watch=JobWatch.of(job, (s.name for s in specs))))
     seen: dict[str, object] = {}
     async with app.run_test(size=(160, 48)) as pilot:
         def culprit_named() -> bool:
-            first = app.fleet.diagnosis().first
+            first = app.fleet.diagnosis(watch=app.job_watch).first
             return (first is not None and first.culprit is not None
                     and first.culprit.host == CULPRIT_NODE and len(first.waiting) == 7)
 

@@ -33,6 +33,7 @@ from tests.support.node_actions import (
 from tests.support.slurm import SlurmCluster
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, sim_items, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.help import HelpScreen
 from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
@@ -60,10 +61,11 @@ def text(screen: NodeActionScreen, selector: str) -> str:
     return getattr(content, "plain", str(content))
 
 
-def live_app(tmp_path: Path, scenarios: dict[str, str]) -> RigwatchApp:
+def live_app(tmp_path: Path, scenarios: dict[str, str], read_only: bool = False
+             ) -> RigwatchApp:
     specs = list(load_inventory(inventory(tmp_path, scenarios)).hosts)
-    app = make_app(AgentFleetBackend(specs), demo=False, title="inventory.yaml")
-    app.audit_path = tmp_path / "audit.jsonl"
+    app = make_app(AgentFleetBackend(specs), ConsoleOptions(
+        title="inventory.yaml", audit_path=tmp_path / "audit.jsonl", read_only=read_only))
     app.triage_records.clear()
     app.reports_dir = tmp_path / "reports"
     return app
@@ -163,8 +165,7 @@ async def test_drain_from_triage_is_previewed_confirmed_by_name_and_shown_by_sin
 async def test_read_only_console_offers_no_action_and_runs_no_update(
         slurm: tuple[SlurmCluster, Path], tmp_path: Path) -> None:
     cluster, calls = slurm
-    app = live_app(tmp_path, {"n3": "xid79:1@0"})
-    app.read_only = True
+    app = live_app(tmp_path, {"n3": "xid79:1@0"}, read_only=True)
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_until(pilot, lambda: app.fleet.diagnosis().first is not None, timeout_s=60)
         app.open_host("n3")
@@ -196,7 +197,7 @@ async def test_read_only_console_offers_no_action_and_runs_no_update(
 
 async def test_help_and_palette_offer_the_actions_when_not_read_only() -> None:
     backend = FakeBackend([HostSpec(name="gpu-j01")], [])
-    app = make_app(backend, demo=True, clock=FrozenClock(T0))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(T0))
     async with app.run_test(size=(120, 40)) as pilot:
         app.action_help()
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
@@ -223,8 +224,8 @@ async def test_the_job_views_failing_rank_offers_its_node_by_slurm_node(
     items = [("gpu-j01", i) for i in sim_items("gpu-j01", "xid79:6@600", seed=1, minutes=20)]
     spec = HostSpec(name="gpu-j01", slurm_node="n3", expect_gpus=8)
     backend = FakeBackend([spec], items)
-    app = make_app(backend, demo=False, clock=FrozenClock(T0 + 20 * 60 + 1))
-    app.audit_path = tmp_path / "audit.jsonl"
+    app = make_app(backend, ConsoleOptions(audit_path=tmp_path / "audit.jsonl"),
+                   clock=FrozenClock(T0 + 20 * 60 + 1))
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: app.fleet.diagnosis().of_job("48201") is not None)

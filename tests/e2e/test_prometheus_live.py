@@ -25,6 +25,7 @@ from probes.sources.prometheus.fields import FIELDS
 from tests.support.prometheus import prometheus
 from tests.support.sshd import free_port
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 SCALED = ("detectors:\n  leak_window_s: 60\n  leak_min_data_s: 30\n  leak_bins: 20\n")
 """The leak detector's hour at the demo's 60x speed (its thresholds in MiB/h stay)."""
@@ -51,8 +52,7 @@ async def test_snapshot_reads_the_demo_fleet_back_from_prometheus(tmp_path: Path
     settings.write_text(SCALED)
     with prometheus(tmp_path / "prom", scrape_port=scrape_port, interval_s=1.0) as prom:
         backend = AgentFleetBackend(demo_fleet())
-        app = make_app(backend, demo=True)
-        app.metrics_port = scrape_port
+        app = make_app(backend, ConsoleOptions(demo=True, metrics_port=scrape_port))
         async with app.run_test(size=(120, 40)):
             await _wait_for_series(prom.url, 35.0)
             # a thread waits for the command while the console's loop keeps serving scrapes

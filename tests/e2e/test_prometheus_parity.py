@@ -29,6 +29,7 @@ from tests.e2e.test_prometheus_live import SCALED, _wait_for_series
 from tests.support.prometheus import prometheus
 from tests.support.sshd import free_port
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 PROM_SCALED = SCALED + ("  throttle_window_s: 5\n  temp_window_s: 5\n  hang_window_s: 5\n"
                         "  starve_window_s: 10\n")
@@ -55,8 +56,8 @@ async def _read_both(tmp_path: Path) -> tuple[dict[str, set[str]], dict[str, set
     settings.write_text(PROM_SCALED)
     with prometheus(tmp_path / "prom", scrape_port=scrape_port, interval_s=1.0) as prom:
         # the agents stamp simulated time (60x): their detectors keep their hours
-        app = make_app(AgentFleetBackend(demo_fleet()), demo=True)
-        app.metrics_port = scrape_port
+        app = make_app(AgentFleetBackend(demo_fleet()),
+                       ConsoleOptions(demo=True, metrics_port=scrape_port))
         async with app.run_test(size=(120, 40)):
             await _wait_for_series(prom.url, 35.0)
             proc = await asyncio.to_thread(

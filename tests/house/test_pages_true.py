@@ -34,6 +34,7 @@ from tests.e2e.test_retry_sshd import kill_agents, spec_for
 from tests.support.sshd import SSHD, Sshd, keygen, make_sshd
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 DOWN = tuple(DOWN_CODES)  # killed agents (agent-failed), a broken stream, a refusal
 HOOK = """
@@ -77,7 +78,7 @@ async def test_every_outage_pages_its_end_is_sent_and_a_flapping_host_pages_once
     policy = AlertPolicy(notify=False, bell=False, min_severity=Severity.CRITICAL,
                          clear_after_s=120.0,
                          hook=(sys.executable, str(tmp_path / "hook.py"), str(log)))
-    app = make_app(backend, demo=False, alerts=policy)
+    app = make_app(backend, ConsoleOptions(demo=False, alerts=policy))
     host = app.fleet.hosts["h04"]
 
     async def outage(pilot: object) -> None:

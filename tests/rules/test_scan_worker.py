@@ -33,6 +33,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 T0 = 1_796_532_000.0
 JOB = job_source("/scratch/alice/train.log")
@@ -109,7 +110,7 @@ def test_the_rules_never_run_on_the_thread_that_folds(monkeypatch: pytest.Monkey
 
 def test_one_hosts_flood_does_not_hold_back_another_hosts_finding(worker: ScanWorker) -> None:
     fleet = _fleet(worker, "flood", "quiet")
-    flood, quiet = fleet.hosts["flood"].logs, fleet.hosts["quiet"].logs
+    flood, quiet = fleet.hosts["flood"].logs.scanner, fleet.hosts["quiet"].logs.scanner
     waiting_when_quiet_ran: list[int] = []
     real_work = quiet.work
 
@@ -154,7 +155,7 @@ async def test_the_console_shows_what_the_worker_found() -> None:
     """Through the app: the worker's finding reaches the fleet's status line and triage
     without a key or a tick of the fake clock."""
     backend = FakeBackend(fleet_specs(), fleet_items())
-    app = make_app(backend, demo=True, clock=FrozenClock(), scan_logs_apart=True)
+    app = make_app(backend, ConsoleOptions(demo=True, scan_logs_apart=True), clock=FrozenClock())
     assert app.scan_worker is not None
     async with app.run_test(size=(160, 48)) as pilot:
         await settled(pilot, backend)

@@ -147,6 +147,7 @@ async def test_the_note_reaches_the_triage_screen(tmp_path: Path) -> None:
     from probes.sources.agents import AgentFleetBackend
     from tests.support.tui_fakes import wait_until
     from tui.app import make_app
+    from tui.console_options import ConsoleOptions
     from tui.screens.triage import TriageScreen
     from widgets.step_detail import StepDetail
 
@@ -155,7 +156,7 @@ async def test_the_note_reaches_the_triage_screen(tmp_path: Path) -> None:
     (root / "var" / "log" / "syslog").write_text("\n".join([*FORGED, REAL[0]]) + "\n")
     spec = HostSpec("gpu-a01", interval_s=0.5,
                     extra_args=("--kernel-log", "file", "--log-root", str(root)))
-    app = make_app(AgentFleetBackend([spec]), demo=False)
+    app = make_app(AgentFleetBackend([spec]), ConsoleOptions(demo=False))
     app.reports_dir = tmp_path / "reports"
     async with app.run_test(size=(160, 48)) as pilot:
         host = app.fleet.hosts["gpu-a01"]

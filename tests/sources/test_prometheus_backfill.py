@@ -34,6 +34,7 @@ from tests.support.prometheus import backfill, prometheus
 from tests.support.sshd import keygen, make_sshd
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 STEP_S = 60.0
 DAY_S = 86400.0
@@ -161,7 +162,7 @@ async def test_the_console_watches_the_prometheus_fleet(day: Day) -> None:
     source = PromFleetSource(options)
     found = await source.discover()
     backend = PrometheusBackend(options, prometheus_specs(found.hosts, 1.0), source)
-    app = make_app(backend, demo=False)
+    app = make_app(backend, ConsoleOptions(demo=False))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: source.refreshes >= 2 and all(
             h.last is not None and h.last.seq > 60 for h in app.fleet.hosts.values()),
@@ -213,7 +214,7 @@ async def test_opening_a_host_reads_its_kernel_log_and_topology_over_ssh(
         found = await source.discover()
         backend = PrometheusBackend(options, prometheus_specs(found.hosts, 1.0), source,
                                     ssh={"gpu-h01": reach})
-        app = make_app(backend, demo=False)
+        app = make_app(backend, ConsoleOptions(demo=False))
         async with app.run_test(size=(140, 40)) as pilot:
             state = app.fleet.hosts["gpu-h01"]
             await wait_until(pilot, lambda: state.hello is not None and state.last is not None,

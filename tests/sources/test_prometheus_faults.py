@@ -182,6 +182,7 @@ def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
     from tui.app import make_app
     from tui.cli import build_parser, main
     from tui.cli_record import console_backend
+    from tui.console_options import ConsoleOptions
     from tui.settings import Settings
 
     root = _tsdb(tmp_path)
@@ -194,7 +195,7 @@ def test_a_prometheus_console_session_records_and_replays_by_its_listed_name(
         _source, backend = console_backend(args, Settings())
 
         async def watch() -> str:
-            app = make_app(backend, demo=False)
+            app = make_app(backend, ConsoleOptions(demo=False))
             async with app.run_test(size=(120, 30)) as pilot:
                 deadline = time.monotonic() + 20
                 while time.monotonic() < deadline and not all(

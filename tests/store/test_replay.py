@@ -23,6 +23,7 @@ from probes.wire.samples import FabricSample, Hello, HostSample
 from tests.conftest import AGENT_SOURCE
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 DROP_AT = 1800
 """Simulated seconds into the run when gpu-r02's GPU 6 falls off the bus."""
@@ -122,7 +123,7 @@ async def test_next_finding_plays_on_and_a_seek_back_starts_over(recording: Path
 
 async def test_replay_in_the_console_seeks_to_the_drop_out(recording: Path) -> None:
     backend = ReplayBackend(str(recording), speed=60.0)
-    app = make_app(backend, demo=False, title="soak.sqlite3")
+    app = make_app(backend, ConsoleOptions(demo=False, title="soak.sqlite3"))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: "gpu-r02" in app.fleet.hosts
                          and app.fleet.hosts["gpu-r02"].hello is not None)

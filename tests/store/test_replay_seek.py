@@ -36,6 +36,7 @@ from probes.wire.events import Connected, SessionItem
 from probes.wire.samples import FabricSample, Hello, HostSample
 from tests.support.tui_fakes import SIM_STEP_S, T0, FakeBackend, sim_items, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 
 MINUTES = 105
 """A minute of the demo (45 simulated minutes sent at once, then one a second) is this long."""
@@ -466,7 +467,7 @@ def _app_picture(app: RigwatchApp) -> dict[str, Any]:
 
 async def test_the_at_key_seeks_faithfully_in_the_console(demo: Path) -> None:
     backend = ReplayBackend(str(demo), speed=60.0)
-    app = make_app(backend, demo=False, title="demo.sqlite3")
+    app = make_app(backend, ConsoleOptions(demo=False, title="demo.sqlite3"))
     expected = {t: picture(_straight(demo, t, backend.specs), t) for t in TARGETS[1:4:2]}
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("space")  # paused: a seek lands on its target and stays there

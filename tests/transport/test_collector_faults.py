@@ -281,6 +281,7 @@ def test_hosts_a_source_hides_read_unknown_on_every_screen_and_count_apart() -> 
 async def test_the_console_shows_a_stalled_collector_on_every_screen() -> None:
     from tests.support.tui_fakes import wait_until
     from tui.app import make_app
+    from tui.console_options import ConsoleOptions
     from tui.messages import HostChosen
     from tui.screens.host import HostScreen
     from tui.screens.triage import TriageScreen
@@ -288,7 +289,7 @@ async def test_the_console_shows_a_stalled_collector_on_every_screen() -> None:
 
     specs = healthy_hosts(4)
     backend = CollectorBackend(specs, 2, flush_s=0.02)
-    app = make_app(backend, demo=False)
+    app = make_app(backend, ConsoleOptions(demo=False))
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: all(h.last is not None
                                             for h in app.fleet.hosts.values()), 40.0)

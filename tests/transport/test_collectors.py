@@ -25,6 +25,7 @@ from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
 from tui.cli import build_parser
+from tui.console_options import ConsoleOptions
 
 Items = dict[str, list[SessionItem]]
 
@@ -107,7 +108,7 @@ async def test_retry_now_reaches_the_collector_and_cuts_the_wait() -> None:
 async def test_the_console_runs_the_demo_through_a_collector() -> None:
     specs = demo_fleet(speed=60)
     backend = CollectorBackend(specs, 1)
-    app = make_app(backend, demo=True)
+    app = make_app(backend, ConsoleOptions(demo=True))
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: len(app.fleet.hosts) == len(specs) and all(
             h.last is not None for h in app.fleet.hosts.values()), timeout_s=40.0)

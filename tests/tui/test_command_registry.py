@@ -12,6 +12,7 @@ from tests.conftest import REPO
 from tests.support.tui_fakes import fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app
 from tui.commands import BY_NAME, COMMANDS, CommandError, parse_command
+from tui.console_options import ConsoleOptions
 from tui.palette import palette_lines
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
@@ -37,7 +38,7 @@ RUNS: dict[str, tuple[str, Callable[[RigwatchApp], bool]]] = {
     "sort": ("sort worst", lambda app: _fleet(app).sort_key == "worst"),
     "filter": ("filter gpu-t", lambda app: _fleet(app).query_text == "gpu-t"),
     "job": ("job 48211", lambda app: isinstance(app.screen, JobScreen)
-            and app.fleet.watched_job == "48211"),
+            and app.job_watch.job == "48211"),
     "wall": ("wall", lambda app: _fleet(app).wall),
     "drain": ("drain gpu-t01", lambda app: isinstance(app.screen, NodeActionScreen)),
     "resume": ("resume gpu-t01", lambda app: isinstance(app.screen, NodeActionScreen)),
@@ -53,7 +54,8 @@ def test_every_command_has_a_run_check_here() -> None:
 
 async def test_every_command_is_in_help_and_the_palette_and_runs() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False))
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False)),
+                   clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         app.action_help()

@@ -27,6 +27,7 @@ from tests.support.tui_fakes import (
 )
 from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from tui.screens.host_panels import key_hint
@@ -107,7 +108,8 @@ def _showing(app: RigwatchApp, host: str) -> bool:
 
 async def test_demo_b02_shows_gpu6_lost_and_a03_says_throttled_at_80x24() -> None:
     backend, clock = sim_fleet(DEMO, minutes=MINUTES)
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False, bell=False))
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False, bell=False)),
+                   clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: all(h.last is not None and h.last.seq == MINUTES
@@ -145,7 +147,7 @@ async def test_a_host_with_no_gpus_against_expect_gpus_lists_them_missing() -> N
         ("x-real", Connected(T0)), ("x-real", hello("x-real", gpus=0)),
              ("x-real", replace(sample("x-real", 0), gpus=()))]
     backend = FakeBackend(specs, items)
-    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(T0 + 1))
     async with app.run_test(size=(120, 30)) as pilot:
         await backend.started.wait()
         app.post_message(HostChosen("x-real"))
@@ -162,7 +164,7 @@ async def test_a_host_with_no_gpus_against_expect_gpus_lists_them_missing() -> N
 
 async def test_a_down_host_says_how_old_its_values_are_and_why() -> None:
     backend, clock = sim_fleet([("gpu-s01", "healthy")], minutes=5)
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 30)) as pilot:
         await backend.started.wait()
         state = app.fleet.hosts["gpu-s01"]
@@ -212,7 +214,7 @@ async def test_a_host_never_reached_says_so_not_last_seen() -> None:
     reason = "connection refused by 127.0.0.1:22209 (sshd down or port closed)"
     backend = FakeBackend([HostSpec("x-down", expect_gpus=8)],
                           [("x-down", Disconnected(T0, reason, retry_in_s=30))])
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(100, 30)) as pilot:
         await backend.started.wait()
         clock.now += 5
@@ -229,7 +231,7 @@ async def test_a_redraw_that_falls_due_after_the_app_closed_draws_nothing() -> N
     are gone (it raised ScreenStackError and failed the run, twice in CI)."""
     specs = [HostSpec(name="x-real", expect_gpus=8)]
     backend = FakeBackend(specs, [("x-real", Connected(T0))])
-    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(T0 + 1))
     async with app.run_test(size=(80, 24)):
         pass
     assert not app.screen_stack

@@ -13,6 +13,7 @@ from probes.wire.events import Connected
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
 from tui.app import make_app
 from tui.commands import CommandError, parse_command
+from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
 from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
@@ -67,7 +68,7 @@ async def test_colon_job_shows_the_jobs_hosts() -> None:
     for h, job in zip(names, ("48211", "48211", "50000"), strict=True):
         items += [(h, Connected(T0)), (h, hello(h)), (h, _sample_with_processes(h, job))]
     backend = FakeBackend([HostSpec(name=h) for h in names], items)
-    app = make_app(backend, demo=True, clock=FrozenClock(T0 + 1))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(T0 + 1))
     async with app.run_test(size=(120, 30)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
@@ -76,7 +77,7 @@ async def test_colon_job_shows_the_jobs_hosts() -> None:
         # the job view: its GPUs by rank on its two hosts, with the core's verdicts
         await wait_until(pilot, lambda: isinstance(app.screen, JobScreen)
                          and app.screen.picture is not None)
-        assert app.fleet.watched_job == "48211"
+        assert app.job_watch.job == "48211"
         table = app.screen.query_one(JobTable)
         await wait_until(pilot, lambda: table.row_count == 16)
         assert [(x.host, x.gpu.index) for x in table.lines][:2] == [("gpu-j01", 0),

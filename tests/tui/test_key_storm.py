@@ -34,6 +34,7 @@ from tests.support.key_storm import (
 )
 from tests.support.tui_fakes import fake_fleet, settled, sim_fleet, wait_until
 from tui.app import HELP_SCREENS, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import own_bindings
 from tui.screens.host import HostScreen
@@ -72,7 +73,7 @@ def test_the_storm_sends_every_screens_keys_and_every_command() -> None:
 async def test_a_key_storm_against_the_demo_fleet_never_takes_the_console_down(
         seed: int, tmp_path: Path) -> None:
     specs = demo_fleet()
-    app = make_app(AgentFleetBackend(specs), demo=True)
+    app = make_app(AgentFleetBackend(specs), ConsoleOptions(demo=True))
     app.reports_dir = tmp_path  # `r` in triage writes reports
     plan = plan_storm(seed, STORM_KEYS, [s.name for s in specs], DEMO_JOBS)
     started = time.monotonic()
@@ -94,7 +95,7 @@ async def test_a_key_storm_against_the_demo_fleet_never_takes_the_console_down(
 
 async def test_keys_typed_ahead_reach_the_prompt_not_the_fleets_bindings() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         keys = ("colon", *typed("host gpu-t02"), "enter", "colon", *typed("triage"), "enter",
@@ -109,7 +110,7 @@ async def test_keys_typed_ahead_reach_the_prompt_not_the_fleets_bindings() -> No
 
 async def test_a_prompt_answered_twice_pops_only_itself() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("colon")
@@ -132,7 +133,7 @@ async def test_a_prompt_answered_twice_pops_only_itself() -> None:
 
 async def test_a_plot_restyled_after_its_screen_was_popped_does_nothing() -> None:
     backend, clock = sim_fleet([("gpu-s01", "leak:3")], minutes=90)
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await backend.started.wait()
         app.open_host("gpu-s01")
@@ -153,7 +154,7 @@ async def test_a_plot_restyled_after_its_screen_was_popped_does_nothing() -> Non
 
 async def test_the_palettes_keys_in_a_burst_leave_it_standing() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         for gap in (0.0, 0.02, 0.3):

@@ -21,6 +21,7 @@ from probes.wire.events import Disconnected
 from tests.support.tui_fakes import FakeBackend, FrozenClock, sim_fleet, wait_until
 from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from widgets.fleet_table import FleetTable
@@ -35,7 +36,7 @@ THEME = "rigwatch-dark"
 def _app() -> tuple[RigwatchApp, FakeBackend, FrozenClock]:
     backend, clock = sim_fleet(HOSTS, minutes=MINUTES)
     quiet = AlertPolicy(notify=False, bell=False)
-    return make_app(backend, demo=True, clock=clock, alerts=quiet), backend, clock
+    return make_app(backend, ConsoleOptions(demo=True, alerts=quiet), clock=clock), backend, clock
 
 
 async def _open(pilot: Pilot[None], backend: FakeBackend, host: str) -> None:

@@ -24,6 +24,7 @@ from probes.wire.events import Connected, Disconnected
 from tests.support.tui_fakes import T0, FakeBackend, sim_fleet, wait_until
 from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.triage import TriageScreen
 from widgets.first_failure import FirstFailureBanner
 from widgets.step_detail import StepDetail
@@ -46,7 +47,7 @@ def _app(with_down_host: bool) -> tuple[RigwatchApp, FakeBackend]:
                           (DOWN, Disconnected(T0 + 300.0, DOWN_REASON, retry_in_s=30.0,
                                               kind=DisconnectKind.UNREACHABLE))]
     quiet = AlertPolicy(notify=False, bell=False)
-    return make_app(backend, demo=True, clock=clock, alerts=quiet), backend
+    return make_app(backend, ConsoleOptions(demo=True, alerts=quiet), clock=clock), backend
 
 
 def _text(app: RigwatchApp, widget: type[FirstFailureBanner | TriageSteps | StepDetail]) -> str:

@@ -16,6 +16,7 @@ from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import sim_fleet, wait_until
 from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.glyphs import wants_ascii
 from tui.messages import HostChosen
 from tui.screens.fleet import FleetScreen
@@ -118,8 +119,9 @@ async def test_every_screen_opens(name: str, monkeypatch: pytest.MonkeyPatch) ->
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     backend, clock = sim_fleet(HOSTS, minutes=MINUTES)
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False, bell=False))
-    app.ascii_glyphs = ascii_flag or wants_ascii()  # as ``rigwatch --ascii`` sets it
+    app = make_app(backend, ConsoleOptions(  # ascii as ``rigwatch --ascii`` sets it
+        demo=True, alerts=AlertPolicy(notify=False, bell=False),
+        ascii_glyphs=ascii_flag or wants_ascii()), clock=clock)
     async with app.run_test(size=SIZE) as pilot:
         assert app.no_color is (name == "no-color")
         await backend.started.wait()

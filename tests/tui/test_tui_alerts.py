@@ -21,6 +21,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import MAX_TOASTS, make_app
+from tui.console_options import ConsoleOptions
 from widgets.fleet_table import FleetTable
 from widgets.header_bar import StatusLine
 
@@ -40,7 +41,7 @@ def _status(app: object) -> str:
 
 async def test_one_troubled_host_is_named_on_the_status_line_not_in_a_toast() -> None:
     backend = FakeBackend(fleet_specs(), fleet_items())
-    app = make_app(backend, demo=True, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock())
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await settled(pilot, backend)
         await wait_until(pilot, lambda: bool(_status(app)))
@@ -61,7 +62,7 @@ async def test_one_troubled_host_is_named_on_the_status_line_not_in_a_toast() ->
 async def test_many_hosts_at_once_share_one_notice_that_names_the_worst() -> None:
     extra = [(h, LogEvent(T0 + 25, "kernel", XID)) for h in ("gpu-t01", "gpu-t03")]
     backend = FakeBackend(fleet_specs(), fleet_items() + extra)
-    app = make_app(backend, demo=True, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock())
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await settled(pilot, backend)
         await wait_until(pilot, lambda: bool(_status(app)))
@@ -80,7 +81,7 @@ async def test_a_burst_of_alerts_runs_few_hooks_notes_the_dropped_and_quit_kills
     hook = ("sh", "-c", f"echo $$ >> {pids}; sleep 300 & sleep 300")
     backend = FakeBackend(fleet_specs(), fleet_items())
     policy = AlertPolicy(hook=hook, hook_timeout_s=60.0, hook_at_once=1, hook_waiting=0)
-    app = make_app(backend, demo=True, clock=FrozenClock(), alerts=policy)
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=policy), clock=FrozenClock())
     async with app.run_test(size=(160, 48), notifications=True) as pilot:
         await settled(pilot, backend)
         await wait_until(pilot, lambda: app.hook_gate.dropped > 0 and pids.exists())

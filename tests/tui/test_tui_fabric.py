@@ -25,6 +25,7 @@ from tests.support.ib_sysfs import IbTree
 from tests.support.tui_fakes import FakeBackend, FrozenClock, wait_until
 from tests.tui.test_terminals import screen_text
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from tui.screens.triage import TriageScreen
@@ -63,7 +64,7 @@ async def test_port_down_on_fleet_host_and_triage_within_two_samples(tmp_path: P
     backend = FakeBackend([HostSpec(name="ib-host", expect_gpus=4)], [("ib-host", i)
                                                                      for i in first])
     clock = FrozenClock(last_ts + 1.0)
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         assert isinstance(app, RigwatchApp)

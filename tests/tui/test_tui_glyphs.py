@@ -8,6 +8,7 @@ from rich.cells import cell_len
 from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.glyphs import ASCII_TABLE, plain_text, wants_ascii
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
@@ -64,8 +65,8 @@ def screen_text(app: RigwatchApp) -> str:
 
 async def _host_screen_text(ascii_glyphs: bool) -> str:
     backend, clock = sim_fleet([("gpu-s01", "leak:3,throttle:5")], minutes=45)
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False))
-    app.ascii_glyphs = ascii_glyphs
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False),
+                                           ascii_glyphs=ascii_glyphs), clock=clock)
     async with app.run_test(size=(160, 50)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: bool(app.fleet.hosts["gpu-s01"].last))
@@ -91,7 +92,7 @@ async def test_the_host_screen_in_plain_glyphs_keeps_its_words() -> None:
 def test_no_color_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     backend, clock = sim_fleet([("gpu-s01", "healthy")], minutes=1)
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     assert app.no_color
     names = {type(f).__name__ for f in app.get_line_filters()}
     assert names & {"Monochrome", "NoColor"}

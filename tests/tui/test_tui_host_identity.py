@@ -9,6 +9,7 @@ from probes.config.fleet import HostSpec
 from probes.wire.events import SessionItem
 from tests.support.tui_fakes import FakeBackend, FrozenClock, hello, sample, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from widgets.host_facts import HostFactsBar
@@ -26,7 +27,7 @@ async def test_the_inventory_name_leads_and_a_different_hostname_is_labelled() -
         ("gpu-evil", hello("gpu-a01")), ("gpu-evil", sample("gpu-evil", 0)),
         ("gpu-a01", hello("gpu-a01")), ("gpu-a01", sample("gpu-a01", 0))]
     backend = FakeBackend(specs, items)
-    app = make_app(backend, demo=True, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock())
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         for host, reported in (("gpu-evil", "reports hostname gpu-a01"), ("gpu-a01", None)):

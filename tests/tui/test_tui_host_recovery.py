@@ -11,6 +11,7 @@ from probes.wire.events import Connected, Disconnected
 from probes.wire.samples import HostSample
 from tests.support.tui_fakes import SIM_STEP_S, sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import HostScreen
 from widgets.gpu_table import GpuTable
@@ -29,7 +30,7 @@ def facts_text(app: RigwatchApp) -> str:
 
 async def test_stale_down_and_back_on_the_host_screen() -> None:
     backend, clock = sim_fleet([(HOST, "throttle:5"), ("gpu-s02", "healthy")], minutes=MINUTES)
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: all(h.last is not None and h.last.seq == MINUTES

@@ -17,6 +17,7 @@ from tests.support.screens import screen_lines
 from tests.support.tui_fakes import fake_fleet, settled, wait_until
 from themes import THEME_CYCLE
 from tui.app import HELP_SCREENS, RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen, own_bindings
 from tui.screens.host import HostScreen
@@ -34,7 +35,8 @@ def app() -> RigwatchApp:
     backend, clock = fake_fleet()
     # alerts would put their own notice on the status line at the first tick: off here
     # (tests/tui/test_tui_alerts.py has them)
-    return make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False))
+    return make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False)),
+                    clock=clock)
 
 
 def status(app: RigwatchApp) -> str:

@@ -8,13 +8,14 @@ from pathlib import Path
 from tests.outputs.test_metrics_server import LagMeter, big_text, rss_mib, staller
 from tests.support.tui_fakes import fake_fleet, settled
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 
 
 async def test_console_serves_and_writes_the_fleet_metrics(tmp_path: Path) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
-    app.metrics_port = 0
-    app.metrics_textfile = tmp_path / "rigwatch.prom"
+    app = make_app(backend, ConsoleOptions(metrics_port=0,
+                                           metrics_textfile=tmp_path / "rigwatch.prom"),
+                   clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         assert app._metrics_server is not None
@@ -35,8 +36,7 @@ async def test_console_serves_and_writes_the_fleet_metrics(tmp_path: Path) -> No
 
 async def test_clients_that_never_read_do_not_stall_the_console() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
-    app.metrics_port = 0
+    app = make_app(backend, ConsoleOptions(metrics_port=0), clock=clock)
     big = big_text()
     app.metrics_text = lambda: big  # type: ignore[method-assign]  # a 1000-host fleet's size
     async with app.run_test(size=(120, 40)) as pilot:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.tui_fakes import fake_fleet, settled, sim_fleet, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.base import DataScreen
 from tui.screens.host import HostScreen
 from tui.screens.job import JobScreen
@@ -43,7 +44,7 @@ async def opened(app: RigwatchApp, pilot: object, kind: type[DataScreen]) -> str
 async def test_a_screen_opened_by_command_shows_the_hosts_state_at_once(
         command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         no_more_redraws(app, monkeypatch)
@@ -58,7 +59,7 @@ async def test_a_screen_opened_by_command_shows_the_hosts_state_at_once(
 async def test_host_to_host_shows_the_second_host_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         app.run_command("host gpu-t03")
@@ -76,7 +77,7 @@ async def test_a_job_opened_by_command_shows_its_ranks_at_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     backend, clock = sim_fleet([("gpu-s01", "train,throttle:5"), ("gpu-s02", "train")],
                                minutes=20)
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: all(h.last is not None

@@ -26,6 +26,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.fleet import FleetScreen
 from tui.screens.help import HelpScreen
@@ -53,7 +54,7 @@ def totals_text(app: RigwatchApp) -> str:
 @pytest.fixture
 def fake() -> tuple[FakeBackend, FrozenClock, RigwatchApp]:
     backend, clock = fake_fleet()
-    return backend, clock, make_app(backend, demo=True, clock=clock)
+    return backend, clock, make_app(backend, ConsoleOptions(demo=True), clock=clock)
 
 
 # ---- fleet screen ------------------------------------------------------------------------
@@ -266,7 +267,7 @@ async def test_resize_drops_columns_and_keeps_cursor(
 # ---- real agents -------------------------------------------------------------------------
 
 async def test_demo_fleet_streams_through_real_agents() -> None:
-    app = make_app(AgentFleetBackend(demo_fleet()), demo=True)
+    app = make_app(AgentFleetBackend(demo_fleet()), ConsoleOptions(demo=True))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: all(h.status is HostStatus.STREAMING
                                             for h in app.fleet.hosts.values()), timeout_s=8.0)
@@ -293,7 +294,7 @@ class BrokenBackend(BackendBase):
 
 
 async def test_backend_failure_is_notified_not_fatal() -> None:
-    app = make_app(BrokenBackend(), demo=False, title="lab", clock=FrozenClock())
+    app = make_app(BrokenBackend(), ConsoleOptions(demo=False, title="lab"), clock=FrozenClock())
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await wait_until(pilot, lambda: bool(app.screen.query(Toast)))
         text = " ".join(str(t.render()) for t in app.screen.query(Toast))

@@ -9,6 +9,7 @@ from probes.config.fleet import demo_fleet
 from probes.sources.agents import AgentFleetBackend
 from tests.support.tui_fakes import wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.preflight import PreflightScreen
 from widgets.check_list import CheckList
 from widgets.preflight_table import PreflightTable
@@ -20,7 +21,7 @@ def _lines(app: RigwatchApp) -> dict[str, tuple[CheckVerdict, str]]:
 
 
 async def test_preflight_screen_names_the_failing_hosts_and_shows_their_checks() -> None:
-    app = make_app(AgentFleetBackend(demo_fleet()), demo=True)
+    app = make_app(AgentFleetBackend(demo_fleet()), ConsoleOptions(demo=True))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_until(pilot, lambda: all(h.hello is not None and h.last is not None
                                             for h in app.fleet.hosts.values()), timeout_s=20)
@@ -79,7 +80,8 @@ async def test_at_80x24_the_first_problem_is_readable_and_leads_with_the_verdict
 
     backend, clock = sim_fleet([("gpu-b02", "xid79:6@600"), ("gpu-a03", "throttle:5"),
                                 ("gpu-a01", "healthy")], minutes=45)
-    app = make_app(backend, demo=True, clock=clock, alerts=AlertPolicy(notify=False))
+    app = make_app(backend, ConsoleOptions(demo=True, alerts=AlertPolicy(notify=False)),
+                   clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: all(h.last is not None

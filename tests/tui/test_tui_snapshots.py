@@ -20,6 +20,7 @@ from probes.analysis.alerts import AlertPolicy
 from tests.support.tui_fakes import FakeBackend, fake_fleet, settled, sim_fleet, wait_until
 from tests.support.zone import pinned_utc  # noqa: F401  (autouse: TZ=UTC)
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.messages import HostChosen
 from tui.screens.host import PANELS, SHOWN_AT_START, HostScreen
 from widgets.fleet_table import FleetTable
@@ -41,7 +42,7 @@ def _app() -> tuple[RigwatchApp, FakeBackend]:
     # alerts pop up on the 1 s tick: a toast in one run and not the next would make the
     # comparison a race
     quiet = AlertPolicy(notify=False, bell=False)
-    return make_app(backend, demo=True, clock=clock, alerts=quiet), backend
+    return make_app(backend, ConsoleOptions(demo=True, alerts=quiet), clock=clock), backend
 
 
 def _until_settled(backend: FakeBackend) -> Callable[[Pilot[None]], Awaitable[None]]:
@@ -96,7 +97,7 @@ PANEL_KEYS = dict(zip(PANELS, "1234567", strict=True))
 def _sim_app() -> tuple[RigwatchApp, FakeBackend]:
     backend, clock = sim_fleet(SIM_HOSTS, minutes=SIM_MINUTES)
     quiet = AlertPolicy(notify=False, bell=False)
-    return make_app(backend, demo=True, clock=clock, alerts=quiet), backend
+    return make_app(backend, ConsoleOptions(demo=True, alerts=quiet), clock=clock), backend
 
 
 async def _sim_settled(pilot: Pilot[None], backend: FakeBackend, theme: str) -> None:

@@ -9,6 +9,7 @@ from probes.errors import DisconnectKind
 from probes.wire.events import Disconnected
 from tests.support.tui_fakes import fake_fleet, settled, wait_until
 from tui.app import make_app
+from tui.console_options import ConsoleOptions
 from widgets.fleet_table import FleetTable
 
 
@@ -23,7 +24,7 @@ from widgets.fleet_table import FleetTable
 async def test_failure_kinds_show_a_word_and_the_whole_reason(kind: DisconnectKind, reason: str,
                                                               word: str) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(200, 40)) as pilot:
         await settled(pilot, backend)
         backend.push("gpu-t02", Disconnected(clock(), reason, 30.0, None, kind))

@@ -14,6 +14,7 @@ from probes.sources.agents import AgentFleetBackend
 from probes.triage import Step
 from tests.support.tui_fakes import FrozenClock, fake_fleet, settled, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.host import HostScreen
 from tui.screens.note import NoteScreen
 from tui.screens.triage import TriageScreen
@@ -34,7 +35,7 @@ def detail(app: RigwatchApp) -> str:
 
 
 async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path: Path) -> None:
-    app = make_app(AgentFleetBackend(demo_fleet(speed=DEMO_SPEED)), demo=True)
+    app = make_app(AgentFleetBackend(demo_fleet(speed=DEMO_SPEED)), ConsoleOptions(demo=True))
     app.reports_dir = tmp_path / "reports"
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await wait_until(pilot, lambda: any(f.code == "nccl-timeout" for f in
@@ -83,7 +84,7 @@ async def test_demo_fleet_triage_finds_the_xid_behind_the_nccl_timeout(tmp_path:
 
 async def test_marks_and_notes_survive_leaving_and_reopening(tmp_path: Path) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(140, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("t")
@@ -116,7 +117,7 @@ async def test_marks_and_notes_survive_leaving_and_reopening(tmp_path: Path) -> 
 
 async def test_triage_from_a_host_screen_covers_only_that_host() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=FrozenClock(clock.now))
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock(clock.now))
     async with app.run_test(size=(140, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("down", "enter")  # gpu-t02: the throttled GPU and the Xid

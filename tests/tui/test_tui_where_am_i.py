@@ -45,6 +45,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
 from tui.screens.note import COMMAND_HINT, HINT, SEEK_HINT, NoteScreen
 from tui.screens.triage import TriageScreen
@@ -79,7 +80,7 @@ async def footer_ready(pilot: object, app: RigwatchApp) -> None:
 
 async def test_healthy_means_what_the_readme_says_and_the_filter_stays_in_view() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         screen = app.screen
@@ -125,7 +126,7 @@ def test_an_alert_notice_fits_the_width_it_is_given() -> None:
 async def test_at_80x24_alerts_take_one_line_and_the_reason_is_read_whole() -> None:
     extra = [(h, LogEvent(T0 + 25, "kernel", XID)) for h in ("gpu-t01", "gpu-t03")]
     backend = FakeBackend(fleet_specs(), fleet_items() + extra)
-    app = make_app(backend, demo=True, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock())
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot, backend)
         line = app.screen.query_one(StatusLine)
@@ -134,7 +135,7 @@ async def test_at_80x24_alerts_take_one_line_and_the_reason_is_read_whole() -> N
         assert line.region.height == 1, str(line.render())
     backend, clock = sim_fleet([("gpu-s01", "link-downgrade:2"), ("gpu-s02", "healthy")],
                                minutes=10)
-    app = make_app(backend, demo=False, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=False), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await backend.started.wait()
         await wait_until(pilot, lambda: any(
@@ -143,7 +144,7 @@ async def test_at_80x24_alerts_take_one_line_and_the_reason_is_read_whole() -> N
         assert [c.label.plain for c in table.ordered_columns] == [
             "Host", "Status", "Find", "Why / worst finding"]
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         # a fleet with short reasons keeps its numbers at 80 columns
         await settled(pilot, backend)
@@ -155,7 +156,7 @@ async def test_at_80x24_alerts_take_one_line_and_the_reason_is_read_whole() -> N
 
 async def test_each_prompt_shows_its_own_hint_and_the_wall_its_keys() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("colon")
@@ -208,7 +209,7 @@ async def test_a_replay_lists_its_keys_says_where_a_jump_landed_and_reports_both
     path = tmp_path / "demo.sqlite3"
     await _recording(path)
     backend = ReplayBackend(str(path), speed=60.0)
-    app = make_app(backend, demo=False, title="demo.sqlite3")
+    app = make_app(backend, ConsoleOptions(demo=False, title="demo.sqlite3"))
     app.reports_dir = tmp_path / "reports"
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("space")  # paused
@@ -279,7 +280,7 @@ def test_a_note_many_hosts_share_is_grouped_once_with_their_count() -> None:
 
 async def test_triage_shows_the_shared_note_once() -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("t")
@@ -303,7 +304,7 @@ async def test_triage_shows_the_shared_note_once() -> None:
 async def test_the_palette_lists_rigwatchs_commands_first_without_duplicates(
         query: str) -> None:
     backend, clock = fake_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await settled(pilot, backend)
         await pilot.press("ctrl+p", *query)

@@ -19,6 +19,7 @@ from probes.sources.base import BackendBase
 from probes.wire.events import Connected, Emit
 from tests.support.tui_fakes import T0, FrozenClock, hello, sample, wait_until
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from widgets.fleet_table import FleetTable
 
 HOSTS = 1000
@@ -62,7 +63,7 @@ async def test_a_storm_of_1000_connects_redraws_a_handful_of_times(
     monkeypatch.setattr("tui.app.REDRAW_MIN_S", 3600.0)
     monkeypatch.setattr("tui.app.REFRESH_S", 3600.0)
     backend = ConnectStorm()
-    app = make_app(backend, demo=False, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=False), clock=FrozenClock())
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         before = app.redraws
@@ -81,7 +82,7 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     backend = ConnectStorm(per_step=HOSTS)
-    app = make_app(backend, demo=False, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=False), clock=FrozenClock())
     async with app.run_test(size=(160, 48)) as pilot:
         await asyncio.wait_for(backend.connected.wait(), 20)
         await wait_until(pilot, lambda: table(app).row_count == HOSTS)
@@ -129,7 +130,7 @@ async def test_a_redraw_formats_and_repaints_only_what_changed(
 
 async def test_items_from_another_thread_are_folded_on_the_loop_in_order() -> None:
     backend = ConnectStorm(per_step=HOSTS)
-    app = make_app(backend, demo=False, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=False), clock=FrozenClock())
     async with app.run_test(size=(120, 40)) as pilot:
         await asyncio.wait_for(backend.connected.wait(), 20)
         emit = backend.emit

@@ -38,6 +38,7 @@ from tests.support.tui_fakes import (
     wait_until,
 )
 from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
 from tui.screens.host import HostScreen
 from tui.screens.triage import TriageScreen
 from widgets.header_bar import StatusLine
@@ -161,7 +162,7 @@ def _assert_clean(app: RigwatchApp, where: str) -> None:
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 async def test_a_hostile_fleet_on_every_screen(size: tuple[int, int]) -> None:
     backend, clock = _hostile_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     ran: list[str] = []
     original_run_action = app.run_action
 
@@ -275,7 +276,7 @@ def _extreme_items(value: float) -> list[tuple[str, SessionItem]]:
 async def test_no_widget_raises_on_any_float(value: float) -> None:
     """Past the decoder (a recording made before it, a bug upstream): still no exception."""
     backend = FakeBackend(fleet_specs(), _extreme_items(value))
-    app = make_app(backend, demo=True, clock=FrozenClock())
+    app = make_app(backend, ConsoleOptions(demo=True), clock=FrozenClock())
     async with app.run_test(size=(160, 48)) as pilot:
         await backend.started.wait()
         await pilot.pause(0.3)
@@ -290,7 +291,7 @@ async def test_no_widget_raises_on_any_float(value: float) -> None:
 async def test_markup_typed_into_the_fleet_filter_is_text() -> None:
     """The filter shows in the table's border title, which Textual parses as markup."""
     backend, clock = _hostile_fleet()
-    app = make_app(backend, demo=True, clock=clock)
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 40)) as pilot:
         await backend.started.wait()
         await pilot.pause(0.2)

@@ -13,6 +13,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets.data_table import RowKey
 
+from probes.analysis.job_watch import JobWatch
 from probes.fleet_state import FleetState
 from tui.messages import ViewRequested
 from tui.views.fleet_rows import FleetRows
@@ -41,6 +42,10 @@ class ConsoleView(Protocol):
     @property
     def notice(self) -> Notice | None:
         """What the status line says now."""
+
+    @property
+    def job_watch(self) -> JobWatch:
+        """The Slurm job watched (``--slurm-job``, ``:job``), for the reads that place ranks."""
 
     @property
     def replaying(self) -> bool:

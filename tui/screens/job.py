@@ -73,7 +73,7 @@ class JobScreen(DataScreen):
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Rebuild the picture from the fleet's state."""
-        p = job_picture(fleet, self.job)
+        p = job_picture(fleet, self.job, self.console.job_watch)
         self.picture = p
         self.query_one("#job-summary", Static).update(job_summary(p))
         banner = self.query_one(FirstFailureBanner)

@@ -84,7 +84,7 @@ class TriageScreen(DataScreen):
         """Recompute the steps and the first failure from every host's findings."""
         self._fleet = fleet
         self._now = now
-        self._picture = triage_picture(fleet, self.host, now)
+        self._picture = triage_picture(fleet, self.host, now, self.console.job_watch)
         self._redraw()
 
     def _redraw(self) -> None:
@@ -147,8 +147,9 @@ class TriageScreen(DataScreen):
                                           if s.hello is not None}
         title = self.host or (self.subtitle or "fleet")
         placed = all_on_console(list(self._picture.findings), self._picture.clocks)
+        watch = self.console.job_watch
         jobs = () if fleet is None else job_sections(self._diagnosis, placed,
-                                                     fleet.rank_index(), fleet.watched_job)
+                                                     fleet.rank_index(watch), watch.job)
         # in a replay the screen's clock is the recording's: the report keeps both times
         replaying = self.console.replaying
         report = build_report(title, self._reviews, self._diagnosis.first,

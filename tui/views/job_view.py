@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from probes.analysis.domains import Domain, domains_of, hosts_of
 from probes.analysis.findings import Finding
 from probes.analysis.incident import FirstFailure
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.fleet_state import FleetState, HostState
 from probes.wire.events import JobChange
 from tui.views.host_views import gpu_rows
@@ -43,7 +44,7 @@ def _gpu_row(rows: dict[tuple[str, int], GpuRow], state: HostState, gpu: int) ->
     return rows.get(key)
 
 
-def job_picture(fleet: FleetState, job: str) -> JobPicture:
+def job_picture(fleet: FleetState, job: str, watch: JobWatch = NO_JOB) -> JobPicture:
     """The job's ranks on hosts and GPUs with their verdicts, and its findings."""
     rows: dict[tuple[str, int], GpuRow] = {}
     lines: list[JobLine] = []
@@ -58,7 +59,7 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
             if row is not None:
                 lines.append(JobLine(ranks[0] if ranks else None, state.name, row))
                 seen.add((state.name, g.index))
-    index = fleet.rank_index()
+    index = fleet.rank_index(watch)
     for place in index.ranks_of(job):
         placed_on = fleet.hosts.get(place.host)
         if place.witness != "log" or (place.gpu is not None
@@ -79,7 +80,7 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
                 lines.append(JobLine(None, host, row))
                 seen.add((host, row.index))
     index_jobs = Domain("job", job)
-    found = [f for f in fleet.all_findings() if index_jobs in domains_of(f, index)]
+    found = [f for f in fleet.all_findings(watch=watch) if index_jobs in domains_of(f, index)]
     # a rank a finding names that no witness placed on a GPU: listed, saying why
     listed = {x.rank for x in lines if x.rank is not None}
     for f in found:
@@ -94,7 +95,7 @@ def job_picture(fleet: FleetState, job: str) -> JobPicture:
                               x.gpu.index if x.gpu is not None else -1))
     hosts = tuple(dict.fromkeys([*(x.host for x in lines if x.host != "?"),
                                  *hosts_of(index_jobs, found, index)]))
-    diagnosis = fleet.diagnosis()
+    diagnosis = fleet.diagnosis(watch=watch)
     return JobPicture(job, tuple(lines), hosts, tuple(found), diagnosis.of_job(job),
                       index.nranks.get(job), fleet.jobs.get(job))
 

@@ -16,6 +16,7 @@ from probes.analysis.incident import (
     all_on_console,
     review,
 )
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.fleet_state import FleetState, HostState
 
 AHEAD_S = 60.0
@@ -66,13 +67,15 @@ class TriagePicture:
     hosts: tuple[HostView, ...]
 
 
-def triage_picture(fleet: FleetState, host: str | None, now: float) -> TriagePicture:
-    """Everything the triage screen reads of the fleet for ``host`` (None: the fleet)."""
+def triage_picture(fleet: FleetState, host: str | None, now: float,
+                   watch: JobWatch = NO_JOB) -> TriagePicture:
+    """Everything the triage screen reads of the fleet for ``host`` (None: the fleet), the
+    ranks of ``watch``'s job placed."""
     states = scope_states(fleet, host)
     names = [s.name for s in states]
     clocks = host_clocks(states, now)
-    return TriagePicture(tuple(fleet.all_findings(names)), clocks,
-                         fleet.diagnosis(names, clocks=clocks),
+    return TriagePicture(tuple(fleet.all_findings(names, watch)), clocks,
+                         fleet.diagnosis(names, clocks=clocks, watch=watch),
                          tuple(host_view(s) for s in states))
 
 

@@ -1,0 +1,126 @@
+"""One host's findings as folded from its session: what its samples show now (with each
+one's onset), what stays until acknowledged (events, lost GPUs), how it is built, what the
+detectors and the fabric found; a concern of ``HostState`` of its own (issue #37: the fold
+split by concern, its reads pure).
+
+The writes are ``take_sample``, ``keep``, ``set_layout``/``set_chains``, ``set_detected``
+and ``set_fabric``, called by the fold; ``merged`` reads (its memo is not state: it is keyed
+by what the answer depends on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from probes.analysis.findings import Finding
+from probes.analysis.reachability import REACHABILITY_CODES
+from probes.analysis.repeats import merged_repeat
+from probes.triage import Code
+
+FindingKey = tuple[str, str, int | None, int | None]
+
+
+@dataclass
+class HostFindings:
+    """Every kind of finding one host holds, and their merge, worst first."""
+
+    sticky: dict[FindingKey, Finding] = field(default_factory=dict)
+    """Findings from events and from GPUs that vanished: they stay until acknowledged."""
+    current: tuple[Finding, ...] = ()
+    """What the newest sample shows, each with the onset it was first seen at."""
+    since: dict[FindingKey, float] = field(default_factory=dict)
+    """When each current finding was first seen, so triage can order incidents in time."""
+    layout: tuple[Finding, ...] = ()
+    """Findings about how the host is built (topology, PCIe chains), kept until they change."""
+    detected: tuple[Finding, ...] = ()
+    """What the soak detectors found at their last run (leaks, sustained throttling …)."""
+    fabric: tuple[Finding, ...] = ()
+    """What the host's IB/RoCE ports and NVLinks are judged to be, onsets kept."""
+    revision: int = 0
+    """Writes so far: a memo of ``merged`` is good while it and its key hold."""
+    _memo: tuple[object, int, list[Finding]] | None = field(
+        default=None, repr=False, compare=False)
+
+    # writes
+
+    def take_sample(self, found: Iterable[Finding], ts: float) -> None:
+        """The findings of a sample taken at ``ts``: a lost GPU stays (sticky), the rest are
+        current, each keeping the onset it was first seen at."""
+        self.revision += 1
+        current = []
+        for f in found:
+            if f.code == Code.GPU_LOST:
+                self.sticky.setdefault(f.key, f)
+                continue
+            first = self.since.setdefault(f.key, ts)
+            current.append(f if f.ts == first else replace(f, ts=first))
+        keys = {f.key for f in current}
+        for key in [k for k in self.since if k not in keys]:
+            del self.since[key]
+        self.current = tuple(current)
+
+    def keep(self, found: Iterable[Finding]) -> None:
+        """Findings of events (log lines, Xid events): kept until acknowledged, a repeat
+        merged into the first."""
+        self.revision += 1
+        for f in found:
+            kept = self.sticky.get(f.key)
+            self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
+
+    def set_layout(self, found: Iterable[Finding]) -> None:
+        """How the host is built, from its hello (replaces the layout)."""
+        self.revision += 1
+        self.layout = tuple(found)
+
+    def set_chains(self, chains: Iterable[Finding]) -> None:
+        """Its PCIe chains as the newest sample shows them (replacing those of before)."""
+        self.revision += 1
+        self.layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
+        self.layout += tuple(chains)
+
+    def set_detected(self, found: Iterable[Finding]) -> None:
+        """The soak detectors' newest verdicts."""
+        self.revision += 1
+        self.detected = tuple(found)
+
+    def set_fabric(self, found: Iterable[Finding]) -> None:
+        """The fabric's newest verdicts, each keeping the onset of its first message."""
+        self.revision += 1
+        was = {f.key: f.ts for f in self.fabric}
+        self.fabric = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None else f
+                            for f in found)
+
+    # reads
+
+    def merged(self, key: object, reach: Callable[[], Iterable[Finding]],
+               watched: Callable[[], Iterable[Finding]],
+               speed: Callable[[list[Finding]], Iterable[Finding]]) -> list[Finding]:
+        """Every finding of the host, one per incident, worst first; a host that cannot be
+        watched leads its own list (everything else about it is old).
+
+        ``reach``: its reachability; ``watched``: how it is watched (log sources, clock, job
+        files refused); ``speed``: the throughput findings given all the others.  ``key``
+        names what those depend on beyond this object (the host's revision, its status):
+        the answer is remembered while it and ``revision`` hold (every tick asks for every
+        host's, and at a thousand hosts merging again is most of a tick); None: merged
+        afresh and not remembered.
+        """
+        memo = self._memo
+        if key is not None and memo is not None and memo[0] == key \
+                and memo[1] == self.revision:
+            return list(memo[2])
+        merged = {f.key: f for f in reach()}
+        merged.update({f.key: f for f in self.layout})
+        merged.update({f.key: f for f in watched()})
+        merged.update({f.key: f for f in self.detected})
+        merged.update({f.key: f for f in self.current})
+        merged.update({f.key: f for f in self.fabric})
+        merged.update(self.sticky)
+        merged.update({f.key: f for f in speed(list(merged.values()))})
+        found = sorted(merged.values(), key=lambda f: (
+            -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))
+        if key is not None:
+            self._memo = (key, self.revision, found)
+        return list(found)
+
