@@ -276,10 +276,11 @@ _REPLAY_AND_QUIT = textwrap.dedent("""
     import asyncio, json, sys, time
     from probes.sources.replay import ReplayBackend
     from tui.app import make_app
+    from tui.console_options import ConsoleOptions
 
     async def one(path):
         backend = ReplayBackend(path, speed=600.0)
-        app = make_app(backend, demo=False, title="hostile")
+        app = make_app(backend, ConsoleOptions(demo=False, title="hostile"))
         async with app.run_test(size=(120, 36)) as pilot:
             until = time.monotonic() + 20.0  # 20 min of recording at x600: 2 s
             while not backend.finished and time.monotonic() < until:
