@@ -11,7 +11,8 @@ by what the answer depends on).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 
 from probes.analysis.findings import Finding
 from probes.analysis.reachability import REACHABILITY_CODES
@@ -19,6 +20,17 @@ from probes.analysis.repeats import merged_repeat
 from probes.triage import Code
 
 FindingKey = tuple[str, str, int | None, int | None]
+_BUT_TS = attrgetter(*(f.name for f in fields(Finding) if f.name != "ts"))
+"""Every field of a finding but its ts (those ``==`` skips included)."""
+
+
+def _same(a: Finding, b: Finding) -> bool:
+    """Whether ``a`` can stand for ``b`` apart from its ts: every other field equal, and the
+    values of ``extra`` of the same types too (``5 == 5.0``, ``True == 1``)."""
+    if _BUT_TS(a) != _BUT_TS(b):
+        return False
+    x, y = a.extra, b.extra
+    return x is y or all(type(v) is type(y[k]) for k, v in x.items())
 
 
 @dataclass
@@ -48,13 +60,20 @@ class HostFindings:
         """The findings of a sample taken at ``ts``: a lost GPU stays (sticky), the rest are
         current, each keeping the onset it was first seen at."""
         self.revision += 1
+        dated = {f.key: f for f in self.current}
         current = []
         for f in found:
             if f.code == Code.GPU_LOST:
                 self.sticky.setdefault(f.key, f)
                 continue
             first = self.since.setdefault(f.key, ts)
-            current.append(f if f.ts == first else replace(f, ts=first))
+            if f.ts != first:
+                # Last tick's dated finding when only the tick's ts differs (issue 38: a
+                # persisting finding re-dated per tick cost a ``replace`` per tick).
+                last = dated.get(f.key)
+                f = last if last is not None and last.ts == first and _same(last, f) \
+                    else replace(f, ts=first)
+            current.append(f)
         keys = {f.key for f in current}
         for key in [k for k in self.since if k not in keys]:
             del self.since[key]

@@ -68,13 +68,13 @@ def gpu_row_struct(table: tuple[fields.GpuFieldSpec, ...]) -> type[Struct]:
     """One GPU's moving numbers, in the table's moving order (positional on the wire).
 
     Each field is named as the sample's (``process_used_mib`` as ``processes``, so
-    ``asdict`` fills the sample's slot, which then gets the static processes with these
+    the filler sets the sample's slot, which then gets the static processes with these
     amounts)."""
     return msgspec.defstruct("GpuRow", [_row_field(s) for s in fields.moving_specs(table)],
                              array_like=True, gc=False)
 
 
-if TYPE_CHECKING:  # what mypy sees: the field read by name (the others through asdict)
+if TYPE_CHECKING:  # what mypy sees: the field read by name (the others by the filler)
     class GpuRow(Struct, array_like=True, gc=False):
         processes: list[Amount | None] | None
 else:
@@ -82,6 +82,34 @@ else:
 _STATIC_VALUES = tuple(s.name for s in fields.static_specs(fields.GPU_TABLE)
                        if s.type is not Type.PROCESSES)
 """The static fields a GPU's checked static half gives (its processes come apart)."""
+GPU_ROW_FIELDS: tuple[str, ...] = GpuRow.__struct_fields__
+"""A GPU's moving fields as its row holds them (``processes`` for ``process_used_mib``)."""
+
+Filler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def row_filler(names: tuple[str, ...], skip: str | None = None) -> Filler:
+    """A function ``fill(base, row) -> dict``: a copy of ``base`` with each of ``names``
+    set from the row's attribute of that name (all but ``skip``).
+
+    ``base`` already holds every key, the moving ones as placeholders, so the copy is made
+    at its final size in the sample's key order and each value is one store: half the cost
+    of ``base | asdict(row)``, which builds a second dict and grows the first (issue 38:
+    the decode's dict per GPU).  Written once per table, as ``dataclasses`` writes
+    ``__init__``; the names come from the field table, never from the wire.
+    """
+    for n in names:
+        if not n.isidentifier():
+            raise ValueError(f"not a field name: {n!r}")
+    body = "".join(f"    d[{n!r}] = row.{n}\n" for n in names if n != skip)
+    ns: dict[str, Any] = {}
+    exec(f"def fill(base, row):\n    d = base.copy()\n{body}    return d\n", ns)
+    fill: Filler = ns["fill"]
+    return fill
+
+
+_fill_gpu = row_filler(GPU_ROW_FIELDS, skip="processes")
+_GPU_PLACES = dict.fromkeys(GPU_ROW_FIELDS)
 
 
 class HostRow(Struct, array_like=True, gc=False):
@@ -118,6 +146,8 @@ class SampleRow(Struct, array_like=True, gc=False):
     pcie: Any = None
 
 
+_fill_host = row_filler(HostRow.__struct_fields__)
+_HOST_PLACES = dict.fromkeys(HostRow.__struct_fields__)
 _DECODER = msgspec.json.Decoder(SampleRow)
 _new = object.__new__
 _DISK_NAME = attrgetter("name")
@@ -185,9 +215,9 @@ class CompactStream:
             alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [self._v1_gpu(g, None)]})
             s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no believable index)
             self._gpu_base.append(None if s is None else
-                                  {k: getattr(s, k) for k in _STATIC_VALUES})
+                                  {k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES)
             self._procs.append(None if s is None else s.processes)
-        self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC}
+        self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC} | _HOST_PLACES
         self._last_procs = [None] * len(self._procs)
         self._epoch = StaticEpoch()
         self._whole = all(b is not None for b in self._gpu_base) and \
@@ -253,12 +283,12 @@ class CompactStream:
         for i, (row, base) in enumerate(zip(s.gpus, self._gpu_base, strict=True)):
             if base is None:
                 continue
-            values = base | asdict(row)
-            values["processes"] = self._processes(i, values["processes"])
+            values = _fill_gpu(base, row)
+            values["processes"] = self._processes(i, row.processes)
             obj = _new(GpuSample)
             _set(obj, "__dict__", values)
             gpus.append(obj)
-        host = self._host_base | asdict(s.host)
+        host = _fill_host(self._host_base, s.host)
         stats = _new(HostStats)
         _set(stats, "__dict__", host)
         disks = []
@@ -327,6 +357,8 @@ class CompactStream:
 
 
 def _proc(p: GpuProcess, mib: float | None) -> GpuProcess:
+    values = p.__dict__.copy()
+    values["used_mib"] = mib
     obj = _new(GpuProcess)
-    _set(obj, "__dict__", {**p.__dict__, "used_mib": mib})
+    _set(obj, "__dict__", values)
     return obj
