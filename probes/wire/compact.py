@@ -164,9 +164,14 @@ class StaticEpoch:
     console's per-tick judges read from those fields once, so each verdict lives exactly as
     long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
 
-    __slots__ = ("findings", "strays")
+    __slots__ = ("findings", "gpus", "strays")
 
-    def __init__(self) -> None:
+    def __init__(self, gpus: tuple[GpuSample | None, ...] = ()) -> None:
+        self.gpus = gpus
+        """Each GPU position's checked static half (its moving fields None, its processes
+        with no memory): what a per-tick reader of ``HostSample.wire_row`` takes a GPU's
+        index, limits and processes from (None: a GPU v1 would drop; such a stream's samples
+        have no ``wire_row``)."""
         self.findings: object = None
         """``probes.analysis.findings.sample_findings``: the static half of its findings."""
         self.strays: object = None
@@ -219,7 +224,8 @@ class CompactStream:
             self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC} | _HOST_PLACES
         self._last_procs = [None] * len(self._procs)
-        self._epoch = StaticEpoch()
+        self._epoch = StaticEpoch(tuple(_static_gpu(b, p) for b, p in
+                                        zip(self._gpu_base, self._procs, strict=True)))
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
 
@@ -354,6 +360,17 @@ class CompactStream:
                 if isinstance(p, list) else p for i, p in enumerate(procs)]
         g.pop("process_used_mib", None)
         return g
+
+
+def _static_gpu(base: dict[str, Any] | None, procs: tuple[GpuProcess, ...] | None
+                ) -> GpuSample | None:
+    if base is None:
+        return None
+    values = base.copy()
+    values["processes"] = procs
+    obj = _new(GpuSample)
+    _set(obj, "__dict__", values)
+    return obj
 
 
 def _proc(p: GpuProcess, mib: float | None) -> GpuProcess:
