@@ -165,7 +165,7 @@ class StaticEpoch:
     console's per-tick judges read from those fields once, so each verdict lives exactly as
     long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
 
-    __slots__ = ("_last_procs", "findings", "gpus", "strays")
+    __slots__ = ("_bases", "_last_procs", "findings", "gpus", "strays")
 
     def __init__(self, gpus: tuple[GpuSample | None, ...] = ()) -> None:
         self.gpus = gpus
@@ -173,6 +173,8 @@ class StaticEpoch:
         with no memory): what a per-tick reader of ``HostSample.wire_row`` takes a GPU's
         index, limits and processes from (None: a GPU v1 would drop; such a stream's samples
         have no ``wire_row``)."""
+        self._bases = [g.__dict__ for g in gpus if g is not None]
+        """Each GPU's static half as the filler's base (``row_gpus``; a whole epoch's)."""
         self._last_procs: list[tuple[list[float | None], tuple[GpuProcess, ...]] | None] = \
             [None] * len(gpus)
         self.findings: object = None
@@ -188,17 +190,18 @@ class StaticEpoch:
         in this epoch while their amounts stay the same (so samples share it, as before).
         ``HostSample.gpus`` calls this on its first read."""
         out = []
-        for i, (r, g) in enumerate(zip(row.gpus, self.gpus, strict=True)):
-            assert g is not None and g.processes is not None  # a whole epoch's
-            values = _fill_gpu(g.__dict__, r)
+        bases, lasts = self._bases, self._last_procs
+        for i, r in enumerate(row.gpus):  # as many as bases: checked by the fast path
+            base = bases[i]
+            values = _fill_gpu(base, r)
             mib = r.processes
-            last = self._last_procs[i]
+            last = lasts[i]
             if last is not None and last[0] == mib:
                 values["processes"] = last[1]
-            else:
-                assert mib is not None  # checked by the fast path (``_proc_counts``)
-                procs = tuple([_proc(p, m) for p, m in zip(g.processes, mib, strict=True)])
-                self._last_procs[i] = (mib, procs)
+            else:  # the static processes (a whole epoch has them) with these amounts
+                procs = tuple([_proc(p, m) for p, m in zip(base["processes"], mib or (),
+                                                             strict=True)])
+                lasts[i] = (mib, procs)  # type: ignore[assignment]
                 values["processes"] = procs
             obj = _new(GpuSample)
             _set(obj, "__dict__", values)
