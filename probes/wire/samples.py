@@ -457,7 +457,9 @@ class HostSample:
     every GPU and process list came from it unchanged.  The recorder reads the moving numbers
     from it (a few compact Structs) instead of from the sample's dicts, which are cold in
     memory by the time the writer gets to them: at a thousand hosts that is most of what
-    reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own."""
+    reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own.
+    Such a sample's ``gpus`` are built from it on first read (``_RowGpus``), and the history
+    folds it from the row without reading them (``probes.history.staged.stage_row``)."""
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled with its GPUs built (a copy never depends on the decoder's epoch)."""
