@@ -33,10 +33,19 @@ from probes.history.keys import (
     proc_key,
 )
 from probes.history.merge import merge
-from probes.history.staged import GpuValues, ProcPair, Staged, StagedDisk, stage
-from probes.history.steps import GpuSteps
+from probes.history.staged import (
+    ROW_HOLDS_FIELDS,
+    GpuValues,
+    ProcPair,
+    Staged,
+    StagedDisk,
+    stage,
+    stage_row,
+)
+from probes.history.steps import ROW_STEPS_FIT, GpuSteps
 from probes.history.storage import NAN, Columns, Point, StepSeries, Tier
 from probes.history.tiers import DEFAULT_TIERS, TierSet
+from probes.wire.compact import StaticEpoch
 from probes.wire.samples import DiskStats, HostSample
 
 STAGE_MAX = 16
@@ -86,6 +95,8 @@ _NAME_GET = attrgetter("name")
 _DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
+_ROW_PATH = ROW_HOLDS_FIELDS and ROW_STEPS_FIT
+"""A wire v2 sample kept as its row is folded from the row (``HostHistory.add``)."""
 
 
 def _disk_values(d: DiskStats | StagedDisk) -> tuple[float | None, float | None, float | None]:
@@ -145,6 +156,9 @@ class HostHistory:
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.last_sample: HostSample | None = None
+        self._pids_epoch: StaticEpoch | None = None
+        self._pids: tuple[tuple[int | None, ...], ...] = ()
+        """Each GPU position's processes' pids in ``_pids_epoch`` (``stage_row``)."""
         self.dropped = 0
         """Samples ignored because their time did not move forward."""
 
@@ -163,10 +177,25 @@ class HostHistory:
         self.last_sample = sample
         staged = self._staged
         counts = self._staged_counts
+        steps = self._gpu_steps
         # Steps are folded now, from the full sample, so that only its numbers are staged.
-        if self._gpu_steps.fold([sample], sample if not staged else None, counts):
-            self._mixed = True
-        staged.append(stage(sample, self._gpu_steps.layout, counts[-1]))
+        # A wire v2 sample kept as its row is read from the row and its static epoch, its
+        # GPUs not built (issue 38); the two paths stage and fold the same values.
+        row = sample.wire_row
+        epoch = sample.static_epoch
+        if row is not None and _ROW_PATH and isinstance(epoch, StaticEpoch):
+            if steps.fold_row(ts, row, epoch, not staged, counts):  # type: ignore[arg-type]
+                self._mixed = True
+            if epoch is not self._pids_epoch:
+                self._pids_epoch = epoch
+                self._pids = tuple(tuple(p.pid for p in g.processes or ()) if g else ()
+                                   for g in epoch.gpus)
+            staged.append(stage_row(sample, row, self._pids,  # type: ignore[arg-type]
+                                    steps.layout, counts[-1]))
+        else:
+            if steps.fold([sample], sample if not staged else None, counts):
+                self._mixed = True
+            staged.append(stage(sample, steps.layout, counts[-1]))
         if len(staged) >= STAGE_MAX or ts - staged[0].ts >= self.stage_max_s:
             self._flush()
 

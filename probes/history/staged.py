@@ -10,11 +10,13 @@ a named tuple per GPU and per process cost 27 µs a sample, more than the column
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from operator import attrgetter
 from typing import NamedTuple
 
 from probes.history.keys import GPU_FIELDS
+from probes.wire.compact import GPU_ROW_FIELDS, SampleRow
 from probes.wire.samples import HostSample
 
 
@@ -60,6 +62,9 @@ class Staged(NamedTuple):
 
 
 _GPU = attrgetter(*GPU_FIELDS)
+"""A GPU's dense fields: of a ``GpuSample``, or of a wire v2 ``GpuRow`` (named the same)."""
+ROW_HOLDS_FIELDS = set(GPU_FIELDS) <= set(GPU_ROW_FIELDS)
+"""Every dense GPU field is a moving one, in a tick's row (else ``stage_row`` is not used)."""
 _PROCS = attrgetter("processes")
 _PROC = attrgetter("pid", "used_mib")
 _HOST = attrgetter("cpu_pct", "mem_used_bytes", "swap_in_pages_s", "swap_out_pages_s")
@@ -75,5 +80,17 @@ def stage(s: HostSample, layout: tuple[int, ...], ok_count: float) -> Staged:
     ``layout``: its GPUs' indices, in order (``GpuSteps.layout``)."""
     procs = tuple([ps if not ps else tuple(map(_PROC, ps)) for ps in map(_PROCS, s.gpus)])
     return _new_staged((s.ts, layout, tuple(map(_GPU, s.gpus)), procs,
+                        _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
+                        ok_count))
+
+
+def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ...]],
+              layout: tuple[int, ...], ok_count: float) -> Staged:
+    """``stage`` of a sample the wire v2 kept as its row (``HostSample.wire_row``), without
+    building its GPUs: their numbers from the row's Structs (the same objects the GPUs
+    would hold), each GPU's processes as its static processes' ``pids`` (one tuple per
+    GPU position of the sample's static epoch) with the row's amounts, in C throughout."""
+    procs = tuple(map(tuple, map(zip, pids, map(_PROCS, row.gpus))))
+    return _new_staged((s.ts, layout, tuple(map(_GPU, row.gpus)), procs,
                         _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
                         ok_count))

@@ -3,21 +3,51 @@
 Folded as each sample is staged (``fold`` also takes a batch): per sample only state and
 clock-event reasons are compared (they flap); the slower fields are compared on the newest
 sample, and only when that differs are the samples walked one by one.
+
+A wire v2 sample kept as its row (``HostSample.wire_row``) is folded by ``fold_row`` without
+building its GPUs: of the step fields only the clock-event reasons move (``ROW_STEPS_FIT``);
+the others, the index and the state are its static epoch's, the same on every sample of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
+from typing import NamedTuple, Protocol
 
 from probes.history.keys import GPU_STEP_FIELDS, STATE_CODES, gpu_key, reason_mask
 from probes.history.storage import StepSeries
-from probes.wire.samples import GpuState, HostSample
+from probes.wire.compact import GPU_ROW_FIELDS, SampleRow, StaticEpoch
+from probes.wire.samples import GpuSample, GpuState
 
 _SIG_GET = attrgetter(*GPU_STEP_FIELDS)
 _INDEX_GET = attrgetter("index")
 _FAST_GET = attrgetter("state", "clock_reasons")
 _GPUS_GET = attrgetter("gpus")
+_REASONS_GET = attrgetter("clock_reasons")
+ROW_STEPS_FIT = [f for f in GPU_STEP_FIELDS if f in GPU_ROW_FIELDS] == ["clock_reasons"]
+"""The clock-event reasons are the only step field a tick's row holds (``fold_row``'s
+premise; else the history folds every sample's built GPUs)."""
+_new = object.__new__
+_set = object.__setattr__
+
+
+class Folded(Protocol):
+    """What the fold reads of a sample: a ``HostSample``, or a row's ``_StepRow``."""
+
+    @property
+    def ts(self) -> float: ...
+    @property
+    def gpus(self) -> tuple[GpuSample, ...]: ...
+
+
+class _StepRow(NamedTuple):
+    """A row sample as the fold reads it: each GPU its epoch's static half with the tick's
+    clock-event reasons (``GpuSteps._views``)."""
+
+    ts: float
+    gpus: tuple[GpuSample, ...]
 
 
 class GpuSteps:
@@ -42,9 +72,13 @@ class GpuSteps:
         self._count_for: tuple[object, ...] | None = None
         self._ok_count = 0.0
         self._present: tuple[int, ...] = ()
+        self._row_epoch: StaticEpoch | None = None
+        """The static epoch of the last sample folded, when it was folded by ``fold_row``."""
+        self._row_reasons: tuple[tuple[str, ...], ...] = ()
+        self._view_epoch: StaticEpoch | None = None
+        self._view_gpus: list[GpuSample] = []
 
-    def fold(self, todo: list[HostSample], first: HostSample | None,
-             counts: list[float]) -> bool:
+    def fold(self, todo: Sequence[Folded], first: Folded | None, counts: list[float]) -> bool:
         """Fold samples not yet seen; append each one's count of GPUs answering to ``counts``.
 
         Returns:
@@ -52,6 +86,43 @@ class GpuSteps:
             is) lists other GPUs than the one before it, so the staged samples cannot be cut
             into columns by position.
         """
+        self._row_epoch = None
+        return self._fold(todo, first, counts)
+
+    def fold_row(self, ts: float, row: SampleRow, epoch: StaticEpoch, first: bool,
+                 counts: list[float]) -> bool:
+        """``fold([sample], sample if first else None, counts)`` of a sample kept as its row
+        (``HostSample.wire_row``, ``static_epoch``), with the same effect, without building
+        its GPUs.  After a row sample of the same epoch whose GPUs had the same reasons
+        nothing can have changed (``fold`` would find the same signatures, states and
+        indices, and only count); otherwise the fold runs over views of the GPUs holding
+        what it reads: the epoch's static halves with this tick's reasons."""
+        reasons = tuple(map(_REASONS_GET, row.gpus))
+        if epoch is self._row_epoch and reasons == self._row_reasons:
+            counts.append(self._ok_count)
+            return False
+        view = _StepRow(ts, self._views(epoch, reasons))
+        mixed = self._fold([view], view if first else None, counts)
+        self._row_epoch, self._row_reasons = epoch, reasons
+        return mixed
+
+    def _views(self, epoch: StaticEpoch, reasons: tuple[tuple[str, ...], ...]
+               ) -> tuple[GpuSample, ...]:
+        """Each GPU's static half with its reasons (one copy per GPU whose reasons moved)."""
+        if epoch is not self._view_epoch:
+            self._view_epoch = epoch
+            self._view_gpus = [g for g in epoch.gpus if g is not None]  # all: a whole epoch
+        views = self._view_gpus
+        for i, rs in enumerate(reasons):
+            g = views[i]
+            if g.clock_reasons != rs:
+                values = g.__dict__.copy()
+                values["clock_reasons"] = rs
+                g = views[i] = _new(GpuSample)
+                _set(g, "__dict__", values)
+        return tuple(views)
+
+    def _fold(self, todo: Sequence[Folded], first: Folded | None, counts: list[float]) -> bool:
         mixed = False
         full = tuple(map(_SIG_GET, todo[-1].gpus))
         if full != self._row_sigs:
@@ -71,7 +142,7 @@ class GpuSteps:
                 mixed |= self._count_and_presence(r, first, counts)
         return mixed
 
-    def _same_as_before(self, todo: list[HostSample]) -> bool:
+    def _same_as_before(self, todo: Sequence[Folded]) -> bool:
         """Every sample lists the same GPUs in the same state and clock reasons as the last
         one seen (checked in C over the whole batch)."""
         if self._count_for is None or self._count_for is not self._row_fast:
@@ -81,7 +152,7 @@ class GpuSteps:
         return (list(map(_FAST_GET, gs)) == list(self._row_fast) * k
                 and list(map(_INDEX_GET, gs)) == list(self._present) * k)
 
-    def _count_and_presence(self, r: HostSample, first: HostSample | None,
+    def _count_and_presence(self, r: Folded, first: Folded | None,
                             counts: list[float]) -> bool:
         mixed = False
         pt = tuple(map(_INDEX_GET, r.gpus))
@@ -95,7 +166,7 @@ class GpuSteps:
         counts.append(self._ok_count)
         return mixed
 
-    def _step_changes(self, r: HostSample) -> None:
+    def _step_changes(self, r: Folded) -> None:
         ts = r.ts
         for g in r.gpus:
             idx = g.index

@@ -151,6 +151,7 @@ _HOST_PLACES = dict.fromkeys(HostRow.__struct_fields__)
 _DECODER = msgspec.json.Decoder(SampleRow)
 _new = object.__new__
 _DISK_NAME = attrgetter("name")
+_ROW_PROCS = attrgetter("processes")
 _set = object.__setattr__
 
 V1Decoder = Callable[[dict[str, Any]], HostSample]
@@ -164,7 +165,7 @@ class StaticEpoch:
     console's per-tick judges read from those fields once, so each verdict lives exactly as
     long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
 
-    __slots__ = ("findings", "gpus", "strays")
+    __slots__ = ("_bases", "_last_procs", "findings", "gpus", "strays")
 
     def __init__(self, gpus: tuple[GpuSample | None, ...] = ()) -> None:
         self.gpus = gpus
@@ -172,11 +173,40 @@ class StaticEpoch:
         with no memory): what a per-tick reader of ``HostSample.wire_row`` takes a GPU's
         index, limits and processes from (None: a GPU v1 would drop; such a stream's samples
         have no ``wire_row``)."""
+        self._bases = [g.__dict__ for g in gpus if g is not None]
+        """Each GPU's static half as the filler's base (``row_gpus``; a whole epoch's)."""
+        self._last_procs: list[tuple[list[float | None], tuple[GpuProcess, ...]] | None] = \
+            [None] * len(gpus)
         self.findings: object = None
         """``probes.analysis.findings.sample_findings``: the static half of its findings."""
         self.strays: object = None
         """``probes.analysis.allocation.stray_process_findings``: which processes could be
         strays (outside any job on a Slurm node), whatever memory they hold."""
+
+    def row_gpus(self, row: SampleRow) -> tuple[GpuSample, ...]:
+        """The GPUs of a sample whose tick ``row`` was kept whole (``HostSample.wire_row``),
+        built as the eager fast path built them: each position's static half filled with the
+        row's moving values, in the same key order; a GPU's processes the last tuple built
+        in this epoch while their amounts stay the same (so samples share it, as before).
+        ``HostSample.gpus`` calls this on its first read."""
+        out = []
+        bases, lasts = self._bases, self._last_procs
+        for i, r in enumerate(row.gpus):  # as many as bases: checked by the fast path
+            base = bases[i]
+            values = _fill_gpu(base, r)
+            mib = r.processes
+            last = lasts[i]
+            if last is not None and last[0] == mib:
+                values["processes"] = last[1]
+            else:  # the static processes (a whole epoch has them) with these amounts
+                procs = tuple([_proc(p, m) for p, m in zip(base["processes"], mib or (),
+                                                             strict=True)])
+                lasts[i] = (mib, procs)  # type: ignore[assignment]
+                values["processes"] = procs
+            obj = _new(GpuSample)
+            _set(obj, "__dict__", values)
+            out.append(obj)
+        return tuple(out)
 
 
 class CompactStream:
@@ -200,7 +230,10 @@ class CompactStream:
         self._last_procs = []
         self._epoch = StaticEpoch()
         self._whole = False
-        """Every GPU and its processes are kept as the tick sends them (``wire_row``)."""
+        """Every GPU and its processes are kept as the tick sends them (``wire_row``): the
+        samples' GPUs are then built only when read (``StaticEpoch.row_gpus``)."""
+        self._proc_counts: list[int] = []
+        """Per GPU position, how many processes its static facts list (a whole epoch's)."""
 
     # --- static -------------------------------------------------------------------------
 
@@ -228,6 +261,7 @@ class CompactStream:
                                         zip(self._gpu_base, self._procs, strict=True)))
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
+        self._proc_counts = [len(p) for p in self._procs if p is not None]
 
     # --- ticks --------------------------------------------------------------------------
 
@@ -285,6 +319,16 @@ class CompactStream:
         s = _DECODER.decode(line)
         if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
             raise structs.Refused("pcie or GPU count")
+        if self._whole:
+            # The GPUs are built when read (``HostSample.gpus``); here only what could
+            # refuse the tick: every GPU's process amounts fit its static processes.
+            try:
+                fits = list(map(len, map(_ROW_PROCS, s.gpus))) == self._proc_counts
+            except TypeError:  # a GPU's amounts are null
+                fits = False
+            if not fits:
+                raise structs.Refused("process count")
+            return self._sample(s, None)
         gpus = []
         for i, (row, base) in enumerate(zip(s.gpus, self._gpu_base, strict=True)):
             if base is None:
@@ -294,6 +338,11 @@ class CompactStream:
             obj = _new(GpuSample)
             _set(obj, "__dict__", values)
             gpus.append(obj)
+        return self._sample(s, tuple(gpus))
+
+    def _sample(self, s: SampleRow, gpus: tuple[GpuSample, ...] | None) -> HostSample:
+        """The sample of tick ``s``: with ``gpus``, or (None) with its row kept and its GPUs
+        built when read."""
         host = _fill_host(self._host_base, s.host)
         stats = _new(HostStats)
         _set(stats, "__dict__", host)
@@ -304,8 +353,13 @@ class CompactStream:
             disks.append(disk)
         if len(set(map(_DISK_NAME, s.disks))) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
-        return structs.sample(s.seq or 0, s.ts, tuple(gpus), stats, tuple(disks),
-                              self._epoch, s if self._whole else None)
+        if gpus is not None:
+            return structs.sample(s.seq or 0, s.ts, gpus, stats, tuple(disks), self._epoch)
+        obj = _new(HostSample)  # no "gpus": ``HostSample.gpus`` builds them when read
+        _set(obj, "__dict__", {"ts": s.ts, "seq": s.seq or 0, "host": stats,
+                               "disks": tuple(disks), "pcie": None,
+                               "static_epoch": self._epoch, "wire_row": s})
+        return obj
 
     def _processes(self, i: int, mib: list[float | None] | None
                    ) -> tuple[GpuProcess, ...] | None:
@@ -360,6 +414,17 @@ class CompactStream:
                 if isinstance(p, list) else p for i, p in enumerate(procs)]
         g.pop("process_used_mib", None)
         return g
+
+
+def static_gpus(sample: HostSample) -> tuple[GpuSample, ...]:
+    """The sample's GPUs as a reader of their static fields (index, state, limits, the
+    processes' pids) may take them: a sample kept as its row (``wire_row``) answers with its
+    epoch's static halves (every one of them is there: the epoch is whole), so its GPUs are
+    not built; any other sample with its GPUs."""
+    epoch = sample.static_epoch
+    if sample.wire_row is not None and isinstance(epoch, StaticEpoch):
+        return epoch.gpus  # type: ignore[return-value]  # no None in a whole epoch
+    return sample.gpus
 
 
 def _static_gpu(base: dict[str, Any] | None, procs: tuple[GpuProcess, ...] | None

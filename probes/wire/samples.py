@@ -402,13 +402,43 @@ class DiskStats:
     """%util: share of the interval the device was busy."""
 
 
+class _RowGpus:
+    """``HostSample.gpus`` of a sample the wire v2's fast path left unbuilt (issue 38: no
+    object per GPU on the hot path): built on first read from the sample's ``wire_row`` and
+    ``static_epoch`` (``StaticEpoch.row_gpus``), then kept in the sample's ``__dict__`` in
+    the key order an eager sample has; from then on the instance's value wins over this
+    non-data descriptor, so a sample built any other way (``__init__``, the decoders,
+    ``dataclasses.replace``) reads its own ``gpus`` as before, at the same cost.
+
+    A descriptor on ``HostSample`` itself rather than a subclass: the sample stays a
+    ``HostSample`` (the recorder and others test ``type(x) is HostSample``), and equality,
+    ``repr``, ``dataclasses.replace``/``asdict``/``fields``, pickling and the snapshot's
+    ``_plain`` all read the field by attribute, which builds it.  Two threads reading it at
+    once both build equal tuples; one of them is kept."""
+
+    def __get__(self, obj: HostSample | None, cls: type | None = None
+                ) -> tuple[GpuSample, ...]:
+        if obj is None:
+            return ()  # the field's default, as dataclasses reads it from the class
+        d = obj.__dict__
+        row = d.get("wire_row")
+        if row is None:  # made without __init__ and without a row: no GPUs
+            return ()
+        gpus: tuple[GpuSample, ...] = d["static_epoch"].row_gpus(row)
+        values = {"ts": d["ts"], "seq": d["seq"], "gpus": gpus}
+        values.update(d)
+        object.__setattr__(obj, "__dict__", values)
+        return gpus
+
+
 @dataclass(frozen=True)
 class HostSample:
     """Everything about one host at one tick, with one timestamp."""
 
     ts: float
     seq: int
-    gpus: tuple[GpuSample, ...] = ()
+    gpus: tuple[GpuSample, ...] = _RowGpus()  # type: ignore[assignment]
+    """Built on first read for a sample of the wire v2's fast path (``_RowGpus``)."""
     host: HostStats = field(default_factory=HostStats)
     disks: tuple[DiskStats, ...] = ()
     pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
@@ -427,7 +457,14 @@ class HostSample:
     every GPU and process list came from it unchanged.  The recorder reads the moving numbers
     from it (a few compact Structs) instead of from the sample's dicts, which are cold in
     memory by the time the writer gets to them: at a thousand hosts that is most of what
-    reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own."""
+    reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own.
+    Such a sample's ``gpus`` are built from it on first read (``_RowGpus``), and the history
+    folds it from the row without reading them (``probes.history.staged.stage_row``)."""
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled with its GPUs built (a copy never depends on the decoder's epoch)."""
+        self.gpus  # noqa: B018 (builds them where the fast path left them unbuilt)
+        return self.__dict__
 
 
 KERNEL_SOURCE = "kernel"
