@@ -7,6 +7,12 @@ from __future__ import annotations
 import statistics
 
 from probes.analysis.detectors import DETECTORS, EVERY_S, keep_onsets
+from probes.analysis.detectors.memory import (
+    _hello_total,
+    _is_leak,
+    _leaking_process,
+    leak_estimate,
+)
 from probes.analysis.detectors.window import (
     bins,
     cols,
@@ -20,7 +26,7 @@ from probes.analysis.detectors.window import (
     wmean,
 )
 from probes.analysis.findings import Finding
-from probes.analysis.judge import SLOWING_REASONS, temp_thresholds
+from probes.analysis.judge import SLOWING_REASONS, leak_urgency, temp_thresholds
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import REASON_BITS, HostHistory, StepSeries, disk_key, gpu_key, host_key
 from probes.triage import Code, Severity, Step
@@ -364,3 +370,46 @@ class ScheduleBefore:
         out = keep_onsets([f for found in self._found.values() for f in found], self._onset)
         out.sort(key=lambda f: (-f.severity.rank, f.gpu if f.gpu is not None else -1))
         return tuple(out)
+
+
+def detect_memory_leak(host: str, history: HostHistory, hello: Hello | None,
+                       sample: HostSample | None = None,
+                       limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """GPU memory that grows steadily and would fill the GPU within ``leak_max_hours_to_full``."""
+    now = latest_ts(history)
+    if now is None:
+        return []
+    sample = sample or history.last_sample
+    out = []
+    for idx in history.gpu_indices():
+        series = history.series(gpu_key(idx, "mem_used_mib"))
+        est = leak_estimate(series, now, limits)
+        if est is None or not _is_leak(est, limits):
+            continue
+        latest = series.latest() if series is not None else None
+        total = step_latest(history, idx, "mem_total_mib") or _hello_total(hello, idx)
+        if latest is None or not total:
+            continue
+        used = latest.mean
+        slope = est.slope_mib_h
+        hours = max(0.0, total - used) / slope
+        if hours >= limits.leak_max_hours_to_full:
+            continue
+        extra: dict[str, object] = {"slope_mib_h": round(slope, 1),
+                                    "hours_to_full": round(hours, 1),
+                                    "used_mib": used, "total_mib": total}
+        summary = (f"GPU{idx} memory grows {fmt(slope)} MiB/h; full in ~{hours:.0f} h "
+                   f"(at {fmt(used)} of {fmt(total)} MiB)")
+        who = _leaking_process(history, idx, now, slope, limits, sample)
+        if who is not None:
+            pid, name, pslope = who
+            extra.update(pid=pid, process=name, process_slope_mib_h=round(pslope, 1))
+            summary += f"; pid {pid} ({name or '?'}) grows {fmt(pslope)} MiB/h"
+        out.append(Finding(
+            Step.GPU, Code.MEMORY_LEAK, leak_urgency(hours, limits), summary,
+            host, gpu=idx, ts=est.start_ts, extra=extra,
+            action=(f"Find what keeps growing in the job on GPU{idx} (torch.cuda."
+                    "memory_summary() between steps; tensors kept across iterations, growing "
+                    "caches, lists of losses with graphs); checkpoint and restart it before it "
+                    "runs out of memory")))
+    return out

@@ -26,11 +26,13 @@ from probes.analysis.detectors import (
     DetectorSchedule,
     detect_collective_hang,
     detect_data_starvation,
+    detect_memory_leak,
     detect_power_pinned,
     detect_temp_near_slowdown,
     detect_throttled_while_busy,
 )
 from probes.analysis.detectors import clocks as clocks_mod
+from probes.analysis.detectors import memory as memory_mod
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory
@@ -58,6 +60,7 @@ PAIRS: list[tuple[Callable[..., list[Finding]], Callable[..., list[Finding]]]] =
     (detect_power_pinned, before.detect_power_pinned),
     (detect_data_starvation, before.detect_data_starvation),
     (detect_collective_hang, before.detect_collective_hang),
+    (detect_memory_leak, before.detect_memory_leak),
 ]
 MODES = ("idle", "busy", "throttled", "hot", "pinned", "saw", "edge")
 
@@ -88,7 +91,8 @@ class Host:
         self.cpu_busy_until = 0.0
         self.swap_until = 0.0
         self.gone: dict[int, float] = {}
-        self.leak = [self.rng.choice([0.0, 0.0, 300.0, 2000.0]) for _ in range(n)]
+        self.leak = [self.rng.choice([0.0, 0.0, 120.0, 130.0, 260.0, 2000.0])
+                     for _ in range(n)]
 
     def _edge(self, i: int, t: float) -> tuple[float, float, float, float]:
         """util, temp, power, clock right at the limits' thresholds (± a hair)."""
@@ -171,6 +175,7 @@ def random_limits(rng: random.Random) -> DetectorLimits:
         power_pinned_share=rng.choice([0.9, 0.97]), power_min_share=rng.choice([0.3, 0.7]),
         starve_disk_util_pct=rng.choice([70.0, 90.0]), starve_cpu_pct=rng.choice([60.0, 90.0]),
         hang_util_pct=rng.choice([90.0, 98.0]), hang_power_share=rng.choice([0.3, 0.5]),
+        leak_min_mib_h=rng.choice([100.0, 256.0]), leak_max_hours_to_full=500.0,
         min_coverage=rng.choice([0.5, 0.8]))
 
 
@@ -194,8 +199,10 @@ def compare(seed: int, hours: float, limits: DetectorLimits, n: int = 4) -> Coun
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_verdicts_are_those_of_merging_every_window(seed: int) -> None:
-    found = compare(seed, 2.0, DEFAULT_LIMITS)
+@pytest.mark.parametrize("to_full_h", [DEFAULT_LIMITS.leak_max_hours_to_full, 500.0])
+def test_verdicts_are_those_of_merging_every_window(seed: int, to_full_h: float) -> None:
+    limits = dataclasses.replace(DEFAULT_LIMITS, leak_max_hours_to_full=to_full_h)
+    found = compare(seed, 2.0, limits)
     assert sum(found.values()) > 0
 
 
@@ -206,7 +213,7 @@ def test_verdicts_agree_under_other_limits_and_every_detector_finds_something() 
         found += compare(seed, 1.5, random_limits(rng))
     found += compare(99, 1.5, DEFAULT_LIMITS)
     assert {"throttled-while-busy", "temp-near-slowdown", "power-pinned",
-            "data-starvation", "collective-hang"} <= set(found), found
+            "data-starvation", "collective-hang", "memory-leak"} <= set(found), found
 
 
 def test_negative_control_a_bound_a_little_too_eager_is_caught(
@@ -269,3 +276,14 @@ def test_negative_control_an_idle_window_too_wide_is_caught(
     monkeypatch.setattr(detectors_mod, "IDLE_SLACK_S", -0.6)
     with pytest.raises(AssertionError):
         schedules(monkeypatch, 1, 1.0)
+
+
+def test_negative_control_a_leak_called_flat_too_eagerly_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    flat = memory_mod._surely_flat
+    monkeypatch.setattr(memory_mod, "_surely_flat",
+                        lambda p, nbins, need: flat(p, nbins, 2.5 * need))
+    limits = dataclasses.replace(DEFAULT_LIMITS, leak_max_hours_to_full=500.0)
+    with pytest.raises(AssertionError):
+        for seed in (1, 2, 3):
+            compare(seed, 2.0, limits)

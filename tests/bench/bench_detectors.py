@@ -12,7 +12,13 @@ Reported per detector and checkpoint, CPU (``process_time``):
 
 and ``schedule_idle_us``: ``DetectorSchedule.run`` on a tick where nothing is due.
 
+``--before`` measures main's detectors and schedule instead (``tests/analysis/
+detectors_before.py``, the copy the equivalence test holds the new ones to);
+``--alternate K`` measures only K before/after pairs of the summed figure per checkpoint,
+alternating in one process over the same histories.
+
     python tests/bench/bench_detectors.py [--hosts 32] [--at 60,180,600,1800] [--reps 3]
+                                          [--before] [--alternate K]
 """
 
 from __future__ import annotations
@@ -57,13 +63,24 @@ def hosts_at(n: int, checkpoints: list[int]) -> Any:
         yield at, [(name, hist, last[0], last[1]) for name, _, hist, last in state]
 
 
+def before_schedule() -> tuple[tuple[Any, float], ...]:
+    """``SCHEDULE`` with main's detectors before issue 38's pruned windows (the copy the
+    equivalence test holds the new ones to), for a same-run comparison."""
+    from tests.analysis import detectors_before as old
+    return tuple((getattr(old, det.__name__, det), every) for det, every in SCHEDULE)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     limits = DetectorLimits()
     at = [int(x) for x in args.at.split(",")]
     rows: dict[str, dict[str, Any]] = {}
+    schedule = before_schedule() if args.before else SCHEDULE
     for t, hosts in hosts_at(args.hosts, at):
+        if args.alternate:
+            alternate(rows, t, hosts, limits, args)
+            continue
         total = 0.0
-        for det, every in SCHEDULE:
+        for det, every in schedule:
             t0 = time.process_time()
             for _ in range(args.reps):
                 for name, hist, hello, sample in hosts:
@@ -75,7 +92,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             row[f"hs_us@{t}"] = round(run_us / every, 2)
         rows.setdefault("all", {})[f"hs_us@{t}"] = round(total, 2)
         # A schedule that has run once: every later tick within the period finds nothing due.
-        sched = [DetectorSchedule(limits) for _ in hosts]
+        from tests.analysis.detectors_before import ScheduleBefore
+        sched: list[Any] = [ScheduleBefore(limits) if args.before else DetectorSchedule(limits)
+                            for _ in hosts]
         for s, (name, hist, hello, sample) in zip(sched, hosts, strict=True):
             s.run(name, hist, hello, sample)
         later = [dataclasses.replace(h[3], ts=h[3].ts + 1.0) for h in hosts]
@@ -90,11 +109,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "detectors": rows}
 
 
+def alternate(rows: dict[str, dict[str, Any]], t: int, hosts: list[Any],
+              limits: DetectorLimits, args: argparse.Namespace) -> None:
+    """Before / after alternated ``--alternate`` times over the same histories: every
+    detector's µs per host-sample (its runs spread over its period), summed."""
+    pairs = []
+    for _ in range(args.alternate):
+        pair = []
+        for schedule in (before_schedule(), SCHEDULE):
+            total = 0.0
+            for det, every in schedule:
+                t0 = time.process_time()
+                for _ in range(args.reps):
+                    for name, hist, hello, sample in hosts:
+                        det(name, hist, hello, sample, limits)
+                total += 1e6 * (time.process_time() - t0) / (args.reps * len(hosts)) / every
+            pair.append(round(total, 2))
+        pairs.append(pair)
+    ratios = sorted(b / a for b, a in pairs)
+    rows.setdefault("alternated", {})[f"before_after_hs_us@{t}"] = pairs
+    rows["alternated"][f"median_before_over_after@{t}"] = round(ratios[len(ratios) // 2], 3)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=32)
     ap.add_argument("--at", default="60,180,600,1800")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--before", action="store_true",
+                    help="main's detectors and schedule (tests/analysis/detectors_before.py)")
+    ap.add_argument("--alternate", type=int, default=0,
+                    help="only before/after pairs, this many, at each checkpoint")
     out = run(ap.parse_args())
     print(json.dumps(out))
     for name, row in out["detectors"].items():
