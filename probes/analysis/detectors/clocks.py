@@ -65,15 +65,16 @@ def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | 
         up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
         if up is None or not covered(up, now, window, limits):
             continue
+        pruned = limits.throttle_min_share > 0
+        if pruned and all_below(up, limits.throttle_busy_util_pct):
+            continue  # never busy: nothing throttled
         clock_max = step_latest(history, idx, "sm_clock_max_mhz")
         reasons = history.steps(gpu_key(idx, "clock_reasons"))
         cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
-        if limits.throttle_min_share > 0 and (
-                all_below(up, limits.throttle_busy_util_pct)
-                or (_never_slowed(reasons, up.t[0], now)
-                    and (cp is None or not clock_max
-                         or all_above(cp, limits.throttle_clock_share * clock_max)))):
-            continue  # never busy, or busy and never slowed: nothing throttled
+        if pruned and _never_slowed(reasons, up.t[0], now) and (
+                cp is None or not clock_max
+                or all_above(cp, limits.throttle_clock_share * clock_max)):
+            continue  # busy and never slowed: nothing throttled
         util = merged(up, nb)
         clock = merged(cp, nb) if cp is not None else None
         clocks = dict(zip(clock.t, clock.mean, strict=True)) if clock is not None else {}
