@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 
 from probes.analysis.detectors.window import (
+    all_above,
     all_below,
     bins,
     cols,
@@ -91,16 +92,16 @@ def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
             return []
         if all_below(up, limits.hang_util_pct):
             return []  # every bin under it, so the least is too
-        util = merged(up, nb)
-        if min(util.mean) < limits.hang_util_pct:
-            return []
+        if not all_above(up, limits.hang_util_pct) and \
+                min(merged(up, nb).mean) < limits.hang_util_pct:
+            return []  # (every point over it: so is every bin, no need to merge)
         drawn = max(power.mean)
         # drawn > share * usual when usual is under drawn / share: the hour's points can say so
         share = limits.hang_power_share
         usual = _usual_busy_power(history, idx, since, drawn / share if share > 0 else None)
         if not usual or drawn > share * usual:
             return []
-        spinning.append((idx, util.t[0], drawn, usual))
+        spinning.append((idx, up.t[0], drawn, usual))
     if len(spinning) < MIN_GPUS:
         return []
     start = min(t for _, t, _, _ in spinning)
