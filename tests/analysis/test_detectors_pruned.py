@@ -261,7 +261,7 @@ def schedules(monkeypatch: pytest.MonkeyPatch, seed: int, stretch: float) -> Non
         got = new.run("h", h, None, s)
         ran_new = list(calls)
         calls.clear()
-        want = old.run("h", h, None, s)  # type: ignore[arg-type]
+        want = old.run("h", h, None, s)
         assert (got, ran_new) == (want, calls), ts - T0
 
 
