@@ -84,6 +84,12 @@ class Series:
         """
         return self.columns(since, until, max_points).points()
 
+    def unmerged(self, since: float | None = None, max_points: int | None = None) -> Columns:
+        """The points ``columns(since, None, max_points)`` merges into its bins, not merged
+        (``merge`` them when more than ``max_points``: exactly ``columns``' answer).  A
+        detector can rule a window out from its points before paying for the merge."""
+        return self._h._query(self.key, since, None, max_points, merged=False)
+
     def latest(self) -> Point | None:
         """The newest raw value."""
         return self._h._latest(self.key)
@@ -487,7 +493,7 @@ class HostHistory:
         return None
 
     def _query(self, key: str, since: float | None, until: float | None,
-               max_points: int | None) -> Columns:
+               max_points: int | None, merged: bool = True) -> Columns:
         out = Columns([], [], [], [], [])
         newest = self.last_ts
         if newest is None:
@@ -534,7 +540,7 @@ class HostHistory:
                 cut = max(start, math.ceil(finer_old / res) * res)
             ring.rows(key, start, min(cut, math.nextafter(hi, math.inf)), out)
             start = cut
-        if max_points is not None and len(out.t) > max_points > 0:
+        if merged and max_points is not None and len(out.t) > max_points > 0:
             return merge(out, max_points)
         return out
 

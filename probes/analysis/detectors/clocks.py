@@ -5,14 +5,18 @@ pinned at the power limit.
 from __future__ import annotations
 
 from probes.analysis.detectors.window import (
+    all_above,
+    all_below,
     bins,
-    cols,
     covered,
     first_at_least,
     fmt,
     latest_ts,
+    merged,
+    points,
     sample_gpu,
     share_at_least,
+    slack,
     step_latest,
     wmean,
 )
@@ -35,6 +39,15 @@ def _mask_share(steps: StepSeries | None, t0: float, t1: float, bits: int) -> fl
     return on / (t1 - t0)
 
 
+def _never_slowed(steps: StepSeries | None, t0: float, now: float) -> bool:
+    """No slowing reason held at any time a busy bucket's share is read over: [t0, now]
+    and the microsecond after it (``_mask_share`` of a bucket starting at ``now``)."""
+    if steps is None:
+        return True
+    return not any(v != v or int(v) & _SLOWING_BITS
+                   for _, _, v in steps.segments(t0, max(now, t0) + 1e-6 + slack(now)))
+
+
 def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | None,
                                 sample: HostSample | None = None,
                                 limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
@@ -47,14 +60,24 @@ def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | 
     window = limits.throttle_window_s
     since = now - window
     out = []
+    nb = bins(window)
     for idx in history.gpu_indices():
-        util = cols(history.series(gpu_key(idx, "util_pct")), since, bins(window))
-        if util is None or not covered(util, now, window, limits):
+        up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
+        if up is None or not covered(up, now, window, limits):
             continue
-        clock = cols(history.series(gpu_key(idx, "sm_clock_mhz")), since, bins(window))
-        clocks = dict(zip(clock.t, clock.mean, strict=True)) if clock is not None else {}
+        pruned = limits.throttle_min_share > 0
+        if pruned and all_below(up, limits.throttle_busy_util_pct):
+            continue  # never busy: nothing throttled
         clock_max = step_latest(history, idx, "sm_clock_max_mhz")
         reasons = history.steps(gpu_key(idx, "clock_reasons"))
+        cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
+        if pruned and _never_slowed(reasons, up.t[0], now) and (
+                cp is None or not clock_max
+                or all_above(cp, limits.throttle_clock_share * clock_max)):
+            continue  # busy and never slowed: nothing throttled
+        util = merged(up, nb)
+        clock = merged(cp, nb) if cp is not None else None
+        clocks = dict(zip(clock.t, clock.mean, strict=True)) if clock is not None else {}
         total = sum(util.n)
         hit = 0.0
         busy_n = 0
@@ -118,9 +141,13 @@ def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | No
         if info.temp_slowdown_c is None:
             continue
         near, _ = temp_thresholds(info.temp_slowdown_c, limits)
-        c = cols(history.series(gpu_key(info.index, "temp_c")), now - window, bins(window))
-        if c is None or not covered(c, now, window, limits):
+        nb = bins(window)
+        p = points(history.series(gpu_key(info.index, "temp_c")), now - window, nb)
+        if p is None or not covered(p, now, window, limits):
             continue
+        if limits.temp_min_share > 0 and all_below(p, near):
+            continue  # no bin near the threshold: its share is 0
+        c = merged(p, nb)
         share = share_at_least(c, near)
         if share < limits.temp_min_share:
             continue
@@ -157,10 +184,14 @@ def detect_power_pinned(host: str, history: HostHistory, hello: Hello | None,
         limit = step_latest(history, idx, "power_limit_w")
         if not limit:
             continue
-        c = cols(history.series(gpu_key(idx, "power_w")), now - window, bins(window))
-        if c is None or not covered(c, now, window, limits):
+        nb = bins(window)
+        p = points(history.series(gpu_key(idx, "power_w")), now - window, nb)
+        if p is None or not covered(p, now, window, limits):
             continue
         pinned = limits.power_pinned_share * limit
+        if limits.power_min_share > 0 and all_below(p, pinned):
+            continue  # no bin at the limit: its share is 0
+        c = merged(p, nb)
         share = share_at_least(c, pinned)
         if share < limits.power_min_share:
             continue

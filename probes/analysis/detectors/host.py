@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
-from probes.analysis.detectors.window import bins, cols, covered, fmt, latest_ts, wmean
+from probes.analysis.detectors.window import (
+    all_below,
+    bins,
+    cols,
+    covered,
+    fmt,
+    latest_ts,
+    merged,
+    points,
+    wmean,
+)
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory, disk_key, gpu_key, host_key
@@ -26,12 +36,19 @@ def detect_data_starvation(host: str, history: HostHistory, hello: Hello | None,
     window = limits.starve_window_s
     since = now - window
     suspects: list[tuple[float, str, dict[str, object]]] = []
+    nb = bins(window)
     for name in history.disks():
-        util = cols(history.series(disk_key(name, "util")), since, bins(window))
-        if util is None or not covered(util, now, window, limits):
+        up = points(history.series(disk_key(name, "util")), since, nb)
+        if up is None or not covered(up, now, window, limits):
             continue
-        aw = cols(history.series(disk_key(name, "await")), since, bins(window))
-        q = cols(history.series(disk_key(name, "aqu_sz")), since, bins(window))
+        ap = points(history.series(disk_key(name, "await")), since, nb)
+        if all_below(up, limits.starve_disk_util_pct) and (
+                all_below(ap, limits.starve_disk_await_ms) if ap is not None
+                else limits.starve_disk_await_ms > 0.0):
+            continue  # both window means under their limits: not a suspect
+        util = merged(up, nb)
+        aw = merged(ap, nb) if ap is not None else None
+        q = cols(history.series(disk_key(name, "aqu_sz")), since, nb)
         u, a = wmean(util), wmean(aw) if aw is not None else 0.0
         if u >= limits.starve_disk_util_pct or a >= limits.starve_disk_await_ms:
             holds = [d.path for d in (hello.datasets if hello is not None else ())
@@ -45,7 +62,9 @@ def detect_data_starvation(host: str, history: HostHistory, hello: Hello | None,
             suspects.append((u + a, what, {"disk": name, "disk_util": round(u, 1),
                                            "disk_await_ms": round(a, 1)}))
     suspects.sort(key=lambda s: -s[0])
-    cpu = cols(history.series(host_key("cpu_pct")), since, bins(window))
+    cp = points(history.series(host_key("cpu_pct")), since, nb)
+    cpu = merged(cp, nb) if cp is not None and not all_below(cp, limits.starve_cpu_pct) \
+        else None
     if cpu is not None and covered(cpu, now, window, limits) and \
             wmean(cpu) >= limits.starve_cpu_pct:
         suspects.append((0.0, f"host CPU is {wmean(cpu):.0f}% busy (a CPU-bound data loader)",

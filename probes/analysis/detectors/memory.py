@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
-from probes.analysis.detectors.window import cols, fmt, latest_ts, sample_gpu, step_latest
+from probes.analysis.detectors.window import (
+    cols,
+    fmt,
+    latest_ts,
+    points,
+    sample_gpu,
+    slack,
+    step_latest,
+)
 from probes.analysis.findings import Finding
 from probes.analysis.judge import leak_urgency
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.analysis.slope import Growth, growth
-from probes.history import HostHistory, Series, gpu_key, proc_key
+from probes.history import Columns, HostHistory, Series, gpu_key, proc_key
 from probes.triage import Code, Step
 from probes.wire.samples import Hello, HostSample
 
@@ -28,6 +36,19 @@ def leak_estimate(series: Series | None, now: float,
     return growth(c.t, c.lo, now, need)
 
 
+def _surely_flat(p: Columns, nbins: int, need: float) -> bool:
+    """The window's points alone prove ``growth`` finds its floor flat (slope 0): the floor
+    rises at most from the lowest point's low to the newest's (the last bin holds the
+    newest point; every bin's minimum is at least the lowest low), over at least
+    ``(nbins - 1) / nbins`` of the points' span (the last bin starts no earlier)."""
+    rise = p.lo[-1] - min(p.lo)
+    if rise <= 0:
+        return True
+    share = (nbins - 1) / nbins if len(p.t) > nbins > 0 else 1.0
+    span_h = (p.t[-1] - p.t[0]) / 3600.0 * share * (1 - 1e-6)
+    return rise < need * span_h - slack(need * span_h)
+
+
 def _is_leak(e: Growth | None, limits: DetectorLimits) -> bool:
     need = limits.leak_min_mib_h * limits.leak_half_share
     return (e is not None and e.slope_mib_h >= limits.leak_min_mib_h
@@ -45,6 +66,11 @@ def detect_memory_leak(host: str, history: HostHistory, hello: Hello | None,
     out = []
     for idx in history.gpu_indices():
         series = history.series(gpu_key(idx, "mem_used_mib"))
+        if limits.leak_min_mib_h > 0:
+            p = points(series, now - limits.leak_window_s, limits.leak_bins)
+            if p is None or _surely_flat(p, limits.leak_bins,
+                                         limits.leak_min_mib_h * limits.leak_half_share):
+                continue
         est = leak_estimate(series, now, limits)
         if est is None or not _is_leak(est, limits):
             continue

@@ -13,7 +13,18 @@ from __future__ import annotations
 
 import statistics
 
-from probes.analysis.detectors.window import bins, cols, covered, latest_ts, step_latest
+from probes.analysis.detectors.window import (
+    all_above,
+    all_below,
+    bins,
+    cols,
+    covered,
+    latest_ts,
+    merged,
+    points,
+    slack,
+    step_latest,
+)
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory, gpu_key
@@ -34,15 +45,25 @@ ACTION_HANG = ("Every rank of the job is likely waiting in a collective that one
                "watchdog name it), before the watchdog's timeout kills the job")
 
 
-def _usual_busy_power(history: HostHistory, idx: int, since: float) -> float | None:
+def _usual_busy_power(history: HostHistory, idx: int, since: float,
+                      above: float | None = None) -> float | None:
     """What the GPU draws when it really computes: the 90th percentile of its power while
     busy in the hour before ``since``, but never under ``LIMIT_SHARE`` of its power limit
-    (a job hung since before the console started has no busy past to read)."""
+    (a job hung since before the console started has no busy past to read).
+
+    With ``above``: 0.0 as soon as the hour's points prove the answer is under ``above``
+    (no point drew that much, nor does the floor), before merging them.
+    """
     start = since - BUSY_POWER_HISTORY_S
     limit = step_latest(history, idx, "power_limit_w")
     floor = LIMIT_SHARE * limit if limit else 0.0
-    util = cols(history.series(gpu_key(idx, "util_pct")), start, bins(BUSY_POWER_HISTORY_S))
-    power = cols(history.series(gpu_key(idx, "power_w")), start, bins(BUSY_POWER_HISTORY_S))
+    nb = bins(BUSY_POWER_HISTORY_S)
+    pp = points(history.series(gpu_key(idx, "power_w")), start, nb)
+    if above is not None and floor < above - slack(above) and (pp is None
+                                                             or all_below(pp, above)):
+        return 0.0  # a busy bin's power is at most its points', so the answer < ``above``
+    util = cols(history.series(gpu_key(idx, "util_pct")), start, nb)
+    power = merged(pp, nb) if pp is not None else None
     if util is not None and power is not None:
         watts = dict(zip(power.t, power.mean, strict=True))
         busy = sorted(watts[t] for t, u in zip(util.t, util.mean, strict=True)
@@ -63,18 +84,24 @@ def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
     since = now - window
     gpus = list(history.gpu_indices())
     spinning: list[tuple[int, float, float, float]] = []
+    nb = bins(window)
     for idx in gpus:
-        util = cols(history.series(gpu_key(idx, "util_pct")), since, bins(window))
-        power = cols(history.series(gpu_key(idx, "power_w")), since, bins(window))
-        if util is None or power is None or not covered(util, now, window, limits):
+        up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
+        power = cols(history.series(gpu_key(idx, "power_w")), since, nb)
+        if up is None or power is None or not covered(up, now, window, limits):
             return []
-        if min(util.mean) < limits.hang_util_pct:
-            return []
-        usual = _usual_busy_power(history, idx, since)
+        if all_below(up, limits.hang_util_pct):
+            return []  # every bin under it, so the least is too
+        if not all_above(up, limits.hang_util_pct) and \
+                min(merged(up, nb).mean) < limits.hang_util_pct:
+            return []  # (every point over it: so is every bin, no need to merge)
         drawn = max(power.mean)
-        if not usual or drawn > limits.hang_power_share * usual:
+        # drawn > share * usual when usual is under drawn / share: the hour's points can say so
+        share = limits.hang_power_share
+        usual = _usual_busy_power(history, idx, since, drawn / share if share > 0 else None)
+        if not usual or drawn > share * usual:
             return []
-        spinning.append((idx, util.t[0], drawn, usual))
+        spinning.append((idx, up.t[0], drawn, usual))
     if len(spinning) < MIN_GPUS:
         return []
     start = min(t for _, t, _, _ in spinning)

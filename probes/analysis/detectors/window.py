@@ -1,9 +1,17 @@
-"""Window helpers the detectors share: a series' recent columns, coverage, shares and means."""
+"""Window helpers the detectors share: a series' recent columns, coverage, shares and means.
+
+A detector asks for a window merged into bins (``cols``); most windows hold nothing to
+report, and merging is most of a query's cost.  So the costly detectors read the window's
+points first (``points``), rule it out when the points alone prove no bin can hold the
+trouble (``all_below``: no bin's mean reaches a floor no point's mean reaches), and merge
+only the windows left (``merged``): the verdicts are those of merging every window.
+"""
 
 from __future__ import annotations
 
 from probes.analysis.limits import DetectorLimits
 from probes.history import Columns, GpuStepField, HostHistory, Series, gpu_key
+from probes.history.merge import merge
 from probes.wire.samples import GpuSample, HostSample
 
 BUCKET_S = 15.0
@@ -19,6 +27,35 @@ def cols(series: Series | None, since: float, bins: int | None = None) -> Column
         return None
     c = series.columns(since=since, max_points=bins)
     return c if c.t else None
+
+
+def points(series: Series | None, since: float, bins: int | None = None) -> Columns | None:
+    """What ``cols`` would merge into ``bins``, not merged yet (``merged`` finishes it)."""
+    if series is None:
+        return None
+    c = series.unmerged(since, bins)
+    return c if c.t else None
+
+
+def merged(c: Columns, bins: int | None) -> Columns:
+    """``points``' answer merged as ``cols`` merges it: ``cols`` == ``merged(points)``."""
+    return merge(c, bins) if bins is not None and len(c.t) > bins > 0 else c
+
+
+def slack(v: float) -> float:
+    """More than the rounding of a weighted mean of points about ``v``."""
+    return 1e-9 * abs(v) + 1e-9
+
+
+def all_below(c: Columns, floor: float) -> bool:
+    """Every point's mean under ``floor``, so every bin merged from them is too: no bin's
+    mean (a weighted mean of its points') reaches ``floor``."""
+    return max(c.mean) < floor - slack(floor)
+
+
+def all_above(c: Columns, ceiling: float) -> bool:
+    """Every point's mean over ``ceiling``, so every merged bin's is too."""
+    return min(c.mean) > ceiling + slack(ceiling)
 
 
 def covered(c: Columns, now: float, window: float, limits: DetectorLimits) -> bool:
