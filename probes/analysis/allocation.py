@@ -19,6 +19,7 @@ from typing import cast
 from probes.analysis.detectors.window import cols
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DetectorLimits
+from probes.analysis.tick_gpus import fixed_gpus, tick_gpus
 from probes.history import HostHistory, gpu_key
 from probes.triage import Code, Severity, Step
 from probes.wire.compact import StaticEpoch
@@ -54,7 +55,7 @@ class HoldTracker:
             return
         self._epoch = epoch
         held: dict[int, tuple[str, float]] = {}
-        for g in sample.gpus:
+        for g in fixed_gpus(sample):  # indices and jobs are static: the epoch's, if any
             jobs = sorted({j for p in g.processes or () if (j := job_of(p)) is not None})
             if not jobs:
                 continue
@@ -115,19 +116,21 @@ def stray_process_findings(host: str, sample: HostSample,
     places = _strays_of(sample)
     if not places:
         return []
-    gpus = sample.gpus
+    _, gpus, rows = tick_gpus(sample)
     out = []
     for i, k in places:
         idx, p = gpus[i].index, (gpus[i].processes or ())[k]
-        if (p.used_mib or 0.0) < limits.stray_min_mib:
+        # a row's process lists only its static half: its memory is the row's
+        used = p.used_mib if rows is None else (rows[i].processes or ())[k]
+        if (used or 0.0) < limits.stray_min_mib:
             continue
         who = " ".join(x for x in (p.name, f"(pid {p.pid}" + (f", {p.user})" if p.user else ")"))
                        if x)
         out.append(Finding(
             Step.GPU, Code.GPU_STRAY_PROCESS, Severity.WARNING,
-            f"GPU{idx}: {who} holds {p.used_mib:,.0f} MiB outside any Slurm job",
+            f"GPU{idx}: {who} holds {used:,.0f} MiB outside any Slurm job",
             host, gpu=idx, ts=sample.ts, action=ACTION_STRAY,
-            extra={"pid": p.pid, "user": p.user, "used_mib": p.used_mib}))
+            extra={"pid": p.pid, "user": p.user, "used_mib": used}))
     return out
 
 
@@ -146,7 +149,7 @@ def _may_stray(sample: HostSample) -> tuple[tuple[int, int], ...]:
     """(GPU position, process position) of each process that would be a stray whatever its
     memory: on a node whose other GPU processes run under Slurm, its environment read and
     naming no job, container or pod."""
-    places = [(i, k, p) for i, g in enumerate(sample.gpus)
+    places = [(i, k, p) for i, g in enumerate(fixed_gpus(sample))
               for k, p in enumerate(g.processes or ())]
     if not any(job_of(p) is not None for _, _, p in places):
         return ()  # not (now) a Slurm node: every process is "outside Slurm"

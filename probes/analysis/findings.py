@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -30,6 +30,7 @@ from probes.analysis.judge import (
 )
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.analysis.static_verdicts import GpuStatic, StaticVerdicts, dated
+from probes.analysis.tick_gpus import MovingGpu, TickGpus, tick_gpus
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
@@ -119,8 +120,10 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
 
     A wire v2 sample's static facts (``static_epoch``: a GPU lost or hung, ECC, remapping,
     NVLinks, the PCIe link, the hello's GPUs it lacks) are judged once per epoch and kept
-    on it; each tick judges only its moving numbers (clocks, load, disks).  The findings
-    are ``judge_whole_sample``'s, in its order (``test_sample_findings_cache``).
+    on it; each tick judges only its moving numbers (clocks, load, disks), read from the
+    tick's decoded row where the sample has one (``tick_gpus``: never ``sample.gpus``).
+    The findings are ``judge_whole_sample``'s, in its order (``test_sample_findings_cache``,
+    ``test_judges_read_the_row``).
 
     Args:
         host: the host's name in the fleet.
@@ -134,17 +137,19 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     epoch = sample.static_epoch
     if not isinstance(epoch, StaticEpoch):
         return judge_whole_sample(host, hello, sample, limits)
+    gpus = tick_gpus(sample)  # the decoded row where the sample has it (never its GPUs)
     static = epoch.findings
-    if not (isinstance(static, StaticVerdicts) and static.fits(host, hello, sample, limits)):
-        static = epoch.findings = _static_verdicts(host, hello, sample, limits)
-    return _judge_moving(host, sample, limits, static)
+    if not (isinstance(static, StaticVerdicts)
+            and static.fits(host, hello, len(gpus.fixed), limits)):
+        static = epoch.findings = _static_verdicts(host, hello, gpus.fixed, sample.ts, limits)
+    return _judge_moving(host, sample, limits, static, gpus)
 
 
 def judge_whole_sample(host: str, hello: Hello | None, sample: HostSample,
                        limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
     """``sample_findings`` judging every field of the sample (a sample without an epoch:
     wire v1, the checked path, a replay)."""
-    out = _missing(host, hello, sample)
+    out = _missing(host, hello, sample.gpus, sample.ts)
     peers = peer_link(g for g in sample.gpus if g.index >= 0)
     for gpu in sample.gpus:
         out.extend(_gpu_findings(host, gpu, sample.ts, limits, peers))
@@ -153,12 +158,13 @@ def judge_whole_sample(host: str, hello: Hello | None, sample: HostSample,
     return out
 
 
-def _missing(host: str, hello: Hello | None, sample: HostSample) -> list[Finding]:
-    """The hello's GPUs that this sample lacks."""
+def _missing(host: str, hello: Hello | None, gpus: Sequence[GpuSample], ts: float
+             ) -> list[Finding]:
+    """The hello's GPUs that a sample of these GPUs lacks."""
     out: list[Finding] = []
     if hello is None:
         return out
-    seen = {g.index for g in sample.gpus}
+    seen = {g.index for g in gpus}
     for info in hello.facts.gpus:
         if info.index not in seen:
             # named as last seen: what the person at the rack and the RMA form ask for
@@ -166,7 +172,7 @@ def _missing(host: str, hello: Hello | None, sample: HostSample) -> list[Finding
                                        ("uuid", info.uuid)) if v}
             out.append(Finding(Step.GPU, Code.GPU_LOST, Severity.CRITICAL,
                                f"GPU {info.index} ({info.bus_id or '?'}) is missing from "
-                               "the samples", host, gpu=info.index, ts=sample.ts,
+                               "the samples", host, gpu=info.index, ts=ts,
                                action=acts.ACTION_GPU_LOST, extra=named))
     return out
 
@@ -180,40 +186,42 @@ def _disk_findings(host: str, sample: HostSample, limits: DetectorLimits,
                                host, ts=sample.ts, action=acts.ACTION_DISK))
 
 
-def _static_verdicts(host: str, hello: Hello | None, sample: HostSample,
+def _static_verdicts(host: str, hello: Hello | None, fixed: Sequence[GpuSample], ts: float,
                      limits: DetectorLimits) -> StaticVerdicts:
-    peers = peer_link(g for g in sample.gpus if g.index >= 0)
-    ts = sample.ts
+    """What the GPUs' static fields say (``fixed``: a sample's GPUs or its epoch's static
+    halves, the same static fields), dated ``ts``."""
+    peers = peer_link(g for g in fixed if g.index >= 0)
     gpus: list[GpuStatic | None] = []
-    for gpu in sample.gpus:
+    for gpu in fixed:
         alone = _state_findings(host, gpu, ts)
         short = None if alone else link_short(gpu, peers)
         after = () if alone else tuple(_static_findings(host, gpu, ts))
         gpus.append(GpuStatic(tuple(alone), short, None if short is None else
                                _link_finding(host, gpu, ts, short, peers), after)
                     if alone or short is not None or after else None)
-    return StaticVerdicts(host, hello, limits, tuple(_missing(host, hello, sample)),
+    return StaticVerdicts(host, hello, limits, tuple(_missing(host, hello, fixed, ts)),
                            tuple(gpus))
 
 
 def _judge_moving(host: str, sample: HostSample, limits: DetectorLimits,
-                  static: StaticVerdicts) -> list[Finding]:
-    """The per-tick half: ``judge_whole_sample``'s order, the static verdicts re-dated."""
+                  static: StaticVerdicts, gpus: TickGpus) -> list[Finding]:
+    """The per-tick half: ``judge_whole_sample``'s order, the static verdicts re-dated, the
+    moving numbers read from ``gpus`` (the tick's row where the sample has one)."""
     ts = sample.ts
     out = dated(static.missing, ts) if static.missing else []
-    for gpu, known in zip(sample.gpus, static.gpus, strict=True):
+    for now, gpu, known in zip(gpus.moving, gpus.fixed, static.gpus, strict=True):
         if known is not None and known.alone:
             out += dated(known.alone, ts)
             continue
-        if gpu.clock_reasons:
-            throttled = _throttled(host, gpu, ts, limits)
+        if now.clock_reasons:
+            throttled = _throttled(host, gpu, now, ts, limits)
             if throttled is not None:
                 out.append(throttled)
         if known is None:
             continue
         short = known.short
         if known.link is not None and (short is not Severity.INFO
-                                       or is_busy(gpu.util_pct, limits)):
+                                       or is_busy(now.util_pct, limits)):
             out += dated((known.link,), ts)
         if known.after:
             out += dated(known.after, ts)
@@ -230,7 +238,7 @@ def _gpu_findings(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits,
     # Every check below is skipped at the cost of one comparison when its inputs are
     # healthy: this runs for every GPU of every host every second.
     if gpu.clock_reasons:
-        throttled = _throttled(host, gpu, ts, limits)
+        throttled = _throttled(host, gpu, gpu, ts, limits)
         if throttled is not None:
             out.append(throttled)
     link = gpu_link_shortfall(gpu, limits, peers)
@@ -254,13 +262,17 @@ def _state_findings(host: str, gpu: GpuSample, ts: float) -> list[Finding]:
     return []
 
 
-def _throttled(host: str, gpu: GpuSample, ts: float, limits: DetectorLimits) -> Finding | None:
-    active = slowing_reasons(gpu.clock_reasons, gpu.util_pct, limits)
+def _throttled(host: str, gpu: GpuSample, now: MovingGpu, ts: float,
+               limits: DetectorLimits) -> Finding | None:
+    """Clocks held down while it matters: ``now``'s reasons, load and clock against ``gpu``'s
+    index and maximum clock (one GPU sample as both, or a row's GPU and its static half)."""
+    active = slowing_reasons(now.clock_reasons, now.util_pct, limits)
     if not active:
         return None
     clocks = ""
-    if gpu.sm_clock_mhz is not None and gpu.sm_clock_max_mhz:
-        clocks = f" at {gpu.sm_clock_mhz:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
+    sm_clock = now.sm_clock_mhz
+    if sm_clock is not None and gpu.sm_clock_max_mhz:
+        clocks = f" at {sm_clock:.0f}/{gpu.sm_clock_max_mhz:.0f} MHz"
     return Finding(Step.GPU, Code.CLOCKS_THROTTLED, Severity.WARNING,
                    f"GPU {gpu.index} throttled: {', '.join(sorted(active))}{clocks}",
                    host, gpu=gpu.index, ts=ts,

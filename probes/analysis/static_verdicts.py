@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from probes.analysis.findings import Finding
     from probes.analysis.limits import DetectorLimits
     from probes.triage import Severity
-    from probes.wire.samples import Hello, HostSample
+    from probes.wire.samples import Hello
 
 
 class GpuStatic(NamedTuple):
@@ -36,12 +36,12 @@ class StaticVerdicts(NamedTuple):
     missing: tuple[Finding, ...]
     gpus: tuple[GpuStatic | None, ...]  # per GPU, in order; None: nothing static to say
 
-    def fits(self, host: str, hello: Hello | None, sample: HostSample,
+    def fits(self, host: str, hello: Hello | None, gpus: int,
              limits: DetectorLimits) -> bool:
-        """Judged for this host, hello and limits (the epoch fixes the rest)."""
+        """Judged for this host, hello and limits (the epoch fixes the rest) and a sample
+        of ``gpus`` GPUs."""
         return self.hello is hello and self.host == host and \
-            len(self.gpus) == len(sample.gpus) and (self.limits is limits
-                                                    or self.limits == limits)
+            len(self.gpus) == gpus and (self.limits is limits or self.limits == limits)
 
 
 def dated(found: tuple[Finding, ...], ts: float) -> list[Finding]:

@@ -1,0 +1,68 @@
+"""A tick's GPUs as the per-tick judges read them: each position's moving numbers and its
+static half.
+
+A wire v2 sample from the fast path carries the tick's decoded row (``wire_row``, a
+``SampleRow``) and its static facts (``static_epoch.gpus``, each GPU position's checked
+static half), position for position with ``sample.gpus`` (``wire_row`` is set only where
+every GPU and process list came from the row unchanged).  The judges read those two and
+never ``sample.gpus``, which such a sample need not build (issue 38: no per-GPU objects on
+the hot path).  Any other sample (wire v1, the checked path, a replay) gives its GPUs as
+both halves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, cast
+
+from probes.wire.compact import GpuRow, SampleRow, StaticEpoch
+from probes.wire.samples import GpuSample, HostSample
+
+
+class MovingGpu(Protocol):
+    """The moving numbers the per-tick findings read (a ``GpuRow``'s fields are named as the
+    sample's: ``GPU_ROW_FIELDS``)."""
+
+    @property
+    def util_pct(self) -> float | None: ...
+
+    @property
+    def sm_clock_mhz(self) -> float | None: ...
+
+    @property
+    def clock_reasons(self) -> tuple[str, ...]: ...
+
+
+class TickGpus(NamedTuple):
+    """A sample's GPUs, position by position."""
+
+    moving: Sequence[MovingGpu]
+    """Each GPU's moving numbers: the row's ``GpuRow`` (or the sample's ``GpuSample``)."""
+    fixed: Sequence[GpuSample]
+    """Each GPU's static half (index, limits, state, links, processes' jobs); on the row
+    path its moving fields are None and its processes hold no memory."""
+    rows: Sequence[GpuRow] | None
+    """The row's GPUs (``moving`` as their class): ``rows[i].processes`` is the memory of
+    each of ``fixed[i].processes``; None where ``fixed`` is the sample's own GPUs, whose
+    processes carry their memory."""
+
+
+def tick_gpus(sample: HostSample) -> TickGpus:
+    """The row and its static epoch when the sample has both, else the sample's GPUs."""
+    row = sample.wire_row
+    epoch = sample.static_epoch
+    if row is not None and isinstance(epoch, StaticEpoch):
+        rows = cast(SampleRow, row).gpus
+        return TickGpus(cast(Sequence[MovingGpu], rows), cast(Sequence[GpuSample], epoch.gpus),
+                        rows)
+    gpus = sample.gpus
+    return TickGpus(gpus, gpus, None)
+
+
+def fixed_gpus(sample: HostSample) -> Sequence[GpuSample]:
+    """``tick_gpus(sample).fixed`` alone (the static half: once per epoch)."""
+    row = sample.wire_row
+    epoch = sample.static_epoch
+    if row is not None and isinstance(epoch, StaticEpoch):
+        return cast(Sequence[GpuSample], epoch.gpus)
+    return sample.gpus
