@@ -30,7 +30,7 @@ from probes.analysis.judge import (
 )
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.analysis.static_verdicts import GpuStatic, StaticVerdicts, dated
-from probes.analysis.tick_gpus import MovingGpu, TickGpus, tick_gpus
+from probes.analysis.tick_gpus import MovingGpu, tick_gpus
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
 from probes.rules.parsers.pcie import link_shortfall
@@ -137,12 +137,11 @@ def sample_findings(host: str, hello: Hello | None, sample: HostSample,
     epoch = sample.static_epoch
     if not isinstance(epoch, StaticEpoch):
         return judge_whole_sample(host, hello, sample, limits)
-    gpus = tick_gpus(sample)  # the decoded row where the sample has it (never its GPUs)
+    moving, fixed, _ = tick_gpus(sample)  # the decoded row where the sample has it
     static = epoch.findings
-    if not (isinstance(static, StaticVerdicts)
-            and static.fits(host, hello, len(gpus.fixed), limits)):
-        static = epoch.findings = _static_verdicts(host, hello, gpus.fixed, sample.ts, limits)
-    return _judge_moving(host, sample, limits, static, gpus)
+    if not (isinstance(static, StaticVerdicts) and static.fits(host, hello, len(fixed), limits)):
+        static = epoch.findings = _static_verdicts(host, hello, fixed, sample.ts, limits)
+    return _judge_moving(host, sample, limits, static, moving, fixed)
 
 
 def judge_whole_sample(host: str, hello: Hello | None, sample: HostSample,
@@ -204,12 +203,13 @@ def _static_verdicts(host: str, hello: Hello | None, fixed: Sequence[GpuSample],
 
 
 def _judge_moving(host: str, sample: HostSample, limits: DetectorLimits,
-                  static: StaticVerdicts, gpus: TickGpus) -> list[Finding]:
+                  static: StaticVerdicts, moving: Sequence[MovingGpu],
+                  fixed: Sequence[GpuSample]) -> list[Finding]:
     """The per-tick half: ``judge_whole_sample``'s order, the static verdicts re-dated, the
-    moving numbers read from ``gpus`` (the tick's row where the sample has one)."""
+    moving numbers read from ``moving`` (the tick's row where the sample has one)."""
     ts = sample.ts
     out = dated(static.missing, ts) if static.missing else []
-    for now, gpu, known in zip(gpus.moving, gpus.fixed, static.gpus, strict=True):
+    for now, gpu, known in zip(moving, fixed, static.gpus, strict=True):
         if known is not None and known.alone:
             out += dated(known.alone, ts)
             continue

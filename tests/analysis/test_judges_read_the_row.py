@@ -183,8 +183,8 @@ def _reversed(sample: HostSample) -> tick_gpus.TickGpus:
     """A mutant: each GPU's moving numbers read from another position's row."""
     moving, fixed, rows = tick_gpus.tick_gpus(sample)
     if rows is None:
-        return tick_gpus.TickGpus(moving, fixed, rows)
-    return tick_gpus.TickGpus(list(moving)[::-1], fixed, list(rows)[::-1])
+        return moving, fixed, rows
+    return list(moving)[::-1], fixed, list(rows)[::-1]
 
 
 def _stale() -> tuple[Any, Any]:
@@ -198,7 +198,7 @@ def _stale() -> tuple[Any, Any]:
 
     def tick(sample: HostSample) -> tick_gpus.TickGpus:
         moving, _, rows = tick_gpus.tick_gpus(sample)
-        return tick_gpus.TickGpus(moving, fixed_gpus(sample), rows)
+        return moving, fixed_gpus(sample), rows
 
     return tick, fixed_gpus
 
@@ -263,7 +263,7 @@ def test_a_sample_with_a_row_is_judged_without_its_gpus() -> None:
 def test_a_judge_that_reads_the_gpus_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: the row ignored (today's code before this change) raises."""
     def gpus_only(sample: HostSample) -> tick_gpus.TickGpus:
-        return tick_gpus.TickGpus(sample.gpus, sample.gpus, None)
+        return sample.gpus, sample.gpus, None
 
     assert isinstance(next(iter(sim_stream("healthy", 1)))[0].static_epoch, StaticEpoch)
     monkeypatch.setattr(findings, "tick_gpus", gpus_only)

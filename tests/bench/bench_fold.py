@@ -18,7 +18,13 @@ findings).  Measured, CPU (``process_time``) per host-sample, over the same tick
 * ``findings_us`` / ``findings_whole_us``: the per-tick findings alone (``sample_findings``
   and ``stray_process_findings``, the static half judged once per static epoch) against
   judging every field each tick (``judge_whole_sample``, the strays of a copy without its
-  epoch), over the same decoded steady ticks of the first 32 hosts, 5 passes.
+  epoch), over the same decoded steady ticks of the first 32 hosts, 5 passes;
+* ``judges_us`` / ``judges_whole_us``: every per-tick judge of ``HostState._apply_sample``
+  (``HoldTracker.update``, ``sample_findings``, ``host_findings``,
+  ``idle_allocation_findings``, ``stray_process_findings``) on the same ticks as decoded
+  (a fast-path tick's row and static epoch: ``tick_gpus``), and on copies without row or
+  epoch (the sample's GPUs, everything judged each tick), a fresh ``HoldTracker`` per host
+  and pass, the host's own history.
 
 ``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
 
@@ -45,8 +51,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import msgspec
 
-from probes.analysis.allocation import stray_process_findings
-from probes.analysis.findings import judge_whole_sample, sample_findings
+from probes.analysis.allocation import (
+    HoldTracker,
+    idle_allocation_findings,
+    stray_process_findings,
+)
+from probes.analysis.findings import host_findings, judge_whole_sample, sample_findings
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.wire.compact import SampleRow
@@ -80,8 +90,9 @@ def floor(ticks: list[list[bytes]], hosts: int, seconds: range) -> float:
 
 
 def findings_alone(fleet: FleetState, names: list[str], feed: list[Any], steady: range
-                   ) -> tuple[float, float]:
-    """µs per host-sample: the findings judged per static epoch, and judged whole."""
+                   ) -> tuple[float, float, float, float]:
+    """µs per host-sample: the findings judged per static epoch, and judged whole; every
+    per-tick judge on the samples as decoded, and on copies without row or epoch."""
     work = []
     for i, name in enumerate(names):
         reader = MessageReader()
@@ -102,7 +113,19 @@ def findings_alone(fleet: FleetState, names: list[str], feed: list[Any], steady:
                 judge(name, hello, s, limits)
                 stray_process_findings(name, s, limits)
         times.append(round(1e6 * (time.process_time() - t0) / (5 * max(len(work), 1)), 2))
-    return times[0], times[1]
+    for whole in (False, True):
+        t0 = time.process_time()
+        for _ in range(5):
+            holds = {name: HoldTracker() for name in names}
+            for name, hello, sample, copy, limits in work:
+                s = copy if whole else sample
+                held, history = holds[name], fleet.hosts[name].history
+                held.update(s)
+                (sample_findings(name, hello, s, limits) + host_findings(name, s)
+                 + idle_allocation_findings(name, history, s, held, limits)
+                 + stray_process_findings(name, s, limits))
+        times.append(round(1e6 * (time.process_time() - t0) / (5 * max(len(work), 1)), 2))
+    return times[0], times[1], times[2], times[3]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -152,7 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return time.process_time() - t0
 
     decode = decode_all(MessageReader)
-    judged, whole = findings_alone(fleet, names[:32], feed, steady)
+    judged, whole, judges, judges_whole = findings_alone(fleet, names[:32], feed, steady)
     check = decode_all(_Checking)
     base = floor(ticks, args.hosts, steady)
     n = args.hosts * args.seconds
@@ -170,6 +193,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     out["ratio"] = round(out["fold_us"] / out["floor_us"], 2)
     out["findings_us"], out["findings_whole_us"] = judged, whole
+    out["judges_us"], out["judges_whole_us"] = judges, judges_whole
     if prof is not None:
         for sort in ("cumulative", "tottime"):
             buf = io.StringIO()
