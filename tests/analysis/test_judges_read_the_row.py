@@ -42,7 +42,7 @@ from probes.analysis.findings import Finding, host_findings, sample_findings
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory
 from probes.triage import Code
-from probes.wire.compact import StaticEpoch
+from probes.wire.compact import GPU_ROW_FIELDS, StaticEpoch
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import GpuSample, Hello, HostSample
 from tests.analysis.test_sample_findings_cache import _stream as cache_stream
@@ -273,3 +273,10 @@ def test_a_judge_that_reads_the_gpus_is_caught(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(allocation, "fixed_gpus", lambda s: s.gpus)
     with pytest.raises(GpusRead):
         _judge_without_gpus(_all_streams(1, 0))
+
+
+def test_the_moving_numbers_read_are_the_rows_fields() -> None:
+    """``MovingGpu`` names fields of the row's ``GpuRow`` (built from the field table)."""
+    wanted = {n for n in vars(tick_gpus.MovingGpu) if not n.startswith("_")}
+    assert wanted == {"util_pct", "sm_clock_mhz", "clock_reasons"}
+    assert wanted <= set(GPU_ROW_FIELDS) and "processes" in GPU_ROW_FIELDS
