@@ -19,10 +19,10 @@ from typing import cast
 from probes.analysis.detectors.window import cols
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DetectorLimits
-from probes.analysis.tick_gpus import fixed_gpus, tick_gpus
+from probes.analysis.tick_gpus import tick_gpus
 from probes.history import HostHistory, gpu_key
 from probes.triage import Code, Severity, Step
-from probes.wire.compact import StaticEpoch
+from probes.wire.compact import StaticEpoch, static_gpus
 from probes.wire.samples import GpuProcess, HostSample
 
 IDLE_CHECK_EVERY_S = 60.0
@@ -55,7 +55,7 @@ class HoldTracker:
             return
         self._epoch = epoch
         held: dict[int, tuple[str, float]] = {}
-        for g in fixed_gpus(sample):  # indices and jobs are static: the epoch's, if any
+        for g in static_gpus(sample):  # indices and jobs are static: the epoch's, if any
             jobs = sorted({j for p in g.processes or () if (j := job_of(p)) is not None})
             if not jobs:
                 continue
@@ -149,7 +149,7 @@ def _may_stray(sample: HostSample) -> tuple[tuple[int, int], ...]:
     """(GPU position, process position) of each process that would be a stray whatever its
     memory: on a node whose other GPU processes run under Slurm, its environment read and
     naming no job, container or pod."""
-    places = [(i, k, p) for i, g in enumerate(fixed_gpus(sample))
+    places = [(i, k, p) for i, g in enumerate(static_gpus(sample))
               for k, p in enumerate(g.processes or ())]
     if not any(job_of(p) is not None for _, _, p in places):
         return ()  # not (now) a Slurm node: every process is "outside Slurm"

@@ -7,13 +7,13 @@ static half), position for position with ``sample.gpus`` (``wire_row`` is set on
 every GPU and process list came from the row unchanged).  The judges read those two and
 never ``sample.gpus``, which such a sample need not build (issue 38: no per-GPU objects on
 the hot path).  Any other sample (wire v1, the checked path, a replay) gives its GPUs as
-both halves.
+both halves.  (The static half alone, once per epoch: ``compact.static_gpus``.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from probes.wire.compact import StaticEpoch
 from probes.wire.samples import GpuSample, HostSample
@@ -59,10 +59,3 @@ def tick_gpus(sample: HostSample) -> TickGpus:
     gpus = sample.gpus
     return gpus, gpus, None
 
-
-def fixed_gpus(sample: HostSample) -> Sequence[GpuSample]:
-    """``tick_gpus(sample)[1]`` alone (the static half: once per epoch)."""
-    epoch = sample.static_epoch
-    if sample.wire_row is not None and isinstance(epoch, StaticEpoch):
-        return cast("Sequence[GpuSample]", epoch.gpus)
-    return sample.gpus

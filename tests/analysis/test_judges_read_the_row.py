@@ -15,9 +15,11 @@ disks saturated, no environment, training) with processes outside any job appear
 leaving, jobs leaving GPUs, GPUs going idle and the host swapping, so static messages come
 mid-stream; and the random v2 streams of ``test_sample_findings_cache`` (states, links, ECC,
 NVLinks and processes changing with each static message, new hellos, other limits).
-A sample whose ``gpus`` raises goes through every judge unharmed.  Negative controls: the
-rows read at the wrong positions, or the static halves of a stale epoch, fail the
-comparison; and a judge that reads the GPUs is caught by the sample whose ``gpus`` raises.
+No judge builds a row sample's GPUs (``HostSample.gpus`` builds them on first read: they
+stay unbuilt), and a sample whose ``gpus`` raises goes through every judge unharmed.
+Negative controls: the rows read at the wrong positions, or the static halves of a stale
+epoch, fail the comparison; and a judge that reads the GPUs is caught (the raising sample,
+the GPUs built).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from probes.analysis.findings import Finding, host_findings, sample_findings
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.history import HostHistory
 from probes.triage import Code
-from probes.wire.compact import GPU_ROW_FIELDS, StaticEpoch
+from probes.wire.compact import GPU_ROW_FIELDS, StaticEpoch, static_gpus
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import GpuSample, Hello, HostSample
 from tests.analysis.test_sample_findings_cache import _stream as cache_stream
@@ -141,18 +143,21 @@ def _either(judge: Callable[[], object]) -> object:
 
 
 def _compare(streams: Iterator[Iterator[Judged]]) -> tuple[Counter[str], Counter[str], int]:
-    """(ticks where the row path and the GPUs' path differ, by judge; findings by code on
-    the GPUs' path; samples with a row)."""
+    """(ticks where the row path and the GPUs' path differ, by judge, and ``built``: row
+    samples whose GPUs the judges built; findings by code on the GPUs' path; samples with a
+    row)."""
     wrong, codes, rows = Counter[str](), Counter[str](), 0
     for stream in streams:
         history, by_row, by_gpus = HostHistory(), Judges(), Judges()
         for sample, host, hello, limits in stream:
+            history.add(sample)  # from its row, where it has one (its GPUs stay unbuilt)
+            got = by_row.judge(history, sample, host, hello, limits)
+            if sample.wire_row is not None:
+                rows += 1
+                wrong["built"] += "gpus" in vars(sample)  # built on first read only
             copy = dataclasses.replace(sample)  # no row, no epoch: the sample's GPUs
             assert copy.wire_row is None and copy.static_epoch is None
-            history.add(copy)
-            rows += sample.wire_row is not None
             want = by_gpus.judge(history, copy, host, hello, limits)
-            got = by_row.judge(history, sample, host, hello, limits)
             for k, v in want.items():
                 wrong[k] += got[k] != v
                 if k != "held":
@@ -169,7 +174,8 @@ def _all_streams(sims: int, caches: int) -> Iterator[Iterator[Judged]]:
 
 def test_every_judge_reads_the_row_as_it_read_the_gpus() -> None:
     wrong, codes, rows = _compare(_all_streams(len(SIM), 4))
-    assert wrong == Counter({"findings": 0, "host": 0, "idle": 0, "strays": 0, "held": 0})
+    assert wrong == Counter({"findings": 0, "host": 0, "idle": 0, "strays": 0, "held": 0,
+                             "built": 0})
     # the streams reach every per-tick judgement, and most samples carry a row
     for code in (Code.GPU_LOST, Code.GPU_UNRESPONSIVE, Code.CLOCKS_THROTTLED,
                  Code.PCIE_LINK_DOWNGRADED, Code.ECC_UNCORRECTABLE, Code.NVLINK_DOWN,
@@ -191,16 +197,16 @@ def _stale() -> tuple[Any, Any]:
     """A mutant: the static halves of the first epoch seen, kept across static messages."""
     first: dict[str, Sequence[GpuSample]] = {}
 
-    def fixed_gpus(sample: HostSample) -> Sequence[GpuSample]:
+    def fixed(sample: HostSample) -> Sequence[GpuSample]:
         if sample.wire_row is None:
             return sample.gpus
-        return first.setdefault("gpus", tick_gpus.fixed_gpus(sample))
+        return first.setdefault("gpus", static_gpus(sample))
 
     def tick(sample: HostSample) -> tick_gpus.TickGpus:
         moving, _, rows = tick_gpus.tick_gpus(sample)
-        return moving, fixed_gpus(sample), rows
+        return moving, fixed(sample), rows
 
-    return tick, fixed_gpus
+    return tick, fixed
 
 
 def test_rows_read_at_the_wrong_positions_fail_the_comparison(
@@ -215,7 +221,7 @@ def test_a_stale_epochs_static_halves_fail_the_comparison(
         monkeypatch: pytest.MonkeyPatch) -> None:
     tick, fixed = _stale()
     monkeypatch.setattr(allocation, "tick_gpus", tick)
-    monkeypatch.setattr(allocation, "fixed_gpus", fixed)
+    monkeypatch.setattr(allocation, "static_gpus", fixed)
     wrong, _, _ = _compare(_all_streams(4, 0))
     assert wrong["held"] > 100 and wrong["strays"] > 100 and wrong["idle"] > 20
 
@@ -269,8 +275,10 @@ def test_a_judge_that_reads_the_gpus_is_caught(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(findings, "tick_gpus", gpus_only)
     with pytest.raises(GpusRead):
         _judge_without_gpus(_all_streams(1, 0))
+    wrong, _, rows = _compare(_all_streams(1, 0))
+    assert wrong["built"] == rows > 250  # the lazily built GPUs are seen too
     monkeypatch.undo()
-    monkeypatch.setattr(allocation, "fixed_gpus", lambda s: s.gpus)
+    monkeypatch.setattr(allocation, "static_gpus", lambda s: s.gpus)
     with pytest.raises(GpusRead):
         _judge_without_gpus(_all_streams(1, 0))
 

@@ -5,7 +5,7 @@ Two fleets of ``--hosts`` hosts replay the same simulator templates (``bench_ing
 host through its own ``MessageReader``, as the console folds (``feed`` then
 ``FleetState.apply``, both timed, CPU): fleet ``row`` with the judges as they are (a
 fast-path tick's row and static epoch, ``tick_gpus``), fleet ``gpus`` with the judges made to
-read the sample's GPUs (``tick_gpus`` and ``fixed_gpus`` swapped for the sample's own GPUs
+read the sample's GPUs (``tick_gpus`` and ``static_gpus`` swapped for the sample's own GPUs
 while it folds: the code path before the change, same samples, rows kept alive as before).
 The order of the two alternates tick by tick, so both see the same load.
 
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from probes.analysis import allocation, findings, tick_gpus
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.wire.compact import static_gpus
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import GpuSample, HostSample
 from tests.bench.bench_ingest import T0, TEMPLATES, template
@@ -51,7 +52,7 @@ def _fixed_only(sample: HostSample) -> Sequence[GpuSample]:
     return sample.gpus
 
 
-JUDGES = {"row": (tick_gpus.tick_gpus, tick_gpus.tick_gpus, tick_gpus.fixed_gpus),
+JUDGES = {"row": (tick_gpus.tick_gpus, tick_gpus.tick_gpus, static_gpus),
           "gpus": (_gpus_only, _gpus_only, _fixed_only)}
 
 
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 gc.disable()
             collections.update(dict.fromkeys(WAYS, 0))
         for w in WAYS if t % 2 else WAYS[::-1]:
-            findings.tick_gpus, allocation.tick_gpus, allocation.fixed_gpus = JUDGES[w]
+            findings.tick_gpus, allocation.tick_gpus, allocation.static_gpus = JUDGES[w]
             running[0] = w
             fleet, rs, lines = fleets[w], readers[w], [f[1][t] for f in feed]
             t0 = time.process_time()
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 spent[w].append(time.process_time() - t0)
     gc.enable()
     gc.callbacks.remove(count)
-    findings.tick_gpus, allocation.tick_gpus, allocation.fixed_gpus = JUDGES["row"]
+    findings.tick_gpus, allocation.tick_gpus, allocation.static_gpus = JUDGES["row"]
     out: dict[str, Any] = {"bench": "judges_row", "load1": round(os.getloadavg()[0], 2),
                            "hosts": args.hosts, "seconds": args.seconds, "gc": args.gc}
     for w in WAYS:
