@@ -95,8 +95,9 @@ def floor(ticks: list[list[bytes]], hosts: int, seconds: range) -> float:
 def _rowless(sample: HostSample) -> HostSample:
     """The sample with its static epoch but no row: the judges read its GPUs (as before
     issue 38's judges-read-the-row)."""
-    out = object.__new__(HostSample)
-    object.__setattr__(out, "__dict__", {**sample.__dict__, "wire_row": None})
+    out = object.__new__(HostSample)  # its GPUs built here (a row sample's are lazy)
+    object.__setattr__(out, "__dict__", {**sample.__dict__, "gpus": sample.gpus,
+                                         "wire_row": None})
     return out
 
 
