@@ -6,7 +6,9 @@ host through its own ``MessageReader``, as the console folds (``feed`` then
 ``FleetState.apply``, both timed, CPU): fleet ``row`` with the judges as they are (a
 fast-path tick's row and static epoch, ``tick_gpus``), fleet ``gpus`` with the judges made to
 read the sample's GPUs (``tick_gpus`` and ``static_gpus`` swapped for the sample's own GPUs
-while it folds: the code path before the change, same samples, rows kept alive as before).
+while it folds: the code path before the change, same samples, rows kept alive as before;
+a row sample's GPUs are built on their first read, ``HostSample.gpus``, as the old judges
+made them be on every tick).
 The order of the two alternates tick by tick, so both see the same load.
 
 Garbage collection is shared by the two fleets but charged to whichever crosses the
