@@ -10,7 +10,7 @@ import itertools
 import math
 import struct
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import compress
 from typing import Any, NamedTuple
@@ -301,70 +301,115 @@ def size(a: array[Any]) -> int:
 class StepSeries:
     """A value that changes rarely, kept as (time, value) at each change.
 
-    Bounded: after ``max_changes`` changes the oldest are dropped; the first value seen and
-    the total increase (for counters) are kept regardless.  Slotted: a host has ~90 of them,
-    most never changing, so their per-object dicts were ~20 KB a host.
+    Bounded: after ``max_changes`` changes the oldest are dropped; the first value seen, the
+    peak and the total increase (for counters) are kept regardless.  A host has ~90 of them,
+    most never changing after their first value, so each is small (issue 38): slotted, one
+    array of interleaved time and value (allocated at its first change, exactly), and the
+    first value and the peak read from it until changes are dropped (``_dropped`` then keeps
+    what the dropped ones held).  Two arrays, a ``first`` tuple and a peak object cost ~420
+    bytes a series, ~37 KB a host.
     """
 
-    __slots__ = ("_max", "_t", "_v", "first", "first_increase_ts", "increase_total", "peak")
+    __slots__ = ("_dropped", "_max", "_tv", "first_increase_ts", "increase_total")
+
+    _NONE: array[float] = array("d")
+    """Shared by series with no change yet; never written (``record`` replaces it)."""
 
     def __init__(self, max_changes: int = 512) -> None:
-        self._t = array("d")
-        self._v = array("d")
+        self._tv = self._NONE
+        """Times and values of the kept changes, interleaved: t0, v0, t1, v1, ..."""
         self._max = max_changes
-        self.first: tuple[float, float] | None = None
-        """The first (time, value) seen this run."""
+        self._dropped: tuple[float, float, float] | None = None
+        """Once changes were dropped: the first (time, value) seen and the peak among
+        the dropped values."""
         self.increase_total = 0.0
         """Sum of the rises between consecutive values (a counter's growth, resets ignored)."""
         self.first_increase_ts: float | None = None
-        self.peak: float | None = None
+
+    @property
+    def first(self) -> tuple[float, float] | None:
+        """The first (time, value) seen this run."""
+        if self._dropped is not None:
+            return self._dropped[0], self._dropped[1]
+        tv = self._tv
+        return (tv[0], tv[1]) if tv else None
+
+    @property
+    def peak(self) -> float | None:
+        """The largest value seen (as ``max`` folds them: a leading NaN stays)."""
+        vals = self._tv[1::2]
+        if self._dropped is not None:
+            return max(self._dropped[2], *vals) if vals else self._dropped[2]
+        return max(vals) if vals else None
 
     def record(self, t: float, v: float) -> None:
         """Note the value at sample time ``t``; stored only if it changed."""
-        if self._v and self._v[-1] == v:
+        tv = self._tv
+        if not tv:
+            self._tv = array("d", (t, v))
             return
-        if self.first is None:
-            self.first = (t, v)
-        elif self._v and v > self._v[-1]:
-            self.increase_total += v - self._v[-1]
+        last = tv[-1]
+        if last == v:
+            return
+        if v > last:
+            self.increase_total += v - last
             if self.first_increase_ts is None:
                 self.first_increase_ts = t
-        if self.peak is None or v > self.peak:
-            self.peak = v
-        if len(self._t) >= self._max:
+        if len(tv) >= 2 * self._max:
             drop = max(1, self._max // 8)
-            del self._t[:drop]
-            del self._v[:drop]
-        self._t.append(t)
-        self._v.append(v)
+            gone = tv[1:2 * drop:2]
+            kept = self._dropped
+            if kept is None:
+                self._dropped = (tv[0], tv[1], max(gone))
+            else:
+                self._dropped = (kept[0], kept[1], max(kept[2], *gone))
+            del tv[:2 * drop]
+        tv.append(t)
+        tv.append(v)
+
+    def _bisect(self, t: float, right: bool) -> int:
+        """Index (in changes) of the first change after ``t`` (``right``) or at or after it."""
+        tv = self._tv
+        lo, hi = 0, len(tv) // 2
+        while lo < hi:  # ``bisect_right`` / ``bisect_left``'s own comparisons
+            mid = (lo + hi) // 2
+            if (not t < tv[2 * mid]) if right else tv[2 * mid] < t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def latest(self) -> Point | None:
         """The current value, at the time it took that value."""
-        if not self._t:
+        tv = self._tv
+        if not tv:
             return None
-        v = self._v[-1]
-        return Point(self._t[-1], v, v, v, 1)
+        v = tv[-1]
+        return Point(tv[-2], v, v, v, 1)
 
     def value_at(self, t: float) -> float | None:
         """The value in force at ``t`` (None before the first kept change)."""
-        i = bisect_right(self._t, t)
-        return self._v[i - 1] if i else None
+        i = self._bisect(t, True)
+        return self._tv[2 * i - 1] if i else None
 
     def changes(self, since: float | None = None) -> list[tuple[float, float]]:
         """(time, new value) of the kept changes at or after ``since``."""
-        i = 0 if since is None else bisect_left(self._t, since)
-        return list(zip(self._t[i:], self._v[i:], strict=True))
+        i = 0 if since is None else 2 * self._bisect(since, False)
+        tv = self._tv
+        return list(zip(tv[i::2], tv[i + 1::2], strict=True))
 
     def segments(self, since: float, until: float) -> list[tuple[float, float, float]]:
         """(start, end, value) pieces covering [since, until] where a value is known."""
         out: list[tuple[float, float, float]] = []
-        i = bisect_right(self._t, since)
-        cur = self._v[i - 1] if i else None
+        tv = self._tv
+        n = len(tv) // 2
+        i = self._bisect(since, True)
+        cur = tv[2 * i - 1] if i else None
         t0 = since
-        while i < len(self._t) and self._t[i] < until:
-            if cur is not None and self._t[i] > t0:
-                out.append((t0, self._t[i], cur))
-            t0, cur = self._t[i], self._v[i]
+        while i < n and tv[2 * i] < until:
+            if cur is not None and tv[2 * i] > t0:
+                out.append((t0, tv[2 * i], cur))
+            t0, cur = tv[2 * i], tv[2 * i + 1]
             i += 1
         if cur is not None and until > t0:
             out.append((t0, until, cur))
@@ -385,4 +430,4 @@ class StepSeries:
         return tuple(out)
 
     def nbytes(self) -> int:
-        return size(self._t) + size(self._v) + 200
+        return size(self._tv) + 80
