@@ -8,6 +8,7 @@ HCA sits beside (``beside``: a GPU under the same PCIe switch, else on the same 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -42,6 +43,29 @@ FLAP_COUNTERS = frozenset({FLAP})
 """A step of ``link_downed``: the link went down and came back (a flap)."""
 
 
+SHARED_LINKS_MAX = 16384
+"""Distinct links kept for sharing; past it the table starts again (counters that keep
+rising on many hosts make new links each message)."""
+_shared_links: dict[tuple[object, ...], LinkView] = {}
+
+
+def shared_link(gpu: int, link: int, active: bool | None, speed_gbs: float | None,
+                replay: int | None, recovery: int | None, crc: int | None) -> LinkView:
+    """The ``LinkView`` of these values, one object for every host and message that has
+    them (frozen: nothing writes it).  At 1000 hosts most links are alike (active, the
+    same speed, no errors), and a tracker keeps 144 of them (issue 38).  The key holds
+    the speed's type and sign, so an ``int`` or a ``-0.0`` comes back as it was given."""
+    key = (gpu, link, active, speed_gbs, replay, recovery, crc, type(speed_gbs),
+           speed_gbs is not None and math.copysign(1.0, speed_gbs))
+    view = _shared_links.get(key)
+    if view is None:
+        if len(_shared_links) >= SHARED_LINKS_MAX:
+            _shared_links.clear()
+        view = _shared_links[key] = LinkView(gpu, link, active, speed_gbs, replay, recovery,
+                                             crc)
+    return view
+
+
 @dataclass
 class FabricTracker:
     """One host's newest fabric and its recent error increases."""
@@ -62,10 +86,12 @@ class FabricTracker:
             if p.errors:
                 self.errors.append((f.ts, _name(p), dict(p.errors)))
         if f.nvlinks is not None:
-            self.links = tuple(LinkView(n.gpu, n.link, n.active, n.speed_gbs, n.replay,
-                                        n.recovery, n.crc) for n in f.nvlinks)
+            self.links = tuple(shared_link(n.gpu, n.link, n.active, n.speed_gbs, n.replay,
+                                           n.recovery, n.crc) for n in f.nvlinks)
         elif f.nvlink_text is not None:
-            self.links = tuple(link_views(parse_nvlink(f.nvlink_text.splitlines())))
+            self.links = tuple(shared_link(v.gpu, v.link, v.active, v.speed_gbs, v.replay,
+                                           v.recovery, v.crc)
+                               for v in link_views(parse_nvlink(f.nvlink_text.splitlines())))
 
     def recent(self, now: float, window_s: float) -> dict[str, dict[str, int]]:
         """Each port's error increases summed over the window before ``now``."""

@@ -136,9 +136,11 @@ def port_verdicts(ports: Sequence[PortView]) -> list[Verdict]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LinkView:
-    """One NVLink of one GPU; counters are totals (None: not shown)."""
+    """One NVLink of one GPU; counters are totals (None: not shown).  Slotted: a host's
+    tracker holds one per link (144 on an 8-GPU NVSwitch host), each with a dict was
+    ~20 KB a host (issue 38)."""
 
     gpu: int
     link: int
