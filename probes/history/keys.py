@@ -69,19 +69,36 @@ RAW_F32 = frozenset({*(s.name for s in fields.charted(fields.GPU_TABLE) if s.cha
 65504); the others are half precision."""
 
 
+KEYS_SHARED_MAX = 65536
+"""Keys kept for sharing (``_shared``); past it new keys are built each time."""
+_shared: dict[tuple[str, object, str], SeriesKey] = {}
+"""One string per key for every host: each host's rings, step series and key lists hold
+the same ~100 keys, ~6 KB a host when each built its own (issue 38)."""
+
+
+def _key(kind: str, part: object, field: str) -> SeriesKey:
+    exact = type(part) is int or type(part) is str  # True or 1.0 would find 1's key
+    key = _shared.get((kind, part, field)) if exact else None
+    if key is None:
+        key = SeriesKey(f"{kind}/{part}/{field}" if kind != "host" else f"host/{field}")
+        if exact and len(_shared) < KEYS_SHARED_MAX:
+            _shared[(kind, part, field)] = key
+    return key
+
+
 def gpu_key(index: int, field: GpuField | GpuStepField) -> SeriesKey:
     """The key of a per-GPU series (``GPU_FIELDS`` or ``GPU_STEP_FIELDS``)."""
-    return SeriesKey(f"gpu/{index}/{field}")
+    return _key("gpu", index, field)
 
 
 def host_key(field: HostField) -> SeriesKey:
     """The key of a host series (``HOST_FIELDS``)."""
-    return SeriesKey(f"host/{field}")
+    return _key("host", "", field)
 
 
 def disk_key(name: str, field: DiskField) -> SeriesKey:
     """The key of a disk series (``DISK_FIELDS``)."""
-    return SeriesKey(f"disk/{name}/{field}")
+    return _key("disk", name, field)
 
 
 def proc_key(gpu: int, pid: int) -> SeriesKey:

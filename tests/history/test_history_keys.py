@@ -110,3 +110,51 @@ def test_a_misspelt_field_is_a_type_error(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     errors = [line for line in out.stdout.splitlines() if ": error:" in line]
     assert [e.split(":")[1] for e in errors] == ["3", "4"], out.stdout
+
+
+class TestSharedKeys:
+    """Every host's history holds the same key strings, one object each (issue 38)."""
+
+    def test_keys_are_one_object_and_read_as_before(self) -> None:
+        from probes.history import keys
+
+        for idx, field in [(0, "temp_c"), (7, "state"), (63, "pcie_width")]:
+            a, b = keys.gpu_key(idx, field), keys.gpu_key(idx, field)  # type: ignore[arg-type]
+            assert a == f"gpu/{idx}/{field}" and a is b
+        assert keys.host_key("cpu_pct") == "host/cpu_pct"
+        assert keys.host_key("cpu_pct") is keys.host_key("cpu_pct")
+        assert keys.disk_key("nvme0n1", "await") == "disk/nvme0n1/await"
+        assert keys.disk_key("nvme0n1", "await") is keys.disk_key("nvme0n1", "await")
+
+    def test_an_index_of_another_type_keeps_its_own_spelling(self) -> None:
+        from probes.history import keys
+
+        keys.gpu_key(1, "temp_c")
+        assert keys.gpu_key(True, "temp_c") == "gpu/True/temp_c"
+        assert keys.gpu_key(1.0, "temp_c") == "gpu/1.0/temp_c"  # type: ignore[arg-type]
+
+    def test_two_hosts_share_their_keys(self) -> None:
+        from probes.history import HostHistory
+        from tests.history.test_history import feed
+        from tests.history.test_history_budget import busy
+
+        a, b = HostHistory(), HostHistory()
+        feed(a, 40, 1.0, busy)
+        feed(b, 40, 1.0, busy)
+        a.flush()
+        b.flush()
+        ka, kb = sorted(a.store.keys), sorted(b.store.keys)
+        assert ka == kb and len(ka) > 50
+        procs = [k for k in ka if k.startswith("proc/")]
+        assert procs  # a process's key is its own (pids differ between hosts)
+        assert [x is y for x, y in zip(ka, kb, strict=True)] == [
+            not k.startswith("proc/") for k in ka]
+
+    def test_the_table_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from probes.history import keys
+
+        monkeypatch.setattr(keys, "KEYS_SHARED_MAX", 10)
+        monkeypatch.setattr(keys, "_shared", {})
+        for i in range(100):
+            assert keys.disk_key(f"d{i}", "util") == f"disk/d{i}/util"
+        assert len(keys._shared) == 10
