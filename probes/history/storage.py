@@ -143,7 +143,11 @@ class Ring:
         return len(self.times)
 
     def add_series(self, key: str, codec: Codec) -> None:
-        self.cols[key] = codec.fill * (self.cap * self.width)
+        """Hold series ``key``; its column is made when the ring has rows to give it (a
+        coarse tier stays empty for minutes, and an empty column per series costs a host
+        ~12 KB across its tiers: issue 38)."""
+        if self.cap:
+            self.cols[key] = codec.fill * (self.cap * self.width)
         self.codecs[key] = codec
 
     def drop_series(self, key: str) -> None:
@@ -187,8 +191,12 @@ class Ring:
             self.times = self.times + array("d", bytes(8 * grow))
             if self.counts is not None:
                 self.counts = self.counts + array("H", bytes(2 * grow))
-            for key, c in self.cols.items():
-                self.cols[key] = c + self.codecs[key].fill * (grow * self.width)
+            if self.n:
+                for key, c in self.cols.items():
+                    self.cols[key] = c + self.codecs[key].fill * (grow * self.width)
+            else:  # the columns are made now, as long as the rows they hold
+                self.cols = {key: codec.fill * (cap + grow) * self.width
+                             for key, codec in self.codecs.items()}
             cap = self.cap
         pos = (self.start + self.n) % cap
         first = min(k, cap - pos)
