@@ -518,3 +518,43 @@ def test_every_connect_failure_names_a_likely_cause() -> None:
         "name lookup for gpu-b0x took over 5 s")
     assert describe_timeout("10.0.0.7", 22, "SSH banner", 5.0) == \
         "10.0.0.7:22: no SSH banner within 5 s (it accepts TCP but does not speak SSH)"
+
+
+class _CountedRandom(random.Random):
+    made = 0
+
+    def __init__(self, seed: object = None) -> None:
+        type(self).made += 1
+        super().__init__(seed)
+
+
+async def test_a_streaming_session_holds_no_random_until_it_backs_off(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``Random`` is 2.5 KB; 1024 streaming sessions need none (issue 38).  The first
+    backoff makes it, seeded by the host's name: the jitter is what it was."""
+    import probes.transport.session as session_module
+
+    monkeypatch.setattr(session_module.random, "Random", _CountedRandom)
+    _CountedRandom.made = 0
+    items: list[SessionItem] = []
+    spec = HostSpec(name="h-jitter", simulate=("healthy",), interval_s=0.05,
+                    extra_args=("--count", "8"))
+    policy = SessionPolicy(0.05, 0.05, jitter=0.5)
+    task = asyncio.create_task(run_session(spec, lambda _h, i: items.append(i), policy))
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        if sum(isinstance(i, HostSample) for i in items) >= 3 or \
+                any(isinstance(i, Disconnected) for i in items):
+            break
+    assert not any(isinstance(i, Disconnected) for i in items)
+    assert _CountedRandom.made == 0, "a streaming session made its jitter early"
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        if sum(isinstance(i, Disconnected) for i in items) >= 2:
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    drops = [i.retry_in_s for i in items if isinstance(i, Disconnected)][:2]
+    assert _CountedRandom.made == 1
+    want = random.Random(spec.name)
+    assert drops == [0.05 * (1.0 + want.uniform(-0.5, 0.5)) for _ in drops]
