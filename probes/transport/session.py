@@ -304,9 +304,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
             its reader is fed); a plain ``MessageReader`` by default.
     """
     policy = policy or SessionPolicy()
-    # The backoff's jitter, seeded by the host's name: made at the first backoff (a
-    # ``Random`` is 2.5 KB a session, and most sessions stream without one: issue 38).
-    rng: random.Random | None = None
+    rng: random.Random | None = None  # the jitter: made at the first backoff (2.5 KB, #38)
     attempt = 0
     streamed = False
     cursor: str | None = None
@@ -336,9 +334,7 @@ async def run_session(spec: HostSpec, emit: Emit, policy: SessionPolicy | None =
         streamed = streamed or got_any
         if got_any and kind not in FAILURES_THAT_KEEP_BACKING_OFF:
             attempt = 0
-        if rng is None:
-            rng = random.Random(spec.name)
-        delay = policy.delay(attempt, kind, rng, streamed)
+        delay = policy.delay(attempt, kind, rng := rng or random.Random(spec.name), streamed)
         attempt += 1
         emit(spec.name, Disconnected(time.time(), reason, delay, reader.stats, kind))
         if wake is None:
