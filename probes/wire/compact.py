@@ -429,12 +429,15 @@ def static_gpus(sample: HostSample) -> tuple[GpuSample, ...]:
 
 def _static_gpu(base: dict[str, Any] | None, procs: tuple[GpuProcess, ...] | None
                 ) -> GpuSample | None:
+    """GPU position's static half as a sample, over ``base`` itself (not a copy: a stream
+    holds its static facts once, not once more per reader; issue 38, memory).  ``base``
+    then lists the static processes where it held a placeholder: every filler that copies
+    it sets the tick's own processes after, and the sample is frozen, so nothing writes it."""
     if base is None:
         return None
-    values = base.copy()
-    values["processes"] = procs
+    base["processes"] = procs
     obj = _new(GpuSample)
-    _set(obj, "__dict__", values)
+    _set(obj, "__dict__", base)
     return obj
 
 
