@@ -57,7 +57,7 @@ from probes.config.fleet import HostSpec
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.scan_worker import ScanWorker
 from probes.rules.parsers.ibnetdiscover import IbTopology
-from probes.wire.compact import static_gpus
+from probes.wire.compact import listed_gpus
 from probes.wire.events import (
     ClockOffset,
     JobChange,
@@ -261,7 +261,7 @@ class HostState:
         # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
         # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
         listed = max(len(self.hello.facts.gpus) if self.hello else 0,
-                     sum(1 for g in static_gpus(sample) if g.index >= 0))
+                     listed_gpus(sample))
         short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
         peer = self.peers.expected(self.name) if self.peers is not None and short is None \
             and self.spec.expect_gpus is None else None

@@ -165,7 +165,7 @@ class StaticEpoch:
     console's per-tick judges read from those fields once, so each verdict lives exactly as
     long as the facts it judged (issue 38: judgements recomputed only for what changed)."""
 
-    __slots__ = ("_bases", "_last_procs", "findings", "gpus", "strays")
+    __slots__ = ("_bases", "_last_procs", "findings", "gpus", "listed", "strays")
 
     def __init__(self, gpus: tuple[GpuSample | None, ...] = ()) -> None:
         self.gpus = gpus
@@ -174,6 +174,8 @@ class StaticEpoch:
         index, limits and processes from (None: a GPU v1 would drop; such a stream's samples
         have no ``wire_row``)."""
         self._bases = [g.__dict__ for g in gpus if g is not None]
+        self.listed = sum(1 for g in gpus if g is not None and g.index >= 0)
+        """How many GPUs with a believable index it lists (``listed_gpus``)."""
         """Each GPU's static half as the filler's base (``row_gpus``; a whole epoch's)."""
         self._last_procs: list[tuple[list[float | None], tuple[GpuProcess, ...]] | None] = \
             [None] * len(gpus)
@@ -425,6 +427,15 @@ def static_gpus(sample: HostSample) -> tuple[GpuSample, ...]:
     if sample.wire_row is not None and isinstance(epoch, StaticEpoch):
         return epoch.gpus  # type: ignore[return-value]  # no None in a whole epoch
     return sample.gpus
+
+
+def listed_gpus(sample: HostSample) -> int:
+    """How many GPUs with a believable index the sample lists: a row sample's from its
+    epoch, counted once (``static_gpus``), any other's counted."""
+    epoch = sample.static_epoch
+    if sample.wire_row is not None and isinstance(epoch, StaticEpoch):
+        return epoch.listed
+    return sum(1 for g in sample.gpus if g.index >= 0)
 
 
 def _static_gpu(base: dict[str, Any] | None, procs: tuple[GpuProcess, ...] | None

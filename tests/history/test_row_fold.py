@@ -328,3 +328,18 @@ def test_negative_control_a_wrong_row_path_is_seen(
     mutant(monkeypatch)
     gpus_differ, history_differ, _, _ = _differences(streams[:4])
     assert gpus_differ + history_differ > 3
+
+
+def test_the_gpus_listed_are_counted_from_the_epoch_as_from_the_gpus(
+        streams: list[tuple[bytes, list[bytes]]]) -> None:
+    """``listed_gpus`` (the fleet's GPU-count check, per tick) reads a row sample's epoch;
+    the streams' mutations drop and repeat GPU indices, so the counts differ between them."""
+    counts = set()
+    rows = 0
+    for hello, lines in streams:
+        for s in _decode(hello, lines, eager=False):
+            from_epoch = compact.listed_gpus(s)
+            rows += s.wire_row is not None
+            assert from_epoch == sum(1 for g in s.gpus if g.index >= 0)
+            counts.add(from_epoch)
+    assert rows > 0 and len(counts) > 1
