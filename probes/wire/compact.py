@@ -214,7 +214,7 @@ class StaticEpoch:
 class CompactStream:
     """The v2 state of one stream: the declared columns and the last static facts."""
 
-    def __init__(self, columns: Any, checked: V1Decoder) -> None:
+    def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True) -> None:
         if not isinstance(columns, dict):  # every tick then reads as garbled, the hello not
             columns = {}
         self.cols = {k: tuple(c for c in v if isinstance(c, str)) if isinstance(v, list) else ()
@@ -236,11 +236,24 @@ class CompactStream:
         samples' GPUs are then built only when read (``StaticEpoch.row_gpus``)."""
         self._proc_counts: list[int] = []
         """Per GPU position, how many processes its static facts list (a whole epoch's)."""
+        self._builds = builds
+        """False: the stream's ticks are only checked (``readable``: a collector's); the
+        static facts are then kept as the message gave them, and the checked halves each
+        tick's sample is filled from are built only when a tick needs ``sample`` (issue 38,
+        memory: a collector holds a thousand streams)."""
+        self._fit: list[int | None] = []
+        """Per GPU position, how many process amounts a tick must give (None: any, the GPU
+        is dropped or lists no processes): ``readable``'s check, in either mode."""
+        self._thin = False
+        """The checked halves are not built (``builds`` False, until a tick needs them)."""
+        self._message: dict[str, Any] = {}
+        """The last ``static`` message, as parsed (a thin stream builds from it)."""
 
     # --- static -------------------------------------------------------------------------
 
     def static(self, obj: dict[str, Any]) -> None:
         """Take a ``static`` message (already parsed and sanitised)."""
+        self._message = obj
         gpus = obj.get("gpus")
         host = obj.get("host")
         names = self.cols.get("gpu_static", ())
@@ -264,6 +277,23 @@ class CompactStream:
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
         self._proc_counts = [len(p) for p in self._procs if p is not None]
+        self._fit = [None if b is None or p is None else len(p)
+                     for b, p in zip(self._gpu_base, self._procs, strict=True)]
+        self._thin = not self._builds
+        if self._thin:  # only the check's summary is kept; ``_built`` makes the rest again
+            self._static_gpus, self._gpu_base, self._procs, self._last_procs = [], [], [], []
+            self._host_base, self._proc_counts = {}, []
+            self._epoch = StaticEpoch()
+
+    def _built(self) -> None:
+        """The checked halves of a thin stream, built from the kept message (a tick that
+        the quick check did not take: the checked path decides, as in the console)."""
+        if self._thin and self._static_gpus is not None:
+            self._builds = True
+            try:
+                self.static(self._message)
+            finally:
+                self._builds = False
 
     # --- ticks --------------------------------------------------------------------------
 
@@ -277,6 +307,7 @@ class CompactStream:
         """
         if self._static_gpus is None:
             raise ProtocolError("v2 sample before any static message")
+        self._built()
         if self.known and line is not None:
             try:
                 return self._fast(line)
@@ -301,7 +332,7 @@ class CompactStream:
             except Exception:  # the checked path below decides
                 pass
             else:
-                if s.pcie is None and len(s.gpus) == len(self._gpu_base) and \
+                if s.pcie is None and len(s.gpus) == len(self._fit) and \
                         self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
                     return True
         self.sample(line, parsed)
@@ -309,11 +340,11 @@ class CompactStream:
 
     def _procs_fit(self, s: SampleRow) -> bool:
         """Every GPU's process amounts fit its static processes (``_processes`` accepts)."""
-        for row, procs, base in zip(s.gpus, self._procs, self._gpu_base, strict=True):
-            if base is None or procs is None:
+        for row, n in zip(s.gpus, self._fit, strict=True):
+            if n is None:
                 continue
             mib = row.processes
-            if mib is None or len(mib) != len(procs):
+            if mib is None or len(mib) != n:
                 return False
         return True
 

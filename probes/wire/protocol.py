@@ -168,7 +168,7 @@ class MessageReader:
                 return None
             if isinstance(msg, Hello):
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    CompactStream(_columns(line), _decode_sample)
+                    CompactStream(_columns(line), _decode_sample, builds=self.builds_ticks)
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None

@@ -88,6 +88,47 @@ def test_a_ticks_verdict_without_the_sample_is_the_samples() -> None:
     assert kinds[True] > 100 and kinds[False] > 30
 
 
+def _thin_stream(raw: bytes) -> compact.CompactStream:
+    """A collector's stream (``builds_ticks`` False) fed up to its first tick."""
+    lines = raw.splitlines()
+    reader = CheckingReader()
+    first = next(i for i, x in enumerate(lines) if x.startswith(b"["))
+    reader.feed(b"\n".join(lines[:first]) + b"\n")
+    assert reader.compact is not None
+    return reader.compact
+
+
+def test_a_thin_streams_verdict_is_the_full_streams_sample() -> None:
+    """A collector's stream keeps only the check's summary of its static facts (issue 38,
+    memory) and builds the checked halves when a tick needs the checked path: its verdicts
+    are a full stream's, and it builds them only for such a tick."""
+    raw = _agent("leak:3,link-downgrade:2", "--wire", "2")
+    full, ticks = _stream(raw)
+    thin = _thin_stream(raw)
+    for line in ticks[:20]:
+        assert thin.readable(line, lambda line=line: json.loads(line))
+    assert thin._static_gpus == [] and thin._gpu_base == []  # nothing built for good ticks
+    rng = random.Random(3838)
+    kinds = {True: 0, False: 0}
+    for k in range(400):
+        row = json.loads(ticks[k % len(ticks)])
+        gpus = row[2] if isinstance(row[2], list) else []
+        where = rng.choice(("none", "gpu", "procs", "top"))
+        if where in ("gpu", "procs") and gpus:
+            g = gpus[rng.randrange(len(gpus))]
+            if isinstance(g, list) and g:
+                g[-1 if where == "procs" else rng.randrange(len(g))] = rng.choice(ODD)
+        elif where == "top":
+            row[rng.randrange(5)] = rng.choice(ODD)
+        line = json.dumps(row, separators=(",", ":")).encode()
+        good = not isinstance(_either(full.sample, line, lambda line=line: json.loads(line)), str)
+        checked = not isinstance(
+            _either(thin.readable, line, lambda line=line: json.loads(line)), str)
+        assert good == checked, line
+        kinds[good] += 1
+    assert kinds[True] > 100 and kinds[False] > 20
+
+
 def _v2_line(obj: object) -> bytes:
     return json.dumps(obj).encode() + b"\n"
 
