@@ -8,6 +8,12 @@ its agents sent plus the few items the sessions make themselves.  The console de
 each host's bytes with its own reader and folds the items as if its own sessions had made
 them: everything after the backend (state, history, findings, recording) is unchanged.
 
+A batch is folded in slices of ``FOLD_SLICE_S`` of the loop's time, with a turn of the loop
+between two (``FoldSlices``): at a thousand hosts one frame can hold hundreds of samples
+(more when the console fell behind and the relay kept each host's newest), and folded in
+one callback they kept a key press waiting for all of them.  The order of the items and
+what the relay counted as skipped are unchanged; only when the loop gets a turn is.
+
 A collector's faults are the console's, not its hosts': the console watches each one (a
 heartbeat frame every ``HEARTBEAT_S`` when there is nothing else to send).  One silent for
 ``STALLED_AFTER_S`` is ``collector-stalled`` (frozen, stopped, starved), and is killed and
@@ -28,6 +34,7 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
@@ -71,6 +78,35 @@ CHECK_S = 0.5
 LATE_S = 1.0
 """A check this late means the console itself did not run (frozen, starved): that time is
 not counted as the collector's silence."""
+FOLD_SLICE_S = 0.004
+"""The most of the loop's time one slice of a batch's fold takes before the loop gets a turn
+(a key, a redraw, another collector): a key then waits a few slices, not a whole batch."""
+
+
+class FoldSlices:
+    """Where a long fold lets the loop run: ``due`` after each item, ``turn`` when it is.
+
+    The time is the loop's, measured with ``clock`` (a test counts its calls instead): the
+    fold gives the loop a turn once a slice has taken ``budget_s``, however many items that
+    was.  ``turns`` counts the turns given (tests and benches read it).
+    """
+
+    def __init__(self, budget_s: float = FOLD_SLICE_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.budget_s = budget_s
+        self.clock = clock
+        self.turns = 0
+        self._end = clock() + budget_s
+
+    def due(self) -> bool:
+        """This slice has had its time."""
+        return self.clock() >= self._end
+
+    async def turn(self) -> None:
+        """Give the loop one turn, then start a new slice."""
+        await asyncio.sleep(0)
+        self.turns += 1
+        self._end = self.clock() + self.budget_s
 
 
 def auto_collectors(hosts: int, cpus: int | None = None) -> int:
@@ -113,13 +149,16 @@ class CollectorBackend(BackendBase):
                  max_connecting: int = MAX_CONCURRENT_CONNECTS,
                  flush_s: float = FLUSH_S, restart_s: float = RESTART_S,
                  stalled_after_s: float = STALLED_AFTER_S,
-                 hung_after_s: float = HUNG_AFTER_S) -> None:
+                 hung_after_s: float = HUNG_AFTER_S,
+                 slices: Callable[[], FoldSlices] = FoldSlices) -> None:
         if collectors < 1:
             raise ValueError("a collector backend needs at least one collector")
         self.specs = specs
         self.restart_s = restart_s
         self.stalled_after_s = stalled_after_s
         self.hung_after_s = hung_after_s
+        self.slices = slices
+        """Makes each collector's ``FoldSlices`` (a test gives its own clock or budget)."""
         n = min(collectors, max(1, len(specs)))
         per = max(1, math.ceil(max_connecting / n))
         self._shards = [_Shard(k + 1, CollectorJob(tuple(specs[k::n]), per, flush_s,
@@ -239,6 +278,7 @@ class CollectorBackend(BackendBase):
         """Fold every frame the collector sends until its stdout ends (None), or until a
         frame cannot be read: what was wrong with it."""
         loop = asyncio.get_running_loop()
+        slices = self.slices()
         while True:
             try:
                 length = frame_length(await stdout.readexactly(4))
@@ -254,12 +294,16 @@ class CollectorBackend(BackendBase):
                 batch = check_batch(unframe(body), len(shard.job.specs))
             except Exception as exc:  # one collector's garbage is that collector's fault
                 return f"{type(exc).__name__}: {str(exc)[:200]}"
-            self._fold(shard, batch, emit)
+            await self._fold(shard, batch, emit, slices)
 
     @staticmethod
-    def _fold(shard: _Shard, batch: Batch, emit: Emit) -> None:
+    async def _fold(shard: _Shard, batch: Batch, emit: Emit, slices: FoldSlices) -> None:
+        """Fold the batch's entries in order, giving the loop a turn whenever a slice has
+        had its time (between entries: one host's bytes are decoded and folded whole)."""
         specs = shard.job.specs
         for i, entry in batch:
+            if slices.due():
+                await slices.turn()
             host = specs[i].name
             if isinstance(entry, bytes):
                 reader = shard.readers.get(i)

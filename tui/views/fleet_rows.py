@@ -56,6 +56,12 @@ def _wait_s(host: HostState) -> float:
     return max(OFF_SCREEN_REFRESH_S, OFF_SCREEN_INTERVALS * host.spec.interval_s)
 
 
+def _slot_after(built_at: float, wait_s: float, phase: float) -> float:
+    """The first of a host's refresh slots after ``built_at``: one every ``wait_s``, at its
+    own ``phase`` (a fraction of ``wait_s``).  Never more than ``wait_s`` after it."""
+    return built_at + wait_s - (built_at - phase * wait_s) % wait_s
+
+
 class FleetRows:
     """The rows of one ``FleetState``, kept between redraws (the console's, one per fold)."""
 
@@ -76,6 +82,11 @@ class FleetRows:
         self._list: list[FleetRow] = []
         """The newest rows in inventory order (``rows`` hands out copies)."""
         self._place = {name: i for i, name in enumerate(fleet.hosts)}
+        self._phase = {name: i / max(1, len(fleet.hosts)) for i, name in enumerate(fleet.hosts)}
+        """Each host's place in the off-screen refresh cycle (``_slot_after``): hosts that
+        connected together spread their refreshes evenly over it, so a tick rebuilds a
+        fifth of the off-screen rows each second, not all of them every fifth second (at a
+        thousand hosts a 150-200 ms tick that held a key press)."""
         self._seen = fleet.version
         """The fold's version at the last ``rows``: hosts changed after it are looked at."""
         self._waiting: dict[str, float] = {}
@@ -97,7 +108,8 @@ class FleetRows:
             if kept.revision == host.revision:
                 self._waiting.pop(name, None)
             else:
-                self._waiting[name] = kept.built_at + _wait_s(host)
+                self._waiting[name] = _slot_after(kept.built_at, _wait_s(host),
+                                                  self._phase[name])
             if not timeless(row):
                 row = _retimed(host, row, now)
         else:
@@ -117,10 +129,11 @@ class FleetRows:
         return row
 
     def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
-        """Off screen, built less than ``OFF_SCREEN_REFRESH_S`` (or two of the host's
-        intervals) ago, same findings."""
+        """Off screen, before the host's next refresh slot (at most ``OFF_SCREEN_REFRESH_S``,
+        or two of the host's intervals, after its row was built), same findings."""
         return (self.focus is not None and host.name not in self.focus
-                and 0.0 <= now - kept.built_at < _wait_s(host)
+                and kept.built_at <= now < _slot_after(kept.built_at, _wait_s(host),
+                                                       self._phase[host.name])
                 and kept.marks == _finding_marks(host, now))
 
     def rows(self, now: float) -> list[FleetRow]:
