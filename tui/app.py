@@ -45,6 +45,7 @@ from probes.triage import Severity
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from themes import CSS_PATH, DEFAULT_THEME, THEME_CYCLE, THEMES, fallback_variables
+from tui import gc_policy
 from tui.commands import WINDOWS, CommandError, offered, run_command, window_note
 from tui.console_options import ConsoleOptions
 from tui.glyphs import AsciiGlyphs
@@ -235,6 +236,9 @@ class RigwatchApp(TypeaheadApp):
             self._worker_context = contextvars.copy_context()  # the app's, for the worker's calls
             self.scan_worker.start()
         self.set_interval(REFRESH_S, self._tick)
+        if gc_policy.tuned():
+            for after in gc_policy.REFREEZE_AFTER_S:
+                self.set_timer(after, gc_policy.refreeze)
         self._run_backend()
         if self.metrics_textfile is not None:
             self.set_interval(METRICS_EVERY_S, self._write_metrics)

@@ -21,13 +21,42 @@ STREAMING_THRESHOLDS = (50_000, 20, 100)
 hosts, measured by ``tests/bench/bench_ingest.py``) instead of every 700."""
 
 
+REFREEZE_AFTER_S = (30.0, 120.0, 600.0)
+"""When the console freezes again (seconds after it starts): a fleet's long-lived structure
+is made after start-up — each host's history, its step series, its rows, as its hosts
+connect and its coarse tiers first fill (minutes 1–10) — and at a thousand hosts is over
+half a million tracked objects, which each middle-generation collection walked again (about
+100 ms, a key not answered; issue 38).  Three times bound what freezing can keep: a cycle
+that becomes garbage after it was frozen is never collected (a screen open at that moment
+and closed later), so the console freezes a few times, not on every tick."""
+
+_tuned = False
+
+
 def tune_for_streaming() -> tuple[int, int, int]:
     """Apply the console's settings; returns the thresholds that were in force before.
 
     Process-wide: call it from an entry point (the console, a benchmark), not a library.
     """
+    global _tuned
     before = gc.get_threshold()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*STREAMING_THRESHOLDS)
+    _tuned = True
     return before
+
+
+def tuned() -> bool:
+    """The process took the streaming settings (its entry point is the console's): only
+    then does the console freeze again (``refreeze``), never inside a test runner."""
+    return _tuned
+
+
+def refreeze() -> int:
+    """Move what is alive now out of every later collection; returns how many objects are
+    frozen in all.  The young generations are collected first (cheap: no old objects), so
+    a recent cycle is freed, not frozen."""
+    gc.collect(1)
+    gc.freeze()
+    return gc.get_freeze_count()
