@@ -51,6 +51,7 @@ from probes.wire.samples import (
     SoftwareVersions,
 )
 from probes.wire.sanitize import check_depth, clean_json, may_need_cleaning
+from probes.wire.shared import shared
 
 PROTOCOL_VERSION = 1
 _BLOCK_KEYS = frozenset({"topo_text", "nvlink_text"})
@@ -341,13 +342,13 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
             index=idx,
             uuid=_str(g.get("uuid")),
             bus_id=_str(g.get("bus_id")),
-            name=_str(g.get("name")),
+            name=shared(_str(g.get("name"))),
             mem_total_mib=_pnum(g.get("mem_total_mib")),
             temp_slowdown_c=_pnum(g.get("temp_slowdown_c")),
             temp_shutdown_c=_pnum(g.get("temp_shutdown_c")),
             pcie_gen_max_gpu=_pint(g.get("pcie_gen_max_gpu")),
             serial=_str(g.get("serial")),
-            vbios=_str(g.get("vbios")),
+            vbios=shared(_str(g.get("vbios"))),
             persistence_mode=_bool(g.get("persistence_mode")),
             ecc_mode=_bool(g.get("ecc_mode")),
             ecc_mode_pending=_bool(g.get("ecc_mode_pending")),
@@ -358,8 +359,8 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
         if isinstance(g, dict) and (idx := _index(g.get("index"))) is not None
     )
     probes = tuple(
-        ProbeStatus(name=name, available=bool(_dict(p).get("available")),
-                    reason=_str(_dict(p).get("reason")))
+        shared(ProbeStatus(name=name, available=bool(_dict(p).get("available")),
+                           reason=_str(_dict(p).get("reason"))))
         for name, p in _dict(obj.get("probes")).items()
     )
     facts = HostFacts(
@@ -401,7 +402,7 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
                  pcie=_decode_chains(obj.get("pcie")) or {},
                  nics=tuple(_decode_nic(n) for n in _list(obj.get("nics"))
                             if isinstance(n, dict) and _str(n.get("name"))),
-                 topo_text=topo[:MAX_TOPO_CHARS] if topo else None,
+                 topo_text=shared(topo[:MAX_TOPO_CHARS]) if topo else None,
                  datasets=tuple(DatasetDevice(path=d["path"], device=_str(d.get("device")),
                                               free_bytes=_pint(d.get("free_bytes")),
                                               total_bytes=_pint(d.get("total_bytes")))
@@ -412,25 +413,27 @@ def _decode_hello(obj: dict[str, Any]) -> Hello:
 def _decode_software(value: Any) -> SoftwareVersions:
     """An older agent sends no ``software``: every version is then unknown."""
     d = _dict(value)
-    return SoftwareVersions(
+    return shared(SoftwareVersions(
         nvcc=_str(d.get("nvcc")), nccl=_str(d.get("nccl")), torch=_str(d.get("torch")),
         cuda_runtime=_str(d.get("cuda_runtime")),
         container_runtimes=tuple(r for r in _list(d.get("container_runtimes"))
                                  if isinstance(r, str)),
-        fabric_manager=_str(d.get("fabric_manager")))
+        fabric_manager=_str(d.get("fabric_manager"))))
 
 
 def _decode_block_device(d: dict[str, Any]) -> BlockDevice:
-    return BlockDevice(name=str(d["name"]), size_bytes=_pint(d.get("size_bytes")),
-                       rotational=_bool(d.get("rotational")), model=_str(d.get("model")),
-                       transport=_str(d.get("transport")))
+    return shared(BlockDevice(name=str(d["name"]), size_bytes=_pint(d.get("size_bytes")),
+                              rotational=_bool(d.get("rotational")),
+                              model=_str(d.get("model")), transport=_str(d.get("transport"))))
 
 
 def _decode_link(d: dict[str, Any]) -> PcieLink:
-    return PcieLink(address=_str(d.get("address")), speed_gts=_num(d.get("speed_gts")),
-                    width=_int(d.get("width")), max_speed_gts=_num(d.get("max_speed_gts")),
-                    max_width=_int(d.get("max_width")), numa_node=_int(d.get("numa_node")),
-                    local_cpulist=_str(d.get("local_cpulist")))
+    return shared(PcieLink(address=_str(d.get("address")), speed_gts=_num(d.get("speed_gts")),
+                           width=_int(d.get("width")),
+                           max_speed_gts=_num(d.get("max_speed_gts")),
+                           max_width=_int(d.get("max_width")),
+                           numa_node=_int(d.get("numa_node")),
+                           local_cpulist=_str(d.get("local_cpulist"))))
 
 
 def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
@@ -441,9 +444,10 @@ def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
 
 
 def _decode_nic(n: dict[str, Any]) -> Nic:
-    ports = tuple(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
-                          rate=_str(p.get("rate")), link_layer=_str(p.get("link_layer")),
-                          phys_state=_str(p.get("phys_state")))
+    ports = tuple(shared(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
+                                 rate=_str(p.get("rate")),
+                                 link_layer=_str(p.get("link_layer")),
+                                 phys_state=_str(p.get("phys_state"))))
                   for p in _list(n.get("ports")) if isinstance(p, dict))
     return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
                address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),

@@ -1,0 +1,102 @@
+"""Facts many hosts send alike are one object (issue 38, memory): ``probes.wire.shared``.
+
+Hellos from the agent's own simulator (``tests.bench.bench_ingest.template``: hosts of one
+model, as a fleet is), decoded with the sharing and without it, must read the same, value
+and type, field by field; equal facts of two hosts are then one object, and a value of
+another type or sign is never taken for an equal one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from probes.wire import protocol, shared
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import Hello
+from tests.bench.bench_ingest import template
+
+
+def _hello(line: bytes) -> Hello:
+    (hello,) = [m for m in MessageReader().feed(line) if isinstance(m, Hello)]
+    return hello
+
+
+def _typed(v: Any) -> Any:
+    """A value with every leaf's type beside it: ``==`` on dataclasses takes 16 for 16.0."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return (type(v).__name__, [(f.name, _typed(getattr(v, f.name)))
+                                   for f in dataclasses.fields(v)])
+    if isinstance(v, dict):
+        return ("dict", [(k, _typed(x)) for k, x in v.items()])
+    if isinstance(v, list | tuple):
+        return (type(v).__name__, [_typed(x) for x in v])
+    if isinstance(v, float):
+        return ("float", v.hex())
+    return (type(v).__name__, v)
+
+
+@pytest.fixture(scope="module")
+def hellos() -> list[bytes]:
+    return [template(k, 2)[1][0] for k in range(4)]
+
+
+def test_hellos_read_the_same_with_sharing_and_share_their_facts(
+        hellos: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    with_sharing = [_hello(h) for h in hellos]
+    monkeypatch.setattr(protocol, "shared", lambda obj: obj)
+    without = [_hello(h) for h in hellos]
+    for a, b in zip(with_sharing, without, strict=True):
+        assert _typed(a) == _typed(b)
+    first, second = with_sharing[0], with_sharing[1]
+    assert first.facts.hostname != second.facts.hostname  # two hosts
+    links_a = [link for chain in first.pcie.values() for link in chain]
+    links_b = [link for chain in second.pcie.values() for link in chain]
+    assert links_a and len(links_a) == len(links_b)
+    assert all(x is y for x, y in zip(links_a, links_b, strict=True))
+    assert first.topo_text is not None and first.topo_text is second.topo_text
+    assert first.facts.software is second.facts.software
+    unshared = [link for chain in without[1].pcie.values() for link in chain]
+    assert not any(x is y for x, y in zip(links_a, unshared, strict=True))
+
+
+def _with_speed(line: bytes, speed: object) -> bytes:
+    obj = json.loads(line)
+    for chain in obj["pcie"].values():
+        for link in chain:
+            link["speed_gts"] = speed
+    return json.dumps(obj).encode() + b"\n"
+
+
+def test_a_value_of_another_sign_or_type_is_not_shared(hellos: list[bytes]) -> None:
+    """The decoder makes every speed a float, so the sign is what could be lost here;
+    the type is held by the key too (``shared`` is not only for floats)."""
+    a = _hello(_with_speed(hellos[0], 0.0))
+    b = _hello(_with_speed(hellos[0], -0.0))
+    for la, lb in zip([x for c in a.pcie.values() for x in c],
+                      [x for c in b.pcie.values() for x in c], strict=True):
+        assert la is not lb
+        assert _typed(la.speed_gts) == _typed(0.0) and _typed(lb.speed_gts) == _typed(-0.0)
+    assert shared.shared((1, "x")) is not shared.shared((1.0, "x"))
+    assert type(shared.shared((True,))[0]) is bool and shared.shared((1,))[0] == 1
+
+
+def test_negative_control_a_key_without_sign_would_share_0_with_minus_0(
+        hellos: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "_table", {})
+    monkeypatch.setattr(shared, "_part", lambda v: v)
+    _hello(_with_speed(hellos[0], 0.0))
+    b = _hello(_with_speed(hellos[0], -0.0))
+    lb = next(x for c in b.pcie.values() for x in c)
+    assert _typed(lb.speed_gts) == _typed(0.0)  # the -0.0 host got the other's link: wrong
+
+
+def test_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "SHARED_MAX", 100)
+    for i in range(1000):
+        assert shared.shared(f"text {i}") == f"text {i}"
+        assert len(shared._table) <= 100
+    assert shared.shared({"a": 1}) == {"a": 1}  # unhashable: itself
