@@ -28,7 +28,8 @@ alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
 decode of the same ticks and a per-field column append); ``dropped_samples`` what the
 collectors' relays skipped because the console fell behind (issue 38 item 4).
 ``--load K`` runs K busy-loop processes beside everything (issue 38: start-up must still
-complete on a loaded machine).
+complete on a loaded machine).  With ``RIGWATCH_BENCH_PROFILE=FILE`` the console's UI
+thread runs under cProfile for the whole run and its stats are dumped to FILE (pstats).
 
     python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick] [--load K]
 """
@@ -253,7 +254,20 @@ def console_child(args: argparse.Namespace) -> int:
         extra.append("--no-record")
     else:
         track_recorders(args.record)
-    return cli.main(["--inventory", args.inventory, *extra])
+    profile = os.environ.get("RIGWATCH_BENCH_PROFILE")
+    if not profile:
+        return cli.main(["--inventory", args.inventory, *extra])
+    # cProfile of the UI thread over the whole run (start-up, window, keys), dumped for
+    # pstats: where the UI process's time goes at this fleet size (about twice as slow).
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        return cli.main(["--inventory", args.inventory, *extra])
+    finally:
+        prof.disable()
+        prof.dump_stats(profile)
 
 
 # ---- the floor (child process) -----------------------------------------------------------
