@@ -247,13 +247,14 @@ class CompactStream:
         self._thin = False
         """The checked halves are not built (``builds`` False, until a tick needs them)."""
         self._message: dict[str, Any] = {}
-        """The last ``static`` message, as parsed (a thin stream builds from it)."""
+        """A thin stream's last ``static`` message, as parsed (it builds from it); a stream
+        that builds its samples holds the facts built and keeps no copy."""
 
     # --- static -------------------------------------------------------------------------
 
     def static(self, obj: dict[str, Any]) -> None:
         """Take a ``static`` message (already parsed and sanitised)."""
-        self._message = obj
+        self._message = {} if self._builds else obj
         gpus = obj.get("gpus")
         host = obj.get("host")
         names = self.cols.get("gpu_static", ())
