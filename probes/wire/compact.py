@@ -289,7 +289,7 @@ class CompactStream:
     def _built(self) -> None:
         """The checked halves of a thin stream, built from the kept message (a tick that
         the quick check did not take: the checked path decides, as in the console)."""
-        if self._thin and self._static_gpus is not None:
+        if self._static_gpus is not None:
             self._builds = True
             try:
                 self.static(self._message)
@@ -308,7 +308,8 @@ class CompactStream:
         """
         if self._static_gpus is None:
             raise ProtocolError("v2 sample before any static message")
-        self._built()
+        if self._thin:  # a collector's stream, at a tick its quick check did not take
+            self._built()
         if self.known and line is not None:
             try:
                 return self._fast(line)
