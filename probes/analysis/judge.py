@@ -26,10 +26,12 @@ from probes.analysis.not_collected import field_notes
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.triage import Code, Severity
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
+from probes.wire.compact import GPU_ROW_FIELDS
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
+    from probes.analysis.tick_gpus import MovingGpu
 
 THROTTLE_REASONS = SLOWDOWN_REASONS
 """Clock-event reasons that slow a GPU whatever its load (the wire's vocabulary says which)."""
@@ -329,30 +331,71 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
     still hits.  ``peers`` is the host's best link (``peer_link``), for a GPU whose own
     maximum is not collected.
     """
-    code_set = frozenset(codes)
-    used, total = gpu.mem_used_mib, gpu.mem_total_mib
-    power, cap = gpu.power_w, gpu.power_limit_w
+    return judge_parts(gpu, gpu, moving_key(gpu, gpu, limits), slowdown_c, frozenset(codes),
+                       leak, limits, not_collected, peers)
+
+
+MovingKey = tuple[tuple[str, ...], bool, float | None, float | None, bool, bool]
+"""What of a GPU's moving numbers its verdicts read: (clock reasons, busy, temperature,
+memory temperature, memory high, power near its limit)."""
+
+
+def moving_key(moving: MovingGpu, fixed: GpuSample,
+               limits: DetectorLimits = DEFAULT_LIMITS) -> MovingKey:
+    """The moving half of ``judge_gpu``'s key: ``moving`` a GPU's moving numbers (a tick's
+    ``GpuRow``, or the sample's GPU), ``fixed`` its static half (the same GPU, or the static
+    epoch's; ``probes.analysis.tick_gpus``)."""
+    used, total = moving.mem_used_mib, fixed.mem_total_mib
+    power, cap = moving.power_w, fixed.power_limit_w
+    return (moving.clock_reasons, is_busy(moving.util_pct, limits), moving.temp_c,
+            moving.temp_mem_c,
+            # mem_high and power_near_limit inlined: this runs for every GPU every tick
+            used is not None and total is not None and total != 0
+            and (pct := 100.0 * used / total) == pct
+            and pct >= limits.mem_high_pct,
+            power is not None and cap is not None and cap > 0
+            and power >= limits.power_near_share * cap)
+
+
+def judge_parts(moving: MovingGpu, fixed: GpuSample, key: MovingKey, slowdown_c: float | None,
+                code_set: frozenset[str], leak: Severity | None,
+                limits: DetectorLimits = DEFAULT_LIMITS,
+                not_collected: tuple[tuple[str, str], ...] = (),
+                peers: tuple[int | None, int | None] = NO_PEERS) -> GpuJudgement:
+    """``judge_gpu`` of a GPU given as its two halves (``moving_key``; ``key`` is theirs),
+    so a v2 tick's GPU is judged from its row without building its ``GpuSample`` (issue 38:
+    the fleet rows built every sample's GPUs to judge them).  Only a judgement not kept yet
+    joins the two halves into one sample to judge."""
     if _memo_limits.get(id(limits)) is not limits:
         _memo_limits[id(limits)] = limits
-    key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
-           gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
-           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
-           # mem_high and power_near_limit inlined: this runs for every GPU every tick
-           used is not None and total is not None and total != 0
-           and (pct := 100.0 * used / total) == pct
-           and pct >= limits.mem_high_pct,
-           power is not None and cap is not None and cap > 0
-           and power >= limits.power_near_share * cap,
-           peers if gpu.pcie_gen_max is None or gpu.pcie_width_max is None else NO_PEERS)
-    judged = _memo.get(key)
+    full = (id(limits), fixed.index, fixed.state, slowdown_c, code_set, leak, fixed.pcie_gen,
+            fixed.pcie_width, fixed.pcie_gen_max, fixed.pcie_width_max, not_collected,
+            peers if fixed.pcie_gen_max is None or fixed.pcie_width_max is None
+            else NO_PEERS, key)
+    judged = _memo.get(full)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
-        judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
-                                         not_collected, peers)
+        gpu = fixed if moving is fixed else _joined(moving, fixed)
+        judged = _memo[full] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
+                                          not_collected, peers)
     return judged
+
+
+_MOVING_FIELDS = tuple(f for f in GPU_ROW_FIELDS if f != "processes")
+
+
+def _joined(moving: MovingGpu, fixed: GpuSample) -> GpuSample:
+    """The GPU whose static half is ``fixed`` with ``moving``'s numbers (its processes the
+    static ones, which no verdict reads)."""
+    values = fixed.__dict__.copy()
+    for name in _MOVING_FIELDS:
+        values[name] = getattr(moving, name)
+    gpu: GpuSample = object.__new__(GpuSample)
+    object.__setattr__(gpu, "__dict__", values)
+    return gpu
 
 
 def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
@@ -376,7 +419,8 @@ _notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
 every row build asks for its notes."""
 
 
-def _field_notes(hello: Hello | None) -> tuple[tuple[str, str], ...]:
+def field_notes_of(hello: Hello | None) -> tuple[tuple[str, str], ...]:
+    """``field_notes(hello)``, kept per hello (``_notes_memo``)."""
     if hello is None:
         return ()
     kept = _notes_memo.get(id(hello))
@@ -414,18 +458,18 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
             ts = f.ts if f.ts is not None else float("inf")
             gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
-    notes = _field_notes(hello)
+    notes = field_notes_of(hello)
     sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]
     peers = peer_link(sampled)
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
                      limits, notes, peers)
            for g in sampled]
-    out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
+    out = [replace(j, since=finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
     if sample is not None:
         reported = (set(slowdown) | set(gone_at)) - seen
         out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
-                             TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)),
+                             TempLevel.UNKNOWN, None, None, since=finite(gone_at.get(i)),
                              answering=False, not_collected=notes)
                 for i in sorted(reported)]
         seen |= reported
@@ -438,7 +482,8 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     return tuple(sorted(out, key=lambda j: j.index))
 
 
-def _finite(ts: float | None) -> float | None:
+def finite(ts: float | None) -> float | None:
+    """``ts``, or None for no onset (None or infinite)."""
     return ts if ts is not None and ts != float("inf") else None
 
 

@@ -9,11 +9,14 @@ of connects then costs the hosts that changed, not the whole fleet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from probes.analysis.fleet_counts import count_rows, timeless
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.triage import Severity
+
+_new = object.__new__
+_set = object.__setattr__
 
 OFF_SCREEN_REFRESH_S = 5.0
 """How old an off-screen host's numbers may get in its fleet row (see ``FleetRows.focus``)."""
@@ -41,15 +44,30 @@ def _finding_marks(host: HostState, now: float) -> tuple[tuple[object, Severity]
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
     """``row`` with its age-dependent fields as of ``now``; the rest cannot have changed
-    while the host's items and status did not."""
+    while the host's items and status did not.
+
+    ``row`` itself when no age moved; else a copy of its fields with the ages set, not a
+    ``dataclasses.replace`` (which checks and passes every field through ``__init__``: at a
+    thousand hosts, tens of thousands a minute).  The row has no ``__post_init__``, so the
+    copy is the row ``replace`` would make."""
     status = host.status_at(now)
-    return replace(
-        row,
-        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
-        else None,
-        reason=host.reach.reason_at(now, status),
-        last_seen_s=host.reach.last_seen_at(now, status),
-        next_retry_s=host.reach.next_retry_at(now))
+    reach = host.reach
+    stale_s = (now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen \
+        else None
+    reason = reach.reason_at(now, status)
+    last_seen_s = reach.last_seen_at(now, status)
+    next_retry_s = reach.next_retry_at(now)
+    if (stale_s == row.stale_s and reason == row.reason and last_seen_s == row.last_seen_s
+            and next_retry_s == row.next_retry_s):
+        return row
+    values = row.__dict__.copy()
+    values["stale_s"] = stale_s
+    values["reason"] = reason
+    values["last_seen_s"] = last_seen_s
+    values["next_retry_s"] = next_retry_s
+    out: FleetRow = _new(FleetRow)
+    _set(out, "__dict__", values)
+    return out
 
 
 def _wait_s(host: HostState) -> float:

@@ -1,0 +1,184 @@
+"""A host's fleet row's GPU verdicts and numbers, read from the tick as the fold reads it.
+
+The fleet screen builds a row for every on-screen host every second and for the others at
+their refresh slot: about 400 rows a second at a thousand hosts.  Each built the sample's
+``GpuSample`` objects (a v2 tick's are built on first read: ``HostSample.gpus``) and judged
+every GPU again (``judge_gpus``).  Here the numbers come from the tick's row and its static
+epoch (``tick_gpus``, as the per-tick findings read them), and each GPU's verdict is kept
+while what it reads holds: the findings, hello, static epoch and limits (judged once), and
+the few moving inputs (``moving_key``) compared each build; a verdict not kept yet comes
+from ``judge_parts`` (issue 38).  The answers equal ``judge_gpus`` and the sample's GPUs',
+value for value (``tests/tui/test_fleet_rows_equivalent.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from probes.analysis.fleet_row import jobs_of
+from probes.analysis.judge import (
+    LEAK_CODES,
+    LOST_CODES,
+    SPIN_CODES,
+    GpuJudgement,
+    GpuVerdict,
+    MovingKey,
+    TempLevel,
+    field_notes_of,
+    finite,
+    judge_parts,
+    moving_key,
+    peer_link,
+)
+from probes.analysis.limits import DetectorLimits
+from probes.analysis.tick_gpus import MovingGpu, tick_gpus
+from probes.triage import Severity
+from probes.wire.samples import GpuSample, Hello, HostSample
+
+if TYPE_CHECKING:
+    from probes.analysis.findings import Finding
+
+_INDEX = attrgetter("index")
+
+GpuInputs = tuple[int, GpuSample, float | None, frozenset[str], Severity | None,
+                  tuple[int | None, int | None], float | None]
+"""One sampled GPU's judged-once inputs: (position in the tick, static half, slowdown
+threshold, codes of the findings about it, leak severity, the host's best link, when it went
+if it is gone)."""
+
+
+class _Fixed:
+    """What a host's verdicts read that moves only with its findings, hello, static epoch,
+    limits or expected count: everything but the moving numbers, worked out once."""
+
+    __slots__ = ("expected", "extras", "fixed", "found", "gpus", "hello", "limits", "notes")
+
+    def __init__(self, fixed: Sequence[GpuSample], hello: Hello | None,
+                 found: Sequence[Finding], limits: DetectorLimits,
+                 expected: int | None) -> None:
+        self.fixed, self.hello, self.found = fixed, hello, found
+        self.limits, self.expected = limits, expected
+        codes: dict[int | None, set[str]] = {}
+        leaks: dict[int | None, Severity] = {}
+        gone_at: dict[int, float] = {}
+        for f in found:  # as ``judge_gpus`` reads them
+            codes.setdefault(f.gpu, set()).add(f.code)
+            if f.code in SPIN_CODES:
+                for i in f.details.gpus:
+                    codes.setdefault(i, set()).add(f.code)
+            if f.code in LEAK_CODES:
+                leaks[f.gpu] = f.severity
+            if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
+                ts = f.ts if f.ts is not None else float("inf")
+                gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
+        slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
+        notes = self.notes = field_notes_of(hello)
+        sampled = [(pos, g) for pos, g in enumerate(fixed) if g.index >= 0]
+        peers = peer_link(g for _, g in sampled)
+        self.gpus: list[GpuInputs] = [
+            (pos, g, slowdown.get(g.index), frozenset(codes.get(g.index, ())),
+             leaks.get(g.index), peers, finite(gone_at.get(g.index)))
+            for pos, g in sampled]
+        seen = {g.index for _, g in sampled}
+        reported = (set(slowdown) | set(gone_at)) - seen
+        extras = [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
+                               TempLevel.UNKNOWN, None, None, since=finite(gone_at.get(i)),
+                               answering=False, not_collected=notes)
+                  for i in sorted(reported)]
+        seen |= reported
+        if expected is not None:
+            free = (i for i in range(expected + len(seen)) if i not in seen)
+            extras += [GpuJudgement(next(free), GpuVerdict.MISSING, False, (),
+                                    TempLevel.UNKNOWN, TempLevel.UNKNOWN, None, None,
+                                    answering=False, not_collected=notes)
+                       for _ in range(max(0, expected - len(seen)))]
+        self.extras = extras
+
+    def holds(self, fixed: Sequence[GpuSample], hello: Hello | None,
+              found: Sequence[Finding], limits: DetectorLimits, expected: int | None) -> bool:
+        """Whether these are the inputs it was worked out from (the same objects)."""
+        return (fixed is self.fixed and found is self.found and hello is self.hello
+                and limits is self.limits and expected == self.expected)
+
+
+class RowJudge:
+    """One host's row verdicts and numbers, kept between builds (``HostState.row_judge``).
+
+    A memo, not state: every answer is a function of the arguments; what is kept only
+    spares judging again what did not move."""
+
+    __slots__ = ("_jobs", "_judged", "_keys", "_out", "_state")
+
+    def __init__(self) -> None:
+        self._state: _Fixed | None = None
+        self._keys: list[MovingKey | None] = []
+        self._out: list[GpuJudgement | None] = []
+        self._judged: tuple[GpuJudgement, ...] | None = None
+        self._jobs: tuple[Sequence[GpuSample], tuple[str, ...]] | None = None
+
+    def judged(self, sample: HostSample | None, hello: Hello | None,
+               found: Sequence[Finding], limits: DetectorLimits,
+               expected: int | None = None) -> tuple[GpuJudgement, ...]:
+        """``judge_gpus(sample, hello, found, limits, expected)``, without building a v2
+        tick's GPUs.  ``found`` is compared by identity: pass the host's kept merge."""
+        if sample is None:
+            return ()
+        moving, fixed, _ = tick_gpus(sample)
+        state = self._state
+        if state is None or not state.holds(fixed, hello, found, limits, expected):
+            state = self._state = _Fixed(fixed, hello, found, limits, expected)
+            self._keys = [None] * len(state.gpus)
+            self._out = [None] * len(state.gpus)
+            self._judged = None
+        keys, out, notes = self._keys, self._out, state.notes
+        moved = self._judged is None
+        for k, (pos, g, slowdown, codes, leak, peers, since) in enumerate(state.gpus):
+            m = moving[pos]
+            key = moving_key(m, g, limits)
+            if keys[k] != key:
+                keys[k] = key
+                j = judge_parts(m, g, key, slowdown, codes, leak, limits, notes, peers)
+                if j.gone:
+                    j = replace(j, since=since)
+                out[k] = j
+                moved = True
+        if moved:
+            self._judged = tuple(sorted([*out, *state.extras],  # type: ignore[list-item]
+                                        key=_INDEX))
+        return self._judged  # type: ignore[return-value]
+
+    def jobs(self, sample: HostSample | None) -> tuple[str, ...]:
+        """``jobs_of(sample)``: a v2 tick's from its static epoch's processes (their jobs
+        are static facts), worked out once per epoch."""
+        if sample is None:
+            return ()
+        _, fixed, rows = tick_gpus(sample)
+        if rows is None:
+            return jobs_of(sample)
+        kept = self._jobs
+        if kept is None or kept[0] is not fixed:
+            found = {p.slurm_job for g in fixed for p in g.processes or () if p.slurm_job}
+            kept = self._jobs = (fixed, tuple(sorted(found, key=lambda j: (len(j), j))))
+        return kept[1]
+
+
+def row_numbers(sample: HostSample | None
+                ) -> tuple[float | None, float, float, float | None, float | None]:
+    """(hottest GPU °C, memory used MiB, of a total MiB, mean utilisation %, power W) of a
+    sample's GPUs, each over the GPUs that report it, read from the tick's row where it has
+    one (the sums taken in the same order as over its GPUs)."""
+    if sample is None:
+        return None, 0.0, 0.0, None, None
+    moving: Sequence[MovingGpu]
+    moving, fixed, _ = tick_gpus(sample)
+    temps = [m.temp_c for m in moving if m.temp_c is not None]
+    used = sum(m.mem_used_mib or 0.0 for m in moving)
+    total = sum(g.mem_total_mib or 0.0 for m, g in zip(moving, fixed, strict=True)
+                if m.mem_used_mib is not None)
+    utils = [m.util_pct for m in moving if m.util_pct is not None]
+    powers = [m.power_w for m in moving if m.power_w is not None]
+    return (max(temps) if temps else None, used, total,
+            sum(utils) / len(utils) if utils else None, sum(powers) if powers else None)
