@@ -8,7 +8,7 @@ epoch (``tick_gpus``, as the per-tick findings read them), and each GPU's verdic
 while what it reads holds: the findings, hello, static epoch and limits (judged once), and
 the few moving inputs (``moving_key``) compared each build; a verdict not kept yet comes
 from ``judge_parts`` (issue 38).  The answers equal ``judge_gpus`` and the sample's GPUs',
-value for value (``tests/tui/test_fleet_rows_equivalent.py``).
+value for value (``tests/analysis/test_fleet_rows_equivalent.py``).
 """
 
 from __future__ import annotations
