@@ -355,7 +355,7 @@ class HostState:
             lambda others: throughput_findings(self.name, self.logs.speed, others,
                                                self.limits.detectors, self.history))
 
-    def _kept_findings(self, status: HostStatus) -> list[Finding]:
+    def findings_as_kept(self, status: HostStatus) -> list[Finding]:
         """``findings(status)`` as kept (not a copy: the caller only reads it), so a reader
         that keeps what it worked out from them can tell them by identity."""
         return self.findings_kept.merged(
@@ -391,7 +391,7 @@ class HostState:
         status = self.status_at(now)
         last = self.last
         max_temp, used, total, util, power = row_numbers(last)
-        found = self._kept_findings(status)
+        found = self.findings_as_kept(status)
         expected = self.spec.expect_gpus
         judged = self.row_judge.judged(last, self.hello, found, self.limits.detectors,
                                        expected)
@@ -418,8 +418,7 @@ class HostState:
             Severity.INFO else None,
             simulated=bool(self.spec.simulate),
             gpus=judged,
-            temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
-                           default=TempLevel.UNKNOWN),
+            temp_level=self.row_judge.hottest if last is not None else TempLevel.UNKNOWN,
             reason=self.reach.reason_at(now, status),
             last_seen_s=self.reach.last_seen_at(now, status),
             next_retry_s=self.reach.next_retry_at(now),

@@ -325,30 +325,46 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
 
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
     thousand hosts), and from one second to the next a GPU's inputs mostly repeat (the same
-    state, reasons, whole-degree temperatures and link), so a lookup replaces ~6 µs of
+    state, reasons, temperatures' levels and link), so a lookup replaces ~6 µs of
     judging.  The key holds every input the verdicts read, nothing else; memory and power,
     which move every second, enter as their verdicts (high, near the limit), so the lookup
     still hits.  ``peers`` is the host's best link (``peer_link``), for a GPU whose own
     maximum is not collected.
     """
-    return judge_parts(gpu, gpu, moving_key(gpu, gpu, limits), slowdown_c, frozenset(codes),
-                       leak, limits, not_collected, peers)
+    return judge_parts(gpu, gpu, moving_key(gpu, gpu, limits, temp_bounds(slowdown_c, limits)),
+                       slowdown_c, frozenset(codes), leak, limits, not_collected, peers)
 
 
-MovingKey = tuple[tuple[str, ...], bool, float | None, float | None, bool, bool]
-"""What of a GPU's moving numbers its verdicts read: (clock reasons, busy, temperature,
-memory temperature, memory high, power near its limit)."""
+MovingKey = tuple[tuple[str, ...], bool, int, int, bool, bool]
+"""What of a GPU's moving numbers its verdicts read: (clock reasons, busy, temperature's
+level, memory temperature's level (``TempLevel.rank``), memory high, power near its
+limit)."""
+TempBounds = tuple[float, float, float, float]
+"""(hot, warm) for the GPU and for its memory, in °C (``temp_thresholds``)."""
 
 
-def moving_key(moving: MovingGpu, fixed: GpuSample,
-               limits: DetectorLimits = DEFAULT_LIMITS) -> MovingKey:
+def temp_bounds(slowdown_c: float | None,
+                limits: DetectorLimits = DEFAULT_LIMITS) -> TempBounds:
+    """The temperatures at which a GPU (with this slowdown threshold) and its memory read
+    hot and warm: what ``moving_key`` sorts a temperature by."""
+    return temp_thresholds(slowdown_c, limits) + temp_thresholds(None, limits)
+
+
+def moving_key(moving: MovingGpu, fixed: GpuSample, limits: DetectorLimits,
+               bounds: TempBounds) -> MovingKey:
     """The moving half of ``judge_gpu``'s key: ``moving`` a GPU's moving numbers (a tick's
     ``GpuRow``, or the sample's GPU), ``fixed`` its static half (the same GPU, or the static
-    epoch's; ``probes.analysis.tick_gpus``)."""
+    epoch's; ``probes.analysis.tick_gpus``), ``bounds`` its ``temp_bounds``.  Temperatures
+    enter as their levels (what the verdicts read of them), so a degree's move keeps it."""
     used, total = moving.mem_used_mib, fixed.mem_total_mib
     power, cap = moving.power_w, fixed.power_limit_w
-    return (moving.clock_reasons, is_busy(moving.util_pct, limits), moving.temp_c,
-            moving.temp_mem_c,
+    t, tm = moving.temp_c, moving.temp_mem_c
+    hot, warm, mem_hot, mem_warm = bounds
+    return (moving.clock_reasons, is_busy(moving.util_pct, limits),
+            # temp_level's rank, inlined (None and NaN: unknown)
+            0 if t is None or t != t else 3 if t >= hot else 2 if t >= warm else 1,
+            0 if tm is None or tm != tm else 3 if tm >= mem_hot else 2 if tm >= mem_warm
+            else 1,
             # mem_high and power_near_limit inlined: this runs for every GPU every tick
             used is not None and total is not None and total != 0
             and (pct := 100.0 * used / total) == pct

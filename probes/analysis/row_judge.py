@@ -26,12 +26,14 @@ from probes.analysis.judge import (
     GpuJudgement,
     GpuVerdict,
     MovingKey,
+    TempBounds,
     TempLevel,
     field_notes_of,
     finite,
     judge_parts,
     moving_key,
     peer_link,
+    temp_bounds,
 )
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.tick_gpus import MovingGpu, tick_gpus
@@ -44,10 +46,10 @@ if TYPE_CHECKING:
 _INDEX = attrgetter("index")
 
 GpuInputs = tuple[int, GpuSample, float | None, frozenset[str], Severity | None,
-                  tuple[int | None, int | None], float | None]
+                  tuple[int | None, int | None], float | None, TempBounds]
 """One sampled GPU's judged-once inputs: (position in the tick, static half, slowdown
 threshold, codes of the findings about it, leak severity, the host's best link, when it went
-if it is gone)."""
+if it is gone, its temperatures' bounds)."""
 
 
 class _Fixed:
@@ -80,7 +82,8 @@ class _Fixed:
         peers = peer_link(g for _, g in sampled)
         self.gpus: list[GpuInputs] = [
             (pos, g, slowdown.get(g.index), frozenset(codes.get(g.index, ())),
-             leaks.get(g.index), peers, finite(gone_at.get(g.index)))
+             leaks.get(g.index), peers, finite(gone_at.get(g.index)),
+             temp_bounds(slowdown.get(g.index), limits))
             for pos, g in sampled]
         seen = {g.index for _, g in sampled}
         reported = (set(slowdown) | set(gone_at)) - seen
@@ -110,13 +113,14 @@ class RowJudge:
     A memo, not state: every answer is a function of the arguments; what is kept only
     spares judging again what did not move."""
 
-    __slots__ = ("_jobs", "_judged", "_keys", "_out", "_state")
+    __slots__ = ("_hottest", "_jobs", "_judged", "_keys", "_out", "_state")
 
     def __init__(self) -> None:
         self._state: _Fixed | None = None
         self._keys: list[MovingKey | None] = []
         self._out: list[GpuJudgement | None] = []
         self._judged: tuple[GpuJudgement, ...] | None = None
+        self._hottest = TempLevel.UNKNOWN
         self._jobs: tuple[Sequence[GpuSample], tuple[str, ...]] | None = None
 
     def judged(self, sample: HostSample | None, hello: Hello | None,
@@ -135,9 +139,9 @@ class RowJudge:
             self._judged = None
         keys, out, notes = self._keys, self._out, state.notes
         moved = self._judged is None
-        for k, (pos, g, slowdown, codes, leak, peers, since) in enumerate(state.gpus):
+        for k, (pos, g, slowdown, codes, leak, peers, since, bounds) in enumerate(state.gpus):
             m = moving[pos]
-            key = moving_key(m, g, limits)
+            key = moving_key(m, g, limits, bounds)
             if keys[k] != key:
                 keys[k] = key
                 j = judge_parts(m, g, key, slowdown, codes, leak, limits, notes, peers)
@@ -146,9 +150,16 @@ class RowJudge:
                 out[k] = j
                 moved = True
         if moved:
-            self._judged = tuple(sorted([*out, *state.extras],  # type: ignore[list-item]
-                                        key=_INDEX))
+            judged = self._judged = tuple(sorted([*out, *state.extras],  # type: ignore[list-item]
+                                                 key=_INDEX))
+            self._hottest = max((j.temp for j in judged), key=lambda t: t.rank,
+                                default=TempLevel.UNKNOWN)
         return self._judged  # type: ignore[return-value]
+
+    @property
+    def hottest(self) -> TempLevel:
+        """The hottest of the last ``judged`` GPUs' levels (the row's ``temp_level``)."""
+        return self._hottest
 
     def jobs(self, sample: HostSample | None) -> tuple[str, ...]:
         """``jobs_of(sample)``: a v2 tick's from its static epoch's processes (their jobs
@@ -174,11 +185,21 @@ def row_numbers(sample: HostSample | None
         return None, 0.0, 0.0, None, None
     moving: Sequence[MovingGpu]
     moving, fixed, _ = tick_gpus(sample)
-    temps = [m.temp_c for m in moving if m.temp_c is not None]
-    used = sum(m.mem_used_mib or 0.0 for m in moving)
-    total = sum(g.mem_total_mib or 0.0 for m, g in zip(moving, fixed, strict=True)
-                if m.mem_used_mib is not None)
-    utils = [m.util_pct for m in moving if m.util_pct is not None]
-    powers = [m.power_w for m in moving if m.power_w is not None]
-    return (max(temps) if temps else None, used, total,
+    temps: list[float] = []
+    used: list[float] = []
+    total: list[float] = []
+    utils: list[float] = []
+    powers: list[float] = []
+    for m, g in zip(moving, fixed, strict=True):  # one pass; each sum over its own list
+        if (t := m.temp_c) is not None:
+            temps.append(t)
+        mib = m.mem_used_mib
+        used.append(mib or 0.0)
+        if mib is not None:
+            total.append(g.mem_total_mib or 0.0)
+        if (u := m.util_pct) is not None:
+            utils.append(u)
+        if (p := m.power_w) is not None:
+            powers.append(p)
+    return (max(temps) if temps else None, sum(used), sum(total),
             sum(utils) / len(utils) if utils else None, sum(powers) if powers else None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.analysis.findings import Finding
 from probes.analysis.fleet_counts import count_rows, timeless
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.triage import Severity
@@ -35,11 +36,14 @@ class _KeptRow:
     row: FleetRow
     built_at: float
     marks: tuple[tuple[object, Severity], ...]
+    found: list[Finding]
+    """The host's findings as kept when the row was built (``HostState.findings_as_kept``):
+    while they are the same list, the marks are the same (no need to compare them)."""
 
 
-def _finding_marks(host: HostState, now: float) -> tuple[tuple[object, Severity], ...]:
+def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
     """What of a host's findings its row shows: which there are and how bad."""
-    return tuple((f.key, f.severity) for f in host.findings(host.status_at(now)))
+    return tuple((f.key, f.severity) for f in found)
 
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
@@ -133,8 +137,8 @@ class FleetRows:
         else:
             row = host.row(now)
             self.row_builds += 1
-            self._kept[name] = _KeptRow(host.revision, shown, row, now,
-                                        _finding_marks(host, now))
+            found = host.findings_as_kept(host.status_at(now))
+            self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found)
             self._waiting.pop(name, None)
         if timeless(row):
             self._timed.discard(name)
@@ -152,7 +156,8 @@ class FleetRows:
         return (self.focus is not None and host.name not in self.focus
                 and kept.built_at <= now < _slot_after(kept.built_at, _wait_s(host),
                                                        self._phase[host.name])
-                and kept.marks == _finding_marks(host, now))
+                and ((found := host.findings_as_kept(host.status_at(now))) is kept.found
+                     or kept.marks == _marks(found)))
 
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
