@@ -39,6 +39,9 @@ class _KeptRow:
     found: list[Finding]
     """The host's findings as kept when the row was built (``HostState.findings_as_kept``):
     while they are the same list, the marks are the same (no need to compare them)."""
+    due_at: float
+    """Its host's first refresh slot after ``built_at`` (``_slot_after``): an off-screen
+    row's numbers may wait until then."""
 
 
 def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
@@ -122,41 +125,48 @@ class FleetRows:
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
         name = host.name
-        shown = host.shown_status_at(now)
+        status = host.status_at(now)
+        shown = host.reach.shown(status)  # ``shown_status_at(now)``
         kept = self._kept.get(name)
-        if kept is not None and kept.status is shown and (
-                kept.revision == host.revision or self._may_wait(host, kept, now)):
-            row = kept.row
+        row: FleetRow | None = None
+        if kept is not None and kept.status is shown:
             if kept.revision == host.revision:
+                row = kept.row
                 self._waiting.pop(name, None)
-            else:
-                self._waiting[name] = _slot_after(kept.built_at, _wait_s(host),
-                                                  self._phase[name])
-            if not timeless(row):
+            elif self._may_wait(host, kept, now, status):
+                row = kept.row
+                self._waiting[name] = kept.due_at
+        if row is not None:
+            timed = not timeless(row)
+            if timed:
                 row = _retimed(host, row, now)
+                timed = not timeless(row)
         else:
             row = host.row(now)
             self.row_builds += 1
-            found = host.findings_as_kept(host.status_at(now))
-            self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found)
+            found = host.findings_as_kept(status)
+            self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found,
+                                        _slot_after(now, _wait_s(host), self._phase[name]))
             self._waiting.pop(name, None)
-        if timeless(row):
-            self._timed.discard(name)
-        else:
+            timed = not timeless(row)
+        if timed:
             self._timed.add(name)
+        else:
+            self._timed.discard(name)
         if shown is HostStatus.STREAMING and host.last_seen is not None:
             self._stale_at[name] = host.last_seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
         return row
 
-    def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
+    def _may_wait(self, host: HostState, kept: _KeptRow, now: float,
+                  status: HostStatus) -> bool:
         """Off screen, before the host's next refresh slot (at most ``OFF_SCREEN_REFRESH_S``,
-        or two of the host's intervals, after its row was built), same findings."""
+        or two of the host's intervals, after its row was built), same findings (``status``:
+        the host's as of ``now``)."""
         return (self.focus is not None and host.name not in self.focus
-                and kept.built_at <= now < _slot_after(kept.built_at, _wait_s(host),
-                                                       self._phase[host.name])
-                and ((found := host.findings_as_kept(host.status_at(now))) is kept.found
+                and kept.built_at <= now < kept.due_at
+                and ((found := host.findings_as_kept(status)) is kept.found
                      or kept.marks == _marks(found)))
 
     def rows(self, now: float) -> list[FleetRow]:
