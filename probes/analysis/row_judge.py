@@ -52,30 +52,42 @@ threshold, codes of the findings about it, leak severity, the host's best link, 
 if it is gone, its temperatures' bounds)."""
 
 
+FoundMarks = tuple[dict[int | None, set[str]], dict[int | None, Severity], dict[int, float]]
+"""What the verdicts read of a host's findings: each GPU's codes, its leak's severity, when it
+went (``_marks``)."""
+
+
+def _marks(found: Sequence[Finding]) -> FoundMarks:
+    """The findings as ``judge_gpus`` reads them."""
+    codes: dict[int | None, set[str]] = {}
+    leaks: dict[int | None, Severity] = {}
+    gone_at: dict[int, float] = {}
+    for f in found:
+        codes.setdefault(f.gpu, set()).add(f.code)
+        if f.code in SPIN_CODES:
+            for i in f.details.gpus:
+                codes.setdefault(i, set()).add(f.code)
+        if f.code in LEAK_CODES:
+            leaks[f.gpu] = f.severity
+        if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
+            ts = f.ts if f.ts is not None else float("inf")
+            gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
+    return codes, leaks, gone_at
+
+
 class _Fixed:
     """What a host's verdicts read that moves only with its findings, hello, static epoch,
     limits or expected count: everything but the moving numbers, worked out once."""
 
-    __slots__ = ("expected", "extras", "fixed", "found", "gpus", "hello", "limits", "notes")
+    __slots__ = ("expected", "extras", "fixed", "found", "gpus", "hello", "limits", "marks",
+                 "notes")
 
     def __init__(self, fixed: Sequence[GpuSample], hello: Hello | None,
-                 found: Sequence[Finding], limits: DetectorLimits,
+                 found: Sequence[Finding], marks: FoundMarks, limits: DetectorLimits,
                  expected: int | None) -> None:
-        self.fixed, self.hello, self.found = fixed, hello, found
+        self.fixed, self.hello, self.found, self.marks = fixed, hello, found, marks
         self.limits, self.expected = limits, expected
-        codes: dict[int | None, set[str]] = {}
-        leaks: dict[int | None, Severity] = {}
-        gone_at: dict[int, float] = {}
-        for f in found:  # as ``judge_gpus`` reads them
-            codes.setdefault(f.gpu, set()).add(f.code)
-            if f.code in SPIN_CODES:
-                for i in f.details.gpus:
-                    codes.setdefault(i, set()).add(f.code)
-            if f.code in LEAK_CODES:
-                leaks[f.gpu] = f.severity
-            if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
-                ts = f.ts if f.ts is not None else float("inf")
-                gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
+        codes, leaks, gone_at = marks
         slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
         notes = self.notes = field_notes_of(hello)
         sampled = [(pos, g) for pos, g in enumerate(fixed) if g.index >= 0]
@@ -101,10 +113,11 @@ class _Fixed:
         self.extras = extras
 
     def holds(self, fixed: Sequence[GpuSample], hello: Hello | None,
-              found: Sequence[Finding], limits: DetectorLimits, expected: int | None) -> bool:
-        """Whether these are the inputs it was worked out from (the same objects)."""
-        return (fixed is self.fixed and found is self.found and hello is self.hello
-                and limits is self.limits and expected == self.expected)
+              limits: DetectorLimits, expected: int | None) -> bool:
+        """Whether these are the inputs beyond the findings it was worked out from (the same
+        objects)."""
+        return (fixed is self.fixed and hello is self.hello and limits is self.limits
+                and expected == self.expected)
 
 
 class RowJudge:
@@ -132,11 +145,17 @@ class RowJudge:
             return ()
         moving, fixed, _ = tick_gpus(sample)
         state = self._state
-        if state is None or not state.holds(fixed, hello, found, limits, expected):
-            state = self._state = _Fixed(fixed, hello, found, limits, expected)
-            self._keys = [None] * len(state.gpus)
-            self._out = [None] * len(state.gpus)
-            self._judged = None
+        if state is None or found is not state.found \
+                or not state.holds(fixed, hello, limits, expected):
+            marks = _marks(found)
+            if state is not None and state.holds(fixed, hello, limits, expected) \
+                    and marks == state.marks:
+                state.found = found  # other findings, the same codes, leaks and onsets
+            else:
+                state = self._state = _Fixed(fixed, hello, found, marks, limits, expected)
+                self._keys = [None] * len(state.gpus)
+                self._out = [None] * len(state.gpus)
+                self._judged = None
         keys, out, notes = self._keys, self._out, state.notes
         moved = self._judged is None
         for k, (pos, g, slowdown, codes, leak, peers, since, bounds) in enumerate(state.gpus):

@@ -253,8 +253,9 @@ def _late_findings(host: HostState, status: Any) -> tuple[object, ...]:
 
 def _kept_verdicts(self: row_judge.RowJudge, *args: Any, **kw: Any) -> Any:
     """A mutant: a host's verdicts kept past their moving inputs."""
-    if self._judged is not None and self._state is not None \
-            and self._state.holds(row_judge.tick_gpus(args[0])[1], *args[1:]):
+    state = self._state
+    if self._judged is not None and state is not None and args[2] is state.found \
+            and state.holds(row_judge.tick_gpus(args[0])[1], args[1], *args[3:]):
         return self._judged
     return _judged(self, *args, **kw)
 
