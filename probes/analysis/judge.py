@@ -26,12 +26,10 @@ from probes.analysis.not_collected import field_notes
 from probes.rules.parsers.pcie import gen_shortfall
 from probes.triage import Code, Severity
 from probes.wire.clock_reasons import POWER_CAP, SLOWDOWN_REASONS
-from probes.wire.compact import GPU_ROW_FIELDS
 from probes.wire.samples import GpuSample, GpuState, Hello, HostSample, HostStats
 
 if TYPE_CHECKING:
     from probes.analysis.findings import Finding
-    from probes.analysis.tick_gpus import MovingGpu
 
 THROTTLE_REASONS = SLOWDOWN_REASONS
 """Clock-event reasons that slow a GPU whatever its load (the wire's vocabulary says which)."""
@@ -325,99 +323,44 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
 
     Kept by its inputs: a fleet view judges every GPU of every host each tick (8,000 at a
     thousand hosts), and from one second to the next a GPU's inputs mostly repeat (the same
-    state, reasons, temperatures' levels and link), so a lookup replaces ~6 µs of
+    state, reasons, whole-degree temperatures and link), so a lookup replaces ~6 µs of
     judging.  The key holds every input the verdicts read, nothing else; memory and power,
     which move every second, enter as their verdicts (high, near the limit), so the lookup
     still hits.  ``peers`` is the host's best link (``peer_link``), for a GPU whose own
     maximum is not collected.
     """
-    return judge_parts(gpu, gpu, moving_key(gpu, gpu, limits, temp_bounds(slowdown_c, limits)),
-                       slowdown_c, frozenset(codes), leak, limits, not_collected, peers)
-
-
-MovingKey = tuple[tuple[str, ...], bool, int, int, bool, bool]
-"""What of a GPU's moving numbers its verdicts read: (clock reasons, busy, temperature's
-level, memory temperature's level (``TempLevel.rank``), memory high, power near its
-limit)."""
-TempBounds = tuple[float, float, float, float]
-"""(hot, warm) for the GPU and for its memory, in °C (``temp_thresholds``)."""
-
-
-def temp_bounds(slowdown_c: float | None,
-                limits: DetectorLimits = DEFAULT_LIMITS) -> TempBounds:
-    """The temperatures at which a GPU (with this slowdown threshold) and its memory read
-    hot and warm: what ``moving_key`` sorts a temperature by."""
-    return temp_thresholds(slowdown_c, limits) + temp_thresholds(None, limits)
-
-
-def moving_key(moving: MovingGpu, fixed: GpuSample, limits: DetectorLimits,
-               bounds: TempBounds) -> MovingKey:
-    """The moving half of ``judge_gpu``'s key: ``moving`` a GPU's moving numbers (a tick's
-    ``GpuRow``, or the sample's GPU), ``fixed`` its static half (the same GPU, or the static
-    epoch's; ``probes.analysis.tick_gpus``), ``bounds`` its ``temp_bounds``.  Temperatures
-    enter as their levels (what the verdicts read of them), so a degree's move keeps it."""
-    used, total = moving.mem_used_mib, fixed.mem_total_mib
-    power, cap = moving.power_w, fixed.power_limit_w
-    t, tm = moving.temp_c, moving.temp_mem_c
-    hot, warm, mem_hot, mem_warm = bounds
-    return (moving.clock_reasons, is_busy(moving.util_pct, limits),
-            # temp_level's rank, inlined (None and NaN: unknown)
-            0 if t is None or t != t else 3 if t >= hot else 2 if t >= warm else 1,
-            0 if tm is None or tm != tm else 3 if tm >= mem_hot else 2 if tm >= mem_warm
-            else 1,
-            # mem_high and power_near_limit inlined: this runs for every GPU every tick
-            used is not None and total is not None and total != 0
-            and (pct := 100.0 * used / total) == pct
-            and pct >= limits.mem_high_pct,
-            power is not None and cap is not None and cap > 0
-            and power >= limits.power_near_share * cap)
-
-
-def judge_parts(moving: MovingGpu, fixed: GpuSample, key: MovingKey, slowdown_c: float | None,
-                code_set: frozenset[str], leak: Severity | None,
-                limits: DetectorLimits = DEFAULT_LIMITS,
-                not_collected: tuple[tuple[str, str], ...] = (),
-                peers: tuple[int | None, int | None] = NO_PEERS) -> GpuJudgement:
-    """``judge_gpu`` of a GPU given as its two halves (``moving_key``; ``key`` is theirs),
-    so a v2 tick's GPU is judged from its row without building its ``GpuSample`` (issue 38:
-    the fleet rows built every sample's GPUs to judge them).  Only a judgement not kept yet
-    joins the two halves into one sample to judge."""
+    code_set = frozenset(codes)
+    used, total = gpu.mem_used_mib, gpu.mem_total_mib
+    power, cap = gpu.power_w, gpu.power_limit_w
     if _memo_limits.get(id(limits)) is not limits:
         _memo_limits[id(limits)] = limits
-    full = (id(limits), fixed.index, fixed.state, slowdown_c, code_set, leak, fixed.pcie_gen,
-            fixed.pcie_width, fixed.pcie_gen_max, fixed.pcie_width_max, not_collected,
-            peers if fixed.pcie_gen_max is None or fixed.pcie_width_max is None
-            else NO_PEERS, key)
-    judged = _memo.get(full)
+    key = (id(limits), gpu.index, gpu.state, gpu.clock_reasons, is_busy(gpu.util_pct, limits),
+           gpu.temp_c, gpu.temp_mem_c, slowdown_c, code_set, leak, gpu.pcie_gen,
+           gpu.pcie_width, gpu.pcie_gen_max, gpu.pcie_width_max, not_collected,
+           # mem_high and power_near_limit inlined: this runs for every GPU every tick
+           used is not None and total is not None and total != 0
+           and (pct := 100.0 * used / total) == pct
+           and pct >= limits.mem_high_pct,
+           power is not None and cap is not None and cap > 0
+           and power >= limits.power_near_share * cap,
+           peers if gpu.pcie_gen_max is None or gpu.pcie_width_max is None else NO_PEERS)
+    judged = _memo.get(key)
     if judged is None:
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
-        gpu = fixed if moving is fixed else _joined(moving, fixed)
-        judged = _memo[full] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
-                                          not_collected, peers)
+        judged = _memo[key] = judge_gpu_afresh(gpu, slowdown_c, code_set, leak, limits,
+                                               not_collected, peers)
     return judged
 
 
-_MOVING_FIELDS = tuple(f for f in GPU_ROW_FIELDS if f != "processes")
-
-
-def _joined(moving: MovingGpu, fixed: GpuSample) -> GpuSample:
-    """The GPU whose static half is ``fixed`` with ``moving``'s numbers (its processes the
-    static ones, which no verdict reads)."""
-    values = fixed.__dict__.copy()
-    for name in _MOVING_FIELDS:
-        values[name] = getattr(moving, name)
-    gpu: GpuSample = object.__new__(GpuSample)
-    object.__setattr__(gpu, "__dict__", values)
-    return gpu
-
-
-def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
-               leak: Severity | None, limits: DetectorLimits,
-               not_collected: tuple[tuple[str, str], ...],
-               peers: tuple[int | None, int | None]) -> GpuJudgement:
+def judge_gpu_afresh(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
+                     leak: Severity | None, limits: DetectorLimits,
+                     not_collected: tuple[tuple[str, str], ...],
+                     peers: tuple[int | None, int | None]) -> GpuJudgement:
+    """``judge_gpu`` itself, not kept (its callers keep it: ``judge_gpu``,
+    ``row_judge.judge_parts``)."""
     link = link_verdict(gpu, limits, peers)
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),

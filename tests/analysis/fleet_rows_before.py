@@ -2,7 +2,7 @@
 ``tests/analysis/test_fleet_rows_equivalent.py`` holds the new ones to, field by field.
 
 ``HostState.row`` (as ``row_before``), its findings merge (afresh, never remembered),
-``judge_gpus`` (each GPU judged by ``_judge_gpu``, the memo left out: a pure cache),
+``judge_gpus`` (each GPU judged by ``judge_gpu_afresh``, the memo left out: a pure cache),
 ``jobs_of`` and ``tui.views.fleet_rows.FleetRows`` with its helpers, copied unchanged but for
 these imports and the names; not imported by the console."""
 
@@ -22,9 +22,9 @@ from probes.analysis.judge import (
     GpuJudgement,
     GpuVerdict,
     TempLevel,
-    _judge_gpu,
     field_notes_of,
     gpus_present,
+    judge_gpu_afresh,
     mem_high,
     peer_link,
 )
@@ -78,7 +78,7 @@ def judge_gpus_before(sample: HostSample | None, hello: Hello | None,
     notes = field_notes_of(hello)
     sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]
     peers = peer_link(sampled)
-    out = [_judge_gpu(g, slowdown.get(g.index), frozenset(codes.get(g.index, ())),
+    out = [judge_gpu_afresh(g, slowdown.get(g.index), frozenset(codes.get(g.index, ())),
                       leaks.get(g.index), limits, notes, peers)
            for g in sampled]
     out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
