@@ -12,11 +12,14 @@ screen (their rows built every second, the others' at their refresh slot).  Meas
   (median, mean, p90 over the seconds); ``row_builds``: rows built in full per redraw;
 * ``fold_us``: feed + apply per host-sample (the same in both checkouts: a control).
 
+``--silent N``: the last N hosts fall silent halfway through the warm-up (stale: their kept
+rows carry ages, re-stamped every redraw).
+
 The code measured is the checkout the script lies in: copy it into a worktree of another
 commit and run both, alternating, for a before/after.
 
     python tests/bench/bench_fleet_rows.py [--hosts 1024] [--seconds 60] [--warm 30]
-        [--focus 40] [--profile 25]
+        [--focus 40] [--silent 0] [--profile 25]
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     view = FleetRows(fleet)
     view.focus = frozenset(names[:args.focus])
     hosts = [(name, readers[i], feed[i % TEMPLATES][1]) for i, name in enumerate(names)]
+    talking = hosts[:args.hosts - args.silent]
     rows_s: list[float] = []
     builds: list[int] = []
     fold_s = 0.0
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for t in range(total):
         now = T0 + t
         t0 = time.process_time()
-        for name, reader, lines in hosts:
+        for name, reader, lines in (hosts if t < args.warm // 2 else talking):
             for msg in reader.feed(lines[t]):
                 fleet.apply(name, msg, now)
         t1 = time.process_time()
@@ -96,7 +100,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows_ms_mean": round(statistics.fmean(ms), 2),
         "rows_ms_p90": round(ms[int(0.9 * (len(ms) - 1))], 2),
         "row_builds": round(statistics.fmean(builds), 1),
-        "fold_us": round(1e6 * fold_s / (args.hosts * args.seconds), 1),
+        "silent": args.silent,
+        "fold_us": round(1e6 * fold_s / (len(talking) * args.seconds), 1),
     }
     if prof is not None:
         for sort in ("cumulative", "tottime"):
@@ -120,6 +125,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--focus", type=int, default=40)
+    ap.add_argument("--silent", type=int, default=0)
     ap.add_argument("--profile", type=int, default=0)
     args = ap.parse_args()
     out = run(args)
