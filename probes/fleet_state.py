@@ -31,10 +31,9 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.analysis.first_failure import Diagnosis, diagnose
-from probes.analysis.fleet_counts import count_by_severity, count_rows
+from probes.analysis.fleet_counts import count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus
 from probes.analysis.gpu_peers import PeerCounts
-from probes.analysis.headline import worst_headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
@@ -395,6 +394,7 @@ class HostState:
         expected = self.spec.expect_gpus
         judged = self.row_judge.judged(last, self.hello, found, self.limits.detectors,
                                        expected)
+        by_severity, headline = self.row_judge.counted(found)
         if expected is None and self.hello is not None:
             expected = len(self.hello.facts.gpus)
         return FleetRow(
@@ -411,7 +411,7 @@ class HostState:
             mean_util_pct=util,
             power_w=power,
             findings=len(found),
-            by_severity=count_by_severity(found),
+            by_severity=by_severity,
             worst=found[0].severity if found else None,
             # an info finding (a far NIC) is no headline: the column stays for trouble
             worst_summary=found[0].summary if found and found[0].severity is not
@@ -422,7 +422,7 @@ class HostState:
             reason=self.reach.reason_at(now, status),
             last_seen_s=self.reach.last_seen_at(now, status),
             next_retry_s=self.reach.next_retry_at(now),
-            headline=worst_headline(found),
+            headline=headline,
             jobs=self.row_judge.jobs(last),
         )
 

@@ -18,7 +18,9 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from probes.analysis.fleet_counts import count_by_severity
 from probes.analysis.fleet_row import jobs_of
+from probes.analysis.headline import worst_headline
 from probes.analysis.judge import (
     LEAK_CODES,
     LOST_CODES,
@@ -213,7 +215,7 @@ class RowJudge:
     A memo, not state: every answer is a function of the arguments; what is kept only
     spares judging again what did not move."""
 
-    __slots__ = ("_hottest", "_jobs", "_judged", "_keys", "_out", "_state")
+    __slots__ = ("_counted", "_hottest", "_jobs", "_judged", "_keys", "_out", "_state")
 
     def __init__(self) -> None:
         self._state: _Fixed | None = None
@@ -221,6 +223,7 @@ class RowJudge:
         self._out: list[GpuJudgement | None] = []
         self._judged: tuple[GpuJudgement, ...] | None = None
         self._hottest = TempLevel.UNKNOWN
+        self._counted: tuple[list[Finding], tuple[int, int, int], str | None] | None = None
         self._jobs: tuple[Sequence[GpuSample], tuple[str, ...]] | None = None
 
     def judged(self, sample: HostSample | None, hello: Hello | None,
@@ -261,6 +264,14 @@ class RowJudge:
             self._hottest = max((j.temp for j in judged), key=lambda t: t.rank,
                                 default=TempLevel.UNKNOWN)
         return self._judged  # type: ignore[return-value]
+
+    def counted(self, found: list[Finding]) -> tuple[tuple[int, int, int], str | None]:
+        """``count_by_severity(found)`` and ``worst_headline(found)``, kept while the same
+        list comes back (``found`` compared by identity: pass the host's kept merge)."""
+        kept = self._counted
+        if kept is None or kept[0] is not found:
+            kept = self._counted = (found, count_by_severity(found), worst_headline(found))
+        return kept[1], kept[2]
 
     @property
     def hottest(self) -> TempLevel:
