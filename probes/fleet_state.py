@@ -347,21 +347,20 @@ class HostState:
                 reach.last_seen if reach.onsets else None,
                 self.revision if self.logs.speed.drops(self.limits.detectors) else None)
 
-    def _merged_findings(self, status: HostStatus, key: object = None) -> list[Finding]:
-        """The merge itself (``key`` None: afresh, not remembered)."""
+    def _merged_findings(self, status: HostStatus, key: object = None, *,
+                         copy: bool = True) -> list[Finding]:
+        """The merge itself (``key`` None: afresh, not remembered; ``copy``:
+        ``HostFindings.merged``'s)."""
         return self.findings_kept.merged(
             key, lambda: self.reachability(status), self._watched,
             lambda others: throughput_findings(self.name, self.logs.speed, others,
-                                               self.limits.detectors, self.history))
+                                               self.limits.detectors, self.history),
+            copy=copy)
 
     def findings_as_kept(self, status: HostStatus) -> list[Finding]:
         """``findings(status)`` as kept (not a copy: the caller only reads it), so a reader
         that keeps what it worked out from them can tell them by identity."""
-        return self.findings_kept.merged(
-            self.findings_key(status), lambda: self.reachability(status), self._watched,
-            lambda others: throughput_findings(self.name, self.logs.speed, others,
-                                               self.limits.detectors, self.history),
-            copy=False)
+        return self._merged_findings(status, self.findings_key(status), copy=False)
 
     def _watched(self) -> list[Finding]:
         """What is wrong with how the host is watched: its logs' sources, its clock."""
