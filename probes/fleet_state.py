@@ -31,10 +31,9 @@ from probes.analysis.findings import (
     topology_findings,
 )
 from probes.analysis.first_failure import Diagnosis, diagnose
-from probes.analysis.fleet_counts import count_by_severity, count_rows
-from probes.analysis.fleet_row import FleetRow, HostStatus, jobs_of
+from probes.analysis.fleet_counts import count_rows
+from probes.analysis.fleet_row import FleetRow, HostStatus
 from probes.analysis.gpu_peers import PeerCounts
-from probes.analysis.headline import worst_headline
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
@@ -48,6 +47,7 @@ from probes.analysis.reachability import (
     Outage,
     gpu_count_finding,
 )
+from probes.analysis.row_judge import RowJudge, row_numbers
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
 from probes.analysis.watcher import (
     source_findings,
@@ -119,6 +119,11 @@ class HostState:
     revision: int = 0
     """Writes so far (items folded, log scans taken): what a cached row or finding list was
     computed at."""
+    quiet: int = 0
+    """Samples folded that changed none of its kept findings (``HostFindings.content``):
+    ``revision - quiet`` moves only with a write the merged findings may read."""
+    row_judge: RowJudge = field(default_factory=RowJudge, repr=False, compare=False)
+    """Its row's GPU verdicts and numbers, kept while what they read holds (``row``)."""
 
     def __post_init__(self) -> None:
         self.reach.interval_s = self.spec.interval_s
@@ -217,7 +222,10 @@ class HostState:
         self.revision += 1
         self.reach.note(item, now)
         if isinstance(item, HostSample):
+            content = self.findings_kept.content
             self._apply_sample(item)
+            if self.findings_kept.content == content:
+                self.quiet += 1
         elif isinstance(item, Hello):
             self.hello = item
             self.logs.set_zone(item)
@@ -321,18 +329,38 @@ class HostState:
         reachability as of ``status`` (default: the status last judged).  A pure read: lines
         queued since the last ``scan_logs`` count once it ran.
 
-        Remembered until the next item or status change (a memo, not state: every tick asks
-        for every host's, and at a thousand hosts merging them again is most of a tick).
+        Remembered until something they read changes (a memo, not state: every tick asks
+        for every host's, and at a thousand hosts merging them again is most of a tick):
+        ``findings_key``.
         """
         status = self.status if status is None else status
-        return self._merged_findings(status, (self.revision, status))
+        return self._merged_findings(status, self.findings_key(status))
 
-    def _merged_findings(self, status: HostStatus, key: object = None) -> list[Finding]:
-        """The merge itself (``key`` None: afresh, not remembered)."""
+    def findings_key(self, status: HostStatus) -> tuple[object, ...]:
+        """What the merged findings as of ``status`` read beyond the kept lists
+        (``HostFindings.content``): every write but a quiet sample's (``quiet``), the
+        reachability's state, and, while a job log's throughput is down (its cause is looked
+        for in the history, which every sample moves), the host's revision."""
+        reach = self.reach
+        return (self.revision - self.quiet, status, reach.outage, reach.watch,
+                reach.data_seen if status is HostStatus.STALE else None,
+                reach.last_seen if reach.onsets else None,
+                self.revision if self.logs.speed.drops(self.limits.detectors) else None)
+
+    def _merged_findings(self, status: HostStatus, key: object = None, *,
+                         copy: bool = True) -> list[Finding]:
+        """The merge itself (``key`` None: afresh, not remembered; ``copy``:
+        ``HostFindings.merged``'s)."""
         return self.findings_kept.merged(
             key, lambda: self.reachability(status), self._watched,
             lambda others: throughput_findings(self.name, self.logs.speed, others,
-                                               self.limits.detectors, self.history))
+                                               self.limits.detectors, self.history),
+            copy=copy)
+
+    def findings_as_kept(self, status: HostStatus) -> list[Finding]:
+        """``findings(status)`` as kept (not a copy: the caller only reads it), so a reader
+        that keeps what it worked out from them can tell them by identity."""
+        return self._merged_findings(status, self.findings_key(status), copy=False)
 
     def _watched(self) -> list[Finding]:
         """What is wrong with how the host is watched: its logs' sources, its clock."""
@@ -353,17 +381,19 @@ class HostState:
         return self.reach.shown(self.reach.status_at(now))
 
     def row(self, now: float) -> FleetRow:
-        """This host's fleet-screen row as of ``now`` (wall time); a pure read."""
+        """This host's fleet-screen row as of ``now`` (wall time); a pure read.
+
+        Its numbers and GPU verdicts are read from the tick as the fold reads it, never
+        building a v2 tick's GPUs, each verdict kept while what it reads holds
+        (``row_judge``; issue 38)."""
         status = self.status_at(now)
-        gpus = self.last.gpus if self.last else ()
-        temps = [g.temp_c for g in gpus if g.temp_c is not None]
-        used = sum(g.mem_used_mib or 0.0 for g in gpus)
-        total = sum(g.mem_total_mib or 0.0 for g in gpus if g.mem_used_mib is not None)
-        utils = [g.util_pct for g in gpus if g.util_pct is not None]
-        powers = [g.power_w for g in gpus if g.power_w is not None]
-        found = self.findings(status)
-        judged = self.judgements(found)
+        last = self.last
+        max_temp, used, total, util, power = row_numbers(last)
+        found = self.findings_as_kept(status)
         expected = self.spec.expect_gpus
+        judged = self.row_judge.judged(last, self.hello, found, self.limits.detectors,
+                                       expected)
+        by_severity, headline = self.row_judge.counted(found)
         if expected is None and self.hello is not None:
             expected = len(self.hello.facts.gpus)
         return FleetRow(
@@ -374,26 +404,25 @@ class HostState:
             else None,
             gpus_ok=gpus_present(judged),
             gpus_expected=expected,
-            max_temp_c=max(temps) if temps else None,
+            max_temp_c=max_temp,
             mem_used_pct=100.0 * used / total if total else None,
             mem_high=bool(total) and mem_high(100.0 * used / total, self.limits.detectors),
-            mean_util_pct=sum(utils) / len(utils) if utils else None,
-            power_w=sum(powers) if powers else None,
+            mean_util_pct=util,
+            power_w=power,
             findings=len(found),
-            by_severity=count_by_severity(found),
+            by_severity=by_severity,
             worst=found[0].severity if found else None,
             # an info finding (a far NIC) is no headline: the column stays for trouble
             worst_summary=found[0].summary if found and found[0].severity is not
             Severity.INFO else None,
             simulated=bool(self.spec.simulate),
             gpus=judged,
-            temp_level=max((j.temp for j in judged), key=lambda t: t.rank,
-                           default=TempLevel.UNKNOWN),
+            temp_level=self.row_judge.hottest if last is not None else TempLevel.UNKNOWN,
             reason=self.reach.reason_at(now, status),
             last_seen_s=self.reach.last_seen_at(now, status),
             next_retry_s=self.reach.next_retry_at(now),
-            headline=worst_headline(found),
-            jobs=jobs_of(self.last),
+            headline=headline,
+            jobs=self.row_judge.jobs(last),
         )
 
 

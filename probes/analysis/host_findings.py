@@ -33,6 +33,14 @@ def _same(a: Finding, b: Finding) -> bool:
     return x is y or all(type(v) is type(y[k]) for k, v in x.items())
 
 
+def _kept_as(kept: tuple[Finding, ...], new: list[Finding] | tuple[Finding, ...]) -> bool:
+    """Whether ``new`` holds exactly what ``kept`` holds, in order: the same findings, or
+    ones equal to them in every field (ts and the types of ``extra``'s values included), so
+    keeping ``kept`` changes nothing anyone reads."""
+    return len(kept) == len(new) and all(
+        a is b or (a.ts == b.ts and _same(a, b)) for a, b in zip(kept, new, strict=True))
+
+
 @dataclass
 class HostFindings:
     """Every kind of finding one host holds, and their merge, worst first."""
@@ -50,7 +58,11 @@ class HostFindings:
     fabric: tuple[Finding, ...] = ()
     """What the host's IB/RoCE ports and NVLinks are judged to be, onsets kept."""
     revision: int = 0
-    """Writes so far: a memo of ``merged`` is good while it and its key hold."""
+    """Writes so far."""
+    content: int = 0
+    """Writes that changed a kept list (a sample whose findings are the ones already kept,
+    same objects, moves ``revision`` only): a memo of ``merged`` is good while it and its key
+    hold (issue 38: at a thousand hosts every sample merged every host's findings again)."""
     _memo: tuple[object, int, list[Finding]] | None = field(
         default=None, repr=False, compare=False)
 
@@ -64,7 +76,9 @@ class HostFindings:
         current = []
         for f in found:
             if f.code == Code.GPU_LOST:
-                self.sticky.setdefault(f.key, f)
+                if f.key not in self.sticky:
+                    self.sticky[f.key] = f
+                    self.content += 1
                 continue
             first = self.since.setdefault(f.key, ts)
             if f.ts != first:
@@ -77,12 +91,15 @@ class HostFindings:
         keys = {f.key for f in current}
         for key in [k for k in self.since if k not in keys]:
             del self.since[key]
-        self.current = tuple(current)
+        if not _kept_as(self.current, current):
+            self.content += 1
+            self.current = tuple(current)
 
     def keep(self, found: Iterable[Finding]) -> None:
         """Findings of events (log lines, Xid events): kept until acknowledged, a repeat
         merged into the first."""
         self.revision += 1
+        self.content += 1
         for f in found:
             kept = self.sticky.get(f.key)
             self.sticky[f.key] = f if kept is None else merged_repeat(kept, f)
@@ -90,45 +107,57 @@ class HostFindings:
     def set_layout(self, found: Iterable[Finding]) -> None:
         """How the host is built, from its hello (replaces the layout)."""
         self.revision += 1
+        self.content += 1
         self.layout = tuple(found)
 
     def set_chains(self, chains: Iterable[Finding]) -> None:
         """Its PCIe chains as the newest sample shows them (replacing those of before)."""
         self.revision += 1
-        self.layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
-        self.layout += tuple(chains)
+        layout = tuple(f for f in self.layout if f.code != Code.PCIE_LINK_DOWNGRADED)
+        layout += tuple(chains)
+        if not _kept_as(self.layout, layout):
+            self.content += 1
+            self.layout = layout
 
     def set_detected(self, found: Iterable[Finding]) -> None:
         """The soak detectors' newest verdicts."""
         self.revision += 1
-        self.detected = tuple(found)
+        detected = tuple(found)
+        if not _kept_as(self.detected, detected):
+            self.content += 1
+            self.detected = detected
 
     def set_fabric(self, found: Iterable[Finding]) -> None:
         """The fabric's newest verdicts, each keeping the onset of its first message."""
         self.revision += 1
         was = {f.key: f.ts for f in self.fabric}
-        self.fabric = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None else f
-                            for f in found)
+        fabric = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None else f
+                       for f in found)
+        if not _kept_as(self.fabric, fabric):
+            self.content += 1
+            self.fabric = fabric
 
     # reads
 
     def merged(self, key: object, reach: Callable[[], Iterable[Finding]],
                watched: Callable[[], Iterable[Finding]],
-               speed: Callable[[list[Finding]], Iterable[Finding]]) -> list[Finding]:
+               speed: Callable[[list[Finding]], Iterable[Finding]], *,
+               copy: bool = True) -> list[Finding]:
         """Every finding of the host, one per incident, worst first; a host that cannot be
         watched leads its own list (everything else about it is old).
 
         ``reach``: its reachability; ``watched``: how it is watched (log sources, clock, job
         files refused); ``speed``: the throughput findings given all the others.  ``key``
         names what those depend on beyond this object (the host's revision, its status):
-        the answer is remembered while it and ``revision`` hold (every tick asks for every
+        the answer is remembered while it and ``content`` hold (every tick asks for every
         host's, and at a thousand hosts merging again is most of a tick); None: merged
-        afresh and not remembered.
+        afresh and not remembered.  ``copy`` False: the remembered list itself, which the
+        caller must not change (a reader that keeps what it worked out tells it by identity).
         """
         memo = self._memo
         if key is not None and memo is not None and memo[0] == key \
-                and memo[1] == self.revision:
-            return list(memo[2])
+                and memo[1] == self.content:
+            return list(memo[2]) if copy else memo[2]
         merged = {f.key: f for f in reach()}
         merged.update({f.key: f for f in self.layout})
         merged.update({f.key: f for f in watched()})
@@ -140,6 +169,6 @@ class HostFindings:
         found = sorted(merged.values(), key=lambda f: (
             -f.severity.rank, f.code not in REACHABILITY_CODES, f.step.value, f.code))
         if key is not None:
-            self._memo = (key, self.revision, found)
-        return list(found)
+            self._memo = (key, self.content, found)
+        return list(found) if copy else found
 

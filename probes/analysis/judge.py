@@ -350,15 +350,17 @@ def judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: Iterable[str],
             _memo.clear()
             _memo_limits.clear()
             _memo_limits[id(limits)] = limits
-        judged = _memo[key] = _judge_gpu(gpu, slowdown_c, code_set, leak, limits,
-                                         not_collected, peers)
+        judged = _memo[key] = judge_gpu_afresh(gpu, slowdown_c, code_set, leak, limits,
+                                               not_collected, peers)
     return judged
 
 
-def _judge_gpu(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
-               leak: Severity | None, limits: DetectorLimits,
-               not_collected: tuple[tuple[str, str], ...],
-               peers: tuple[int | None, int | None]) -> GpuJudgement:
+def judge_gpu_afresh(gpu: GpuSample, slowdown_c: float | None, codes: frozenset[str],
+                     leak: Severity | None, limits: DetectorLimits,
+                     not_collected: tuple[tuple[str, str], ...],
+                     peers: tuple[int | None, int | None]) -> GpuJudgement:
+    """``judge_gpu`` itself, not kept (its callers keep it: ``judge_gpu``,
+    ``row_judge.judge_parts``)."""
     link = link_verdict(gpu, limits, peers)
     return GpuJudgement(
         gpu.index, gpu_verdict(gpu.state, codes), bool(codes & THROTTLE_CODES),
@@ -376,7 +378,8 @@ _notes_memo: dict[int, tuple[Hello, tuple[tuple[str, str], ...]]] = {}
 every row build asks for its notes."""
 
 
-def _field_notes(hello: Hello | None) -> tuple[tuple[str, str], ...]:
+def field_notes_of(hello: Hello | None) -> tuple[tuple[str, str], ...]:
+    """``field_notes(hello)``, kept per hello (``_notes_memo``)."""
     if hello is None:
         return ()
     kept = _notes_memo.get(id(hello))
@@ -414,18 +417,18 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
             ts = f.ts if f.ts is not None else float("inf")
             gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
-    notes = _field_notes(hello)
+    notes = field_notes_of(hello)
     sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]
     peers = peer_link(sampled)
     out = [judge_gpu(g, slowdown.get(g.index), codes.get(g.index, ()), leaks.get(g.index),
                      limits, notes, peers)
            for g in sampled]
-    out = [replace(j, since=_finite(gone_at.get(j.index))) if j.gone else j for j in out]
+    out = [replace(j, since=finite(gone_at.get(j.index))) if j.gone else j for j in out]
     seen = {j.index for j in out}
     if sample is not None:
         reported = (set(slowdown) | set(gone_at)) - seen
         out += [GpuJudgement(i, GpuVerdict.LOST, False, (), TempLevel.UNKNOWN,
-                             TempLevel.UNKNOWN, None, None, since=_finite(gone_at.get(i)),
+                             TempLevel.UNKNOWN, None, None, since=finite(gone_at.get(i)),
                              answering=False, not_collected=notes)
                 for i in sorted(reported)]
         seen |= reported
@@ -438,7 +441,8 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     return tuple(sorted(out, key=lambda j: j.index))
 
 
-def _finite(ts: float | None) -> float | None:
+def finite(ts: float | None) -> float | None:
+    """``ts``, or None for no onset (None or infinite)."""
     return ts if ts is not None and ts != float("inf") else None
 
 

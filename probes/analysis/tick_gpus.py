@@ -35,6 +35,19 @@ class MovingGpu(Protocol):
     @property
     def clock_reasons(self) -> tuple[str, ...]: ...
 
+    # and what a fleet row and its GPU verdicts read (``probes.analysis.row_judge``)
+    @property
+    def temp_c(self) -> float | None: ...
+
+    @property
+    def temp_mem_c(self) -> float | None: ...
+
+    @property
+    def mem_used_mib(self) -> float | None: ...
+
+    @property
+    def power_w(self) -> float | None: ...
+
 
 TickGpus = tuple["Sequence[MovingGpu]", "Sequence[GpuSample]", "Sequence[GpuRow] | None"]
 """A sample's GPUs, position by position: (moving, fixed, rows).

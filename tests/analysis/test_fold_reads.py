@@ -20,7 +20,7 @@ from probes.triage import Code
 from probes.wire.samples import LogEvent
 from tests.support.tui_fakes import T0, sim_items
 
-MEMOS = {"_memo", "_ranks", "_map", "scan_worker", "worker"}
+MEMOS = {"_memo", "_ranks", "_map", "scan_worker", "worker", "row_judge"}
 """Remembered answers (and the worker's handle), not state: a read may fill them."""
 CONCERNS = (ReachTracker, HostLogs, HostFindings)
 """A host's concerns, each an object of its own: their fields are the host's."""

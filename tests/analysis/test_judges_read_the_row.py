@@ -286,5 +286,7 @@ def test_a_judge_that_reads_the_gpus_is_caught(monkeypatch: pytest.MonkeyPatch) 
 def test_the_moving_numbers_read_are_the_rows_fields() -> None:
     """``MovingGpu`` names fields of the row's ``GpuRow`` (built from the field table)."""
     wanted = {n for n in vars(tick_gpus.MovingGpu) if not n.startswith("_")}
-    assert wanted == {"util_pct", "sm_clock_mhz", "clock_reasons"}
+    assert wanted == {"util_pct", "sm_clock_mhz", "clock_reasons",
+                      # and the fleet row's (``probes.analysis.row_judge``)
+                      "temp_c", "temp_mem_c", "mem_used_mib", "power_w"}
     assert wanted <= set(GPU_ROW_FIELDS) and "processes" in GPU_ROW_FIELDS

@@ -9,11 +9,15 @@ of connects then costs the hosts that changed, not the whole fleet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from probes.analysis.findings import Finding
 from probes.analysis.fleet_counts import count_rows, timeless
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.triage import Severity
+
+_new = object.__new__
+_set = object.__setattr__
 
 OFF_SCREEN_REFRESH_S = 5.0
 """How old an off-screen host's numbers may get in its fleet row (see ``FleetRows.focus``)."""
@@ -32,24 +36,45 @@ class _KeptRow:
     row: FleetRow
     built_at: float
     marks: tuple[tuple[object, Severity], ...]
+    found: list[Finding]
+    """The host's findings as kept when the row was built (``HostState.findings_as_kept``):
+    while they are the same list, the marks are the same (no need to compare them)."""
+    due_at: float
+    """Its host's first refresh slot after ``built_at`` (``_slot_after``): an off-screen
+    row's numbers may wait until then."""
 
 
-def _finding_marks(host: HostState, now: float) -> tuple[tuple[object, Severity], ...]:
+def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
     """What of a host's findings its row shows: which there are and how bad."""
-    return tuple((f.key, f.severity) for f in host.findings(host.status_at(now)))
+    return tuple((f.key, f.severity) for f in found)
 
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
     """``row`` with its age-dependent fields as of ``now``; the rest cannot have changed
-    while the host's items and status did not."""
+    while the host's items and status did not.
+
+    ``row`` itself when no age moved; else a copy of its fields with the ages set, not a
+    ``dataclasses.replace`` (which checks and passes every field through ``__init__``: at a
+    thousand hosts, tens of thousands a minute).  The row has no ``__post_init__``, so the
+    copy is the row ``replace`` would make."""
     status = host.status_at(now)
-    return replace(
-        row,
-        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
-        else None,
-        reason=host.reach.reason_at(now, status),
-        last_seen_s=host.reach.last_seen_at(now, status),
-        next_retry_s=host.reach.next_retry_at(now))
+    reach = host.reach
+    stale_s = (now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen \
+        else None
+    reason = reach.reason_at(now, status)
+    last_seen_s = reach.last_seen_at(now, status)
+    next_retry_s = reach.next_retry_at(now)
+    if (stale_s == row.stale_s and reason == row.reason and last_seen_s == row.last_seen_s
+            and next_retry_s == row.next_retry_s):
+        return row
+    values = row.__dict__.copy()
+    values["stale_s"] = stale_s
+    values["reason"] = reason
+    values["last_seen_s"] = last_seen_s
+    values["next_retry_s"] = next_retry_s
+    out: FleetRow = _new(FleetRow)
+    _set(out, "__dict__", values)
+    return out
 
 
 def _wait_s(host: HostState) -> float:
@@ -100,41 +125,49 @@ class FleetRows:
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
         name = host.name
-        shown = host.shown_status_at(now)
+        status = host.status_at(now)
+        shown = host.reach.shown(status)  # ``shown_status_at(now)``
         kept = self._kept.get(name)
-        if kept is not None and kept.status is shown and (
-                kept.revision == host.revision or self._may_wait(host, kept, now)):
-            row = kept.row
+        row: FleetRow | None = None
+        if kept is not None and kept.status is shown:
             if kept.revision == host.revision:
+                row = kept.row
                 self._waiting.pop(name, None)
-            else:
-                self._waiting[name] = _slot_after(kept.built_at, _wait_s(host),
-                                                  self._phase[name])
-            if not timeless(row):
+            elif self._may_wait(host, kept, now, status):
+                row = kept.row
+                self._waiting[name] = kept.due_at
+        if row is not None:
+            timed = not timeless(row)
+            if timed:
                 row = _retimed(host, row, now)
+                timed = not timeless(row)
         else:
             row = host.row(now)
             self.row_builds += 1
-            self._kept[name] = _KeptRow(host.revision, shown, row, now,
-                                        _finding_marks(host, now))
+            found = host.findings_as_kept(status)
+            self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found,
+                                        _slot_after(now, _wait_s(host), self._phase[name]))
             self._waiting.pop(name, None)
-        if timeless(row):
-            self._timed.discard(name)
-        else:
+            timed = not timeless(row)
+        if timed:
             self._timed.add(name)
+        else:
+            self._timed.discard(name)
         if shown is HostStatus.STREAMING and host.last_seen is not None:
             self._stale_at[name] = host.last_seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
         return row
 
-    def _may_wait(self, host: HostState, kept: _KeptRow, now: float) -> bool:
+    def _may_wait(self, host: HostState, kept: _KeptRow, now: float,
+                  status: HostStatus) -> bool:
         """Off screen, before the host's next refresh slot (at most ``OFF_SCREEN_REFRESH_S``,
-        or two of the host's intervals, after its row was built), same findings."""
+        or two of the host's intervals, after its row was built), same findings (``status``:
+        the host's as of ``now``)."""
         return (self.focus is not None and host.name not in self.focus
-                and kept.built_at <= now < _slot_after(kept.built_at, _wait_s(host),
-                                                       self._phase[host.name])
-                and kept.marks == _finding_marks(host, now))
+                and kept.built_at <= now < kept.due_at
+                and ((found := host.findings_as_kept(status)) is kept.found
+                     or kept.marks == _marks(found)))
 
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
