@@ -21,7 +21,9 @@ most once per ``REPORT_S``.  While
 the console reads, nothing is replaced: every sample reaches it.
 
 The relay forwards whole lines (a host's partial line waits for its newline), so what it
-drops is always a whole line and the console's reader stays in step.
+drops is always a whole line and the console's reader stays in step.  A session's reader
+(``RelayReader``) hands it whole lines, and a v2 tick its stream decoded on the fast path
+as that tick's row (``collector_wire.RelayedTick``): a sample like the tick's line.
 """
 
 from __future__ import annotations
@@ -31,10 +33,18 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
 
-from probes.transport.collector_wire import HEARTBEAT_S, Batch, CollectorJob, Entry, frame
+from probes.transport.collector_wire import (
+    HEARTBEAT_S,
+    Batch,
+    CollectorJob,
+    Entry,
+    RelayedTick,
+    frame,
+    relayed_tick,
+)
 from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import AgentMessage
@@ -77,13 +87,16 @@ def kind_of_line(line: bytes) -> Kind:
 
 
 class RelayReader(MessageReader):
-    """A session's reader that also hands every chunk it is fed to the relay, first.
+    """A session's reader that also hands every line it reads to the relay, in order.
 
     The messages it decodes are the session's to act on, not to forward: the console
-    decodes the same bytes itself.  ``mine`` holds them (strongly, so no id is reused)
+    decodes the same lines itself.  ``mine`` holds them (strongly, so no id is reused)
     until the next chunk; the relay's emit drops any item it finds there.  A v2 tick,
     nearly every line, is only checked, not built into a sample (``builds_ticks``): the
-    session needs its verdict, never the sample, so a tick is decoded once, in the console.
+    session needs its verdict, never the sample.  Where the check decoded the tick on the
+    fast path, its row goes to the relay instead of its text, so the console builds the
+    sample without parsing it again (issue 38, decode once).  An over-long line is counted
+    here (the session's garbage limit) and not relayed: the console has no use for it.
     """
 
     builds_ticks = False
@@ -95,14 +108,35 @@ class RelayReader(MessageReader):
         self.mine: dict[int, AgentMessage] = {}
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:
-        self._relay.add(self._index, bytes(chunk))
-        return self._keep(super().feed(chunk))
+        return self._relay_lines(self._splitter.feed(chunk))
 
     def close(self) -> list[AgentMessage]:
+        items = self._relay_lines(self._splitter.flush())
         self._relay.add(self._index, None)
-        return self._keep(super().close())
+        return items
 
-    def _keep(self, items: list[AgentMessage]) -> list[AgentMessage]:
+    def _relay_lines(self, lines: Iterable[bytes | None]) -> list[AgentMessage]:
+        """Decode each line, and relay it (runs of lines as one entry) or its tick's row."""
+        items: list[AgentMessage] = []
+        run: list[bytes] = []
+        relay, index = self._relay, self._index
+        for line in lines:
+            self.tick_row = None
+            msg = self._decode(line)
+            if msg is not None:
+                items.append(msg)
+            if line is None:  # over-long: counted, not relayed
+                continue
+            row = self.tick_row
+            if row is not None and self.compact is not None:
+                if run:
+                    relay.add(index, b"".join(run))
+                    run = []
+                relay.add_tick(index, relayed_tick(self.compact.epochs, row))
+            else:
+                run += (line, b"\n")
+        if run:
+            relay.add(index, b"".join(run))
         self.mine = {id(m): m for m in items}
         return items
 
@@ -176,6 +210,12 @@ class Relay:
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
 
+    def add_tick(self, index: int, tick: RelayedTick) -> None:
+        """Queue a v2 tick decoded by the host's stream: a sample, as the tick's line is."""
+        self._line(index, tick, Kind.SAMPLE)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
+
     def _chunk(self, index: int, chunk: bytes) -> None:
         data = self._tail.pop(index) + chunk if index in self._tail else chunk
         if index in self._long:  # the rest of an over-long line, piece by piece
@@ -206,7 +246,7 @@ class Relay:
             line += b"\n"
             self._line(index, line, kind_of_line(line))
 
-    def _line(self, index: int, line: bytes, kind: Kind) -> None:
+    def _line(self, index: int, line: bytes | RelayedTick, kind: Kind) -> None:
         if not self.blocked:
             self._queue.append((index, line))
             return
