@@ -16,7 +16,9 @@ CPU (``process_time``) per host-sample, median of ``--passes`` passes over the s
 * ``fold_us``: ``FleetState.apply`` of the samples (the fold that would move into the
   collectors), after a warm-up of ``--warm`` seconds;
 * ``delta_us``: the least a console that draws deltas pays instead: each host's fleet row
-  (``HostState.row``) per host-sample, pickled in a frame and unpickled (``delta_bytes``).
+  (``HostState.row``) per host-sample, pickled in a frame and unpickled (``delta_bytes``);
+  ``row_us`` the row's build and ``delta_pack_us`` its pickling, which the collectors would
+  then pay for every host every tick (the console builds the rows it shows).
 
 Run from a checkout, it measures that checkout's code (the same script from a worktree of
 another commit measures that one: the relay's format is whatever the code sends).
@@ -122,7 +124,7 @@ def fold_and_deltas(samples: list[tuple[str, HostSample]], specs: tuple[HostSpec
     fleet = FleetState(list(specs))
     for s in specs:
         fleet.apply(s.name, Connected(T0), T0)
-    fold = pack = unpack = 0.0
+    fold = rows_s = pack = unpack = 0.0
     size = 0
     n = 0
     for at in range(0, len(samples), hosts):
@@ -137,6 +139,7 @@ def fold_and_deltas(samples: list[tuple[str, HostSample]], specs: tuple[HostSpec
         fold += t1 - t0
         rows = [(k, fleet.hosts[h].row(now)) for k, (h, _) in enumerate(second)]
         t2 = time.process_time()
+        rows_s += t2 - t1
         data = frame(rows)
         t3 = time.process_time()
         pickle.loads(data[4:])
@@ -145,7 +148,8 @@ def fold_and_deltas(samples: list[tuple[str, HostSample]], specs: tuple[HostSpec
         unpack += t4 - t3
         size += len(data)
         n += len(second)
-    return {"fold_us": round(1e6 * fold / n, 1), "delta_pack_us": round(1e6 * pack / n, 1),
+    return {"fold_us": round(1e6 * fold / n, 1), "row_us": round(1e6 * rows_s / n, 1),
+            "delta_pack_us": round(1e6 * pack / n, 1),
             "delta_us": round(1e6 * unpack / n, 1), "delta_bytes": round(size / n)}
 
 

@@ -38,9 +38,10 @@ from probes.transport.collector_wire import (
 )
 from probes.transport.relay import Relay
 from probes.wire.compact import SampleRow, StaticEpoch
-from probes.wire.events import Connected
+from probes.wire.events import Connected, SourceHealth
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import AgentMessage, HostSample
+from tests.transport.test_collector_relay import _fill
 
 T0 = 1_800_000_000.0
 SCENARIOS = ("healthy", "leak:3,throttle:2", "xid79:2@5,throttle:1", "link-downgrade:2")
@@ -62,8 +63,8 @@ def _hello(sim: Any, v: int) -> bytes:
     return _wire(hello)
 
 
-def agent_stream(seed: int, ticks: int, v: int = 2) -> bytes:
-    """One simulated host's stream, spoiled at random (seeded)."""
+def agent_stream(seed: int, ticks: int, v: int = 2, spoil: bool = True) -> bytes:
+    """One simulated host's stream, spoiled at random (seeded) unless not ``spoil``."""
     rng = random.Random(seed)
     sim = agent.Simulator(agent.parse_scenarios(SCENARIOS[seed % len(SCENARIOS)]), seed,
                           f"sim-{seed}")
@@ -77,14 +78,14 @@ def agent_stream(seed: int, ticks: int, v: int = 2) -> bytes:
             g[-1]["power_limit_w"] = 250.0 + k  # a static field moves
         msg: dict[str, Any] = {"type": "sample", "v": 1, "seq": k, "ts": T0 + k, "gpus": g,
                                "host": host, "disks": disks}
-        r = rng.random()
+        r = rng.random() if spoil else 1.0
         if r < 0.04:  # text to sanitise: the checked path on both sides
             disks["sd\u001b]0;x\u0007" if rng.random() < 0.5 else "sd\u00e9"] = {"r_s": 1.0}
         elif r < 0.07:  # PCIe chains in a tick: the checked path
             msg["pcie"] = {"0000:01:00.0": [{"address": "0000:00:01.0", "speed_gts": 16.0,
                                              "width": 16}]}
         out = [_wire(msg)] if v == 1 else [_wire(m) for m in enc.encode(msg)]
-        r = rng.random()
+        r = rng.random() if spoil else 1.0
         if r < 0.04:
             out = out[:-1]  # the tick lost (its static, if any, still sent)
         elif r < 0.06:
@@ -313,3 +314,39 @@ def test_a_batch_with_a_tick_that_is_no_pair_of_count_and_bytes_is_refused(
     with pytest.raises(ValueError):
         check_batch([(0, entry)], 1)
     assert check_batch([(0, (3, b"x"))], 1) == [(0, (3, b"x"))]
+
+
+def test_a_blocked_relay_keeps_each_hosts_newest_tick_row_and_counts_the_others() -> None:
+    """While the console does not read, a relayed tick is a sample like the tick's line:
+    the host's newest wins, the others are counted."""
+    lines = agent_stream(1, 8, spoil=False).splitlines(keepends=True)
+    ticks = [k for k, line in enumerate(lines) if line.startswith(b"[")]
+    specs = (HostSpec(name="h0"),)
+    r, w = os.pipe()
+
+    async def run() -> Batch:
+        relay = Relay(CollectorJob(specs, 4, 3600.0, "collector 1"), w)
+        reader = relay.new_reader("h0")
+        reader.feed(b"".join(lines[:ticks[0] + 1]))
+        _fill(w)
+        relay.flush()  # the pipe is full: blocked from here
+        assert relay.blocked
+        for k in ticks[1:]:
+            reader.feed(lines[k])
+        batch = relay._take()
+        assert relay._unsent is not None
+        asyncio.get_running_loop().remove_writer(w)
+        return batch
+
+    try:
+        batch = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    *statics, tick, report = [e for _, e in batch]
+    assert all(isinstance(e, bytes) and e.startswith(b'{"type":"static"') for e in statics)
+    assert isinstance(tick, tuple)
+    assert msgspec.msgpack.decode(tick[1], type=SampleRow).seq == \
+        json.loads(lines[ticks[-1]])[0]
+    assert isinstance(report, SourceHealth)
+    assert report.dropped_samples == len(ticks) - 2
