@@ -11,6 +11,9 @@ CPU (``process_time``) per host-sample, median of ``--passes`` passes over the s
   cost to turn relayed entries into samples (``decode_us``: ``_fold`` alone), the whole run;
   ``steady_console_us`` the same after the first quarter of the run (every host's first
   ``static`` message is in it: a connect storm, not the steady stream);
+* ``text_console_us`` / ``text_steady_console_us``: the same, in the same process, of
+  frames a collector made as before issue 38 item 2 (``TextRelayReader``: every tick as
+  its text), the passes alternating with the figures above;
 * ``collector_us``: the collector's readers and relay for the same ticks, framed;
 * ``frame_bytes``: bytes per host-sample on the pipe;
 * ``fold_us``: ``FleetState.apply`` of the samples (the fold that would move into the
@@ -47,17 +50,29 @@ from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
 from probes.transport.collector_wire import CollectorJob, check_batch, frame, unframe
-from probes.transport.relay import Relay
+from probes.transport.relay import Relay, RelayReader
 from probes.wire.events import Connected
-from probes.wire.samples import HostSample
+from probes.wire.protocol import MessageReader
+from probes.wire.samples import AgentMessage, HostSample
 from tests.bench.bench_ingest import T0, TEMPLATES, template
 from tui.gc_policy import tune_for_streaming
 
 
-def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int
-                     ) -> tuple[list[bytes], float]:
-    """One frame per simulated second, made by the collector's readers and relay; and the
-    CPU seconds that took."""
+class TextRelayReader(RelayReader):
+    """The collector's reader as it was before issue 38 item 2: every chunk relayed as it
+    came, ticks as their text (the console decodes them again)."""
+
+    def feed(self, chunk: bytes) -> list[AgentMessage]:
+        self._relay.add(self._index, bytes(chunk))
+        items = MessageReader.feed(self, chunk)
+        self.mine = {id(m): m for m in items}
+        return items
+
+
+def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int,
+                     text: bool = False) -> tuple[list[bytes], float]:
+    """One frame per simulated second, made by the collector's readers and relay (``text``:
+    as before issue 38 item 2); and the CPU seconds that took."""
     r, w = os.pipe()
     # each host's bytes its own objects, as a transport delivers them (a frame pickles an
     # object once however often it holds it)
@@ -66,7 +81,8 @@ def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int
 
     async def run() -> tuple[list[bytes], float]:
         relay = Relay(CollectorJob(specs, 4, 3600.0, "collector 1"), w)
-        readers = [relay.new_reader(s.name) for s in specs]
+        readers = [TextRelayReader(k, relay) if text else relay.new_reader(s.name)
+                   for k, s in enumerate(specs)]
         for k, s in enumerate(specs):
             relay.emit(s.name, Connected(T0))
             readers[k].feed(feed[k % TEMPLATES][0])
@@ -102,13 +118,13 @@ def console_pass(frames: list[bytes], specs: tuple[HostSpec, ...], skip: int = 1
     async def run() -> tuple[float, float]:
         for data in frames[:skip]:
             first = check_batch(unframe(data[4:]), len(specs))
-            await CollectorBackend._fold(shard, first, emit, slices)  # type: ignore[arg-type]
+            await CollectorBackend._fold(shard, first, emit, slices)
         whole = fold = 0.0
         for data in frames[skip:]:
             t0 = time.process_time()
             batch = check_batch(unframe(data[4:]), len(specs))
             t1 = time.process_time()
-            await CollectorBackend._fold(shard, batch, emit, slices)  # type: ignore[arg-type]
+            await CollectorBackend._fold(shard, batch, emit, slices)
             t2 = time.process_time()
             whole += t2 - t0
             fold += t2 - t1
@@ -163,11 +179,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """The first ``steady`` seconds hold every host's first ``static`` message: the steady
     figures start after them."""
     wholes, folds, steadies = [], [], []
-    for _ in range(args.passes):
+    text_frames, _ = collector_frames(feed, specs, args.seconds, text=True)
+    texts, text_steadies = [], []
+    for _ in range(args.passes):  # this code's relay and the text relay, alternating
         whole, fold = console_pass(frames, specs)
         wholes.append(whole)
         folds.append(fold)
         steadies.append(console_pass(frames, specs, 1 + steady)[0])
+        texts.append(console_pass(text_frames, specs)[0])
+        text_steadies.append(console_pass(text_frames, specs, 1 + steady)[0])
+    del text_frames
     out: dict[str, Any] = {
         "bench": "relay_decode", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{os.cpu_count()}-core {platform.machine()}, python "
@@ -177,6 +198,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "decode_us": round(1e6 * statistics.median(folds) / n, 2),
         "steady_console_us": round(1e6 * statistics.median(steadies)
                                    / (args.hosts * (args.seconds - steady)), 2),
+        "text_console_us": round(1e6 * statistics.median(texts) / n, 2),
+        "text_steady_console_us": round(1e6 * statistics.median(text_steadies)
+                                        / (args.hosts * (args.seconds - steady)), 2),
         "collector_us": round(1e6 * collector / n, 2),
         "frame_bytes": round(sum(map(len, frames[1:])) / n),
         "relayed_ticks": sum(isinstance(e, tuple) for f in frames[1:]
