@@ -38,9 +38,9 @@ from probes.transport.collector_wire import (
 )
 from probes.transport.relay import Relay
 from probes.wire.compact import SampleRow, StaticEpoch
-from probes.wire.events import Connected, SourceHealth
+from probes.wire.events import Connected, SessionItem, SourceHealth
 from probes.wire.protocol import MessageReader
-from probes.wire.samples import AgentMessage, HostSample
+from probes.wire.samples import HostSample
 from tests.transport.test_collector_relay import _fill
 
 T0 = 1_800_000_000.0
@@ -148,29 +148,29 @@ def collector_batch(streams: list[bytes], seed: int) -> Batch:
     return check_batch(unframe(body), len(streams))
 
 
-def console_fold(batch: Batch, hosts: int) -> list[list[AgentMessage]]:
+def console_fold(batch: Batch, hosts: int) -> list[list[SessionItem]]:
     """The console's fold of a batch: what it emits, per host."""
     specs = tuple(HostSpec(name=f"h{i}") for i in range(hosts))
     shard = _Shard(1, CollectorJob(specs, 4, 0.05))
-    got: list[list[AgentMessage]] = [[] for _ in range(hosts)]
+    got: list[list[SessionItem]] = [[] for _ in range(hosts)]
 
-    def emit(host: str, item: AgentMessage) -> None:
+    def emit(host: str, item: SessionItem) -> None:
         got[int(host[1:])].append(item)
 
-    asyncio.run(CollectorBackend._fold(shard, batch, emit, FoldSlices()))  # type: ignore[arg-type]
+    asyncio.run(CollectorBackend._fold(shard, batch, emit, FoldSlices()))
     return got
 
 
-def decoded(stream: bytes, seed: int) -> list[AgentMessage]:
+def decoded(stream: bytes, seed: int) -> list[SessionItem]:
     """What the console got by decoding the bytes itself (before issue 38 item 2)."""
     reader = MessageReader()
-    out: list[AgentMessage] = [Connected(T0)]
+    out: list[SessionItem] = [Connected(T0)]
     for chunk in _chunks(stream, random.Random(seed)):
         out += reader.feed(chunk)
     return out + reader.close()
 
 
-def differences(got: list[AgentMessage], want: list[AgentMessage]) -> list[str]:
+def differences(got: list[SessionItem], want: list[SessionItem]) -> list[str]:
     """Where two hosts' message lists differ: type, every field (a sample's GPUs built and
     compared), the row, the static epoch's halves, and which samples share an epoch."""
     if len(got) != len(want):
@@ -226,7 +226,9 @@ def test_the_comparison_sees_a_wrong_number_and_a_lost_static_message(
     want = decoded(streams[1], 1001)
     at = next(k for k, (i, e) in enumerate(batch) if i == 1 and isinstance(e, tuple)
               and k > len(batch) // 2)
-    epochs, body = batch[at][1]  # type: ignore[misc]
+    entry = batch[at][1]
+    assert isinstance(entry, tuple)
+    epochs, body = entry
     row = msgspec.msgpack.decode(body, type=SampleRow)
     row.gpus[0].temp_c = (row.gpus[0].temp_c or 0.0) + 1.0  # type: ignore[attr-defined]
     wrong = list(batch)
