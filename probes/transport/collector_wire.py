@@ -17,8 +17,9 @@ order they happened.  An entry is one of:
   fast path (nearly every line), as its typed row (``compact.SampleRow``) in msgpack, and
   how many ``static`` messages that stream had taken.  The console builds the sample from
   the row against its own reader's stream (which decoded the same ``static`` bytes), with
-  the fast path's checks and the row decoder's bounds, and never parses the tick's text:
-  6.4 µs a host-sample instead of 12.9 µs (tests/bench/RESULTS.md, "#38 decode once").
+  the fast path's checks and the row decoder's bounds, and never parses the tick's text
+  (tests/bench/RESULTS.md, "#38 decode once": the console's steady cost per host-sample
+  11.8 µs instead of 15.7 µs; the collector's 1.4 µs more for the encode).
   A decoded ``HostSample`` is never pickled: unpickling an 8-GPU one costs ~100 µs.
 * ``None``: the stream ended cleanly; the console flushes its reader (a last line without
   its newline).

@@ -137,6 +137,7 @@ class RelayReader(MessageReader):
                 run += (line, b"\n")
         if run:
             relay.add(index, b"".join(run))
+        self.tick_row = None
         self.mine = {id(m): m for m in items}
         return items
 
