@@ -251,9 +251,7 @@ class CompactStream:
         """A thin stream's last ``static`` message, as parsed (it builds from it); a stream
         that builds its samples holds the facts built and keeps no copy."""
         self.epochs = 0
-        """How many ``static`` messages this stream has taken: a collector relays a tick it
-        decoded with this count, and the console builds it only against its own stream at
-        the same count (``collector_wire.relayed_sample``)."""
+        """``static`` messages taken: a relayed tick is built at its own count only."""
 
     # --- static -------------------------------------------------------------------------
 
@@ -327,14 +325,11 @@ class CompactStream:
         return self._slow(parsed())
 
     def readable(self, line: bytes | None, parsed: Callable[[], Any]) -> SampleRow | None:
-        """Whether ``sample`` would take this tick, without building the sample: the tick's
-        row where the fast path takes it whole, None where the checked path took it.
+        """Whether ``sample`` would take this tick, without building the sample: its row
+        where the fast path takes it whole (a collector relays it: ``from_row``), else None.
 
-        A collector needs the verdict, for its garbled-line streak, and relays the row, so
-        the console builds the sample from it without parsing the text again (``from_row``;
-        issue 38, decode once).  A tick the fast path takes whole is judged by the typed
-        decode alone (its other steps cannot fail); any other goes through ``sample``
-        itself, so the verdict is the same.
+        A tick the fast path takes whole is judged by the typed decode alone (its other
+        steps cannot fail); any other goes through ``sample``: the verdict is the same.
 
         Raises:
             ProtocolError: as ``sample``.
@@ -352,12 +347,8 @@ class CompactStream:
         return None
 
     def from_row(self, s: SampleRow) -> HostSample:
-        """The sample of a tick already decoded into its row (by a collector's ``readable``),
-        built as ``sample`` builds it on its fast path, with every check that path makes.
-
-        Raises:
-            ProtocolError: no static facts yet, or a row the fast path would refuse.
-        """
+        """The sample of a tick a collector's ``readable`` decoded, built and checked as on
+        the fast path; ProtocolError where that path would refuse it."""
         if self._static_gpus is None or self._thin or not self.known:
             raise ProtocolError("a tick's row without this stream's static facts")
         return self._fast_row(s)
