@@ -13,10 +13,11 @@ order they happened.  An entry is one of:
   any v2 tick the collector's fast path did not take whole (the checked path) are decoded
   on each side (the collector's decode drives its session logic: garbage limits, the
   kernel-log cursor).
-* a ``RelayedTick``, ``(epochs, body)``: a v2 tick the collector's stream decoded on its
+* a ``RelayedTick``, ``(static_id, body)``: a v2 tick the collector's stream decoded on its
   fast path (nearly every line), as its typed row (``compact.SampleRow``) in msgpack, and
-  how many ``static`` messages that stream had taken.  The console builds the sample from
-  the row against its own reader's stream (which decoded the same ``static`` bytes), with
+  the CRC-32 of the ``static`` line in force.  The console builds the sample from the row
+  against its own reader's stream, at the same ``static`` line only (a relay that dropped
+  one, while the console did not read, sends the ticks as text until the next), with
   the fast path's checks and the row decoder's bounds, and never parses the tick's text
   (tests/bench/RESULTS.md, "#38 decode once": the console's steady cost per host-sample
   11.8 µs instead of 15.7 µs; the collector's 1.4 µs more for the encode).
@@ -60,7 +61,7 @@ RETRY = "retry"
 """Command: cut this host's backoff (``retry <index>``)."""
 
 RelayedTick = tuple[int, bytes]
-"""A v2 tick as its decoded row: (the stream's ``static`` count, the row in msgpack)."""
+"""A v2 tick as its decoded row: (its ``static`` line's CRC-32, the row in msgpack)."""
 Entry = bytes | RelayedTick | SessionItem | None
 Batch = list[tuple[int, Entry]]
 
@@ -114,7 +115,7 @@ def check_batch(obj: object, hosts: int) -> Batch:
             raise ValueError(f"host index {i!r} outside the shard's {hosts} hosts")
         if type(entry) is tuple:
             if not (len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is bytes):
-                raise ValueError("a relayed tick is not an (epochs, bytes) pair")
+                raise ValueError("a relayed tick is not an (int, bytes) pair")
         elif not (entry is None or isinstance(entry, (bytes, *_SESSION_ITEMS))):
             raise ValueError(f"an entry of type {type(entry).__name__}")
     return obj
@@ -124,9 +125,9 @@ _encode_row = msgspec.msgpack.Encoder().encode
 _decode_row = msgspec.msgpack.Decoder(SampleRow).decode
 
 
-def relayed_tick(epochs: int, row: SampleRow) -> RelayedTick:
+def relayed_tick(static_id: int, row: SampleRow) -> RelayedTick:
     """What a collector relays for a tick its stream decoded on the fast path."""
-    return epochs, _encode_row(row)
+    return static_id, _encode_row(row)
 
 
 def relayed_sample(reader: MessageReader, tick: RelayedTick) -> HostSample | None:
@@ -139,11 +140,11 @@ def relayed_sample(reader: MessageReader, tick: RelayedTick) -> HostSample | Non
     checks against the static facts run again (``CompactStream.from_row``), and a tick of
     another ``static`` message than the reader's (one the relay dropped) is refused.
     """
-    epochs, body = tick
+    static_id, body = tick
     reader.stats.lines += 1
     stream = reader.compact
     try:
-        if stream is None or stream.epochs != epochs:
+        if stream is None or stream.static_id != static_id:
             raise ProtocolError("a relayed tick of another static message")
         row = _decode_row(body)
         texts = [d.name for d in row.disks]

@@ -62,6 +62,11 @@ _TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([a-z_]{1,16})"')
 _LOG_TYPES = frozenset({b"event", b"fabric"})
 
 
+def _is_static(line: bytes) -> bool:
+    m = _TYPE.match(line, 0, 64)
+    return m is not None and m.group(1) == b"static"
+
+
 class Kind(Enum):
     """How a queued line may be treated while the console does not read."""
 
@@ -129,12 +134,13 @@ class RelayReader(MessageReader):
                 continue
             row = self.tick_row
             if row is not None and self.compact is not None:
-                if run:
+                if run:  # first what came before (a static line the relay may drop)
                     relay.add(index, b"".join(run))
                     run = []
-                relay.add_tick(index, relayed_tick(self.compact.epochs, row))
-            else:
-                run += (line, b"\n")
+                if index not in relay.lost_static:
+                    relay.add_tick(index, relayed_tick(self.compact.static_id, row))
+                    continue
+            run += (line, b"\n")
         if run:
             relay.add(index, b"".join(run))
         self.tick_row = None
@@ -165,6 +171,9 @@ class Relay:
         """Queue position of each host's newest unsent entry."""
         self._held: Counter[int] = Counter()
         """Bytes of each host's unsent lines other than samples."""
+        self.lost_static: set[int] = set()
+        """Hosts whose newest ``static`` line was dropped: their ticks go as text (the
+        console decodes them against the facts it has) until one is queued again."""
         self.dropped_samples: Counter[int] = Counter()
         self.dropped_lines: Counter[int] = Counter()
         """Counts not yet reported to the console, per host index."""
@@ -239,6 +248,8 @@ class Relay:
             self._tail[index] = data[end + 1:]
             data = data[:end + 1]
         if not self.blocked:  # the console reads: the lines go as they came
+            if self.lost_static and index in self.lost_static and b'"static"' in data:
+                self.lost_static.discard(index)
             self._queue.append((index, data))
             return
         lines = data.split(b"\n")
@@ -262,9 +273,14 @@ class Relay:
             self._put(index, line, True)
             return
         limit = LOG_BYTES if kind is Kind.LOG else KEEP_BYTES
+        static = kind is Kind.KEEP and isinstance(line, bytes) and _is_static(line)
         if self._held[index] + len(line) > limit:
             self.dropped_lines[index] += 1
+            if static:
+                self.lost_static.add(index)
             return
+        if static:
+            self.lost_static.discard(index)
         self._held[index] += len(line)
         self._put(index, line)
 

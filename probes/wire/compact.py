@@ -250,14 +250,15 @@ class CompactStream:
         self._message: dict[str, Any] = {}
         """A thin stream's last ``static`` message, as parsed (it builds from it); a stream
         that builds its samples holds the facts built and keeps no copy."""
-        self.epochs = 0
-        """``static`` messages taken: a relayed tick is built at its own count only."""
+        self.static_id = 0
+        """The last ``static`` line's CRC-32 (0: none): a relayed tick names its own."""
 
     # --- static -------------------------------------------------------------------------
 
-    def static(self, obj: dict[str, Any]) -> None:
-        """Take a ``static`` message (already parsed and sanitised)."""
-        self.epochs += 1
+    def static(self, obj: dict[str, Any], static_id: int = 0) -> None:
+        """Take a ``static`` message (already parsed and sanitised; ``static_id`` its line's
+        CRC-32)."""
+        self.static_id = static_id
         self._take(obj)
 
     def _take(self, obj: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ link drops) must never take the console down.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -198,7 +199,7 @@ class MessageReader:
         if b'"static"' in line:  # else no need to parse it twice
             obj = _parsed(line)
             if isinstance(obj, dict) and obj.get("type") == "static":
-                self.compact.static(obj)
+                self.compact.static(obj, zlib.crc32(line))
                 return None
         return decode_line(line)
 

@@ -27,6 +27,7 @@ from probes import agent
 from probes.agent.output import CompactEncoder, compact_columns
 from probes.config.fleet import HostSpec
 from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
+from probes.transport import relay as relay_module
 from probes.transport.collector_wire import (
     Batch,
     CollectorJob,
@@ -228,11 +229,11 @@ def test_the_comparison_sees_a_wrong_number_and_a_lost_static_message(
               and k > len(batch) // 2)
     entry = batch[at][1]
     assert isinstance(entry, tuple)
-    epochs, body = entry
+    static_id, body = entry
     row = msgspec.msgpack.decode(body, type=SampleRow)
     row.gpus[0].temp_c = (row.gpus[0].temp_c or 0.0) + 1.0  # type: ignore[attr-defined]
     wrong = list(batch)
-    wrong[at] = (1, relayed_tick(epochs, row))
+    wrong[at] = (1, relayed_tick(static_id, row))
     assert any("differs" in d for d in differences(console_fold(wrong, 6)[1], want))
     static = next(k for k, (i, e) in enumerate(batch) if i == 1 and isinstance(e, bytes)
                   and b'"type":"static"' in e and k > len(batch) // 3)
@@ -352,3 +353,52 @@ def test_a_blocked_relay_keeps_each_hosts_newest_tick_row_and_counts_the_others(
         json.loads(lines[ticks[-1]])[0]
     assert isinstance(report, SourceHealth)
     assert report.dropped_samples == len(ticks) - 2
+
+
+def test_a_static_message_the_relay_dropped_sends_the_ticks_as_text_until_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relay that had to drop a host's ``static`` line (the console did not read, the
+    host's other lines past their bound) relays its ticks as text, which the console decodes
+    against the facts it has, as before; from the next ``static`` line it queues, rows again,
+    and the console builds them (the tick names its ``static`` line, not a count)."""
+    lines = agent_stream(1, 40, spoil=False).splitlines(keepends=True)
+    statics = [k for k, line in enumerate(lines) if line.startswith(b'{"type":"static"')]
+    assert len(statics) >= 3
+    s1, s2 = statics[1], statics[2]
+    specs = (HostSpec(name="h0"),)
+    r, w = os.pipe()
+
+    async def run() -> tuple[list[object], list[object], list[object]]:
+        relay = Relay(CollectorJob(specs, 4, 3600.0, "collector 1"), w)
+        reader = relay.new_reader("h0")
+        reader.feed(b"".join(lines[:s1]))
+        sent = relay._take()
+        filled = _fill(w)
+        relay.add(0, b"x" * 4096 + b"\n")  # more than the full pipe takes
+        relay.flush()  # the pipe is full: blocked from here
+        assert relay.blocked and filled
+        monkeypatch.setattr(relay_module, "KEEP_BYTES", 0)
+        reader.feed(b"".join(lines[s1:s2]))  # its static line dropped
+        assert 0 in relay.lost_static
+        monkeypatch.undo()
+        during = [e for _, e in relay._take()]
+        reader.feed(b"".join(lines[s2:]))  # the next static is queued
+        after = relay._take()
+        asyncio.get_running_loop().remove_writer(w)
+        return [e for _, e in sent], during, [e for _, e in after]
+
+    try:
+        sent, during, after = asyncio.run(run())
+    finally:
+        os.close(r)
+        os.close(w)
+    assert not any(isinstance(e, tuple) for e in during)  # text while the static is lost
+    assert any(isinstance(e, bytes) and e.startswith(b"[") for e in during)
+    assert isinstance(during[-1], SourceHealth) and during[-1].dropped_lines == 1
+    assert after[0] == lines[s2] and isinstance(after[-1], tuple)  # rows again
+    reader = MessageReader()
+    for e in sent + during + after:
+        if isinstance(e, bytes):
+            reader.feed(e)
+        elif isinstance(e, tuple):
+            assert relayed_sample(reader, e) is not None  # built: the same static line
