@@ -4,9 +4,11 @@ One interpreter holds one core.  At 1000 hosts the SSH side alone (handshakes, t
 cipher, channel bookkeeping, the session's decode) is most of a core, and the UI shares it.
 Here each collector process runs the sessions of one shard of the hosts (every Nth host,
 so connect storms spread evenly) and sends the console, once per ``flush_s``, the bytes
-its agents sent plus the few items the sessions make themselves.  The console decodes
-each host's bytes with its own reader and folds the items as if its own sessions had made
-them: everything after the backend (state, history, findings, recording) is unchanged.
+its agents sent plus the few items the sessions make themselves; a v2 tick the collector
+already decoded travels as its row (``collector_wire.RelayedTick``).  The console decodes
+each host's bytes with its own reader, builds each relayed tick's sample against that
+reader's static facts, and folds the items as if its own sessions had made them:
+everything after the backend (state, history, findings, recording) is unchanged.
 
 A batch is folded in slices of ``FOLD_SLICE_S`` of the loop's time, with a turn of the loop
 between two (``FoldSlices``): at a thousand hosts one frame can hold hundreds of samples
@@ -48,6 +50,7 @@ from probes.transport.collector_wire import (
     check_batch,
     frame,
     frame_length,
+    relayed_sample,
     unframe,
 )
 from probes.transport.host_clock import clocked
@@ -305,7 +308,13 @@ class CollectorBackend(BackendBase):
             if slices.due():
                 await slices.turn()
             host = specs[i].name
-            if isinstance(entry, bytes):
+            if isinstance(entry, tuple):  # a v2 tick as its row: built, not parsed again
+                reader = shard.readers.get(i)
+                if reader is not None:
+                    sample = relayed_sample(reader, entry)
+                    if sample is not None:
+                        emit(host, sample)
+            elif isinstance(entry, bytes):
                 reader = shard.readers.get(i)
                 if reader is not None:
                     for msg in reader.feed(entry):

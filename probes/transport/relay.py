@@ -21,7 +21,9 @@ most once per ``REPORT_S``.  While
 the console reads, nothing is replaced: every sample reaches it.
 
 The relay forwards whole lines (a host's partial line waits for its newline), so what it
-drops is always a whole line and the console's reader stays in step.
+drops is always a whole line and the console's reader stays in step.  A session's reader
+(``RelayReader``) hands it whole lines, and a v2 tick its stream decoded on the fast path
+as that tick's row (``collector_wire.RelayedTick``): a sample like the tick's line.
 """
 
 from __future__ import annotations
@@ -31,10 +33,18 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import Enum
 
-from probes.transport.collector_wire import HEARTBEAT_S, Batch, CollectorJob, Entry, frame
+from probes.transport.collector_wire import (
+    HEARTBEAT_S,
+    Batch,
+    CollectorJob,
+    Entry,
+    RelayedTick,
+    frame,
+    relayed_tick,
+)
 from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from probes.wire.samples import AgentMessage
@@ -50,6 +60,11 @@ host per ``REPORT_S`` (one more item each flush would slow it further)."""
 
 _TYPE = re.compile(rb'\s*\{\s*"type"\s*:\s*"([a-z_]{1,16})"')
 _LOG_TYPES = frozenset({b"event", b"fabric"})
+
+
+def _is_static(line: bytes) -> bool:
+    m = _TYPE.match(line, 0, 64)
+    return m is not None and m.group(1) == b"static"
 
 
 class Kind(Enum):
@@ -77,13 +92,16 @@ def kind_of_line(line: bytes) -> Kind:
 
 
 class RelayReader(MessageReader):
-    """A session's reader that also hands every chunk it is fed to the relay, first.
+    """A session's reader that also hands every line it reads to the relay, in order.
 
     The messages it decodes are the session's to act on, not to forward: the console
-    decodes the same bytes itself.  ``mine`` holds them (strongly, so no id is reused)
+    decodes the same lines itself.  ``mine`` holds them (strongly, so no id is reused)
     until the next chunk; the relay's emit drops any item it finds there.  A v2 tick,
     nearly every line, is only checked, not built into a sample (``builds_ticks``): the
-    session needs its verdict, never the sample, so a tick is decoded once, in the console.
+    session needs its verdict, never the sample.  Where the check decoded the tick on the
+    fast path, its row goes to the relay instead of its text, so the console builds the
+    sample without parsing it again (issue 38, decode once).  An over-long line is counted
+    here (the session's garbage limit) and not relayed: the console has no use for it.
     """
 
     builds_ticks = False
@@ -95,14 +113,37 @@ class RelayReader(MessageReader):
         self.mine: dict[int, AgentMessage] = {}
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:
-        self._relay.add(self._index, bytes(chunk))
-        return self._keep(super().feed(chunk))
+        return self._relay_lines(self._splitter.feed(chunk))
 
     def close(self) -> list[AgentMessage]:
+        items = self._relay_lines(self._splitter.flush())
         self._relay.add(self._index, None)
-        return self._keep(super().close())
+        return items
 
-    def _keep(self, items: list[AgentMessage]) -> list[AgentMessage]:
+    def _relay_lines(self, lines: Iterable[bytes | None]) -> list[AgentMessage]:
+        """Decode each line, and relay it (runs of lines as one entry) or its tick's row."""
+        items: list[AgentMessage] = []
+        run: list[bytes] = []
+        relay, index = self._relay, self._index
+        for line in lines:
+            self.tick_row = None
+            msg = self._decode(line)
+            if msg is not None:
+                items.append(msg)
+            if line is None:  # over-long: counted, not relayed
+                continue
+            row = self.tick_row
+            if row is not None and self.compact is not None:
+                if run:  # first what came before (a static line the relay may drop)
+                    relay.add(index, b"".join(run))
+                    run = []
+                if index not in relay.lost_static:
+                    relay.add_tick(index, relayed_tick(self.compact.static_id, row))
+                    continue
+            run += (line, b"\n")
+        if run:
+            relay.add(index, b"".join(run))
+        self.tick_row = None
         self.mine = {id(m): m for m in items}
         return items
 
@@ -130,6 +171,9 @@ class Relay:
         """Queue position of each host's newest unsent entry."""
         self._held: Counter[int] = Counter()
         """Bytes of each host's unsent lines other than samples."""
+        self.lost_static: set[int] = set()
+        """Hosts whose newest ``static`` line was dropped: their ticks go as text (the
+        console decodes them against the facts it has) until one is queued again."""
         self.dropped_samples: Counter[int] = Counter()
         self.dropped_lines: Counter[int] = Counter()
         """Counts not yet reported to the console, per host index."""
@@ -176,6 +220,12 @@ class Relay:
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
 
+    def add_tick(self, index: int, tick: RelayedTick) -> None:
+        """Queue a v2 tick decoded by the host's stream: a sample, as the tick's line is."""
+        self._line(index, tick, Kind.SAMPLE)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
+
     def _chunk(self, index: int, chunk: bytes) -> None:
         data = self._tail.pop(index) + chunk if index in self._tail else chunk
         if index in self._long:  # the rest of an over-long line, piece by piece
@@ -198,6 +248,8 @@ class Relay:
             self._tail[index] = data[end + 1:]
             data = data[:end + 1]
         if not self.blocked:  # the console reads: the lines go as they came
+            if self.lost_static and index in self.lost_static and b'"static"' in data:
+                self.lost_static.discard(index)
             self._queue.append((index, data))
             return
         lines = data.split(b"\n")
@@ -206,7 +258,7 @@ class Relay:
             line += b"\n"
             self._line(index, line, kind_of_line(line))
 
-    def _line(self, index: int, line: bytes, kind: Kind) -> None:
+    def _line(self, index: int, line: bytes | RelayedTick, kind: Kind) -> None:
         if not self.blocked:
             self._queue.append((index, line))
             return
@@ -221,9 +273,14 @@ class Relay:
             self._put(index, line, True)
             return
         limit = LOG_BYTES if kind is Kind.LOG else KEEP_BYTES
+        static = kind is Kind.KEEP and isinstance(line, bytes) and _is_static(line)
         if self._held[index] + len(line) > limit:
             self.dropped_lines[index] += 1
+            if static:
+                self.lost_static.add(index)
             return
+        if static:
+            self.lost_static.discard(index)
         self._held[index] += len(line)
         self._put(index, line)
 

@@ -74,8 +74,9 @@ def gpu_row_struct(table: tuple[fields.GpuFieldSpec, ...]) -> type[Struct]:
                              array_like=True, gc=False)
 
 
-if TYPE_CHECKING:  # what mypy sees: the field read by name (the others by the filler)
+if TYPE_CHECKING:  # what mypy sees: the fields read by name (the others by the filler)
     class GpuRow(Struct, array_like=True, gc=False):
+        clock_reasons: tuple[str, ...]
         processes: list[Amount | None] | None
 else:
     GpuRow = gpu_row_struct(fields.GPU_TABLE)
@@ -249,11 +250,18 @@ class CompactStream:
         self._message: dict[str, Any] = {}
         """A thin stream's last ``static`` message, as parsed (it builds from it); a stream
         that builds its samples holds the facts built and keeps no copy."""
+        self.static_id = 0
+        """The last ``static`` line's CRC-32 (0: none): a relayed tick names its own."""
 
     # --- static -------------------------------------------------------------------------
 
-    def static(self, obj: dict[str, Any]) -> None:
-        """Take a ``static`` message (already parsed and sanitised)."""
+    def static(self, obj: dict[str, Any], static_id: int = 0) -> None:
+        """Take a ``static`` message (already parsed and sanitised; ``static_id`` its line's
+        CRC-32)."""
+        self.static_id = static_id
+        self._take(obj)
+
+    def _take(self, obj: dict[str, Any]) -> None:
         self._message = {} if self._builds else obj
         gpus = obj.get("gpus")
         host = obj.get("host")
@@ -292,7 +300,7 @@ class CompactStream:
         if self._static_gpus is not None:
             self._builds = True
             try:
-                self.static(self._message)
+                self._take(self._message)
             finally:
                 self._builds = False
 
@@ -317,13 +325,12 @@ class CompactStream:
                 pass
         return self._slow(parsed())
 
-    def readable(self, line: bytes | None, parsed: Callable[[], Any]) -> bool:
-        """Whether ``sample`` would take this tick, without building the sample.
+    def readable(self, line: bytes | None, parsed: Callable[[], Any]) -> SampleRow | None:
+        """Whether ``sample`` would take this tick, without building the sample: its row
+        where the fast path takes it whole (a collector relays it: ``from_row``), else None.
 
-        A collector relays the tick's bytes and the console decodes them (issue 38, decode
-        once); the collector only needs the verdict, for its garbled-line streak.  A tick
-        the fast path takes whole is judged by the typed decode alone (its other steps
-        cannot fail); any other goes through ``sample`` itself, so the verdict is the same.
+        A tick the fast path takes whole is judged by the typed decode alone (its other
+        steps cannot fail); any other goes through ``sample``: the verdict is the same.
 
         Raises:
             ProtocolError: as ``sample``.
@@ -336,9 +343,16 @@ class CompactStream:
             else:
                 if s.pcie is None and len(s.gpus) == len(self._fit) and \
                         self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
-                    return True
+                    return s
         self.sample(line, parsed)
-        return True
+        return None
+
+    def from_row(self, s: SampleRow) -> HostSample:
+        """The sample of a tick a collector's ``readable`` decoded, built and checked as on
+        the fast path; ProtocolError where that path would refuse it."""
+        if self._static_gpus is None or self._thin or not self.known:
+            raise ProtocolError("a tick's row without this stream's static facts")
+        return self._fast_row(s)
 
     def _procs_fit(self, s: SampleRow) -> bool:
         """Every GPU's process amounts fit its static processes (``_processes`` accepts)."""
@@ -351,7 +365,9 @@ class CompactStream:
         return True
 
     def _fast(self, line: bytes) -> HostSample:
-        s = _DECODER.decode(line)
+        return self._fast_row(_DECODER.decode(line))
+
+    def _fast_row(self, s: SampleRow) -> HostSample:
         if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
             raise structs.Refused("pcie or GPU count")
         if self._whole:

@@ -9,6 +9,7 @@ link drops) must never take the console down.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +148,9 @@ class MessageReader:
         """Garbled or over-long lines since the last good message."""
         self.compact: CompactStream | None = None
         """The stream's v2 state, from its v2 hello (None: v1, the default)."""
+        self.tick_row: Any = None
+        """A reader that does not build ticks: the row of the last tick its fast path took
+        whole (``CompactStream.readable``), else None; a collector relays it."""
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:
         """Decode every complete line in ``chunk``."""
@@ -188,14 +192,14 @@ class MessageReader:
         if head == b"[":
             raw = None if may_need_cleaning(line) else line
             if not self.builds_ticks:
-                self.compact.readable(raw, lambda: _parsed(line))
+                self.tick_row = self.compact.readable(raw, lambda: _parsed(line))
                 self.bad_streak = 0  # a good line, as when a sample is returned
                 return None
             return self.compact.sample(raw, lambda: _parsed(line))
         if b'"static"' in line:  # else no need to parse it twice
             obj = _parsed(line)
             if isinstance(obj, dict) and obj.get("type") == "static":
-                self.compact.static(obj)
+                self.compact.static(obj, zlib.crc32(line))
                 return None
         return decode_line(line)
 
