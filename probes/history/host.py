@@ -19,6 +19,7 @@ kept as step series: one entry per change, not per sample (``steps.py``).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
@@ -34,8 +35,9 @@ from probes.history.keys import (
 )
 from probes.history.merge import merge
 from probes.history.staged import (
+    GPU_NUMBERS,
+    HOST_NUMBERS,
     ROW_HOLDS_FIELDS,
-    GpuValues,
     ProcPair,
     Staged,
     StagedDisk,
@@ -95,8 +97,9 @@ class Series:
         return self._h._latest(self.key)
 
 
-_HOST_GET = attrgetter(*HOST_FIELDS[:-1])
-_NONE5: GpuValues = (None,) * len(GPU_FIELDS)
+_HOSTS = len(HOST_NUMBERS)
+"""A staged row's host numbers come first; its GPUs' from here."""
+_HOST_AT: dict[str, int] = {f: j for j, f in enumerate(HOST_NUMBERS)}
 _NAME_GET = attrgetter("name")
 _DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
 _FIRST = itemgetter(0)
@@ -220,35 +223,43 @@ class HostHistory:
         values: dict[str, list[float]] = {}
         procs: dict[str, list[float]] = {}
         ts_last = rows[-1].ts
-        per_gpu: list[tuple[int, Sequence[GpuValues], Sequence[Sequence[ProcPair] | None]]] = []
-        if not self._mixed:
-            gcols = zip(*[r.gpus for r in rows], strict=True)
+        per_gpu: list[tuple[int, list[list[float]], Sequence[Sequence[ProcPair] | None]]] = []
+        width = len(rows[0].numbers)
+        if not self._mixed and all(len(r.numbers) == width for r in rows):
+            # One matrix, a sample a row: each series is a strided slice of it, in C.
+            flat = array("d")
+            for r in rows:
+                flat += r.numbers
             pcols = zip(*[r.procs for r in rows], strict=True)
-            for idx, gcol, pcol in zip(rows[0].layout, gcols, pcols, strict=True):
+            for pos, (idx, pcol) in enumerate(zip(rows[0].layout, pcols, strict=True)):
                 if idx >= 0:
-                    per_gpu.append((idx, gcol, pcol))
+                    at = _HOSTS + pos * GPU_NUMBERS
+                    per_gpu.append((idx, [flat[at + j::width].tolist()
+                                          for j in range(GPU_NUMBERS)], pcol))
         else:
-            by_gpu: dict[int, tuple[list[GpuValues], list[Sequence[ProcPair] | None]]] = {}
+            by_gpu: dict[int, tuple[list[list[float]], list[Sequence[ProcPair] | None]]] = {}
             for i, r in enumerate(rows):
-                for idx, g, p in zip(r.layout, r.gpus, r.procs, strict=True):
+                nums = r.numbers
+                for pos, (idx, p) in enumerate(zip(r.layout, r.procs, strict=True)):
                     if idx < 0:
                         continue
                     col = by_gpu.get(idx)
                     if col is None:
-                        col = by_gpu[idx] = ([_NONE5] * k, [None] * k)
-                    col[0][i] = g
+                        col = by_gpu[idx] = ([[NAN] * k for _ in range(GPU_NUMBERS)], [None] * k)
+                    at = _HOSTS + pos * GPU_NUMBERS
+                    for j, series in enumerate(col[0]):
+                        series[i] = nums[at + j]
                     col[1][i] = p
             per_gpu = [(i, gs, ps) for i, (gs, ps) in by_gpu.items()]
         for idx, gs, ps in per_gpu:
             keys = self._gkeys.get(idx)
             if keys is None:
                 keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
-            for key, vals in zip(keys, zip(*gs, strict=True), strict=True):
-                values[key] = _floats(vals)
+            for key, vals in zip(keys, gs, strict=True):
+                values[key] = vals
             self._gpu_procs(idx, ps, ts_last, procs)
-        host = [_HOST_GET(r.host) for r in rows]
-        for f, vals in zip(HOST_FIELDS[:-1], zip(*host, strict=True), strict=True):
-            values[host_key(f)] = _floats(vals)
+        for j, f in enumerate(HOST_NUMBERS):
+            values[host_key(f)] = [r.numbers[j] for r in rows]
         values[host_key("gpu_count")] = self._staged_counts
         self._disk_columns(rows, values)
         values.update(procs)
@@ -432,16 +443,17 @@ class HostHistory:
             def gpu_val(r: Staged) -> float | None:
                 if j < 0 or idx not in r.layout:
                     return None
-                return r.gpus[r.layout.index(idx)][j]
+                return r.numbers[_HOSTS + r.layout.index(idx) * GPU_NUMBERS + j]
             return gpu_val
         if scope == "host":
             if field == "gpu_count":
                 return attrgetter("ok_count")
-            hget = attrgetter(field)
+            at = _HOST_AT.get(field)
 
             def host_val(r: Staged) -> float | None:
-                v: float | None = hget(r.host)
-                return v
+                if at is None:  # as the named tuple the host was staged as did
+                    raise AttributeError(field)
+                return r.numbers[at]
             return host_val
         if scope == "disk":
             name = parts[1]
