@@ -100,7 +100,6 @@ class Series:
 _HOSTS = len(HOST_NUMBERS)
 """A staged row's host numbers come first; its GPUs' from here."""
 _HOST_AT: dict[str, int] = {f: j for j, f in enumerate(HOST_NUMBERS)}
-_NAME_GET = attrgetter("name")
 _DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -224,16 +223,18 @@ class HostHistory:
         procs: dict[str, list[float]] = {}
         ts_last = rows[-1].ts
         per_gpu: list[tuple[int, list[list[float]], Sequence[Sequence[ProcPair] | None]]] = []
-        width = len(rows[0].numbers)
-        if not self._mixed and all(len(r.numbers) == width for r in rows):
-            # One matrix, a sample a row: each series is a strided slice of it, in C.
+        gpus = len(rows[0].layout)
+        width = gpus * GPU_NUMBERS
+        if not self._mixed and all(len(r.layout) == gpus for r in rows):
+            # One matrix of the GPUs' numbers, a sample a row: each series is a strided
+            # slice of it, in C.
             flat = array("d")
             for r in rows:
-                flat += r.numbers
+                flat += r.numbers[_HOSTS:_HOSTS + width]
             pcols = zip(*[r.procs for r in rows], strict=True)
             for pos, (idx, pcol) in enumerate(zip(rows[0].layout, pcols, strict=True)):
                 if idx >= 0:
-                    at = _HOSTS + pos * GPU_NUMBERS
+                    at = pos * GPU_NUMBERS
                     per_gpu.append((idx, [flat[at + j::width].tolist()
                                           for j in range(GPU_NUMBERS)], pcol))
         else:
@@ -267,8 +268,8 @@ class HostHistory:
 
     def _disk_columns(self, rows: list[Staged], values: dict[str, list[float]]) -> None:
         """Disk columns; samples listing the same disks in the same order are cut by zip."""
-        names = tuple(map(_NAME_GET, rows[0].disks))
-        if names and all(tuple(map(_NAME_GET, r.disks)) == names for r in rows) \
+        names = rows[0].disk_names
+        if names and all(r.disk_names == names for r in rows) \
                 and len(self._disks | set(names)) <= self.max_disks:
             self._disks.update(names)
             for name, ds in zip(names, zip(*[r.disks for r in rows], strict=True),
@@ -379,9 +380,9 @@ class HostHistory:
             for idx in r.layout:
                 if idx >= 0:
                     out.update(gpu_key(idx, f) for f in GPU_FIELDS)
-            for d in r.disks:
-                if d.name in self._disks or len(self._disks) < self.max_disks:
-                    out.update(disk_key(d.name, f) for f in DISK_FIELDS)
+            for name in r.disk_names:
+                if name in self._disks or len(self._disks) < self.max_disks:
+                    out.update(disk_key(name, f) for f in DISK_FIELDS)
         return out
 
     def series(self, key: SeriesKey) -> Series | None:
@@ -424,9 +425,9 @@ class HostHistory:
         """Disk names tracked (including ones only in samples not yet written)."""
         out = set(self._disks)
         for r in self._staged:
-            for d in r.disks:
-                if d.name not in out and len(out) < self.max_disks:
-                    out.add(d.name)
+            for name in r.disk_names:
+                if name not in out and len(out) < self.max_disks:
+                    out.add(name)
         return sorted(out)
 
     def nbytes(self) -> int:

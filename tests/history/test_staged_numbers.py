@@ -15,8 +15,6 @@ numbers read one host number off are caught.  And a staged sample is smaller.
 from __future__ import annotations
 
 import dataclasses
-import math
-import sys
 from collections.abc import Callable
 from functools import partial
 from operator import attrgetter, itemgetter
@@ -30,6 +28,7 @@ from probes.history.host import DISK_FIELDS, GPU_FIELDS, HOST_FIELDS, _disk_valu
 from probes.history.keys import gpu_key, host_key
 from probes.history.staged import StagedDisk
 from probes.wire.samples import HostSample
+from tests.bench.bench_fleet_memory import deep_size
 from tests.history.test_row_fold import _decode, _steps_digest, _streams
 
 # --- the staging before (main at baf2c43) ----------------------------------------------------
@@ -62,6 +61,11 @@ class _OldStaged(NamedTuple):
     host: _OldHost
     disks: tuple[StagedDisk, ...]
     ok_count: float
+
+    @property
+    def disk_names(self) -> tuple[str, ...]:
+        """What the code before read as ``tuple(d.name for d in r.disks)``."""
+        return tuple(map(_NAME_GET, self.disks))
 
 
 _new_disk = partial(tuple.__new__, StagedDisk)
@@ -249,21 +253,21 @@ def test_negative_control_numbers_read_off_by_one_are_seen(
 
 def test_a_staged_sample_is_smaller(
         samples: list[tuple[list[HostSample], list[HostSample]]]) -> None:
-    """The numbers of an 8-GPU sample in one array, not 8 tuples of float objects."""
+    """What a staged 8-GPU sample holds of its own (not shared with the sample before it):
+    one array, not tuples of float objects per GPU, per process and per disk."""
     lazy, _ = samples[0]
     new, old = HostHistory(), OldStaging()
     for s in lazy[:10]:
         new.add(s)
         old.add(s)
 
-    def size(r: Any) -> int:
-        parts = [r.numbers] if hasattr(r, "numbers") else [r.gpus, *r.gpus, r.host,
-                                                            *r.gpus[0], *r.host]
-        held = sum(map(sys.getsizeof, parts))
-        if hasattr(r, "gpus"):
-            held += sum(sys.getsizeof(v) for g in r.gpus[1:] for v in g if v is not None)
-        return held
+    def own(h: HostHistory) -> int:
+        seen: set[int] = set()
+        deep_size(h._staged[-2], seen)
+        return deep_size(h._staged[-1], seen)
 
-    assert len(new._staged[-1].numbers) == 4 + 8 * len(GPU_FIELDS)
-    assert size(new._staged[-1]) * 3 < size(old._staged[-1])
-    assert all(math.isnan(x) or isinstance(x, float) for x in new._staged[-1].numbers)
+    row = new._staged[-1]
+    assert len(row.layout) == 8 and len(row.numbers) > 4 + 8 * len(GPU_FIELDS)
+    assert row.pids is new._staged[-2].pids  # a v2 tick's pids are its epoch's
+    assert row.procs == old._staged[-1].procs and row.disks == old._staged[-1].disks
+    assert own(new) * 3 < own(old), (own(new), own(old))
