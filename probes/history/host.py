@@ -19,6 +19,7 @@ kept as step series: one entry per change, not per sample (``steps.py``).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
@@ -34,8 +35,9 @@ from probes.history.keys import (
 )
 from probes.history.merge import merge
 from probes.history.staged import (
+    GPU_NUMBERS,
+    HOST_NUMBERS,
     ROW_HOLDS_FIELDS,
-    GpuValues,
     ProcPair,
     Staged,
     StagedDisk,
@@ -95,9 +97,9 @@ class Series:
         return self._h._latest(self.key)
 
 
-_HOST_GET = attrgetter(*HOST_FIELDS[:-1])
-_NONE5: GpuValues = (None,) * len(GPU_FIELDS)
-_NAME_GET = attrgetter("name")
+_HOSTS = len(HOST_NUMBERS)
+"""A staged row's host numbers come first; its GPUs' from here."""
+_HOST_AT: dict[str, int] = {f: j for j, f in enumerate(HOST_NUMBERS)}
 _DISK_GET = attrgetter("util", "r_await", "w_await", "aqu_sz")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -220,35 +222,45 @@ class HostHistory:
         values: dict[str, list[float]] = {}
         procs: dict[str, list[float]] = {}
         ts_last = rows[-1].ts
-        per_gpu: list[tuple[int, Sequence[GpuValues], Sequence[Sequence[ProcPair] | None]]] = []
-        if not self._mixed:
-            gcols = zip(*[r.gpus for r in rows], strict=True)
+        per_gpu: list[tuple[int, list[list[float]], Sequence[Sequence[ProcPair] | None]]] = []
+        gpus = len(rows[0].layout)
+        width = gpus * GPU_NUMBERS
+        if not self._mixed and all(len(r.layout) == gpus for r in rows):
+            # One matrix of the GPUs' numbers, a sample a row: each series is a strided
+            # slice of it, in C.
+            flat = array("d")
+            for r in rows:
+                flat += r.numbers[_HOSTS:_HOSTS + width]
             pcols = zip(*[r.procs for r in rows], strict=True)
-            for idx, gcol, pcol in zip(rows[0].layout, gcols, pcols, strict=True):
+            for pos, (idx, pcol) in enumerate(zip(rows[0].layout, pcols, strict=True)):
                 if idx >= 0:
-                    per_gpu.append((idx, gcol, pcol))
+                    at = pos * GPU_NUMBERS
+                    per_gpu.append((idx, [flat[at + j::width].tolist()
+                                          for j in range(GPU_NUMBERS)], pcol))
         else:
-            by_gpu: dict[int, tuple[list[GpuValues], list[Sequence[ProcPair] | None]]] = {}
+            by_gpu: dict[int, tuple[list[list[float]], list[Sequence[ProcPair] | None]]] = {}
             for i, r in enumerate(rows):
-                for idx, g, p in zip(r.layout, r.gpus, r.procs, strict=True):
+                nums = r.numbers
+                for pos, (idx, p) in enumerate(zip(r.layout, r.procs, strict=True)):
                     if idx < 0:
                         continue
                     col = by_gpu.get(idx)
                     if col is None:
-                        col = by_gpu[idx] = ([_NONE5] * k, [None] * k)
-                    col[0][i] = g
+                        col = by_gpu[idx] = ([[NAN] * k for _ in range(GPU_NUMBERS)], [None] * k)
+                    at = _HOSTS + pos * GPU_NUMBERS
+                    for j, series in enumerate(col[0]):
+                        series[i] = nums[at + j]
                     col[1][i] = p
             per_gpu = [(i, gs, ps) for i, (gs, ps) in by_gpu.items()]
         for idx, gs, ps in per_gpu:
             keys = self._gkeys.get(idx)
             if keys is None:
                 keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
-            for key, vals in zip(keys, zip(*gs, strict=True), strict=True):
-                values[key] = _floats(vals)
+            for key, vals in zip(keys, gs, strict=True):
+                values[key] = vals
             self._gpu_procs(idx, ps, ts_last, procs)
-        host = [_HOST_GET(r.host) for r in rows]
-        for f, vals in zip(HOST_FIELDS[:-1], zip(*host, strict=True), strict=True):
-            values[host_key(f)] = _floats(vals)
+        for j, f in enumerate(HOST_NUMBERS):
+            values[host_key(f)] = [r.numbers[j] for r in rows]
         values[host_key("gpu_count")] = self._staged_counts
         self._disk_columns(rows, values)
         values.update(procs)
@@ -256,8 +268,8 @@ class HostHistory:
 
     def _disk_columns(self, rows: list[Staged], values: dict[str, list[float]]) -> None:
         """Disk columns; samples listing the same disks in the same order are cut by zip."""
-        names = tuple(map(_NAME_GET, rows[0].disks))
-        if names and all(tuple(map(_NAME_GET, r.disks)) == names for r in rows) \
+        names = rows[0].disk_names
+        if names and all(r.disk_names == names for r in rows) \
                 and len(self._disks | set(names)) <= self.max_disks:
             self._disks.update(names)
             for name, ds in zip(names, zip(*[r.disks for r in rows], strict=True),
@@ -368,9 +380,9 @@ class HostHistory:
             for idx in r.layout:
                 if idx >= 0:
                     out.update(gpu_key(idx, f) for f in GPU_FIELDS)
-            for d in r.disks:
-                if d.name in self._disks or len(self._disks) < self.max_disks:
-                    out.update(disk_key(d.name, f) for f in DISK_FIELDS)
+            for name in r.disk_names:
+                if name in self._disks or len(self._disks) < self.max_disks:
+                    out.update(disk_key(name, f) for f in DISK_FIELDS)
         return out
 
     def series(self, key: SeriesKey) -> Series | None:
@@ -413,9 +425,9 @@ class HostHistory:
         """Disk names tracked (including ones only in samples not yet written)."""
         out = set(self._disks)
         for r in self._staged:
-            for d in r.disks:
-                if d.name not in out and len(out) < self.max_disks:
-                    out.add(d.name)
+            for name in r.disk_names:
+                if name not in out and len(out) < self.max_disks:
+                    out.add(name)
         return sorted(out)
 
     def nbytes(self) -> int:
@@ -432,16 +444,17 @@ class HostHistory:
             def gpu_val(r: Staged) -> float | None:
                 if j < 0 or idx not in r.layout:
                     return None
-                return r.gpus[r.layout.index(idx)][j]
+                return r.numbers[_HOSTS + r.layout.index(idx) * GPU_NUMBERS + j]
             return gpu_val
         if scope == "host":
             if field == "gpu_count":
                 return attrgetter("ok_count")
-            hget = attrgetter(field)
+            at = _HOST_AT.get(field)
 
             def host_val(r: Staged) -> float | None:
-                v: float | None = hget(r.host)
-                return v
+                if at is None:  # as the named tuple the host was staged as did
+                    raise AttributeError(field)
+                return r.numbers[at]
             return host_val
         if scope == "disk":
             name = parts[1]

@@ -5,28 +5,23 @@ Python object); the history stages ``STAGE_MAX`` of them per host before cutting
 which at 1024 hosts was ~250 MB of staging alone.  A ``Staged`` row keeps the numbers in
 about a sixth of the space, GPU by GPU as plain tuples taken in C (``attrgetter``): building
 a named tuple per GPU and per process cost 27 µs a sample, more than the column cutting
-(issue 38).
+(issue 38).  The host's and the GPUs' dense numbers are one ``array('d')`` a sample (NaN for
+None), not a tuple of float objects per GPU: ~0.4 KB instead of ~2 KB for 8 GPUs, staged
+16 deep on a thousand hosts (issue 38, memory).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from functools import partial
+from itertools import chain
 from operator import attrgetter
 from typing import NamedTuple
 
-from probes.history.keys import GPU_FIELDS
+from probes.history.keys import GPU_FIELDS, HOST_FIELDS
 from probes.wire.compact import GPU_ROW_FIELDS, SampleRow
 from probes.wire.samples import HostSample
-
-
-class StagedHost(NamedTuple):
-    """The host's dense fields (``HOST_FIELDS`` less ``gpu_count``)."""
-
-    cpu_pct: float | None
-    mem_used_bytes: float | None
-    swap_in_pages_s: float | None
-    swap_out_pages_s: float | None
 
 
 class StagedDisk(NamedTuple):
@@ -41,24 +36,63 @@ class StagedDisk(NamedTuple):
 
 ProcPair = tuple[int | None, float | None]
 """A process's pid and GPU memory (MiB)."""
-GpuValues = tuple[float | None, ...]
-"""A GPU's dense fields, in ``GPU_FIELDS`` order."""
+HOST_NUMBERS = HOST_FIELDS[:-1]
+"""The host's dense fields (``HOST_FIELDS`` less ``gpu_count``): a staged row's first numbers."""
+GPU_NUMBERS = len(GPU_FIELDS)
+"""Numbers a GPU takes in a staged row (its ``GPU_FIELDS``, in order)."""
+_NAN = float("nan")
 
 
 class Staged(NamedTuple):
     """One sample as staged: its time, the numbers kept, and how many GPUs answered.
 
-    GPUs are three parallel tuples in the sample's order (the column cutting zips them
-    across samples; no object per GPU): the indices, the ``GPU_FIELDS`` values, and each
-    GPU's processes as (pid, MiB) pairs (None: not collected)."""
+    ``numbers`` holds, in this order: the host's ``HOST_NUMBERS``; GPU by GPU in the
+    sample's order, each one's ``GPU_FIELDS``; each GPU's processes' GPU memory (MiB, in
+    ``pids``' order); each disk's util, r_await, w_await and aqu_sz.  NaN is None there
+    (the protocol refuses non-finite numbers, so NaN always means None, as in the columns
+    the history cuts from it).  Beside it, in the same GPU order (no object per GPU or per
+    process): the GPUs' indices (``layout``, shared by the host's samples), each GPU's
+    processes' pids (None: not collected; a wire v2 tick's are its static epoch's, shared)
+    and the disks' names.  ``procs`` and ``disks`` give them back as pairs and
+    ``StagedDisk``s, as they were staged before (issue 38, memory: ~3.8 KB a sample of
+    8 GPUs and 3 disks became ~1 KB)."""
 
     ts: float
     layout: tuple[int, ...]
-    gpus: tuple[GpuValues, ...]
-    procs: tuple[tuple[ProcPair, ...] | None, ...]
-    host: StagedHost
-    disks: tuple[StagedDisk, ...]
+    numbers: array[float]
+    pids: tuple[tuple[int | None, ...] | None, ...]
+    disk_names: tuple[str, ...]
     ok_count: float
+
+    @property
+    def procs(self) -> tuple[tuple[ProcPair, ...] | None, ...]:
+        """Each GPU's processes as (pid, MiB) pairs (None: not collected)."""
+        nums = self.numbers
+        at = len(HOST_NUMBERS) + GPU_NUMBERS * len(self.layout)
+        out: list[tuple[ProcPair, ...] | None] = []
+        for ps in self.pids:
+            if ps is None:
+                out.append(None)
+                continue
+            end = at + len(ps)
+            out.append(tuple(zip(ps, map(_none, nums[at:end]), strict=True)))
+            at = end
+        return tuple(out)
+
+    @property
+    def disks(self) -> tuple[StagedDisk, ...]:
+        """The disks' names and numbers."""
+        names = self.disk_names
+        if not names:
+            return ()
+        nums = self.numbers
+        at = len(nums) - 4 * len(names)
+        return tuple([_new_disk((name, *map(_none, nums[at + 4 * i:at + 4 * i + 4])))
+                      for i, name in enumerate(names)])
+
+
+def _none(v: float) -> float | None:
+    return None if v != v else v
 
 
 _GPU = attrgetter(*GPU_FIELDS)
@@ -67,21 +101,35 @@ ROW_HOLDS_FIELDS = set(GPU_FIELDS) <= set(GPU_ROW_FIELDS)
 """Every dense GPU field is a moving one, in a tick's row (else ``stage_row`` is not used)."""
 _PROCS = attrgetter("processes")
 _PROC = attrgetter("pid", "used_mib")
-_HOST = attrgetter("cpu_pct", "mem_used_bytes", "swap_in_pages_s", "swap_out_pages_s")
-_DISK = attrgetter("name", "util", "r_await", "w_await", "aqu_sz")
+_HOST = attrgetter(*HOST_NUMBERS)
+_DISK_NUMS = attrgetter("util", "r_await", "w_await", "aqu_sz")
+_NAME = attrgetter("name")
+_PID = attrgetter("pid")
+_MIB = attrgetter("used_mib")
 # ``tuple.__new__`` directly: ``_make`` would re-check the length, a third of the cost here.
 _new_disk = partial(tuple.__new__, StagedDisk)
-_new_host = partial(tuple.__new__, StagedHost)
 _new_staged = partial(tuple.__new__, Staged)
+_chain = chain.from_iterable
+
+
+def _numbers(host: object, gpus: Sequence[object], mib: Sequence[float | None],
+             disks: Sequence[object]) -> array[float]:
+    """A staged row's numbers (``Staged``), NaN for None (one pass in Python where there is
+    a None: cheaper than letting ``array`` fail on it)."""
+    values = [*_HOST(host), *_chain(map(_GPU, gpus)), *mib, *_chain(map(_DISK_NUMS, disks))]
+    if None in values:  # a field not reported
+        return array("d", [_NAN if v is None else v for v in values])
+    return array("d", values)
 
 
 def stage(s: HostSample, layout: tuple[int, ...], ok_count: float) -> Staged:
     """The part of ``s`` the history writes (the sample itself can then be let go);
     ``layout``: its GPUs' indices, in order (``GpuSteps.layout``)."""
-    procs = tuple([ps if not ps else tuple(map(_PROC, ps)) for ps in map(_PROCS, s.gpus)])
-    return _new_staged((s.ts, layout, tuple(map(_GPU, s.gpus)), procs,
-                        _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
-                        ok_count))
+    plists = list(map(_PROCS, s.gpus))
+    pids = tuple([None if ps is None else tuple(map(_PID, ps)) for ps in plists])
+    mib = [m for ps in plists if ps for m in map(_MIB, ps)]
+    return _new_staged((s.ts, layout, _numbers(s.host, s.gpus, mib, s.disks), pids,
+                        tuple(map(_NAME, s.disks)), ok_count))
 
 
 def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ...]],
@@ -89,8 +137,19 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
     """``stage`` of a sample the wire v2 kept as its row (``HostSample.wire_row``), without
     building its GPUs: their numbers from the row's Structs (the same objects the GPUs
     would hold), each GPU's processes as its static processes' ``pids`` (one tuple per
-    GPU position of the sample's static epoch) with the row's amounts, in C throughout."""
-    procs = tuple(map(tuple, map(zip, pids, map(_PROCS, row.gpus))))
-    return _new_staged((s.ts, layout, tuple(map(_GPU, row.gpus)), procs,
-                        _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
-                        ok_count))
+    GPU position of the sample's static epoch, kept as they are) with the row's amounts,
+    paired as ``zip`` pairs them (the shorter decides)."""
+    amounts = list(map(_PROCS, row.gpus))
+    if len(pids) == len(amounts) and list(map(len, pids)) == list(map(len, amounts)):
+        kept = tuple(pids)  # the epoch's own tuple, shared by the samples of that epoch
+        mib: list[float | None] = list(_chain(amounts))
+    else:
+        fitted: list[tuple[int | None, ...]] = []
+        mib = []
+        for ps, am in zip(pids, amounts, strict=False):
+            n = min(len(ps), len(am))
+            fitted.append(ps[:n])
+            mib += am[:n]
+        kept = tuple(fitted)
+    return _new_staged((s.ts, layout, _numbers(s.host, row.gpus, mib, s.disks),
+                        kept, tuple(map(_NAME, s.disks)), ok_count))
