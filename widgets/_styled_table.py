@@ -12,19 +12,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict
-from textual.geometry import Region
-from textual.strip import Strip
 from textual.theme import Theme
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-Cell = tuple[str, str | None]
-"""Display text and the component class (``cell--…``) that colours it, if any."""
+from widgets._table_paint import Cell, PaintedTable
+
 KeyedRow = tuple[str, tuple[Cell, ...]]
 
 CELL_CLASSES = frozenset({
@@ -36,13 +32,6 @@ CELL_CLASSES = frozenset({
 
 MISSING: Cell = ("–", "cell--muted")
 """How a value the host did not report is shown."""
-RENDER_CACHE_CELLS = 16384
-"""Rendered cells kept by content; a full fleet table with its zebra and cursor variants
-fits, and the cache starts over beyond it."""
-LINE_CACHE_LINES = 4096
-"""Rendered table lines kept by what they show (a screen of rows with their cursor and
-zebra variants fits many times over); the cache starts over beyond it."""
-_Lines = list[list[Segment]]
 
 
 def cell_width(text: str) -> int:
@@ -62,7 +51,7 @@ class ColumnSpec:
     """Whether the column stays when the table is narrower than ``NARROW_BELOW``."""
 
 
-class StyledTable(DataTable[Text]):
+class StyledTable(PaintedTable):
     """Base for tables whose rows are identified by a key and updated cell by cell.
 
     Subclasses set ``COLUMNS``, implement ``keyed_rows`` and call ``sync_rows`` from
@@ -85,19 +74,8 @@ class StyledTable(DataTable[Text]):
     WIDE_MAX: ClassVar[int] = 48
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        # before DataTable's own: its reactives' watchers clear these caches
-        self._rendered: dict[tuple[object, ...], _Lines] = {}
-        """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
-        self._lines: dict[tuple[object, ...], Strip] = {}
-        """Rendered lines by what they show: see ``_render_line``."""
-        self.lines_built = 0
-        """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
-        self._cells: dict[str, tuple[Cell, ...]] = {}
         self._shown: list[tuple[int, ColumnSpec]] = []
-        self._shown_key: tuple[int, ...] | None = None
-        self._ready = False
-        """Columns exist: data set before mount waits for ``on_mount``."""
         self._width = 0
         """The table's width at the last resize (the app's before the first)."""
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
@@ -113,12 +91,18 @@ class StyledTable(DataTable[Text]):
         self.app.theme_changed_signal.subscribe(self, self._restyle)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Drop or restore the optional columns when the width calls for it."""
+        """Drop or restore the optional columns when the width calls for it.
+
+        The screen was repainted at the new size before this event came, with DataTable's
+        header (cached by version, not width) still drawn to the old width: draw it again.
+        """
         self._width = event.size.width
         rows = self.keyed_rows()
         shown = self._columns_for(self._width, rows)
         if shown != self._shown_key:
             self._layout_columns(shown, rows)
+        else:
+            self.refresh()
 
     def keyed_rows(self) -> list[KeyedRow]:
         """The rows the subclass's reactive data describes, as ``(key, cells)``."""
@@ -145,8 +129,7 @@ class StyledTable(DataTable[Text]):
     def _layout_columns(self, shown: tuple[int, ...], rows: Sequence[KeyedRow]) -> None:
         cursor = self._cursor_key()
         self._shown_key = shown
-        self._rendered.clear()
-        self._lines.clear()
+        self.forget_paint()
         self.clear(columns=True)
         self._cells.clear()
         self._shown = [(i, self.COLUMNS[i]) for i in shown]
@@ -155,8 +138,7 @@ class StyledTable(DataTable[Text]):
         self._sync(rows, cursor)
 
     def _restyle(self, _theme: Theme) -> None:
-        self._rendered.clear()
-        self._lines.clear()
+        self.forget_paint()
         self._cells.clear()
         self._sync(self.keyed_rows(), self._cursor_key())
 
@@ -255,114 +237,6 @@ class StyledTable(DataTable[Text]):
         style = self.get_component_rich_style(cls, partial=True) if cls else ""
         return Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> _Lines:
-        """DataTable's cell render, cached by the cell's content instead of by table version.
-
-        DataTable keys its cache on a counter that every ``update_cell`` bumps, so one changed
-        value re-renders every visible cell (about 0.3 ms each: a fleet table of 40 lines
-        cost ~130 ms a refresh).  A data cell's look depends only on its ``Cell``, column,
-        width, row style, cursor and hover state and the table's pseudo-classes; the only
-        per-row part is the ``row``/``column`` meta that mouse clicks read, so a cached
-        rendering is re-stamped with this cell's meta.  Equal cells on other rows (``8/8``,
-        ``streaming``, ``62 °C``) and rows that merely moved (a re-sort) are not re-rendered.
-        """
-        if row_index < 0 or column_index < 0 or not self._ready:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cells = self._cells.get(str(row_key.value)) if row_key is not None else None
-        at = self._column_at.get(str(column_key.value)) if column_key is not None else None
-        if cells is None or at is None or at >= len(cells):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        key = (cells[at], at, base_style, width, cursor, hover, self._show_hover_cursor,
-               self._pseudo_class_state)
-        lines = self._rendered.get(key)
-        if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                         hover)
-            if len(self._rendered) >= RENDER_CACHE_CELLS:
-                self._rendered.clear()
-            self._rendered[key] = lines
-            return lines
-        meta = Style.from_meta({"row": row_index, "column": column_index})
-        return [[Segment(seg.text, seg.style + meta if seg.style else meta, seg.control)
-                 for seg in line] for line in lines]
-
-    def _clear_caches(self) -> None:
-        super()._clear_caches()
-        self._lines.clear()
-
-    def notify_style_update(self) -> None:
-        """A style (the theme's, a pseudo-class's) changed: no kept line is still right."""
-        self._lines.clear()
-        self._rendered.clear()
-        super().notify_style_update()
-
-    def _line_key(self, y: int, x1: int, x2: int, base_style: Style) -> tuple[object, ...] | None:
-        """What a data row's line looks like, or None where DataTable's own render must do.
-
-        A row's line is its ``Cell``s drawn at the columns' widths, in its zebra stripe (its
-        index) with its cursor and hover state, cropped to the scroll, in the table's style
-        and pseudo-classes; the index also gives the ``row`` meta its cells carry for clicks.
-        """
-        if not self._ready:
-            return None
-        try:
-            row_key, line_no = self._get_offsets(y)
-        except LookupError:
-            return None
-        if row_key is self._header_row_key:
-            return None
-        cells = self._cells.get(str(row_key.value))
-        row = self._row_locations.get(row_key)
-        if cells is None or row is None:
-            return None
-        cursor, hover = self.cursor_coordinate, self.hover_coordinate
-        if self.cursor_type == "row":  # only the row matters, not the column
-            cursor_on, hover_on = cursor.row == row, hover.row == row
-        else:
-            cursor_on, hover_on = cursor == (row, cursor.column), hover == (row, hover.column)
-        return (row, line_no, cells, x1, x2, self.size.width, base_style, cursor_on,
-                hover_on, self._show_hover_cursor, self.show_cursor, self.cursor_type,
-                self._pseudo_class_state, self._shown_key,
-                tuple(c.content_width for c in self.columns.values()))
-
-    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
-        """DataTable's line render, cached by what the line shows instead of by table version.
-
-        DataTable keys its line cache on the screen line and a counter that every write
-        bumps, so one changed row re-rendered every line on screen (~1 ms each at 1024
-        hosts, most of a tick's repaint).  A data row's line is kept by ``_line_key``: the
-        row's cells, index, cursor and hover state, widths, crop and style; a line whose
-        key is unchanged is not rendered again, whatever else changed.  The header, and
-        rows not synced from ``Cell``s, go through DataTable as before.
-        """
-        key = self._line_key(y, x1, x2, base_style)
-        if key is None:
-            return super()._render_line(y, x1, x2, base_style)
-        strip = self._lines.get(key)
-        if strip is None:
-            strip = super()._render_line(y, x1, x2, base_style)
-            self.lines_built += 1
-            if len(self._lines) >= LINE_CACHE_LINES:
-                self._lines.clear()
-            self._lines[key] = strip
-        return strip
-
-    def _refresh_rows(self, keys: set[str]) -> None:
-        """Repaint the lines of these rows that are on screen, and only those."""
-        top = int(self.scroll_y)
-        header = self.header_height if self.show_header else 0
-        width = self.size.width
-        ordered = self._row_locations
-        for index in range(max(0, top - 1), min(len(ordered), top + self.size.height + 1)):
-            row_key = ordered.get_key(index)
-            if row_key is not None and str(row_key.value) in keys:
-                self._refresh_region(Region(0, index + header, max(width, 1), 1))
-
     def sync_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Make the table show ``rows`` (in order), touching only what changed."""
         if not self._ready:
@@ -409,7 +283,7 @@ class StyledTable(DataTable[Text]):
         if self._ordered_keys() != wanted:
             self._reorder(wanted)
         if written:
-            self._refresh_rows(set(written))
+            self.refresh_rows(set(written))
         if cursor in self._cells:
             index = self.get_row_index(cursor)
             if index != self.cursor_row:
