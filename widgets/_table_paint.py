@@ -50,6 +50,8 @@ class PaintedTable(DataTable[Text]):
         self._lines: dict[tuple[object, ...], Strip] = {}
         """Rendered lines by what they show: see ``_render_line``."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
+        self._stamps: dict[tuple[Style | None, int, int], Style] = {}
+        """A cell's style with a place's meta added (``_stamp``)."""
         self.lines_built = 0
         """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
         self._cells: dict[str, tuple[Cell, ...]] = {}
@@ -65,6 +67,7 @@ class PaintedTable(DataTable[Text]):
         self._stamped.clear()
         self._lines.clear()
         self._row_styles.clear()
+        self._stamps.clear()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
@@ -111,9 +114,7 @@ class PaintedTable(DataTable[Text]):
                 self._rendered.clear()
             self._rendered[key] = lines
         else:
-            meta = Style.from_meta({"row": row_index, "column": column_index})
-            lines = [[Segment(seg.text, seg.style + meta if seg.style else meta, seg.control)
-                      for seg in line] for line in lines]
+            lines = self._stamp(lines, row_index, column_index)
         if len(self._stamped) >= STAMPED_CACHE_CELLS:
             self._stamped.clear()
         self._stamped[place] = lines
@@ -134,6 +135,30 @@ class PaintedTable(DataTable[Text]):
         if row_key is None:
             raise LookupError(f"Y coord {y!r} is greater than total height")
         return row_key, 0
+
+    def _stamp(self, lines: _Lines, row: int, column: int) -> _Lines:
+        """``lines`` with the ``row``/``column`` meta of this place added to every style.
+
+        Adding meta to a Rich style merges two marshalled dicts, and Rich keeps only the
+        last 1,024 sums (a screen of cells has more), so each sum is kept here by style and
+        place: a re-sort draws the same styles at the same places again.
+        """
+        stamps = self._stamps
+        out: _Lines = []
+        for line in lines:
+            stamped_line = []
+            for seg in line:
+                key = (seg.style, row, column)
+                style = stamps.get(key)
+                if style is None:
+                    meta = Style.from_meta({"row": row, "column": column})
+                    style = seg.style + meta if seg.style else meta
+                    if len(stamps) >= STAMPED_CACHE_CELLS:
+                        stamps.clear()
+                    stamps[key] = style
+                stamped_line.append(Segment(seg.text, style, seg.control))
+            out.append(stamped_line)
+        return out
 
     def _line_key(self, y: int, x1: int, x2: int,
                   base_style: Style) -> tuple[tuple[object, ...], int, int] | None:
