@@ -207,7 +207,8 @@ class FleetDetail(Static):
     At 80 columns the reason column keeps a dozen characters; this line wraps instead.
     """
 
-    line: reactive[FleetLine | None] = reactive(None, init=False)
+    line: reactive[FleetLine | None] = reactive(None, init=False, repaint=False)
+    """The selected host's line; ``watch_line`` repaints only when what it says changed."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
