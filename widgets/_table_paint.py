@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from itertools import chain
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -34,6 +35,9 @@ LINE_CACHE_LINES = 4096
 """Rendered table lines kept by what they show (a screen of rows with their cursor and
 zebra variants fits many times over); the cache starts over beyond it."""
 _Lines = list[list[Segment]]
+_Template = tuple[Style | None, Style | None, Style | None, bool, int, int]
+"""A plain cell's styles (left padding, text, right padding), whether it is justified
+right, its padding and the width of its text."""
 
 
 class PaintedTable(DataTable[Text]):
@@ -52,6 +56,11 @@ class PaintedTable(DataTable[Text]):
         self._row_styles: dict[tuple[object, ...], Style] = {}
         self._stamps: dict[tuple[Style | None, int, int], Style] = {}
         """A cell's style with a place's meta added (``_stamp``)."""
+        self._templates: dict[tuple[object, ...], _Template | None] = {}
+        """A plain cell's rendering by its shape (``_shape``), None where it has no form a
+        template can fill."""
+        self.templates_filled = 0
+        """Cells rendered by filling a template (tests count them)."""
         self.lines_built = 0
         """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
         self._cells: dict[str, tuple[Cell, ...]] = {}
@@ -68,6 +77,7 @@ class PaintedTable(DataTable[Text]):
         self._lines.clear()
         self._row_styles.clear()
         self._stamps.clear()
+        self._templates.clear()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
@@ -108,8 +118,11 @@ class PaintedTable(DataTable[Text]):
             return lines
         lines = self._rendered.get(key)
         if lines is None:
+            lines = self._from_template(key, width, row_index, column_index)
+        if lines is None:
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
                                          hover)
+            self._keep_template(key, width, lines)
             if len(self._rendered) >= RENDER_CACHE_CELLS:
                 self._rendered.clear()
             self._rendered[key] = lines
@@ -135,6 +148,60 @@ class PaintedTable(DataTable[Text]):
         if row_key is None:
             raise LookupError(f"Y coord {y!r} is greater than total height")
         return row_key, 0
+
+    def _shape(self, key: tuple[object, ...], width: int) -> tuple[object, ...] | None:
+        """What a cell's rendering depends on besides its characters, for a plain cell.
+
+        A cell of single-width characters (no tab, newline, control or wide character, no
+        space at either end) that fits its column renders as its padding, the text
+        justified, and its padding, in styles that do not depend on the characters: cells
+        of the same length, class and column (a power figure, a temperature) share one.
+        """
+        cell = key[0]
+        assert isinstance(cell, tuple)
+        text = cell[0]
+        if (not text or text != text.strip() or len(text) > width - 2 * self.cell_padding
+                or cell_len(text) != len(text)):
+            return None
+        return (len(text), cell[1], *key[1:])
+
+    def _keep_template(self, key: tuple[object, ...], width: int, lines: _Lines) -> None:
+        """Keep what DataTable rendered for a plain cell as the template of its shape, if
+        it has the form a template fills: padding, the justified text, padding."""
+        shape = self._shape(key, width)
+        if shape is None or shape in self._templates:
+            return
+        text = str(key[0][0])  # type: ignore[index]
+        pad, inner = self.cell_padding, width - 2 * self.cell_padding
+        template: _Template | None = None
+        if len(lines) == 1 and len(lines[0]) == 3 and all(s.control is None for s in lines[0]):
+            left, middle, right = lines[0]
+            if left.text == right.text == " " * pad and middle.text in (
+                    text.rjust(inner), text.ljust(inner)):
+                template = (left.style, middle.style, right.style,
+                            middle.text == text.rjust(inner), pad, inner)
+        if len(self._templates) >= RENDER_CACHE_CELLS:
+            self._templates.clear()
+        self._templates[shape] = template
+
+    def _from_template(self, key: tuple[object, ...], width: int, row: int,
+                       column: int) -> _Lines | None:
+        """A plain cell filled into the template of its shape (see ``_shape``), kept like a
+        rendered one; None where there is no template (DataTable renders it)."""
+        shape = self._shape(key, width)
+        template = self._templates.get(shape) if shape is not None else None
+        if template is None:
+            return None
+        left, middle, right, justify_right, pad, inner = template
+        text = str(key[0][0])  # type: ignore[index]
+        lines = [[Segment(" " * pad, left),
+                  Segment(text.rjust(inner) if justify_right else text.ljust(inner), middle),
+                  Segment(" " * pad, right)]]
+        self.templates_filled += 1
+        if len(self._rendered) >= RENDER_CACHE_CELLS:
+            self._rendered.clear()
+        self._rendered[key] = lines
+        return self._stamp(lines, row, column)
 
     def _stamp(self, lines: _Lines, row: int, column: int) -> _Lines:
         """``lines`` with the ``row``/``column`` meta of this place added to every style.

@@ -204,3 +204,39 @@ async def test_a_built_line_is_datatables_own() -> None:
                 table._rendered.clear()
                 assert list(table._build_line(row, line_no, x1, x2, base)) != list(other)
         assert compared >= 2 * (SIZE[1] - 2)
+
+
+async def test_a_cell_filled_from_a_template_is_datatables_own() -> None:
+    """A plain cell (a power figure, a temperature, a status word) is drawn by filling the
+    rendering of another cell of its length, class and column: the same segments, styles and
+    meta that DataTable renders for it.  Negative control: a template justified the other
+    way gives other segments."""
+    app = TableApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = tuple(FleetLine(replace(h.row, power_w=5000.0 + 7 * i,
+                                              tags=(f"rack-{i % 7}",)))
+                            for i, h in enumerate(fleet()))
+        await pilot.pause()
+        base = table.rich_style
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+
+        def cells_of(row: int, ours: bool) -> list[Any]:
+            style = table._get_row_style(row, base)
+            render = table._render_cell if ours else (
+                lambda *a, **k: DataTable._render_cell(table, *a, **k))
+            return [render(row, column, style, width, cursor=row == table.cursor_row)
+                    for column, width in enumerate(widths)]
+
+        table.forget_paint()
+        cells_of(2, ours=True)  # the templates: row 2's cells
+        filled = table.templates_filled
+        for row in (4, 6, 8):
+            assert cells_of(row, ours=True) == cells_of(row, ours=False), row
+        assert table.templates_filled - filled >= 3 * 5  # numbers and words were filled
+        # the negative control
+        table.forget_paint()
+        cells_of(2, ours=True)
+        table._templates = {shape: None if t is None else (*t[:3], not t[3], *t[4:])
+                            for shape, t in table._templates.items()}
+        assert cells_of(4, ours=True) != cells_of(4, ours=False)
