@@ -5,8 +5,10 @@ bumps, and a write refreshes the whole widget: at 1024 hosts a 1 Hz tick that ch
 row re-rendered every line on screen (~0.5–1 ms each, 46 lines), and a re-sort re-rendered
 every cell.  Here a data row's line is kept by what decides its look (its cells, index,
 cursor and hover state, the columns' widths, crop, style and pseudo-classes), a cell by its
-content, and a sync repaints only the lines of the rows it wrote (``refresh_rows``).  The
-header, and any row not described by ``Cell``s, go through ``DataTable`` as before.
+content and by its place, a plain cell is filled into the rendering of another of its shape
+(``_shape``) rather than rendered by Rich, and a sync repaints only the lines of the rows it
+wrote (``refresh_rows``).  The header, and any row not described by ``Cell``s, go through
+``DataTable`` as before.
 """
 
 from __future__ import annotations
