@@ -12,17 +12,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
-Cell = tuple[str, str | None]
-"""Display text and the component class (``cell--…``) that colours it, if any."""
+from widgets._table_paint import Cell, PaintedTable
+
 KeyedRow = tuple[str, tuple[Cell, ...]]
 
 CELL_CLASSES = frozenset({
@@ -34,10 +32,6 @@ CELL_CLASSES = frozenset({
 
 MISSING: Cell = ("–", "cell--muted")
 """How a value the host did not report is shown."""
-RENDER_CACHE_CELLS = 16384
-"""Rendered cells kept by content; a full fleet table with its zebra and cursor variants
-fits, and the cache starts over beyond it."""
-_Lines = list[list[Segment]]
 
 
 def cell_width(text: str) -> int:
@@ -57,7 +51,7 @@ class ColumnSpec:
     """Whether the column stays when the table is narrower than ``NARROW_BELOW``."""
 
 
-class StyledTable(DataTable[Text]):
+class StyledTable(PaintedTable):
     """Base for tables whose rows are identified by a key and updated cell by cell.
 
     Subclasses set ``COLUMNS``, implement ``keyed_rows`` and call ``sync_rows`` from
@@ -81,16 +75,10 @@ class StyledTable(DataTable[Text]):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=True)
-        self._cells: dict[str, tuple[Cell, ...]] = {}
         self._shown: list[tuple[int, ColumnSpec]] = []
-        self._shown_key: tuple[int, ...] | None = None
-        self._ready = False
-        """Columns exist: data set before mount waits for ``on_mount``."""
         self._width = 0
         """The table's width at the last resize (the app's before the first)."""
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
-        self._rendered: dict[tuple[object, ...], _Lines] = {}
-        """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
         self.table_writes = 0
         """Syncs that changed a cell (tests count them)."""
 
@@ -103,12 +91,18 @@ class StyledTable(DataTable[Text]):
         self.app.theme_changed_signal.subscribe(self, self._restyle)
 
     def on_resize(self, event: events.Resize) -> None:
-        """Drop or restore the optional columns when the width calls for it."""
+        """Drop or restore the optional columns when the width calls for it.
+
+        The screen was repainted at the new size before this event came, with DataTable's
+        header (cached by version, not width) still drawn to the old width: draw it again.
+        """
         self._width = event.size.width
         rows = self.keyed_rows()
         shown = self._columns_for(self._width, rows)
         if shown != self._shown_key:
             self._layout_columns(shown, rows)
+        else:
+            self.refresh()
 
     def keyed_rows(self) -> list[KeyedRow]:
         """The rows the subclass's reactive data describes, as ``(key, cells)``."""
@@ -135,7 +129,7 @@ class StyledTable(DataTable[Text]):
     def _layout_columns(self, shown: tuple[int, ...], rows: Sequence[KeyedRow]) -> None:
         cursor = self._cursor_key()
         self._shown_key = shown
-        self._rendered.clear()
+        self.forget_paint()
         self.clear(columns=True)
         self._cells.clear()
         self._shown = [(i, self.COLUMNS[i]) for i in shown]
@@ -144,7 +138,7 @@ class StyledTable(DataTable[Text]):
         self._sync(rows, cursor)
 
     def _restyle(self, _theme: Theme) -> None:
-        self._rendered.clear()
+        self.forget_paint()
         self._cells.clear()
         self._sync(self.keyed_rows(), self._cursor_key())
 
@@ -190,19 +184,6 @@ class StyledTable(DataTable[Text]):
         if self._content_widths() != before:
             self._update_count += 1
             self.refresh()
-
-    def _any_visible(self, keys: list[str]) -> bool:
-        """Whether any of these rows is on screen (rows are one line high)."""
-        top = int(self.scroll_y)
-        bottom = top + self.size.height
-        for key in keys:
-            try:
-                index = self.get_row_index(key)
-            except RowDoesNotExist:
-                continue
-            if top - 1 <= index <= bottom:
-                return True
-        return False
 
     def visible_keys(self, margin: int = 2) -> frozenset[str]:
         """The keys of the rows on screen now, and ``margin`` rows either side."""
@@ -256,42 +237,6 @@ class StyledTable(DataTable[Text]):
         style = self.get_component_rich_style(cls, partial=True) if cls else ""
         return Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> _Lines:
-        """DataTable's cell render, cached by the cell's content instead of by table version.
-
-        DataTable keys its cache on a counter that every ``update_cell`` bumps, so one changed
-        value re-renders every visible cell (about 0.3 ms each: a fleet table of 40 lines
-        cost ~130 ms a refresh).  A data cell's look depends only on its ``Cell``, column,
-        width, row style, cursor and hover state and the table's pseudo-classes; the only
-        per-row part is the ``row``/``column`` meta that mouse clicks read, so a cached
-        rendering is re-stamped with this cell's meta.  Equal cells on other rows (``8/8``,
-        ``streaming``, ``62 °C``) and rows that merely moved (a re-sort) are not re-rendered.
-        """
-        if row_index < 0 or column_index < 0 or not self._ready:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cells = self._cells.get(str(row_key.value)) if row_key is not None else None
-        at = self._column_at.get(str(column_key.value)) if column_key is not None else None
-        if cells is None or at is None or at >= len(cells):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        key = (cells[at], at, base_style, width, cursor, hover, self._show_hover_cursor,
-               self._pseudo_class_state)
-        lines = self._rendered.get(key)
-        if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                         hover)
-            if len(self._rendered) >= RENDER_CACHE_CELLS:
-                self._rendered.clear()
-            self._rendered[key] = lines
-            return lines
-        meta = Style.from_meta({"row": row_index, "column": column_index})
-        return [[Segment(seg.text, seg.style + meta if seg.style else meta, seg.control)
-                 for seg in line] for line in lines]
-
     def sync_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Make the table show ``rows`` (in order), touching only what changed."""
         if not self._ready:
@@ -331,14 +276,14 @@ class StyledTable(DataTable[Text]):
         if resized:
             self._fit_auto_widths(rows)
         if written:
-            # every row's cached lines are stale, but only rows on screen need a repaint:
-            # the others are drawn from the new data when scrolled to
+            # DataTable's caches (by version) are stale; of the screen, only the lines of
+            # the rows written (a reorder below repaints it all)
             self._update_count += 1
             self.table_writes += 1
-            if self._any_visible(written):
-                self.refresh()
         if self._ordered_keys() != wanted:
             self._reorder(wanted)
+        if written:
+            self.refresh_rows(set(written))
         if cursor in self._cells:
             index = self.get_row_index(cursor)
             if index != self.cursor_row:

@@ -207,14 +207,24 @@ class FleetDetail(Static):
     At 80 columns the reason column keeps a dozen characters; this line wraps instead.
     """
 
-    line: reactive[FleetLine | None] = reactive(None, init=False)
+    line: reactive[FleetLine | None] = reactive(None, init=False, repaint=False)
+    """The selected host's line; ``watch_line`` repaints only when what it says changed."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
+        self._shown: Text | None = None
 
     def watch_line(self, line: FleetLine | None) -> None:
-        """Show the selected host's state."""
-        self.update(detail_text(line))
+        """Show the selected host's state.
+
+        The line is handed over on every tick, and a host's numbers move every second while
+        what this line says rarely does; ``update`` asks the screen for a layout (its height
+        may change), so it is asked only when the text did change.
+        """
+        text = detail_text(line)
+        if text != self._shown:
+            self._shown = text
+            self.update(text)
         self.set_class(line is not None and is_old(line.row), "-old")
 
 

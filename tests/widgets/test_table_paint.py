@@ -1,0 +1,242 @@
+"""The fleet table paints what changed, and what it paints is what DataTable would paint.
+
+A table line is kept by what it shows (``widgets/_table_paint.py``) and a sync repaints only
+the rows it wrote.  Proved here on the screen itself: after a row, the width, the cursor or
+the theme changes, what the compositor shows equals what a table that was handed the final
+state at once shows; a table whose line cache keys on the line's place alone (the negative
+control) shows stale lines in each case.  Counted, never timed: a tick that changed two of
+the rows on screen builds two lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from rich.style import Style
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from probes.fleet_state import FleetRow, HostStatus
+from themes import CSS_PATH, DEFAULT_THEME, THEMES, fallback_variables
+from widgets.fleet_table import FleetLine, FleetTable
+
+SIZE = (120, 16)
+ROWS = 40
+
+
+def line(i: int, power: float = 5600.0) -> FleetLine:
+    return FleetLine(FleetRow(
+        name=f"gpu{i:04d}", tags=("rack-00",), status=HostStatus.STREAMING, stale_s=None,
+        gpus_ok=8, gpus_expected=8, max_temp_c=60.0 + i % 9, mem_used_pct=40.0 + i % 50,
+        mean_util_pct=97.0, power_w=power, findings=i % 3, worst=None,
+        worst_summary=f"GPU{i % 8} {'x' * (i % 11)}" if i % 3 else None, simulated=False))
+
+
+def fleet(changed: dict[int, float] | None = None) -> tuple[FleetLine, ...]:
+    return tuple(line(i, (changed or {}).get(i, 5600.0)) for i in range(ROWS))
+
+
+class PlaceKeyedTable(FleetTable):
+    """The negative control: a line kept by its place alone, and kept through a restyle."""
+
+    def _line_key(self, y: int, x1: int, x2: int,
+                  base_style: Style) -> tuple[tuple[object, ...], int, int] | None:
+        found = super()._line_key(y, x1, x2, base_style)
+        return None if found is None else ((found[1], found[2]), found[1], found[2])
+
+    def forget_paint(self) -> None:
+        self._rendered.clear()
+
+
+class TableApp(App[None]):
+    """The fleet table alone, with the app's stylesheet and themes."""
+
+    CSS_PATH = CSS_PATH
+
+    def __init__(self, table: type[FleetTable] = FleetTable) -> None:
+        super().__init__()
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.theme = DEFAULT_THEME
+        self.table = table
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return fallback_variables()
+
+    def compose(self) -> ComposeResult:
+        yield self.table(id="fleet-table")
+
+
+def screen_of(app: App[Any]) -> list[list[tuple[str, Style | None]]]:
+    """Every line as the compositor shows it now (kept lines included), meta left out."""
+    strips = app.screen._compositor.render_strips()
+    return [[(seg.text, seg.style) for seg in strip.discard_meta().simplify()]
+            for strip in strips]
+
+
+Change = Callable[[App[Any], FleetTable, Pilot[Any]], Awaitable[None]]
+
+
+async def row_changes(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    table.hosts = fleet({2: 6123.0, 5: 4987.0})
+
+
+async def width_changes(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    await pilot.resize_terminal(SIZE[0] + 14, SIZE[1])
+
+
+async def cursor_moves(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    table.move_cursor(row=3)
+
+
+async def theme_changes(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    app.theme = next(t.name for t in THEMES if t.name != DEFAULT_THEME)
+
+
+CHANGES: dict[str, tuple[Change, Callable[[App[Any], FleetTable], None]]] = {
+    "row": (row_changes, lambda app, table: setattr(table, "hosts", fleet({2: 6123.0,
+                                                                          5: 4987.0}))),
+    "width": (width_changes, lambda app, table: None),
+    "cursor": (cursor_moves, lambda app, table: table.move_cursor(row=3)),
+    "theme": (theme_changes, lambda app, table: setattr(
+        app, "theme", next(t.name for t in THEMES if t.name != DEFAULT_THEME))),
+}
+
+
+async def changed_then_shown(table_type: type[FleetTable], change: Change,
+                             size: tuple[int, int] = SIZE) -> list[list[Any]]:
+    """The screen after the table was drawn, then changed and drawn again."""
+    app = TableApp(table_type)
+    async with app.run_test(size=size) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = fleet()
+        await pilot.pause()
+        await pilot.pause()
+        screen_of(app)  # every line drawn (and kept) before the change
+        await change(app, table, pilot)
+        await pilot.pause()
+        await pilot.pause()
+        return screen_of(app)
+
+
+async def drawn_at_once(final: Callable[[App[Any], FleetTable], None],
+                        size: tuple[int, int]) -> list[list[Any]]:
+    """The screen of a table handed the final state before its first draw."""
+    app = TableApp()
+    async with app.run_test(size=size) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = fleet()
+        final(app, table)
+        await pilot.pause()
+        await pilot.pause()
+        return screen_of(app)
+
+
+@pytest.mark.parametrize("what", list(CHANGES))
+async def test_a_changed_line_is_drawn_again(what: str) -> None:
+    change, final = CHANGES[what]
+    size = (SIZE[0] + 14, SIZE[1]) if what == "width" else SIZE
+    expected = await drawn_at_once(final, size)
+    assert await changed_then_shown(FleetTable, change) == expected
+    # the negative control: kept by place alone, the old line stays on screen
+    assert await changed_then_shown(PlaceKeyedTable, change) != expected
+
+
+async def test_a_tick_builds_only_the_lines_of_the_rows_it_changed() -> None:
+    app = TableApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = fleet()
+        await pilot.pause()
+        await pilot.pause()
+        built = table.lines_built
+        assert built >= SIZE[1] - 2  # every row on screen was drawn once
+        table.hosts = fleet({2: 6123.0, 5: 4987.0, ROWS - 1: 5001.0})  # the last is off screen
+        await pilot.pause()
+        await pilot.pause()
+        assert table.lines_built - built == 2
+        table.hosts = fleet({2: 6123.0, 5: 4987.0, ROWS - 1: 5001.0})  # nothing new
+        table.refresh()  # even a whole repaint takes every line as kept
+        await pilot.pause()
+        await pilot.pause()
+        assert table.lines_built - built == 2
+
+
+async def test_a_built_line_is_datatables_own() -> None:
+    """``_build_line`` and ``_get_offsets`` give what DataTable's own steps give, for every
+    line on screen, with the cursor and the hover on rows of both stripes and a crop."""
+    app = TableApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = tuple(replace(h, row=replace(h.row, power_w=5000.0 + 7 * i))
+                            for i, h in enumerate(fleet()))
+        await pilot.pause()
+        table.move_cursor(row=4)
+        table.hover_coordinate = table.cursor_coordinate._replace(row=7)
+        table._show_hover_cursor = True
+        await pilot.pause()
+        base = table.rich_style
+        width = table.size.width
+        compared = 0
+        for y in range(table.size.height):
+            assert table._get_offsets(y) == DataTable._get_offsets(table, y)
+            key, row, line_no = table._line_key(y, 0, width, base) or (None, -1, 0)
+            if key is None:
+                continue
+            for x1, x2 in ((0, width), (3, width - 5)):
+                table.forget_paint()
+                ours = table._build_line(row, line_no, x1, x2, base)
+                table.forget_paint()
+                theirs = DataTable._render_line(table, y, x1, x2, base)
+                assert list(ours) == list(theirs), (y, x1)
+                compared += 1
+                if row in (4, 7):  # the cursor's and the hover's colours hide the stripe
+                    continue
+                # the negative control: a line built in the other stripe differs
+                other = table._build_line(row, line_no, x1, x2, base)
+                table._row_styles[(row % 2, base, table._pseudo_class_state)] = (
+                    table._get_row_style(row + 1, base))
+                table._stamped.clear()
+                table._rendered.clear()
+                assert list(table._build_line(row, line_no, x1, x2, base)) != list(other)
+        assert compared >= 2 * (SIZE[1] - 2)
+
+
+async def test_a_cell_filled_from_a_template_is_datatables_own() -> None:
+    """A plain cell (a power figure, a temperature, a status word) is drawn by filling the
+    rendering of another cell of its length, class and column: the same segments, styles and
+    meta that DataTable renders for it.  Negative control: a template justified the other
+    way gives other segments."""
+    app = TableApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = tuple(FleetLine(replace(h.row, power_w=5000.0 + 7 * i,
+                                              tags=(f"rack-{i % 7}",)))
+                            for i, h in enumerate(fleet()))
+        await pilot.pause()
+        base = table.rich_style
+        widths = [c.get_render_width(table) for c in table.ordered_columns]
+
+        def cells_of(row: int, ours: bool) -> list[Any]:
+            style = table._get_row_style(row, base)
+            render = table._render_cell if ours else (
+                lambda *a, **k: DataTable._render_cell(table, *a, **k))
+            return [render(row, column, style, width, cursor=row == table.cursor_row)
+                    for column, width in enumerate(widths)]
+
+        table.forget_paint()
+        cells_of(2, ours=True)  # the templates: row 2's cells
+        filled = table.templates_filled
+        for row in (4, 6, 8):
+            assert cells_of(row, ours=True) == cells_of(row, ours=False), row
+        assert table.templates_filled - filled >= 3 * 5  # numbers and words were filled
+        # the negative control
+        table.forget_paint()
+        cells_of(2, ours=True)
+        table._templates = {shape: None if t is None else (*t[:3], not t[3], *t[4:])
+                            for shape, t in table._templates.items()}
+        assert cells_of(4, ours=True) != cells_of(4, ours=False)

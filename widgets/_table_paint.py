@@ -1,0 +1,331 @@
+"""How a keyed table paints: lines and cells cached by what they show, not by table version.
+
+Textual's ``DataTable`` keys its line, row and cell caches on a counter that every write
+bumps, and a write refreshes the whole widget: at 1024 hosts a 1 Hz tick that changed one
+row re-rendered every line on screen (~0.5–1 ms each, 46 lines), and a re-sort re-rendered
+every cell.  Here a data row's line is kept by what decides its look (its cells, index,
+cursor and hover state, the columns' widths, crop, style and pseudo-classes), a cell by its
+content and by its place, a plain cell is filled into the rendering of another of its shape
+(``_shape``) rather than rendered by Rich, and a sync repaints only the lines of the rows it
+wrote (``refresh_rows``).  The header, and any row not described by ``Cell``s, go through
+``DataTable`` as before.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual._segment_tools import line_crop
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
+
+Cell = tuple[str, str | None]
+"""Display text and the component class (``cell--…``) that colours it, if any."""
+RENDER_CACHE_CELLS = 16384
+"""Rendered cells kept by content; a full fleet table with its zebra and cursor variants
+fits, and the cache starts over beyond it."""
+STAMPED_CACHE_CELLS = 8192
+"""Rendered cells kept with their place (row and column index): a screen of cells with its
+cursor and zebra variants fits many times over."""
+LINE_CACHE_LINES = 4096
+"""Rendered table lines kept by what they show (a screen of rows with their cursor and
+zebra variants fits many times over); the cache starts over beyond it."""
+_Lines = list[list[Segment]]
+_Template = tuple[Style | None, Style | None, Style | None, bool, int, int]
+"""A plain cell's styles (left padding, text, right padding), whether it is justified
+right, its padding and the width of its text."""
+
+
+class PaintedTable(DataTable[Text]):
+    """A ``DataTable`` whose rows are also held as ``Cell`` tuples (``_cells``, by row key,
+    one per entry of the subclass's columns, ``_column_at`` giving a column key's place),
+    so that what a line shows can key its cache."""
+
+    def __init__(self, **kwargs: object) -> None:
+        # before DataTable's own: its reactives' watchers clear these caches
+        self._rendered: dict[tuple[object, ...], _Lines] = {}
+        """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
+        self._stamped: dict[tuple[object, ...], _Lines] = {}
+        """The same, with the ``row``/``column`` meta of one place on the table."""
+        self._lines: dict[tuple[object, ...], Strip] = {}
+        """Rendered lines by what they show: see ``_render_line``."""
+        self._row_styles: dict[tuple[object, ...], Style] = {}
+        self._stamps: dict[tuple[Style | None, int, int], Style] = {}
+        """A cell's style with a place's meta added (``_stamp``)."""
+        self._templates: dict[tuple[object, ...], _Template | None] = {}
+        """A plain cell's rendering by its shape (``_shape``), None where it has no form a
+        template can fill."""
+        self.templates_filled = 0
+        """Cells rendered by filling a template (tests count them)."""
+        self.lines_built = 0
+        """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
+        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._column_at: dict[str, int] = {}
+        self._shown_key: tuple[int, ...] | None = None
+        self._ready = False
+        """Columns exist: data set before mount waits for ``on_mount``."""
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    def forget_paint(self) -> None:
+        """Drop every kept rendering (the columns, the theme or a style changed)."""
+        self._rendered.clear()
+        self._stamped.clear()
+        self._lines.clear()
+        self._row_styles.clear()
+        self._stamps.clear()
+        self._templates.clear()
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self.forget_paint()
+
+    def notify_style_update(self) -> None:
+        """A style (the theme's, a pseudo-class's) changed: no kept rendering is right."""
+        self.forget_paint()
+        super().notify_style_update()
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> _Lines:
+        """DataTable's cell render, cached by the cell's content instead of by table version.
+
+        A data cell's look depends only on its ``Cell``, column, width, row style, cursor
+        and hover state and the table's pseudo-classes; the only per-row part is the
+        ``row``/``column`` meta that mouse clicks read.  A rendering is kept for its place
+        (a line whose other cells changed takes this one as it was) and by content alone
+        (re-stamped with this place's meta): equal cells on other rows (``8/8``,
+        ``streaming``, ``62 °C``) and rows that merely moved (a re-sort) are not
+        re-rendered.
+        """
+        if row_index < 0 or column_index < 0 or not self._ready:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                        hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        cells = self._cells.get(str(row_key.value)) if row_key is not None else None
+        at = self._column_at.get(str(column_key.value)) if column_key is not None else None
+        if cells is None or at is None or at >= len(cells):
+            return super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                        hover)
+        key = (cells[at], at, base_style, width, cursor, hover, self._show_hover_cursor,
+               self._pseudo_class_state)
+        place = (*key, row_index, column_index)
+        lines = self._stamped.get(place)
+        if lines is not None:
+            return lines
+        lines = self._rendered.get(key)
+        if lines is None:
+            lines = self._from_template(key, width, row_index, column_index)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                         hover)
+            self._keep_template(key, width, lines)
+            if len(self._rendered) >= RENDER_CACHE_CELLS:
+                self._rendered.clear()
+            self._rendered[key] = lines
+        else:
+            lines = self._stamp(lines, row_index, column_index)
+        if len(self._stamped) >= STAMPED_CACHE_CELLS:
+            self._stamped.clear()
+        self._stamped[place] = lines
+        return lines
+
+    def _get_offsets(self, y: int) -> tuple[RowKey, int]:
+        """The row at line ``y`` and the line within it.
+
+        Every row here is one line high (rows are added with the default height), so row
+        ``i`` is line ``i`` below the header; DataTable builds a list of every row's offsets
+        (and of the rows in order) once per write to find it: O(rows) per changed row.
+        """
+        if self.show_header:
+            if y < self.header_height:
+                return self._header_row_key, y
+            y -= self.header_height
+        row_key = self._row_locations.get_key(y) if y >= 0 else None
+        if row_key is None:
+            raise LookupError(f"Y coord {y!r} is greater than total height")
+        return row_key, 0
+
+    def _shape(self, key: tuple[object, ...], width: int) -> tuple[object, ...] | None:
+        """What a cell's rendering depends on besides its characters, for a plain cell.
+
+        A cell of single-width characters (no tab, newline, control or wide character, no
+        space at either end) that fits its column renders as its padding, the text
+        justified, and its padding, in styles that do not depend on the characters: cells
+        of the same length, class and column (a power figure, a temperature) share one.
+        """
+        cell = key[0]
+        assert isinstance(cell, tuple)
+        text = cell[0]
+        if (not text or text != text.strip() or len(text) > width - 2 * self.cell_padding
+                or cell_len(text) != len(text)):
+            return None
+        return (len(text), cell[1], *key[1:])
+
+    def _keep_template(self, key: tuple[object, ...], width: int, lines: _Lines) -> None:
+        """Keep what DataTable rendered for a plain cell as the template of its shape, if
+        it has the form a template fills: padding, the justified text, padding."""
+        shape = self._shape(key, width)
+        if shape is None or shape in self._templates:
+            return
+        text = str(key[0][0])  # type: ignore[index]
+        pad, inner = self.cell_padding, width - 2 * self.cell_padding
+        template: _Template | None = None
+        if len(lines) == 1 and len(lines[0]) == 3 and all(s.control is None for s in lines[0]):
+            left, middle, right = lines[0]
+            if left.text == right.text == " " * pad and middle.text in (
+                    text.rjust(inner), text.ljust(inner)):
+                template = (left.style, middle.style, right.style,
+                            middle.text == text.rjust(inner), pad, inner)
+        if len(self._templates) >= RENDER_CACHE_CELLS:
+            self._templates.clear()
+        self._templates[shape] = template
+
+    def _from_template(self, key: tuple[object, ...], width: int, row: int,
+                       column: int) -> _Lines | None:
+        """A plain cell filled into the template of its shape (see ``_shape``), kept like a
+        rendered one; None where there is no template (DataTable renders it)."""
+        shape = self._shape(key, width)
+        template = self._templates.get(shape) if shape is not None else None
+        if template is None:
+            return None
+        left, middle, right, justify_right, pad, inner = template
+        text = str(key[0][0])  # type: ignore[index]
+        lines = [[Segment(" " * pad, left),
+                  Segment(text.rjust(inner) if justify_right else text.ljust(inner), middle),
+                  Segment(" " * pad, right)]]
+        self.templates_filled += 1
+        if len(self._rendered) >= RENDER_CACHE_CELLS:
+            self._rendered.clear()
+        self._rendered[key] = lines
+        return self._stamp(lines, row, column)
+
+    def _stamp(self, lines: _Lines, row: int, column: int) -> _Lines:
+        """``lines`` with the ``row``/``column`` meta of this place added to every style.
+
+        Adding meta to a Rich style merges two marshalled dicts, and Rich keeps only the
+        last 1,024 sums (a screen of cells has more), so each sum is kept here by style and
+        place: a re-sort draws the same styles at the same places again.
+        """
+        stamps = self._stamps
+        out: _Lines = []
+        for line in lines:
+            stamped_line = []
+            for seg in line:
+                key = (seg.style, row, column)
+                style = stamps.get(key)
+                if style is None:
+                    meta = Style.from_meta({"row": row, "column": column})
+                    style = seg.style + meta if seg.style else meta
+                    if len(stamps) >= STAMPED_CACHE_CELLS:
+                        stamps.clear()
+                    stamps[key] = style
+                stamped_line.append(Segment(seg.text, style, seg.control))
+            out.append(stamped_line)
+        return out
+
+    def _line_key(self, y: int, x1: int, x2: int,
+                  base_style: Style) -> tuple[tuple[object, ...], int, int] | None:
+        """What a data row's line looks like (with the row's index and line), or None
+        where DataTable's own render must do.
+
+        A row's line is its ``Cell``s drawn at the columns' widths, in its zebra stripe (its
+        index) with its cursor and hover state, cropped to the scroll, in the table's style
+        and pseudo-classes; the index also gives the ``row`` meta its cells carry for clicks.
+        """
+        if not self._ready:
+            return None
+        try:
+            row_key, line_no = self._get_offsets(y)
+        except LookupError:
+            return None
+        if row_key is self._header_row_key:
+            return None
+        cells = self._cells.get(str(row_key.value))
+        row = self._row_locations.get(row_key)
+        if cells is None or row is None:
+            return None
+        cursor, hover = self.cursor_coordinate, self.hover_coordinate
+        cursor_on: object = cursor.row == row
+        hover_on: object = hover.row == row
+        if self.cursor_type != "row":  # a cell or column cursor: its column matters too
+            cursor_on, hover_on = (cursor_on, cursor.column), (hover_on, hover.column)
+        key = (row, line_no, cells, x1, x2, self.size.width, base_style, cursor_on, hover_on,
+               self._show_hover_cursor, self.show_cursor, self.cursor_type,
+               self._pseudo_class_state, self._shown_key,
+               tuple(c.content_width for c in self.columns.values()))
+        return key, row, line_no
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """DataTable's line render, cached by what the line shows (``_line_key``).
+
+        A line whose key is unchanged is not rendered again, whatever else on the table
+        changed; one that is, is built by ``_build_line`` (DataTable's own steps for a row
+        cursor, no fixed columns or labels) or else by DataTable.
+        """
+        found = self._line_key(y, x1, x2, base_style)
+        if found is None:
+            return super()._render_line(y, x1, x2, base_style)
+        key, row, line_no = found
+        strip = self._lines.get(key)
+        if strip is None:
+            if (self.cursor_type == "row" and not self.fixed_columns and not self.fixed_rows
+                    and not (self._labelled_row_exists and self.show_row_labels)):
+                strip = self._build_line(row, line_no, x1, x2, base_style)
+            else:
+                strip = super()._render_line(y, x1, x2, base_style)
+            self.lines_built += 1
+            if len(self._lines) >= LINE_CACHE_LINES:
+                self._lines.clear()
+            self._lines[key] = strip
+        return strip
+
+    def _row_style(self, row: int, base_style: Style) -> Style:
+        """``_get_row_style``, kept per stripe until a style changes (it resolves the
+        component's CSS into a Rich style: a quarter of a line's render)."""
+        key = (row % 2 if self.zebra_stripes else None, base_style, self._pseudo_class_state)
+        style = self._row_styles.get(key)
+        if style is None:
+            style = self._row_styles[key] = self._get_row_style(row, base_style)
+        return style
+
+    def _build_line(self, row: int, line_no: int, x1: int, x2: int,
+                    base_style: Style) -> Strip:
+        """DataTable's ``_render_line`` and ``_render_line_in_row`` for a data row under a
+        row cursor with no fixed rows or columns and no row labels, without the per-line
+        work those do for other cases (the header's style, fixed styles, two passes over
+        the columns)."""
+        width = self.size.width
+        row_style = self._row_style(row, base_style)
+        cursor_on = row == self.cursor_coordinate.row
+        hover_on = row == self.hover_coordinate.row
+        columns = self.ordered_columns
+        widths = [column.get_render_width(self) for column in columns]
+        cells = [self._render_cell(row, index, row_style, cell_width, cursor=cursor_on,
+                                   hover=hover_on)[line_no]
+                 for index, cell_width in enumerate(widths)]
+        remaining = max(0, width - (sum(widths) + self._row_label_column_width))
+        extend_style, _ = self._get_styles_to_render_cell(
+            False, False, False, hover_on, cursor_on, self.show_cursor,
+            self._show_hover_cursor, False, False)
+        extend_style = row_style + extend_style
+        extend_style += Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
+        cells.append([Segment(" " * remaining, extend_style)])
+        segments = line_crop(list(chain.from_iterable(cells)), x1, x2, width)
+        return Strip(segments).adjust_cell_length(width, base_style).simplify()
+
+    def refresh_rows(self, keys: set[str]) -> None:
+        """Repaint the lines of these rows that are on screen, and only those."""
+        top = int(self.scroll_y)
+        header = self.header_height if self.show_header else 0
+        width = self.size.width
+        ordered = self._row_locations
+        for index in range(max(0, top - 1), min(len(ordered), top + self.size.height + 1)):
+            row_key = ordered.get_key(index)
+            if row_key is not None and str(row_key.value) in keys:
+                self._refresh_region(Region(0, index + header, max(width, 1), 1))
