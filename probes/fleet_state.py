@@ -2,6 +2,8 @@
 
 Pure and synchronous: the app applies items here from its message handlers and
 hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
+``HostState`` stores what each item shows and merges it; what an item shows is judged in
+``probes.analysis`` (``item_findings`` for hellos and samples).
 """
 
 from __future__ import annotations
@@ -9,27 +11,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from probes.analysis.allocation import (
-    HoldTracker,
-    idle_allocation_findings,
-    stray_process_findings,
-)
-from probes.analysis.collected import collection_findings
+from probes.analysis.allocation import HoldTracker
 from probes.analysis.detectors import DetectorSchedule
 from probes.analysis.fabric import FabricTracker, fabric_findings
 from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
 from probes.analysis.fabric_map import FabricMap, fabric_map
-from probes.analysis.findings import (
-    Finding,
-    Severity,
-    host_findings,
-    link_chain_findings,
-    log_findings,
-    sample_findings,
-    topology_findings,
-)
+from probes.analysis.findings import Finding, Severity, log_findings
 from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus
@@ -37,27 +26,22 @@ from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
+from probes.analysis.item_findings import hello_layout_findings, sample_chains, sample_judged
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.onsets import Clocks
 from probes.analysis.reach_tracker import ReachTracker
-from probes.analysis.reachability import (
-    Outage,
-    gpu_count_finding,
-)
+from probes.analysis.reachability import Outage
 from probes.analysis.row_judge import RowJudge, row_numbers
 from probes.analysis.throughput import ThroughputTracker, throughput_findings
-from probes.analysis.watcher import (
-    source_findings,
-)
+from probes.analysis.watcher import source_findings
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.scan_worker import ScanWorker
 from probes.rules.parsers.ibnetdiscover import IbTopology
-from probes.wire.compact import listed_gpus
 from probes.wire.events import (
     ClockOffset,
     JobChange,
@@ -229,9 +213,7 @@ class HostState:
         elif isinstance(item, Hello):
             self.hello = item
             self.logs.set_zone(item)
-            self.findings_kept.set_layout(topology_findings(self.name, item)
-                                          + link_chain_findings(self.name, item, item.pcie)
-                                          + collection_findings(self.name, item))
+            self.findings_kept.set_layout(hello_layout_findings(self.name, item))
         elif isinstance(item, LogEvent):
             if self.logs.add(item):
                 self.scan_logs()
@@ -261,28 +243,11 @@ class HostState:
         if detected is not None:
             self.findings_kept.set_detected(detected)
         self.holds.update(sample)
-        found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
-                 + host_findings(self.name, sample)
-                 + idle_allocation_findings(self.name, self.history, sample, self.holds,
-                                            self.limits.detectors)
-                 + stray_process_findings(self.name, sample, self.limits.detectors))
-        # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
-        # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
-        listed = max(len(self.hello.facts.gpus) if self.hello else 0,
-                     listed_gpus(sample))
-        short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
-        peer = self.peers.expected(self.name) if self.peers is not None and short is None \
-            and self.spec.expect_gpus is None else None
-        if peer is not None:
-            short = gpu_count_finding(self.name, peer[0], listed, sample.ts)
-            if short is not None:
-                short = replace(short, evidence=f"{listed} GPUs listed; {peer[1]} hosts of "
-                                f"the same model list {peer[0]}")
-        if short is not None:
-            found.append(short)
-        if sample.pcie is not None and self.hello is not None:
-            self.findings_kept.set_chains(link_chain_findings(self.name, self.hello,
-                                                              sample.pcie))
+        found = sample_judged(self.name, self.hello, sample, self.history, self.holds,
+                              self.limits.detectors, self.spec.expect_gpus, self.peers)
+        chains = sample_chains(self.name, self.hello, sample)
+        if chains is not None:
+            self.findings_kept.set_chains(chains)
         self.findings_kept.take_sample(found, sample.ts)
 
     def kernel_log_summary(self) -> str:
