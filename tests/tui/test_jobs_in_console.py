@@ -7,8 +7,9 @@ from dataclasses import replace
 
 from textual.widgets import Static
 
+from probes.analysis.fleet_row import jobs_of
 from probes.config.fleet import HostSpec
-from probes.fleet_state import FleetState, jobs_of
+from probes.fleet_state import FleetState
 from probes.wire.events import Connected
 from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
 from tui.app import make_app
