@@ -33,9 +33,8 @@ from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_g
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.onsets import Clocks
 from probes.analysis.reach_tracker import ReachTracker
-from probes.analysis.reachability import Outage
 from probes.analysis.row_judge import RowJudge, row_numbers
-from probes.analysis.throughput import ThroughputTracker, throughput_findings
+from probes.analysis.throughput import throughput_findings
 from probes.analysis.watcher import source_findings
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
@@ -117,88 +116,12 @@ class HostState:
         """The host's name in the fleet."""
         return self.spec.name
 
-    # the reachability concern, read through (``reach`` is its one writer)
     @property
     def status(self) -> HostStatus:
-        """The status last judged (``status_at`` for a given moment)."""
+        """The status last judged (``status_at`` for a given moment); the host's other
+        reachability (outage, last seen, why down) is read at ``reach``, its findings at
+        ``findings_kept``, its logs at ``logs``."""
         return self.reach.status
-
-    @property
-    def down_reason(self) -> str | None:
-        """Why its session dropped, while it is down."""
-        return self.reach.down_reason
-
-    @property
-    def last_seen(self) -> float | None:
-        """Console wall time of the newest item from this host."""
-        return self.reach.last_seen
-
-    @property
-    def outage(self) -> Outage | None:
-        """Since when and why the host has not streamed."""
-        return self.reach.outage
-
-    @property
-    def watch(self) -> SourceHealth | None:
-        """The watcher's own fault on the way to this host, if any."""
-        return self.reach.watch
-
-    @property
-    def relay_dropped(self) -> int:
-        """Samples its collector skipped while the console did not read."""
-        return self.reach.relay_dropped
-
-    @property
-    def relay_dropped_lines(self) -> int:
-        """Other lines its collector dropped meanwhile."""
-        return self.reach.relay_dropped_lines
-
-    # the findings concern, read through (``findings_kept`` is its one writer)
-    @property
-    def sticky(self) -> dict[tuple[str, str, int | None, int | None], Finding]:
-        """Findings that stay until acknowledged (events, lost GPUs)."""
-        return self.findings_kept.sticky
-
-    @property
-    def current(self) -> tuple[Finding, ...]:
-        """What the newest sample shows."""
-        return self.findings_kept.current
-
-    @property
-    def layout(self) -> tuple[Finding, ...]:
-        """How the host is built (topology, PCIe chains)."""
-        return self.findings_kept.layout
-
-    @property
-    def detected(self) -> tuple[Finding, ...]:
-        """What the soak detectors found at their last run."""
-        return self.findings_kept.detected
-
-    @property
-    def fabric_found(self) -> tuple[Finding, ...]:
-        """What its ports and links are judged to be."""
-        return self.findings_kept.fabric
-
-    # the logs concern, read through (``logs`` is its one writer)
-    @property
-    def events(self) -> deque[LogEvent]:
-        """Its newest log lines, as the host screen shows them."""
-        return self.logs.events
-
-    @property
-    def speed(self) -> ThroughputTracker:
-        """Training throughput per job log."""
-        return self.logs.speed
-
-    @property
-    def log_source(self) -> LogSourceState | None:
-        """How the agent reads its kernel log."""
-        return self.logs.source
-
-    @property
-    def job_logs(self) -> dict[str, LogSourceState]:
-        """How it reads each file a job named."""
-        return self.logs.job_logs
 
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
@@ -365,8 +288,8 @@ class HostState:
             name=self.name,
             tags=self.spec.tags,
             status=self.shown_status_at(now),
-            stale_s=(now - self.last_seen) if status is HostStatus.STALE and self.last_seen
-            else None,
+            stale_s=(now - self.reach.last_seen) if status is HostStatus.STALE
+            and self.reach.last_seen else None,
             gpus_ok=gpus_present(judged),
             gpus_expected=expected,
             max_temp_c=max_temp,
@@ -461,10 +384,10 @@ class FleetState:
                 self.peers.add(host, item)
             state.apply(item, now)
             if isinstance(item, SourceHealth):
-                if state.watch is None:
+                if state.reach.watch is None:
                     self.unseen.pop(host, None)
                 else:
-                    self.unseen[host] = state.watch
+                    self.unseen[host] = state.reach.watch
             self._changed_now(host)
             self._unticked.add(host)
 
@@ -505,8 +428,9 @@ class FleetState:
             if state.tick(now):
                 self._changed_now(name)
                 moved = True
-            if state.shown_status_at(now) is HostStatus.STREAMING and state.last_seen is not None:
-                self._stale_at[name] = state.last_seen + state.stale_limit_s()
+            seen = state.reach.last_seen
+            if state.shown_status_at(now) is HostStatus.STREAMING and seen is not None:
+                self._stale_at[name] = seen + state.stale_limit_s()
             else:
                 self._stale_at.pop(name, None)
         return moved
