@@ -469,8 +469,7 @@ class FleetState:
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), watch.job, watch.hosts,
-                          watch.layout)
+                           for s in self.hosts.values()), watch)
         self._ranks = (self._version, now, key, index)
         return index
 
