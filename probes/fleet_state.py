@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from probes.analysis.allocation import HoldTracker
-from probes.analysis.detectors import DetectorSchedule
+from probes.analysis.detectors import DetectorSchedule, detector_stretch
 from probes.analysis.fabric import FabricTracker, fabric_findings
 from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
 from probes.analysis.fabric_map import FabricMap, fabric_map
@@ -58,10 +58,6 @@ from probes.wire.samples import (
     ProbeError,
 )
 
-DETECTOR_HOSTS = 3000
-"""Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
-proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays that of
-3,000 hosts'.  Their verdicts are about windows of ten minutes to an hour."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 
@@ -153,11 +149,6 @@ class HostState:
             self.logs.set_offset(item)
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
             self.findings_kept.keep([xid_event_finding(self.name, item)])
-
-    @property
-    def shown_status(self) -> HostStatus:
-        """What the screens show: unknown while the watcher itself cannot see the host."""
-        return self.reach.shown(self.reach.status)
 
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
@@ -312,11 +303,6 @@ class HostState:
             headline=headline,
             jobs=self.row_judge.jobs(last),
         )
-
-
-def detector_stretch(hosts: int) -> float:
-    """How many of its periods apart each detector runs in a fleet of ``hosts``."""
-    return max(1.0, hosts / DETECTOR_HOSTS)
 
 
 class FleetState:
