@@ -2,6 +2,8 @@
 
 Pure and synchronous: the app applies items here from its message handlers and
 hands the resulting immutable rows to widgets.  Nothing here blocks or does I/O.
+``HostState`` stores what each item shows and merges it; what an item shows is judged in
+``probes.analysis`` (``item_findings`` for hellos and samples).
 """
 
 from __future__ import annotations
@@ -9,27 +11,14 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from probes.analysis.allocation import (
-    HoldTracker,
-    idle_allocation_findings,
-    stray_process_findings,
-)
-from probes.analysis.collected import collection_findings
-from probes.analysis.detectors import DetectorSchedule
+from probes.analysis.allocation import HoldTracker
+from probes.analysis.detectors import DetectorSchedule, detector_stretch
 from probes.analysis.fabric import FabricTracker, fabric_findings
 from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
 from probes.analysis.fabric_map import FabricMap, fabric_map
-from probes.analysis.findings import (
-    Finding,
-    Severity,
-    host_findings,
-    link_chain_findings,
-    log_findings,
-    sample_findings,
-    topology_findings,
-)
+from probes.analysis.findings import Finding, Severity, log_findings
 from probes.analysis.first_failure import Diagnosis, diagnose
 from probes.analysis.fleet_counts import count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus
@@ -37,27 +26,21 @@ from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
+from probes.analysis.item_findings import hello_layout_findings, sample_chains, sample_judged
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
 from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.onsets import Clocks
 from probes.analysis.reach_tracker import ReachTracker
-from probes.analysis.reachability import (
-    Outage,
-    gpu_count_finding,
-)
 from probes.analysis.row_judge import RowJudge, row_numbers
-from probes.analysis.throughput import ThroughputTracker, throughput_findings
-from probes.analysis.watcher import (
-    source_findings,
-)
+from probes.analysis.throughput import throughput_findings
+from probes.analysis.watcher import source_findings
 from probes.analysis.xid_events import xid_event_finding
 from probes.config.fleet import HostSpec
 from probes.history import HostHistory, tiers_for
 from probes.rules.logrules.scan_worker import ScanWorker
 from probes.rules.parsers.ibnetdiscover import IbTopology
-from probes.wire.compact import listed_gpus
 from probes.wire.events import (
     ClockOffset,
     JobChange,
@@ -75,10 +58,6 @@ from probes.wire.samples import (
     ProbeError,
 )
 
-DETECTOR_HOSTS = 3000
-"""Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
-proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays that of
-3,000 hosts'.  Their verdicts are about windows of ten minutes to an hour."""
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
 
@@ -133,88 +112,12 @@ class HostState:
         """The host's name in the fleet."""
         return self.spec.name
 
-    # the reachability concern, read through (``reach`` is its one writer)
     @property
     def status(self) -> HostStatus:
-        """The status last judged (``status_at`` for a given moment)."""
+        """The status last judged (``status_at`` for a given moment); the host's other
+        reachability (outage, last seen, why down) is read at ``reach``, its findings at
+        ``findings_kept``, its logs at ``logs``."""
         return self.reach.status
-
-    @property
-    def down_reason(self) -> str | None:
-        """Why its session dropped, while it is down."""
-        return self.reach.down_reason
-
-    @property
-    def last_seen(self) -> float | None:
-        """Console wall time of the newest item from this host."""
-        return self.reach.last_seen
-
-    @property
-    def outage(self) -> Outage | None:
-        """Since when and why the host has not streamed."""
-        return self.reach.outage
-
-    @property
-    def watch(self) -> SourceHealth | None:
-        """The watcher's own fault on the way to this host, if any."""
-        return self.reach.watch
-
-    @property
-    def relay_dropped(self) -> int:
-        """Samples its collector skipped while the console did not read."""
-        return self.reach.relay_dropped
-
-    @property
-    def relay_dropped_lines(self) -> int:
-        """Other lines its collector dropped meanwhile."""
-        return self.reach.relay_dropped_lines
-
-    # the findings concern, read through (``findings_kept`` is its one writer)
-    @property
-    def sticky(self) -> dict[tuple[str, str, int | None, int | None], Finding]:
-        """Findings that stay until acknowledged (events, lost GPUs)."""
-        return self.findings_kept.sticky
-
-    @property
-    def current(self) -> tuple[Finding, ...]:
-        """What the newest sample shows."""
-        return self.findings_kept.current
-
-    @property
-    def layout(self) -> tuple[Finding, ...]:
-        """How the host is built (topology, PCIe chains)."""
-        return self.findings_kept.layout
-
-    @property
-    def detected(self) -> tuple[Finding, ...]:
-        """What the soak detectors found at their last run."""
-        return self.findings_kept.detected
-
-    @property
-    def fabric_found(self) -> tuple[Finding, ...]:
-        """What its ports and links are judged to be."""
-        return self.findings_kept.fabric
-
-    # the logs concern, read through (``logs`` is its one writer)
-    @property
-    def events(self) -> deque[LogEvent]:
-        """Its newest log lines, as the host screen shows them."""
-        return self.logs.events
-
-    @property
-    def speed(self) -> ThroughputTracker:
-        """Training throughput per job log."""
-        return self.logs.speed
-
-    @property
-    def log_source(self) -> LogSourceState | None:
-        """How the agent reads its kernel log."""
-        return self.logs.source
-
-    @property
-    def job_logs(self) -> dict[str, LogSourceState]:
-        """How it reads each file a job named."""
-        return self.logs.job_logs
 
     def apply(self, item: SessionItem, now: float) -> None:
         """Fold one session item, received at console wall time ``now``."""
@@ -229,9 +132,7 @@ class HostState:
         elif isinstance(item, Hello):
             self.hello = item
             self.logs.set_zone(item)
-            self.findings_kept.set_layout(topology_findings(self.name, item)
-                                          + link_chain_findings(self.name, item, item.pcie)
-                                          + collection_findings(self.name, item))
+            self.findings_kept.set_layout(hello_layout_findings(self.name, item))
         elif isinstance(item, LogEvent):
             if self.logs.add(item):
                 self.scan_logs()
@@ -249,11 +150,6 @@ class HostState:
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
             self.findings_kept.keep([xid_event_finding(self.name, item)])
 
-    @property
-    def shown_status(self) -> HostStatus:
-        """What the screens show: unknown while the watcher itself cannot see the host."""
-        return self.reach.shown(self.reach.status)
-
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
         self.history.add(sample)
@@ -261,28 +157,11 @@ class HostState:
         if detected is not None:
             self.findings_kept.set_detected(detected)
         self.holds.update(sample)
-        found = (sample_findings(self.name, self.hello, sample, self.limits.detectors)
-                 + host_findings(self.name, sample)
-                 + idle_allocation_findings(self.name, self.history, sample, self.holds,
-                                            self.limits.detectors)
-                 + stray_process_findings(self.name, sample, self.limits.detectors))
-        # The host's own GPU list (its hello) against the inventory: a GPU it lists and then
-        # loses is gpu-lost's, per GPU; one it does not list at all is counted here.
-        listed = max(len(self.hello.facts.gpus) if self.hello else 0,
-                     listed_gpus(sample))
-        short = gpu_count_finding(self.name, self.spec.expect_gpus, listed, sample.ts)
-        peer = self.peers.expected(self.name) if self.peers is not None and short is None \
-            and self.spec.expect_gpus is None else None
-        if peer is not None:
-            short = gpu_count_finding(self.name, peer[0], listed, sample.ts)
-            if short is not None:
-                short = replace(short, evidence=f"{listed} GPUs listed; {peer[1]} hosts of "
-                                f"the same model list {peer[0]}")
-        if short is not None:
-            found.append(short)
-        if sample.pcie is not None and self.hello is not None:
-            self.findings_kept.set_chains(link_chain_findings(self.name, self.hello,
-                                                              sample.pcie))
+        found = sample_judged(self.name, self.hello, sample, self.history, self.holds,
+                              self.limits.detectors, self.spec.expect_gpus, self.peers)
+        chains = sample_chains(self.name, self.hello, sample)
+        if chains is not None:
+            self.findings_kept.set_chains(chains)
         self.findings_kept.take_sample(found, sample.ts)
 
     def kernel_log_summary(self) -> str:
@@ -400,8 +279,8 @@ class HostState:
             name=self.name,
             tags=self.spec.tags,
             status=self.shown_status_at(now),
-            stale_s=(now - self.last_seen) if status is HostStatus.STALE and self.last_seen
-            else None,
+            stale_s=(now - self.reach.last_seen) if status is HostStatus.STALE
+            and self.reach.last_seen else None,
             gpus_ok=gpus_present(judged),
             gpus_expected=expected,
             max_temp_c=max_temp,
@@ -424,11 +303,6 @@ class HostState:
             headline=headline,
             jobs=self.row_judge.jobs(last),
         )
-
-
-def detector_stretch(hosts: int) -> float:
-    """How many of its periods apart each detector runs in a fleet of ``hosts``."""
-    return max(1.0, hosts / DETECTOR_HOSTS)
 
 
 class FleetState:
@@ -496,10 +370,10 @@ class FleetState:
                 self.peers.add(host, item)
             state.apply(item, now)
             if isinstance(item, SourceHealth):
-                if state.watch is None:
+                if state.reach.watch is None:
                     self.unseen.pop(host, None)
                 else:
-                    self.unseen[host] = state.watch
+                    self.unseen[host] = state.reach.watch
             self._changed_now(host)
             self._unticked.add(host)
 
@@ -540,8 +414,9 @@ class FleetState:
             if state.tick(now):
                 self._changed_now(name)
                 moved = True
-            if state.shown_status_at(now) is HostStatus.STREAMING and state.last_seen is not None:
-                self._stale_at[name] = state.last_seen + state.stale_limit_s()
+            seen = state.reach.last_seen
+            if state.shown_status_at(now) is HostStatus.STREAMING and seen is not None:
+                self._stale_at[name] = seen + state.stale_limit_s()
             else:
                 self._stale_at.pop(name, None)
         return moved
@@ -580,8 +455,7 @@ class FleetState:
                 kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
-                           for s in self.hosts.values()), watch.job, watch.hosts,
-                          watch.layout)
+                           for s in self.hosts.values()), watch)
         self._ranks = (self._version, now, key, index)
         return index
 

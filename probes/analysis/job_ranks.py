@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from probes.analysis.findings import Finding
+from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.rules.busid import normalize_bus_id
 from probes.rules.logrules.rank_places import LoggedRank
 from probes.wire.samples import JOB_SOURCE_PREFIX, Hello, HostSample
@@ -96,11 +97,11 @@ def gpu_ids(hello: Hello | None) -> dict[int, tuple[str | None, str | None]]:
 class RankIndex:
     """Every placed rank of every job the fleet shows, and the jobs each host runs."""
 
-    def __init__(self, hosts: Iterable[HostRanks], watched_job: str | None = None,
-                 watched_hosts: Iterable[str] = (),
-                 watched_layout: Mapping[int, tuple[str, int]] | None = None) -> None:
-        self.watched_job = watched_job
-        self.watched_hosts = frozenset(watched_hosts)
+    def __init__(self, hosts: Iterable[HostRanks], watch: JobWatch = NO_JOB) -> None:
+        """``watch``: the job the operator watches (its log's ranks are that job's, its hosts
+        run it, its layout places the ranks nothing else placed)."""
+        self.watched_job = watched_job = watch.job
+        self.watched_hosts = frozenset(watch.hosts)
         """The hosts Slurm gave the watched job: they run it even when no GPU process says so
         (a simulated or Prometheus-read host, a process the agent may not read)."""
         self._by_job: dict[tuple[str | None, int], RankPlace] = {}
@@ -146,7 +147,7 @@ class RankIndex:
                                                     serial, "log")
         # the third witness: Slurm's own block layout of the watched job, one GPU a task
         # (``SlurmJob.task_gpus``), for the ranks no process or log line placed
-        for task, (host, index) in (watched_layout or {}).items():
+        for task, (host, index) in watch.layout.items():
             if watched_job is not None and (watched_job, task) not in self._by_job:
                 bus, serial = gpu_ids(hellos.get(host)).get(index, (None, None))
                 self._by_job[(watched_job, task)] = RankPlace(

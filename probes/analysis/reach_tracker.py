@@ -33,6 +33,7 @@ class ReachTracker:
     """The host's sample interval: silence past three of them (at least 5 s) is stale."""
     status: HostStatus = HostStatus.CONNECTING
     down_reason: str | None = None
+    """Why its session dropped, while it is down."""
     last_seen: float | None = None
     """Console wall time of the newest item from this host (agent clocks may be skewed)."""
     data_seen: float | None = None

@@ -135,7 +135,7 @@ def row_before(self: HostState, now: float) -> FleetRow:
         name=self.name,
         tags=self.spec.tags,
         status=self.shown_status_at(now),
-        stale_s=(now - self.last_seen) if status is HostStatus.STALE and self.last_seen
+        stale_s=(now - self.reach.last_seen) if status is HostStatus.STALE and self.reach.last_seen
         else None,
         gpus_ok=gpus_present(judged),
         gpus_expected=expected,
@@ -185,8 +185,8 @@ def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
     status = host.status_at(now)
     return replace(
         row,
-        stale_s=(now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen
-        else None,
+        stale_s=(now - host.reach.last_seen)
+        if row.status is HostStatus.STALE and host.reach.last_seen else None,
         reason=host.reach.reason_at(now, status),
         last_seen_s=host.reach.last_seen_at(now, status),
         next_retry_s=host.reach.next_retry_at(now))
@@ -241,8 +241,8 @@ class FleetRowsBefore:
             self._timed.discard(name)
         else:
             self._timed.add(name)
-        if shown is HostStatus.STREAMING and host.last_seen is not None:
-            self._stale_at[name] = host.last_seen + host.stale_limit_s()
+        if shown is HostStatus.STREAMING and host.reach.last_seen is not None:
+            self._stale_at[name] = host.reach.last_seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
         return row

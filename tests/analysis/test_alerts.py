@@ -102,7 +102,7 @@ def _all(fleet: FleetState, now: float) -> list[Finding]:
 def _keep_fresh(fleet: FleetState, now: float) -> None:
     """Hosts still streaming send a sample: only the down ones are down."""
     for name, h in fleet.hosts.items():
-        if h.outage is None:
+        if h.reach.outage is None:
             fleet.apply(name, sample_of_8(now), now=now)
 
 

@@ -26,11 +26,11 @@ from probes.analysis.detectors import (
     detect_swap_activity,
     detect_temp_near_slowdown,
     detect_throttled_while_busy,
+    detector_stretch,
     run_detectors,
 )
 from probes.analysis.detectors.memory import leak_estimate
 from probes.analysis.findings import Finding
-from probes.fleet_state import detector_stretch
 from probes.history import HostHistory, gpu_key
 from probes.triage import Severity, Step
 from probes.wire.protocol import decode_line

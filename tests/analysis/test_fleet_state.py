@@ -95,7 +95,7 @@ def test_repeated_events_are_one_finding() -> None:
     fleet.scan_logs()
     (found,) = fleet.hosts["h"].findings()
     assert found.count == 5
-    assert len(fleet.hosts["h"].events) == 5
+    assert len(fleet.hosts["h"].logs.events) == 5
 
 
 def test_a_reconnect_that_resends_the_kernel_log_counts_nothing_twice() -> None:
@@ -114,7 +114,7 @@ def test_a_reconnect_that_resends_the_kernel_log_counts_nothing_twice() -> None:
     fleet.scan_logs()
     (found,) = fleet.hosts["h"].findings()
     assert found.count == 3 + 1 + 2
-    assert len(fleet.hosts["h"].events) == 6
+    assert len(fleet.hosts["h"].logs.events) == 6
 
 
 def _with_source(state: LogSourceStatus, via: str | None = None, fix: str | None = None,
@@ -164,7 +164,7 @@ def test_status_streaming_stale_down() -> None:
     assert fleet.rows(45.5)[0].status is HostStatus.STREAMING
     fleet.apply("h", Disconnected(46.0, "connection reset", 2.0), now=46.0)
     assert fleet.rows(46.0)[0].status is HostStatus.DOWN
-    assert fleet.hosts["h"].down_reason == "connection reset"
+    assert fleet.hosts["h"].reach.down_reason == "connection reset"
 
 
 def test_row_aggregates() -> None:

@@ -1,6 +1,6 @@
 """A host's logs and findings as concerns of their own (issue #37 item 5): ``HostLogs`` and
-``HostFindings`` are written by the fold through their named writes, ``HostState`` reads them
-through and cannot be written around them."""
+``HostFindings`` are written by the fold through their named writes and read at the host's
+``logs``/``findings_kept`` (no read-through layer on ``HostState``), never written around."""
 
 from __future__ import annotations
 
@@ -63,12 +63,16 @@ def test_a_write_makes_the_remembered_merge_old() -> None:
     assert xid.count == 2 and xid.ts == 2.0  # a repeat merged into the first
 
 
-def test_the_host_reads_its_concerns_through_and_cannot_write_around_them() -> None:
+def test_the_host_is_read_at_its_concerns_and_cannot_write_around_them() -> None:
     state = HostState(HostSpec(name="h"))
     state.apply(LogEvent(1.0, KERNEL_SOURCE, XID), 1.0)
-    assert state.events is state.logs.events and state.sticky is state.findings_kept.sticky
+    assert [e.line for e in state.logs.events] == [XID]
     assert state.scan_logs() and [f.code for f in state.findings()] == [Code.XID]
+    assert [f.code for f in state.findings_kept.sticky.values()] == [Code.XID]
+    # no read-through of a concern's state sits on the host (its status is its reading API)
+    for name in ("down_reason", "last_seen", "outage", "watch", "relay_dropped", "sticky",
+                 "current", "layout", "detected", "fabric_found", "events", "speed",
+                 "log_source", "job_logs"):
+        assert not hasattr(state, name), name
     with pytest.raises(AttributeError):
-        state.detected = ()  # type: ignore[misc]
-    with pytest.raises(AttributeError):
-        state.log_source = None  # type: ignore[misc]
+        state.status = state.reach.status  # type: ignore[misc]

@@ -168,7 +168,7 @@ def test_which_job_a_log_belongs_to() -> None:
     assert index.job_of_log("a") is None  # two jobs on it: which one wrote the log is unknown
     assert index.job_of_log("b") is None
     watched = RankIndex([HostRanks("a", two_jobs, h, {}), HostRanks("b", idle, hello("b"), {})],
-                        watched_job="50000")
+                        JobWatch.of("50000"))
     assert watched.job_of_log("a") == "50000" and watched.job_of_log("b") == "50000"
     assert [p.rank for p in watched.ranks_of("50000")] == [4, 5, 6, 7]
 
@@ -229,8 +229,8 @@ def test_slurms_block_layout_places_a_task_only_when_it_fixes_node_and_gpu() -> 
     assert replace(job, num_tasks=3).task_gpus() == {}  # 4 CPUs for 3 tasks: unclear
     shared = tuple(replace(a, gpu_indices=(0,)) for a in alloc)
     assert replace(job, allocation=shared).task_gpus() == {}  # two tasks on one GPU
-    index = RankIndex([HostRanks("n2", sample("n2", 0), hello("n2"), {})], "5",
-                      ("n1", "n2"), job.task_gpus())
+    index = RankIndex([HostRanks("n2", sample("n2", 0), hello("n2"), {})],
+                      JobWatch.of("5", ("n1", "n2"), job.task_gpus()))
     place = index.locate("5", 3)
     assert place is not None and (place.host, place.gpu, place.witness) == ("n2", 1, "layout")
     assert place.bus_id == gpu_ids(hello("n2"))[1][0]

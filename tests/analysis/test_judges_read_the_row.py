@@ -2,10 +2,10 @@
 
 A fast-path v2 sample carries its decoded row (``wire_row``) and its static epoch, whose
 ``gpus`` hold each GPU position's checked static half.  ``HostState._apply_sample``'s judges
-(``HoldTracker.update``, ``sample_findings``, ``host_findings``,
-``idle_allocation_findings``, ``stray_process_findings``) take the moving numbers from the
-row and the static half from the epoch (``probes.analysis.tick_gpus``), so a steady fold
-never reads ``sample.gpus``, which such a sample need not build.
+(``HoldTracker.update`` and, through ``item_findings.sample_judged``, ``sample_findings``,
+``host_findings``, ``idle_allocation_findings``, ``stray_process_findings``) take the moving
+numbers from the row and the static half from the epoch (``probes.analysis.tick_gpus``), so a
+steady fold never reads ``sample.gpus``, which such a sample need not build.
 
 Here every judge's answer on such a sample must equal its answer on a ``dataclasses.replace``
 copy (no row, no epoch: today's code, reading the sample's GPUs), finding by finding, field

@@ -54,7 +54,7 @@ def test_an_xid_from_dcgm_is_a_typed_xid_finding_with_its_gpu() -> None:
         (6, 79, Severity.CRITICAL, "dcgm", 50.0)]
     assert "GPU has fallen off the bus" in xid[0].summary, xid
     assert xid[0].evidence and xid[0].evidence.startswith("DCGM_FI_DEV_XID_ERRORS = 79")
-    assert not state.events, "no kernel line is made up"
+    assert not state.logs.events, "no kernel line is made up"
 
 
 def test_the_exporter_publishes_the_link_max_and_a_lost_gpus_last_xid() -> None:

@@ -61,7 +61,7 @@ def test_the_onset_holds_across_retries_and_resets_when_the_host_streams_again()
     assert f.code == Code.HOST_UNREACHABLE and f.ts == 10.0
     fleet.apply("a", Connected(30.0), now=30.0)
     fleet.apply("a", hello(), now=30.0)
-    assert host.outage is None and host.findings() == []
+    assert host.reach.outage is None and host.findings() == []
     fleet.apply("a", down(40.0), now=40.0)
     assert [f.ts for f in host.findings()] == [40.0]
 
@@ -199,7 +199,7 @@ async def test_in_the_console_the_hook_fires_once_for_the_down_host_and_it_is_th
         await pilot.pause(0.3)
         found = [f for h in app.fleet.hosts.values() for f in h.findings()]
         ff = first_failure(found)
-        outage = app.fleet.hosts["x-down"].outage
+        outage = app.fleet.hosts["x-down"].reach.outage
         assert outage is not None and outage.retry_at == clock.now + 4.0  # the last retry
     assert out.read_text().splitlines() == ["x-down host-unreachable critical"]
     assert ff is not None and (ff.finding.host, ff.finding.ts) == ("x-down", fakes.T0 + 5.0)

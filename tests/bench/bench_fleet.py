@@ -192,7 +192,7 @@ def fold_event(app: Any) -> dict[str, Any]:
     """The fold's cost per host sample and the relays' skipped samples, for the parent."""
     return {"fold_us_per_hs": round(1e6 * _FOLD["s"] / max(_FOLD["n"], 1), 1),
             "folded": _FOLD["n"],
-            "dropped_samples": sum(h.relay_dropped for h in app.fleet.hosts.values())}
+            "dropped_samples": sum(h.reach.relay_dropped for h in app.fleet.hosts.values())}
 
 
 _RECORDERS: list[Any] = []

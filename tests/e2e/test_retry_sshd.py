@@ -111,7 +111,7 @@ class Watch:
 
     def streaming_since(self, n: dict[str, int]) -> bool:
         """Every host back: no outage, and a sample after its item ``n[host]``."""
-        return all(self.fleet.hosts[h].outage is None and any(
+        return all(self.fleet.hosts[h].reach.outage is None and any(
             isinstance(i, HostSample) for i in items[n[h]:]) for h, items in self.by_host.items())
 
     def marks(self) -> dict[str, int]:
@@ -167,9 +167,9 @@ async def test_retry_now_cuts_a_30_s_wait(sshd: tuple[Sshd, Path, Path]) -> None
         await wait_for(lambda: w.host.last is not None, 15, "the first sample")
         assert not w.backend.retry_now("n1")  # streaming: nothing to cut
         kill_agents()
-        await wait_for(lambda: w.host.outage is not None, 5, "the drop")
-        assert w.host.outage is not None and w.host.outage.retry_at is not None
-        assert w.host.outage.retry_at - time.time() > 25.0
+        await wait_for(lambda: w.host.reach.outage is not None, 5, "the drop")
+        assert w.host.reach.outage is not None and w.host.reach.outage.retry_at is not None
+        assert w.host.reach.outage.retry_at - time.time() > 25.0
         n = w.marks()
         assert w.backend.retry_now("n1")
         taken = await wait_for(lambda: w.streaming_since(n), 5, "streaming again")

@@ -84,11 +84,11 @@ async def test_every_outage_pages_its_end_is_sent_and_a_flapping_host_pages_once
     async def outage(pilot: object) -> None:
         server.stop()
         kill_agents()
-        await wait_until(pilot, lambda: host.outage is not None, 10.0)  # type: ignore[arg-type]
+        await wait_until(pilot, lambda: host.reach.outage is not None, 10.0)  # type: ignore[arg-type]
 
     async def back(pilot: object) -> None:
         server.start()
-        await wait_until(pilot, lambda: host.outage is None and host.last is not None,  # type: ignore[arg-type]
+        await wait_until(pilot, lambda: host.reach.outage is None and host.last is not None,  # type: ignore[arg-type]
                          15.0)
 
     try:

@@ -114,7 +114,7 @@ def test_a_refused_job_log_is_a_warning_that_never_hides_the_kernel_logs_state()
     for item in (kernel, job):
         fleet.apply("h", item, now=2.0)
     host = fleet.hosts["h"]
-    assert host.log_source == kernel and host.kernel_log_summary() == "read via journalctl"
+    assert host.logs.source == kernel and host.kernel_log_summary() == "read via journalctl"
     (f,) = host.findings()
     assert (f.step, f.code, f.severity) == (Step.NCCL, "job-log-refused", Severity.WARNING)
     assert detail in f.summary and f.source == job.source

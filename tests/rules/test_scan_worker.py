@@ -162,7 +162,8 @@ async def test_the_console_shows_what_the_worker_found() -> None:
         backend.push("gpu-t03", LogEvent(T0, KERNEL_SOURCE, XID))
         state = app.fleet.hosts["gpu-t03"]
         # the app takes the worker's hits itself (nothing here asks for findings)
-        await wait_until(pilot, lambda: any(f.code == Code.XID for f in state.sticky.values()))
+        kept = state.findings_kept
+        await wait_until(pilot, lambda: any(f.code == Code.XID for f in kept.sticky.values()))
         rows = {r.name: r for r in app.fleet.rows(FrozenClock()())}
         assert rows["gpu-t03"].worst is Severity.CRITICAL
     assert app.scan_worker.scans >= 1

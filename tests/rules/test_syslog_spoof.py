@@ -101,8 +101,8 @@ def test_the_console_says_the_syslog_file_is_writable_by_local_users(tmp_path: P
     raw = _agent_on(tmp_path, "syslog", REAL[:1])
     fleet = _fleet(raw)
     host = fleet.hosts["gpu-a01"]
-    assert isinstance(host.log_source, LogSourceState)
-    assert (host.log_source.via, host.log_source.note) == ("file:/var/log/syslog",
+    assert isinstance(host.logs.source, LogSourceState)
+    assert (host.logs.source.via, host.logs.source.note) == ("file:/var/log/syslog",
                                                            SYSLOG_FILE_NOTE)
     assert "local users can write to" in host.kernel_log_summary()
     steps = review(host.findings(), [host_view(host)], TriageRecord())
@@ -160,7 +160,7 @@ async def test_the_note_reaches_the_triage_screen(tmp_path: Path) -> None:
     app.reports_dir = tmp_path / "reports"
     async with app.run_test(size=(160, 48)) as pilot:
         host = app.fleet.hosts["gpu-a01"]
-        await wait_until(pilot, lambda: host.log_source is not None, timeout_s=20)
+        await wait_until(pilot, lambda: host.logs.source is not None, timeout_s=20)
         await wait_until(pilot, lambda: any(f.code == Code.XID for f in host.findings()),
                          timeout_s=10)
         (xid,) = [f for f in host.findings() if f.code == Code.XID]

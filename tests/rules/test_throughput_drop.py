@@ -98,7 +98,7 @@ def test_the_demo_throttle_scenario_raises_a_drop_tied_to_the_throttling() -> No
     assert drop.extra["cause"] in ("throttled-while-busy", "clocks-throttled")
     assert drop.source == "job:/var/log/train/rank0.log" and "tps:" in (drop.evidence or "")
     assert 25.0 <= float(drop.extra["drop_pct"]) <= 40.0  # type: ignore[arg-type]
-    (speed,) = host.speed.speeds()  # what the host screen's Training row shows
+    (speed,) = host.logs.speed.speeds()  # what the host screen's Training row shows
     assert speed.dropped and speed.unit == "tokens/s" and speed.share < 0.8
     # the job's nccl-tests check ran healthy: no nccl finding
     assert not any(f.step is Step.NCCL for f in found)
@@ -113,7 +113,7 @@ def test_the_train_scenario_alone_is_healthy() -> None:
     for i, line in enumerate(proc.stdout.splitlines()):
         fleet.apply("sim", decode_line(line), now=float(i))
     assert fleet.hosts["sim"].findings() == []
-    unit, points = fleet.hosts["sim"].speed.series("job:/var/log/train/rank0.log")
+    unit, points = fleet.hosts["sim"].logs.speed.series("job:/var/log/train/rank0.log")
     assert unit == "tokens/s" and len(points) == 40
 
 

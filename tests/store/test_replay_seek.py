@@ -288,7 +288,7 @@ async def test_a_far_seek_thins_the_far_past_and_says_so(demo: Path,
         # a soak detector dates what it finds from the history it has: a thinned past can
         # date it as late as the whole part's start
         detected = {(f.code, f.host, f.gpu) for h in replay.fleet.hosts.values()
-                    for f in h.detected}
+                    for f in h.findings_kept.detected}
         for f in got["findings"]:
             ts, count = onsets[f[:4]]
             assert f[5] == count
@@ -373,7 +373,7 @@ async def test_a_healthy_recording_never_reads_stale_at_high_speed(demo: Path) -
         # the recorded pace is what makes the difference
         bare = FleetState([HostSpec(s.name) for s in replay.backend.specs])
         for host, state in replay.fleet.hosts.items():
-            bare.hosts[host].reach.last_seen = state.last_seen
+            bare.hosts[host].reach.last_seen = state.reach.last_seen
             bare.hosts[host].reach.status = state.status
         assert HostStatus.STALE in _statuses(bare, replay.backend.now() + 30.0).values()
 

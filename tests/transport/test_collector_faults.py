@@ -296,7 +296,7 @@ async def test_the_console_shows_a_stalled_collector_on_every_screen() -> None:
         victim = backend.pids()[0]
         os.killpg(victim, signal.SIGSTOP)
         try:
-            await wait_until(pilot, lambda: all(app.fleet.hosts[h].watch is not None
+            await wait_until(pilot, lambda: all(app.fleet.hosts[h].reach.watch is not None
                                                 for h in ("h1", "h3")), 8.0)
             app.refresh_view()
             await pilot.pause(0.2)
@@ -353,7 +353,7 @@ async def test_a_resumed_recording_does_not_keep_the_last_sessions_source_faults
     try:
         await until(lambda: backend.resumed_items >= 2, 5.0, "the playback")
         await asyncio.sleep(0.1)
-        assert fleet.hosts["h1"].watch is None and fleet.unseen == {}
+        assert fleet.hosts["h1"].reach.watch is None and fleet.unseen == {}
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -123,7 +123,7 @@ async def test_a_console_that_stops_reading_stalls_no_session_and_gets_the_newes
         caught_up_s = time.monotonic() - resumed
         reports = {h: [i for i in w.items[h] if isinstance(i, SourceHealth)
                        and getattr(i, "dropped_samples", 0)] for h in names}
-        dropped = {h: getattr(w.fleet.hosts[h], "relay_dropped", 0) for h in names}
+        dropped = {h: w.fleet.hosts[h].reach.relay_dropped for h in names}
         checked = review([], [host_view(w.fleet.hosts[h]) for h in names],
                          TriageRecord())[0].checked
     print(f"froze {FREEZE_S:g} s: longest pipe-write wait {max(watch.longest.values()):.2f} s, "
@@ -147,7 +147,7 @@ async def test_the_relay_loses_no_sample_while_the_console_reads() -> None:
     for h in names:
         seqs = [i.seq for i in w.items[h] if isinstance(i, HostSample) and i.seq is not None]
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), f"{h}: gaps in {seqs[:5]}…"
-        assert getattr(w.fleet.hosts[h], "relay_dropped", 0) == 0
+        assert w.fleet.hosts[h].reach.relay_dropped == 0
 
 
 CONSOLE = textwrap.dedent("""

@@ -114,7 +114,7 @@ async def test_silent_host_turns_stale(fake: tuple[FakeBackend, FrozenClock, Rig
         clock.now = NOW + 10
         backend.push("gpu-t01", sample("gpu-t01", SAMPLES))
         backend.push("gpu-t02", sample("gpu-t02", SAMPLES))
-        await wait_until(pilot, lambda: app.fleet.hosts["gpu-t02"].last_seen == NOW + 10)
+        await wait_until(pilot, lambda: app.fleet.hosts["gpu-t02"].reach.last_seen == NOW + 10)
         app.refresh_view()
         await pilot.pause()
         assert cell(app, "gpu-t03", "status") == "stale 10 s"

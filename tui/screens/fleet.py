@@ -100,7 +100,7 @@ class FleetScreen(DataScreen):
         else:
             table = self.query_one(FleetTable)
             table.hosts = tuple(
-                FleetLine(row, fleet.hosts[row.name].down_reason) for row in rows)
+                FleetLine(row, fleet.hosts[row.name].reach.down_reason) for row in rows)
             self.query_one(FleetDetail).line = table.line_at_cursor()
         self.show_crumb(len(rows))
 

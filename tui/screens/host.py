@@ -93,7 +93,7 @@ class HostScreen(DataScreen):
         row = state.row(now)
         facts.row = row
         facts.facts = state.hello.facts if state.hello else None
-        facts.down_reason = state.down_reason
+        facts.down_reason = state.reach.down_reason
         facts.gpus = gpu_count(state)
         notice = stale_notice(state, row)
         stale = self.query_one("#host-stale", Static)
@@ -111,7 +111,7 @@ class HostScreen(DataScreen):
         for p in HOST_PANELS:
             if p.id in self.shown:
                 self._show_panel(p, state, ctx)
-        self.query_one(EventLog).events = tuple(state.events)[-EVENTS_SHOWN:]
+        self.query_one(EventLog).events = tuple(state.logs.events)[-EVENTS_SHOWN:]
 
     def _redraw(self) -> None:
         if self._fleet is not None:

@@ -59,7 +59,7 @@ def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
     copy is the row ``replace`` would make."""
     status = host.status_at(now)
     reach = host.reach
-    stale_s = (now - host.last_seen) if row.status is HostStatus.STALE and host.last_seen \
+    stale_s = (now - reach.last_seen) if row.status is HostStatus.STALE and reach.last_seen \
         else None
     reason = reach.reason_at(now, status)
     last_seen_s = reach.last_seen_at(now, status)
@@ -153,8 +153,9 @@ class FleetRows:
             self._timed.add(name)
         else:
             self._timed.discard(name)
-        if shown is HostStatus.STREAMING and host.last_seen is not None:
-            self._stale_at[name] = host.last_seen + host.stale_limit_s()
+        seen = host.reach.last_seen
+        if shown is HostStatus.STREAMING and seen is not None:
+            self._stale_at[name] = seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
         return row

@@ -154,7 +154,7 @@ def stale_notice(state: HostState, row: FleetRow) -> StaleNotice | None:
     """
     if row.status not in (HostStatus.STALE, HostStatus.UNKNOWN) and not row.status.is_down:
         return None
-    return StaleNotice(row.status.value, row.last_seen_s, row.reason or state.down_reason,
+    return StaleNotice(row.status.value, row.last_seen_s, row.reason or state.reach.down_reason,
                        row.next_retry_s)
 
 
@@ -335,7 +335,7 @@ def host_view(state: HostState) -> HostView | None:
         findings=tuple(state.findings()),
         health=host_health(state.last.host, physical, logical, gpus, state.limits.preflight,
                            state.limits.detectors),
-        speeds=state.speed.speeds(state.limits.detectors))
+        speeds=state.logs.speed.speeds(state.limits.detectors))
     if state.clock is None:
         return view
     return replace(view, clock_offset_s=state.clock.offset_s,
@@ -348,7 +348,7 @@ def network_view(state: HostState) -> NetworkView:
     window = window_label(state.limits.detectors.ib_errors_window_s)
     if fab.ts is None:
         return NetworkView(window=window)
-    port_word, gpu_word = marks(state.fabric_found)
+    port_word, gpu_word = marks(state.findings_kept.fabric)
     near = beside(state.hello)
     recent = fab.recent(fab.ts, state.limits.detectors.ib_errors_window_s)
     rows = []

@@ -24,7 +24,7 @@ def host_input(state: HostState) -> HostInput:
     """What preflight reads from one host's live state: as it is now, not at its hello."""
     failure = None
     if state.status.is_down:
-        failure = state.down_reason or state.status.value
+        failure = state.reach.down_reason or state.status.value
     elif state.status is HostStatus.STALE or (state.hello is None
                                              and state.status is not HostStatus.CONNECTING):
         failure = state.status.value

@@ -35,8 +35,8 @@ def host_view(state: HostState) -> HostView:
     return HostView(state.name, streaming, gpus, state.kernel_log_summary(),
                     tuple(state.spec.logs), expected_gpus=expected, down=down,
                     normal_topology=normal_topology(state.hello.topo_text)
-                    if state.hello else None, skipped_samples=state.relay_dropped,
-                    skipped_lines=state.relay_dropped_lines)
+                    if state.hello else None, skipped_samples=state.reach.relay_dropped,
+                    skipped_lines=state.reach.relay_dropped_lines)
 
 
 def host_clocks(states: list[HostState], now: float) -> dict[str, HostClock]:

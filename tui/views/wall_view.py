@@ -44,7 +44,7 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
     gpus += [WallGpu(None, GpuVerdict.MISSING)] * max(0, expected - len(gpus))
     return WallHost(state.name, state.spec.tags[0] if state.spec.tags else "",
                     _STATUS.get(row.status, "down"), tuple(gpus),
-                    row.worst.value if row.worst else None, _note(row, state.down_reason))
+                    row.worst.value if row.worst else None, _note(row, state.reach.down_reason))
 
 
 def _note(row: FleetRow, down_reason: str | None) -> str:

@@ -59,6 +59,17 @@ DETECTORS: tuple[Detector, ...] = tuple(det for det, _ in SCHEDULE)
 EVERY_S: Mapping[Detector, float] = dict(SCHEDULE)
 
 
+DETECTOR_HOSTS = 3000
+"""Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
+proportionally less often (10,000 hosts: every 3.3 periods), so their CPU stays that of
+3,000 hosts'.  Their verdicts are about windows of ten minutes to an hour."""
+
+
+def detector_stretch(hosts: int) -> float:
+    """How many of its periods apart each detector runs in a fleet of ``hosts``."""
+    return max(1.0, hosts / DETECTOR_HOSTS)
+
+
 class DetectorSchedule:
     """Runs each detector of one host when it is due, keeping its last verdict between runs.
 
