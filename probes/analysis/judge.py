@@ -392,6 +392,30 @@ def field_notes_of(hello: Hello | None) -> tuple[tuple[str, str], ...]:
     return notes
 
 
+
+FoundMarks = tuple[dict[int | None, set[str]], dict[int | None, Severity], dict[int, float]]
+"""What the verdicts read of a host's findings: each GPU's codes, its leak's severity, when it
+went (``findings_marks``)."""
+
+
+def findings_marks(findings: Iterable[Finding]) -> FoundMarks:
+    """The findings as the GPU verdicts read them: the codes about each GPU (a hung
+    collective's about each GPU it names), each leak's severity, each lost GPU's onset."""
+    codes: dict[int | None, set[str]] = {}
+    leaks: dict[int | None, Severity] = {}
+    gone_at: dict[int, float] = {}
+    for f in findings:
+        codes.setdefault(f.gpu, set()).add(f.code)
+        if f.code in SPIN_CODES:
+            for i in f.details.gpus:
+                codes.setdefault(i, set()).add(f.code)
+        if f.code in LEAK_CODES:
+            leaks[f.gpu] = f.severity
+        if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
+            ts = f.ts if f.ts is not None else float("inf")
+            gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
+    return codes, leaks, gone_at
+
 def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterable[Finding],
                limits: DetectorLimits = DEFAULT_LIMITS,
                expected: int | None = None) -> tuple[GpuJudgement, ...]:
@@ -403,19 +427,7 @@ def judge_gpus(sample: HostSample | None, hello: Hello | None, findings: Iterabl
     never reported, as MISSING at the first free indices.  A host whose driver lost a card
     thus still shows eight rows, and "7/8" is counted from these verdicts.
     """
-    codes: dict[int | None, set[str]] = {}
-    leaks: dict[int | None, Severity] = {}
-    gone_at: dict[int, float] = {}
-    for f in findings:
-        codes.setdefault(f.gpu, set()).add(f.code)
-        if f.code in SPIN_CODES:  # a host's finding about each of the GPUs it names
-            for i in f.details.gpus:
-                codes.setdefault(i, set()).add(f.code)
-        if f.code in LEAK_CODES:
-            leaks[f.gpu] = f.severity
-        if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
-            ts = f.ts if f.ts is not None else float("inf")
-            gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
+    codes, leaks, gone_at = findings_marks(findings)
     slowdown = {g.index: g.temp_slowdown_c for g in hello.facts.gpus} if hello else {}
     notes = field_notes_of(hello)
     sampled = [g for g in (sample.gpus if sample else ()) if g.index >= 0]

@@ -22,14 +22,13 @@ from probes.analysis.fleet_counts import count_by_severity
 from probes.analysis.fleet_row import jobs_of
 from probes.analysis.headline import worst_headline
 from probes.analysis.judge import (
-    LEAK_CODES,
-    LOST_CODES,
     NO_PEERS,
-    SPIN_CODES,
+    FoundMarks,
     GpuJudgement,
     GpuVerdict,
     TempLevel,
     field_notes_of,
+    findings_marks,
     finite,
     is_busy,
     judge_gpu_afresh,
@@ -141,29 +140,6 @@ threshold, codes of the findings about it, leak severity, the host's best link, 
 if it is gone, its temperatures' bounds)."""
 
 
-FoundMarks = tuple[dict[int | None, set[str]], dict[int | None, Severity], dict[int, float]]
-"""What the verdicts read of a host's findings: each GPU's codes, its leak's severity, when it
-went (``_marks``)."""
-
-
-def _marks(found: Sequence[Finding]) -> FoundMarks:
-    """The findings as ``judge_gpus`` reads them."""
-    codes: dict[int | None, set[str]] = {}
-    leaks: dict[int | None, Severity] = {}
-    gone_at: dict[int, float] = {}
-    for f in found:
-        codes.setdefault(f.gpu, set()).add(f.code)
-        if f.code in SPIN_CODES:
-            for i in f.details.gpus:
-                codes.setdefault(i, set()).add(f.code)
-        if f.code in LEAK_CODES:
-            leaks[f.gpu] = f.severity
-        if f.code in LOST_CODES and f.gpu is not None and f.gpu >= 0:
-            ts = f.ts if f.ts is not None else float("inf")
-            gone_at[f.gpu] = min(gone_at.get(f.gpu, ts), ts)
-    return codes, leaks, gone_at
-
-
 class _Fixed:
     """What a host's verdicts read that moves only with its findings, hello, static epoch,
     limits or expected count: everything but the moving numbers, worked out once."""
@@ -237,7 +213,7 @@ class RowJudge:
         state = self._state
         if state is None or found is not state.found \
                 or not state.holds(fixed, hello, limits, expected):
-            marks = _marks(found)
+            marks = findings_marks(found)
             if state is not None and state.holds(fixed, hello, limits, expected) \
                     and marks == state.marks:
                 state.found = found  # other findings, the same codes, leaks and onsets
