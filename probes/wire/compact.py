@@ -240,14 +240,15 @@ class CompactStream:
         """Per GPU position, how many processes its static facts list (a whole epoch's)."""
         self._builds = builds
         """False: the stream's ticks are only checked (``readable``: a collector's); the
-        static facts are then kept as the message gave them, and the checked halves each
-        tick's sample is filled from are built only when a tick needs ``sample`` (issue 38,
-        memory: a collector holds a thousand streams)."""
+        static facts are then kept as the message's line, and the checked halves each
+        tick's sample is filled from are never built: a tick the quick check refuses is
+        judged by the checked path alone, from the line parsed again (issue 38, memory: a
+        collector holds a thousand streams)."""
         self._fit: list[int | None] = []
         """Per GPU position, how many process amounts a tick must give (None: any, the GPU
         is dropped or lists no processes): ``readable``'s check, in either mode."""
         self._thin = False
-        """The checked halves are not built (``builds`` False, until a tick needs them)."""
+        """The checked halves are not built (``builds`` False)."""
         self._message: dict[str, Any] | bytes = {}
         """A thin stream's last ``static`` message: its line where ``parse`` (the reader's
         parse-and-sanitise) can read it again, else as parsed; a stream that builds its
