@@ -26,6 +26,7 @@ import asyncssh
 from probes.config.fleet import HostKeyChecking, HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport.bootstrap import bootstrap_command, shipped_source
+from probes.transport.client_keys import client_keys
 from probes.transport.dial import (
     BannerWatch,
     banner_within,
@@ -123,7 +124,10 @@ class SshTransport:
             # A user's ssh_config may name its own Ciphers; without one, AES-GCM first.
             opts["encryption_algs"] = CIPHERS
         if o.identity:
-            opts["client_keys"] = [os.path.expanduser(o.identity)]
+            path = os.path.expanduser(o.identity)
+            # Without ssh_config, the pairs loaded once for every connection (issue 38);
+            # with it, asyncssh reads the file as the config says (IdentitiesOnly...).
+            opts["client_keys"] = [path] if o.ssh_config else client_keys(path)
         if o.host_key_checking is HostKeyChecking.OFF:
             opts["known_hosts"] = None
         elif not _known_hosts_path(self.spec).exists():

@@ -215,7 +215,8 @@ class StaticEpoch:
 class CompactStream:
     """The v2 state of one stream: the declared columns and the last static facts."""
 
-    def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True) -> None:
+    def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True,
+                 parse: Callable[[bytes], Any] | None = None) -> None:
         if not isinstance(columns, dict):  # every tick then reads as garbled, the hello not
             columns = {}
         self.cols = {k: tuple(c for c in v if isinstance(c, str)) if isinstance(v, list) else ()
@@ -239,37 +240,56 @@ class CompactStream:
         """Per GPU position, how many processes its static facts list (a whole epoch's)."""
         self._builds = builds
         """False: the stream's ticks are only checked (``readable``: a collector's); the
-        static facts are then kept as the message gave them, and the checked halves each
-        tick's sample is filled from are built only when a tick needs ``sample`` (issue 38,
-        memory: a collector holds a thousand streams)."""
+        static facts are then kept as the message's line, and the checked halves each
+        tick's sample is filled from are never built: a tick the quick check refuses is
+        judged by the checked path alone, from the line parsed again (issue 38, memory: a
+        collector holds a thousand streams)."""
         self._fit: list[int | None] = []
         """Per GPU position, how many process amounts a tick must give (None: any, the GPU
         is dropped or lists no processes): ``readable``'s check, in either mode."""
         self._thin = False
-        """The checked halves are not built (``builds`` False, until a tick needs them)."""
-        self._message: dict[str, Any] = {}
-        """A thin stream's last ``static`` message, as parsed (it builds from it); a stream
-        that builds its samples holds the facts built and keeps no copy."""
+        """The checked halves are not built (``builds`` False)."""
+        self._message: dict[str, Any] | bytes = {}
+        """A thin stream's last ``static`` message: its line where ``parse`` (the reader's
+        parse-and-sanitise) can read it again, else as parsed; a stream that builds its
+        samples holds the facts built and keeps no copy (issue 38, memory: the line is a
+        third of the parsed message, and only a tick the quick check refuses reads it)."""
+        self._parse = parse
         self.static_id = 0
         """The last ``static`` line's CRC-32 (0: none): a relayed tick names its own."""
 
     # --- static -------------------------------------------------------------------------
 
-    def static(self, obj: dict[str, Any], static_id: int = 0) -> None:
+    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None) -> None:
         """Take a ``static`` message (already parsed and sanitised; ``static_id`` its line's
-        CRC-32)."""
+        CRC-32; ``line`` the line ``obj`` was parsed from, which a thin stream keeps)."""
         self.static_id = static_id
         self._take(obj)
+        if self._thin and line is not None and self._parse is not None:
+            self._message = line
 
-    def _take(self, obj: dict[str, Any]) -> None:
-        self._message = {} if self._builds else obj
+    def _statics(self, obj: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """A ``static`` message's GPUs and host as named fields (what ``_slow`` merges)."""
         gpus = obj.get("gpus")
         host = obj.get("host")
         names = self.cols.get("gpu_static", ())
-        self._static_gpus = [dict(zip(names, row, strict=False)) if isinstance(row, list) else {}
-                             for row in gpus] if isinstance(gpus, list) else []
-        self._static_host = dict(zip(self.cols.get("host_static", ()), host, strict=False)) \
-            if isinstance(host, list) else {}
+        return ([dict(zip(names, row, strict=False)) if isinstance(row, list) else {}
+                 for row in gpus] if isinstance(gpus, list) else [],
+                dict(zip(self.cols.get("host_static", ()), host, strict=False))
+                if isinstance(host, list) else {})
+
+    def _kept(self) -> dict[str, Any]:
+        """A thin stream's last ``static`` message, parsed (again, from its line)."""
+        m = self._message
+        if isinstance(m, bytes):
+            assert self._parse is not None
+            obj = self._parse(m)
+            return obj if isinstance(obj, dict) else {}
+        return m
+
+    def _take(self, obj: dict[str, Any]) -> None:
+        self._message = {} if self._builds else obj
+        self._static_gpus, self._static_host = self._statics(obj)
         # Check the static half once, as v1's decoder would on every tick.
         checked = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host})
         self._gpu_base, self._procs = [], []
@@ -294,16 +314,6 @@ class CompactStream:
             self._host_base, self._proc_counts = {}, []
             self._epoch = StaticEpoch()
 
-    def _built(self) -> None:
-        """The checked halves of a thin stream, built from the kept message (a tick that
-        the quick check did not take: the checked path decides, as in the console)."""
-        if self._static_gpus is not None:
-            self._builds = True
-            try:
-                self._take(self._message)
-            finally:
-                self._builds = False
-
     # --- ticks --------------------------------------------------------------------------
 
     def sample(self, line: bytes | None, parsed: Callable[[], Any]) -> HostSample:
@@ -316,8 +326,11 @@ class CompactStream:
         """
         if self._static_gpus is None:
             raise ProtocolError("v2 sample before any static message")
-        if self._thin:  # a collector's stream, at a tick its quick check did not take
-            self._built()
+        if self._thin:  # a collector's stream, at a tick its quick check did not take:
+            # the fast path would refuse it too (``readable``), so the checked path alone
+            # decides, from the kept message; nothing is built or kept (the stream stays
+            # thin: a host whose ticks carry ``pcie`` pays a parse a tick, not ~90 KB)
+            return self._slow(parsed(), self._statics(self._kept()))
         if self.known and line is not None:
             try:
                 return self._fast(line)
@@ -428,21 +441,24 @@ class CompactStream:
         self._last_procs[i] = (mib, out)
         return out
 
-    def _slow(self, row: Any) -> HostSample:
-        """Rebuild v1's object from the array and the static facts; v1's decoder judges it."""
+    def _slow(self, row: Any, statics: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+              ) -> HostSample:
+        """Rebuild v1's object from the array and the static facts (``statics``: a thin
+        stream's, read from its kept message); v1's decoder judges it."""
         if not isinstance(row, list) or len(row) < 5:
             raise ProtocolError("v2 sample is not [seq, ts, gpus, host, disks]")
         assert self._static_gpus is not None
+        static_gpus, static_host = statics or (self._static_gpus, self._static_host)
         gpus = row[2] if isinstance(row[2], list) else []
-        if len(gpus) != len(self._static_gpus):
+        if len(gpus) != len(static_gpus):
             raise ProtocolError("v2 sample's GPUs do not match its static facts")
         moving = self.cols.get("gpu", ())
         obj: dict[str, Any] = {
             "type": "sample", "seq": row[0], "ts": row[1],
             "gpus": [self._v1_gpu(s, dict(zip(moving, g, strict=False))
                                   if isinstance(g, list) else {})
-                     for s, g in zip(self._static_gpus, gpus, strict=True)],
-            "host": {**self._static_host,
+                     for s, g in zip(static_gpus, gpus, strict=True)],
+            "host": {**static_host,
                      **(dict(zip(self.cols.get("host", ()), row[3], strict=False))
                         if isinstance(row[3], list) else {})},
             "disks": {d[0]: dict(zip(self.cols.get("disk", ())[1:], d[1:], strict=False))

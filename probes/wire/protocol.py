@@ -173,7 +173,8 @@ class MessageReader:
                 return None
             if isinstance(msg, Hello):
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    CompactStream(_columns(line), _decode_sample, builds=self.builds_ticks)
+                    CompactStream(_columns(line), _decode_sample, builds=self.builds_ticks,
+                                  parse=_parsed)
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -199,7 +200,7 @@ class MessageReader:
         if b'"static"' in line:  # else no need to parse it twice
             obj = _parsed(line)
             if isinstance(obj, dict) and obj.get("type") == "static":
-                self.compact.static(obj, zlib.crc32(line))
+                self.compact.static(obj, zlib.crc32(line), line)
                 return None
         return decode_line(line)
 
