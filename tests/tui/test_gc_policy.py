@@ -54,7 +54,9 @@ def test_a_refreeze_takes_the_fleets_history_out_of_later_collections() -> None:
                          text=True, check=True, timeout=120).stdout
     tuned_before, tuned_after, walked_before, walked_after, frozen = json.loads(out)
     assert tuned_before is False and tuned_after is True
-    assert walked_before > 20_000  # 32 hosts' histories: tens of thousands of objects
+    # 32 hosts' histories: ~570 objects a host since a staged sample is one array (18k in
+    # all; over 20k before)
+    assert walked_before > 10_000
     assert walked_after < walked_before // 10
     assert frozen > walked_before // 2
 
