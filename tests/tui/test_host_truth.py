@@ -20,8 +20,10 @@ from tests.support.tui_fakes import (
     T0,
     FakeBackend,
     FrozenClock,
+    fake_fleet,
     hello,
     sample,
+    settled,
     sim_fleet,
     wait_until,
 )
@@ -238,3 +240,32 @@ async def test_a_redraw_that_falls_due_after_the_app_closed_draws_nothing() -> N
     before = app.redraws
     app.refresh_view()
     assert app.redraws == before + 1
+
+
+async def test_a_panel_shown_below_the_fold_is_scrolled_into_view() -> None:
+    """Thermals fill the body (1fr); the topology shown after it must come into view.
+
+    CI once caught ``[3 topo]`` marked shown while the body stayed on the thermals: the
+    scroll ran before the layout had placed the panel.
+    """
+    backend, clock = fake_fleet()
+    app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settled(pilot, backend)
+        app.run_command("host gpu-t02")
+        await wait_until(pilot, lambda: isinstance(app.screen, HostScreen)
+                         and app.screen.is_mounted)
+        await pilot.press("1")  # memory off: thermals move up and fill the body
+        await pilot.pause()
+        body = app.screen.query_one("#host-body")
+        topo = app.screen.query_one("#panel-topology")
+        await pilot.press("3")
+
+        def topo_in_view() -> bool:
+            top = topo.virtual_region.y
+            return topo.virtual_region.height > 0 and \
+                body.scroll_y <= top < body.scroll_y + body.scrollable_content_region.height
+
+        await wait_until(pilot, topo_in_view)
+        assert body.scroll_y > 0  # it really moved: the topology starts below the first screen
+        assert "PCIe topology" in _screen_text(app)

@@ -8,6 +8,7 @@ panels; the chart window follows ``:window``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from textual import on
@@ -28,6 +29,9 @@ from widgets.host_facts import FindingsStrip, HostFactsBar, stale_line
 from widgets.memory_growth import MemoryGrowth
 
 EVENTS_SHOWN = 50
+SCROLL_TRIES = 40
+SCROLL_RETRY_S = 0.05
+"""A panel just shown is scrolled to once laid out: after a refresh, then every 50 ms for 2 s."""
 PANELS = tuple(p.id for p in HOST_PANELS)
 """Panel ids in number-key order."""
 SHOWN_AT_START = frozenset(p.id for p in HOST_PANELS if p.at_start)
@@ -125,7 +129,22 @@ class HostScreen(DataScreen):
         self.query_one("#panel-keys", Label).update(key_hint(self.shown))
         self._redraw()
         if name in self.shown:
-            panel.scroll_visible(animate=False)
+            self.call_after_refresh(self._scroll_to_panel, name, SCROLL_TRIES)
+
+    def _scroll_to_panel(self, name: str, tries: int) -> None:
+        """Bring a panel just shown into view once the layout has placed it.
+
+        ``scroll_visible`` right after the toggle raced the layout on a busy machine: the
+        deferred scroll could run before the panel had a region and went nowhere.
+        """
+        if name not in self.shown or not self.is_mounted:
+            return
+        panel = self._panel(name)
+        if not panel.virtual_region.height:
+            if tries > 0:
+                self.set_timer(SCROLL_RETRY_S, partial(self._scroll_to_panel, name, tries - 1))
+            return
+        panel.scroll_visible(animate=False, immediate=True)
 
     def action_next_panel(self) -> None:
         """Scroll to the next shown panel."""
