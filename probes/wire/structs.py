@@ -36,7 +36,7 @@ from probes.wire.samples import (
     HostStats,
     PcieLink,
 )
-from probes.wire.shared import SHARED_MAX, shared
+from probes.wire.shared import known, remember, shared
 
 MAX_TS = 1e11
 
@@ -164,32 +164,26 @@ Chains = dict[str, list[PcieLinkS]]
 """A tick's PCIe chains: {bus id: the links from the GPU up}."""
 
 
-_LINKS: dict[tuple[Any, ...], PcieLink] = {}
-"""Each typed link's values → the shared ``PcieLink`` made of them (``chains``)."""
-
-
 def chains(value: Chains) -> dict[str, tuple[PcieLink, ...]]:
     """The sample's ``pcie`` of typed chains, equal to ``_decode_chains``' (each link
     shared as there: a fleet's chains are alike).
 
-    A link is looked up by its values first: ``shared``'s key walk was most of a tick's
-    cost (32 links a tick).  The struct fixes each field's type, so equal values are the
-    same values, but for a float zero (``-0.0 == 0.0``): a link with one goes to ``shared``.
+    A link is looked up by its values first (``shared.known``): ``shared``'s key walk was
+    most of a tick's cost (32 links a tick).  The struct fixes each field's type, so equal
+    values are the same values, but for a float zero (``-0.0 == 0.0``): a link with one
+    goes to ``shared`` alone.
     """
     out = {}
-    memo = _LINKS
     for bus, links in value.items():
         made = []
         for d in links:
-            key = astuple(d)
-            link = memo.get(key)
-            if link is None or d.speed_gts == 0.0 or d.max_speed_gts == 0.0:
+            key = (PcieLinkS, astuple(d))
+            zero = d.speed_gts == 0.0 or d.max_speed_gts == 0.0
+            link = known(key)
+            if type(link) is not PcieLink or zero:
                 link = _new(PcieLink)
                 _set(link, "__dict__", asdict(d))
-                link = shared(link)
-                if len(memo) >= SHARED_MAX:
-                    memo.clear()
-                memo[key] = link
+                link = shared(link) if zero else remember(key, link)
             made.append(link)
         out[bus] = tuple(made)
     return out

@@ -141,20 +141,25 @@ def test_typed_chains_are_the_checked_decoders_links_and_share_them(
     of 0.0 (the memo's one blind spot, which goes to ``shared``)."""
     assert _chain_mismatches(38) == 0
     decode = msgspec.json.Decoder(structs.Chains).decode
-    monkeypatch.setattr(structs, "_LINKS", {})
+    monkeypatch.setattr(shared, "_known", {})
     monkeypatch.setattr(shared, "_table", {})
     structs.chains(decode(b'{"a":[{"address":"x","speed_gts":0.0}]}'))
     got = structs.chains(decode(b'{"a":[{"address":"x","speed_gts":-0.0}]}'))["a"][0]
     assert got.speed_gts is not None and math.copysign(1.0, got.speed_gts) == -1.0
     monkeypatch.setattr(structs, "astuple", lambda d: (d.address,))
-    monkeypatch.setattr(structs, "_LINKS", {})
+    monkeypatch.setattr(shared, "_known", {})
     assert _chain_mismatches(39) > 50
 
 
-def test_the_typed_links_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(structs, "SHARED_MAX", 10)
-    monkeypatch.setattr(structs, "_LINKS", {})
+def test_what_is_remembered_is_bounded_and_goes_with_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "SHARED_MAX", 10)
+    monkeypatch.setattr(shared, "_known", {})
+    monkeypatch.setattr(shared, "_table", {})
     decode = msgspec.json.Decoder(structs.Chains).decode
     for k in range(25):
         structs.chains(decode(b'{"a":[{"address":"%d","speed_gts":1.0}]}' % k))
-        assert len(structs._LINKS) <= 10
+        assert len(shared._known) <= 10
+    for k in range(25):
+        shared.shared(f"text {k}")  # the table fills and starts again: so does the memo
+    assert shared._known == {}
