@@ -31,9 +31,9 @@ agent's simulator with the console's agent options, as ``standin_server`` serves
 hello, ``static`` and ``fabric`` messages, a tick with PCIe chains every 30th second, each
 host at its own offset), and adds, in the same process, alternating with the figures above:
 
-* ``before_*``: the same, with the v2 fast path as before session 6 (a tick with PCIe chains
-  refused, so the collector relays its text and the console's reader decodes it on the
-  checked path: ``ChainsChecked``);
+* ``before_*``: the same, with the wire decoded as before session 6 (a tick with PCIe chains
+  refused by the v2 fast path, so the collector relays its text and the console's reader
+  decodes it on the checked path; a ``fabric`` line on the checked path: ``ChainsChecked``);
 * ``text_kinds`` / ``before_text_kinds``: what reaches the console's ``MessageReader`` as
   text, by kind (hello, static, fabric, a tick with chains, another tick, ...): lines, µs
   each, and µs per host-sample (a pass of its own: the per-line clock costs a little).
@@ -66,7 +66,7 @@ from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
 from probes.transport.bootstrap import bootstrap_argv
 from probes.transport.collector_wire import CollectorJob, check_batch, frame, unframe
 from probes.transport.relay import Relay, RelayReader
-from probes.wire import compact, structs
+from probes.wire import compact, protocol, structs
 from probes.wire.events import Connected
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import AgentMessage, HostSample
@@ -99,16 +99,22 @@ class _NoChains:
         return s
 
 
+def _no_fabric(line: bytes) -> Any:
+    raise structs.Refused("the checked path, as before session 6")
+
+
 class ChainsChecked:
-    """Within it, a tick with PCIe chains takes the checked path on both sides, as before
-    session 6 (the collector relays its text; the console's reader parses it)."""
+    """Within it, the wire decodes as before session 6: a tick with PCIe chains takes the
+    checked path on both sides (the collector relays its text; the console's reader parses
+    it), and so does a ``fabric`` line (no ``fabric_fast``)."""
 
     def __enter__(self) -> None:
-        self.saved = compact._DECODER
-        compact._DECODER = _NoChains(self.saved)  # type: ignore[assignment]
+        self.saved = compact._DECODER, protocol.decode_fabric
+        compact._DECODER = _NoChains(self.saved[0])  # type: ignore[assignment]
+        protocol.decode_fabric = _no_fabric
 
     def __exit__(self, *exc: object) -> None:
-        compact._DECODER = self.saved
+        compact._DECODER, protocol.decode_fabric = self.saved
 
 
 _KIND = re.compile(rb'\s*\{\s*"type"\s*:\s*"([a-z_]{1,16})"')
@@ -119,6 +125,8 @@ def line_kind(line: bytes) -> str:
     if line[:1] == b"[":
         return "tick with chains" if b'"speed_gts"' in line else "tick"
     m = _KIND.match(line, 0, 64)
+    if m is not None and m.group(1) == b"fabric" and b'"nvlink"' in line:
+        return "fabric with NVLinks"
     return m.group(1).decode() if m else "other"
 
 
