@@ -10,17 +10,18 @@ order they happened.  An entry is one of:
 * ``bytes``: whole lines of what that host's agent sent, in order (``relay``: while the
   console does not read, only each host's newest sample is kept).  The console runs its
   own reader over them: hellos, ``static`` messages, logs, fabric reports, v1 samples and
-  any v2 tick the collector's fast path did not take whole (the checked path) are decoded
-  on each side (the collector's decode drives its session logic: garbage limits, the
-  kernel-log cursor).
+  any v2 tick the collector's fast path did not take whole (the checked path: text to
+  sanitise, odd values) are decoded on each side (the collector's decode drives its
+  session logic: garbage limits, the kernel-log cursor).
 * a ``RelayedTick``, ``(static_id, body)``: a v2 tick the collector's stream decoded on its
-  fast path (nearly every line), as its typed row (``compact.SampleRow``) in msgpack, and
-  the CRC-32 of the ``static`` line in force.  The console builds the sample from the row
-  against its own reader's stream, at the same ``static`` line only (a relay that dropped
-  one, while the console did not read, sends the ticks as text until the next), with
-  the fast path's checks and the row decoder's bounds, and never parses the tick's text
-  (tests/bench/RESULTS.md, "#38 decode once": the console's steady cost per host-sample
-  11.8 µs instead of 15.7 µs; the collector's 1.4 µs more for the encode).
+  fast path (nearly every line, the ticks with PCIe chains too), as its typed row
+  (``compact.SampleRow``) in msgpack, and the CRC-32 of the ``static`` line in force. The
+  console builds the sample from the row against its own reader's stream, at the same
+  ``static`` line only (a relay that dropped one, while the console did not read, sends the
+  ticks as text until the next), with the fast path's checks and the row decoder's bounds,
+  and never parses the tick's text (tests/bench/RESULTS.md, "#38 decode once": the
+  console's steady cost per host-sample 11.8 µs instead of 15.7 µs; the collector's 1.4 µs
+  more for the encode).
   A decoded ``HostSample`` is never pickled: unpickling an 8-GPU one costs ~100 µs.
 * ``None``: the stream ended cleanly; the console flushes its reader (a last line without
   its newline).
@@ -51,6 +52,7 @@ from probes.wire.compact import SampleRow
 from probes.wire.events import SessionItem
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import HostSample
+from probes.wire.structs import chain_texts
 
 HEADER = struct.Struct(">I")
 MAX_FRAME_BYTES = 256 * 2**20
@@ -136,7 +138,8 @@ def relayed_sample(reader: MessageReader, tick: RelayedTick) -> HostSample | Non
 
     Nothing in the tick is believed that the text's decode would not check: the row is
     decoded with the same typed, bounded structs, its texts (disk names, clock-event
-    reasons) must be printable ASCII as a line the fast path takes is, the fast path's
+    reasons, the PCIe chains' bus ids, addresses and CPU lists) must be printable ASCII as a
+    line the fast path takes is, the fast path's
     checks against the static facts run again (``CompactStream.from_row``), and a tick of
     another ``static`` message than the reader's (one the relay dropped) is refused.
     """
@@ -151,6 +154,8 @@ def relayed_sample(reader: MessageReader, tick: RelayedTick) -> HostSample | Non
         for g in row.gpus:
             if g.clock_reasons:
                 texts += g.clock_reasons
+        if row.pcie is not None:
+            texts += chain_texts(row.pcie)
         text = "".join(texts)
         if not (text.isascii() and text.isprintable()):
             raise ProtocolError("a relayed tick's text is not printable")

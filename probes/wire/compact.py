@@ -137,14 +137,15 @@ class DiskRow(Struct, array_like=True, gc=False):
 
 
 class SampleRow(Struct, array_like=True, gc=False):
-    """A v2 tick.  ``pcie`` is only looked at: a tick with chains takes the checked path."""
+    """A v2 tick.  ``pcie``: the chains the agent sends every 30th tick, typed as v1's
+    checked decoder bounds them (``structs.PcieLinkS``); any other shape refuses the tick."""
 
     seq: Seq | None
     ts: Stamp
     gpus: list[GpuRow]
     host: HostRow
     disks: list[DiskRow]
-    pcie: Any = None
+    pcie: structs.Chains | None = None
 
 
 _fill_host = row_filler(HostRow.__struct_fields__)
@@ -329,7 +330,8 @@ class CompactStream:
         if self._thin:  # a collector's stream, at a tick its quick check did not take:
             # the fast path would refuse it too (``readable``), so the checked path alone
             # decides, from the kept message; nothing is built or kept (the stream stays
-            # thin: a host whose ticks carry ``pcie`` pays a parse a tick, not ~90 KB)
+            # thin: a host whose ticks the quick check refuses pays a parse a tick, not
+            # ~90 KB)
             return self._slow(parsed(), self._statics(self._kept()))
         if self.known and line is not None:
             try:
@@ -354,7 +356,7 @@ class CompactStream:
             except Exception:  # the checked path below decides
                 pass
             else:
-                if s.pcie is None and len(s.gpus) == len(self._fit) and \
+                if len(s.gpus) == len(self._fit) and \
                         self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
                     return s
         self.sample(line, parsed)
@@ -381,8 +383,8 @@ class CompactStream:
         return self._fast_row(_DECODER.decode(line))
 
     def _fast_row(self, s: SampleRow) -> HostSample:
-        if s.pcie is not None or len(s.gpus) != len(self._gpu_base):
-            raise structs.Refused("pcie or GPU count")
+        if len(s.gpus) != len(self._gpu_base):
+            raise structs.Refused("GPU count")
         if self._whole:
             # The GPUs are built when read (``HostSample.gpus``); here only what could
             # refuse the tick: every GPU's process amounts fit its static processes.
@@ -417,11 +419,13 @@ class CompactStream:
             disks.append(disk)
         if len(set(map(_DISK_NAME, s.disks))) != len(disks):
             raise structs.Refused("a disk named twice")  # v1's object keeps the last
+        pcie = None if s.pcie is None else structs.chains(s.pcie)
         if gpus is not None:
-            return structs.sample(s.seq or 0, s.ts, gpus, stats, tuple(disks), self._epoch)
+            return structs.sample(s.seq or 0, s.ts, gpus, stats, tuple(disks), self._epoch,
+                                  pcie=pcie)
         obj = _new(HostSample)  # no "gpus": ``HostSample.gpus`` builds them when read
         _set(obj, "__dict__", {"ts": s.ts, "seq": s.seq or 0, "host": stats,
-                               "disks": tuple(disks), "pcie": None,
+                               "disks": tuple(disks), "pcie": pcie,
                                "static_epoch": self._epoch, "wire_row": s})
         return obj
 

@@ -22,6 +22,15 @@ except ImportError:  # the console still works on the standard library, only slo
 from probes.errors import ProtocolError
 from probes.wire import fields, structs
 from probes.wire.compact import COMPACT_VERSION, CompactStream
+from probes.wire.fabric_fast import (
+    MAX_FABRIC_PORTS,
+    MAX_NAME,
+    MAX_NVLINK_GPUS,
+    MAX_NVLINK_ROWS,
+    MAX_NVLINK_TEXT,
+    MAX_PORT_COUNTERS,
+    decode_fabric,
+)
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.fields import Type
 from probes.wire.samples import (
@@ -244,6 +253,13 @@ def decode_line(line: bytes | str) -> AgentMessage:
                 return structs.decode_sample(line)
         except Exception:  # the checked path below decides
             pass
+    elif type(line) is bytes and line.startswith(b'{"type":"fabric"'):
+        try:  # the same for the agent's fabric report (fabric_fast)
+            if not may_need_cleaning(line):
+                check_depth(line)
+                return decode_fabric(line)
+        except Exception:  # the checked path below decides
+            pass
     obj, finite = _loads(line)
     if may_need_cleaning(line if isinstance(line, bytes) else line.encode("utf-8", "replace")):
         obj = clean_json(obj, _BLOCK_KEYS)  # raises TooDeep, a ProtocolError
@@ -461,12 +477,6 @@ def _decode_nic(n: dict[str, Any]) -> Nic:
                bridges=tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16])
 
 
-MAX_FABRIC_PORTS = 64
-MAX_NVLINK_GPUS = 64
-MAX_NVLINK_TEXT = 64 * 1024
-MAX_PORT_COUNTERS = 32
-"""The agent reads 23 counters a port; a host sending thousands of names is not believed."""
-MAX_NAME = 64
 
 
 def _decode_port(p: dict[str, Any]) -> IbPortSample:
@@ -489,7 +499,7 @@ def _decode_links(value: Any) -> tuple[NvLinkSample, ...] | None:
     out = []
     for g in value[:MAX_NVLINK_GPUS]:
         gpu = _index(_dict(g).get("gpu"))
-        for row in _list(_dict(g).get("links"))[:64]:
+        for row in _list(_dict(g).get("links"))[:MAX_NVLINK_ROWS]:
             if gpu is None or not isinstance(row, list) or len(row) < 6:
                 continue
             link = _pint(row[0])

@@ -45,5 +45,27 @@ def shared(obj: T) -> T:
         return seen  # type: ignore[return-value]
     if len(_table) >= SHARED_MAX:
         _table.clear()
+        _known.clear()
     _table[key] = obj
     return obj
+
+
+_known: dict[object, object] = {}
+"""What ``shared`` returned, by a key its caller made (``known``/``remember``); emptied with
+the table, so every object here is the one ``shared`` would return now."""
+
+
+def known(key: object) -> object | None:
+    """The object remembered under ``key`` (None: not met since the table started)."""
+    return _known.get(key)
+
+
+def remember(key: object, obj: T) -> T:
+    """``shared(obj)``, remembered under ``key``: a key the caller makes at C speed that
+    says no less than ``obj``'s fields with their types and signs (a typed struct's values
+    where no float is zero), so that the next equal object skips ``shared``'s key walk."""
+    got = shared(obj)
+    if len(_known) >= SHARED_MAX:
+        _known.clear()
+    _known[key] = got
+    return got

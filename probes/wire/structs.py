@@ -22,11 +22,21 @@ from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta, Struct
-from msgspec.structs import asdict
+from msgspec.structs import asdict, astuple
 
 from probes.wire import fields
+from probes.wire.fastfill import MAX_AMOUNT
 from probes.wire.fields import MAX_COUNT, Amount, Count, Index, Type
-from probes.wire.samples import DiskStats, GpuProcess, GpuSample, GpuState, HostSample, HostStats
+from probes.wire.samples import (
+    DiskStats,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    HostSample,
+    HostStats,
+    PcieLink,
+)
+from probes.wire.shared import known, remember, shared
 
 MAX_TS = 1e11
 
@@ -128,6 +138,69 @@ class SampleS(Struct, gc=False):
     pcie: Any = None
 
 
+SignedAmount = Annotated[float, Meta(gt=-MAX_AMOUNT, lt=MAX_AMOUNT)]
+"""``probes.wire.protocol._num``'s bounds less the edges (as ``fields.Amount``: msgspec rounds
+an int to a float before the bound)."""
+SignedCount = Annotated[int, Meta(ge=-MAX_COUNT, le=MAX_COUNT)]
+"""``probes.wire.protocol._int``'s bounds for an int (a float there refuses the line)."""
+
+
+class PcieLinkS(Struct, gc=False):
+    """:class:`PcieLink` on the wire (a tick's PCIe chains), same order; typed as v1's
+    checked decoder bounds it (``_decode_link``): any value it would null (a float for a
+    width, a number for an address, NaN, 1e300) refuses the line, whose checked path then
+    decides, so both paths agree."""
+
+    address: str | None = None
+    speed_gts: SignedAmount | None = None
+    width: SignedCount | None = None
+    max_speed_gts: SignedAmount | None = None
+    max_width: SignedCount | None = None
+    numa_node: SignedCount | None = None
+    local_cpulist: str | None = None
+
+
+Chains = dict[str, list[PcieLinkS]]
+"""A tick's PCIe chains: {bus id: the links from the GPU up}."""
+
+
+def chains(value: Chains) -> dict[str, tuple[PcieLink, ...]]:
+    """The sample's ``pcie`` of typed chains, equal to ``_decode_chains``' (each link
+    shared as there: a fleet's chains are alike).
+
+    A link is looked up by its values first (``shared.known``): ``shared``'s key walk was
+    most of a tick's cost (32 links a tick).  The struct fixes each field's type, so equal
+    values are the same values, but for a float zero (``-0.0 == 0.0``): a link with one
+    goes to ``shared`` alone.
+    """
+    out = {}
+    for bus, links in value.items():
+        made = []
+        for d in links:
+            key = (PcieLinkS, astuple(d))
+            zero = d.speed_gts == 0.0 or d.max_speed_gts == 0.0
+            link = known(key)
+            if type(link) is not PcieLink or zero:
+                link = _new(PcieLink)
+                _set(link, "__dict__", asdict(d))
+                link = shared(link) if zero else remember(key, link)
+            made.append(link)
+        out[bus] = tuple(made)
+    return out
+
+
+def chain_texts(value: Chains) -> list[str]:
+    """Every text in typed chains (bus ids, addresses, CPU lists): what must be printable."""
+    texts = list(value)
+    for links in value.values():
+        for d in links:
+            if d.address is not None:
+                texts.append(d.address)
+            if d.local_cpulist is not None:
+                texts.append(d.local_cpulist)
+    return texts
+
+
 GPU_FIELDS = tuple(f.name for f in dataclass_fields(GpuSample))
 HOST_FIELDS = tuple(f.name for f in dataclass_fields(HostStats))
 DISK_FIELDS = tuple(f.name for f in dataclass_fields(DiskStats))[1:]
@@ -178,12 +251,13 @@ def disk(name: str, d: DiskS) -> DiskStats:
 
 def sample(seq: int, ts: float, gpus: tuple[GpuSample, ...], stats: HostStats,
            disks: tuple[DiskStats, ...], static_epoch: object | None = None,
-           wire_row: Any = None) -> HostSample:
+           wire_row: Any = None, pcie: dict[str, tuple[PcieLink, ...]] | None = None
+           ) -> HostSample:
     """The frozen sample (``static_epoch``, ``wire_row``: the wire v2's, see
     :class:`HostSample`)."""
     obj = _new(HostSample)
     _set(obj, "__dict__", {"ts": ts, "seq": seq, "gpus": gpus, "host": stats, "disks": disks,
-                           "pcie": None, "static_epoch": static_epoch, "wire_row": wire_row})
+                           "pcie": pcie, "static_epoch": static_epoch, "wire_row": wire_row})
     return obj
 
 

@@ -26,7 +26,19 @@ CPU (``process_time``) per host-sample, median of ``--passes`` passes over the s
 Run from a checkout, it measures that checkout's code (the same script from a worktree of
 another commit measures that one: the relay's format is whatever the code sends).
 
-    python tests/bench/bench_relay_decode.py [--hosts 256] [--seconds 60] [--passes 3]
+``--agent`` replays what the agent itself prints instead (16 hosts recorded from the shipped
+agent's simulator with the console's agent options, as ``standin_server`` serves them: the
+hello, ``static`` and ``fabric`` messages, a tick with PCIe chains every 30th second, each
+host at its own offset), and adds, in the same process, alternating with the figures above:
+
+* ``before_*``: the same, with the wire decoded as before session 6 (a tick with PCIe chains
+  refused by the v2 fast path, so the collector relays its text and the console's reader
+  decodes it on the checked path; a ``fabric`` line on the checked path: ``ChainsChecked``);
+* ``text_kinds`` / ``before_text_kinds``: what reaches the console's ``MessageReader`` as
+  text, by kind (hello, static, fabric, a tick with chains, another tick, ...): lines, µs
+  each, and µs per host-sample (a pass of its own: the per-line clock costs a little).
+
+    python tests/bench/bench_relay_decode.py [--hosts 256] [--seconds 60] [--passes 3] [--agent]
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import statistics
 import sys
 import time
@@ -48,13 +61,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
+from probes.sources import collectors
 from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
+from probes.transport.bootstrap import bootstrap_argv
 from probes.transport.collector_wire import CollectorJob, check_batch, frame, unframe
 from probes.transport.relay import Relay, RelayReader
+from probes.wire import compact, protocol, structs
 from probes.wire.events import Connected
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import AgentMessage, HostSample
 from tests.bench.bench_ingest import T0, TEMPLATES, template
+from tests.bench.standin_server import format_args, record, restamp
 from tui.gc_policy import tune_for_streaming
 
 
@@ -69,6 +86,98 @@ class TextRelayReader(RelayReader):
         return items
 
 
+class _NoChains:
+    """The v2 tick decoder as before session 6 for the fast path: chains refused."""
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+
+    def decode(self, line: bytes) -> Any:
+        s = self._decoder.decode(line)
+        if s.pcie is not None:
+            raise structs.Refused("pcie")
+        return s
+
+
+def _no_fabric(line: bytes) -> Any:
+    raise structs.Refused("the checked path, as before session 6")
+
+
+class ChainsChecked:
+    """Within it, the wire decodes as before session 6: a tick with PCIe chains takes the
+    checked path on both sides (the collector relays its text; the console's reader parses
+    it), and so does a ``fabric`` line (no ``fabric_fast``)."""
+
+    def __enter__(self) -> None:
+        self.saved = compact._DECODER, protocol.decode_fabric
+        compact._DECODER = _NoChains(self.saved[0])  # type: ignore[assignment]
+        protocol.decode_fabric = _no_fabric
+
+    def __exit__(self, *exc: object) -> None:
+        compact._DECODER, protocol.decode_fabric = self.saved
+
+
+_KIND = re.compile(rb'\s*\{\s*"type"\s*:\s*"([a-z_]{1,16})"')
+
+
+def line_kind(line: bytes) -> str:
+    """What a line the console decodes as text is: a message type, or a tick's shape."""
+    if line[:1] == b"[":
+        return "tick with chains" if b'"speed_gts"' in line else "tick"
+    m = _KIND.match(line, 0, 64)
+    if m is not None and m.group(1) == b"fabric" and b'"nvlink"' in line:
+        return "fabric with NVLinks"
+    return m.group(1).decode() if m else "other"
+
+
+def text_kinds(frames: list[bytes], specs: tuple[HostSpec, ...]) -> dict[str, Any]:
+    """A console pass over all the frames that clocks each line its readers decode as text,
+    by ``line_kind``: lines, µs a line, µs per host-sample of the run."""
+    seen: dict[str, list[float]] = {}
+
+    class Clocked(MessageReader):
+        def _decode(self, line: bytes | None) -> AgentMessage | None:
+            if line is None:
+                return super()._decode(line)
+            t0 = time.process_time()
+            msg = super()._decode(line)
+            took = time.process_time() - t0
+            s = seen.setdefault(line_kind(line), [0, 0.0])
+            s[0] += 1
+            s[1] += took
+            return msg
+
+    saved = collectors.MessageReader
+    collectors.MessageReader = Clocked  # type: ignore[misc]
+    try:
+        console_pass(frames, specs, skip=0)
+    finally:
+        collectors.MessageReader = saved  # type: ignore[misc]
+    hs = len(specs) * (len(frames) - 1)
+    return {k: {"lines": int(n), "us_each": round(1e6 * t / n, 1),
+                "us_per_hs": round(1e6 * t / hs, 2)}
+            for k, (n, t) in sorted(seen.items(), key=lambda kv: -kv[1][1])}
+
+
+def agent_feed(hosts: int, seconds: int) -> list[Any]:
+    """Each host's (first lines, one chunk a second) as the stand-in serves the agent's own
+    recording: template ``k % 16`` from its own offset, re-stamped each second."""
+    argv = bootstrap_argv("python3", HostSpec(name="h", expect_gpus=8).agent_args())
+    templates = record(format_args(argv[argv.index("--stdin-eof-exit") + 1:]), TEMPLATES,
+                       seconds)
+    feed = []
+    for k in range(hosts):
+        t = templates[k % TEMPLATES]
+        first = b"".join(restamp(line, None, T0) for line in t.preamble)
+        chunks = []
+        for sec in range(seconds):
+            group = t.samples[(k + sec) % len(t.samples)]
+            chunks.append(restamp(group[0], sec, T0 + sec)
+                          + b"".join(restamp(line, None, T0 + sec) for line in group[1:]))
+        feed.append((first, chunks))
+    return feed
+
+
 def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int,
                      text: bool = False) -> tuple[list[bytes], float]:
     """One frame per simulated second, made by the collector's readers and relay (``text``:
@@ -76,7 +185,7 @@ def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int,
     r, w = os.pipe()
     # each host's bytes its own objects, as a transport delivers them (a frame pickles an
     # object once however often it holds it)
-    chunks = [[bytes(bytearray(c)) for c in feed[k % TEMPLATES][1][:seconds]]
+    chunks = [[bytes(bytearray(c)) for c in feed[k % len(feed)][1][:seconds]]
               for k in range(len(specs))]
 
     async def run() -> tuple[list[bytes], float]:
@@ -85,7 +194,7 @@ def collector_frames(feed: list[Any], specs: tuple[HostSpec, ...], seconds: int,
                    for k, s in enumerate(specs)]
         for k, s in enumerate(specs):
             relay.emit(s.name, Connected(T0))
-            readers[k].feed(feed[k % TEMPLATES][0])
+            readers[k].feed(feed[k % len(feed)][0])
         frames = [frame(relay._take())]
         t0 = time.process_time()
         for t in range(seconds):
@@ -171,7 +280,8 @@ def fold_and_deltas(samples: list[tuple[str, HostSample]], specs: tuple[HostSpec
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     tune_for_streaming()  # the console's collector settings
-    feed = [template(k, args.seconds)[1] for k in range(TEMPLATES)]
+    feed = agent_feed(args.hosts, args.seconds) if args.agent else \
+        [template(k, args.seconds)[1] for k in range(TEMPLATES)]
     specs = tuple(HostSpec(name=f"h{i:04d}", expect_gpus=8) for i in range(args.hosts))
     frames, collector = collector_frames(feed, specs, args.seconds)
     n = args.hosts * args.seconds
@@ -181,11 +291,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     wholes, folds, steadies = [], [], []
     text_frames, _ = collector_frames(feed, specs, args.seconds, text=True)
     texts, text_steadies = [], []
+    before_frames: list[bytes] = []
+    befores: list[float] = []
+    before_steadies: list[float] = []
+    if args.agent:
+        with ChainsChecked():
+            before_frames, before_collector = collector_frames(feed, specs, args.seconds)
     for _ in range(args.passes):  # this code's relay and the text relay, alternating
         whole, fold = console_pass(frames, specs)
         wholes.append(whole)
         folds.append(fold)
         steadies.append(console_pass(frames, specs, 1 + steady)[0])
+        if args.agent:
+            with ChainsChecked():
+                befores.append(console_pass(before_frames, specs)[0])
+                before_steadies.append(console_pass(before_frames, specs, 1 + steady)[0])
         texts.append(console_pass(text_frames, specs)[0])
         text_steadies.append(console_pass(text_frames, specs, 1 + steady)[0])
     del text_frames
@@ -206,6 +326,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "relayed_ticks": sum(isinstance(e, tuple) for f in frames[1:]
                              for _, e in unframe(f[4:])),  # type: ignore[attr-defined]
     }
+    if args.agent:
+        out.update({
+            "before_console_us": round(1e6 * statistics.median(befores) / n, 2),
+            "before_steady_console_us": round(1e6 * statistics.median(before_steadies)
+                                              / (args.hosts * (args.seconds - steady)), 2),
+            "before_collector_us": round(1e6 * before_collector / n, 2),
+            "before_frame_bytes": round(sum(map(len, before_frames[1:])) / n),
+            "pairs": [round(a / b, 3) for a, b in zip(steadies, before_steadies, strict=True)],
+            "text_kinds": text_kinds(frames, specs)})
+        with ChainsChecked():
+            out["before_text_kinds"] = text_kinds(before_frames, specs)
+        del before_frames
     if args.fold:
         samples: list[tuple[str, HostSample]] = []
         console_pass(frames, specs, keep=samples)
@@ -225,6 +357,8 @@ def main() -> None:
     p.add_argument("--no-fold", dest="fold", action="store_false",
                    help="the relay's figures alone")
     p.add_argument("--quick", action="store_true", help="32 hosts, 10 seconds")
+    p.add_argument("--agent", action="store_true",
+                   help="the agent's own lines (chains, fabric), before/after session 6")
     args = p.parse_args()
     if args.quick:
         args.hosts, args.seconds, args.passes, args.warm = 32, 10, 1, 5
@@ -232,6 +366,9 @@ def main() -> None:
     print(json.dumps(out))
     print(f"relay decode: console {out['console_us']} µs a host-sample (fold alone "
           f"{out['decode_us']}), collector {out['collector_us']} µs, {out['frame_bytes']} B")
+    if args.agent:
+        print(f"steady console {out['steady_console_us']} µs a host-sample, before session 6 "
+              f"{out['before_steady_console_us']} µs (pairs {out['pairs']})")
 
 
 if __name__ == "__main__":

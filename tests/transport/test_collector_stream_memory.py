@@ -158,14 +158,15 @@ def test_the_comparison_sees_a_stale_static_message(monkeypatch: pytest.MonkeyPa
 
 
 def _after_pcie() -> tuple[compact.CompactStream, bytes]:
-    """A collector's stream fed its hello, ``static`` line and one tick with PCIe chains."""
+    """A collector's stream fed its hello, ``static`` line and one tick with PCIe chains its
+    quick check refuses (a width of 16.0, which v1's checked decoder reads as 16)."""
     reader = protocol.MessageReader()
     reader.builds_ticks = False
     lines = agent_stream(7, 60, spoil=False).splitlines(keepends=True)
     reader.feed(b"".join(lines[:3]))
     assert reader.compact is not None
     pcie = lines[2].rstrip(b"\n")[:-1] + b',{"0000:01:00.0":[{"address":"0000:00:01.0",' \
-        b'"speed_gts":16.0,"width":16}]}]\n'
+        b'"speed_gts":16.0,"width":16.0}]}]\n'
     assert b'"static"' not in pcie and pcie.startswith(b"[")
     reader.feed(pcie)
     assert reader.stats.garbled == 0 and reader.tick_row is None  # checked, not relayed

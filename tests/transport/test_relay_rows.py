@@ -15,7 +15,9 @@ believed that the tick's text would not have had to prove.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import os
 import random
 from typing import Any
@@ -24,6 +26,7 @@ import msgspec
 import pytest
 
 from probes import agent
+from probes.agent.main import PCIE_EVERY_TICKS
 from probes.agent.output import CompactEncoder, compact_columns
 from probes.config.fleet import HostSpec
 from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
@@ -38,7 +41,7 @@ from probes.transport.collector_wire import (
     unframe,
 )
 from probes.transport.relay import Relay
-from probes.wire.compact import SampleRow, StaticEpoch
+from probes.wire.compact import CompactStream, SampleRow, StaticEpoch
 from probes.wire.events import Connected, SessionItem, SourceHealth
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import HostSample
@@ -48,6 +51,24 @@ T0 = 1_800_000_000.0
 SCENARIOS = ("healthy", "leak:3,throttle:2", "xid79:2@5,throttle:1", "link-downgrade:2")
 GARBAGE = [b"Last login: Sun Dec  6 from 10.0.0.1\n", b"[1,2\n", b"\n", b"{\"type\":\"nope\"}\n",
            b"[\"x\",1.0,[],[],[]]\n", b"\x1b[31mwarning\x1b[0m\n", b"[" * 100 + b"\n"]
+
+
+ODD_CHAINS: list[Any] = [
+    {"0000:01:00.0": [{"address": "0000:00:01.0", "speed_gts": 16.0, "width": 16}]},
+    {"0000:01:00.0": [{"address": "0000:01:00.0", "speed_gts": 8, "width": 4, "numa_node": -1,
+                       "more": [1, {"x": None}]}], "0000:02:00.0": []},  # an int speed
+    {}, {"0000:01:00.0": []},
+    {"0000:01:00.0": [{"address": None, "speed_gts": None, "local_cpulist": "0-7"}, {}]},
+    # what the typed decode refuses and the checked path nulls or skips:
+    {"0000:01:00.0": [{"address": 7, "speed_gts": "fast", "width": 16.0, "numa_node": True}]},
+    {"0000:01:00.0": [{"address": "0000:01:00.0", "speed_gts": float("nan")}]},
+    {"0000:01:00.0": [{"address": "0000:01:00.0", "max_width": 2**60, "speed_gts": -1e300}]},
+    {"0000:01:00.0": ["0000:00:01.0", None, {"width": 8}], "0000:02:00.0": None},
+    {"0000:01:00.0": [{"address": "0000:00:01.0\u001b]0;x\u0007", "local_cpulist": "0-7"}]},
+    ["0000:01:00.0"],
+]
+"""PCIe chains beside the agent's own: odd but believable (the fast path takes them) and
+hostile (its typed decode refuses them; the checked path nulls, skips or cleans)."""
 
 
 def _wire(obj: object) -> bytes:
@@ -79,12 +100,13 @@ def agent_stream(seed: int, ticks: int, v: int = 2, spoil: bool = True) -> bytes
             g[-1]["power_limit_w"] = 250.0 + k  # a static field moves
         msg: dict[str, Any] = {"type": "sample", "v": 1, "seq": k, "ts": T0 + k, "gpus": g,
                                "host": host, "disks": disks}
+        if k > 0 and k % PCIE_EVERY_TICKS == 0:  # the agent's own chains, every 30th tick
+            msg["pcie"] = sim.pcie(3600.0 + k)
         r = rng.random() if spoil else 1.0
         if r < 0.04:  # text to sanitise: the checked path on both sides
             disks["sd\u001b]0;x\u0007" if rng.random() < 0.5 else "sd\u00e9"] = {"r_s": 1.0}
-        elif r < 0.07:  # PCIe chains in a tick: the checked path
-            msg["pcie"] = {"0000:01:00.0": [{"address": "0000:00:01.0", "speed_gts": 16.0,
-                                             "width": 16}]}
+        elif r < 0.10:  # PCIe chains of other shapes: typed, or refused to the checked path
+            msg["pcie"] = rng.choice(ODD_CHAINS)
         out = [_wire(msg)] if v == 1 else [_wire(m) for m in enc.encode(msg)]
         r = rng.random() if spoil else 1.0
         if r < 0.04:
@@ -208,7 +230,9 @@ def test_the_console_gets_through_the_relay_the_samples_it_decoded_itself(
     streams, batch = fleet
     relayed = sum(isinstance(e, tuple) for _, e in batch)
     raw_ticks = sum(e.count(b"\n[") for _, e in batch if isinstance(e, bytes))
-    assert relayed > 400 and raw_ticks > 20, (relayed, raw_ticks)  # both paths taken
+    pcie_rows = sum(msgspec.msgpack.decode(e[1], type=SampleRow).pcie is not None
+                    for _, e in batch if isinstance(e, tuple))
+    assert relayed > 400 and raw_ticks > 20 and pcie_rows > 20, (relayed, raw_ticks, pcie_rows)
     got = console_fold(batch, len(streams))
     for i, stream in enumerate(streams):
         want = decoded(stream, 1000 + i)
@@ -270,9 +294,22 @@ def _set_gpu(at: int, value: object) -> Any:
     return change
 
 
+def _set_pcie(value: object) -> Any:
+    def change(row: list[Any]) -> None:
+        row[5] = value
+    return change
+
+
+def _set_link(link: dict[str, Any]) -> Any:
+    """The tick with one PCIe chain whose one link is ``link`` (the agent's fields beside)."""
+    return _set_pcie({"0000:18:00.0": [{"address": "0000:18:00.0", "speed_gts": 32.0,
+                                        "width": 16, **link}]})
+
+
 @pytest.mark.parametrize("attack", [
-    "garbage", "negative", "nan", "huge", "escape", "c1", "gpus", "pcie", "disk twice",
-    "epoch", "word", "procs",
+    "garbage", "negative", "nan", "huge", "escape", "c1", "gpus", "disk twice", "epoch",
+    "word", "procs", "pcie shape", "pcie link", "pcie escape", "pcie c1", "pcie newline",
+    "pcie nan", "pcie huge", "pcie word", "pcie half lane",
 ])
 def test_a_relayed_tick_is_checked_as_its_text_was(fleet: tuple[list[bytes], Batch],
                                                    attack: str) -> None:
@@ -288,11 +325,19 @@ def test_a_relayed_tick_is_checked_as_its_text_was(fleet: tuple[list[bytes], Bat
         "escape": lambda: _spoiled(tick, lambda r: r[4][0].__setitem__(0, "sd\x1b[2J")),
         "c1": lambda: _spoiled(tick, _set_gpu(10, ["x\x9b31m"])),  # a clock-event reason
         "gpus": lambda: _spoiled(tick, lambda r: r[2].pop()),
-        "pcie": lambda: _spoiled(tick, lambda r: r.__setitem__(5, {"a": []})),
         "disk twice": lambda: _spoiled(tick, lambda r: r[4].append(list(r[4][0]))),
         "epoch": lambda: (tick[0] + 1, tick[1]),
         "word": lambda: _spoiled(tick, _set_gpu(1, "x")),
         "procs": lambda: _spoiled(tick, lambda r: r[2][0].__setitem__(11, [1.0] * 40)),
+        "pcie shape": lambda: _spoiled(tick, _set_pcie(["0000:01:00.0"])),
+        "pcie link": lambda: _spoiled(tick, _set_pcie({"0000:01:00.0": [1]})),
+        "pcie escape": lambda: _spoiled(tick, _set_pcie({"0000:01:00.0\x1b[2J": []})),
+        "pcie c1": lambda: _spoiled(tick, _set_link({"address": "0000:01:00.0\x9b31m"})),
+        "pcie newline": lambda: _spoiled(tick, _set_link({"local_cpulist": "0-7\n0-7"})),
+        "pcie nan": lambda: _spoiled(tick, _set_link({"speed_gts": float("nan")})),
+        "pcie huge": lambda: _spoiled(tick, _set_link({"max_width": 2**60})),
+        "pcie word": lambda: _spoiled(tick, _set_link({"width": "x16"})),
+        "pcie half lane": lambda: _spoiled(tick, _set_link({"width": 16.5})),
     }
     before = reader.stats.garbled
     assert relayed_sample(reader, spoil[attack]()) is None
@@ -402,3 +447,99 @@ def test_a_static_message_the_relay_dropped_sends_the_ticks_as_text_until_the_ne
             reader.feed(e)
         elif isinstance(e, tuple):
             assert relayed_sample(reader, e) is not None  # built: the same static line
+
+
+def test_a_relayed_tick_with_good_chains_is_built_with_them(
+        fleet: tuple[list[bytes], Batch]) -> None:
+    """The positive control of the chain attacks above: the agent's link is taken."""
+    reader, tick = _reader_at_a_tick(fleet)
+    sample = relayed_sample(reader, _spoiled(tick, _set_link({"numa_node": -1})))
+    assert sample is not None and sample.pcie is not None
+    (link,) = sample.pcie["0000:18:00.0"]
+    assert (link.address, link.speed_gts, link.width, link.numa_node) == \
+        ("0000:18:00.0", 32.0, 16, -1)
+
+
+def _text_decoded_before(stream: bytes, seed: int, monkeypatch: pytest.MonkeyPatch
+                         ) -> list[SessionItem]:
+    """What the console got from the bytes before the PCIe chains were typed: a tick with
+    chains refused by the fast path, so v1's checked decoder built it."""
+    fast = CompactStream._fast
+
+    def fast_without_chains(self: CompactStream, line: bytes) -> HostSample:
+        if _TICK(line).pcie is not None:
+            raise ValueError("chains: the checked path, as before")
+        return fast(self, line)
+
+    with monkeypatch.context() as m:
+        m.setattr(CompactStream, "_fast", fast_without_chains)
+        return decoded(stream, seed)
+
+
+_TICK = msgspec.json.Decoder(SampleRow).decode
+
+
+def value_differences(a: object, b: object, at: str = "") -> list[str]:
+    """Where two decoded values differ: type, and every field of every dataclass (a
+    sample's GPUs built), mapping (keys in order: the chains) and sequence, down to the
+    numbers' types and signs; a sample's wire row and static epoch are not values."""
+    if type(a) is not type(b):
+        return [f"{at}: {type(a).__name__} for {type(b).__name__}"]
+    if isinstance(a, HostSample) and isinstance(b, HostSample):
+        return value_differences({f: getattr(a, f) for f in _SAMPLE_FIELDS},
+                                 {f: getattr(b, f) for f in _SAMPLE_FIELDS}, at)
+    if dataclasses.is_dataclass(a):  # by field (the fast path's GPUs hold another order)
+        return value_differences({f.name: getattr(a, f.name) for f in dataclasses.fields(a)},
+                                 {f.name: getattr(b, f.name) for f in dataclasses.fields(b)},
+                                 at)
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return [f"{at}: keys {list(a)} for {list(b)}"]
+        return [d for k in a for d in value_differences(a[k], b[k], f"{at}.{k}")]
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        if len(a) != len(b):
+            return [f"{at}: {len(a)} items for {len(b)}"]
+        return [d for k, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in value_differences(x, y, f"{at}[{k}]")]
+    if isinstance(a, float) and isinstance(b, float):
+        same = a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+        return [] if same or (math.isnan(a) and math.isnan(b)) else [f"{at}: {a} for {b}"]
+    return [] if a == b else [f"{at}: {a!r} for {b!r}"]
+
+
+_SAMPLE_FIELDS = ("ts", "seq", "gpus", "host", "disks", "pcie")
+
+
+def test_the_ticks_with_chains_come_through_the_relay_as_their_text_gave_them_before(
+        fleet: tuple[list[bytes], Batch], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every message the console builds through the relay (the ticks with PCIe chains now
+    as rows) equals, field by field down to each number's type, what the console got from
+    the same bytes before (the chains' ticks through v1's checked decoder); the chains'
+    links are the checked decoder's shared objects.  Negative control: one link's width
+    changed in one relayed row is seen."""
+    streams, batch = fleet
+    got = console_fold(batch, len(streams))
+    chained = 0
+    for i, stream in enumerate(streams):
+        before = _text_decoded_before(stream, 1000 + i, monkeypatch)
+        assert len(got[i]) == len(before), f"host {i}"
+        for k, (a, b) in enumerate(zip(got[i], before, strict=True)):
+            assert value_differences(a, b, f"host {i} message {k}") == []
+            if isinstance(a, HostSample) and a.pcie:
+                assert isinstance(b, HostSample) and b.pcie
+                assert all(x is y for bus in a.pcie for x, y in
+                           zip(a.pcie[bus], b.pcie[bus], strict=True))  # shared links
+                chained += a.static_epoch is not None  # the fast path's (was the checked)
+    assert chained > 20
+    at = next(k for k, (i, e) in enumerate(batch) if i == 2 and isinstance(e, tuple)
+              and msgspec.msgpack.decode(e[1], type=SampleRow).pcie)
+    entry = batch[at][1]
+    assert isinstance(entry, tuple)
+    row = msgspec.msgpack.decode(entry[1], type=SampleRow)
+    assert row.pcie is not None
+    next(iter(row.pcie.values()))[0].width = 8
+    wrong = list(batch)
+    wrong[at] = (2, relayed_tick(entry[0], row))
+    before = _text_decoded_before(streams[2], 1002, monkeypatch)
+    assert any("width" in d for a, b in zip(console_fold(wrong, 6)[2], before, strict=True)
+               for d in value_differences(a, b))

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import random
 from typing import Any
 
+import msgspec
 import pytest
 
-from probes.wire import protocol, shared
+from probes.wire import protocol, shared, structs
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import Hello
 from tests.bench.bench_ingest import template
@@ -100,3 +103,63 @@ def test_the_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert shared.shared(f"text {i}") == f"text {i}"
         assert len(shared._table) <= 100
     assert shared.shared({"a": 1}) == {"a": 1}  # unhashable: itself
+
+
+def _random_chains(rng: random.Random) -> dict[str, Any]:
+    """Chains of links drawn from few values (so links repeat), zeros of both signs."""
+    def link() -> dict[str, Any]:
+        return {"address": rng.choice(("0000:17:00.0", "0000:18:00.0", None)),
+                "speed_gts": rng.choice((32.0, 16.0, 2.5, 0.0, -0.0, 8, None)),
+                "width": rng.choice((16, 8, 0, None)),
+                "max_speed_gts": rng.choice((32.0, 0.0, -0.0, 16, None)),
+                "max_width": rng.choice((16, None)), "numa_node": rng.choice((0, 1, -1, None)),
+                "local_cpulist": rng.choice(("0-55,112-167", "", None))}
+    return {f"0000:{b:02x}:00.0": [link() for _ in range(rng.randint(0, 4))]
+            for b in rng.sample(range(256), rng.randint(0, 8))}
+
+
+def _chain_mismatches(seed: int) -> int:
+    """Ticks of random chains whose typed links differ from v1's checked decoder's, by
+    value, type or sign, or are not its shared objects."""
+    decode = msgspec.json.Decoder(structs.Chains).decode
+    rng = random.Random(seed)
+    bad = 0
+    for _ in range(300):
+        raw = json.dumps(_random_chains(rng)).encode()
+        typed = structs.chains(decode(raw))
+        checked = protocol._decode_chains(json.loads(raw))
+        bad += _typed(typed) != _typed(checked) or not all(
+            x is y for bus in typed for x, y in zip(typed[bus], checked[bus], strict=True))
+    return bad
+
+
+def test_typed_chains_are_the_checked_decoders_links_and_share_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick's chains typed (``structs.chains``, its memo by value) read as v1's checked
+    decoder reads them, value, type and sign, the links its shared objects.  Negative
+    controls: a memo keyed too loosely (the address alone), and a link of -0.0 after one
+    of 0.0 (the memo's one blind spot, which goes to ``shared``)."""
+    assert _chain_mismatches(38) == 0
+    decode = msgspec.json.Decoder(structs.Chains).decode
+    monkeypatch.setattr(shared, "_known", {})
+    monkeypatch.setattr(shared, "_table", {})
+    structs.chains(decode(b'{"a":[{"address":"x","speed_gts":0.0}]}'))
+    got = structs.chains(decode(b'{"a":[{"address":"x","speed_gts":-0.0}]}'))["a"][0]
+    assert got.speed_gts is not None and math.copysign(1.0, got.speed_gts) == -1.0
+    monkeypatch.setattr(structs, "astuple", lambda d: (d.address,))
+    monkeypatch.setattr(shared, "_known", {})
+    assert _chain_mismatches(39) > 50
+
+
+def test_what_is_remembered_is_bounded_and_goes_with_the_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "SHARED_MAX", 10)
+    monkeypatch.setattr(shared, "_known", {})
+    monkeypatch.setattr(shared, "_table", {})
+    decode = msgspec.json.Decoder(structs.Chains).decode
+    for k in range(25):
+        structs.chains(decode(b'{"a":[{"address":"%d","speed_gts":1.0}]}' % k))
+        assert len(shared._known) <= 10
+    for k in range(25):
+        shared.shared(f"text {k}")  # the table fills and starts again: so does the memo
+    assert shared._known == {}
