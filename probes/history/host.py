@@ -41,6 +41,8 @@ from probes.history.staged import (
     ProcPair,
     Staged,
     StagedDisk,
+    disk_numbers,
+    proc_mib,
     stage,
     stage_row,
 )
@@ -213,6 +215,96 @@ class HostHistory:
             self._flush()
 
     def _columns_of(self, rows: list[Staged]) -> dict[str, list[float]]:
+        """The staged samples as one float column per series (NaN: missing): cut as one
+        block (``_block_columns``) when they are alike, the usual case; else here."""
+        if not self._mixed:
+            values = self._block_columns(rows)
+            if values is not None:
+                return values
+        return self._columns_apart(rows)
+
+    def _block_columns(self, rows: list[Staged]) -> dict[str, list[float]] | None:
+        """The columns of staged samples that list the same GPUs, the same processes' pids
+        and the same disks (a wire v2 tick's pids are its epoch's own tuple): their numbers
+        are then one matrix, a sample a row, and every series, host, GPU, process or disk,
+        is a strided slice of it, in C.  None where they are not alike (or list a pid or a
+        disk twice): ``_columns_apart`` cuts them.
+
+        The same columns, keys and tracking (processes admitted in the order listed, disks
+        in the order named, up to the maxima) as ``_columns_apart`` (``tests/history/
+        test_block_columns.py``), without a pair, a disk tuple or a value handled in Python.
+        """
+        r0 = rows[0]
+        layout, pids, names = r0.layout, r0.pids, r0.disk_names
+        for r in rows:
+            if (r.layout != layout or (r.pids is not pids and r.pids != pids)
+                    or r.disk_names != names):
+                return None
+        if len(set(names)) < len(names):
+            return None
+        for ps in pids:
+            if ps is not None and len(set(ps)) < len(ps):
+                return None
+        width = len(r0.numbers)
+        flat = array("d")
+        flat.frombytes(b"".join(r.numbers for r in rows))
+        values: dict[str, list[float]] = {}
+        procs: dict[str, list[float]] = {}
+        ts_last = rows[-1].ts
+        at = _HOSTS + GPU_NUMBERS * len(layout)
+        for pos, (idx, ps) in enumerate(zip(layout, pids, strict=True)):
+            if idx >= 0:
+                keys = self._gkeys.get(idx)
+                if keys is None:
+                    keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
+                g = _HOSTS + pos * GPU_NUMBERS
+                for j, key in enumerate(keys):
+                    values[key] = flat[g + j::width].tolist()
+                for i, pid in enumerate(ps or ()):
+                    if pid is not None:
+                        pkey = self._track_proc(idx, pid, ts_last)
+                        if pkey is not None:
+                            procs[pkey] = flat[at + i::width].tolist()
+            if ps is not None:
+                at += len(ps)
+        for j, f in enumerate(HOST_NUMBERS):
+            values[host_key(f)] = flat[j::width].tolist()
+        values[host_key("gpu_count")] = self._staged_counts
+        if names:
+            self._block_disks(flat, width, names, values)
+        values.update(procs)
+        return values
+
+    def _block_disks(self, flat: array[float], width: int, names: tuple[str, ...],
+                     values: dict[str, list[float]]) -> None:
+        """``_disk_columns`` of a block (``_block_columns``): the disks' columns, admitted
+        in the order named (its keys in its order, too)."""
+        every = len(self._disks | set(names)) <= self.max_disks
+        at = width - 4 * len(names)
+        for i, name in enumerate(names):
+            if name not in self._disks:
+                if len(self._disks) >= self.max_disks:
+                    continue
+                self._disks.add(name)
+            d = at + 4 * i
+            ra, wa = flat[d + 1::width].tolist(), flat[d + 2::width].tolist()
+            s = sum(ra) + sum(wa)
+            if s == s:  # no NaN (None)
+                aw = list(map(max, ra, wa))
+            else:
+                aw = [r if w != w else (w if r != r else max(r, w))
+                      for r, w in zip(ra, wa, strict=True)]
+            util, q = flat[d::width].tolist(), flat[d + 3::width].tolist()
+            if every:
+                values[disk_key(name, "util")] = util
+                values[disk_key(name, "aqu_sz")] = q
+                values[disk_key(name, "await")] = aw
+            else:
+                values[disk_key(name, "util")] = util
+                values[disk_key(name, "await")] = aw
+                values[disk_key(name, "aqu_sz")] = q
+
+    def _columns_apart(self, rows: list[Staged]) -> dict[str, list[float]]:
         """The staged samples as one float column per series (NaN: missing).
 
         When every staged sample lists the same GPUs (the usual case) the columns are cut by
@@ -413,9 +505,9 @@ class HostHistory:
         out = {pid for g, pid in self._pkeys if g == gpu}
         room = self.max_processes_per_gpu - len(out)
         for r in self._staged:
-            for idx, ps in zip(r.layout, r.procs, strict=True):
+            for idx, ps in zip(r.layout, r.pids, strict=True):
                 if idx == gpu:
-                    for pid, _ in ps or ():
+                    for pid in ps or ():
                         if pid is not None and pid not in out and room > 0:
                             out.add(pid)
                             room -= 1
@@ -461,22 +553,20 @@ class HostHistory:
             j = DISK_FIELDS.index(field)
 
             def disk_val(r: Staged) -> float | None:
-                for d in r.disks:
-                    if d.name == name:
-                        return _disk_values(d)[j]
-                return None
+                nums = disk_numbers(r, name)
+                if nums is None:
+                    return None
+                if j == 0:
+                    return nums[0]
+                if j == 2:
+                    return nums[3]
+                ra, wa = nums[1], nums[2]
+                return ra if wa is None else (wa if ra is None else max(ra, wa))
             return disk_val
         gpu, pid = int(parts[1]), int(parts[2])
 
         def proc_val(r: Staged) -> float | None:
-            if gpu not in r.layout:
-                return None
-            for idx, ps in zip(r.layout, r.procs, strict=True):
-                if idx == gpu:
-                    for p, used in ps or ():
-                        if p == pid:
-                            return used
-            return None
+            return proc_mib(r, gpu, pid)
         return proc_val
 
     def _latest_staged(self, key: str) -> Point | None:
