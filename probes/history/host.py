@@ -23,6 +23,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
+from probes.history.block import BlockCut
 from probes.history.keys import (
     DISK_FIELDS,
     GPU_FIELDS,
@@ -121,7 +122,7 @@ def _floats(vals: Sequence[float | None]) -> list[float]:
     return list(vals)  # type: ignore[arg-type]
 
 
-class HostHistory:
+class HostHistory(BlockCut):
     """All series of one host.
 
     Args:
@@ -215,97 +216,8 @@ class HostHistory:
             self._flush()
 
     def _columns_of(self, rows: list[Staged]) -> dict[str, list[float]]:
-        """The staged samples as one float column per series (NaN: missing): cut as one
-        block (``_block_columns``) when they are alike, the usual case; else here."""
-        if not self._mixed:
-            values = self._block_columns(rows)
-            if values is not None:
-                return values
-        return self._columns_apart(rows)
-
-    def _block_columns(self, rows: list[Staged]) -> dict[str, list[float]] | None:
-        """The columns of staged samples that list the same GPUs, the same processes' pids
-        and the same disks (a wire v2 tick's pids are its epoch's own tuple): their numbers
-        are then one matrix, a sample a row, and every series, host, GPU, process or disk,
-        is a strided slice of it, in C.  None where they are not alike (or list a pid or a
-        disk twice): ``_columns_apart`` cuts them.
-
-        The same columns, keys and tracking (processes admitted in the order listed, disks
-        in the order named, up to the maxima) as ``_columns_apart`` (``tests/history/
-        test_block_columns.py``), without a pair, a disk tuple or a value handled in Python.
-        """
-        r0 = rows[0]
-        layout, pids, names = r0.layout, r0.pids, r0.disk_names
-        for r in rows:
-            if (r.layout != layout or (r.pids is not pids and r.pids != pids)
-                    or r.disk_names != names):
-                return None
-        if len(set(names)) < len(names):
-            return None
-        for ps in pids:
-            if ps is not None and len(set(ps)) < len(ps):
-                return None
-        width = len(r0.numbers)
-        flat = array("d")
-        flat.frombytes(b"".join(r.numbers for r in rows))
-        values: dict[str, list[float]] = {}
-        procs: dict[str, list[float]] = {}
-        ts_last = rows[-1].ts
-        at = _HOSTS + GPU_NUMBERS * len(layout)
-        for pos, (idx, ps) in enumerate(zip(layout, pids, strict=True)):
-            if idx >= 0:
-                keys = self._gkeys.get(idx)
-                if keys is None:
-                    keys = self._gkeys[idx] = tuple(gpu_key(idx, f) for f in GPU_FIELDS)
-                g = _HOSTS + pos * GPU_NUMBERS
-                for j, key in enumerate(keys):
-                    values[key] = flat[g + j::width].tolist()
-                for i, pid in enumerate(ps or ()):
-                    if pid is not None:
-                        pkey = self._track_proc(idx, pid, ts_last)
-                        if pkey is not None:
-                            procs[pkey] = flat[at + i::width].tolist()
-            if ps is not None:
-                at += len(ps)
-        for j, f in enumerate(HOST_NUMBERS):
-            values[host_key(f)] = flat[j::width].tolist()
-        values[host_key("gpu_count")] = self._staged_counts
-        if names:
-            self._block_disks(flat, width, names, values)
-        values.update(procs)
-        return values
-
-    def _block_disks(self, flat: array[float], width: int, names: tuple[str, ...],
-                     values: dict[str, list[float]]) -> None:
-        """``_disk_columns`` of a block (``_block_columns``): the disks' columns, admitted
-        in the order named (its keys in its order, too)."""
-        every = len(self._disks | set(names)) <= self.max_disks
-        at = width - 4 * len(names)
-        for i, name in enumerate(names):
-            if name not in self._disks:
-                if len(self._disks) >= self.max_disks:
-                    continue
-                self._disks.add(name)
-            d = at + 4 * i
-            ra, wa = flat[d + 1::width].tolist(), flat[d + 2::width].tolist()
-            s = sum(ra) + sum(wa)
-            if s == s:  # no NaN (None)
-                aw = list(map(max, ra, wa))
-            else:
-                aw = [r if w != w else (w if r != r else max(r, w))
-                      for r, w in zip(ra, wa, strict=True)]
-            util, q = flat[d::width].tolist(), flat[d + 3::width].tolist()
-            if every:
-                values[disk_key(name, "util")] = util
-                values[disk_key(name, "aqu_sz")] = q
-                values[disk_key(name, "await")] = aw
-            else:
-                values[disk_key(name, "util")] = util
-                values[disk_key(name, "await")] = aw
-                values[disk_key(name, "aqu_sz")] = q
-
-    def _columns_apart(self, rows: list[Staged]) -> dict[str, list[float]]:
-        """The staged samples as one float column per series (NaN: missing).
+        """The staged samples as one float column per series (NaN: missing), where they
+        are not alike enough to be cut as one block (``block.py``).
 
         When every staged sample lists the same GPUs (the usual case) the columns are cut by
         position with ``zip``; otherwise GPUs are matched by index.
@@ -437,9 +349,9 @@ class HostHistory:
     def _flush(self) -> None:
         """Write the staged samples to the raw tier, then any coarse buckets now complete."""
         rows = self._staged
-        values = self._columns_of(rows)
         ts = [r.ts for r in rows]
-        self.store.append_raw(ts, values)
+        block = None if self._mixed else self._block_columns(rows)
+        self.store.append_raw(ts, self._columns_of(rows) if block is None else block.columns())
         self._staged = []
         self._staged_counts = []
         self._mixed = False

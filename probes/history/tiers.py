@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from probes.history.keys import codec_for
@@ -119,8 +119,9 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: dict[str, list[float]]) -> None:
-        """Write samples to the raw tier: one float column per series (NaN: missing)."""
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
+        """Write samples to the raw tier: one float column per series (NaN: missing; a list,
+        or an ``array('d')``)."""
         data: dict[str, array[Any]] = {}
         raw = self.rings[0]
         for key, vals in values.items():

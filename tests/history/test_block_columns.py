@@ -164,16 +164,16 @@ def test_negative_control_await_ignoring_an_unknown_half_is_seen(
     assert differ > 0
 
 
-def test_negative_control_a_process_column_one_sample_off_is_seen(
+def test_negative_control_a_process_column_read_one_place_off_is_seen(
         streams: list[tuple[list[HostSample], tuple[Tier, ...] | None]],
         monkeypatch: pytest.MonkeyPatch) -> None:
     real = HostHistory._block_columns
 
     def shifted(self: HostHistory, rows: Any) -> Any:
         got = real(self, rows)
-        for key, col in (got or {}).items():
-            if key.startswith("proc/"):
-                col[:] = col[1:] + col[:1]
+        for key, col in (got.cols if got is not None else {}).items():
+            if key.startswith("proc/") and type(col) is int:
+                got.cols[key] = col - 1
         return got
 
     monkeypatch.setattr(HostHistory, "_block_columns", shifted)
@@ -189,3 +189,4 @@ def test_negative_control_a_staged_process_read_as_missing_is_seen(
     monkeypatch.setattr(host, "proc_mib", lambda r, gpu, pid: None)
     differ, _, _ = _differences([(streams[0][0][:400], None)], every=199)
     assert differ > 0
+

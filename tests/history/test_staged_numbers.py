@@ -197,6 +197,9 @@ class OldStaging(HostHistory):
     _columns_of = _old_columns_of
     _extractor = _old_extractor
 
+    def _block_columns(self, rows: Any) -> None:
+        """Never cut as one block: ``_old_columns_of`` cuts everything."""
+
 
 # --- comparing -----------------------------------------------------------------------------
 
