@@ -1,9 +1,9 @@
 """``HostHistory`` as it was before its flush was cut as one block (main ``5b279c4``): the
 reference ``tests/history/test_block_columns.py`` holds the new one to, query by query.
 
-Copied unchanged but for this docstring and the class's name (``HostHistoryBefore``); it
-stages with today's ``stage``/``stage_row`` and writes through today's tiers (neither
-changed by that work).  Not imported by the console."""
+Copied unchanged but for this docstring, the class's name (``HostHistoryBefore``) and its
+tiers, the copy of those before (``tiers_before.py``); it stages with today's
+``stage``/``stage_row`` (not changed by that work).  Not imported by the console."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ from probes.history.staged import (
 )
 from probes.history.steps import ROW_STEPS_FIT, GpuSteps
 from probes.history.storage import NAN, Columns, Point, StepSeries, Tier
-from probes.history.tiers import DEFAULT_TIERS, TierSet
 from probes.wire.compact import StaticEpoch
 from probes.wire.samples import DiskStats, HostSample
+from tests.history.tiers_before import DEFAULT_TIERS, TierSet
 
 STAGE_MAX = 16
 """Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,

@@ -190,3 +190,13 @@ def test_negative_control_a_staged_process_read_as_missing_is_seen(
     differ, _, _ = _differences([(streams[0][0][:400], None)], every=199)
     assert differ > 0
 
+
+
+def test_negative_control_bucket_means_a_little_off_are_seen(
+        streams: list[tuple[list[HostSample], tuple[Tier, ...] | None]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from probes.history import tiers
+
+    monkeypatch.setattr(tiers, "truediv", lambda a, b: a / b * 1.01)
+    differ, _, _ = _differences([(streams[1][0][:600], SHORT)], every=199)
+    assert differ > 0
