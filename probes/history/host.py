@@ -416,7 +416,11 @@ class HostHistory(BlockCut):
         """Pids tracked on ``gpu`` (including ones only in samples not yet written)."""
         out = {pid for g, pid in self._pkeys if g == gpu}
         room = self.max_processes_per_gpu - len(out)
+        seen: tuple[object, object] = (None, None)
         for r in self._staged:
+            if r.layout is seen[0] and r.pids is seen[1]:
+                continue  # the same pids as the row before (an epoch's): nothing new
+            seen = (r.layout, r.pids)
             for idx, ps in zip(r.layout, r.pids, strict=True):
                 if idx == gpu:
                     for pid in ps or ():
