@@ -200,3 +200,21 @@ def test_negative_control_bucket_means_a_little_off_are_seen(
     monkeypatch.setattr(tiers, "truediv", lambda a, b: a / b * 1.01)
     differ, _, _ = _differences([(streams[1][0][:600], SHORT)], every=199)
     assert differ > 0
+
+
+def test_negative_control_a_short_bucket_miscounted_is_seen(
+        streams: list[tuple[list[HostSample], tuple[Tier, ...] | None]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Buckets short of a value (a field unknown in some samples) are built apart from the
+    full ones: they are compared too."""
+    from probes.history import tiers
+
+    real = tiers.stat
+
+    def miscounted(vals: Any) -> Any:
+        got = real(vals)
+        return got if got is None else (*got[:3], got[3] + 1)
+
+    monkeypatch.setattr(tiers, "stat", miscounted)
+    differ, _, _ = _differences([(streams[1][0][:600], SHORT)], every=199)
+    assert differ > 0
