@@ -23,6 +23,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
+from probes.history.block import BlockCut
 from probes.history.keys import (
     DISK_FIELDS,
     GPU_FIELDS,
@@ -41,6 +42,8 @@ from probes.history.staged import (
     ProcPair,
     Staged,
     StagedDisk,
+    disk_numbers,
+    proc_mib,
     stage,
     stage_row,
 )
@@ -119,7 +122,7 @@ def _floats(vals: Sequence[float | None]) -> list[float]:
     return list(vals)  # type: ignore[arg-type]
 
 
-class HostHistory:
+class HostHistory(BlockCut):
     """All series of one host.
 
     Args:
@@ -213,7 +216,8 @@ class HostHistory:
             self._flush()
 
     def _columns_of(self, rows: list[Staged]) -> dict[str, list[float]]:
-        """The staged samples as one float column per series (NaN: missing).
+        """The staged samples as one float column per series (NaN: missing), where they
+        are not alike enough to be cut as one block (``block.py``).
 
         When every staged sample lists the same GPUs (the usual case) the columns are cut by
         position with ``zip``; otherwise GPUs are matched by index.
@@ -345,9 +349,9 @@ class HostHistory:
     def _flush(self) -> None:
         """Write the staged samples to the raw tier, then any coarse buckets now complete."""
         rows = self._staged
-        values = self._columns_of(rows)
         ts = [r.ts for r in rows]
-        self.store.append_raw(ts, values)
+        block = None if self._mixed else self._block_columns(rows)
+        self.store.append_raw(ts, self._columns_of(rows) if block is None else block.columns())
         self._staged = []
         self._staged_counts = []
         self._mixed = False
@@ -412,10 +416,14 @@ class HostHistory:
         """Pids tracked on ``gpu`` (including ones only in samples not yet written)."""
         out = {pid for g, pid in self._pkeys if g == gpu}
         room = self.max_processes_per_gpu - len(out)
+        seen: tuple[object, object] = (None, None)
         for r in self._staged:
-            for idx, ps in zip(r.layout, r.procs, strict=True):
+            if r.layout is seen[0] and r.pids is seen[1]:
+                continue  # the same pids as the row before (an epoch's): nothing new
+            seen = (r.layout, r.pids)
+            for idx, ps in zip(r.layout, r.pids, strict=True):
                 if idx == gpu:
-                    for pid, _ in ps or ():
+                    for pid in ps or ():
                         if pid is not None and pid not in out and room > 0:
                             out.add(pid)
                             room -= 1
@@ -461,22 +469,20 @@ class HostHistory:
             j = DISK_FIELDS.index(field)
 
             def disk_val(r: Staged) -> float | None:
-                for d in r.disks:
-                    if d.name == name:
-                        return _disk_values(d)[j]
-                return None
+                nums = disk_numbers(r, name)
+                if nums is None:
+                    return None
+                if j == 0:
+                    return nums[0]
+                if j == 2:
+                    return nums[3]
+                ra, wa = nums[1], nums[2]
+                return ra if wa is None else (wa if ra is None else max(ra, wa))
             return disk_val
         gpu, pid = int(parts[1]), int(parts[2])
 
         def proc_val(r: Staged) -> float | None:
-            if gpu not in r.layout:
-                return None
-            for idx, ps in zip(r.layout, r.procs, strict=True):
-                if idx == gpu:
-                    for p, used in ps or ():
-                        if p == pid:
-                            return used
-            return None
+            return proc_mib(r, gpu, pid)
         return proc_val
 
     def _latest_staged(self, key: str) -> Point | None:

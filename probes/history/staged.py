@@ -153,3 +153,38 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
         kept = tuple(fitted)
     return _new_staged((s.ts, layout, _numbers(s.host, row.gpus, mib, s.disks),
                         kept, tuple(map(_NAME, s.disks)), ok_count))
+
+
+# --- reading a staged row in place ----------------------------------------------------------
+# ``procs`` and ``disks`` build tuples of every pair and disk; the history's per-sample
+# readers need one value, or the pids alone (issue 38: ~50k builds each at 1024 hosts).
+
+_HOSTS = len(HOST_NUMBERS)
+
+
+def proc_mib(r: Staged, gpu: int, pid: int) -> float | None:
+    """GPU ``gpu``'s process ``pid``'s memory in ``r`` (None: not there, or not reported):
+    ``procs``' first pair of that pid on that GPU, read from ``numbers`` where it sits."""
+    layout = r.layout
+    if gpu not in layout:
+        return None
+    at = _HOSTS + GPU_NUMBERS * len(layout)
+    for idx, ps in zip(layout, r.pids, strict=True):
+        if ps is None:
+            continue
+        if idx == gpu and pid in ps:
+            return _none(r.numbers[at + ps.index(pid)])
+        at += len(ps)
+    return None
+
+
+def disk_numbers(r: Staged, name: str) -> tuple[float | None, float | None, float | None,
+                                                float | None] | None:
+    """Disk ``name``'s util, r_await, w_await and aqu_sz in ``r`` (its first listing, as
+    ``disks`` gives it), or None where ``r`` lists no such disk."""
+    names = r.disk_names
+    if name not in names:
+        return None
+    nums = r.numbers
+    at = len(nums) - 4 * len(names) + 4 * names.index(name)
+    return (_none(nums[at]), _none(nums[at + 1]), _none(nums[at + 2]), _none(nums[at + 3]))

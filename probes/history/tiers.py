@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from operator import truediv
 from typing import Any
 
 from probes.history.keys import codec_for
@@ -51,7 +52,7 @@ Stat = tuple[float, float, float, int]
 """lo, hi, sum, count of a bucket's values."""
 
 
-def stat(vals: list[float]) -> Stat | None:
+def stat(vals: Sequence[float]) -> Stat | None:
     """A bucket's stats over the values that are not missing (None: all missing)."""
     s = sum(vals)
     if s == s:
@@ -119,8 +120,9 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: dict[str, list[float]]) -> None:
-        """Write samples to the raw tier: one float column per series (NaN: missing)."""
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
+        """Write samples to the raw tier: one float column per series (NaN: missing; a list,
+        or an ``array('d')``)."""
         data: dict[str, array[Any]] = {}
         raw = self.rings[0]
         for key, vals in values.items():
@@ -181,18 +183,26 @@ class TierSet:
         coarse = len(self.tiers) > 2
         data1: dict[str, array[Any]] = {}
         batch: dict[str, tuple[list[float], list[float], list[float], list[int]]] = {}
+        m = len(rows)
+        one = len(segs) == 1
+        s0, s1 = segs[0]
         for key, col in raw.cols.items():
             codec = raw.codecs[key]
-            vals: list[float] = []
-            for p0, p1 in segs:
-                vals.extend(codec.decode(col[p0:p1]))
+            vals: Sequence[float]
+            if one:
+                vals = codec.decode(col[s0:s1])
+            else:
+                vals = []
+                for p0, p1 in segs:
+                    vals.extend(codec.decode(col[p0:p1]))
             slices = [vals[a:b] for a, b in groups]
             sums: list[float] = list(map(sum, slices))
             total = sum(sums)
-            if total == total:
+            if total == total:  # no bucket short of a value: every count is its rows'
                 los = list(map(min, slices))
                 his = list(map(max, slices))
                 ns: list[int] = rows
+                means = list(map(truediv, sums, rows))
             else:
                 stats = [stat(sl) for sl in slices]
                 los = [NAN if st is None else st[0] for st in stats]
@@ -203,8 +213,11 @@ class TierSet:
                 for j, n in enumerate(ns):
                     if n < rows[j]:
                         part[starts[j]] = n
-            means = [s / n if n else NAN for s, n in zip(sums, ns, strict=True)]
-            flat = [x for tri in zip(los, his, means, strict=True) for x in tri]
+                means = [s / n if n else NAN for s, n in zip(sums, ns, strict=True)]
+            flat = [NAN] * (3 * m)
+            flat[0::3] = los
+            flat[1::3] = his
+            flat[2::3] = means
             data1[key] = ring1.codecs[key].encode(flat)
             if coarse:
                 batch[key] = (los, his, sums, ns)
@@ -230,8 +243,16 @@ class TierSet:
             if self._open2_t is not None and self._open2_t != t2:
                 self._close_tier2(closed_t, closed_rows, closed)
             self._open2_t = t2
-            self._open2_rows += sum(rows[j:k])
+            n_rows = sum(rows[j:k])
+            self._open2_rows += n_rows
             for key, (los, his, sums, ns) in batch.items():
+                if ns is rows:  # every bucket full (``build``): counted once above
+                    st = (min(los[j:k]), max(his[j:k]), sum(sums[j:k]), n_rows)
+                    acc = self._open2.get(key)
+                    self._open2[key] = st if acc is None else (
+                        min(acc[0], st[0]), max(acc[1], st[1]), acc[2] + st[2],
+                        acc[3] + st[3])
+                    continue
                 n = sum(ns[j:k])
                 if not n:
                     continue

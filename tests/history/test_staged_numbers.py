@@ -67,6 +67,11 @@ class _OldStaged(NamedTuple):
         """What the code before read as ``tuple(d.name for d in r.disks)``."""
         return tuple(map(_NAME_GET, self.disks))
 
+    @property
+    def pids(self) -> tuple[tuple[int | None, ...] | None, ...]:
+        """Each GPU's pids, as ``HostHistory.processes`` reads them now."""
+        return tuple(None if ps is None else tuple(map(_FIRST, ps)) for ps in self.procs)
+
 
 _new_disk = partial(tuple.__new__, StagedDisk)
 _new_host = partial(tuple.__new__, _OldHost)
@@ -191,6 +196,9 @@ class OldStaging(HostHistory):
 
     _columns_of = _old_columns_of
     _extractor = _old_extractor
+
+    def _block_columns(self, rows: Any) -> None:
+        """Never cut as one block: ``_old_columns_of`` cuts everything."""
 
 
 # --- comparing -----------------------------------------------------------------------------

@@ -1,0 +1,100 @@
+"""The history's part of the fold, before and after its flush was cut as one block (issue 38).
+
+The same simulated wire v2 ticks as ``bench_row_fold`` (``bench_ingest.template``, decoded by
+``MessageReader`` as the console decodes them, so ``HostHistory.add`` takes the row path and
+``stage_row``), folded by today's ``HostHistory`` (``after``) and by the code before
+(``tests/history/history_before.py``: ``before``), alternating, pass by pass; CPU
+(``process_time``) per host-sample, and the per-sample reads the detectors make of the
+staged samples (``latest`` of each GPU's processes and each disk's util, ``processes`` and
+``disks``, once per sample: ``read``).  Prints one JSON line: medians, mins and the median of
+the per-pass ratios after/before.
+
+    python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from probes.history import HostHistory, disk_key
+from probes.history.keys import proc_key
+from probes.wire.samples import HostSample
+from tests.bench.bench_ingest import TEMPLATES, template
+from tests.bench.bench_row_fold import _samples
+from tests.history.history_before import HostHistoryBefore
+
+
+def _add(streams: list[list[HostSample]], cls: type[Any]) -> float:
+    gc.collect()
+    t0 = time.process_time()
+    for ss in streams:
+        h = cls()
+        for s in ss:
+            h.add(s)
+    return time.process_time() - t0
+
+
+def _add_read(streams: list[list[HostSample]], cls: type[Any]) -> float:
+    """Add, and after each sample the reads a detector pass makes of what is staged."""
+    gc.collect()
+    t0 = time.process_time()
+    for ss in streams:
+        h = cls()
+        for s in ss:
+            h.add(s)
+            for g in h.gpu_indices():
+                for pid in h.processes(g):
+                    ser = h.series(proc_key(g, pid))
+                    if ser is not None:
+                        ser.latest()
+            for name in h.disks():
+                ser = h.series(disk_key(name, "util"))
+                if ser is not None:
+                    ser.latest()
+    return time.process_time() - t0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    feeds = [template(k, args.seconds)[1] for k in range(TEMPLATES)]
+    streams = [_samples(*feeds[i % TEMPLATES]) for i in range(args.hosts)]
+    n = sum(map(len, streams))
+    out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
+                           "seconds": args.seconds, "passes": args.passes,
+                           "load1_before": round(os.getloadavg()[0], 2)}
+    for name, fn in (("add", _add), ("read", _add_read)):
+        if args.only and name not in args.only:
+            continue
+        times: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(args.passes):
+            for side, cls in (("before", HostHistoryBefore), ("after", HostHistory)):
+                times[side].append(1e6 * fn(streams, cls) / n)
+        for side, ts in times.items():
+            out[f"{name}_{side}_us"] = {"min": round(min(ts), 1),
+                                        "median": round(statistics.median(ts), 1)}
+        out[f"{name}_ratio_median"] = round(statistics.median(
+            [a / b for a, b in zip(times["after"], times["before"], strict=True)]), 3)
+    out["load1_after"] = round(os.getloadavg()[0], 2)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=256)
+    ap.add_argument("--seconds", type=int, default=300)
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--only", nargs="*", default=[], help="some of: add read")
+    print(json.dumps(run(ap.parse_args())))
+
+
+if __name__ == "__main__":
+    main()
