@@ -211,13 +211,30 @@ def _parsed(line: bytes) -> Any:
     return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
 
 
+COLUMNS_SHARED_MAX = 64
+"""Distinct ``columns`` declarations kept for sharing (a fleet runs a few agent versions)."""
+_columns_seen: dict[str, Any] = {}
+
+
 def _columns(hello: bytes) -> Any:
-    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time."""
+    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time.
+
+    Equal declarations (``repr``: the same keys, names and JSON types, in order) are one
+    parsed object, so every host's stream holds the same names (issue 38, memory: ~4 KB a
+    host in the console and in a collector).  Nothing writes to it."""
     obj, _ = _loads(hello)
     if not isinstance(obj, dict):
         return None
     cols = obj.get("columns")
-    return clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    cols = clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    key = repr(cols)
+    seen = _columns_seen.get(key)
+    if seen is not None:
+        return seen
+    if len(_columns_seen) >= COLUMNS_SHARED_MAX:
+        _columns_seen.clear()
+    _columns_seen[key] = cols
+    return cols
 
 
 class UnknownMessageType(ProtocolError):
