@@ -471,11 +471,13 @@ def _decode_nic(n: dict[str, Any]) -> Nic:
                                  link_layer=_str(p.get("link_layer")),
                                  phys_state=_str(p.get("phys_state"))))
                   for p in _list(n.get("ports")) if isinstance(p, dict))
-    return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
-               address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),
-               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports,
-               node_guid=_str(n.get("node_guid")), hca_type=_str(n.get("hca_type")),
-               bridges=tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16])
+    # A NIC's GUID is its own; its name, slot, type and bridges are its model's (shared)
+    return Nic(name=shared(str(n["name"])), kind=shared(_str(n.get("kind")) or "net"),
+               address=shared(_str(n.get("address"))), numa_node=_int(n.get("numa_node")),
+               state=shared(_str(n.get("state"))), speed_mbps=_int(n.get("speed_mbps")),
+               ports=shared(ports), node_guid=_str(n.get("node_guid")),
+               hca_type=shared(_str(n.get("hca_type"))),
+               bridges=shared(tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16]))
 
 
 MAX_FABRIC_PORTS = 64
