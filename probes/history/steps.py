@@ -10,14 +10,15 @@ the others, the index and the state are its static epoch's, the same on every sa
 
 Held small (issue 38: ~88 series a host, nearly all changing once in a run): series whose
 one change is the same (time, value) are one shared ``StepSeries`` until one of them changes
-again (then that key gets its own copy, ``_own``); a row's GPU whose reasons moved is a
-slotted ``_GpuView``, not a copy of the ``GpuSample``; the last signature of each GPU is the
-newest sample's tuple, not an equal one of its own.
+again (then that key gets its own copy, ``_own``), in a list by slot (``StepTable``), not a
+dict of 88 keys; a row's GPU whose reasons moved is a slotted ``_GpuView``, not a copy of
+the ``GpuSample``; the last signature of each GPU is the newest sample's tuple, not an equal
+one of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
 from struct import Struct
@@ -72,6 +73,67 @@ class _StepRow(NamedTuple):
     gpus: tuple[GpuSample, ...]
 
 
+SLOT_GPUS = 64
+"""GPU indices whose step series sit in a host's ``StepTable`` list; higher ones in its dict."""
+_FIELDS_N = len(GPU_STEP_FIELDS)
+_SLOT_OF: dict[str, int] = {}
+"""Every host's slot of a step series' key (index × fields + field): one table for all."""
+_KEY_AT: dict[int, str] = {}
+
+
+class StepTable(Mapping[str, StepSeries]):
+    """A host's step series by key, as a dict would hold them, in a list by slot (~0.8 KB
+    for 8 GPUs, where a dict of 88 keys took ~3.1 KB); GPU indices past ``SLOT_GPUS`` in a
+    dict."""
+
+    __slots__ = ("_at", "_more")
+
+    def __init__(self) -> None:
+        self._at: list[StepSeries | None] = []
+        self._more: dict[str, StepSeries] | None = None
+
+    def get(self, key: str, default: StepSeries | None = None) -> StepSeries | None:  # type: ignore[override]
+        slot = _SLOT_OF.get(key)
+        if slot is not None:
+            at = self._at
+            st = at[slot] if slot < len(at) else None
+            return default if st is None else st
+        more = self._more
+        return default if more is None else more.get(key, default)
+
+    def __getitem__(self, key: str) -> StepSeries:
+        st = self.get(key)
+        if st is None:
+            raise KeyError(key)
+        return st
+
+    def __iter__(self) -> Iterator[str]:
+        for slot, st in enumerate(self._at):
+            if st is not None:
+                yield _KEY_AT[slot]
+        if self._more is not None:
+            yield from self._more
+
+    def __len__(self) -> int:
+        return len(self._at) - self._at.count(None) + len(self._more or ())
+
+    def put(self, key: str, index: int, field: int, st: StepSeries) -> None:
+        """``key`` (``gpu_key(index, GPU_STEP_FIELDS[field])``) holds ``st``."""
+        if not 0 <= index < SLOT_GPUS:
+            if self._more is None:
+                self._more = {}
+            self._more[key] = st
+            return
+        slot = index * _FIELDS_N + field
+        if slot not in _KEY_AT:
+            _KEY_AT[slot] = key
+            _SLOT_OF[key] = slot
+        at = self._at
+        if slot >= len(at):
+            at.extend([None] * (slot + 1 - len(at)))
+        at[slot] = st
+
+
 class GpuSteps:
     """Step series per GPU (``GPU_STEP_FIELDS``), GPU presence and the count of GPUs answering.
 
@@ -81,7 +143,7 @@ class GpuSteps:
 
     def __init__(self, max_changes: int) -> None:
         self._max_changes = max_changes
-        self.steps: dict[str, StepSeries] = {}
+        self.steps = StepTable()
         """Step series by key (``gpu_key``)."""
         self.seen: set[int] = set()
         """Every GPU index seen this run."""
@@ -219,9 +281,9 @@ class GpuSteps:
                 key = gpu_key(idx, f)
                 st = self.steps.get(key)
                 if st is None:
-                    self.steps[key] = self._first(ts, float(v))
+                    self.steps.put(key, idx, j, self._first(ts, float(v)))
                 else:
-                    self._own(key, st).record(ts, float(v))
+                    self._own(key, idx, j, st).record(ts, float(v))
 
     def _first(self, ts: float, v: float) -> StepSeries:
         """A series whose one change is (``ts``, ``v``): the one shared for it."""
@@ -232,13 +294,14 @@ class GpuSteps:
             st.record(ts, v)
         return st
 
-    def _own(self, key: str, st: StepSeries) -> StepSeries:
+    def _own(self, key: str, index: int, field: int, st: StepSeries) -> StepSeries:
         """``key``'s series, copied out of the shared one before it is recorded into."""
         first = st.first
         if first is None or self._firsts.get(_PAIR.pack(*first)) is not st:
             return st
-        mine = self.steps[key] = StepSeries(self._max_changes)
+        mine = StepSeries(self._max_changes)
         mine.record(*first)
+        self.steps.put(key, index, field, mine)
         return mine
 
     def _presence(self, ts: float, pt: tuple[int, ...]) -> None:
