@@ -18,7 +18,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport import TRANSPORTS, Transport
 from probes.transport.host_clock import clocked
-from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem
+from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem, emit_each
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -249,7 +249,7 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
             try:
                 async for chunk in transport.chunks():
                     watch.fed()
-                    got_any = _emit_each(spec.name, reader.feed(chunk), emit) or got_any
+                    got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
                     if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
                         raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
             except asyncio.CancelledError:
@@ -268,15 +268,6 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
         return DisconnectKind.AGENT_FAILED, f"session failed: {crash_reason(exc)}", got_any
     finally:
         await _stop_quietly(spec, transport)
-
-
-def _emit_each(host: str, msgs: list[AgentMessage], emit: Emit) -> bool:
-    """Emit each message; True when there was one.  Its own frame: a loop variable in the
-    session's would hold the last message (a collector's: a hello or fabric report, ~8 KB a
-    host) for as long as the ticks after it decode to nothing (issue 38, memory)."""
-    for msg in msgs:
-        emit(host, msg)
-    return bool(msgs)
 
 
 async def _stop_quietly(spec: HostSpec, transport: Transport) -> None:
