@@ -7,14 +7,22 @@ sample, and only when that differs are the samples walked one by one.
 A wire v2 sample kept as its row (``HostSample.wire_row``) is folded by ``fold_row`` without
 building its GPUs: of the step fields only the clock-event reasons move (``ROW_STEPS_FIT``);
 the others, the index and the state are its static epoch's, the same on every sample of it.
+
+Held small (issue 38: ~88 series a host, nearly all changing once in a run): series whose
+one change is the same (time, value) are one shared ``StepSeries`` until one of them changes
+again (then that key gets its own copy, ``_own``), in a list by slot (``StepTable``), not a
+dict of 88 keys; a row's GPU whose reasons moved is a slotted ``_GpuView``, not a copy of
+the ``GpuSample``; the last signature of each GPU is the newest sample's tuple, not an equal
+one of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from struct import Struct
+from typing import NamedTuple, Protocol, cast
 
 from probes.history.keys import GPU_STEP_FIELDS, STATE_CODES, gpu_key, reason_mask
 from probes.history.storage import StepSeries
@@ -29,8 +37,23 @@ _REASONS_GET = attrgetter("clock_reasons")
 ROW_STEPS_FIT = [f for f in GPU_STEP_FIELDS if f in GPU_ROW_FIELDS] == ["clock_reasons"]
 """The clock-event reasons are the only step field a tick's row holds (``fold_row``'s
 premise; else the history folds every sample's built GPUs)."""
-_new = object.__new__
-_set = object.__setattr__
+_PAIR = Struct("dd")
+"""A first change's (time, value) as the key it is shared under: bit for bit (0.0 and -0.0
+are not the same value here; a NaN is shared only with the same NaN)."""
+_VIEW_FIELDS = ("index", *GPU_STEP_FIELDS)
+_VIEW_GET = attrgetter(*_VIEW_FIELDS)
+_REASONS_AT = _VIEW_FIELDS.index("clock_reasons")
+
+
+class _GpuView:
+    """What the fold reads of a row sample's GPU whose clock-event reasons are not its static
+    half's: the index and the step fields (~170 bytes, where a ``GpuSample`` copy was ~1 KB)."""
+
+    __slots__ = _VIEW_FIELDS
+
+    def __init__(self, values: tuple[object, ...]) -> None:
+        for name, v in zip(_VIEW_FIELDS, values, strict=True):
+            setattr(self, name, v)
 
 
 class Folded(Protocol):
@@ -50,6 +73,67 @@ class _StepRow(NamedTuple):
     gpus: tuple[GpuSample, ...]
 
 
+SLOT_GPUS = 64
+"""GPU indices whose step series sit in a host's ``StepTable`` list; higher ones in its dict."""
+_FIELDS_N = len(GPU_STEP_FIELDS)
+_SLOT_OF: dict[str, int] = {}
+"""Every host's slot of a step series' key (index × fields + field): one table for all."""
+_KEY_AT: dict[int, str] = {}
+
+
+class StepTable(Mapping[str, StepSeries]):
+    """A host's step series by key, as a dict would hold them, in a list by slot (~0.8 KB
+    for 8 GPUs, where a dict of 88 keys took ~3.1 KB); GPU indices past ``SLOT_GPUS`` in a
+    dict."""
+
+    __slots__ = ("_at", "_more")
+
+    def __init__(self) -> None:
+        self._at: list[StepSeries | None] = []
+        self._more: dict[str, StepSeries] | None = None
+
+    def get(self, key: str, default: StepSeries | None = None) -> StepSeries | None:  # type: ignore[override]
+        slot = _SLOT_OF.get(key)
+        if slot is not None:
+            at = self._at
+            st = at[slot] if slot < len(at) else None
+            return default if st is None else st
+        more = self._more
+        return default if more is None else more.get(key, default)
+
+    def __getitem__(self, key: str) -> StepSeries:
+        st = self.get(key)
+        if st is None:
+            raise KeyError(key)
+        return st
+
+    def __iter__(self) -> Iterator[str]:
+        for slot, st in enumerate(self._at):
+            if st is not None:
+                yield _KEY_AT[slot]
+        if self._more is not None:
+            yield from self._more
+
+    def __len__(self) -> int:
+        return len(self._at) - self._at.count(None) + len(self._more or ())
+
+    def put(self, key: str, index: int, field: int, st: StepSeries) -> None:
+        """``key`` (``gpu_key(index, GPU_STEP_FIELDS[field])``) holds ``st``."""
+        if not 0 <= index < SLOT_GPUS:
+            if self._more is None:
+                self._more = {}
+            self._more[key] = st
+            return
+        slot = index * _FIELDS_N + field
+        if slot not in _KEY_AT:
+            _KEY_AT[slot] = key
+            _SLOT_OF[key] = slot
+        at = self._at
+        if slot >= len(at):
+            at.extend([None] * (slot + 1 - len(at)))
+        at[slot] = st
+
+
 class GpuSteps:
     """Step series per GPU (``GPU_STEP_FIELDS``), GPU presence and the count of GPUs answering.
 
@@ -59,7 +143,7 @@ class GpuSteps:
 
     def __init__(self, max_changes: int) -> None:
         self._max_changes = max_changes
-        self.steps: dict[str, StepSeries] = {}
+        self.steps = StepTable()
         """Step series by key (``gpu_key``)."""
         self.seen: set[int] = set()
         """Every GPU index seen this run."""
@@ -77,6 +161,9 @@ class GpuSteps:
         self._row_reasons: tuple[tuple[str, ...], ...] = ()
         self._view_epoch: StaticEpoch | None = None
         self._view_gpus: list[GpuSample] = []
+        self._firsts: dict[bytes, StepSeries] = {}
+        """Series that changed once, by their (time, value) (``_PAIR``): shared by every key
+        whose one change it is, never recorded into."""
 
     def fold(self, todo: Sequence[Folded], first: Folded | None, counts: list[float]) -> bool:
         """Fold samples not yet seen; append each one's count of GPUs answering to ``counts``.
@@ -86,7 +173,8 @@ class GpuSteps:
             is) lists other GPUs than the one before it, so the staged samples cannot be cut
             into columns by position.
         """
-        self._row_epoch = None
+        self._row_epoch = self._view_epoch = None  # the views of an epoch left are let go
+        self._view_gpus = []
         return self._fold(todo, first, counts)
 
     def fold_row(self, ts: float, row: SampleRow, epoch: StaticEpoch, first: bool,
@@ -116,21 +204,25 @@ class GpuSteps:
         for i, rs in enumerate(reasons):
             g = views[i]
             if g.clock_reasons != rs:
-                values = g.__dict__.copy()
-                values["clock_reasons"] = rs
-                g = views[i] = _new(GpuSample)
-                _set(g, "__dict__", values)
+                values = list(_VIEW_GET(g))
+                values[_REASONS_AT] = rs
+                views[i] = cast(GpuSample, _GpuView(tuple(values)))
         return tuple(views)
 
     def _fold(self, todo: Sequence[Folded], first: Folded | None, counts: list[float]) -> bool:
         mixed = False
-        full = tuple(map(_SIG_GET, todo[-1].gpus))
+        last = todo[-1]
+        full = tuple(map(_SIG_GET, last.gpus))
         if full != self._row_sigs:
             for r in todo:
                 self._step_changes(r)
                 self._row_fast = tuple(map(_FAST_GET, r.gpus))
                 mixed |= self._count_and_presence(r, first, counts)
             self._row_sigs = full
+            sigs = self._last_sig
+            for g, sig in zip(last.gpus, full, strict=True):  # hold one tuple, not two equal
+                if sigs.get(g.index) == sig:
+                    sigs[g.index] = sig
         elif self._same_as_before(todo):
             counts.extend([self._ok_count] * len(todo))
         else:
@@ -189,8 +281,28 @@ class GpuSteps:
                 key = gpu_key(idx, f)
                 st = self.steps.get(key)
                 if st is None:
-                    st = self.steps[key] = StepSeries(self._max_changes)
-                st.record(ts, float(v))
+                    self.steps.put(key, idx, j, self._first(ts, float(v)))
+                else:
+                    self._own(key, idx, j, st).record(ts, float(v))
+
+    def _first(self, ts: float, v: float) -> StepSeries:
+        """A series whose one change is (``ts``, ``v``): the one shared for it."""
+        pair = _PAIR.pack(ts, v)
+        st = self._firsts.get(pair)
+        if st is None:
+            st = self._firsts[pair] = StepSeries(self._max_changes)
+            st.record(ts, v)
+        return st
+
+    def _own(self, key: str, index: int, field: int, st: StepSeries) -> StepSeries:
+        """``key``'s series, copied out of the shared one before it is recorded into."""
+        first = st.first
+        if first is None or self._firsts.get(_PAIR.pack(*first)) is not st:
+            return st
+        mine = StepSeries(self._max_changes)
+        mine.record(*first)
+        self.steps.put(key, index, field, mine)
+        return mine
 
     def _presence(self, ts: float, pt: tuple[int, ...]) -> None:
         self._present = pt

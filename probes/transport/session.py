@@ -18,7 +18,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
 from probes.transport import TRANSPORTS, Transport
 from probes.transport.host_clock import clocked
-from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem
+from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem, emit_each
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -249,9 +249,7 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
             try:
                 async for chunk in transport.chunks():
                     watch.fed()
-                    for msg in reader.feed(chunk):
-                        got_any = True
-                        emit(spec.name, msg)
+                    got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
                     if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
                         raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
             except asyncio.CancelledError:

@@ -142,3 +142,12 @@ SessionItem = (AgentMessage | Connected | Disconnected | ClockOffset | JobChange
 
 Emit = Callable[[str, SessionItem], None]
 """Called with (host name, item) for every item; must not block."""
+
+
+def emit_each(host: str, msgs: list[AgentMessage], emit: Emit) -> bool:
+    """Emit each message; True when there was one.  In a frame of its own: a loop variable
+    in a session's would hold the last message (a collector's: a hello or fabric report,
+    ~8 KB a host) for as long as the ticks after it decode to nothing (issue 38, memory)."""
+    for msg in msgs:
+        emit(host, msg)
+    return bool(msgs)

@@ -220,13 +220,30 @@ def _parsed(line: bytes) -> Any:
     return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
 
 
+COLUMNS_SHARED_MAX = 64
+"""Distinct ``columns`` declarations kept for sharing (a fleet runs a few agent versions)."""
+_columns_seen: dict[str, Any] = {}
+
+
 def _columns(hello: bytes) -> Any:
-    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time."""
+    """A v2 hello's ``columns``, cleaned: the whole hello is not walked a second time.
+
+    Equal declarations (``repr``: the same keys, names and JSON types, in order) are one
+    parsed object, so every host's stream holds the same names (issue 38, memory: ~4 KB a
+    host in the console and in a collector).  Nothing writes to it."""
     obj, _ = _loads(hello)
     if not isinstance(obj, dict):
         return None
     cols = obj.get("columns")
-    return clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    cols = clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    key = repr(cols)
+    seen = _columns_seen.get(key)
+    if seen is not None:
+        return seen
+    if len(_columns_seen) >= COLUMNS_SHARED_MAX:
+        _columns_seen.clear()
+    _columns_seen[key] = cols
+    return cols
 
 
 class UnknownMessageType(ProtocolError):
@@ -470,11 +487,13 @@ def _decode_nic(n: dict[str, Any]) -> Nic:
                                  link_layer=_str(p.get("link_layer")),
                                  phys_state=_str(p.get("phys_state"))))
                   for p in _list(n.get("ports")) if isinstance(p, dict))
-    return Nic(name=str(n["name"]), kind=_str(n.get("kind")) or "net",
-               address=_str(n.get("address")), numa_node=_int(n.get("numa_node")),
-               state=_str(n.get("state")), speed_mbps=_int(n.get("speed_mbps")), ports=ports,
-               node_guid=_str(n.get("node_guid")), hca_type=_str(n.get("hca_type")),
-               bridges=tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16])
+    # A NIC's GUID is its own; its name, slot, type and bridges are its model's (shared)
+    return Nic(name=shared(str(n["name"])), kind=shared(_str(n.get("kind")) or "net"),
+               address=shared(_str(n.get("address"))), numa_node=_int(n.get("numa_node")),
+               state=shared(_str(n.get("state"))), speed_mbps=_int(n.get("speed_mbps")),
+               ports=shared(ports), node_guid=_str(n.get("node_guid")),
+               hca_type=shared(_str(n.get("hca_type"))),
+               bridges=shared(tuple(b for b in _list(n.get("bridges")) if isinstance(b, str))[:16]))
 
 
 

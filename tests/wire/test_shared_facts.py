@@ -62,6 +62,10 @@ def test_hellos_read_the_same_with_sharing_and_share_their_facts(
     assert all(x is y for x, y in zip(links_a, links_b, strict=True))
     assert first.topo_text is not None and first.topo_text is second.topo_text
     assert first.facts.software is second.facts.software
+    assert first.nics and len(first.nics) == len(second.nics)
+    for na, nb in zip(first.nics, second.nics, strict=True):  # a NIC's model facts, not its GUID
+        assert na.name is nb.name and na.address is nb.address and na.bridges is nb.bridges
+        assert na.ports is nb.ports and na.hca_type is nb.hca_type
     unshared = [link for chain in without[1].pcie.values() for link in chain]
     assert not any(x is y for x, y in zip(links_a, unshared, strict=True))
 
