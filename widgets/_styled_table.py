@@ -7,6 +7,7 @@ styled in ``themes/rigwatch.tcss``.  On a theme change the cells are re-resolved
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -30,6 +31,8 @@ CELL_CLASSES = frozenset({
     "cell--leaking", "cell--spinning", "cell--old",
 })
 
+TEXT_CACHE_CELLS = 16384
+"""Cells' ``Text``s kept by content (a fleet's worth of distinct cells several times)."""
 MISSING: Cell = ("–", "cell--muted")
 """How a value the host did not report is shown."""
 
@@ -79,6 +82,15 @@ class StyledTable(PaintedTable):
         self._width = 0
         """The table's width at the last resize (the app's before the first)."""
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
+        self._auto = [i for i, c in enumerate(self.COLUMNS) if c.width is None]
+        self._auto_widths: dict[int, Counter[int]] = {i: Counter() for i in self._auto}
+        """How many of the rows' cells have each width, per auto-width column: the column's
+        width is the largest, found without a pass over every row."""
+        self._row_widths: dict[str, tuple[int, ...]] = {}
+        """Each row's cells' widths in the auto-width columns, as counted."""
+        self._texts: dict[tuple[Cell, bool], Text] = {}
+        """The ``Text`` written for a cell, by its content and alignment (equal cells on
+        many rows: ``8/8``, ``streaming``); dropped with the styles."""
         self.table_writes = 0
         """Syncs that changed a cell (tests count them)."""
 
@@ -131,7 +143,7 @@ class StyledTable(PaintedTable):
         self._shown_key = shown
         self.forget_paint()
         self.clear(columns=True)
-        self._cells.clear()
+        self._forget_cells()
         self._shown = [(i, self.COLUMNS[i]) for i in shown]
         for _, col in self._shown:
             self.add_column(col.label, width=col.width, key=col.key)
@@ -139,7 +151,7 @@ class StyledTable(PaintedTable):
 
     def _restyle(self, _theme: Theme) -> None:
         self.forget_paint()
-        self._cells.clear()
+        self._forget_cells()
         self._sync(self.keyed_rows(), self._cursor_key())
 
     def _write_cell(self, key: str, col: ColumnSpec, text: Text) -> None:
@@ -153,16 +165,44 @@ class StyledTable(PaintedTable):
         """
         self._data[RowKey(key)][ColumnKey(col.key)] = text
 
+    def _forget_cells(self) -> None:
+        self._cells.clear()
+        self._texts.clear()
+        self._row_widths.clear()
+        for counts in self._auto_widths.values():
+            counts.clear()
+
+    def _keep_cells(self, key: str, cells: tuple[Cell, ...] | None) -> None:
+        """``_cells[key] = cells`` (None: the row went), counting the auto-width columns'
+        cells' widths."""
+        if cells is None:
+            self._cells.pop(key, None)
+        else:
+            self._cells[key] = cells
+        if not self._auto:
+            return
+        old = self._row_widths.pop(key, None)
+        if old is not None:
+            for i, width in zip(self._auto, old, strict=True):
+                counts = self._auto_widths[i]
+                counts[width] -= 1
+                if counts[width] <= 0:
+                    del counts[width]
+        if cells is not None:
+            new = self._row_widths[key] = tuple(cell_width(cells[i][0]) for i in self._auto)
+            for i, width in zip(self._auto, new, strict=True):
+                self._auto_widths[i][width] += 1
+
     def _fit_auto_widths(self, rows: Sequence[KeyedRow]) -> None:
-        """Size each auto-width column to its widest cell (or its label): one pass over the
-        rows, done by ``_sync`` when a row came, went or changed such a cell."""
+        """Size each auto-width column to its widest cell (or its label), from the widths
+        counted as cells were kept (``_keep_cells``); done by ``_sync`` when a row came,
+        went or changed such a cell."""
         widths = self._content_widths()
         for i, col in self._shown:
             column = self.columns.get(ColumnKey(col.key))
             if col.width is None and column is not None:
                 column.content_width = max(cell_width(column.label.plain),
-                                           max((cell_width(cells[i][0]) for _, cells in rows),
-                                               default=0))
+                                           max(self._auto_widths[i], default=0))
         if self._content_widths() != widths:
             self._require_update_dimensions = True  # the virtual width, on idle
             self._new_generation(widths)
@@ -221,7 +261,7 @@ class StyledTable(PaintedTable):
             self._data.pop(row_key, None)
             self.rows.pop(row_key, None)
             self._new_rows.discard(row_key)
-            self._cells.pop(str(row_key.value), None)
+            self._keep_cells(str(row_key.value), None)
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate  # both clamped to what is left
         self.hover_coordinate = self.hover_coordinate
@@ -234,9 +274,18 @@ class StyledTable(PaintedTable):
         return str(key.value) if key is not None else None
 
     def _text(self, cell: Cell, col: ColumnSpec) -> Text:
+        """The cell as DataTable holds it (kept: a ``Text`` is only read once written)."""
+        key = (cell, col.right)
+        found = self._texts.get(key)
+        if found is not None:
+            return found
         text, cls = cell
         style = self.get_component_rich_style(cls, partial=True) if cls else ""
-        return Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
+        found = Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
+        if len(self._texts) >= TEXT_CACHE_CELLS:
+            self._texts.clear()
+        self._texts[key] = found
+        return found
 
     def sync_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Make the table show ``rows`` (in order), touching only what changed."""
@@ -273,7 +322,8 @@ class StyledTable(PaintedTable):
                         self._write_cell(key, col, self._text(cells[i], col))
                         resized = resized or col.width is None
                 written.append(key)
-            self._cells[key] = cells
+            if old is not cells:
+                self._keep_cells(key, cells)
         if resized:
             self._fit_auto_widths(rows)
         if written:
