@@ -127,6 +127,23 @@ async def press(app: RigwatchApp, paints: Repaints, key: str,
         paints.probe = None
 
 
+MOVES = {"down": "action_cursor_down", "up": "action_cursor_up",
+         "pagedown": "action_page_down", "pageup": "action_page_up"}
+MOVED = dict.fromkeys(MOVES, 0)
+"""Cursor moves handled by the table, by key (``count_moves``)."""
+
+
+def count_moves() -> None:
+    for key, name in MOVES.items():
+        plain = getattr(FleetTable, name)
+
+        def counted(table: FleetTable, _plain: Any = plain, _key: str = key) -> None:
+            _plain(table)
+            MOVED[_key] += 1
+
+        setattr(FleetTable, name, counted)
+
+
 def overlap(spans: list[Span], a: float, b: float) -> float:
     return sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans if e > a and s < b)
 
@@ -183,13 +200,11 @@ def probe(app: RigwatchApp, key: str) -> Callable[[], bool]:
     table, detail = screen.query_one(FleetTable), screen.query_one(FleetDetail)
     crumb = screen.query_one("#fleet-crumb", Static)
     box = screen.query_one("#fleet-filter", Input)
-    row, top = table.cursor_row, table.scroll_y
-    if key in ("down", "up"):
-        want = row + (1 if key == "down" else -1)
-        return lambda: table.cursor_row == want and settled(table, detail)
-    if key in ("pagedown", "pageup"):
-        return lambda: ((table.cursor_row, table.scroll_y) != (row, top)
-                        and settled(table, detail))
+    if key in MOVES:
+        # counted by the table's action: a tick may move the cursor's row meanwhile (in a
+        # sort order by a figure, the cursor's host moves as its figure does)
+        done = MOVED[key]
+        return lambda: MOVED[key] > done and settled(table, detail)
     if key == "s":
         sort = SORT_KEYS[(SORT_KEYS.index(screen.sort_key) + 1) % len(SORT_KEYS)]
         return lambda: screen.sort_key == sort and settled(table, crumb)
@@ -212,6 +227,7 @@ async def run(hosts: int, seconds: float, presses: int, seed: int) -> dict[str, 
     paints = Repaints()
     instrument(app, paints)
     spy(app, spans, ticks)
+    count_moves()
     rng = random.Random(seed)
     out: dict[str, Any] = {"hosts": hosts}
     async with app.run_test(size=SIZE) as pilot:
