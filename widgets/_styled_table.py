@@ -18,7 +18,7 @@ from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from widgets._table_paint import Cell, PaintedTable
 
@@ -249,6 +249,27 @@ class StyledTable(PaintedTable):
         self._update_count += 1
         self.refresh()
 
+    def _add_rows(self, rows: list[tuple[str, list[Text]]]) -> None:
+        """``add_row`` for many rows at once, at the bottom in this order: it sorts the
+        columns twice, re-validates the cursor and asks for an idle pass for each row, so
+        a filter cleared at a thousand hosts spent most of its time there.  Rows here are
+        one line high, with no label, and their keys are new."""
+        columns = [column.key for column in self.ordered_columns]
+        locations, data, table_rows = self._row_locations, self._data, self.rows
+        for key, cells in rows:
+            row_key = RowKey(key)
+            locations[row_key] = len(locations)
+            data[row_key] = dict(zip(columns, cells, strict=True))
+            table_rows[row_key] = Row(row_key, 1, None, False)
+            self._new_rows.add(row_key)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        if len(table_rows) == len(rows) and self.columns and self.show_cursor \
+                and self.cursor_type != "none":
+            self._highlight_cursor()  # a cell to highlight where there was none
+        self._update_count += 1
+        self.check_idle()
+
     def _remove_rows(self, keys: list[str]) -> None:
         """``remove_row`` for many rows at once: it renumbers every remaining row for each
         row removed, so a filter that hides a thousand hosts cost a million steps."""
@@ -309,12 +330,13 @@ class StyledTable(PaintedTable):
             resized = True
         present = {key for key in current if key in keep}
         written: list[str] = []
+        added: list[tuple[str, list[Text]]] = []
         for key, cells in rows:
             old = self._cells.get(key)
             if old is None and key in present:
                 old = ()  # on the table but forgotten (a restyle): rewrite every cell
             if old is None:
-                self.add_row(*(self._text(cells[i], col) for i, col in self._shown), key=key)
+                added.append((key, [self._text(cells[i], col) for i, col in self._shown]))
                 resized = True
             elif old is not cells and old != cells:
                 for i, col in self._shown:
@@ -324,6 +346,8 @@ class StyledTable(PaintedTable):
                 written.append(key)
             if old is not cells:
                 self._keep_cells(key, cells)
+        if added:
+            self._add_rows(added)
         if resized:
             self._fit_auto_widths(rows)
         if written:

@@ -19,6 +19,7 @@ from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetRow, HostStatus
 from themes import CSS_PATH, DEFAULT_THEME, THEMES, fallback_variables
@@ -104,6 +105,14 @@ def moved() -> tuple[FleetLine, ...]:
     return (*rows[2:6], *rows[:2], rows[7], rows[6], *rows[20:], *rows[8:20])
 
 
+async def filtered_then_cleared(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    table.hosts = fleet()[::3]
+    await pilot.pause()
+    await pilot.pause()
+    screen_of(app)
+    table.hosts = fleet({2: 6123.0})
+
+
 async def theme_changes(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
     app.theme = next(t.name for t in THEMES if t.name != DEFAULT_THEME)
 
@@ -114,6 +123,8 @@ CHANGES: dict[str, tuple[Change, Callable[[App[Any], FleetTable], None]]] = {
     "width": (width_changes, lambda app, table: None),
     "cursor": (cursor_moves, lambda app, table: table.move_cursor(row=3)),
     "sort": (rows_move, lambda app, table: setattr(table, "hosts", moved())),
+    "filter": (filtered_then_cleared, lambda app, table: setattr(table, "hosts",
+                                                                 fleet({2: 6123.0}))),
     "theme": (theme_changes, lambda app, table: setattr(
         app, "theme", next(t.name for t in THEMES if t.name != DEFAULT_THEME))),
 }
@@ -302,3 +313,52 @@ async def test_a_moved_line_is_restamped_as_datatable_draws_it() -> None:
     ours, theirs, _, restamped = await moved_lines(NotRestamped)
     assert restamped >= 4
     assert ours != theirs
+
+
+class OneByOne(FleetTable):
+    """DataTable's own way: each row added by ``add_row``."""
+
+    def _add_rows(self, rows: list[tuple[str, list[Any]]]) -> None:
+        for key, cells in rows:
+            self.add_row(*cells, key=key)
+
+
+class AutoHeight(FleetTable):
+    """The negative control: rows added as auto-height rows (height 0 until measured)."""
+
+    def _add_rows(self, rows: list[tuple[str, list[Any]]]) -> None:
+        for key, cells in rows:
+            self.add_row(*cells, key=key, height=None)
+
+
+async def table_after_a_filter(table_type: type[FleetTable]) -> list[Any]:
+    """What DataTable holds after a filter hid two rows in three and was cleared: rows in
+    order with their cells, heights, labels; the cursor and its highlighted row."""
+    app = TableApp(table_type)
+    highlighted: list[int] = []
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        app.on_data_table_row_highlighted = (  # type: ignore[attr-defined]
+            lambda event: highlighted.append(event.cursor_row))
+        table.hosts = fleet()
+        table.move_cursor(row=6)
+        await pilot.pause()
+        table.hosts = fleet()[::3]
+        await pilot.pause()
+        table.hosts = fleet({2: 6123.0})
+        await pilot.pause()
+        await pilot.pause()
+        keys = table._ordered_keys()
+        return [[(k, [t.markup for t in table._data[RowKey(k)].values()],
+                  table.rows[RowKey(k)].height, table.rows[RowKey(k)].label) for k in keys],
+                table.cursor_coordinate, highlighted[:1], table.virtual_size]
+
+
+async def test_rows_back_after_a_filter_are_as_datatable_adds_them() -> None:
+    """Rows a cleared filter brings back are added at once (``_add_rows``), as DataTable's
+    ``add_row`` one by one leaves them: same order, cells, heights, cursor, first highlight
+    and size.  Negative control: rows added with another height differ."""
+    ours = await table_after_a_filter(FleetTable)
+    assert ours == await table_after_a_filter(OneByOne)
+    assert len(ours[0]) == ROWS
+    assert ours != await table_after_a_filter(AutoHeight)
