@@ -178,7 +178,11 @@ class StyledTable(PaintedTable):
         if cells is None:
             self._cells.pop(key, None)
         else:
+            before = self._cells.get(key)
             self._cells[key] = cells
+            if before is not None and key in self._row_widths and all(
+                    before[i][0] == cells[i][0] for i in self._auto):
+                return  # the auto-width columns' texts did not change: nor their widths
         if not self._auto:
             return
         old = self._row_widths.pop(key, None)

@@ -42,12 +42,6 @@ _Template = tuple[Style | None, Style | None, Style | None, bool, int, int]
 right, its padding and the width of its text."""
 
 
-def _bare(style: Style) -> Style:
-    """``style`` less its meta (a place's ``row``/``column``, which a stamp replaces), so
-    that cells stamped for other places share one record; a style with a link is kept."""
-    return style.clear_meta_and_links() if style._meta and not style._link else style
-
-
 class PaintedTable(DataTable[Text]):
     """A ``DataTable`` whose rows are also held as ``Cell`` tuples (``_cells``, by row key,
     one per entry of the subclass's columns, ``_column_at`` giving a column key's place),
@@ -67,6 +61,7 @@ class PaintedTable(DataTable[Text]):
         self._unstamped: dict[Style, tuple[Style | None, int | None]] = {}
         """A style with a place's meta: the style it was stamped from, less any place's meta
         it already had, and its column (None for the line's end, past the last column)."""
+        self._bares: dict[Style, Style] = {}
         self._ends: dict[tuple[Style, int], Style] = {}
         """The style of a line's end past its last column, by its style and row."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
@@ -141,10 +136,12 @@ class PaintedTable(DataTable[Text]):
         if lines is None:
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
                                          hover)
+            if len(self._unstamped) >= 2 * STAMPED_CACHE_CELLS:
+                self._forget_stamps()
             for line in lines:  # DataTable stamped this place's meta: known for a re-stamp
                 for seg in line:
-                    if seg.style is not None:
-                        self._unstamped.setdefault(seg.style, (_bare(seg.style), column_index))
+                    if seg.style is not None and seg.style not in self._unstamped:
+                        self._unstamped[seg.style] = (self._bare(seg.style), column_index)
             self._keep_template(key, width, lines)
             if len(self._rendered) >= RENDER_CACHE_CELLS:
                 self._rendered.clear()
@@ -255,7 +252,8 @@ class PaintedTable(DataTable[Text]):
             if len(self._stamps) >= STAMPED_CACHE_CELLS:
                 self._forget_stamps()
             self._stamps[key] = stamped
-            self._unstamped[stamped] = (_bare(style) if style is not None else None, column)
+            self._unstamped[stamped] = (self._bare(style) if style is not None else None,
+                                        column)
         return stamped
 
     def _end_style(self, style: Style, row: int) -> Style:
@@ -271,7 +269,18 @@ class PaintedTable(DataTable[Text]):
             self._unstamped[end] = (style, None)
         return end
 
+    def _bare(self, style: Style) -> Style:
+        """``style`` less its meta (a place's ``row``/``column``, which a stamp replaces),
+        so that cells stamped for other places share one record; a style with a link is
+        kept.  Kept (Rich keeps the last 128)."""
+        bare = self._bares.get(style)
+        if bare is None:
+            bare = style.clear_meta_and_links() if style._meta and not style._link else style
+            self._bares[style] = bare
+        return bare
+
     def _forget_stamps(self) -> None:
+        self._bares.clear()
         self._stamps.clear()
         self._ends.clear()
         self._unstamped.clear()
