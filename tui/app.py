@@ -52,6 +52,7 @@ from tui.app_replay_keys import ReplayKeys
 from tui.app_screens import ScreenActions
 from tui.app_status_line import StatusLine
 from tui.app_themes import ThemeKeys
+from tui.app_tick import KeyFirstTick
 from tui.commands import offered
 from tui.console_options import ConsoleOptions
 from tui.glyphs import AsciiGlyphs
@@ -89,7 +90,7 @@ SPEED = Binding.Group("speed", compact=True)
 
 
 class RigwatchApp(ScreenActions, NodeKeys, ReplayKeys, AlertRaising, MetricsExport,
-                  BackendFeed, StatusLine, ThemeKeys, TypeaheadApp):
+                  BackendFeed, KeyFirstTick, StatusLine, ThemeKeys, TypeaheadApp):
     """The console; build it with ``make_app``."""
 
     CSS_PATH = CSS_PATH
@@ -262,10 +263,6 @@ class RigwatchApp(ScreenActions, NodeKeys, ReplayKeys, AlertRaising, MetricsExpo
     def mode_text(self) -> str:
         """The header's note on where the data comes from: a replay position or recording."""
         return self.backend.mode_text()
-
-    def _tick(self) -> None:
-        self.refresh_view()
-        self.check_alerts()
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters (NO_COLOR among them), then plain glyphs when asked for."""

@@ -7,6 +7,7 @@ styled in ``themes/rigwatch.tcss``.  On a theme change the cells are re-resolved
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -17,7 +18,7 @@ from textual import events
 from textual._two_way_dict import TwoWayDict
 from textual.theme import Theme
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from widgets._table_paint import Cell, PaintedTable
 
@@ -30,6 +31,8 @@ CELL_CLASSES = frozenset({
     "cell--leaking", "cell--spinning", "cell--old",
 })
 
+TEXT_CACHE_CELLS = 16384
+"""Cells' ``Text``s kept by content (a fleet's worth of distinct cells several times)."""
 MISSING: Cell = ("–", "cell--muted")
 """How a value the host did not report is shown."""
 
@@ -79,6 +82,15 @@ class StyledTable(PaintedTable):
         self._width = 0
         """The table's width at the last resize (the app's before the first)."""
         self._column_at = {c.key: i for i, c in enumerate(self.COLUMNS)}
+        self._auto = [i for i, c in enumerate(self.COLUMNS) if c.width is None]
+        self._auto_widths: dict[int, Counter[int]] = {i: Counter() for i in self._auto}
+        """How many of the rows' cells have each width, per auto-width column: the column's
+        width is the largest, found without a pass over every row."""
+        self._row_widths: dict[str, tuple[int, ...]] = {}
+        """Each row's cells' widths in the auto-width columns, as counted."""
+        self._texts: dict[tuple[Cell, bool], Text] = {}
+        """The ``Text`` written for a cell, by its content and alignment (equal cells on
+        many rows: ``8/8``, ``streaming``); dropped with the styles."""
         self.table_writes = 0
         """Syncs that changed a cell (tests count them)."""
 
@@ -131,7 +143,7 @@ class StyledTable(PaintedTable):
         self._shown_key = shown
         self.forget_paint()
         self.clear(columns=True)
-        self._cells.clear()
+        self._forget_cells()
         self._shown = [(i, self.COLUMNS[i]) for i in shown]
         for _, col in self._shown:
             self.add_column(col.label, width=col.width, key=col.key)
@@ -139,7 +151,7 @@ class StyledTable(PaintedTable):
 
     def _restyle(self, _theme: Theme) -> None:
         self.forget_paint()
-        self._cells.clear()
+        self._forget_cells()
         self._sync(self.keyed_rows(), self._cursor_key())
 
     def _write_cell(self, key: str, col: ColumnSpec, text: Text) -> None:
@@ -153,16 +165,48 @@ class StyledTable(PaintedTable):
         """
         self._data[RowKey(key)][ColumnKey(col.key)] = text
 
+    def _forget_cells(self) -> None:
+        self._cells.clear()
+        self._texts.clear()
+        self._row_widths.clear()
+        for counts in self._auto_widths.values():
+            counts.clear()
+
+    def _keep_cells(self, key: str, cells: tuple[Cell, ...] | None) -> None:
+        """``_cells[key] = cells`` (None: the row went), counting the auto-width columns'
+        cells' widths."""
+        if cells is None:
+            self._cells.pop(key, None)
+        else:
+            before = self._cells.get(key)
+            self._cells[key] = cells
+            if before is not None and key in self._row_widths and all(
+                    before[i][0] == cells[i][0] for i in self._auto):
+                return  # the auto-width columns' texts did not change: nor their widths
+        if not self._auto:
+            return
+        old = self._row_widths.pop(key, None)
+        if old is not None:
+            for i, width in zip(self._auto, old, strict=True):
+                counts = self._auto_widths[i]
+                counts[width] -= 1
+                if counts[width] <= 0:
+                    del counts[width]
+        if cells is not None:
+            new = self._row_widths[key] = tuple(cell_width(cells[i][0]) for i in self._auto)
+            for i, width in zip(self._auto, new, strict=True):
+                self._auto_widths[i][width] += 1
+
     def _fit_auto_widths(self, rows: Sequence[KeyedRow]) -> None:
-        """Size each auto-width column to its widest cell (or its label): one pass over the
-        rows, done by ``_sync`` when a row came, went or changed such a cell."""
+        """Size each auto-width column to its widest cell (or its label), from the widths
+        counted as cells were kept (``_keep_cells``); done by ``_sync`` when a row came,
+        went or changed such a cell."""
         widths = self._content_widths()
         for i, col in self._shown:
             column = self.columns.get(ColumnKey(col.key))
             if col.width is None and column is not None:
                 column.content_width = max(cell_width(column.label.plain),
-                                           max((cell_width(cells[i][0]) for _, cells in rows),
-                                               default=0))
+                                           max(self._auto_widths[i], default=0))
         if self._content_widths() != widths:
             self._require_update_dimensions = True  # the virtual width, on idle
             self._new_generation(widths)
@@ -200,13 +244,35 @@ class StyledTable(PaintedTable):
     def _reorder(self, wanted: list[str]) -> None:
         """Put the existing rows in ``wanted`` order in place, without re-adding them.
 
-        Clearing and re-adding a 1000-row table re-measures every cell (~0.3 s).
+        Clearing and re-adding a 1000-row table re-measures every cell (~0.3 s), and
+        DataTable's ``sort`` sorts every row's cells by a key.  The rows' places are set
+        as ``sort`` sets them, from the keys' wanted order.
         """
-        first = self.ordered_columns[0].key if self.ordered_columns else None
-        if first is None:
-            return
-        position = {id(self._data[RowKey(k)][first]): i for i, k in enumerate(wanted)}
-        self.sort(key=lambda values: position[id(values[0])])
+        row_key = {str(k.value): k for k in self.rows}
+        self._row_locations = TwoWayDict({row_key[k]: i for i, k in enumerate(wanted)})
+        self._update_count += 1
+        self.refresh()
+
+    def _add_rows(self, rows: list[tuple[str, list[Text]]]) -> None:
+        """``add_row`` for many rows at once, at the bottom in this order: it sorts the
+        columns twice, re-validates the cursor and asks for an idle pass for each row, so
+        a filter cleared at a thousand hosts spent most of its time there.  Rows here are
+        one line high, with no label, and their keys are new."""
+        columns = [column.key for column in self.ordered_columns]
+        locations, data, table_rows = self._row_locations, self._data, self.rows
+        for key, cells in rows:
+            row_key = RowKey(key)
+            locations[row_key] = len(locations)
+            data[row_key] = dict(zip(columns, cells, strict=True))
+            table_rows[row_key] = Row(row_key, 1, None, False)
+            self._new_rows.add(row_key)
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        if len(table_rows) == len(rows) and self.columns and self.show_cursor \
+                and self.cursor_type != "none":
+            self._highlight_cursor()  # a cell to highlight where there was none
+        self._update_count += 1
+        self.check_idle()
 
     def _remove_rows(self, keys: list[str]) -> None:
         """``remove_row`` for many rows at once: it renumbers every remaining row for each
@@ -220,7 +286,7 @@ class StyledTable(PaintedTable):
             self._data.pop(row_key, None)
             self.rows.pop(row_key, None)
             self._new_rows.discard(row_key)
-            self._cells.pop(str(row_key.value), None)
+            self._keep_cells(str(row_key.value), None)
         self._require_update_dimensions = True
         self.cursor_coordinate = self.cursor_coordinate  # both clamped to what is left
         self.hover_coordinate = self.hover_coordinate
@@ -233,9 +299,18 @@ class StyledTable(PaintedTable):
         return str(key.value) if key is not None else None
 
     def _text(self, cell: Cell, col: ColumnSpec) -> Text:
+        """The cell as DataTable holds it (kept: a ``Text`` is only read once written)."""
+        key = (cell, col.right)
+        found = self._texts.get(key)
+        if found is not None:
+            return found
         text, cls = cell
         style = self.get_component_rich_style(cls, partial=True) if cls else ""
-        return Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
+        found = Text(text, style=style, justify="right" if col.right else "left", no_wrap=True)
+        if len(self._texts) >= TEXT_CACHE_CELLS:
+            self._texts.clear()
+        self._texts[key] = found
+        return found
 
     def sync_rows(self, rows: Sequence[KeyedRow]) -> None:
         """Make the table show ``rows`` (in order), touching only what changed."""
@@ -259,12 +334,13 @@ class StyledTable(PaintedTable):
             resized = True
         present = {key for key in current if key in keep}
         written: list[str] = []
+        added: list[tuple[str, list[Text]]] = []
         for key, cells in rows:
             old = self._cells.get(key)
             if old is None and key in present:
                 old = ()  # on the table but forgotten (a restyle): rewrite every cell
             if old is None:
-                self.add_row(*(self._text(cells[i], col) for i, col in self._shown), key=key)
+                added.append((key, [self._text(cells[i], col) for i, col in self._shown]))
                 resized = True
             elif old is not cells and old != cells:
                 for i, col in self._shown:
@@ -272,7 +348,10 @@ class StyledTable(PaintedTable):
                         self._write_cell(key, col, self._text(cells[i], col))
                         resized = resized or col.width is None
                 written.append(key)
-            self._cells[key] = cells
+            if old is not cells:
+                self._keep_cells(key, cells)
+        if added:
+            self._add_rows(added)
         if resized:
             self._fit_auto_widths(rows)
         if written:

@@ -55,6 +55,15 @@ class PaintedTable(DataTable[Text]):
         """The same, with the ``row``/``column`` meta of one place on the table."""
         self._lines: dict[tuple[object, ...], Strip] = {}
         """Rendered lines by what they show: see ``_render_line``."""
+        self._moved: dict[tuple[object, ...], Strip] = {}
+        """The same lines by what they show wherever they are (their stripe, not their
+        index): a row that moved (a sort, a filter) is re-stamped, not built (``_restamp``)."""
+        self._unstamped: dict[Style, tuple[Style | None, int | None]] = {}
+        """A style with a place's meta: the style it was stamped from, less any place's meta
+        it already had, and its column (None for the line's end, past the last column)."""
+        self._bares: dict[Style, Style] = {}
+        self._ends: dict[tuple[Style, int], Style] = {}
+        """The style of a line's end past its last column, by its style and row."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
         self._stamps: dict[tuple[Style | None, int, int], Style] = {}
         """A cell's style with a place's meta added (``_stamp``)."""
@@ -65,6 +74,8 @@ class PaintedTable(DataTable[Text]):
         """Cells rendered by filling a template (tests count them)."""
         self.lines_built = 0
         """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
+        self.lines_restamped = 0
+        """Table lines taken from a row of the same look elsewhere (``_restamp``)."""
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._column_at: dict[str, int] = {}
         self._shown_key: tuple[int, ...] | None = None
@@ -77,8 +88,9 @@ class PaintedTable(DataTable[Text]):
         self._rendered.clear()
         self._stamped.clear()
         self._lines.clear()
+        self._moved.clear()
         self._row_styles.clear()
-        self._stamps.clear()
+        self._forget_stamps()
         self._templates.clear()
 
     def _clear_caches(self) -> None:
@@ -124,6 +136,12 @@ class PaintedTable(DataTable[Text]):
         if lines is None:
             lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
                                          hover)
+            if len(self._unstamped) >= 2 * STAMPED_CACHE_CELLS:
+                self._forget_stamps()
+            for line in lines:  # DataTable stamped this place's meta: known for a re-stamp
+                for seg in line:
+                    if seg.style is not None and seg.style not in self._unstamped:
+                        self._unstamped[seg.style] = (self._bare(seg.style), column_index)
             self._keep_template(key, width, lines)
             if len(self._rendered) >= RENDER_CACHE_CELLS:
                 self._rendered.clear()
@@ -217,17 +235,81 @@ class PaintedTable(DataTable[Text]):
         for line in lines:
             stamped_line = []
             for seg in line:
-                key = (seg.style, row, column)
-                style = stamps.get(key)
+                style = stamps.get((seg.style, row, column))
                 if style is None:
-                    meta = Style.from_meta({"row": row, "column": column})
-                    style = seg.style + meta if seg.style else meta
-                    if len(stamps) >= STAMPED_CACHE_CELLS:
-                        stamps.clear()
-                    stamps[key] = style
+                    style = self._stamped_style(seg.style, row, column)
                 stamped_line.append(Segment(seg.text, style, seg.control))
             out.append(stamped_line)
         return out
+
+    def _stamped_style(self, style: Style | None, row: int, column: int) -> Style:
+        """``style`` with the meta of this place, kept (``_stamp``)."""
+        key = (style, row, column)
+        stamped = self._stamps.get(key)
+        if stamped is None:
+            meta = Style.from_meta({"row": row, "column": column})
+            stamped = style + meta if style else meta
+            if len(self._stamps) >= STAMPED_CACHE_CELLS:
+                self._forget_stamps()
+            self._stamps[key] = stamped
+            self._unstamped[stamped] = (self._bare(style) if style is not None else None,
+                                        column)
+        return stamped
+
+    def _end_style(self, style: Style, row: int) -> Style:
+        """The style of a line's end past its last column (``style`` with the row's meta
+        and ``out_of_bounds``, as DataTable gives it), kept."""
+        key = (style, row)
+        end = self._ends.get(key)
+        if end is None:
+            if len(self._ends) >= STAMPED_CACHE_CELLS:
+                self._forget_stamps()
+            end = style + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
+            self._ends[key] = end
+            self._unstamped[end] = (style, None)
+        return end
+
+    def _bare(self, style: Style) -> Style:
+        """``style`` less its meta (a place's ``row``/``column``, which a stamp replaces),
+        so that cells stamped for other places share one record; a style with a link is
+        kept.  Kept (Rich keeps the last 128)."""
+        bare = self._bares.get(style)
+        if bare is None:
+            bare = style.clear_meta_and_links() if style._meta and not style._link else style
+            self._bares[style] = bare
+        return bare
+
+    def _forget_stamps(self) -> None:
+        self._bares.clear()
+        self._stamps.clear()
+        self._ends.clear()
+        self._unstamped.clear()
+
+    def _restamp(self, strip: Strip, row: int) -> Strip | None:
+        """A line drawn for another row, with this row's meta: what ``_build_line`` draws
+        for a row of the same look (cells, stripe, cursor, hover, widths) at ``row``.
+
+        Every style that carries a place's meta was stamped here (``_stamped_style``,
+        ``_end_style``) or by DataTable in ``_render_cell``, so it is known what it was
+        stamped from; the same styles stamped with this row's meta keep the segments' texts
+        and the way equal neighbours were joined.  None where a style is not known (its
+        record was dropped): the line is built instead.
+        """
+        unstamped = self._unstamped
+        out = []
+        for seg in strip:
+            style = seg.style
+            if style is None or style._meta is None:
+                out.append(seg)
+                continue
+            found = unstamped.get(style)
+            if found is None:
+                return None
+            base, column = found
+            new = (self._end_style(base, row) if column is None and base is not None
+                   else self._stamped_style(base, row, column or 0))
+            out.append(Segment(seg.text, new, seg.control))
+        return Strip(out, strip.cell_length)
 
     def _line_key(self, y: int, x1: int, x2: int,
                   base_style: Style) -> tuple[tuple[object, ...], int, int] | None:
@@ -276,10 +358,20 @@ class PaintedTable(DataTable[Text]):
         if strip is None:
             if (self.cursor_type == "row" and not self.fixed_columns and not self.fixed_rows
                     and not (self._labelled_row_exists and self.show_row_labels)):
-                strip = self._build_line(row, line_no, x1, x2, base_style)
+                look = (row % 2, *key[1:])  # the look, wherever the row is
+                moved = self._moved.get(look)
+                strip = self._restamp(moved, row) if moved is not None else None
+                if strip is None:
+                    strip = self._build_line(row, line_no, x1, x2, base_style)
+                    self.lines_built += 1
+                    if len(self._moved) >= LINE_CACHE_LINES:
+                        self._moved.clear()
+                    self._moved[look] = strip
+                else:
+                    self.lines_restamped += 1
             else:
                 strip = super()._render_line(y, x1, x2, base_style)
-            self.lines_built += 1
+                self.lines_built += 1
             if len(self._lines) >= LINE_CACHE_LINES:
                 self._lines.clear()
             self._lines[key] = strip
@@ -313,9 +405,7 @@ class PaintedTable(DataTable[Text]):
         extend_style, _ = self._get_styles_to_render_cell(
             False, False, False, hover_on, cursor_on, self.show_cursor,
             self._show_hover_cursor, False, False)
-        extend_style = row_style + extend_style
-        extend_style += Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
-        cells.append([Segment(" " * remaining, extend_style)])
+        cells.append([Segment(" " * remaining, self._end_style(row_style + extend_style, row))])
         segments = line_crop(list(chain.from_iterable(cells)), x1, x2, width)
         return Strip(segments).adjust_cell_length(width, base_style).simplify()
 

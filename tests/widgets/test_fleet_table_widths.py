@@ -11,6 +11,7 @@ the work at 2N must stay near twice the work at N (a square makes it four times)
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -47,8 +48,10 @@ def short_reasons(n: int) -> tuple[FleetLine, ...]:
 
 
 class TableApp(App[None]):
+    table_type: type[FleetTable] = FleetTable
+
     def compose(self) -> ComposeResult:
-        yield FleetTable(id="fleet-table")
+        yield self.table_type(id="fleet-table")
 
 
 @contextmanager
@@ -141,3 +144,57 @@ async def test_a_filter_hiding_most_rows_renumbers_them_once(
     assert [str(k.value) for k in table.rows] == [f"gpu{i:04d}" for i in range(0, N, 25)]
     assert table.get_row_index("gpu0075") == 3
     assert table.get_cell("gpu0050", "host").plain == "gpu0050"
+
+
+class NeverForgets(FleetTable):
+    """The negative control: a cell's width counted when it comes, never when it goes."""
+
+    def _keep_cells(self, key: str, cells: Any) -> None:
+        if cells is None:
+            self._cells.pop(key, None)
+            return
+        self._row_widths.pop(key, None)
+        super()._keep_cells(key, cells)
+
+
+async def widths_through_a_stream(table_type: type[FleetTable]) -> tuple[list[int], list[int]]:
+    """The reason column's width after each pass of a random stream (reasons that grow and
+    shrink, hosts that come and go, a theme change), counted, and as a pass over every
+    row's cell sizes it (what ``_fit_auto_widths`` did before it counted)."""
+    rng = random.Random(38)
+    app = TableApp()
+    app.table_type = table_type
+    counted_widths: list[int] = []
+    full_pass: list[int] = []
+    async with app.run_test(size=(160, 30)) as pilot:
+        table = app.query_one(FleetTable)
+        hosts = {i: f"GPU0 {'x' * rng.randrange(40)}" for i in range(60)}
+        for step in range(40):
+            for _ in range(rng.randrange(1, 12)):
+                i = rng.randrange(80)
+                if i in hosts and rng.random() < 0.3:
+                    del hosts[i]
+                else:
+                    hosts[i] = f"GPU{i % 8} {'y' * rng.randrange(45 if step < 20 else 12)}"
+            table.hosts = tuple(line(i, why) for i, why in sorted(hosts.items()))
+            if step == 25:
+                table._restyle(app.current_theme)
+            await pilot.pause()
+            column = table.columns[data_table.ColumnKey("worst")]
+            counted_widths.append(column.content_width)
+            full_pass.append(max(len(LABEL), max(
+                (styled_table.cell_width(cells[-1][0]) for cells in table._cells.values()),
+                default=0)))
+    return counted_widths, full_pass
+
+
+async def test_the_reason_column_is_as_wide_as_its_widest_cell_counted() -> None:
+    """The auto-width column is sized from counted widths (no pass over every row per
+    sync), and equals a pass over every row after every sync of a random stream.  Negative
+    control: widths counted as they come and never as they go keep the column too wide
+    once the widest reasons are gone."""
+    ours, full = await widths_through_a_stream(FleetTable)
+    assert ours == full
+    assert len(set(full)) > 2  # the stream did widen and narrow the column
+    ours, full = await widths_through_a_stream(NeverForgets)
+    assert ours != full

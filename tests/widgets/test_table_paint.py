@@ -19,6 +19,7 @@ from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from probes.fleet_state import FleetRow, HostStatus
 from themes import CSS_PATH, DEFAULT_THEME, THEMES, fallback_variables
@@ -93,6 +94,25 @@ async def cursor_moves(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> N
     table.move_cursor(row=3)
 
 
+async def rows_move(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    table.hosts = moved()
+
+
+def moved() -> tuple[FleetLine, ...]:
+    """A new order: the rows on screen change places among themselves (two rows down, in
+    the same stripe, and one row down, in the other) and rows from below come up."""
+    rows = fleet()
+    return (*rows[2:6], *rows[:2], rows[7], rows[6], *rows[20:], *rows[8:20])
+
+
+async def filtered_then_cleared(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
+    table.hosts = fleet()[::3]
+    await pilot.pause()
+    await pilot.pause()
+    screen_of(app)
+    table.hosts = fleet({2: 6123.0})
+
+
 async def theme_changes(app: App[Any], table: FleetTable, pilot: Pilot[Any]) -> None:
     app.theme = next(t.name for t in THEMES if t.name != DEFAULT_THEME)
 
@@ -102,6 +122,9 @@ CHANGES: dict[str, tuple[Change, Callable[[App[Any], FleetTable], None]]] = {
                                                                           5: 4987.0}))),
     "width": (width_changes, lambda app, table: None),
     "cursor": (cursor_moves, lambda app, table: table.move_cursor(row=3)),
+    "sort": (rows_move, lambda app, table: setattr(table, "hosts", moved())),
+    "filter": (filtered_then_cleared, lambda app, table: setattr(table, "hosts",
+                                                                 fleet({2: 6123.0}))),
     "theme": (theme_changes, lambda app, table: setattr(
         app, "theme", next(t.name for t in THEMES if t.name != DEFAULT_THEME))),
 }
@@ -240,3 +263,102 @@ async def test_a_cell_filled_from_a_template_is_datatables_own() -> None:
         table._templates = {shape: None if t is None else (*t[:3], not t[3], *t[4:])
                             for shape, t in table._templates.items()}
         assert cells_of(4, ours=True) != cells_of(4, ours=False)
+
+
+class NotRestamped(FleetTable):
+    """The negative control: a moved line taken as it was drawn, its old place's meta kept."""
+
+    def _restamp(self, strip: Any, row: int) -> Any:
+        return strip
+
+
+async def moved_lines(table_type: type[FleetTable]) -> tuple[list[Any], list[Any], int, int]:
+    """Every line on screen after the rows moved, as the table's cache gives it and as
+    DataTable draws it (meta included: a click reads the row from it); and the lines built
+    and re-stamped for the move."""
+    app = TableApp(table_type)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = fleet()
+        table.move_cursor(row=3)
+        await pilot.pause()
+        await pilot.pause()
+        screen_of(app)
+        built, restamped = table.lines_built, table.lines_restamped
+        table.hosts = moved()
+        await pilot.pause()
+        await pilot.pause()
+        screen_of(app)
+        built, restamped = table.lines_built - built, table.lines_restamped - restamped
+        base, width = table.rich_style, table.size.width
+        ours, theirs = [], []
+        for y in range(1, table.size.height):
+            for x1, x2 in ((0, width), (3, width - 5)):
+                ours.append(list(table._render_line(y, x1, x2, base)))
+                theirs.append(list(DataTable._render_line(table, y, x1, x2, base)))
+        return ours, theirs, built, restamped
+
+
+async def test_a_moved_line_is_restamped_as_datatable_draws_it() -> None:
+    """A sort or a filter moves rows: a line already drawn for a row of the same look (its
+    cells, stripe, cursor) is taken with its new place's meta instead of being built, and
+    equals what DataTable draws there, segment by segment, meta included.  Negative
+    control: the line taken as it was (its old place's meta) differs."""
+    ours, theirs, built, restamped = await moved_lines(FleetTable)
+    assert ours == theirs
+    # rows 0..5 moved within the screen and kept their stripe (less the two that the hover,
+    # on row 0, left or reached); 6 and 7 swapped stripes
+    assert restamped >= 4
+    assert built <= SIZE[1] - 1 - 4
+    ours, theirs, _, restamped = await moved_lines(NotRestamped)
+    assert restamped >= 4
+    assert ours != theirs
+
+
+class OneByOne(FleetTable):
+    """DataTable's own way: each row added by ``add_row``."""
+
+    def _add_rows(self, rows: list[tuple[str, list[Any]]]) -> None:
+        for key, cells in rows:
+            self.add_row(*cells, key=key)
+
+
+class AutoHeight(FleetTable):
+    """The negative control: rows added as auto-height rows (height 0 until measured)."""
+
+    def _add_rows(self, rows: list[tuple[str, list[Any]]]) -> None:
+        for key, cells in rows:
+            self.add_row(*cells, key=key, height=None)
+
+
+async def table_after_a_filter(table_type: type[FleetTable]) -> list[Any]:
+    """What DataTable holds after a filter hid two rows in three and was cleared: rows in
+    order with their cells, heights, labels; the cursor and its highlighted row."""
+    app = TableApp(table_type)
+    highlighted: list[int] = []
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        app.on_data_table_row_highlighted = (  # type: ignore[attr-defined]
+            lambda event: highlighted.append(event.cursor_row))
+        table.hosts = fleet()
+        table.move_cursor(row=6)
+        await pilot.pause()
+        table.hosts = fleet()[::3]
+        await pilot.pause()
+        table.hosts = fleet({2: 6123.0})
+        await pilot.pause()
+        await pilot.pause()
+        keys = table._ordered_keys()
+        return [[(k, [t.markup for t in table._data[RowKey(k)].values()],
+                  table.rows[RowKey(k)].height, table.rows[RowKey(k)].label) for k in keys],
+                table.cursor_coordinate, highlighted[:1], table.virtual_size]
+
+
+async def test_rows_back_after_a_filter_are_as_datatable_adds_them() -> None:
+    """Rows a cleared filter brings back are added at once (``_add_rows``), as DataTable's
+    ``add_row`` one by one leaves them: same order, cells, heights, cursor, first highlight
+    and size.  Negative control: rows added with another height differ."""
+    ours = await table_after_a_filter(FleetTable)
+    assert ours == await table_after_a_filter(OneByOne)
+    assert len(ours[0]) == ROWS
+    assert ours != await table_after_a_filter(AutoHeight)

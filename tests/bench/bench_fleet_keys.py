@@ -1,0 +1,305 @@
+"""Where a fleet-screen key's latency goes at N hosts, with the fold running beside it.
+
+The real console (``make_app``, ``run_test`` at 160x48) is fed by ``bench_ui``'s simulated
+fleet (one sample per host per second in 10 batches), folded the way the collector
+backend folds a relayed frame: in slices that give the loop a turn once a slice has taken
+``FOLD_SLICE_S`` (``FoldSlices``).  Keys are sent as the terminal driver sends them, at
+random moments (a fixed seed), and each is timed until the screen shows it (as in
+``bench_ui``: the first compositor refresh that starts once the widgets show the key's
+effect with nothing left to repaint).  Key kinds: cursor ``down``, ``pagedown``/``pageup``,
+``s`` (next sort) and a filter typed (``/``, then ``7`` and ``backspace``, timed as
+``type``; ``escape`` closes the line).
+
+Each press's latency is split by what the loop was running between the key and its
+repaint: ``fold`` (fold slices), ``tick`` (the 1 Hz redraw, ``refresh_view``), ``paint``
+(compositor refreshes: the key's own and any other), ``gc`` (collections) and ``own`` (the
+rest: the key's dispatch and handler).  Also reported: the 1 Hz redraw's
+``FleetTable.watch_hosts`` per tick (ms, rows formatted) and the redraw's own length.
+
+    python tests/bench/bench_fleet_keys.py [--hosts 1024] [--seconds 30] [--presses 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from textual import events
+from textual.screen import Screen
+from textual.widgets import Input, Static
+
+from probes.analysis.alerts import AlertPolicy
+from probes.sources.collectors import FoldSlices
+from probes.wire.events import Connected, Emit
+from tests.bench.bench_ui import (
+    CONNECT_GAP_S,
+    SIZE,
+    Repaints,
+    SimFleetBackend,
+    instrument,
+    pct,
+    settled,
+)
+from tui.app import RigwatchApp, make_app
+from tui.console_options import ConsoleOptions
+from tui.gc_policy import tune_for_streaming
+from tui.screens.fleet import FleetScreen
+from tui.views.fleet_view import SORT_KEYS, filter_rows
+from widgets.fleet_table import FleetDetail, FleetTable
+
+Span = tuple[float, float]
+KINDS = ("fold", "tick", "paint", "gc")
+CYCLE = ("down", "down", "pagedown", "s", "up", "slash", "7", "backspace", "escape",
+         "pageup", "s", "up")
+EDGE = {("down", False): "up", ("pagedown", False): "pageup", ("up", True): "down",
+        ("pageup", True): "pagedown"}
+"""A move the cursor cannot make at the last row (False) or the first (True), and the one
+pressed instead."""
+
+
+class SlicedFleetBackend(SimFleetBackend):
+    """``bench_ui``'s fleet, each batch folded in slices as a collector's frame is."""
+
+    def __init__(self, hosts: int, spans: dict[str, list[Span]]) -> None:
+        super().__init__(hosts)
+        self.spans = spans
+
+    async def run(self, emit: Emit) -> None:
+        now = time.time()
+        for i, (spec, pool) in enumerate(zip(self.specs, self.pools, strict=True)):
+            emit(spec.name, Connected(now))
+            emit(spec.name, pool.hello)
+            emit(spec.name, pool.logsource)
+            if i % self.connect_per_step == self.connect_per_step - 1:
+                await asyncio.sleep(CONNECT_GAP_S)
+        seq, n = 0, len(self.specs)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        folds = self.spans["fold"]
+        while True:
+            for b in range(self.batches):
+                ts = time.time()
+                slices = FoldSlices()
+                t = time.perf_counter()
+                for i in range(b * n // self.batches, (b + 1) * n // self.batches):
+                    samples = self.pools[i].samples
+                    emit(self.specs[i].name,
+                         replace(samples[(seq + i) % len(samples)], ts=ts, seq=seq))
+                    self.emitted += 1
+                    if slices.due():
+                        folds.append((t, time.perf_counter()))
+                        await slices.turn()
+                        t = time.perf_counter()
+                folds.append((t, time.perf_counter()))
+                await asyncio.sleep(max(0.0, start + seq + (b + 1) / self.batches - loop.time()))
+            seq += 1
+
+
+async def press(app: RigwatchApp, paints: Repaints, key: str,
+                shown: Callable[[], bool], timeout: float = 10.0) -> float:
+    """Seconds from sending ``key`` as the terminal driver does (a printable key with its
+    character, a named one without) until it is on screen (``bench_ui.press``)."""
+    assert app._driver is not None
+    paints.hit = None
+    paints.probe = shown
+    t0 = time.perf_counter()
+    char = {"slash": "/"}.get(key, key if len(key) == 1 else None)
+    app._driver.send_message(events.Key(key, char))
+    try:
+        while paints.hit is None:
+            if time.perf_counter() - t0 > timeout:
+                raise TimeoutError(f"key {key!r} not on screen within {timeout} s")
+            await asyncio.sleep(0.002)
+        return paints.hit - t0
+    finally:
+        paints.probe = None
+
+
+MOVES = {"down": "action_cursor_down", "up": "action_cursor_up",
+         "pagedown": "action_page_down", "pageup": "action_page_up"}
+MOVED = dict.fromkeys(MOVES, 0)
+"""Cursor moves handled by the table, by key (``count_moves``)."""
+
+
+def count_moves() -> None:
+    for key, name in MOVES.items():
+        plain = getattr(FleetTable, name)
+
+        def counted(table: FleetTable, _plain: Any = plain, _key: str = key) -> None:
+            _plain(table)
+            MOVED[_key] += 1
+
+        setattr(FleetTable, name, counted)
+
+
+def overlap(spans: list[Span], a: float, b: float) -> float:
+    return sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans if e > a and s < b)
+
+
+def spy(app: RigwatchApp, spans: dict[str, list[Span]],
+        ticks: list[tuple[float, float, int]]) -> None:
+    """Record the 1 Hz redraws, the compositor's refreshes, collections and each tick's
+    ``watch_hosts`` (ms, rows formatted)."""
+    redraw = app.refresh_view
+    in_tick = [False]
+
+    def timed_redraw() -> None:
+        t = time.perf_counter()
+        in_tick[0] = True
+        try:
+            redraw()
+        finally:
+            in_tick[0] = False
+            spans["tick"].append((t, time.perf_counter()))
+
+    app.refresh_view = timed_redraw  # type: ignore[method-assign]
+    watch = FleetTable.watch_hosts
+
+    def timed_watch(table: FleetTable) -> None:
+        t, n = time.perf_counter(), table.cells_formatted
+        watch(table)
+        if in_tick[0]:
+            ticks.append((t, time.perf_counter() - t, table.cells_formatted - n))
+
+    FleetTable.watch_hosts = timed_watch  # type: ignore[method-assign,assignment]
+    composite = Screen._compositor_refresh
+
+    def timed_paint(screen: Screen[Any]) -> None:
+        t = time.perf_counter()
+        composite(screen)
+        spans["paint"].append((t, time.perf_counter()))
+
+    Screen._compositor_refresh = timed_paint  # type: ignore[method-assign,assignment]
+    gc_start = [0.0]
+
+    def collected(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            spans["gc"].append((gc_start[0], time.perf_counter()))
+
+    gc.callbacks.append(collected)
+
+
+def probe(app: RigwatchApp, key: str) -> Callable[[], bool]:
+    """Whether the screen's widgets show ``key``'s effect (read before it is sent)."""
+    screen = app.screen
+    assert isinstance(screen, FleetScreen)
+    table, detail = screen.query_one(FleetTable), screen.query_one(FleetDetail)
+    crumb = screen.query_one("#fleet-crumb", Static)
+    box = screen.query_one("#fleet-filter", Input)
+    if key in MOVES:
+        # counted by the table's action: a tick may move the cursor's row meanwhile (in a
+        # sort order by a figure, the cursor's host moves as its figure does)
+        done = MOVED[key]
+        return lambda: MOVED[key] > done and settled(table, detail)
+    if key == "s":
+        sort = SORT_KEYS[(SORT_KEYS.index(screen.sort_key) + 1) % len(SORT_KEYS)]
+        return lambda: screen.sort_key == sort and settled(table, crumb)
+    if key == "slash":
+        return lambda: box.has_focus and settled(box)
+    if key == "escape":
+        return lambda: table.has_focus and not screen.query_text and settled(table, box)
+    text = box.value + key if key != "backspace" else box.value[:-1]
+    return lambda: (screen.query_text == text
+                    and table.row_count == len(filter_rows(screen._rows, text))
+                    and settled(table, crumb))
+
+
+async def run(hosts: int, seconds: float, presses: int, seed: int) -> dict[str, Any]:
+    spans: dict[str, list[Span]] = {k: [] for k in KINDS}
+    ticks: list[tuple[float, float, int]] = []
+    backend = SlicedFleetBackend(hosts, spans)
+    app = make_app(backend, ConsoleOptions(demo=True,
+                                           alerts=AlertPolicy(notify=False, bell=False)))
+    paints = Repaints()
+    instrument(app, paints)
+    spy(app, spans, ticks)
+    count_moves()
+    rng = random.Random(seed)
+    out: dict[str, Any] = {"hosts": hosts}
+    async with app.run_test(size=SIZE) as pilot:
+        t0 = time.perf_counter()
+        while any(h.last is None for h in app.fleet.hosts.values()):
+            await asyncio.sleep(0.05)
+        await pilot.pause(2.0)
+        out["startup_s"] = round(time.perf_counter() - t0, 1)
+        table = app.screen.query_one(FleetTable)
+        table.focus()
+        await pilot.pause(0.2)
+        presses_out: list[dict[str, Any]] = []
+        tick0 = len(ticks)
+        t_cpu, t_wall = time.process_time(), time.perf_counter()
+        gap = seconds / presses
+        for i in range(presses):
+            await asyncio.sleep(gap * rng.uniform(0.5, 1.5))
+            key = CYCLE[i % len(CYCLE)]
+            if table.cursor_row >= table.row_count - 1 or table.cursor_row == 0:
+                key = EDGE.get((key, table.cursor_row == 0), key)
+            shown = probe(app, key)
+            a = time.perf_counter()
+            lat = await press(app, paints, key, shown)
+            b = a + lat
+            split = {k: overlap(spans[k], a, b) for k in KINDS}
+            split["own"] = max(0.0, lat - split["fold"] - split["tick"] - split["paint"]
+                               - split["gc"])
+            presses_out.append({"key": "type" if key in ("7", "backspace") else key,
+                                "ms": lat * 1000,
+                                **{k: v * 1000 for k, v in split.items()}})
+        cpu, wall = time.process_time() - t_cpu, time.perf_counter() - t_wall
+        window = ticks[tick0:]
+        await app.action_quit()
+    out["cpu_pct"] = round(100 * cpu / wall, 1)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for p in presses_out:
+        by_kind.setdefault(p["key"], []).append(p)
+    out["keys"] = {}
+    for kind, ps in [("all", presses_out), *by_kind.items()]:
+        ms = [p["ms"] for p in ps]
+        out["keys"][kind] = {
+            "n": len(ms), "p50": round(statistics.median(ms), 1),
+            "p95": round(pct(ms, 0.95), 1), "max": round(max(ms), 1),
+            **{f"{k}_mean": round(statistics.fmean(p[k] for p in ps), 1)
+               for k in (*KINDS, "own")}}
+    out["watch_hosts_per_tick"] = {
+        "ticks": len(window),
+        "ms_p50": round(statistics.median(d for _, d, _ in window) * 1000, 2) if window else None,
+        "ms_mean": round(statistics.fmean(d for _, d, _ in window) * 1000, 2) if window else None,
+        "rows_formatted_mean": round(statistics.fmean(n for _, _, n in window), 1)
+        if window else None}
+    tick_ms = [(e - s) * 1000 for s, e in spans["tick"][-len(window) or None:]]
+    out["tick_ms_p50"] = round(statistics.median(tick_ms), 1) if tick_ms else None
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--hosts", type=int, default=1024)
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--presses", type=int, default=60)
+    p.add_argument("--seed", type=int, default=38)
+    args = p.parse_args()
+    tune_for_streaming()
+    out = asyncio.run(run(args.hosts, args.seconds, args.presses, args.seed))
+    print(json.dumps(out))
+    keys = out["keys"]
+    print("fleet keys: " + "; ".join(
+        f"{k} p50 {v['p50']} p95 {v['p95']} ms (fold {v['fold_mean']} tick {v['tick_mean']} "
+        f"paint {v['paint_mean']} gc {v['gc_mean']} own {v['own_mean']})"
+        for k, v in keys.items()) + f"; watch_hosts/tick {out['watch_hosts_per_tick']}")
+
+
+if __name__ == "__main__":
+    main()
