@@ -11,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from functools import partial
 
 from textual import work
 
 from probes.analysis.alerts import AlertTracker
 from probes.fleet_state import FleetState
+from probes.sources.collectors import INPUT_PENDING
 from probes.wire.events import Connected, Disconnected, SessionItem
 from probes.wire.samples import Hello
 from tui.app_base import ConsoleMixin
+from tui.typeahead import keys_in_flight
 from tui.views.fleet_rows import FleetRows
 
 QUIT_GRACE_S = 3.0
@@ -40,6 +43,7 @@ class BackendFeed(ConsoleMixin):
 
     @work(exclusive=True, group="backend", exit_on_error=False, description="fleet backend")
     async def _run_backend(self) -> None:
+        INPUT_PENDING.set(partial(keys_in_flight, self))  # the fold gives way to a key
         await self.backend.run(self._emit)
 
     def _emit(self, host: str, item: SessionItem) -> None:

@@ -67,3 +67,22 @@ async def test_the_negative_control_a_fold_in_one_go_keeps_the_key_to_its_end(
     only once every item is in."""
     handled, waited, total = await _key_during_fold(budget)
     assert handled == total and waited == 0, (handled, total)
+
+
+KEY_FIRST_SLICES = 2
+"""With the fold giving way while a key is on its way, the key waits the slice it arrived
+in and at most one more (the turn that saw it pending), not one per hop."""
+
+
+async def test_the_fold_gives_way_while_a_key_is_on_its_way() -> None:
+    handled, waited, total = await _key_during_fold(0.004)
+    assert waited <= KEY_FIRST_SLICES, waited
+    assert handled < total // 4, (handled, total)
+
+
+async def test_the_negative_control_a_fold_blind_to_keys_makes_it_wait_per_hop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measure can fail: a fold that never sees the key pending takes a slice per hop."""
+    monkeypatch.setattr("tui.app_feed.keys_in_flight", lambda app: False)
+    _, waited, _ = await _key_during_fold(0.004)
+    assert waited > KEY_FIRST_SLICES, waited
