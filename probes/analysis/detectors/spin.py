@@ -27,7 +27,7 @@ from probes.analysis.detectors.window import (
 )
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
-from probes.history import HostHistory, gpu_key
+from probes.history import HostHistory, SeriesKey, gpu_key
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
@@ -82,7 +82,7 @@ COARSE_BINS = 8
 tier (a few dozen, against the 15 s tier's 240)."""
 
 
-def surely_below(history: HostHistory, key: str, start: float, ceiling: float) -> bool:
+def surely_below(history: HostHistory, key: SeriesKey, start: float, ceiling: float) -> bool:
     """True only when ``all_below(points(series, start, …), ceiling)`` would hold (or there
     would be no points), read from far fewer points: a coarse read of the same span.
 
