@@ -7,19 +7,24 @@ reading its util's window; the verdicts must be those of before, finding by find
 reason, at the thresholds ± a hair, with gaps and GPUs dropping out) and compares every
 finding.  Here its hosts also get short bursts of a slowing reason at full clocks (the power
 cap for 2–250 s, so whether a window's edge holds one decides), and the early skip must fire.
-Negative control: an early skip that reads the reasons over the window's last 30 s only.
+Also against main's own copies of the two detectors changed this session
+(``clocks_before_s6``, ``spin_before_s6``) under random limits.  Negative control: an early
+skip that reads the reasons over the window's last 30 s only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
 import tests.analysis.test_detectors_pruned as pruned
 from probes.analysis.detectors import clocks as clocks_mod
+from probes.analysis.detectors import spin as spin_mod
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
 from probes.wire.samples import GpuSample
+from tests.analysis import clocks_before_s6, spin_before_s6
 
 
 class BurstHost(pruned.Host):
@@ -57,6 +62,21 @@ def test_the_early_skip_fires_and_the_verdicts_are_those_of_before(
         monkeypatch: pytest.MonkeyPatch) -> None:
     skipped = run(monkeypatch, (4, 5))
     assert skipped["found"] > 0 and skipped["early"] > 50, skipped
+
+
+def test_throttle_and_hang_are_those_of_main_before_session_6(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against main's copies of the two detectors changed (``*_before_s6``), under the
+    default limits and random ones; both find something."""
+    monkeypatch.setattr(pruned, "Host", BurstHost)
+    monkeypatch.setattr(pruned, "PAIRS", [
+        (clocks_mod.detect_throttled_while_busy, clocks_before_s6.detect_throttled_while_busy),
+        (spin_mod.detect_collective_hang, spin_before_s6.detect_collective_hang)])
+    rng = random.Random(38)
+    found = pruned.compare(6, 1.5, DEFAULT_LIMITS)
+    for seed in (7, 8):
+        found += pruned.compare(seed, 1.0, pruned.random_limits(rng))
+    assert {"throttled-while-busy", "collective-hang"} <= set(found), found
 
 
 def test_negative_control_reasons_read_over_the_last_30_s_only_are_caught(
