@@ -15,10 +15,13 @@ and ``schedule_idle_us``: ``DetectorSchedule.run`` on a tick where nothing is du
 ``--before`` measures main's detectors and schedule instead (``tests/analysis/
 detectors_before.py``, the copy the equivalence test holds the new ones to);
 ``--alternate K`` measures only K before/after pairs of the summed figure per checkpoint,
-alternating in one process over the same histories.
+alternating in one process over the same histories; with ``--session6`` the "before" of
+those pairs is main before session 6's change (``tests/analysis/clocks_before_s6.py``,
+``spin_before_s6.py``: throttled-while-busy and collective-hang), and the pairs of those two
+detectors are reported apart too.
 
     python tests/bench/bench_detectors.py [--hosts 32] [--at 60,180,600,1800] [--reps 3]
-                                          [--before] [--alternate K]
+                                          [--before] [--alternate K [--session6]]
 """
 
 from __future__ import annotations
@@ -70,6 +73,19 @@ def before_schedule() -> tuple[tuple[Any, float], ...]:
     return tuple((getattr(old, det.__name__, det), every) for det, every in SCHEDULE)
 
 
+SESSION6 = ("detect_throttled_while_busy", "detect_collective_hang")
+"""The detectors session 6 changed."""
+
+
+def session6_schedule() -> tuple[tuple[Any, float], ...]:
+    """``SCHEDULE`` with main's throttled-while-busy and collective-hang from before session 6
+    (the copies ``test_throttle_busy_first`` holds the new ones to)."""
+    from tests.analysis import clocks_before_s6, spin_before_s6
+    old = {"detect_throttled_while_busy": clocks_before_s6.detect_throttled_while_busy,
+           "detect_collective_hang": spin_before_s6.detect_collective_hang}
+    return tuple((old.get(det.__name__, det), every) for det, every in SCHEDULE)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     limits = DetectorLimits()
     at = [int(x) for x in args.at.split(",")]
@@ -114,21 +130,31 @@ def alternate(rows: dict[str, dict[str, Any]], t: int, hosts: list[Any],
     """Before / after alternated ``--alternate`` times over the same histories: every
     detector's µs per host-sample (its runs spread over its period), summed."""
     pairs = []
+    apart: dict[str, list[list[float]]] = {}
+    before = session6_schedule() if args.session6 else before_schedule()
     for _ in range(args.alternate):
         pair = []
-        for schedule in (before_schedule(), SCHEDULE):
+        for k, schedule in enumerate((before, SCHEDULE)):
             total = 0.0
             for det, every in schedule:
                 t0 = time.process_time()
                 for _ in range(args.reps):
                     for name, hist, hello, sample in hosts:
                         det(name, hist, hello, sample, limits)
-                total += 1e6 * (time.process_time() - t0) / (args.reps * len(hosts)) / every
+                hs = 1e6 * (time.process_time() - t0) / (args.reps * len(hosts)) / every
+                total += hs
+                if args.session6 and det.__name__ in SESSION6:
+                    if k == 0:
+                        apart.setdefault(det.__name__, []).append([round(hs, 2)])
+                    else:
+                        apart[det.__name__][-1].append(round(hs, 2))
             pair.append(round(total, 2))
         pairs.append(pair)
     ratios = sorted(b / a for b, a in pairs)
     rows.setdefault("alternated", {})[f"before_after_hs_us@{t}"] = pairs
     rows["alternated"][f"median_before_over_after@{t}"] = round(ratios[len(ratios) // 2], 3)
+    for name, got in apart.items():
+        rows["alternated"][f"{name}_before_after_hs_us@{t}"] = got
 
 
 def main() -> None:
@@ -140,6 +166,8 @@ def main() -> None:
                     help="main's detectors and schedule (tests/analysis/detectors_before.py)")
     ap.add_argument("--alternate", type=int, default=0,
                     help="only before/after pairs, this many, at each checkpoint")
+    ap.add_argument("--session6", action="store_true",
+                    help="with --alternate: before = main before session 6's change")
     out = run(ap.parse_args())
     print(json.dumps(out))
     for name, row in out["detectors"].items():

@@ -23,7 +23,14 @@ from probes.analysis.detectors.window import (
 from probes.analysis.findings import Finding
 from probes.analysis.judge import SLOWING_REASONS, temp_thresholds
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
-from probes.history import REASON_BITS, HostHistory, StepSeries, gpu_key
+from probes.history import (
+    REASON_BITS,
+    Columns,
+    HostHistory,
+    SeriesKey,
+    StepSeries,
+    gpu_key,
+)
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
@@ -48,6 +55,26 @@ def _never_slowed(steps: StepSeries | None, t0: float, now: float) -> bool:
                    for _, _, v in steps.segments(t0, max(now, t0) + 1e-6 + slack(now)))
 
 
+def _unthrottled(reasons: StepSeries | None, cp: Columns | None, clock_max: float | None,
+                 t0: float, now: float, limits: DetectorLimits) -> bool:
+    """No slowing reason held from ``t0`` on, and every clock point above the low-clock line
+    (or none to judge): no busy bucket of the window can count as throttled."""
+    return _never_slowed(reasons, t0, now) and (
+        cp is None or not clock_max or all_above(cp, limits.throttle_clock_share * clock_max))
+
+
+_UNREAD = Columns([], [], [], [], [])
+"""A GPU's clock points not read yet."""
+
+
+def _busy_now(history: HostHistory, key: SeriesKey, limits: DetectorLimits) -> bool:
+    """Whether the newest util sample is busy: which test to try first (either order gives
+    the same verdict; this one reads the fewest windows)."""
+    p = history.series(key)
+    last = p.latest() if p is not None else None
+    return last is not None and last.mean >= limits.throttle_busy_util_pct
+
+
 def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | None,
                                 sample: HostSample | None = None,
                                 limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
@@ -61,19 +88,29 @@ def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | 
     since = now - window
     out = []
     nb = bins(window)
+    pruned = limits.throttle_min_share > 0
     for idx in history.gpu_indices():
-        up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
-        if up is None or not covered(up, now, window, limits):
-            continue
-        pruned = limits.throttle_min_share > 0
-        if pruned and all_below(up, limits.throttle_busy_util_pct):
-            continue  # never busy: nothing throttled
+        util_key = gpu_key(idx, "util_pct")
         clock_max = step_latest(history, idx, "sm_clock_max_mhz")
         reasons = history.steps(gpu_key(idx, "clock_reasons"))
-        cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
-        if pruned and _never_slowed(reasons, up.t[0], now) and (
-                cp is None or not clock_max
-                or all_above(cp, limits.throttle_clock_share * clock_max)):
+        cp: Columns | None = None
+        if pruned and _busy_now(history, util_key, limits):
+            # A busy GPU is most often one never slowed: proved from its clocks and reasons
+            # over the whole window (a superset of the one from its first util point), its
+            # util's window is not read (whatever it says, the GPU is skipped below too).
+            cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
+            if _unthrottled(reasons, cp, clock_max, since, now, limits):
+                continue
+        else:
+            cp = _UNREAD
+        up = points(history.series(util_key), since, nb)
+        if up is None or not covered(up, now, window, limits):
+            continue
+        if pruned and all_below(up, limits.throttle_busy_util_pct):
+            continue  # never busy: nothing throttled
+        if cp is _UNREAD:
+            cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
+        if pruned and _unthrottled(reasons, cp, clock_max, up.t[0], now, limits):
             continue  # busy and never slowed: nothing throttled
         util = merged(up, nb)
         clock = merged(cp, nb) if cp is not None else None

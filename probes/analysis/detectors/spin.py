@@ -27,7 +27,7 @@ from probes.analysis.detectors.window import (
 )
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
-from probes.history import HostHistory, gpu_key
+from probes.history import HostHistory, SeriesKey, gpu_key
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
@@ -58,7 +58,11 @@ def _usual_busy_power(history: HostHistory, idx: int, since: float,
     limit = step_latest(history, idx, "power_limit_w")
     floor = LIMIT_SHARE * limit if limit else 0.0
     nb = bins(BUSY_POWER_HISTORY_S)
-    pp = points(history.series(gpu_key(idx, "power_w")), start, nb)
+    key = gpu_key(idx, "power_w")
+    if above is not None and floor < above - slack(above) and \
+            surely_below(history, key, start, above):
+        return 0.0  # the hour's coarse highs prove what its points would (below)
+    pp = points(history.series(key), start, nb)
     if above is not None and floor < above - slack(above) and (pp is None
                                                              or all_below(pp, above)):
         return 0.0  # a busy bin's power is at most its points', so the answer < ``above``
@@ -71,6 +75,37 @@ def _usual_busy_power(history: HostHistory, idx: int, since: float,
         if len(busy) >= 4:
             return max(busy[int(0.9 * (len(busy) - 1))], floor)
     return floor or None
+
+
+COARSE_BINS = 8
+"""Bins asked of the coarse read that bounds an hour: its points come from the 1 or 5 min
+tier (a few dozen, against the 15 s tier's 240)."""
+
+
+def surely_below(history: HostHistory, key: SeriesKey, start: float, ceiling: float) -> bool:
+    """True only when ``all_below(points(series, start, …), ceiling)`` would hold (or there
+    would be no points), read from far fewer points: a coarse read of the same span.
+
+    Every point a finer read returns is the mean of some of the samples a coarse bucket
+    holds, so it is at most that bucket's high; the coarse read starts one coarsest bucket
+    earlier, so every fine point's samples lie inside it.  ``coarse_margin`` covers the
+    codecs' rounding (half precision raw, 0.1 W steps in the bucket tiers).  A busy GPU
+    drawing its usual power is read every minute this way: the hour of 15 s points (~190 µs)
+    only when the highs come near ``ceiling``.
+    """
+    lead = max(t.resolution_s for t in history.tiers)
+    c = points(history.series(key), start - lead, COARSE_BINS)
+    if c is None:
+        return False
+    top = max(c.hi)
+    if top != top:
+        return False
+    return top + coarse_margin(top) < ceiling - slack(ceiling)
+
+
+def coarse_margin(v: float) -> float:
+    """More than a fine point can exceed its coarse bucket's high by the codecs' rounding."""
+    return 2e-3 * abs(v) + 0.1
 
 
 def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,

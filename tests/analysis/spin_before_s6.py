@@ -1,0 +1,109 @@
+"""``probes/analysis/detectors/spin.py`` as on main before session 6's change (``fd146fb``),
+copied unchanged: the reference the new detector is held to (``test_throttle_busy_first``)
+and the same-run baseline of ``bench_detectors.py --session6``.  Not imported by the console."""
+
+from __future__ import annotations
+
+import statistics
+
+from probes.analysis.detectors.window import (
+    all_above,
+    all_below,
+    bins,
+    cols,
+    covered,
+    latest_ts,
+    merged,
+    points,
+    slack,
+    step_latest,
+)
+from probes.analysis.findings import Finding
+from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
+from probes.history import HostHistory, gpu_key
+from probes.triage import Code, Severity, Step
+from probes.wire.samples import Hello, HostSample
+
+BUSY_POWER_HISTORY_S = 3600.0
+"""How far back a GPU's usual busy power is read (before the window)."""
+LIMIT_SHARE = 0.6
+"""A GPU that really computes at full utilisation draws at least this share of its limit."""
+BUSY_UTIL_PCT = 80.0
+"""Utilisation from which a past sample counts as busy, for the usual busy power."""
+MIN_GPUS = 2
+"""A host with fewer GPUs busy this way says nothing (one light kernel is no hang)."""
+ACTION_HANG = ("Every rank of the job is likely waiting in a collective that one rank never "
+               "joined: find the rank that is not in it (py-spy dump each rank's process; "
+               "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 make the "
+               "watchdog name it), before the watchdog's timeout kills the job")
+
+
+def _usual_busy_power(history: HostHistory, idx: int, since: float,
+                      above: float | None = None) -> float | None:
+    """What the GPU draws when it really computes: the 90th percentile of its power while
+    busy in the hour before ``since``, but never under ``LIMIT_SHARE`` of its power limit
+    (a job hung since before the console started has no busy past to read).
+
+    With ``above``: 0.0 as soon as the hour's points prove the answer is under ``above``
+    (no point drew that much, nor does the floor), before merging them.
+    """
+    start = since - BUSY_POWER_HISTORY_S
+    limit = step_latest(history, idx, "power_limit_w")
+    floor = LIMIT_SHARE * limit if limit else 0.0
+    nb = bins(BUSY_POWER_HISTORY_S)
+    pp = points(history.series(gpu_key(idx, "power_w")), start, nb)
+    if above is not None and floor < above - slack(above) and (pp is None
+                                                             or all_below(pp, above)):
+        return 0.0  # a busy bin's power is at most its points', so the answer < ``above``
+    util = cols(history.series(gpu_key(idx, "util_pct")), start, nb)
+    power = merged(pp, nb) if pp is not None else None
+    if util is not None and power is not None:
+        watts = dict(zip(power.t, power.mean, strict=True))
+        busy = sorted(watts[t] for t, u in zip(util.t, util.mean, strict=True)
+                      if t < since and u >= BUSY_UTIL_PCT and t in watts)
+        if len(busy) >= 4:
+            return max(busy[int(0.9 * (len(busy) - 1))], floor)
+    return floor or None
+
+
+def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
+                           sample: HostSample | None = None,
+                           limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
+    """``collective-hang`` when every GPU of the host sat busy at low power for the window."""
+    now = latest_ts(history)
+    if now is None:
+        return []
+    window = limits.hang_window_s
+    since = now - window
+    gpus = list(history.gpu_indices())
+    spinning: list[tuple[int, float, float, float]] = []
+    nb = bins(window)
+    for idx in gpus:
+        up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
+        power = cols(history.series(gpu_key(idx, "power_w")), since, nb)
+        if up is None or power is None or not covered(up, now, window, limits):
+            return []
+        if all_below(up, limits.hang_util_pct):
+            return []  # every bin under it, so the least is too
+        if not all_above(up, limits.hang_util_pct) and \
+                min(merged(up, nb).mean) < limits.hang_util_pct:
+            return []  # (every point over it: so is every bin, no need to merge)
+        drawn = max(power.mean)
+        # drawn > share * usual when usual is under drawn / share: the hour's points can say so
+        share = limits.hang_power_share
+        usual = _usual_busy_power(history, idx, since, drawn / share if share > 0 else None)
+        if not usual or drawn > share * usual:
+            return []
+        spinning.append((idx, up.t[0], drawn, usual))
+    if len(spinning) < MIN_GPUS:
+        return []
+    start = min(t for _, t, _, _ in spinning)
+    drawn = max(d for _, _, d, _ in spinning)
+    usual = statistics.median(u for _, _, _, u in spinning)
+    return [Finding(Step.NCCL, Code.COLLECTIVE_HANG, Severity.WARNING,
+                    f"all {len(spinning)} GPUs busy at idle power for "
+                    f"{(now - start) / 60:.0f}+ min (≤ {drawn:.0f} W; computing they draw "
+                    f"≥ {usual:.0f} W): NCCL spinning in a collective that never "
+                    "completes", host, ts=start, action=ACTION_HANG,
+                    extra={"gpus": [i for i, _, _, _ in spinning], "power_w": round(drawn),
+                           "usual_power_w": round(usual)})]
