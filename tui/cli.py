@@ -102,13 +102,17 @@ def _source(args: argparse.Namespace, settings: Settings) -> Source:
 
 def _run_console(args: argparse.Namespace) -> int:
     """The console on whatever source the arguments name: live sources are recorded."""
-    from tui.app import make_app
     from tui.cli_record import console_backend
-    from tui.console_options import ConsoleOptions
-    from tui.glyphs import wants_ascii
 
     settings = _settings(args)
     source, backend = console_backend(args, settings)
+    prestart = getattr(source.backend, "prestart", None)
+    if prestart is not None:  # collectors start while the UI is imported and mounted (#38)
+        prestart()
+    from tui.app import make_app
+    from tui.console_options import ConsoleOptions
+    from tui.glyphs import wants_ascii
+
     job = source.job
     audit = getattr(args, "audit", None)
     app = make_app(backend, ConsoleOptions(

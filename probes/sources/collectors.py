@@ -33,7 +33,6 @@ import logging
 import math
 import os
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from probes.config.fleet import HostSpec
 from probes.errors import WatcherFault
 from probes.sources.agents import emit_reads
 from probes.sources.base import BackendBase
+from probes.sources.collector_start import AdoptedProcess, EarlyCollector, collector_argv
 from probes.transport.collector_wire import (
     RETRY,
     Batch,
@@ -152,6 +152,10 @@ def auto_collectors(hosts: int, cpus: int | None = None) -> int:
     return max(1, min(cpus - 1, math.ceil(hosts / HOSTS_PER_COLLECTOR), MAX_AUTO))
 
 
+Proc = asyncio.subprocess.Process | AdoptedProcess
+"""A collector process: started on the loop, or before it and adopted."""
+
+
 @dataclass
 class _Shard:
     """One collector process and what the console keeps of its hosts."""
@@ -162,7 +166,9 @@ class _Shard:
     readers: dict[int, MessageReader] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
     """Hosts whose last item was a Disconnected: a retry can help them."""
-    proc: asyncio.subprocess.Process | None = None
+    proc: Proc | None = None
+    early: EarlyCollector | None = None
+    """Started before the loop ran (``prestart``), adopted by the first run."""
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
     heard: float = 0.0
     """Loop time of the newest frame (heartbeats included)."""
@@ -221,6 +227,13 @@ class CollectorBackend(BackendBase):
         proc.stdin.write(f"{RETRY} {i}\n".encode())
         return True
 
+    def prestart(self) -> None:
+        """Start every collector process now, before the loop runs (the console calls this
+        before importing its UI): their start overlaps the UI's (``collector_start``)."""
+        for shard in self._shards:
+            if shard.proc is None and shard.early is None:
+                shard.early = EarlyCollector.spawn(shard.job)
+
     async def run_once(self, emit: Emit) -> None:
         """One read is one ``--once`` answer per host: no collector is worth starting."""
         await emit_reads(self.specs, emit)
@@ -257,17 +270,23 @@ class CollectorBackend(BackendBase):
 
     async def _run_once(self, shard: _Shard, emit: Emit) -> str:
         """One collector process from start to exit; returns why it ended."""
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "probes.transport.collector_worker", str(os.getpid()),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        early, shard.early = shard.early, None
+        proc: Proc
+        if early is not None:  # started before the loop ran: its job is (being) written
+            proc = await early.adopt()
+        else:
+            proc = await asyncio.create_subprocess_exec(
+                *collector_argv(), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True)
         shard.proc, shard.ended = proc, None
         shard.heard = asyncio.get_running_loop().time()
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         drain = asyncio.create_task(self._drain_stderr(shard, proc.stderr))
         watch = asyncio.create_task(self._watch(shard, proc, emit))
         try:
-            proc.stdin.write(frame(shard.job))
+            if early is None:
+                proc.stdin.write(frame(shard.job))
             bad = await self._read(shard, proc.stdout, emit)
             if bad is not None:  # never trust the rest of that pipe: start afresh
                 shard.ended = f"sent a frame that cannot be read ({bad})"
@@ -284,7 +303,7 @@ class CollectorBackend(BackendBase):
         last = shard.stderr[-1] if shard.stderr else "no message"
         return f"{shard.name} (pid {proc.pid}) exited (status {rc}): {last}"
 
-    async def _watch(self, shard: _Shard, proc: asyncio.subprocess.Process,
+    async def _watch(self, shard: _Shard, proc: Proc,
                      emit: Emit) -> None:
         """The collector's heartbeat: stalled after ``stalled_after_s`` of silence, killed
         (and so restarted) after ``hung_after_s``."""
@@ -370,7 +389,7 @@ class CollectorBackend(BackendBase):
             log.info("%s", text)
 
     @staticmethod
-    async def _stop(proc: asyncio.subprocess.Process) -> None:
+    async def _stop(proc: Proc) -> None:
         """Close its stdin (the collector stops its agents and exits); kill it if it has
         not within ``STOP_S``."""
         if proc.returncode is None and proc.stdin is not None:
@@ -382,7 +401,7 @@ class CollectorBackend(BackendBase):
             await proc.wait()
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
+def _kill(proc: Proc) -> None:
     """SIGKILL the collector's whole group (its local agents too): a stopped one as well."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)

@@ -60,7 +60,7 @@ from probes.wire.samples import (
     ProbeStatus,
     SoftwareVersions,
 )
-from probes.wire.sanitize import check_depth, clean_json, may_need_cleaning
+from probes.wire.sanitize import check_depth, clean_tree, may_need_cleaning
 from probes.wire.shared import shared
 
 PROTOCOL_VERSION = 1
@@ -217,7 +217,7 @@ class MessageReader:
 def _parsed(line: bytes) -> Any:
     """One line parsed and every string sanitised (the checked path's first step)."""
     obj, _ = _loads(line)
-    return clean_json(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
+    return clean_tree(obj, _BLOCK_KEYS) if may_need_cleaning(line) else obj
 
 
 COLUMNS_SHARED_MAX = 64
@@ -235,7 +235,7 @@ def _columns(hello: bytes) -> Any:
     if not isinstance(obj, dict):
         return None
     cols = obj.get("columns")
-    cols = clean_json(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    cols = clean_tree(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
     key = repr(cols)
     seen = _columns_seen.get(key)
     if seen is not None:
@@ -279,7 +279,7 @@ def decode_line(line: bytes | str) -> AgentMessage:
             pass
     obj, finite = _loads(line)
     if may_need_cleaning(line if isinstance(line, bytes) else line.encode("utf-8", "replace")):
-        obj = clean_json(obj, _BLOCK_KEYS)  # raises TooDeep, a ProtocolError
+        obj = clean_tree(obj, _BLOCK_KEYS)  # raises TooDeep, a ProtocolError
     if not isinstance(obj, dict):
         raise ProtocolError("not a JSON object")
     kind = obj.get("type")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from probes.errors import ProtocolError
 
 _UNSAFE = re.compile(
@@ -113,6 +115,79 @@ def clean_json(value: Any, block_keys: frozenset[str] = frozenset(), depth: int 
 
 _PLAIN = frozenset({int, float, bool, type(None)})
 """Exact types ``clean_json`` returns as they are (JSON's numbers, booleans, null)."""
+
+
+_ESCAPE = re.compile(rb'\\[^"\\]')
+"""In orjson's output, an escape other than ``\\"`` and ``\\\\``: a control character
+(orjson writes every other character as itself; where this also matches the second half
+of an escaped backslash, the walk below is merely not skipped)."""
+
+
+def clean_tree(value: Any, block_keys: frozenset[str] = frozenset(), depth: int = 0) -> Any:
+    """What :func:`clean_json` returns (or raises) for a tree ``orjson.loads`` made, without
+    walking it when no string in it needs cleaning (issue 38 item 5).
+
+    A hello's topology text (a ``block_keys`` value) is full of ``\\n`` escapes, so the
+    whole hello "may need cleaning" (``may_need_cleaning``), and the walk over its ~1,400
+    values was half of its decode in a connect storm.  Here the string values under
+    ``block_keys`` at the top and one level down are set aside, the rest is written back
+    with orjson (C speed) and searched: ASCII with no escape but ``\\"``/``\\\\`` and no DEL
+    means no string (key or value) holds a character :func:`clean_text` would change; the
+    set-aside texts get :func:`clean_block` as the walk gives them, and the nesting is
+    checked as the walk checks it.  Anything else (a non-ASCII character, an escape, a lone
+    surrogate orjson will not write) takes the walk itself.  The tree may be changed in
+    place (its block texts cleaned); the walk's copy is returned otherwise.
+
+    Raises:
+        TooDeep: as :func:`clean_json`.
+    """
+    held: list[tuple[dict[str, Any], str, str]] = []
+    if block_keys and type(value) is dict:
+        for d in (value, *(v for v in value.values() if type(v) is dict)):
+            for key in block_keys:
+                text = d.get(key)
+                if type(text) is str:
+                    held.append((d, key, text))
+                    d[key] = ""
+    try:
+        quiet = _nothing_to_clean(value, depth)
+    finally:
+        for d, key, text in held:
+            d[key] = text
+    if not quiet:
+        return clean_json(value, block_keys, depth)
+    for d, key, text in held:
+        d[key] = clean_block(text)
+    return value
+
+
+def _nothing_to_clean(value: Any, depth: int) -> bool:
+    try:
+        dumped = orjson.dumps(value)
+    except (TypeError, ValueError):  # a lone surrogate, a key that is no string: walk
+        return False
+    if not dumped.isascii() or b"\x7f" in dumped or _ESCAPE.search(dumped) is not None:
+        return False
+    return _shallow_enough(value, depth, dumped)
+
+
+def _shallow_enough(value: Any, depth: int, dumped: bytes) -> bool:
+    """Whether :func:`clean_json` would not raise ``TooDeep``: it does for any node but a
+    string deeper than :data:`MAX_DEPTH`."""
+    if dumped.count(b"[") + dumped.count(b"{") <= MAX_DEPTH - depth:
+        return True  # not enough containers to reach that deep (brackets in strings count)
+    todo: list[tuple[Any, int]] = [(value, depth)]
+    while todo:
+        node, level = todo.pop()
+        if level > MAX_DEPTH:
+            return False
+        kids = node.values() if type(node) is dict else node if type(node) is list else ()
+        for kid in kids:
+            if type(kid) is dict or type(kid) is list:
+                todo.append((kid, level + 1))
+            elif level == MAX_DEPTH and type(kid) is not str:
+                return False
+    return True
 
 
 _BRACKETS = re.compile(rb"[\[\]{}]")

@@ -242,13 +242,23 @@ def track_recorders(layout: str) -> None:
 def console_child(args: argparse.Namespace) -> int:
     """Run the real console's entry point with a headless, key-driving ``App.run``."""
     from tui import cli
-    from tui.app import RigwatchApp
 
-    def run(self: RigwatchApp, *a: object, **kw: object) -> None:
+    def run(self: Any, *a: object, **kw: object) -> None:
         asyncio.run(_drive(self, args))
 
-    RigwatchApp.run = run  # type: ignore[method-assign,assignment]
-    count_folds()
+    tune = cli.tune_for_streaming
+
+    def patched() -> None:
+        # Just before ``app.run``: the console imports its UI (Textual) where it would
+        # (after it has started its collectors), not before ``cli.main`` as an import here
+        # at the top would.
+        from tui.app import RigwatchApp
+
+        RigwatchApp.run = run  # type: ignore[method-assign]
+        count_folds()
+        tune()
+
+    cli.tune_for_streaming = patched  # type: ignore[attr-defined]
     extra = [] if args.collectors is None else ["--collectors", str(args.collectors)]
     if args.record == "off":
         extra.append("--no-record")
