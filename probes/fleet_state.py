@@ -79,7 +79,7 @@ class HostState:
     """The operator's limits, for the findings and every judgement shown about this host."""
     detectors: DetectorSchedule = field(default_factory=DetectorSchedule)
     """Runs each detector when due (every 1–5 agent minutes), not every tick."""
-    errors: deque[ProbeError] = field(default_factory=lambda: deque(maxlen=100))
+    errors: deque[ProbeError] | tuple[()] = ()
     peers: PeerCounts | None = None
     """The fleet's GPU counts by model: what this host should list where the inventory
     names no ``expect_gpus`` (shared by every host of a ``FleetState``)."""
@@ -143,6 +143,7 @@ class HostState:
         elif isinstance(item, LogSourceState):
             self.logs.note_source(item)
         elif isinstance(item, ProbeError):
+            self.errors = self.errors if isinstance(self.errors, deque) else deque(maxlen=100)
             self.errors.append(item)
         elif isinstance(item, ClockOffset):
             self.clock = item

@@ -37,8 +37,9 @@ class HostLogs:
     """The thread that runs the log rules (the console's); None: they run when asked."""
     scanner: LiveLogScanner = field(default_factory=LiveLogScanner)
     """The queued lines and each source's tail (with a worker: its inbox and finds)."""
-    events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=500))
-    """The newest lines, as the host screen shows them."""
+    events: deque[LogEvent] | tuple[()] = ()
+    """The newest lines, as the host screen shows them (a deque from the first line on: an
+    empty one is ~0.8 KB a host; issue 38, memory)."""
     speed: ThroughputTracker = field(default_factory=ThroughputTracker)
     """Training throughput per job log (``probes.analysis.throughput``)."""
     source: LogSourceState | None = None
@@ -71,6 +72,8 @@ class HostLogs:
         wait, with no worker, that the owner should ``scan`` now."""
         if event.source == KERNEL_SOURCE and self._seen_before(event):
             return False
+        if not isinstance(self.events, deque):
+            self.events = deque(maxlen=500)
         self.events.append(event)
         if self.worker is not None:
             self.scanner.post(event.source, event.line, event.ts)

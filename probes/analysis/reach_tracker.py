@@ -9,7 +9,7 @@ other method answers for a given moment and changes nothing.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
 from probes.analysis.fleet_row import HostStatus
@@ -45,8 +45,9 @@ class ReachTracker:
     watch: SourceHealth | None = None
     """Set while the console's own path to the host (a collector, Prometheus) is at fault:
     the host reads unknown, and neither stale nor down is judged of it."""
-    onsets: deque[float] = field(default_factory=lambda: deque(maxlen=32))
-    """When its recent outages began, for ``flapping``."""
+    onsets: deque[float] | tuple[()] = ()
+    """When its recent outages began, for ``flapping`` (a deque from the first outage on:
+    an empty one is ~0.8 KB a host, and most hosts never go down; issue 38, memory)."""
     relay_dropped: int = 0
     """Samples its collector skipped while the console did not read (newest kept)."""
     relay_dropped_lines: int = 0
@@ -74,6 +75,8 @@ class ReachTracker:
             self.outage = continue_outage(self.outage, item.ts, item.kind, item.reason, retry_at,
                                           self.data_seen if was_stale else None)
             if fresh:
+                if not isinstance(self.onsets, deque):
+                    self.onsets = deque(maxlen=32)
                 self.onsets.append(self.outage.onset)
         elif isinstance(item, SourceHealth):
             self.status, self.watch = follow_source(self.status, self.watch, item)

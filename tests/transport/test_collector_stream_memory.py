@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -178,7 +179,8 @@ def test_a_thin_stream_keeps_the_line_and_stays_thin(monkeypatch: pytest.MonkeyP
     ``static`` line's bytes (main's held the parsed message, then every checked half)."""
     thin, static = _after_pcie()
     assert thin._gpu_base == [] and thin._static_gpus == [] and thin._thin
-    assert thin._message == static.rstrip(b"\n")
+    assert isinstance(thin._message, bytes)  # the line, compressed
+    assert zlib.decompress(thin._message) == static.rstrip(b"\n")
     monkeypatch.setattr(protocol, "CompactStream", MainsThin)
     mains, _ = _after_pcie()
     assert mains._gpu_base != [] and not mains._thin  # what main kept
