@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import termios
 import textwrap
 import threading
 import time
@@ -47,6 +48,39 @@ F_SETPIPE_SZ = 1031
 PIPE_WAIT = "pipe_write"
 """What ``/proc/PID/wchan`` reads (``anon_pipe_write``, ``pipe_write``) for a process
 blocked writing into a full pipe."""
+
+FREEZE_MAX_S = 30.0
+PIPE_FULL = 48 << 10
+"""Bytes waiting in the collector's stdout pipe (64 KiB) when the relay must skip."""
+FULL_FOR_S = 1.0
+
+
+def _pipe_held(pid: int) -> int:
+    """Bytes waiting, unread by this process, in the pipe that is ``pid``'s stdout."""
+    try:
+        pipe = os.readlink(f"/proc/{pid}/fd/1")
+    except OSError:
+        return 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") == pipe:
+                buf = fcntl.ioctl(int(fd), termios.FIONREAD, b"\0\0\0\0")
+                return int.from_bytes(buf, sys.byteorder)
+    return 0
+
+
+def _freeze_until_full(collector: int) -> tuple[float, bool]:
+    """Block this loop for ``FREEZE_S``, and on until the collector's pipe has been full for
+    ``FULL_FOR_S`` (at most ``FREEZE_MAX_S``); the seconds frozen, and whether it filled."""
+    t0 = time.monotonic()
+    full_since: float | None = None
+    while (now := time.monotonic()) - t0 < FREEZE_MAX_S:
+        if _pipe_held(collector) >= PIPE_FULL:
+            full_since = now if full_since is None else full_since
+        if now - t0 >= FREEZE_S and full_since is not None and now - full_since >= FULL_FOR_S:
+            break
+        time.sleep(0.05)
+    return time.monotonic() - t0, full_since is not None
 
 
 def _fast_hosts(n: int) -> list:  # type: ignore[type-arg]
@@ -111,7 +145,10 @@ async def test_a_console_that_stops_reading_stalls_no_session_and_gets_the_newes
         before = {h: _newest_seq(w, h) for h in names}
         watch = _PipeWatch([collector, *agents])
         watch.start()
-        time.sleep(FREEZE_S)  # the console's loop does nothing: it reads no pipe
+        # the console's loop does nothing: it reads no pipe, for FREEZE_S and until the
+        # collector's pipe is full and has stayed full a while (on a loaded machine the
+        # agents may not fill it within FREEZE_S, and then nothing needed skipping)
+        frozen_s, filled = _freeze_until_full(collector)
         watch.stop.set()
         watch.join()
         resumed = time.monotonic()
@@ -126,8 +163,9 @@ async def test_a_console_that_stops_reading_stalls_no_session_and_gets_the_newes
         dropped = {h: w.fleet.hosts[h].reach.relay_dropped for h in names}
         checked = review([], [host_view(w.fleet.hosts[h]) for h in names],
                          TriageRecord())[0].checked
-    print(f"froze {FREEZE_S:g} s: longest pipe-write wait {max(watch.longest.values()):.2f} s, "
+    print(f"froze {frozen_s:.1f} s: longest pipe-write wait {max(watch.longest.values()):.2f} s, "
           f"newest samples {caught_up_s:.2f} s after, skipped per host {sorted(dropped.values())}")
+    assert filled, f"the collector's pipe never filled in {frozen_s:.0f} s"
     blocked = {p: round(s, 2) for p, s in watch.longest.items() if s >= 0.5}
     assert blocked == {}, f"blocked in a pipe write (s) while the console froze: {blocked}"
     assert caught_up_s < 3.0, f"{caught_up_s:.1f} s to the newest samples"
