@@ -401,7 +401,9 @@ class PaintedTable(DataTable[Text]):
         cursor_on = row == self.cursor_coordinate.row
         hover_on = row == self.hover_coordinate.row
         columns = self.ordered_columns
-        widths = [column.get_render_width(self) for column in columns]
+        padding = 2 * self.cell_padding  # ``Column.get_render_width``, read once a line
+        widths = [padding + (column.content_width if column.auto_width else column.width)
+                  for column in columns]
         remaining = max(0, width - (sum(widths) + self._row_label_column_width))
         extend_style, _ = self._get_styles_to_render_cell(
             False, False, False, hover_on, cursor_on, self.show_cursor,
