@@ -62,6 +62,7 @@ class PaintedTable(DataTable[Text]):
         """A style with a place's meta: the style it was stamped from, less any place's meta
         it already had, and its column (None for the line's end, past the last column)."""
         self._bares: dict[Style, Style] = {}
+        self._placeless_styles: dict[Style, Style] = {}
         self._ends: dict[tuple[Style, int], Style] = {}
         """The style of a line's end past its last column, by its style and row."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
@@ -252,7 +253,7 @@ class PaintedTable(DataTable[Text]):
         stamped = self._stamps.get(key)
         if stamped is None:
             meta = Style.from_meta({"row": row, "column": column})
-            stamped = style + meta if style else meta
+            stamped = self._placeless(style) + meta if style else meta
             if len(self._stamps) >= STAMPED_CACHE_CELLS:
                 self._forget_stamps()
             self._stamps[key] = stamped
@@ -283,7 +284,21 @@ class PaintedTable(DataTable[Text]):
             self._bares[style] = bare
         return bare
 
+    def _placeless(self, style: Style) -> Style:
+        """``style`` less a place's meta where that is all the meta it has (a ``row`` and
+        ``column``, which a stamp replaces): adding a place's meta to it is then a copy, not
+        a merge of two pickled dicts (Rich loads both and dumps their union), and gives the
+        same style.  Kept."""
+        found = self._placeless_styles.get(style)
+        if found is None:
+            found = style
+            if style._meta and not style._link and set(style.meta) <= {"row", "column"}:
+                found = style.clear_meta_and_links()
+            self._placeless_styles[style] = found
+        return found
+
     def _forget_stamps(self) -> None:
+        self._placeless_styles.clear()
         self._bares.clear()
         self._stamps.clear()
         self._ends.clear()

@@ -397,6 +397,11 @@ async def test_a_line_joined_from_kept_runs_is_datatables_own() -> None:
             assert ours.cell_length == theirs.cell_length == width
             compared += 1
         assert compared >= SIZE[1] - 2
+        header = table.header_height if table.show_header else 0
+        for row in range(SIZE[1], ROWS):  # rows never drawn: stamped for the first time
+            ours = table._build_line(row, 0, 0, width, base)
+            assert list(ours) == list(DataTable._render_line(table, row + header, 0, width,
+                                                             base)), row
         # the negative control: row 8's runs used for row 10 (same stripe, other place)
         row_style = table._row_style(10, base)
         look = (row_style, False, False, table._show_hover_cursor,
@@ -404,8 +409,7 @@ async def test_a_line_joined_from_kept_runs_is_datatables_own() -> None:
         table._runs[(*look, 10)] = table._runs[(*look, 8)]
         table.hosts = fleet()  # rows 8 and 10 show the same cells again
         wrong = table._build_line(10, 0, 0, width, base)
-        y10 = 10 + (table.header_height if table.show_header else 0)
-        right = DataTable._render_line(table, y10, 0, width, base)
+        right = DataTable._render_line(table, 10 + header, 0, width, base)
         assert list(wrong) != list(right)
         def drawn(strip: Any) -> list[tuple[str, str]]:
             return [(seg.text, str(seg.style)) for seg in strip]
