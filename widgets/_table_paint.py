@@ -23,7 +23,7 @@ from textual._segment_tools import line_crop
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import Column, RowKey
 
 Cell = tuple[str, str | None]
 """Display text and the component class (``cell--…``) that colours it, if any."""
@@ -62,11 +62,15 @@ class PaintedTable(DataTable[Text]):
         """A style with a place's meta: the style it was stamped from, less any place's meta
         it already had, and its column (None for the line's end, past the last column)."""
         self._bares: dict[Style, Style] = {}
+        self._placeless_styles: dict[Style, Style] = {}
         self._ends: dict[tuple[Style, int], Style] = {}
         """The style of a line's end past its last column, by its style and row."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
         self._stamps: dict[tuple[Style | None, int, int], Style] = {}
         """A cell's style with a place's meta added (``_stamp``)."""
+        self._runs: dict[tuple[object, ...], dict[tuple[object, ...], list[Segment]]] = {}
+        """A row look's cells (``_joined_line``), each as one run of joined segments, by
+        its ``Cell``, column, width and place."""
         self._templates: dict[tuple[object, ...], _Template | None] = {}
         """A plain cell's rendering by its shape (``_shape``), None where it has no form a
         template can fill."""
@@ -90,6 +94,7 @@ class PaintedTable(DataTable[Text]):
         self._lines.clear()
         self._moved.clear()
         self._row_styles.clear()
+        self._runs.clear()
         self._forget_stamps()
         self._templates.clear()
 
@@ -248,7 +253,7 @@ class PaintedTable(DataTable[Text]):
         stamped = self._stamps.get(key)
         if stamped is None:
             meta = Style.from_meta({"row": row, "column": column})
-            stamped = style + meta if style else meta
+            stamped = self._placeless(style) + meta if style else meta
             if len(self._stamps) >= STAMPED_CACHE_CELLS:
                 self._forget_stamps()
             self._stamps[key] = stamped
@@ -279,7 +284,21 @@ class PaintedTable(DataTable[Text]):
             self._bares[style] = bare
         return bare
 
+    def _placeless(self, style: Style) -> Style:
+        """``style`` less a place's meta where that is all the meta it has (a ``row`` and
+        ``column``, which a stamp replaces): adding a place's meta to it is then a copy, not
+        a merge of two pickled dicts (Rich loads both and dumps their union), and gives the
+        same style.  Kept."""
+        found = self._placeless_styles.get(style)
+        if found is None:
+            found = style
+            if style._meta and not style._link and set(style.meta) <= {"row", "column"}:
+                found = style.clear_meta_and_links()
+            self._placeless_styles[style] = found
+        return found
+
     def _forget_stamps(self) -> None:
+        self._placeless_styles.clear()
         self._bares.clear()
         self._stamps.clear()
         self._ends.clear()
@@ -391,23 +410,63 @@ class PaintedTable(DataTable[Text]):
         """DataTable's ``_render_line`` and ``_render_line_in_row`` for a data row under a
         row cursor with no fixed rows or columns and no row labels, without the per-line
         work those do for other cases (the header's style, fixed styles, two passes over
-        the columns)."""
+        the columns).  An uncropped line is joined from its cells' kept runs (``_runs``)."""
         width = self.size.width
         row_style = self._row_style(row, base_style)
         cursor_on = row == self.cursor_coordinate.row
         hover_on = row == self.hover_coordinate.row
         columns = self.ordered_columns
-        widths = [column.get_render_width(self) for column in columns]
-        cells = [self._render_cell(row, index, row_style, cell_width, cursor=cursor_on,
-                                   hover=hover_on)[line_no]
-                 for index, cell_width in enumerate(widths)]
+        padding = 2 * self.cell_padding  # ``Column.get_render_width``, read once a line
+        widths = [padding + (column.content_width if column.auto_width else column.width)
+                  for column in columns]
         remaining = max(0, width - (sum(widths) + self._row_label_column_width))
         extend_style, _ = self._get_styles_to_render_cell(
             False, False, False, hover_on, cursor_on, self.show_cursor,
             self._show_hover_cursor, False, False)
-        cells.append([Segment(" " * remaining, self._end_style(row_style + extend_style, row))])
+        end = Segment(" " * remaining, self._end_style(row_style + extend_style, row))
+        if line_no == 0 and x1 == 0 and x2 >= width and remaining + sum(widths) == width:
+            joined = self._joined_line(row, row_style, columns, widths, cursor_on, hover_on)
+            if joined is not None:
+                return Strip(line_crop(_join(joined, [end]), x1, x2, width), width)
+        cells = [self._render_cell(row, index, row_style, cell_width, cursor=cursor_on,
+                                   hover=hover_on)[line_no]
+                 for index, cell_width in enumerate(widths)]
+        cells.append([end])
         segments = line_crop(list(chain.from_iterable(cells)), x1, x2, width)
         return Strip(segments).adjust_cell_length(width, base_style).simplify()
+
+    def _joined_line(self, row: int, row_style: Style, columns: list[Column],
+                     widths: list[int], cursor_on: bool,
+                     hover_on: bool) -> list[Segment] | None:
+        """A row's cells as one run of segments, equal neighbours joined (what
+        ``Segment.simplify`` makes of them), each cell's run kept by its content, width and
+        place for the row's look (``_runs``): a line whose power figure changed joins its
+        other cells' runs as they were.  None where the row is not one of ``Cell``s."""
+        row_key = self._row_locations.get_key(row)
+        cells = self._cells.get(str(row_key.value)) if row_key is not None else None
+        if cells is None:
+            return None
+        look = (row_style, cursor_on, hover_on, self._show_hover_cursor,
+                self._pseudo_class_state, row)
+        runs = self._runs.get(look)
+        if runs is None:
+            if len(self._runs) >= LINE_CACHE_LINES:
+                self._runs.clear()
+            runs = self._runs[look] = {}
+        column_at = self._column_at
+        out: list[Segment] = []
+        for index, column in enumerate(columns):
+            at = column_at.get(str(column.key.value))
+            if at is None or at >= len(cells):
+                return None
+            key = (cells[at], at, widths[index], index)
+            run = runs.get(key)
+            if run is None:
+                lines = self._render_cell(row, index, row_style, widths[index],
+                                          cursor=cursor_on, hover=hover_on)
+                run = runs[key] = list(Segment.simplify(lines[0]))
+            _join(out, run)
+        return out
 
     def refresh_rows(self, keys: set[str]) -> None:
         """Repaint the lines of these rows that are on screen, and only those."""
@@ -419,3 +478,17 @@ class PaintedTable(DataTable[Text]):
             row_key = ordered.get_key(index)
             if row_key is not None and str(row_key.value) in keys:
                 self._refresh_region(Region(0, index + header, max(width, 1), 1))
+
+
+def _join(head: list[Segment], tail: list[Segment]) -> list[Segment]:
+    """``tail`` added to ``head`` (in place), the segments where they meet joined as
+    ``Segment.simplify`` joins them (same style, no control): both are already simplified
+    and no run here starts with a control."""
+    if head and tail:
+        last, first = head[-1], tail[0]
+        if last.style == first.style and not first.control:
+            head[-1] = Segment(last.text + first.text, last.style)
+            head.extend(tail[1:])
+            return head
+    head.extend(tail)
+    return head

@@ -362,3 +362,55 @@ async def test_rows_back_after_a_filter_are_as_datatable_adds_them() -> None:
     assert ours == await table_after_a_filter(OneByOne)
     assert len(ours[0]) == ROWS
     assert ours != await table_after_a_filter(AutoHeight)
+
+
+async def test_a_line_joined_from_kept_runs_is_datatables_own() -> None:
+    """A line joined from its cells' kept runs (``_joined_line``: the unchanged cells as
+    they were, the changed power figure new) equals DataTable's own ``_render_line``
+    segment by segment, meta included, on every line on screen (cursor and hover rows of
+    both stripes).  Negative control: runs kept for another row (its click meta) differ."""
+    app = TableApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(FleetTable)
+        table.hosts = fleet()
+        await pilot.pause()
+        table.move_cursor(row=4)
+        table.hover_coordinate = table.cursor_coordinate._replace(row=7)
+        table._show_hover_cursor = True
+        await pilot.pause()
+        await pilot.pause()
+        assert table._runs  # the screen's lines were joined from runs
+        table.hosts = fleet({i: 6000.0 + 13 * i for i in range(0, ROWS, 2)})
+        base = table.rich_style
+        width = table.size.width
+        compared = 0
+        for y in range(table.size.height):
+            key, row, line_no = table._line_key(y, 0, width, base) or (None, -1, 0)
+            if key is None:
+                continue
+            assert table._joined_line(row, table._row_style(row, base), table.ordered_columns,
+                                      [c.get_render_width(table) for c in
+                                       table.ordered_columns], row == 4, row == 7)
+            ours = table._build_line(row, line_no, 0, width, base)
+            theirs = DataTable._render_line(table, y, 0, width, base)
+            assert list(ours) == list(theirs), y
+            assert ours.cell_length == theirs.cell_length == width
+            compared += 1
+        assert compared >= SIZE[1] - 2
+        header = table.header_height if table.show_header else 0
+        for row in range(SIZE[1], ROWS):  # rows never drawn: stamped for the first time
+            ours = table._build_line(row, 0, 0, width, base)
+            assert list(ours) == list(DataTable._render_line(table, row + header, 0, width,
+                                                             base)), row
+        # the negative control: row 8's runs used for row 10 (same stripe, other place)
+        row_style = table._row_style(10, base)
+        look = (row_style, False, False, table._show_hover_cursor,
+                table._pseudo_class_state)
+        table._runs[(*look, 10)] = table._runs[(*look, 8)]
+        table.hosts = fleet()  # rows 8 and 10 show the same cells again
+        wrong = table._build_line(10, 0, 0, width, base)
+        right = DataTable._render_line(table, 10 + header, 0, width, base)
+        assert list(wrong) != list(right)
+        def drawn(strip: Any) -> list[tuple[str, str]]:
+            return [(seg.text, str(seg.style)) for seg in strip]
+        assert drawn(wrong) == drawn(right)  # only the click meta differs
