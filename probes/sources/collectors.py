@@ -116,8 +116,6 @@ class FoldSlices:
         self.budget_s = budget_s
         self.clock = clock
         self.turns = 0
-        self.key_waits = 0
-        """Turns that waited for a key on its way (tests and benches read it)."""
         self._end = clock() + budget_s
 
     def due(self) -> bool:
@@ -137,7 +135,6 @@ class FoldSlices:
             until = self.clock() + KEY_WAIT_S
             while pending() and self.clock() < until:
                 await asyncio.sleep(KEY_POLL_S)
-            self.key_waits += 1
         self.turns += 1
         self._end = self.clock() + self.budget_s
 
