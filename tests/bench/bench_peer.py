@@ -32,6 +32,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.bench.bench_fleet import Child, tree_cpu  # noqa: E402
-from tests.support.sshd import free_port, keygen, make_sshd  # noqa: E402
+from tests.support.sshd import MARK, free_port, keygen, make_sshd  # noqa: E402
 
 VENV = Path(tempfile.gettempdir()) / "rigwatch-bench-gpustat-web"
 """Outside the checkout (kept between runs): nothing in the repository ignores a venv."""
@@ -98,6 +99,56 @@ def fake_gpustat(root: Path) -> tuple[Path, Path]:
     return fakebin, counter
 
 
+def session_pids() -> list[int]:
+    """Every process a session of this run's sshd started, re-parented or not.
+
+    Marked by the environment the sshd sets (``tests/support/sshd.py``), so a shell left
+    running after its console quit is found wherever it was re-parented to.
+    """
+    me, mark, pids = os.getpid(), f"{MARK}={os.getpid()}".encode(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or not ours to read
+            continue
+        if mark in env:
+            pids.append(int(entry.name))
+    return pids
+
+
+def reap_sessions(limit_s: float = 30.0) -> int:
+    """Kill what the last console's sessions left running, so the next run starts quiet.
+
+    At 128 hosts gpustat-web left hundreds of the fake ``gpustat`` shells behind (load
+    average 147), and the next console's figures measured them, not itself.
+    """
+    killed, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        pids = session_pids()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except OSError:  # gone already
+                pass
+        time.sleep(0.2)
+    return killed
+
+
+def stop_console(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate, then kill: gpustat-web once failed to stop within 10 s at 128 hosts."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def calls(counter: Path) -> int:
     return counter.stat().st_size
 
@@ -127,9 +178,10 @@ def run_gpustat_web(n: int, port: int, root: Path, client: Path, known: Path,
         time.sleep(seconds)
         cpu, got, wall = tree_cpu(proc.pid) - c0, calls(counter) - k0, time.monotonic() - w0
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    return summary(cpu, got, wall, n) | {"first_round_s": round(first, 2)}
+        stop_console(proc)
+        left = reap_sessions()
+    return summary(cpu, got, wall, n) | {"first_round_s": round(first, 2),
+                                         "left_running": left}
 
 
 def summary(cpu: float, samples: int, wall: float, n: int) -> dict[str, Any]:
@@ -164,7 +216,9 @@ def run_rigwatch(n: int, port: int, root: Path, client: Path, known: Path,
         got, wall = console.read(10)["seq_sum"] - s0, time.monotonic() - w0
     finally:
         console.stop()
-    return summary(cpu, got, wall, n) | {"all_streaming_s": round(first, 2)}
+        left = reap_sessions()
+    return summary(cpu, got, wall, n) | {"all_streaming_s": round(first, 2),
+                                         "left_running": left}
 
 
 def main() -> int:
