@@ -68,10 +68,14 @@ class HostFindings:
 
     # writes
 
-    def take_sample(self, found: Iterable[Finding], ts: float) -> None:
+    def take_sample(self, found: Iterable[Finding] | None, ts: float) -> None:
         """The findings of a sample taken at ``ts``: a lost GPU stays (sticky), the rest are
-        current, each keeping the onset it was first seen at."""
+        current, each keeping the onset it was first seen at.  None: the very findings of
+        the last sample (``sample_judge.SampleJudge``), whose onsets are all kept already:
+        nothing moves."""
         self.revision += 1
+        if found is None:
+            return
         dated = {f.key: f for f in self.current}
         current = []
         for f in found:
@@ -127,9 +131,13 @@ class HostFindings:
             self.content += 1
             self.detected = detected
 
-    def set_fabric(self, found: Iterable[Finding]) -> None:
-        """The fabric's newest verdicts, each keeping the onset of its first message."""
+    def set_fabric(self, found: Iterable[Finding] | None) -> None:
+        """The fabric's newest verdicts, each keeping the onset of its first message (None:
+        judged from the same inputs as the last ones, ``fabric_findings_changed``: they
+        stand as kept)."""
         self.revision += 1
+        if found is None:
+            return
         was = {f.key: f.ts for f in self.fabric}
         fabric = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None else f
                        for f in found)

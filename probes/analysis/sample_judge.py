@@ -1,0 +1,122 @@
+"""A host's per-sample judges, run again only when what they read moved (issue 38 item 1).
+
+``item_findings.sample_judged`` judges every tick of every host: the instant findings
+(throttled, PCIe link, the static epoch's verdicts re-dated, saturated disks), swapping,
+idle allocations, stray processes, GPUs never listed.  From one second to the next a
+tick's verdict inputs mostly repeat (the same static epoch, clock-event reasons and
+"busy"; no disk saturated), yet every troubled GPU's findings were built anew and
+``HostFindings.take_sample`` threw them away for the ones it kept.  ``SampleJudge`` reads
+the inputs off a fast-path tick's row (``tick_gpus``: no per-GPU objects) and, when they
+are those of the tick before, says so (None) instead of judging: the kept findings stand,
+onsets and all (``HostFindings.take_sample(None)``).
+
+The inputs are exactly what the judges read, as the judges see them: the static epoch and
+its verdicts, host, hello and limits (their identity; equal limits too), per GPU its
+reasons, whether it is busy and, with reasons, its clock as the summary prints it; each
+saturated disk as printed; swapping as printed; each possible stray's memory (its type
+too: it is kept in ``extra``); the GPU count and its expected count.  Idle allocations are
+time-dependent (checked once a minute, ``allocation.idle_allocation_findings``): they are
+asked every tick, as before, and a new answer (not the same objects) is a change.  A tick
+without a row (wire v1, the checked path, a replay) and a sample showing a lost GPU (the
+sticky kind) are judged whole every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from probes.analysis.allocation import (
+    HoldTracker,
+    _strays_of,
+    idle_allocation_findings,
+    stray_process_findings,
+)
+from probes.analysis.findings import Finding, host_findings, sample_findings
+from probes.analysis.gpu_peers import PeerCounts
+from probes.analysis.item_findings import gpu_short_finding
+from probes.analysis.judge import disk_saturated, swapping
+from probes.analysis.limits import DetectorLimits
+from probes.history import HostHistory
+from probes.triage import Code
+from probes.wire.compact import StaticEpoch, listed_gpus
+from probes.wire.samples import Hello, HostSample
+
+
+def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: DetectorLimits,
+                expect_gpus: int | None, peers: PeerCounts | None) -> tuple[Any, ...] | None:
+    """What ``sample_judged`` reads of a fast-path tick but its time and the idle
+    allocations; None for a tick without a row and static epoch (judged whole)."""
+    row: Any = sample.wire_row
+    epoch = sample.static_epoch
+    if row is None or not isinstance(epoch, StaticEpoch):
+        return None
+    busy = limits.power_cap_busy_util_pct
+    gpus = tuple((g.clock_reasons, (u := g.util_pct) is not None and u >= busy,
+                  None if not g.clock_reasons or (c := g.sm_clock_mhz) is None
+                  else f"{c:.0f}") for g in row.gpus)
+    disks = tuple((d.name, f"{d.util:.0f}", f"{d.aqu_sz or 0:.1f}")
+                  if disk_saturated(d.util, limits) else None for d in sample.disks)
+    swap = sample.host.swap_in_pages_s
+    swapped = f"{swap:.0f}" if swap is not None and swapping(swap) else None
+    strays: tuple[object, ...] = ()
+    places = _strays_of(sample)
+    if places:
+        rows = row.gpus
+        strays = tuple((u := (rows[i].processes or ())[k], type(u)) for i, k in places)
+    peer = peers.expected(host) if peers is not None and expect_gpus is None else None
+    return (epoch, epoch.findings, hello, limits, host, gpus, disks, swapped, strays,
+            listed_gpus(sample), expect_gpus, peer)
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """``tick_inputs`` alike: epoch, its verdicts and the hello the same objects, the
+    limits the same or equal, the rest equal."""
+    return a[0] is b[0] and a[1] is b[1] and a[2] is b[2] and (
+        a[3] is b[3] or a[3] == b[3]) and a[4:] == b[4:]
+
+
+class SampleJudge:
+    """One host's ``sample_judged``, kept with the inputs it was judged from."""
+
+    __slots__ = ("_after", "_before", "_idle", "_inputs")
+
+    def __init__(self) -> None:
+        self._inputs: tuple[Any, ...] | None = None
+        self._before: list[Finding] = []
+        """The instant and host findings last judged (before the idle allocations)."""
+        self._after: list[Finding] = []
+        """The strays and the GPU count last judged (after them)."""
+        self._idle: list[Finding] = []
+
+    def judged(self, host: str, hello: Hello | None, sample: HostSample,
+               history: HostHistory, holds: HoldTracker, limits: DetectorLimits,
+               expect_gpus: int | None, peers: PeerCounts | None) -> list[Finding] | None:
+        """``sample_judged``'s findings (``history`` and ``holds`` already hold the
+        sample), or None when they are the very ones of the last call: its caller's
+        ``take_sample`` keeps what it kept."""
+        inputs = tick_inputs(host, hello, sample, limits, expect_gpus, peers)
+        last = self._inputs
+        if inputs is not None and last is not None and _same(inputs, last):
+            idle = idle_allocation_findings(host, history, sample, holds, limits)
+            if _identical(idle, self._idle):
+                return None
+            self._idle = idle
+            return self._before + idle + self._after
+        before = sample_findings(host, hello, sample, limits) + host_findings(host, sample)
+        idle = idle_allocation_findings(host, history, sample, holds, limits)
+        after = stray_process_findings(host, sample, limits)
+        short = gpu_short_finding(host, expect_gpus, hello, sample, peers)
+        if short is not None:
+            after.append(short)
+        if inputs is None or any(f.code == Code.GPU_LOST for f in before):
+            self._inputs = None
+        else:  # the epoch's static verdicts as this judging left them (the first tick
+            # of an epoch judges and keeps them)
+            self._inputs = (inputs[0], inputs[0].findings, *inputs[2:])
+        self._before, self._idle, self._after = before, idle, after
+        return before + idle + after
+
+
+def _identical(a: Sequence[Finding], b: Sequence[Finding]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
