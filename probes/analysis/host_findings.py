@@ -17,6 +17,7 @@ from operator import attrgetter
 from probes.analysis.findings import Finding
 from probes.analysis.reachability import REACHABILITY_CODES
 from probes.analysis.repeats import merged_repeat
+from probes.analysis.static_verdicts import dated as redated
 from probes.triage import Code
 
 FindingKey = tuple[str, str, int | None, int | None]
@@ -90,7 +91,7 @@ class HostFindings:
                 # persisting finding re-dated per tick cost a ``replace`` per tick).
                 last = dated.get(f.key)
                 f = last if last is not None and last.ts == first and _same(last, f) \
-                    else replace(f, ts=first)
+                    else redated((f,), first)[0]
             current.append(f)
         keys = {f.key for f in current}
         for key in [k for k in self.since if k not in keys]:
