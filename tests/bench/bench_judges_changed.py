@@ -14,15 +14,18 @@ from the reports (``process_time``).  Per chunk pair: µs per tick and per repor
 fleet; printed, the medians over the pairs after ``--warm`` seconds and their ratios.
 
     python tests/bench/bench_judges_changed.py [--hosts 1024] [--seconds 240] [--chunk 30]
+                                               [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
 import os
 import platform
+import pstats
 import statistics
 import sys
 import time
@@ -101,6 +104,10 @@ class Fleet:
         return tick_s, ticks, report_s, reports
 
 
+PROFILED = frozenset({"_apply_sample", "fabric_findings_before", "sample_judged",
+                      "fabric_findings_changed", "judged", "take_sample", "set_fabric"})
+"""Functions whose cumulative time ``--profile`` sums (cProfile of the folds after the
+warm-up, each fleet's chunk folded under it instead of timed)."""
 JUDGED_HOSTS = 64
 PASSES = 6
 
@@ -155,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     pairs: list[dict[str, float]] = []
     kept: dict[str, tuple[HostState, list[Any]]] = {}
+    profiled: dict[str, dict[str, float]] = {}
     gc.collect()
     for n, start in enumerate(range(0, total, args.chunk)):
         chunk = [lines(t) for t in range(start, min(start + args.chunk, total))]
@@ -162,6 +170,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         got: dict[str, float] = {}
         for side in order:
             decoded = fleets[side].decode(chunk)
+            if args.profile and start >= args.warm:
+                prof = cProfile.Profile()
+                prof.runcall(Fleet.fold, decoded)
+                spent = profiled.setdefault(side, {})
+                for (path, _, fn), row in pstats.Stats(prof).stats.items():  # type: ignore[attr-defined]
+                    if fn in PROFILED and (fn != "judged" or path.endswith("sample_judge.py")):
+                        spent[fn] = round(spent.get(fn, 0.0) + row[3], 3)
+                spent["all"] = round(spent.get("all", 0.0) + pstats.Stats(prof).total_tt, 3)  # type: ignore[attr-defined]
+                continue
             if side == "after" and start >= args.warm:
                 for items in decoded:
                     for state, msg in items:
@@ -172,8 +189,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             got[f"{side}_tick_us"] = 1e6 * tick_s / max(nt, 1)
             got[f"{side}_report_us"] = 1e6 * report_s / max(nr, 1)
             got["reports"] = nr
-        if start >= args.warm:
+        if start >= args.warm and not args.profile:
             pairs.append(got)
+    if args.profile:
+        return {"bench": "judges_changed", "profile": True, "hosts": args.hosts,
+                "load1": round(os.getloadavg()[0], 2), "cumulative_s": profiled}
     med = {k: round(statistics.median(p[k] for p in pairs), 2) for k in pairs[0]}
     judges = judges_alone(list(kept.values()))
     return {
@@ -197,6 +217,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=240)
     ap.add_argument("--warm", type=int, default=60)
     ap.add_argument("--chunk", type=int, default=30)
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile the folds instead: cumulative s of the judging functions")
     print(json.dumps(run(ap.parse_args())))
 
 
