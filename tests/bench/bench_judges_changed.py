@@ -44,7 +44,7 @@ from probes.fleet_state import HostState
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import FabricSample, HostSample
 from tests.analysis.judges_before_s7 import HostStateBefore
-from tests.bench.bench_ingest import SIM_START_S, T0, TEMPLATES, template, wire
+from tests.bench.bench_ingest import SCENARIOS, SIM_START_S, T0, TEMPLATES, template, wire
 from tui.gc_policy import tune_for_streaming
 
 
@@ -117,25 +117,30 @@ def judges_alone(hosts: list[tuple[HostState, list[Any]]]) -> dict[str, float]:
     of the first ``JUDGED_HOSTS`` hosts (the after fleet's decode; each host's own history),
     a fresh ``HoldTracker`` and ``HostFindings`` per host and pass: ``sample_judged`` every
     tick (before) against ``SampleJudge`` (after), the ways alternating pass by pass; the
-    median pass of each."""
-    spent: dict[str, list[float]] = {"before": [], "after": []}
-    n = sum(len(samples) for _, samples in hosts)
+    median pass of each, over all those hosts and per template scenario."""
+    spent: dict[str, list[float]] = {}
+    groups: dict[str, list[tuple[HostState, list[Any]]]] = {"": hosts}
+    for state, samples in hosts:
+        scenario = SCENARIOS[int(state.name[1:]) % TEMPLATES % len(SCENARIOS)]
+        groups.setdefault("_" + scenario.split(":")[0], []).append((state, samples))
     for p in range(PASSES):
         for way in (("before", "after") if p % 2 == 0 else ("after", "before")):
-            t0 = time.process_time()
-            for state, samples in hosts:
-                holds, kept, judge = HoldTracker(), HostFindings(), SampleJudge()
-                name, hello, history = state.name, state.hello, state.history
-                limits, expect, peers = state.limits.detectors, state.spec.expect_gpus, None
-                for s in samples:
-                    holds.update(s)
-                    found = sample_judged(name, hello, s, history, holds, limits, expect,
-                                          peers) if way == "before" else \
-                        judge.judged(name, hello, s, history, holds, limits, expect, peers)
-                    kept.take_sample(found, s.ts)
-            spent[way].append(time.process_time() - t0)
-    return {f"{way}_judges_us": round(1e6 * statistics.median(v) / max(n, 1), 2)
-            for way, v in spent.items()}
+            for group, members in groups.items():
+                n = sum(len(samples) for _, samples in members)
+                t0 = time.process_time()
+                for state, samples in members:
+                    holds, kept, judge = HoldTracker(), HostFindings(), SampleJudge()
+                    name, hello, history = state.name, state.hello, state.history
+                    limits, expect, peers = state.limits.detectors, state.spec.expect_gpus, None
+                    for s in samples:
+                        holds.update(s)
+                        found = sample_judged(name, hello, s, history, holds, limits, expect,
+                                              peers) if way == "before" else \
+                            judge.judged(name, hello, s, history, holds, limits, expect, peers)
+                        kept.take_sample(found, s.ts)
+                spent.setdefault(f"{way}_judges{group}_us", []).append(
+                    1e6 * (time.process_time() - t0) / max(n, 1))
+    return {k: round(statistics.median(v), 2) for k, v in spent.items()}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
