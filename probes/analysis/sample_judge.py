@@ -11,14 +11,17 @@ are those of the tick before, says so (None) instead of judging: the kept findin
 onsets and all (``HostFindings.take_sample(None)``).
 
 The inputs are exactly what the judges read, as the judges see them: the static epoch and
-its verdicts, host, hello and limits (their identity; equal limits too), per GPU its
-reasons, whether it is busy and, with reasons, its clock as the summary prints it; each
-saturated disk as printed; swapping as printed; each possible stray's memory (its type
-too: it is kept in ``extra``); the GPU count and its expected count.  Idle allocations are
+its verdicts, host, hello and limits (their identity; equal limits too), each GPU's
+reasons and, where reasons or a link below its generation make them count, whether it is
+busy and its clock as the summary prints it; each saturated disk as printed; swapping as
+printed; each possible stray's memory (its type too: it is kept in ``extra``); the GPU
+count and its expected count.  Idle allocations are
 time-dependent (checked once a minute, ``allocation.idle_allocation_findings``): they are
 asked every tick, as before, and a new answer (not the same objects) is a change.  A tick
 without a row (wire v1, the checked path, a replay) and a sample showing a lost GPU (the
-sticky kind) are judged whole every time.
+sticky kind) are judged whole every time; so is a host whose inputs moved ``MISSES``
+ticks in a row, for the next ``REST`` ticks, without reading them (a throttling GPU's
+clock is printed in its finding and moves every tick: reading would cost on top).
 """
 
 from __future__ import annotations
