@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from probes.analysis.allocation import HoldTracker
 from probes.analysis.detectors import DetectorSchedule, detector_stretch
-from probes.analysis.fabric import FabricTracker, fabric_findings
+from probes.analysis.fabric import FabricTracker, fabric_findings_changed
 from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
 from probes.analysis.fabric_map import FabricMap, fabric_map
 from probes.analysis.findings import Finding, Severity, log_findings
@@ -26,7 +26,7 @@ from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
 from probes.analysis.host_logs import HostLogs
-from probes.analysis.item_findings import hello_layout_findings, sample_chains, sample_judged
+from probes.analysis.item_findings import hello_layout_findings, sample_chains
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.job_watch import NO_JOB, JobWatch
 from probes.analysis.judge import GpuJudgement, TempLevel, gpus_present, judge_gpus, mem_high
@@ -34,6 +34,7 @@ from probes.analysis.limits import DetectorLimits, Limits, PreflightLimits
 from probes.analysis.onsets import Clocks
 from probes.analysis.reach_tracker import ReachTracker
 from probes.analysis.row_judge import RowJudge, row_numbers
+from probes.analysis.sample_judge import SampleJudge
 from probes.analysis.throughput import throughput_findings
 from probes.analysis.watcher import source_findings
 from probes.analysis.xid_events import xid_event_finding
@@ -103,6 +104,7 @@ class HostState:
     ``revision - quiet`` moves only with a write the merged findings may read."""
     row_judge: RowJudge = field(default_factory=RowJudge, repr=False, compare=False)
     """Its row's GPU verdicts and numbers, kept while what they read holds (``row``)."""
+    sample_judge: SampleJudge = field(default_factory=SampleJudge, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.reach.interval_s = self.spec.interval_s
@@ -138,8 +140,8 @@ class HostState:
                 self.scan_logs()
         elif isinstance(item, FabricSample):
             self.fabric.add(item)
-            self.findings_kept.set_fabric(fabric_findings(self.name, self.fabric, self.hello,
-                                                          self.limits.detectors))
+            self.findings_kept.set_fabric(fabric_findings_changed(
+                self.name, self.fabric, self.hello, self.limits.detectors))
         elif isinstance(item, LogSourceState):
             self.logs.note_source(item)
         elif isinstance(item, ProbeError):
@@ -158,8 +160,8 @@ class HostState:
         if detected is not None:
             self.findings_kept.set_detected(detected)
         self.holds.update(sample)
-        found = sample_judged(self.name, self.hello, sample, self.history, self.holds,
-                              self.limits.detectors, self.spec.expect_gpus, self.peers)
+        found = self.sample_judge.judged(self.name, self.hello, sample, self.history, self.holds,
+                                         self.limits.detectors, self.spec.expect_gpus, self.peers)
         chains = sample_chains(self.name, self.hello, sample)
         if chains is not None:
             self.findings_kept.set_chains(chains)

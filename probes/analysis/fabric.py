@@ -77,6 +77,8 @@ class FabricTracker:
     errors: deque[tuple[float, str, dict[str, int]]] = field(
         default_factory=lambda: deque(maxlen=ERRORS_KEPT))
     """(time, port, increases) of every message whose port counted errors."""
+    judged: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
+    """What ``fabric_findings_changed`` judged last (``judged_inputs``); None: nothing yet."""
 
     def add(self, f: FabricSample) -> None:
         """Fold one ``fabric`` message."""
@@ -167,14 +169,65 @@ def fabric_findings(host: str, tracker: FabricTracker, hello: Hello | None,
     """The host's port, error and NVLink findings from its newest fabric."""
     if tracker.ts is None:
         return []
-    ts = tracker.ts
+    return _judged(host, tracker, hello, limits,
+                   tracker.recent(tracker.ts, limits.ib_errors_window_s))
+
+
+def _judged(host: str, tracker: FabricTracker, hello: Hello | None, limits: DetectorLimits,
+            recent: dict[str, dict[str, int]]) -> list[Finding]:
+    ts = tracker.ts or 0.0
     near = beside(hello)
     verdicts = port_verdicts(port_views(tracker.ports, hello)) + nvlink_verdicts(tracker.links)
     out = [_finding(host, v, ts, near) for v in verdicts]
-    rising = errors_rising(tracker.recent(ts, limits.ib_errors_window_s), limits)
+    rising = errors_rising(recent, limits)
     if rising is not None:
         out.append(_finding(host, rising, ts, near))
     return out
+
+
+def judged_inputs(host: str, tracker: FabricTracker, hello: Hello | None,
+                  limits: DetectorLimits, recent: dict[str, dict[str, int]]
+                  ) -> tuple[object, ...]:
+    """Everything ``fabric_findings`` reads but the report's time: each port's judged fields
+    (not its rates or counters, which move every report), the links (shared objects:
+    ``shared_link``), the hello and limits, the window's error increases.  Numbers keep
+    their types and signs (``400`` and ``400.0``, ``-0.0`` print apart)."""
+    ports = tuple((p.hca, p.port, p.state, p.phys_state, p.link_layer, p.rate_gbs,
+                   type(p.rate_gbs), p.rate_gbs is not None and math.copysign(1.0, p.rate_gbs))
+                  for p in tracker.ports)
+    errors = tuple((name, tuple((k, v, type(v)) for k, v in errs.items()))
+                   for name, errs in recent.items())
+    return (host, hello, limits, ports, tracker.links, errors)
+
+
+def _same_inputs(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """``judged_inputs`` alike: the hello, the limits and each link the same objects (a
+    hello or link view equal but not the same is judged again), the rest equal."""
+    la, lb = a[4], b[4]
+    return a[1] is b[1] and (a[2] is b[2] or a[2] == b[2]) and a[0] == b[0] \
+        and a[3] == b[3] and a[5] == b[5] and (la is lb or (
+            len(la) == len(lb)  # type: ignore[arg-type]
+            and all(x is y for x, y in zip(la, lb, strict=True))))  # type: ignore[call-overload]
+
+
+def fabric_findings_changed(host: str, tracker: FabricTracker, hello: Hello | None,
+                            limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding] | None:
+    """``fabric_findings``, or None when every input it reads but the report's time is what
+    it read at the last call (issue 38: a report every 30 s a host, ~130 µs to judge, and
+    nearly always the same ports, links and errors).  None means the findings of the last
+    call stand: the caller keeps them as ``HostFindings.set_fabric`` kept them (each with
+    the onset of its first report; only a new finding takes a report's time, and a
+    report of the same inputs has none).  The window's errors are read (and the old ones
+    dropped) on every call, as ``fabric_findings`` reads them."""
+    if tracker.ts is None:
+        tracker.judged = None
+        return []
+    recent = tracker.recent(tracker.ts, limits.ib_errors_window_s)
+    inputs = judged_inputs(host, tracker, hello, limits, recent)
+    if tracker.judged is not None and _same_inputs(tracker.judged, inputs):
+        return None
+    tracker.judged = inputs
+    return _judged(host, tracker, hello, limits, recent)
 
 
 def errors_rising(recent: dict[str, dict[str, int]], limits: DetectorLimits) -> Verdict | None:

@@ -17,6 +17,7 @@ from operator import attrgetter
 from probes.analysis.findings import Finding
 from probes.analysis.reachability import REACHABILITY_CODES
 from probes.analysis.repeats import merged_repeat
+from probes.analysis.static_verdicts import dated as redated
 from probes.triage import Code
 
 FindingKey = tuple[str, str, int | None, int | None]
@@ -68,10 +69,14 @@ class HostFindings:
 
     # writes
 
-    def take_sample(self, found: Iterable[Finding], ts: float) -> None:
+    def take_sample(self, found: Iterable[Finding] | None, ts: float) -> None:
         """The findings of a sample taken at ``ts``: a lost GPU stays (sticky), the rest are
-        current, each keeping the onset it was first seen at."""
+        current, each keeping the onset it was first seen at.  None: the very findings of
+        the last sample (``sample_judge.SampleJudge``), whose onsets are all kept already:
+        nothing moves."""
         self.revision += 1
+        if found is None:
+            return
         dated = {f.key: f for f in self.current}
         current = []
         for f in found:
@@ -86,7 +91,7 @@ class HostFindings:
                 # persisting finding re-dated per tick cost a ``replace`` per tick).
                 last = dated.get(f.key)
                 f = last if last is not None and last.ts == first and _same(last, f) \
-                    else replace(f, ts=first)
+                    else redated((f,), first)[0]
             current.append(f)
         keys = {f.key for f in current}
         for key in [k for k in self.since if k not in keys]:
@@ -127,9 +132,13 @@ class HostFindings:
             self.content += 1
             self.detected = detected
 
-    def set_fabric(self, found: Iterable[Finding]) -> None:
-        """The fabric's newest verdicts, each keeping the onset of its first message."""
+    def set_fabric(self, found: Iterable[Finding] | None) -> None:
+        """The fabric's newest verdicts, each keeping the onset of its first message (None:
+        judged from the same inputs as the last ones, ``fabric_findings_changed``: they
+        stand as kept)."""
         self.revision += 1
+        if found is None:
+            return
         was = {f.key: f.ts for f in self.fabric}
         fabric = tuple(replace(f, ts=was[f.key]) if was.get(f.key) is not None else f
                        for f in found)

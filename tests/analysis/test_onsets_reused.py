@@ -17,7 +17,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from probes.analysis import host_findings
+from probes.analysis import host_findings, sample_judge
 from probes.analysis.findings import Finding
 from probes.analysis.host_findings import HostFindings
 from probes.config.fleet import HostSpec
@@ -56,6 +56,8 @@ def _exact(found: Iterable[Finding]) -> list[list[object]]:
 def _fold(raw: bytes, take: object, monkeypatch: pytest.MonkeyPatch
           ) -> tuple[list[object], int]:
     monkeypatch.setattr(HostFindings, "take_sample", take)
+    # every tick judged and taken (``SampleJudge``'s "unchanged" would skip the take)
+    monkeypatch.setattr(sample_judge, "tick_inputs", lambda *_: None)
     state = HostState(HostSpec(name="h"))
     reader = MessageReader()
     seen: list[object] = []
