@@ -25,7 +25,9 @@ class Transport(Protocol):
         """Start the agent; raise TransportError when that fails."""
 
     def chunks(self) -> AsyncIterator[bytes]:
-        """Raw stdout chunks until the stream ends."""
+        """Raw stdout chunks until the stream ends.  A transport may also offer
+        ``async chunks_to(sink)``, calling ``sink`` with each chunk as it arrives (no task
+        switch per chunk); the session then reads that way."""
 
     async def exit_reason(self) -> str:
         """Why the stream ended."""

@@ -246,12 +246,18 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
             emit(spec.name, ProbeError(time.time(), "transport", note))
         emit(spec.name, Connected(time.time()))
         with _StallWatch(stall_s) as watch:
+            def feed(chunk: bytes) -> None:
+                nonlocal got_any
+                watch.fed()
+                got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
+                if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
+                    raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
             try:
-                async for chunk in transport.chunks():
-                    watch.fed()
-                    got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
-                    if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
-                        raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
+                if (push := getattr(transport, "chunks_to", None)) is not None:
+                    await push(feed)  # it calls feed as each chunk arrives (ssh_push)
+                else:
+                    async for chunk in transport.chunks():
+                        feed(chunk)
             except asyncio.CancelledError:
                 if not watch.fired:
                     raise
