@@ -1,16 +1,17 @@
 """An agent's stdout handed to the session as each chunk arrives, not read from a stream.
 
 Reading ``SSHClientProcess.stdout`` costs, for every chunk of every host, a stream buffer,
-a lock, a future, a wake of the session's task and an async generator step; at one tick a
-second from a thousand hosts that was a fifth of a collector's CPU beyond the SSH floor
-(issue 38, tests/bench/RESULTS.md "#38 the collector's CPU (session 7)").  ``PushProcess``
-calls the session's sink from the channel's own ``data_received`` instead, as a bare
-``SSHClientSession`` does: same bytes, same order, no task switch.
+a lock, a future, a wake of the session's task and an async generator step: a fifth of a
+collector's busy time under cProfile at 256 hosts (issue 38, tests/bench/RESULTS.md "#38 the
+collector's CPU (session 7)").  ``PushProcess`` calls the session's sink from the
+channel's own ``data_received`` instead, as a bare ``SSHClientSession`` does: same bytes,
+same order, no task switch.
 
 Until a sink is attached, stdout is held in order (what the agent sent between its start
-and the session's first read); ``stream_chunks`` is the old way (the process's stdout
-stream) for a caller that wants an async iterator.  The end of the stream is the stream's:
-EOF, or the channel lost (with its error: "stream broke").  stderr is not touched.
+and the session's first read); ``held_chunks`` gives them up to a caller that reads the old
+way (the process's stdout stream, an async iterator).  The end of the stream is the
+stream's: EOF or a clean close, or the channel lost with an error ("stream broke").
+stderr is not touched.
 """
 
 from __future__ import annotations
