@@ -36,6 +36,16 @@ class Transport(Protocol):
         """Stop the agent and release the channel."""
 
 
+async def read_chunks(transport: Transport, feed: Callable[[bytes], None]) -> None:
+    """Hand each chunk of the stream to ``feed`` until it ends: as the chunks arrive where the
+    transport offers ``chunks_to`` (no task switch per chunk), else from ``chunks``."""
+    if (push := getattr(transport, "chunks_to", None)) is not None:
+        await push(feed)
+    else:
+        async for chunk in transport.chunks():
+            feed(chunk)
+
+
 TransportFactory = Callable[[HostSpec, list[str], asyncio.Semaphore | None], Transport]
 """(host, agent arguments, shared gate on concurrent connects) -> a transport not yet started."""
 

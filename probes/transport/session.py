@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
-from probes.transport import TRANSPORTS, Transport
+from probes.transport import TRANSPORTS, Transport, read_chunks
 from probes.transport.host_clock import clocked
 from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem, emit_each
 from probes.wire.protocol import MessageReader
@@ -253,11 +253,7 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
                 if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
                     raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
             try:
-                if (push := getattr(transport, "chunks_to", None)) is not None:
-                    await push(feed)  # it calls feed as each chunk arrives (ssh_push)
-                else:
-                    async for chunk in transport.chunks():
-                        feed(chunk)
+                await read_chunks(transport, feed)
             except asyncio.CancelledError:
                 if not watch.fired:
                     raise
