@@ -25,13 +25,25 @@ class Transport(Protocol):
         """Start the agent; raise TransportError when that fails."""
 
     def chunks(self) -> AsyncIterator[bytes]:
-        """Raw stdout chunks until the stream ends."""
+        """Raw stdout chunks until the stream ends.  A transport may also offer
+        ``async chunks_to(sink)``, calling ``sink`` with each chunk as it arrives (no task
+        switch per chunk); the session then reads that way."""
 
     async def exit_reason(self) -> str:
         """Why the stream ended."""
 
     async def stop(self) -> None:
         """Stop the agent and release the channel."""
+
+
+async def read_chunks(transport: Transport, feed: Callable[[bytes], None]) -> None:
+    """Hand each chunk of the stream to ``feed`` until it ends: as the chunks arrive where the
+    transport offers ``chunks_to`` (no task switch per chunk), else from ``chunks``."""
+    if (push := getattr(transport, "chunks_to", None)) is not None:
+        await push(feed)
+    else:
+        async for chunk in transport.chunks():
+            feed(chunk)
 
 
 TransportFactory = Callable[[HostSpec, list[str], asyncio.Semaphore | None], Transport]

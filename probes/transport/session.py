@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind, TransportError
-from probes.transport import TRANSPORTS, Transport
+from probes.transport import TRANSPORTS, Transport, read_chunks
 from probes.transport.host_clock import clocked
 from probes.wire.events import ClockOffset, Connected, Disconnected, Emit, SessionItem, emit_each
 from probes.wire.protocol import MessageReader
@@ -246,12 +246,14 @@ async def _stream_once(spec: HostSpec, emit: Emit, transport: Transport,
             emit(spec.name, ProbeError(time.time(), "transport", note))
         emit(spec.name, Connected(time.time()))
         with _StallWatch(stall_s) as watch:
+            def feed(chunk: bytes) -> None:
+                nonlocal got_any
+                watch.fed()
+                got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
+                if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
+                    raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
             try:
-                async for chunk in transport.chunks():
-                    watch.fed()
-                    got_any = emit_each(spec.name, reader.feed(chunk), emit) or got_any
-                    if reader.bad_streak > MAX_BAD_LINES_IN_A_ROW:
-                        raise StreamGarbled(f"{reader.bad_streak} unusable lines in a row")
+                await read_chunks(transport, feed)
             except asyncio.CancelledError:
                 if not watch.fired:
                     raise

@@ -35,6 +35,7 @@ from probes.transport.dial import (
     dial,
 )
 from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
+from probes.transport.ssh_push import PushProcess, Sink
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -101,7 +102,7 @@ class SshTransport:
         self.agent_args = agent_args
         self._gate = gate
         self._conns: list[asyncssh.SSHClientConnection] = []
-        self._proc: asyncssh.SSHClientProcess[bytes] | None = None
+        self._proc: PushProcess | None = None
         self._stderr = StderrTail()
         self._peer: dict[tuple[str, int], str] = {}
         """(host, port) -> the address it was dialled at, for known_hosts' address entries."""
@@ -280,13 +281,16 @@ class SshTransport:
         source = shipped_source(self.agent_args)
         cmd = bootstrap_command(self.spec.python or "python3", self.agent_args, len(source))
         try:
-            self._proc = await conn.create_process(cmd, encoding=None)
+            # create_process's own step, with a process that can push its stdout
+            _chan, proc = await conn.create_session(PushProcess, cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:
             raise AgentFailed(f"cannot start the agent: {_reason(exc)}") from None
-        self._stderr.follow(self._proc.stderr, (asyncssh.Error, OSError))
+        assert isinstance(proc, PushProcess)
+        self._proc = proc
+        self._stderr.follow(proc.stderr, (asyncssh.Error, OSError))
         try:
-            self._proc.stdin.write(source)
-            await self._proc.stdin.drain()
+            proc.stdin.write(source)
+            await proc.stdin.drain()
         except (asyncssh.Error, OSError, BrokenPipeError):
             # It died before reading its source (no python there): say why it died.
             await self.exit_reason()
@@ -294,14 +298,23 @@ class SshTransport:
 
     # ---- streaming ------------------------------------------------------------------
 
+    async def chunks_to(self, sink: Sink) -> None:
+        """Hand each raw stdout chunk to ``sink`` as it arrives, until the agent's stdout
+        closes (the session's way: no task switch per chunk, ``ssh_push``); raises what
+        ``sink`` raised, or HostUnreachable when the stream broke."""
+        assert self._proc is not None
+        await self._proc.push_to(sink, _broke)
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield raw stdout chunks until the channel or the agent's stdout closes."""
         assert self._proc is not None
+        for chunk in self._proc.held_chunks():
+            yield chunk
         while True:
             try:
                 chunk = await self._proc.stdout.read(READ_CHUNK)
             except (asyncssh.Error, OSError) as exc:
-                raise HostUnreachable(f"stream broke: {_reason(exc)}") from None
+                raise _broke(exc) from None
             if not chunk:
                 return
             yield chunk
@@ -340,6 +353,10 @@ class SshTransport:
                 await asyncio.wait_for(conn.wait_closed(), 3.0)
         self._conns.clear()
         self._stderr.stop()
+
+
+def _broke(exc: BaseException) -> HostUnreachable:
+    return HostUnreachable(f"stream broke: {_reason(exc)}")
 
 
 def _reason(exc: BaseException) -> str:

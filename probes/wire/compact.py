@@ -255,6 +255,8 @@ class CompactStream:
         self._fit: list[int | None] = []
         """Per GPU position, how many process amounts a tick must give (None: any, the GPU
         is dropped or lists no processes): ``readable``'s check, in either mode."""
+        self._fit_all = False
+        """No None in ``_fit``: the check is one list comparison."""
         self._thin = False
         """The checked halves are not built (``builds`` False)."""
         self._message: dict[str, Any] | bytes = {}
@@ -328,6 +330,7 @@ class CompactStream:
         self._proc_counts = [len(p) for p in self._procs if p is not None]
         self._fit = [None if b is None or p is None else len(p)
                      for b, p in zip(self._gpu_base, self._procs, strict=True)]
+        self._fit_all = None not in self._fit
         self._thin = not self._builds
         if self._thin:  # only the check's summary is kept; ``_built`` makes the rest again
             self._static_gpus, self._gpu_base, self._procs, self._last_procs = [], [], [], []
@@ -390,6 +393,11 @@ class CompactStream:
 
     def _procs_fit(self, s: SampleRow) -> bool:
         """Every GPU's process amounts fit its static processes (``_processes`` accepts)."""
+        if self._fit_all:  # every GPU's count is known: one comparison, no Python loop
+            try:
+                return list(map(len, map(_ROW_PROCS, s.gpus))) == self._fit
+            except TypeError:  # a GPU's amounts are null
+                return False
         for row, n in zip(s.gpus, self._fit, strict=True):
             if n is None:
                 continue

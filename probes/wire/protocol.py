@@ -115,6 +115,9 @@ class LineSplitter:
                 self._buf.clear()
                 yield None
                 continue
+            if not self._buf and len(piece) <= self._max:  # a whole line in this chunk:
+                yield piece  # no copy through the buffer (nearly every tick's line)
+                continue
             if len(self._buf) + len(piece) > self._max:
                 self._stats.overlong += 1
                 self._buf.clear()
