@@ -35,6 +35,7 @@ from probes.transport.dial import (
     dial,
 )
 from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
+from probes.transport.ssh_keepalive import lazy_keepalive
 from probes.transport.ssh_push import PushProcess, Sink
 from probes.transport.stderr_tail import StderrTail
 
@@ -260,10 +261,12 @@ class SshTransport:
         for hop in o.jump:
             user, host, hop_port = _hop(hop, o.user)
             tunnel = await self._connect_one(user, host, hop_port, tunnel)
+            lazy_keepalive(tunnel)
             self._conns.append(tunnel)
         # With ssh_config, an unset port (and user, jump, key) is left to ~/.ssh/config.
         target_port: int | tuple[()] = o.port or (() if o.ssh_config else 22)
         conn = await self._connect_one(o.user, o.address or self.spec.name, target_port, tunnel)
+        lazy_keepalive(conn)
         self._conns.append(conn)
         return conn
 
