@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 
 from probes.history.block import BlockCut
@@ -485,14 +486,41 @@ class HostHistory(BlockCut):
             return proc_mib(r, gpu, pid)
         return proc_val
 
+    def _staged_values(self, key: str) -> list[float | None]:
+        """Series ``key``'s value in each staged sample (None: not there), as ``_extractor``
+        reads them one by one; a GPU's or the host's read by position, a GPU's place looked
+        up once per layout (the host's samples share one), not per sample (issue 38)."""
+        staged = self._staged
+        parts = key.split("/")
+        scope, field = parts[0], parts[-1]
+        if scope == "gpu" and len(parts) == 3 and field in GPU_FIELDS:
+            idx = int(parts[1])
+            j = _HOSTS + GPU_FIELDS.index(field)
+            out: list[float | None] = []
+            layout: tuple[int, ...] | None = None
+            at = -1
+            for r in staged:
+                if r.layout is not layout:
+                    layout = r.layout
+                    at = j + layout.index(idx) * GPU_NUMBERS if idx in layout else -1
+                out.append(r.numbers[at] if at >= 0 else None)
+            return out
+        if scope == "host":
+            at_host = _HOST_AT.get(field)
+            if at_host is not None:
+                return [r.numbers[at_host] for r in staged]
+        get = self._extractor(key)
+        return [get(r) for r in staged]
+
     def _latest_staged(self, key: str) -> Point | None:
         if not self._staged:
             return None
-        get = self._extractor(key)
-        for r in reversed(self._staged):
-            v = get(r)
+        vals = self._staged_values(key)
+        for i in range(len(vals) - 1, -1, -1):
+            v = vals[i]
             if v is not None and v == v:
-                return Point(r.ts, float(v), float(v), float(v), 1)
+                fv = float(v)
+                return Point(self._staged[i].ts, fv, fv, fv, 1)
         return None
 
     def _latest(self, key: str) -> Point | None:
@@ -564,17 +592,18 @@ class HostHistory(BlockCut):
         return out
 
     def _staged_rows(self, key: str, since: float, until: float, out: Columns) -> None:
-        if not self._staged:
+        staged = self._staged
+        if not staged or staged[-1].ts < since or staged[0].ts > until:
             return
-        get = self._extractor(key)
-        for r in self._staged:
-            if since <= r.ts <= until:
-                v = get(r)
-                if v is not None and v == v:
-                    fv = float(v)
-                    out.t.append(r.ts)
-                    out.lo.append(fv)
-                    out.hi.append(fv)
-                    out.mean.append(fv)
-                    out.n.append(1)
+        ts = [r.ts for r in staged]
+        got = self._staged_values(key)
+        keep = [since <= t <= until and v is not None and v == v
+                for t, v in zip(ts, got, strict=True)]
+        if any(keep):
+            vals = [*map(float, compress(got, keep))]  # type: ignore[arg-type]
+            out.t.extend(compress(ts, keep))
+            out.lo.extend(vals)
+            out.hi.extend(vals)
+            out.mean.extend(vals)
+            out.n.extend(repeat(1, len(vals)))
 
