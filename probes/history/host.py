@@ -541,10 +541,22 @@ class HostHistory(BlockCut):
 
     def _query(self, key: str, since: float | None, until: float | None,
                max_points: int | None, merged: bool = True) -> Columns:
-        out = Columns([], [], [], [], [])
+        return self._query_many((key,), since, until, max_points, merged)[0]
+
+    def windows(self, keys: Sequence[str], since: float | None,
+                max_points: int | None = None) -> list[Columns]:
+        """``series(key).unmerged(since, max_points)`` of each key (empty where the key was
+        never seen), read together: the tiers are chosen, and each ring's rows found, once
+        for all of them (a detector reads one field of every GPU: issue 38)."""
+        return self._query_many(keys, since, None, max_points, merged=False)
+
+    def _query_many(self, keys: Sequence[str], since: float | None, until: float | None,
+                    max_points: int | None, merged: bool = True) -> list[Columns]:
+        """``_query`` of each key: the tier choice depends on the rings, not the series."""
+        outs = [Columns([], [], [], [], []) for _ in keys]
         newest = self.last_ts
         if newest is None:
-            return out
+            return outs
         lo = -math.inf if since is None else since
         hi = newest if until is None else min(until, newest)
         have: list[tuple[int, float]] = []
@@ -555,7 +567,7 @@ class HostHistory(BlockCut):
         if self._staged and not have:
             have = [(0, self._staged[0].ts)]
         if not have:
-            return out
+            return outs
         first = self.first_ts if self.first_ts is not None else lo
         covering = [i for i, o in have if o <= max(lo, first)]
         tier = covering[0] if covering else min(have, key=lambda x: (x[1], -x[0]))[0]
@@ -573,8 +585,8 @@ class HostHistory(BlockCut):
                 break
             ring = self.store.rings[k]
             if k == 0:
-                ring.rows(key, start, math.nextafter(hi, math.inf), out)
-                self._staged_rows(key, start, hi, out)
+                ring.rows_many(keys, start, math.nextafter(hi, math.inf), outs)
+                self._staged_rows(keys, start, hi, outs)
                 break
             res = self.tiers[k].resolution_s
             finer_old = self.store.rings[k - 1].oldest()
@@ -585,25 +597,28 @@ class HostHistory(BlockCut):
                 cut = start if newest_k is None else max(start, newest_k + res)
             else:
                 cut = max(start, math.ceil(finer_old / res) * res)
-            ring.rows(key, start, min(cut, math.nextafter(hi, math.inf)), out)
+            ring.rows_many(keys, start, min(cut, math.nextafter(hi, math.inf)), outs)
             start = cut
-        if merged and max_points is not None and len(out.t) > max_points > 0:
-            return merge(out, max_points)
-        return out
+        if merged and max_points is not None and max_points > 0:
+            return [merge(out, max_points) if len(out.t) > max_points else out
+                    for out in outs]
+        return outs
 
-    def _staged_rows(self, key: str, since: float, until: float, out: Columns) -> None:
+    def _staged_rows(self, keys: Sequence[str], since: float, until: float,
+                     outs: list[Columns]) -> None:
+        """The staged points of each key in [since, until], after the rings' in ``outs``."""
         staged = self._staged
         if not staged or staged[-1].ts < since or staged[0].ts > until:
             return
         ts = [r.ts for r in staged]
-        got = self._staged_values(key)
-        keep = [since <= t <= until and v is not None and v == v
-                for t, v in zip(ts, got, strict=True)]
-        if any(keep):
-            vals = [*map(float, compress(got, keep))]  # type: ignore[arg-type]
-            out.t.extend(compress(ts, keep))
-            out.lo.extend(vals)
-            out.hi.extend(vals)
-            out.mean.extend(vals)
-            out.n.extend(repeat(1, len(vals)))
-
+        inside = [since <= t <= until for t in ts]
+        for key, out in zip(keys, outs, strict=True):
+            got = self._staged_values(key)
+            keep = [i and v is not None and v == v for i, v in zip(inside, got, strict=True)]
+            if any(keep):
+                vals = [*map(float, compress(got, keep))]  # type: ignore[arg-type]
+                out.t.extend(compress(ts, keep))
+                out.lo.extend(vals)
+                out.hi.extend(vals)
+                out.mean.extend(vals)
+                out.n.extend(repeat(1, len(vals)))
