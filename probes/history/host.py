@@ -352,7 +352,10 @@ class HostHistory(BlockCut):
         rows = self._staged
         ts = [r.ts for r in rows]
         block = None if self._mixed else self._block_columns(rows)
-        self.store.append_raw(ts, self._columns_of(rows) if block is None else block.columns())
+        if block is None:
+            self.store.append_raw(ts, self._columns_of(rows))
+        else:
+            self.store.append_raw(ts, *block.encoded())
         self._staged = []
         self._staged_counts = []
         self._mixed = False

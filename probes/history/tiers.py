@@ -120,15 +120,19 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]],
+                   encoded: Mapping[str, array[Any]] | None = None) -> None:
         """Write samples to the raw tier: one float column per series (NaN: missing; a list,
-        or an ``array('d')``)."""
+        or an ``array('d')``); a series in ``encoded`` is written as it is there (already
+        as its raw codec encodes it: ``Block.encoded``)."""
         data: dict[str, array[Any]] = {}
         raw = self.rings[0]
+        done = encoded or {}
         for key, vals in values.items():
             if key not in self.keys:
                 self.add_series(key)
-            data[key] = raw.codecs[key].encode(vals)
+            got = done.get(key)
+            data[key] = raw.codecs[key].encode(vals) if got is None else got
         if len(self.tiers) < 2:
             raw.append(ts, data)
         else:
