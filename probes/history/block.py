@@ -6,9 +6,11 @@ then one matrix, a sample a row, and every series, host, GPU, process or disk, i
 slice of it, taken in C and handed to the raw tier's codecs as it is (no float list): no
 pair, no disk tuple and no value is handled in Python.  Cutting 16 samples of 8 GPUs cost
 ~250 µs (the processes' and disks' tuples rebuilt, a float list per series); as a block
-~30 µs.  (Encoding the whole block at once, one ``struct.pack`` for every half-precision
-series, was measured dearer than a pack per series: the zeroed copy and the float32 pass
-over columns not needed cost more than the calls saved.)
+~30 µs.  The block is then encoded for the raw tier at once (``Block.encoded``: one numpy
+cast per codec over the matrix's columns, where a ``struct.pack`` or an ``array('f')`` a
+series cost ~1 µs each; session 7).  (One ``struct.pack`` for every half-precision series
+was measured dearer than a pack per series: the zeroed copy and the float32 pass over
+columns not needed cost more than the calls saved.)
 
 ``HostHistory._columns_of`` still cuts samples that differ (GPUs or processes come or go,
 a pid or a disk listed twice); both cut the same columns, keys and tracking (processes
@@ -20,12 +22,26 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from probes.history.keys import GPU_FIELDS, disk_key, gpu_key, host_key
+import numpy as np
+
+from probes.history.keys import GPU_FIELDS, codec_for, disk_key, gpu_key, host_key
 from probes.history.staged import GPU_NUMBERS, HOST_NUMBERS, Staged
+from probes.history.storage import F32, HALF, HALF_MAX
 
 _HOSTS = len(HOST_NUMBERS)
+_RAW_F32: dict[str, bool] = {}
+"""Whether a series' raw codec is float32 (else half precision), by key."""
+
+
+def _raw_f32(key: str) -> bool:
+    got = _RAW_F32.get(key)
+    if got is None:
+        codec = codec_for(key, 0)
+        assert codec is F32 or codec is HALF
+        got = _RAW_F32[key] = codec is F32
+    return got
 
 
 class Block(NamedTuple):
@@ -46,6 +62,49 @@ class Block(NamedTuple):
         flat, width = self.flat, self.width
         return {key: c if isinstance(c, list) else flat[c::width]
                 for key, c in self.cols.items()}
+
+    def encoded(self) -> tuple[dict[str, Sequence[float]], dict[str, array[Any]]]:
+        """The block as the raw tier's codecs encode it, the matrix's columns encoded at
+        once: ``(values, encoded)``, ``values`` every series in order (the computed ones'
+        values; ``()`` for those in ``encoded``), ``encoded`` each matrix series' column as
+        its raw codec writes it (``TierSet.append_raw``).
+
+        One cast a codec for the whole block (half precision, float32) instead of a
+        ``struct.pack`` or an ``array('f')`` a series; the same bits: numpy rounds a double
+        to half precision as ``struct`` does (to nearest, ties to even, subnormals too), and
+        a column with a finite value that does not fit (``struct`` refuses it; an infinity
+        it packs) is clamped to ±``HALF_MAX`` first, as ``Codec.encode`` then does.
+        """
+        flat, width = self.flat, self.width
+        values: dict[str, Sequence[float]] = {}
+        half: list[tuple[str, int]] = []
+        single: list[tuple[str, int]] = []
+        for key, c in self.cols.items():
+            if isinstance(c, list):
+                values[key] = c
+                continue
+            values[key] = ()
+            (single if _raw_f32(key) else half).append((key, c))
+        mat = np.frombuffer(flat, dtype=np.float64).reshape(-1, width)
+        encoded: dict[str, array[Any]] = {}
+        if half:
+            sub = mat[:, [c for _, c in half]]
+            with np.errstate(over="ignore"):
+                h = sub.astype(np.float16)
+            over = (np.isinf(h) & np.isfinite(sub)).any(axis=0)  # struct packs inf
+            if over.any():
+                cols = np.flatnonzero(over)
+                h[:, cols] = np.clip(sub[:, cols], -HALF_MAX, HALF_MAX).astype(np.float16)
+            rows = np.ascontiguousarray(h.T).view(np.uint16)
+            for (key, _), row in zip(half, rows, strict=True):
+                encoded[key] = array("H", row.tobytes())
+        if single:
+            with np.errstate(over="ignore"):
+                rows32 = np.ascontiguousarray(
+                    mat[:, [c for _, c in single]].astype(np.float32).T)
+            for (key, _), row in zip(single, rows32, strict=True):
+                encoded[key] = array("f", row.tobytes())
+        return values, encoded
 
 
 class BlockCut:

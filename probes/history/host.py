@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 
 from probes.history.block import BlockCut
@@ -351,7 +352,10 @@ class HostHistory(BlockCut):
         rows = self._staged
         ts = [r.ts for r in rows]
         block = None if self._mixed else self._block_columns(rows)
-        self.store.append_raw(ts, self._columns_of(rows) if block is None else block.columns())
+        if block is None:
+            self.store.append_raw(ts, self._columns_of(rows))
+        else:
+            self.store.append_raw(ts, *block.encoded())
         self._staged = []
         self._staged_counts = []
         self._mixed = False
@@ -485,14 +489,41 @@ class HostHistory(BlockCut):
             return proc_mib(r, gpu, pid)
         return proc_val
 
+    def _staged_values(self, key: str) -> list[float | None]:
+        """Series ``key``'s value in each staged sample (None: not there), as ``_extractor``
+        reads them one by one; a GPU's or the host's read by position, a GPU's place looked
+        up once per layout (the host's samples share one), not per sample (issue 38)."""
+        staged = self._staged
+        parts = key.split("/")
+        scope, field = parts[0], parts[-1]
+        if scope == "gpu" and len(parts) == 3 and field in GPU_FIELDS:
+            idx = int(parts[1])
+            j = _HOSTS + GPU_FIELDS.index(field)
+            out: list[float | None] = []
+            layout: tuple[int, ...] | None = None
+            at = -1
+            for r in staged:
+                if r.layout is not layout:
+                    layout = r.layout
+                    at = j + layout.index(idx) * GPU_NUMBERS if idx in layout else -1
+                out.append(r.numbers[at] if at >= 0 else None)
+            return out
+        if scope == "host":
+            at_host = _HOST_AT.get(field)
+            if at_host is not None:
+                return [r.numbers[at_host] for r in staged]
+        get = self._extractor(key)
+        return [get(r) for r in staged]
+
     def _latest_staged(self, key: str) -> Point | None:
         if not self._staged:
             return None
-        get = self._extractor(key)
-        for r in reversed(self._staged):
-            v = get(r)
+        vals = self._staged_values(key)
+        for i in range(len(vals) - 1, -1, -1):
+            v = vals[i]
             if v is not None and v == v:
-                return Point(r.ts, float(v), float(v), float(v), 1)
+                fv = float(v)
+                return Point(self._staged[i].ts, fv, fv, fv, 1)
         return None
 
     def _latest(self, key: str) -> Point | None:
@@ -513,10 +544,22 @@ class HostHistory(BlockCut):
 
     def _query(self, key: str, since: float | None, until: float | None,
                max_points: int | None, merged: bool = True) -> Columns:
-        out = Columns([], [], [], [], [])
+        return self._query_many((key,), since, until, max_points, merged)[0]
+
+    def windows(self, keys: Sequence[str], since: float | None,
+                max_points: int | None = None) -> list[Columns]:
+        """``series(key).unmerged(since, max_points)`` of each key (empty where the key was
+        never seen), read together: the tiers are chosen, and each ring's rows found, once
+        for all of them (a detector reads one field of every GPU: issue 38)."""
+        return self._query_many(keys, since, None, max_points, merged=False)
+
+    def _query_many(self, keys: Sequence[str], since: float | None, until: float | None,
+                    max_points: int | None, merged: bool = True) -> list[Columns]:
+        """``_query`` of each key: the tier choice depends on the rings, not the series."""
+        outs = [Columns([], [], [], [], []) for _ in keys]
         newest = self.last_ts
         if newest is None:
-            return out
+            return outs
         lo = -math.inf if since is None else since
         hi = newest if until is None else min(until, newest)
         have: list[tuple[int, float]] = []
@@ -527,7 +570,7 @@ class HostHistory(BlockCut):
         if self._staged and not have:
             have = [(0, self._staged[0].ts)]
         if not have:
-            return out
+            return outs
         first = self.first_ts if self.first_ts is not None else lo
         covering = [i for i, o in have if o <= max(lo, first)]
         tier = covering[0] if covering else min(have, key=lambda x: (x[1], -x[0]))[0]
@@ -545,8 +588,8 @@ class HostHistory(BlockCut):
                 break
             ring = self.store.rings[k]
             if k == 0:
-                ring.rows(key, start, math.nextafter(hi, math.inf), out)
-                self._staged_rows(key, start, hi, out)
+                ring.rows_many(keys, start, math.nextafter(hi, math.inf), outs)
+                self._staged_rows(keys, start, hi, outs)
                 break
             res = self.tiers[k].resolution_s
             finer_old = self.store.rings[k - 1].oldest()
@@ -557,24 +600,28 @@ class HostHistory(BlockCut):
                 cut = start if newest_k is None else max(start, newest_k + res)
             else:
                 cut = max(start, math.ceil(finer_old / res) * res)
-            ring.rows(key, start, min(cut, math.nextafter(hi, math.inf)), out)
+            ring.rows_many(keys, start, min(cut, math.nextafter(hi, math.inf)), outs)
             start = cut
-        if merged and max_points is not None and len(out.t) > max_points > 0:
-            return merge(out, max_points)
-        return out
+        if merged and max_points is not None and max_points > 0:
+            return [merge(out, max_points) if len(out.t) > max_points else out
+                    for out in outs]
+        return outs
 
-    def _staged_rows(self, key: str, since: float, until: float, out: Columns) -> None:
-        if not self._staged:
+    def _staged_rows(self, keys: Sequence[str], since: float, until: float,
+                     outs: list[Columns]) -> None:
+        """The staged points of each key in [since, until], after the rings' in ``outs``."""
+        staged = self._staged
+        if not staged or staged[-1].ts < since or staged[0].ts > until:
             return
-        get = self._extractor(key)
-        for r in self._staged:
-            if since <= r.ts <= until:
-                v = get(r)
-                if v is not None and v == v:
-                    fv = float(v)
-                    out.t.append(r.ts)
-                    out.lo.append(fv)
-                    out.hi.append(fv)
-                    out.mean.append(fv)
-                    out.n.append(1)
-
+        ts = [r.ts for r in staged]
+        inside = [since <= t <= until for t in ts]
+        for key, out in zip(keys, outs, strict=True):
+            got = self._staged_values(key)
+            keep = [i and v is not None and v == v for i, v in zip(inside, got, strict=True)]
+            if any(keep):
+                vals = [*map(float, compress(got, keep))]  # type: ignore[arg-type]
+                out.t.extend(compress(ts, keep))
+                out.lo.extend(vals)
+                out.hi.extend(vals)
+                out.mean.extend(vals)
+                out.n.extend(repeat(1, len(vals)))

@@ -251,15 +251,27 @@ class Ring:
 
     def rows(self, key: str, since: float, until: float, out: Columns) -> None:
         """Append the series' rows with since <= t < until (``until`` exclusive) to ``out``."""
-        c = self.cols.get(key)
-        if c is None or not self.n:
+        self.rows_many((key,), since, until, [out])
+
+    def rows_many(self, keys: Sequence[str], since: float, until: float,
+                  outs: list[Columns]) -> None:
+        """``rows`` of each key into its ``outs``: the rows in range found once."""
+        if not self.n:
             return
+        segs = self.segments(self.bisect(since), self.bisect(until))
+        if not segs:
+            return
+        times = [self.times[p0:p1] for p0, p1 in segs]
+        for key, out in zip(keys, outs, strict=True):
+            c = self.cols.get(key)
+            if c is not None:
+                self._rows_of(key, c, segs, times, out)
+
+    def _rows_of(self, key: str, c: array[Any], segs: list[tuple[int, int]],
+                 times: list[array[float]], out: Columns) -> None:
         codec = self.codecs[key]
-        i0 = self.bisect(since)
-        i1 = self.bisect(until)
         partial = self.partial.get(key)
-        for p0, p1 in self.segments(i0, i1):
-            t = self.times[p0:p1]
+        for (p0, p1), t in zip(segs, times, strict=True):
             if self.width == 1:
                 v = codec.decode(c[p0:p1])
                 if any(map(math.isnan, v)):

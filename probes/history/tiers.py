@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from operator import truediv
 from typing import Any
 
+from probes.history.bucket_cut import bucket_stats, encode_rows
 from probes.history.keys import codec_for
 from probes.history.storage import NAN, Codec, Columns, Ring, Tier
 
@@ -120,15 +121,19 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]],
+                   encoded: Mapping[str, array[Any]] | None = None) -> None:
         """Write samples to the raw tier: one float column per series (NaN: missing; a list,
-        or an ``array('d')``)."""
+        or an ``array('d')``); a series in ``encoded`` is written as it is there (already
+        as its raw codec encodes it: ``Block.encoded``)."""
         data: dict[str, array[Any]] = {}
         raw = self.rings[0]
+        done = encoded or {}
         for key, vals in values.items():
             if key not in self.keys:
                 self.add_series(key)
-            data[key] = raw.codecs[key].encode(vals)
+            got = done.get(key)
+            data[key] = raw.codecs[key].encode(vals) if got is None else got
         if len(self.tiers) < 2:
             raw.append(ts, data)
         else:
@@ -186,7 +191,22 @@ class TierSet:
         m = len(rows)
         one = len(segs) == 1
         s0, s1 = segs[0]
+        full = bucket_stats(raw, segs, groups)
+        """The series with a value in every row, cut as matrices (``bucket_cut.py``)."""
+        pending: dict[Codec, list[tuple[str, list[float]]]] = {}
         for key, col in raw.cols.items():
+            got = full.get(key)
+            if got is not None:
+                los, his, sums = got
+                means = list(map(truediv, sums, rows))
+                flat = [NAN] * (3 * m)
+                flat[0::3] = los
+                flat[1::3] = his
+                flat[2::3] = means
+                pending.setdefault(ring1.codecs[key], []).append((key, flat))
+                if coarse:
+                    batch[key] = (los, his, sums, rows)
+                continue
             codec = raw.codecs[key]
             vals: Sequence[float]
             if one:
@@ -196,7 +216,7 @@ class TierSet:
                 for p0, p1 in segs:
                     vals.extend(codec.decode(col[p0:p1]))
             slices = [vals[a:b] for a, b in groups]
-            sums: list[float] = list(map(sum, slices))
+            sums = list(map(sum, slices))
             total = sum(sums)
             if total == total:  # no bucket short of a value: every count is its rows'
                 los = list(map(min, slices))
@@ -221,6 +241,10 @@ class TierSet:
             data1[key] = ring1.codecs[key].encode(flat)
             if coarse:
                 batch[key] = (los, his, sums, ns)
+        for codec1, items in pending.items():
+            encoded = encode_rows(codec1, [flat for _, flat in items])
+            for (key, _), arr in zip(items, encoded, strict=True):
+                data1[key] = arr
         ring1.append(starts, data1, rows)
         ring1.prune_partial()
         if coarse:

@@ -197,6 +197,12 @@ class OldStaging(HostHistory):
     _columns_of = _old_columns_of
     _extractor = _old_extractor
 
+    def _staged_values(self, key: str) -> list[float | None]:
+        """Each staged value through the old extractor (its rows hold no ``numbers`` to read
+        by position, as ``HostHistory._staged_values`` does since session 7)."""
+        get = self._extractor(key)
+        return [get(r) for r in self._staged]
+
     def _block_columns(self, rows: Any) -> None:
         """Never cut as one block: ``_old_columns_of`` cuts everything."""
 

@@ -14,6 +14,7 @@ from probes.analysis.detectors.window import (
     latest_ts,
     merged,
     points,
+    points_many,
     sample_gpu,
     share_at_least,
     slack,
@@ -89,21 +90,26 @@ def detect_throttled_while_busy(host: str, history: HostHistory, hello: Hello | 
     out = []
     nb = bins(window)
     pruned = limits.throttle_min_share > 0
-    for idx in history.gpu_indices():
-        util_key = gpu_key(idx, "util_pct")
-        clock_max = step_latest(history, idx, "sm_clock_max_mhz")
-        reasons = history.steps(gpu_key(idx, "clock_reasons"))
-        cp: Columns | None = None
-        if pruned and _busy_now(history, util_key, limits):
-            # A busy GPU is most often one never slowed: proved from its clocks and reasons
-            # over the whole window (a superset of the one from its first util point), its
-            # util's window is not read (whatever it says, the GPU is skipped below too).
-            cp = points(history.series(gpu_key(idx, "sm_clock_mhz")), since, nb)
+    gpus = [(idx, gpu_key(idx, "util_pct"), step_latest(history, idx, "sm_clock_max_mhz"),
+             history.steps(gpu_key(idx, "clock_reasons"))) for idx in history.gpu_indices()]
+    busy = [pruned and _busy_now(history, util_key, limits) for _, util_key, _, _ in gpus]
+    # A busy GPU is most often one never slowed: proved from its clocks and reasons over
+    # the whole window (a superset of the one from its first util point), its util's window
+    # is not read (whatever it says, the GPU is skipped below too).  The busy GPUs' clock
+    # windows are read together, then the util windows of the GPUs left.
+    busy_clocks = iter(points_many(
+        history, [gpu_key(g[0], "sm_clock_mhz") for g, b in zip(gpus, busy, strict=True) if b],
+        since, nb))
+    left: list[tuple[int, SeriesKey, float | None, StepSeries | None, Columns | None]] = []
+    for (idx, util_key, clock_max, reasons), b in zip(gpus, busy, strict=True):
+        cp: Columns | None = _UNREAD
+        if b:
+            cp = next(busy_clocks)
             if _unthrottled(reasons, cp, clock_max, since, now, limits):
                 continue
-        else:
-            cp = _UNREAD
-        up = points(history.series(util_key), since, nb)
+        left.append((idx, util_key, clock_max, reasons, cp))
+    utils = points_many(history, [g[1] for g in left], since, nb)
+    for (idx, _, clock_max, reasons, cp), up in zip(left, utils, strict=True):
         if up is None or not covered(up, now, window, limits):
             continue
         if pruned and all_below(up, limits.throttle_busy_util_pct):
@@ -174,12 +180,13 @@ def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | No
         return []
     window = limits.temp_window_s
     out = []
-    for info in hello.facts.gpus:
-        if info.temp_slowdown_c is None:
-            continue
-        near, _ = temp_thresholds(info.temp_slowdown_c, limits)
-        nb = bins(window)
-        p = points(history.series(gpu_key(info.index, "temp_c")), now - window, nb)
+    rated = [(info, info.temp_slowdown_c) for info in hello.facts.gpus
+             if info.temp_slowdown_c is not None]
+    nb = bins(window)
+    temps = points_many(history, [gpu_key(info.index, "temp_c") for info, _ in rated],
+                        now - window, nb)
+    for (info, slowdown), p in zip(rated, temps, strict=True):
+        near, _ = temp_thresholds(slowdown, limits)
         if p is None or not covered(p, now, window, limits):
             continue
         if limits.temp_min_share > 0 and all_below(p, near):
@@ -189,7 +196,6 @@ def detect_temp_near_slowdown(host: str, history: HostHistory, hello: Hello | No
         if share < limits.temp_min_share:
             continue
         hot = max(c.hi)
-        slowdown = info.temp_slowdown_c
         if hot >= slowdown:  # not "near" any more: it reached the threshold
             where = f"at/past its {slowdown:.0f} °C slowdown"
             action = (f"GPU{info.index} reached its slowdown temperature: the driver slows it "
@@ -217,12 +223,12 @@ def detect_power_pinned(host: str, history: HostHistory, hello: Hello | None,
         return []
     window = limits.power_window_s
     out = []
-    for idx in history.gpu_indices():
-        limit = step_latest(history, idx, "power_limit_w")
-        if not limit:
-            continue
-        nb = bins(window)
-        p = points(history.series(gpu_key(idx, "power_w")), now - window, nb)
+    limited = [(idx, limit) for idx in history.gpu_indices()
+               if (limit := step_latest(history, idx, "power_limit_w"))]
+    nb = bins(window)
+    drawn = points_many(history, [gpu_key(idx, "power_w") for idx, _ in limited],
+                        now - window, nb)
+    for (idx, limit), p in zip(limited, drawn, strict=True):
         if p is None or not covered(p, now, window, limits):
             continue
         pinned = limits.power_pinned_share * limit

@@ -12,6 +12,7 @@ from probes.analysis.detectors.window import (
     latest_ts,
     merged,
     points,
+    points_many,
     wmean,
 )
 from probes.analysis.findings import Finding
@@ -76,8 +77,8 @@ def detect_data_starvation(host: str, history: HostHistory, hello: Hello | None,
     idle_shares = []
     first: float | None = None
     judged = 0
-    for idx in gpus:
-        c = cols(history.series(gpu_key(idx, "util_pct")), since)
+    utils = points_many(history, [gpu_key(idx, "util_pct") for idx in gpus], since)
+    for idx, c in zip(gpus, utils, strict=True):
         if c is None or not covered(c, now, window, limits):
             continue
         judged += 1
@@ -128,8 +129,8 @@ def detect_swap_activity(host: str, history: HostHistory, hello: Hello | None,
         return []
     window = limits.swap_window_s
     since = now - window
-    si = cols(history.series(host_key("swap_in_pages_s")), since)
-    so = cols(history.series(host_key("swap_out_pages_s")), since)
+    si, so = points_many(history, [host_key("swap_in_pages_s"), host_key("swap_out_pages_s")],
+                         since)
     base = si or so
     if base is None or not covered(base, now, window, limits):
         return []

@@ -7,7 +7,7 @@ from probes.analysis.detectors.window import (
     cols,
     fmt,
     latest_ts,
-    points,
+    points_many,
     sample_gpu,
     slack,
     step_latest,
@@ -64,13 +64,16 @@ def detect_memory_leak(host: str, history: HostHistory, hello: Hello | None,
         return []
     sample = sample or history.last_sample
     out = []
-    for idx in history.gpu_indices():
-        series = history.series(gpu_key(idx, "mem_used_mib"))
-        if limits.leak_min_mib_h > 0:
-            p = points(series, now - limits.leak_window_s, limits.leak_bins)
-            if p is None or _surely_flat(p, limits.leak_bins,
-                                         limits.leak_min_mib_h * limits.leak_half_share):
-                continue
+    gpus = history.gpu_indices()
+    keys = [gpu_key(idx, "mem_used_mib") for idx in gpus]
+    pruned = limits.leak_min_mib_h > 0
+    windows = points_many(history, keys, now - limits.leak_window_s, limits.leak_bins) \
+        if pruned else [None] * len(keys)
+    for idx, key, p in zip(gpus, keys, windows, strict=True):
+        if pruned and (p is None or _surely_flat(
+                p, limits.leak_bins, limits.leak_min_mib_h * limits.leak_half_share)):
+            continue
+        series = history.series(key)
         est = leak_estimate(series, now, limits)
         if est is None or not _is_leak(est, limits):
             continue

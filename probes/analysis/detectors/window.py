@@ -9,8 +9,10 @@ only the windows left (``merged``): the verdicts are those of merging every wind
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from probes.analysis.limits import DetectorLimits
-from probes.history import Columns, GpuStepField, HostHistory, Series, gpu_key
+from probes.history import Columns, GpuStepField, HostHistory, Series, SeriesKey, gpu_key
 from probes.history.merge import merge
 from probes.wire.samples import GpuSample, HostSample
 
@@ -35,6 +37,13 @@ def points(series: Series | None, since: float, bins: int | None = None) -> Colu
         return None
     c = series.unmerged(since, bins)
     return c if c.t else None
+
+
+def points_many(history: HostHistory, keys: Sequence[SeriesKey], since: float,
+                bins: int | None = None) -> list[Columns | None]:
+    """``points`` of each key's series (None: never seen, or no point in the window), read
+    together (``HostHistory.windows``: one field of every GPU; issue 38)."""
+    return [c if c.t else None for c in history.windows(keys, since, bins)]
 
 
 def merged(c: Columns, bins: int | None) -> Columns:
