@@ -43,8 +43,11 @@ class _KeptRow:
     due_at: float
     """Its host's first refresh slot after ``built_at`` (``_slot_after``): an off-screen
     row's numbers may wait until then."""
-    answering: tuple[object, ...]
+    answering: tuple[object, object, tuple[object, ...]]
     """What its GPUs' count answering read beyond the findings (``_answering``)."""
+    findings_key: tuple[object, ...]
+    """``HostState.findings_key`` as the row was built: while it holds, so do the findings
+    (their memo's own test, without the memo's merge call)."""
 
 
 def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
@@ -52,13 +55,22 @@ def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
     return tuple((f.key, f.severity) for f in found)
 
 
-def _answering(host: HostState) -> tuple[object, ...]:
+def _answering(host: HostState) -> tuple[object, object, tuple[object, ...]]:
     """What a row's ``gpus_ok`` (the header's GPU total) reads beyond the host's findings:
-    its hello and each GPU's state in the newest sample (the static half of a v2 tick)."""
+    its hello and each GPU's state in the newest sample (the static half of a v2 tick, one
+    object while the epoch holds)."""
     last = host.last
-    if last is None:
-        return (host.hello,)
-    return (host.hello, *[g.state for g in tick_gpus(last)[1]])
+    fixed = tick_gpus(last)[1] if last is not None else ()
+    return host.hello, fixed, tuple([g.state for g in fixed])
+
+
+def _answers_as_built(host: HostState, kept: _KeptRow) -> bool:
+    hello, fixed, states = kept.answering
+    if host.hello is not hello:
+        return False
+    last = host.last
+    now = tick_gpus(last)[1] if last is not None else ()
+    return now is fixed or tuple([g.state for g in now]) == states
 
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
@@ -166,7 +178,7 @@ class FleetRows:
             found = host.findings_as_kept(status)
             self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found,
                                         _slot_after(now, _wait_s(host), self._phase[name]),
-                                        _answering(host))
+                                        _answering(host), host.findings_key(status))
             self._waiting.pop(name, None)
             timed = not timeless(row)
         if timed:
@@ -192,8 +204,10 @@ class FleetRows:
         if self.numbers_read:
             if now >= kept.due_at:
                 return False
-        elif _answering(host) != kept.answering:
+        elif not _answers_as_built(host, kept):
             return False
+        if host.findings_key(status) == kept.findings_key:
+            return True
         found = host.findings_as_kept(status)
         return found is kept.found or kept.marks == _marks(found)
 
