@@ -66,6 +66,8 @@ class FleetScreen(DataScreen):
         self._fleet: FleetState | None = None
         self._now = 0.0
         self._crumb: str | None = None
+        self._lines: dict[str, FleetLine] = {}
+        """Each host's table line as last handed over (``_lines_of``)."""
         self._rows: list[FleetRow] = []
         """The rows of the last ``show``: a key re-sorts or re-filters this view, and the
         next tick brings the hosts' news (judging them again on a key press cost most of
@@ -112,10 +114,22 @@ class FleetScreen(DataScreen):
                                                        empty=empty)
         else:
             table = self.query_one(FleetTable)
-            table.hosts = tuple(
-                FleetLine(row, fleet.hosts[row.name].reach.down_reason) for row in rows)
+            table.hosts = tuple(self._lines_of(fleet, rows))
             self.query_one(FleetDetail).line = table.line_at_cursor()
         self.show_crumb(len(rows))
+
+    def _lines_of(self, fleet: FleetState, rows: list[FleetRow]) -> list[FleetLine]:
+        """The table's lines, each kept while its row and reason are: a tick where nothing
+        changed hands the table an equal tuple (not drawn again), and one where a few rows
+        changed is compared line by line by identity."""
+        kept, hosts, out = self._lines, fleet.hosts, []
+        for row in rows:
+            reason = hosts[row.name].reach.down_reason
+            line = kept.get(row.name)
+            if line is None or line.row is not row or line.down_reason != reason:
+                line = kept[row.name] = FleetLine(row, reason)
+            out.append(line)
+        return out
 
     def show_crumb(self, shown: int) -> None:
         """Say above the rows how they are chosen: the filter (always, while one is set),
