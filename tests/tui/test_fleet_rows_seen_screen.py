@@ -1,7 +1,7 @@
 """The fleet screen reads off-screen numbers only when its order or filter needs them
 (issue 38, item 3): rows that kept old numbers off screen are drawn afresh as soon as they
 come on screen or a numeric order reads them.  (Checked to fail without the redraw a
-scroll asks for, and without the refresh a numeric order's key makes.)"""
+scroll asks for, and without the one a numeric order's key asks for.)"""
 
 from __future__ import annotations
 
@@ -77,8 +77,10 @@ async def test_rows_come_on_screen_and_into_a_numeric_order_with_fresh_numbers(
         assert {k: c[POWER][0] for k, c in table.keyed_rows()}["gpu-059"] == "2,400 W"
 
         assert rows.waiting_among(frozenset(NAMES[30:40]))  # never on screen: they wait
+        asked = due[0]
         for _ in range(2):  # inventory -> worst -> temp: an order that reads numbers
             await pilot.press("s")
+        await wait_until(pilot, lambda: due[0] > asked)  # drawn again soon, with them
         await pilot.pause()
         assert screen.sort_key == "temp"
         assert all(r.power_w == 2400.0 for r in screen._rows), \

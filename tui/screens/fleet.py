@@ -144,10 +144,12 @@ class FleetScreen(DataScreen):
 
     def _redraw(self) -> None:
         if self._fleet is not None:
-            if self._reads_numbers() and not self.console.fleet_rows.numbers_read:
-                # a numeric order or a filter now reads numbers that waited off screen
-                self._rows = self._fresh_rows(self._now)
             self._draw(self._fleet, self._now)
+            if self._reads_numbers() and not self.console.fleet_rows.numbers_read:
+                # a numeric order or a filter now reads numbers that waited off screen:
+                # drawn again soon with them fresh, not inside the key (at a thousand
+                # hosts that is most rows, ~0.1 s)
+                self.post_message(ViewRequested())
 
     def action_toggle_wall(self) -> None:
         """Switch between the table and the wall (one cell per GPU)."""
