@@ -144,12 +144,11 @@ class FleetScreen(DataScreen):
 
     def _redraw(self) -> None:
         if self._fleet is not None:
+            # a numeric order or a filter that now reads numbers that waited off screen
+            # sorts the kept rows; the ticks bring them fresh over one refresh period
+            # (``FleetRows._due``), as they did the rows' numbers before
+            self.console.fleet_rows.numbers_read = self._reads_numbers()
             self._draw(self._fleet, self._now)
-            if self._reads_numbers() and not self.console.fleet_rows.numbers_read:
-                # a numeric order or a filter now reads numbers that waited off screen:
-                # drawn again soon with them fresh, not inside the key (at a thousand
-                # hosts that is most rows, ~0.1 s)
-                self.post_message(ViewRequested())
 
     def action_toggle_wall(self) -> None:
         """Switch between the table and the wall (one cell per GPU)."""

@@ -129,6 +129,9 @@ class FleetRows:
         ``OFF_SCREEN_REFRESH_S``: at a thousand busy hosts the slots rebuilt four rows off
         screen for every row on it, each second, for numbers nobody read.  Counts and
         status never wait (the header's totals read only those)."""
+        self._was_read = True
+        self._read_since = float("-inf")
+        """When the screen last started reading off-screen numbers (``_due``)."""
         self.row_builds = 0
         """Rows computed in full so far (tests and benches count them)."""
         self._rows: tuple[tuple[object, ...], list[FleetRow]] | None = None
@@ -166,7 +169,7 @@ class FleetRows:
                 self._waiting.pop(name, None)
             elif self._may_wait(host, kept, now, status):
                 row = kept.row
-                self._waiting[name] = kept.due_at
+                self._waiting[name] = self._due(host, kept)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -202,7 +205,7 @@ class FleetRows:
         if self.focus is None or host.name in self.focus or now < kept.built_at:
             return False
         if self.numbers_read:
-            if now >= kept.due_at:
+            if now >= self._due(host, kept):
                 return False
         elif not _answers_as_built(host, kept):
             return False
@@ -210,6 +213,18 @@ class FleetRows:
             return True
         found = host.findings_as_kept(status)
         return found is kept.found or kept.marks == _marks(found)
+
+    def _due(self, host: HostState, kept: _KeptRow) -> float:
+        """When ``kept``'s numbers are due while the screen reads them: its refresh slot,
+        or, for a row that waited past it while no one read them, its first slot after
+        the screen started reading them (the rows that waited are rebuilt over one refresh
+        period, a share each tick, not all in the tick after a key: ~0.1 s at a thousand
+        hosts)."""
+        due = kept.due_at
+        since = self._read_since
+        if due <= since:
+            due = _slot_after(since, _wait_s(host), self._phase[host.name])
+        return due
 
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
@@ -220,6 +235,9 @@ class FleetRows:
         where a loop over every host was a tenth of a core.  A redraw asks for rows and for
         totals at the same ``now``: they are computed once.
         """
+        if self.numbers_read and not self._was_read:  # since the last visit, at most
+            self._read_since = now if self._visited_at is None else self._visited_at
+        self._was_read = self.numbers_read
         key = (now, self.fleet.version, self.focus, self.numbers_read)
         if self._rows is None or self._rows[0] != key:
             self._rows = (key, self._refreshed(now))
