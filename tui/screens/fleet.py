@@ -260,7 +260,8 @@ class FleetScreen(DataScreen):
         rows = self.console.fleet_rows
         if not rows.numbers_read and not self.wall and rows.waiting_among(
                 table.visible_keys() | {event.row_key.value or ""}):
-            self.post_message(ViewRequested())
+            # after the key's own repaint: the redraw is the next tick's work, brought on
+            self.call_after_refresh(self.post_message, ViewRequested())
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""
