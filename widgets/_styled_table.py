@@ -93,6 +93,10 @@ class StyledTable(PaintedTable):
         many rows: ``8/8``, ``streaming``); dropped with the styles."""
         self.table_writes = 0
         """Syncs that changed a cell (tests count them)."""
+        self._order: list[str] | None = None
+        """The rows' keys in display order as the last ``_sync`` left them (None once
+        anything else moved a row): a sync in the same order skips the passes that find
+        rows gone, new or moved."""
 
     def on_mount(self) -> None:
         """Create the columns and follow theme changes."""
@@ -141,6 +145,7 @@ class StyledTable(PaintedTable):
     def _layout_columns(self, shown: tuple[int, ...], rows: Sequence[KeyedRow]) -> None:
         cursor = self._cursor_key()
         self._shown_key = shown
+        self._order = None
         self.forget_paint()
         self.clear(columns=True)
         self._forget_cells()
@@ -232,7 +237,7 @@ class StyledTable(PaintedTable):
     def visible_keys(self, margin: int = 2) -> frozenset[str]:
         """The keys of the rows on screen now, and ``margin`` rows either side."""
         top = int(self.scroll_y)
-        keys = self._ordered_keys()
+        keys = self._order if self._order is not None else self._ordered_keys()
         return frozenset(keys[max(0, top - margin):top + self.size.height + margin])
 
     def _ordered_keys(self) -> list[str]:
@@ -248,6 +253,7 @@ class StyledTable(PaintedTable):
         DataTable's ``sort`` sorts every row's cells by a key.  The rows' places are set
         as ``sort`` sets them, from the keys' wanted order.
         """
+        self._order = None
         row_key = {str(k.value): k for k in self.rows}
         self._row_locations = TwoWayDict({row_key[k]: i for i, k in enumerate(wanted)})
         self._update_count += 1
@@ -258,6 +264,7 @@ class StyledTable(PaintedTable):
         columns twice, re-validates the cursor and asks for an idle pass for each row, so
         a filter cleared at a thousand hosts spent most of its time there.  Rows here are
         one line high, with no label, and their keys are new."""
+        self._order = None
         columns = [column.key for column in self.ordered_columns]
         locations, data, table_rows = self._row_locations, self._data, self.rows
         for key, cells in rows:
@@ -277,6 +284,7 @@ class StyledTable(PaintedTable):
     def _remove_rows(self, keys: list[str]) -> None:
         """``remove_row`` for many rows at once: it renumbers every remaining row for each
         row removed, so a filter that hides a thousand hosts cost a million steps."""
+        self._order = None
         gone = {RowKey(key) for key in keys}
         locations = self._row_locations
         left = [k for i in range(len(locations))
@@ -325,19 +333,23 @@ class StyledTable(PaintedTable):
 
     def _sync(self, rows: Sequence[KeyedRow], cursor: str | None) -> None:
         wanted = [key for key, _ in rows]
-        current = [str(k.value) for k in self.rows]
-        keep = set(wanted)
+        same = wanted == self._order  # the same rows in the same order: none gone or new
         resized = False  # a row came or went, or a cell of an auto-width column changed
-        gone = [key for key in current if key not in keep]
-        if gone:
-            self._remove_rows(gone)
-            resized = True
-        present = {key for key in current if key in keep}
+        if same:
+            present: set[str] | frozenset[str] = frozenset()
+        else:
+            current = [str(k.value) for k in self.rows]
+            keep = set(wanted)
+            gone = [key for key in current if key not in keep]
+            if gone:
+                self._remove_rows(gone)
+                resized = True
+            present = {key for key in current if key in keep}
         written: list[str] = []
         added: list[tuple[str, list[Text]]] = []
         for key, cells in rows:
             old = self._cells.get(key)
-            if old is None and key in present:
+            if old is None and (same or key in present):
                 old = ()  # on the table but forgotten (a restyle): rewrite every cell
             if old is None:
                 added.append((key, [self._text(cells[i], col) for i, col in self._shown]))
@@ -359,8 +371,9 @@ class StyledTable(PaintedTable):
             # the rows written (a reorder below repaints it all)
             self._update_count += 1
             self.table_writes += 1
-        if self._ordered_keys() != wanted:
+        if not same and self._ordered_keys() != wanted:
             self._reorder(wanted)
+        self._order = wanted
         if written:
             self.refresh_rows(set(written))
         if cursor in self._cells:

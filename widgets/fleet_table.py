@@ -142,33 +142,45 @@ class FleetTable(StyledTable):
         back the same row object while the host is unchanged."""
         self.cells_formatted = 0
         """Rows formatted so far (tests count them)."""
+        self._cursor_at = 0
+        """Where the cursor's line was last found in ``hosts`` (looked up each tick): the
+        same place while the order holds, checked by name."""
 
     def watch_hosts(self) -> None:
         """Write the new rows into the table."""
         self.sync_rows(self.keyed_rows())
 
     def keyed_rows(self) -> list[KeyedRow]:
-        """One row per host, keyed by host name; unchanged rows keep their cells."""
+        """One row per host, keyed by host name; unchanged rows keep their cells.
+
+        The kept cells are updated in place (a host hidden by a filter keeps its own until
+        it comes back): at a thousand hosts a new dictionary every tick was most of this."""
         out: list[KeyedRow] = []
         kept = self._formatted
-        fresh: dict[str, tuple[FleetRow, str | None, tuple[Cell, ...]]] = {}
         for line in self.hosts:
-            name = line.row.name
+            row = line.row
+            name = row.name
             was = kept.get(name)
-            if was is not None and was[0] is line.row and was[1] == line.down_reason:
+            if was is not None and was[0] is row and was[1] == line.down_reason:
                 cells = was[2]
             else:
                 cells = self.cells(line)
                 self.cells_formatted += 1
-            fresh[name] = (line.row, line.down_reason, cells)
+                kept[name] = (row, line.down_reason, cells)
             out.append((name, cells))
-        self._formatted = fresh
         return out
 
     def line_at_cursor(self) -> FleetLine | None:
         """The host line under the cursor, if any."""
         key = self._cursor_key()
-        return next((line for line in self.hosts if line.row.name == key), None)
+        if key is None:
+            return None
+        hosts = self.hosts
+        at = self._cursor_at
+        if not (at < len(hosts) and hosts[at].row.name == key):  # names are unique
+            at = self._cursor_at = next(
+                (i for i, line in enumerate(hosts) if line.row.name == key), len(hosts))
+        return hosts[at] if at < len(hosts) else None
 
     @staticmethod
     def cells(line: FleetLine) -> tuple[Cell, ...]:

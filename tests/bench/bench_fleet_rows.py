@@ -12,6 +12,9 @@ screen (their rows built every second, the others' at their refresh slot).  Meas
   (median, mean, p90 over the seconds); ``row_builds``: rows built in full per redraw;
 * ``fold_us``: feed + apply per host-sample (the same in both checkouts: a control).
 
+``--unread``: the screen's order and filter read no off-screen numbers (inventory, worst
+or name order, no filter: ``FleetRows.numbers_read`` False), as the fleet screen starts.
+
 ``--silent N``: the last N hosts fall silent halfway through the warm-up (stale: their kept
 rows carry ages, re-stamped every redraw).
 
@@ -19,7 +22,7 @@ The code measured is the checkout the script lies in: copy it into a worktree of
 commit and run both, alternating, for a before/after.
 
     python tests/bench/bench_fleet_rows.py [--hosts 1024] [--seconds 60] [--warm 30]
-        [--focus 40] [--silent 0] [--profile 25]
+        [--focus 40] [--silent 0] [--unread] [--profile 25]
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fleet.apply(name, msg, T0)
     view = FleetRows(fleet)
     view.focus = frozenset(names[:args.focus])
+    view.numbers_read = args.numbers_read  # an attribute nothing reads in older checkouts
     hosts = [(name, readers[i], feed[i % TEMPLATES][1]) for i, name in enumerate(names)]
     talking = hosts[:args.hosts - args.silent]
     rows_s: list[float] = []
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows_ms_mean": round(statistics.fmean(ms), 2),
         "rows_ms_p90": round(ms[int(0.9 * (len(ms) - 1))], 2),
         "row_builds": round(statistics.fmean(builds), 1),
-        "silent": args.silent,
+        "silent": args.silent, "numbers_read": args.numbers_read,
         "fold_us": round(1e6 * fold_s / (len(talking) * args.seconds), 1),
     }
     if prof is not None:
@@ -127,6 +131,8 @@ def main() -> None:
     ap.add_argument("--focus", type=int, default=40)
     ap.add_argument("--silent", type=int, default=0)
     ap.add_argument("--profile", type=int, default=0)
+    ap.add_argument("--unread", dest="numbers_read", action="store_false",
+                    help="no order or filter reads off-screen numbers (the default view)")
     args = ap.parse_args()
     out = run(args)
     profiles = {k: out.pop(k) for k in list(out) if k.startswith("profile_")}

@@ -16,7 +16,7 @@ from textual.binding import ActiveBinding, Binding, BindingType
 from textual.widgets import DataTable, Footer, Input, Static
 
 from probes.fleet_state import FleetRow, FleetState, HostStatus
-from tui.messages import HostChosen
+from tui.messages import HostChosen, ViewRequested
 from tui.screens.base import DataScreen, row_key_text, shown
 from tui.views.fleet_view import SORT_KEYS, crumb, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
@@ -24,6 +24,10 @@ from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
 
+NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
+"""Sort orders that read what an off-screen row may keep until it comes on screen (its
+numbers, its jobs: ``FleetRows.numbers_read``); the others read names, status and
+findings, which never wait."""
 WALL_KEYS = frozenset({"cycle_metric", "select", "cursor_step(-1)", "cursor_step(1)",
                        "cursor_host(-1)", "cursor_host(1)"})
 """The wall's keys its footer lists (``?`` has them all)."""
@@ -62,6 +66,8 @@ class FleetScreen(DataScreen):
         self._fleet: FleetState | None = None
         self._now = 0.0
         self._crumb: str | None = None
+        self._lines: dict[str, FleetLine] = {}
+        """Each host's table line as last handed over (``_lines_of``)."""
         self._rows: list[FleetRow] = []
         """The rows of the last ``show``: a key re-sorts or re-filters this view, and the
         next tick brings the hosts' news (judging them again on a key press cost most of
@@ -84,12 +90,21 @@ class FleetScreen(DataScreen):
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Replace the table's rows, sorted and filtered as chosen."""
-        # the rows on screen get fresh numbers every tick, the others every few seconds;
-        # the wall shows every host
+        self._fleet, self._now, self._rows = fleet, now, self._fresh_rows(now)
+        self._draw(fleet, now)
+
+    def _reads_numbers(self) -> bool:
+        """Whether the order or the filter reads hosts' numbers or moving verdicts."""
+        return bool(self.query_text) or self.sort_key in NUMBER_SORTS
+
+    def _fresh_rows(self, now: float) -> list[FleetRow]:
+        # the rows on screen get fresh numbers every tick; the others every few seconds
+        # while the order or the filter reads them, else when they come on screen; the
+        # wall shows every host
         rows = self.console.fleet_rows
         rows.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
-        self._fleet, self._now, self._rows = fleet, now, rows.rows(now)
-        self._draw(fleet, now)
+        rows.numbers_read = self._reads_numbers()
+        return rows.rows(now)
 
     def _draw(self, fleet: FleetState, now: float) -> None:
         rows = sort_rows(filter_rows(self._rows, self.query_text), self.sort_key)
@@ -99,10 +114,22 @@ class FleetScreen(DataScreen):
                                                        empty=empty)
         else:
             table = self.query_one(FleetTable)
-            table.hosts = tuple(
-                FleetLine(row, fleet.hosts[row.name].reach.down_reason) for row in rows)
+            table.hosts = tuple(self._lines_of(fleet, rows))
             self.query_one(FleetDetail).line = table.line_at_cursor()
         self.show_crumb(len(rows))
+
+    def _lines_of(self, fleet: FleetState, rows: list[FleetRow]) -> list[FleetLine]:
+        """The table's lines, each kept while its row and reason are: a tick where nothing
+        changed hands the table an equal tuple (not drawn again), and one where a few rows
+        changed is compared line by line by identity."""
+        kept, hosts, out = self._lines, fleet.hosts, []
+        for row in rows:
+            reason = hosts[row.name].reach.down_reason
+            line = kept.get(row.name)
+            if line is None or line.row is not row or line.down_reason != reason:
+                line = kept[row.name] = FleetLine(row, reason)
+            out.append(line)
+        return out
 
     def show_crumb(self, shown: int) -> None:
         """Say above the rows how they are chosen: the filter (always, while one is set),
@@ -117,6 +144,10 @@ class FleetScreen(DataScreen):
 
     def _redraw(self) -> None:
         if self._fleet is not None:
+            # a numeric order or a filter that now reads numbers that waited off screen
+            # sorts the kept rows; the ticks bring them fresh over one refresh period
+            # (``FleetRows._due``), as they did the rows' numbers before
+            self.console.fleet_rows.numbers_read = self._reads_numbers()
             self._draw(self._fleet, self._now)
 
     def action_toggle_wall(self) -> None:
@@ -222,8 +253,15 @@ class FleetScreen(DataScreen):
 
     @on(DataTable.RowHighlighted, "#fleet-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        """The detail line follows the cursor."""
-        self.query_one(FleetDetail).line = self.query_one(FleetTable).line_at_cursor()
+        """The detail line follows the cursor; rows that came on screen with numbers that
+        waited off screen are drawn again soon, not at the next tick."""
+        table = self.query_one(FleetTable)
+        self.query_one(FleetDetail).line = table.line_at_cursor()
+        rows = self.console.fleet_rows
+        if not rows.numbers_read and not self.wall and rows.waiting_among(
+                table.visible_keys() | {event.row_key.value or ""}):
+            # after the key's own repaint: the redraw is the next tick's work, brought on
+            self.call_after_refresh(self.post_message, ViewRequested())
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """Enter (or a click) on a host opens it."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
 from probes.analysis.fleet_counts import count_rows, timeless
+from probes.analysis.tick_gpus import tick_gpus
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.triage import Severity
 
@@ -42,11 +43,34 @@ class _KeptRow:
     due_at: float
     """Its host's first refresh slot after ``built_at`` (``_slot_after``): an off-screen
     row's numbers may wait until then."""
+    answering: tuple[object, object, tuple[object, ...]]
+    """What its GPUs' count answering read beyond the findings (``_answering``)."""
+    findings_key: tuple[object, ...]
+    """``HostState.findings_key`` as the row was built: while it holds, so do the findings
+    (their memo's own test, without the memo's merge call)."""
 
 
 def _marks(found: list[Finding]) -> tuple[tuple[object, Severity], ...]:
     """What of a host's findings its row shows: which there are and how bad."""
     return tuple((f.key, f.severity) for f in found)
+
+
+def _answering(host: HostState) -> tuple[object, object, tuple[object, ...]]:
+    """What a row's ``gpus_ok`` (the header's GPU total) reads beyond the host's findings:
+    its hello and each GPU's state in the newest sample (the static half of a v2 tick, one
+    object while the epoch holds)."""
+    last = host.last
+    fixed = tick_gpus(last)[1] if last is not None else ()
+    return host.hello, fixed, tuple([g.state for g in fixed])
+
+
+def _answers_as_built(host: HostState, kept: _KeptRow) -> bool:
+    hello, fixed, states = kept.answering
+    if host.hello is not hello:
+        return False
+    last = host.last
+    now = tick_gpus(last)[1] if last is not None else ()
+    return now is fixed or tuple([g.state for g in now]) == states
 
 
 def _retimed(host: HostState, row: FleetRow, now: float) -> FleetRow:
@@ -98,9 +122,19 @@ class FleetRows:
         findings are unchanged keeps its row (its numbers) up to ``OFF_SCREEN_REFRESH_S``:
         at a thousand hosts, building every row every second was most of the UI's tick,
         for rows nobody could see.  Status, findings, counts and verdicts are never late."""
+        self.numbers_read = True
+        """Whether the screen reads the off-screen rows' numbers and moving verdicts (a
+        numeric sort order, a filter's words).  While it does not, an off-screen row whose
+        status and findings are unchanged keeps its numbers until it comes on screen, not
+        ``OFF_SCREEN_REFRESH_S``: at a thousand busy hosts the slots rebuilt four rows off
+        screen for every row on it, each second, for numbers nobody read.  Counts and
+        status never wait (the header's totals read only those)."""
+        self._was_read = True
+        self._read_since = float("-inf")
+        """When the screen last started reading off-screen numbers (``_due``)."""
         self.row_builds = 0
         """Rows computed in full so far (tests and benches count them)."""
-        self._rows: tuple[tuple[float, int], list[FleetRow]] | None = None
+        self._rows: tuple[tuple[object, ...], list[FleetRow]] | None = None
         self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
         self._kept: dict[str, _KeptRow] = {}
         """Each host's newest row and what it was built from."""
@@ -135,7 +169,7 @@ class FleetRows:
                 self._waiting.pop(name, None)
             elif self._may_wait(host, kept, now, status):
                 row = kept.row
-                self._waiting[name] = kept.due_at
+                self._waiting[name] = self._due(host, kept)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -146,7 +180,8 @@ class FleetRows:
             self.row_builds += 1
             found = host.findings_as_kept(status)
             self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found,
-                                        _slot_after(now, _wait_s(host), self._phase[name]))
+                                        _slot_after(now, _wait_s(host), self._phase[name]),
+                                        _answering(host), host.findings_key(status))
             self._waiting.pop(name, None)
             timed = not timeless(row)
         if timed:
@@ -164,11 +199,32 @@ class FleetRows:
                   status: HostStatus) -> bool:
         """Off screen, before the host's next refresh slot (at most ``OFF_SCREEN_REFRESH_S``,
         or two of the host's intervals, after its row was built), same findings (``status``:
-        the host's as of ``now``)."""
-        return (self.focus is not None and host.name not in self.focus
-                and kept.built_at <= now < kept.due_at
-                and ((found := host.findings_as_kept(status)) is kept.found
-                     or kept.marks == _marks(found)))
+        the host's as of ``now``).  While no one reads the numbers off screen: until it
+        comes on screen, as long as what its GPUs' count answering reads holds too (the
+        header counts them)."""
+        if self.focus is None or host.name in self.focus or now < kept.built_at:
+            return False
+        if self.numbers_read:
+            if now >= self._due(host, kept):
+                return False
+        elif not _answers_as_built(host, kept):
+            return False
+        if host.findings_key(status) == kept.findings_key:
+            return True
+        found = host.findings_as_kept(status)
+        return found is kept.found or kept.marks == _marks(found)
+
+    def _due(self, host: HostState, kept: _KeptRow) -> float:
+        """When ``kept``'s numbers are due while the screen reads them: its refresh slot,
+        or, for a row that waited past it while no one read them, its first slot after
+        the screen started reading them (the rows that waited are rebuilt over one refresh
+        period, a share each tick, not all in the tick after a key: ~0.1 s at a thousand
+        hosts)."""
+        due = kept.due_at
+        since = self._read_since
+        if due <= since:
+            due = _slot_after(since, _wait_s(host), self._phase[host.name])
+        return due
 
     def rows(self, now: float) -> list[FleetRow]:
         """One row per host, in inventory order.
@@ -179,7 +235,10 @@ class FleetRows:
         where a loop over every host was a tenth of a core.  A redraw asks for rows and for
         totals at the same ``now``: they are computed once.
         """
-        key = (now, self.fleet.version)
+        if self.numbers_read and not self._was_read:  # since the last visit, at most
+            self._read_since = now if self._visited_at is None else self._visited_at
+        self._was_read = self.numbers_read
+        key = (now, self.fleet.version, self.focus, self.numbers_read)
         if self._rows is None or self._rows[0] != key:
             self._rows = (key, self._refreshed(now))
         return self._rows[1]
@@ -193,14 +252,21 @@ class FleetRows:
             focus = self.focus
             due = set(fleet.changed_since(self._seen)) | self._timed
             due.update(n for n, t in self._stale_at.items() if t < now)
+            read = self.numbers_read
             due.update(n for n, t in self._waiting.items()
-                       if t <= now or focus is None or n in focus)
+                       if (read and t <= now) or focus is None or n in focus)
             hosts, place, out = fleet.hosts, self._place, self._list
             for name in due:
                 out[place[name]] = self.row(hosts[name], now)
         self._seen = fleet.version
         self._visited_at = now
         return list(self._list)
+
+    def waiting_among(self, names: frozenset[str]) -> bool:
+        """Whether any of ``names`` shows numbers that wait for a rebuild (a row scrolled
+        on screen since the last redraw)."""
+        waiting = self._waiting
+        return any(n in waiting for n in names)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
