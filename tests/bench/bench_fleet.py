@@ -27,6 +27,7 @@ alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
 ``fold_floor_us_per_hs`` the floor of a Python fold measured in the same run (a typed
 decode of the same ticks and a per-field column append); ``dropped_samples`` what the
 collectors' relays skipped because the console fell behind (issue 38 item 4).
+``--timeline`` adds a timeline of the console's start-up (``startup_timeline``).
 ``--load K`` runs K busy-loop processes beside everything (issue 38: start-up must still
 complete on a loaded machine).  With ``RIGWATCH_BENCH_PROFILE=FILE`` the console's UI
 thread runs under cProfile for the whole run and its stats are dumped to FILE (pstats).
@@ -56,6 +57,7 @@ from typing import IO, Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.bench import startup_timeline as timeline  # noqa: E402
 from tests.support.sshd import free_port, keygen  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -131,6 +133,7 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
     instrument(app, paints)
     loop = asyncio.get_running_loop()
     async with app.run_test(size=SIZE) as pilot:
+        timeline.mark("mounted")
         while any(h.last is None for h in app.fleet.hosts.values()):
             await asyncio.sleep(0.02)
         print(json.dumps({"event": "streaming", "t": time.monotonic(),
@@ -180,6 +183,7 @@ def count_folds() -> None:
         if not isinstance(item, HostSample):
             fold(self, host, item)
             return
+        timeline.mark("fold", host)
         t = time.thread_time()
         fold(self, host, item)
         _FOLD["s"] += time.thread_time() - t
@@ -241,6 +245,8 @@ def track_recorders(layout: str) -> None:
 
 def console_child(args: argparse.Namespace) -> int:
     """Run the real console's entry point with a headless, key-driving ``App.run``."""
+    timeline.mark("child")
+    timeline.console_hooks()
     from tui import cli
 
     def run(self: Any, *a: object, **kw: object) -> None:
@@ -254,6 +260,7 @@ def console_child(args: argparse.Namespace) -> int:
         # at the top would.
         from tui.app import RigwatchApp
 
+        timeline.mark("tui_imported")
         RigwatchApp.run = run  # type: ignore[method-assign]
         count_folds()
         tune()
@@ -492,11 +499,16 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
               "--presses", str(args.presses), "--gap", str(args.gap)]
         if args.collectors is not None:
             me += ["--collectors", str(args.collectors)]
+        if args.timeline:
+            (root / "timeline").mkdir()
+            env[timeline.ENV] = str(root / "timeline")
         console = Child([*me, "--console-child", "--record", args.record], env)
         children.append(console)
         ev = console.read(args.start_timeout)
         out["all_streaming_s"] = round(ev["t"] - console.spawned, 2)
         out["hosts_streaming"] = ev["hosts"]
+        if args.timeline:
+            out["timeline"] = timeline.summary(root / "timeline", console.spawned)
         time.sleep(args.settle)
         if args.record != "off":
             console.say("recorder")
@@ -574,6 +586,8 @@ def main() -> int:
                         "sample whole, as before issue 25); its writer's CPU is reported")
     p.add_argument("--load", type=int, default=0,
                    help="busy-loop processes to run beside the bench (a loaded machine)")
+    p.add_argument("--timeline", action="store_true",
+                   help="the console's start-up as a timeline of its steps (startup_timeline)")
     p.add_argument("--inventory", help=argparse.SUPPRESS)
     p.add_argument("--console-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--floor-child", action="store_true", help=argparse.SUPPRESS)
