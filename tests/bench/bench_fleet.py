@@ -27,7 +27,11 @@ alone (``RigwatchApp.fold`` of a host sample, thread CPU, over the whole run);
 ``fold_floor_us_per_hs`` the floor of a Python fold measured in the same run (a typed
 decode of the same ticks and a per-field column append); ``dropped_samples`` what the
 collectors' relays skipped because the console fell behind (issue 38 item 4).
-``--timeline`` adds a timeline of the console's start-up (``startup_timeline``).
+``--precompile`` compiles the console's modules to bytecode first, as an installed console
+has them: where ``PYTHONDONTWRITEBYTECODE`` is set (this dev VM) a checkout never gets any,
+and every console and collector start compiles its ~200 modules again, on the UI's critical
+path (``bytecode`` in the output says whether they were there).  ``--timeline`` adds a
+timeline of the console's start-up (``startup_timeline``).
 ``--load K`` runs K busy-loop processes beside everything (issue 38: start-up must still
 complete on a loaded machine).  With ``RIGWATCH_BENCH_PROFILE=FILE`` the console's UI
 thread runs under cProfile for the whole run and its stats are dumped to FILE (pstats).
@@ -493,6 +497,12 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     children: list[Child] = [server]
     load = [subprocess.Popen([py, "-c", "while True: pass"]) for _ in range(args.load)]
     out["load"] = args.load
+    if args.precompile:
+        import compileall
+
+        for package in ("probes", "tui", "widgets", "themes"):
+            compileall.compile_dir(REPO / package, quiet=1)
+    out["bytecode"] = any((REPO / "tui" / "__pycache__").glob("app.*.pyc"))
     try:
         server.read(300)  # {"ready": true} once the recordings are made and ports listen
         me = [py, str(Path(__file__).resolve()), "--inventory", str(inv),
@@ -586,6 +596,8 @@ def main() -> int:
                         "sample whole, as before issue 25); its writer's CPU is reported")
     p.add_argument("--load", type=int, default=0,
                    help="busy-loop processes to run beside the bench (a loaded machine)")
+    p.add_argument("--precompile", action="store_true",
+                   help="compile the console's modules first, as an installed console has them")
     p.add_argument("--timeline", action="store_true",
                    help="the console's start-up as a timeline of its steps (startup_timeline)")
     p.add_argument("--inventory", help=argparse.SUPPRESS)

@@ -6,10 +6,14 @@ server's host keys, and the bare asyncssh floor.  Figures are not asserted (timi
 shared machine); what is: the JSON's shape, that every host streamed to the console and to
 the floor, that keys reached the screen, and that the server served the wire format the
 console asked for (no session needed a recording the bench had not made beforehand).
+It runs with one collector process (as the console has from a few hundred hosts up) and
+``--timeline``: the start-up timeline's hooks, in the console and in the collector started
+through them, saw every host's steps, in their order.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -33,7 +37,8 @@ def _needs_ssh_keygen() -> None:
 
 def test_fleet_bench_quick() -> None:
     bench = REPO / "tests" / "bench" / "bench_fleet.py"
-    proc = subprocess.run([sys.executable, str(bench), "--quick", "--json"],
+    proc = subprocess.run([sys.executable, str(bench), "--quick", "--json", "--timeline",
+                           "--collectors", "1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
@@ -49,3 +54,13 @@ def test_fleet_bench_quick() -> None:
     assert data["server"]["late_recordings"] == 0
     for screen in ("fleet", "host"):
         assert data["keys"][screen]["presses"] > 0
+    steps = data["timeline"]
+    for step in ("start", "dial", "login", "sent", "cbytes", "ui_batch", "fold"):
+        assert steps[step]["n"] == 64, (step, steps[step])
+    for step in ("child", "spawn", "coll_main", "tui_imported", "mounted"):
+        assert steps[step]["n"] == 1, (step, steps[step])
+    order = ("child", "spawn", "coll_main", "start", "dial", "login", "sent", "cbytes")
+    for before, after in itertools.pairwise(order):
+        assert steps[before]["first"] <= steps[after]["first"], (before, after, steps)
+    assert steps["cbytes"]["first"] <= steps["fold"]["first"]
+    assert steps["fold"]["last"] <= data["all_streaming_s"] + 0.01
