@@ -171,6 +171,7 @@ class HostHistory(BlockCut):
         self._pids_epoch: StaticEpoch | None = None
         self._pids: tuple[tuple[int | None, ...], ...] = ()
         """Each GPU position's processes' pids in ``_pids_epoch`` (``stage_row``)."""
+        self._pid_lens: tuple[int, ...] = ()
         self.dropped = 0
         """Samples ignored because their time did not move forward."""
 
@@ -202,8 +203,9 @@ class HostHistory(BlockCut):
                 self._pids_epoch = epoch
                 self._pids = tuple(tuple(p.pid for p in g.processes or ()) if g else ()
                                    for g in epoch.gpus)
+                self._pid_lens = tuple(map(len, self._pids))
             staged.append(stage_row(sample, row, self._pids,  # type: ignore[arg-type]
-                                    steps.layout, counts[-1]))
+                                    steps.layout, counts[-1], self._pid_lens))
         else:
             if steps.fold([sample], sample if not staged else None, counts):
                 self._mixed = True

@@ -307,8 +307,8 @@ def _stale_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
 def _pids_off(monkeypatch: pytest.MonkeyPatch) -> None:
     real = history_host.stage_row
 
-    def stage_row(s: Any, row: Any, pids: Any, layout: Any, ok: float) -> Any:
-        return real(s, row, pids[1:] + pids[:1], layout, ok)
+    def stage_row(s: Any, row: Any, pids: Any, layout: Any, ok: float, lens: Any = None) -> Any:
+        return real(s, row, pids[1:] + pids[:1], layout, ok)  # their lengths counted anew
     monkeypatch.setattr(history_host, "stage_row", stage_row)
 
 

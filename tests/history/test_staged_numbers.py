@@ -86,7 +86,8 @@ def _old_stage(s: HostSample, layout: tuple[int, ...], ok_count: float) -> Any:
 
 
 def _old_stage_row(s: HostSample, row: Any, pids: Any, layout: tuple[int, ...],
-                   ok_count: float) -> Any:
+                   ok_count: float, lens: Any = None) -> Any:
+    """(``lens``: the pids' lengths today's caller passes since session 7; not read.)"""
     procs = tuple(map(tuple, map(zip, pids, map(_PROCS, row.gpus))))
     return _new_staged((s.ts, layout, tuple(map(_GPU, row.gpus)), procs,
                         _new_host(_HOST(s.host)), tuple(map(_new_disk, map(_DISK, s.disks))),
