@@ -118,25 +118,30 @@ def session_pids() -> list[int]:
     return pids
 
 
-def reap_sessions(limit_s: float = 30.0) -> int:
-    """Kill what the last console's sessions left running, so the next run starts quiet.
+def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0) -> int:
+    """Stop what the last console's sessions left running, so the next run starts quiet.
 
     At 128 hosts gpustat-web left hundreds of the fake ``gpustat`` shells behind (load
-    average 147), and the next console's figures measured them, not itself.
+    average 147), and the next console's figures measured them, not itself.  SIGTERM
+    first, SIGKILL only after ``grace_s``: a shell killed outright can leave a lock behind.
+    On the lead's VM each session's bash sources a ``.bashrc`` that runs ``pyenv init``; a
+    shell killed during its ``pyenv rehash`` left ``~/.pyenv/shims/.pyenv-shim`` behind, and
+    every later session (every test's sshd too) then hung before running its command.
     """
-    killed, t0 = 0, time.monotonic()
+    stopped, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < limit_s:
         pids = session_pids()
         if not pids:
             break
+        sig = signal.SIGTERM if time.monotonic() - t0 < grace_s else signal.SIGKILL
         for pid in pids:
             try:
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
+                os.kill(pid, sig)
+                stopped += 1
             except OSError:  # gone already
                 pass
         time.sleep(0.2)
-    return killed
+    return stopped
 
 
 def stop_console(proc: subprocess.Popen[bytes]) -> None:
