@@ -128,7 +128,8 @@ def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0) -> int:
     shell killed during its ``pyenv rehash`` left ``~/.pyenv/shims/.pyenv-shim`` behind, and
     every later session (every test's sshd too) then hung before running its command.
     """
-    stopped, t0 = 0, time.monotonic()
+    stopped: set[int] = set()
+    t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
         pids = session_pids()
         if not pids:
@@ -137,11 +138,11 @@ def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0) -> int:
         for pid in pids:
             try:
                 os.kill(pid, sig)
-                stopped += 1
+                stopped.add(pid)
             except OSError:  # gone already
                 pass
         time.sleep(0.2)
-    return stopped
+    return len(stopped)
 
 
 def stop_console(proc: subprocess.Popen[bytes]) -> None:
