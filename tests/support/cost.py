@@ -57,6 +57,9 @@ def superlinear(work: Callable[[int], object], m: int,
             if large < SLOW_S:  # short enough for noise to matter: the fastest of a few
                 small = cpu(partial(work, size), 5)
                 large = cpu(partial(work, 4 * size), 3)
+            elif large >= RATIO * small:  # one slow run is not yet a square: confirm it
+                small = min(small, cpu(partial(work, size), 3))
+                large = min(large, cpu(partial(work, 4 * size), 2))
             if large >= RATIO * small:
                 return size, small, large
             if large < SUSPECT * small or large >= SLOW_S:
