@@ -42,6 +42,7 @@ from probes.sources.prometheus.fields import (
 )
 from probes.sources.prometheus.rows import MAX_GPU_INDEX, GpuId, RowDecoder, host_name
 from probes.sources.prometheus.shards import Shard, plan, shard_count
+from probes.sources.together import all_or_cancel, both
 from probes.wire.events import Emit, SourceHealth, XidEvent
 from probes.wire.samples import (
     KERNEL_SOURCE,
@@ -205,7 +206,7 @@ class PromFleetSource:
         now = time.time() if at is None else at
         # which metrics exist (a series that ended in the window still tells of it): from
         # the index, as a query over a million series would take seconds
-        ids, present = await asyncio.gather(
+        ids, present = await both(
             self.client.query(identity(opts.match, opts.host_label, opts.history_s), at),
             self.client.label_values("__name__", every,
                                      now - max(opts.history_s, LOOKBACK_S), now))
@@ -317,7 +318,7 @@ class PromFleetSource:
                 body = await self.client.query_body(promql, ts)
             return table.column(self._decoder.instant(body, promql), f.kind)
 
-        answers = await asyncio.gather(*(one(f) for f in due))
+        answers = await all_or_cancel(one(f) for f in due)
         now: list[tuple[str, Column]] = []
         xid: Column | None = None
         cols = dict(zip((f.attr for f in due), answers, strict=True))
@@ -393,7 +394,7 @@ class PromFleetSource:
             table.columns_over_time(series, f.kind, f.attr, at)
 
         self.history_errors = []
-        await asyncio.gather(*(one(f) for f in fields))
+        await all_or_cancel(one(f) for f in fields)
         out: dict[str, list[HostSample]] = {}
         events: list[tuple[str, XidEvent]] = []
         for ts in sorted(at):
