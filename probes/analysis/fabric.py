@@ -74,9 +74,10 @@ class FabricTracker:
     links: tuple[LinkView, ...] = ()
     ts: float | None = None
     interval_s: float | None = None
-    errors: deque[tuple[float, str, dict[str, int]]] = field(
-        default_factory=lambda: deque(maxlen=ERRORS_KEPT))
-    """(time, port, increases) of every message whose port counted errors."""
+    errors: deque[tuple[float, str, dict[str, int]]] | tuple[()] = ()
+    """(time, port, increases) of every message whose port counted errors: the empty tuple
+    until the first (an empty deque is ~0.8 KB a host, and most ports never err: issue
+    38), then a deque of the newest ``ERRORS_KEPT``."""
     judged: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
     """What ``fabric_findings_changed`` judged last (``judged_inputs``); None: nothing yet."""
 
@@ -86,7 +87,10 @@ class FabricTracker:
         self.interval_s = f.interval_s
         for p in f.ports:
             if p.errors:
-                self.errors.append((f.ts, _name(p), dict(p.errors)))
+                errors = self.errors
+                if not isinstance(errors, deque):
+                    errors = self.errors = deque(maxlen=ERRORS_KEPT)
+                errors.append((f.ts, _name(p), dict(p.errors)))
         if f.nvlinks is not None:
             self.links = tuple(shared_link(n.gpu, n.link, n.active, n.speed_gbs, n.replay,
                                            n.recovery, n.crc) for n in f.nvlinks)
@@ -97,10 +101,12 @@ class FabricTracker:
 
     def recent(self, now: float, window_s: float) -> dict[str, dict[str, int]]:
         """Each port's error increases summed over the window before ``now``."""
-        while self.errors and self.errors[0][0] < now - window_s:
-            self.errors.popleft()
+        errors = self.errors
+        while errors and errors[0][0] < now - window_s:
+            assert isinstance(errors, deque)
+            errors.popleft()
         out: dict[str, dict[str, int]] = {}
-        for _, name, errs in self.errors:
+        for _, name, errs in errors:
             acc = out.setdefault(name, {})
             for k, v in errs.items():
                 acc[k] = acc.get(k, 0) + v

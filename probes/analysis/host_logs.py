@@ -102,8 +102,7 @@ class HostLogs:
         readings or finds (the host's findings are old then)."""
         scanner = self.scanner
         news = bool(scanner.done or scanner.readings)
-        while scanner.readings:
-            source, ts, got, line = scanner.readings.popleft()
+        for source, ts, got, line in scanner.take_readings():
             self.speed.add_reading(source, ts, got, line)
         return news
 

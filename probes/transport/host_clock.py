@@ -17,7 +17,7 @@ taken off like any host's; its speed is left to the screens.
 from __future__ import annotations
 
 import time
-from collections import deque
+from array import array
 from collections.abc import Callable
 
 from probes.wire.events import ClockOffset, Connected, Emit, SessionItem
@@ -45,7 +45,9 @@ class HostClockWatch:
     """One host's clock estimate; ``observe`` corrects each message as it passes."""
 
     def __init__(self) -> None:
-        self._ahead: deque[float] = deque(maxlen=WINDOW)
+        self._ahead = array("d")
+        """The newest ``WINDOW`` host-minus-arrival times, oldest first: 8 bytes each, where
+        a ``deque`` of floats took ~0.8 KB empty and ~2.3 KB full (a host; issue 38)."""
         self._start: float | None = None
         self._speed = 1.0
         self._seen = 0
@@ -71,7 +73,7 @@ class HostClockWatch:
         """
         if isinstance(item, Connected):
             # a new agent: its hello starts the estimate again (the host may have rebooted)
-            self._ahead.clear()
+            del self._ahead[:]
             self._start = None
             return None
         if not isinstance(item, _TIMED):
@@ -81,7 +83,10 @@ class HostClockWatch:
             self._speed = item.clock.speed
             self._start = item.ts
         if isinstance(item, (Hello, HostSample)):
-            self._ahead.append(self._real(item.ts) - received)
+            ahead = self._ahead
+            ahead.append(self._real(item.ts) - received)
+            if len(ahead) > WINDOW:
+                del ahead[0]
             self._seen += 1
             update = self._estimate(received)
         if self.applied:

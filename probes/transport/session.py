@@ -115,22 +115,27 @@ class RetryWake:
     """
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._event: asyncio.Event | None = None
+        """Made by the first wait: most hosts never back off (an Event and its waiters'
+        deque, ~1 KB a host in a collector; issue 38)."""
         self.waiting = False
 
     def poke(self) -> bool:
         """End the current wait; False when the session is not waiting."""
-        if not self.waiting:
+        if not self.waiting or self._event is None:
             return False
         self._event.set()
         return True
 
     async def sleep(self, delay: float) -> bool:
         """Wait ``delay`` seconds or until poked; True when poked."""
-        self._event.clear()
+        event = self._event
+        if event is None:
+            event = self._event = asyncio.Event()
+        event.clear()
         self.waiting = True
         try:
-            await asyncio.wait_for(self._event.wait(), delay)
+            await asyncio.wait_for(event.wait(), delay)
             return True
         except asyncio.TimeoutError:
             return False

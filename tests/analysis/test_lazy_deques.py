@@ -1,7 +1,8 @@
-"""A host holds its errors, reach onsets and log events in deques only once it has one
-(issue 38, memory: an empty deque is ~0.8 KB, three a host at 1,000 hosts is ~2.3 MB, and
-most hosts never err, drop or log).  Once one comes they are the deques they were, with
-the same bound: the readers (``len``, iteration, ``tuple``) read them as before."""
+"""A host holds its errors, reach onsets, log events, fabric errors and its log scanner's
+queues in deques only once it has one (issue 38, memory: an empty deque is ~0.8 KB, seven a
+host at 1,000 hosts is ~5.5 MB, and most hosts never err, drop or log).  Once one comes
+they are the deques they were, with the same bound: the readers (``len``, iteration,
+``tuple``) read them as before."""
 
 from __future__ import annotations
 
@@ -49,3 +50,27 @@ def test_each_is_the_bounded_deque_it_was_from_its_first_item() -> None:
     assert isinstance(onsets, deque) and onsets.maxlen == 32
     assert list(onsets) == [200.0 + 2 * k for k in range(8, 40)]
     assert any(f.code == "flapping" for f in host.findings())
+
+
+def test_a_quiet_host_holds_no_scanner_queue_nor_fabric_deque() -> None:
+    host = _streaming().hosts["h"]
+    scanner = host.logs.scanner
+    for held in (scanner.inbox, scanner.done, scanner.readings, host.fabric.errors):
+        assert held == () and not isinstance(held, deque)
+    assert scanner.take() == [] and scanner.take_readings() == []
+    assert host.fabric.recent(100.0, 60.0) == {}
+
+
+def test_the_scanner_queues_fill_and_empty_as_deques_once_used() -> None:
+    from probes.rules.logrules.live import LiveLogScanner
+
+    scanner = LiveLogScanner()
+    scanner.reader = lambda text: ("it/s", 2.5) if "it/s" in text else None
+    scanner.post("job:/x.log", "step 10 3.1 it/s", 1.0)
+    scanner.post("job:/x.log", "torch.OutOfMemoryError: CUDA out of memory.", 2.0)
+    assert isinstance(scanner.inbox, deque)
+    scanner.work()
+    assert isinstance(scanner.readings, deque) and isinstance(scanner.done, deque)
+    assert [r[:3] for r in scanner.take_readings()] == [("job:/x.log", 1.0, ("it/s", 2.5))]
+    hits = scanner.take()
+    assert hits and scanner.take() == [] and scanner.take_readings() == []

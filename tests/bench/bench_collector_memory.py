@@ -43,6 +43,31 @@ if trace:
 def dump(*_):
     old, sys.stderr = sys.stderr, open(os.environ["RW_DUMP"], "w")
     mods = sorted({m.split(".")[0] for m in sys.modules})
+    import ctypes
+    class MI(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks",
+                    "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = MI
+        mi = libc.mallinfo2()
+        print(f"MALLINFO heap={mi.arena / 2**20:.1f} mmap={mi.hblkhd / 2**20:.1f} "
+              f"used={mi.uordblks / 2**20:.1f} free={mi.fordblks / 2**20:.1f} "
+              f"blocks={sys.getallocatedblocks()}", file=sys.stderr, flush=True)
+    except (OSError, AttributeError):
+        pass
+    if os.environ.get("RW_CENSUS"):
+        import gc, collections
+        n, b = collections.Counter(), collections.Counter()
+        for o in gc.get_objects():
+            t = type(o)
+            k = f"{t.__module__}.{t.__qualname__}"
+            n[k] += 1
+            b[k] += sys.getsizeof(o)
+        for k, v in b.most_common(int(os.environ["RW_CENSUS"])):
+            print(f"CENSUS {v / 2**20:7.2f} MB {n[k]:8d} {k}", file=sys.stderr, flush=True)
+    if os.environ.get("RW_MALLOCSTATS"):
+        sys._debugmallocstats()  # to the process's stderr (fd 2)
     print("MODULES " + " ".join(mods), file=sys.stderr, flush=True)
     if trace:
         snap = tracemalloc.take_snapshot()
@@ -193,9 +218,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for line in err.splitlines():
         if line.startswith("MODULES "):
             out["modules"] = line.split()[1:]
+        elif line.startswith("MALLINFO "):
+            out["mallinfo"] = line[9:]
         elif line.startswith("TRACED "):
             out["traced_mb"] = float(line.split()[1])
-    out["trace"] = [line[6:] for line in err.splitlines() if line.startswith("TRACE ")]
+    out["trace"] = [line[6:] for line in err.splitlines() if line.startswith(("TRACE ", "CENSUS"))]
     out["load_end"] = os.getloadavg()[0]
     return out
 

@@ -115,9 +115,12 @@ class LiveLogScanner:
         """Lines never scanned: their source's queue was over :data:`MAX_BACKLOG_CHARS`."""
         # Scanned by a ScanWorker (probes.rules.logrules.scan_worker): the UI loop only
         # appends to ``inbox`` and takes from ``done`` (deque ends: safe across threads);
-        # everything else is the worker's.
-        self.inbox: deque[tuple[str, str, float]] = deque()
-        self.done: deque[LiveHit] = deque()
+        # everything else is the worker's.  Each of the three queues is the empty tuple
+        # until its first item (an empty deque is ~0.8 KB, and most hosts log nothing:
+        # issue 38); each is made once, by the one thread that appends to it, before the
+        # other thread can look for anything in it, and is never replaced.
+        self.inbox: deque[tuple[str, str, float]] | tuple[()] = ()
+        self.done: deque[LiveHit] | tuple[()] = ()
         self.queued = False
         """In the worker's queue now (set and cleared by the worker's ``submit``/turn)."""
         self._places: dict[int, LoggedRank] | None = None
@@ -125,14 +128,17 @@ class LiveLogScanner:
         self.reader: Callable[[str], tuple[str, float] | None] | None = None
         """Reads a job-log line's training speed on the worker (the throughput tracker's
         reading): its results wait in ``readings`` for the UI loop."""
-        self.readings: deque[tuple[str, float, tuple[str, float], str]] = deque()
+        self.readings: deque[tuple[str, float, tuple[str, float], str]] | tuple[()] = ()
         """(source, when read, (unit, value), the line) for the UI loop's tracker."""
 
     def post(self, source: str, line: str, ts: float) -> None:
         """Queue one line for the worker (the UI loop's whole cost of a line)."""
         if self._places is None:
             self._places = {}
-        self.inbox.append((source, line, ts))
+        inbox = self.inbox
+        if not isinstance(inbox, deque):
+            inbox = self.inbox = deque()
+        inbox.append((source, line, ts))
 
     def work(self) -> tuple[bool, bool]:
         """The worker's turn: take the posted lines and run one budgeted scan.
@@ -142,21 +148,38 @@ class LiveLogScanner:
         """
         inbox, reader = self.inbox, self.reader
         while inbox:
+            assert isinstance(inbox, deque)
             source, line, ts = inbox.popleft()
             self.add(source, line, ts)
             if reader is not None and source != KERNEL_SOURCE:
                 got = reader(self._sources[source].newest)
                 if got is not None:
-                    self.readings.append((source, ts, got, line))
+                    readings = self.readings
+                    if not isinstance(readings, deque):
+                        readings = self.readings = deque()
+                    readings.append((source, ts, got, line))
         hits = self.scan()
-        self.done.extend(hits)
+        if hits:
+            done = self.done
+            if not isinstance(done, deque):
+                done = self.done = deque()
+            done.extend(hits)
         self._places = self._rank_places()
         return self.pending > 0 or bool(inbox), bool(hits)
 
     def take(self) -> list[LiveHit]:
         """The worker's hits not taken yet, oldest first (on the UI loop)."""
         done = self.done
+        if not isinstance(done, deque):
+            return []
         return [done.popleft() for _ in range(len(done))]
+
+    def take_readings(self) -> list[tuple[str, float, tuple[str, float], str]]:
+        """The worker's speed readings not taken yet, oldest first (on the UI loop)."""
+        readings = self.readings
+        if not isinstance(readings, deque):
+            return []
+        return [readings.popleft() for _ in range(len(readings))]
 
     def add(self, source: str, line: str, ts: float) -> bool:
         """Queue one line; True every :data:`MAX_PENDING` lines of a source between scans,
