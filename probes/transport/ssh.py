@@ -37,6 +37,7 @@ from probes.transport.dial import (
 from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
 from probes.transport.ssh_keepalive import lazy_keepalive
 from probes.transport.ssh_push import PushProcess, Sink
+from probes.transport.ssh_trim import trim_after_login
 from probes.transport.stderr_tail import StderrTail
 
 READ_CHUNK = 64 * 1024
@@ -262,11 +263,13 @@ class SshTransport:
             user, host, hop_port = _hop(hop, o.user)
             tunnel = await self._connect_one(user, host, hop_port, tunnel)
             lazy_keepalive(tunnel)
+            trim_after_login(tunnel)
             self._conns.append(tunnel)
         # With ssh_config, an unset port (and user, jump, key) is left to ~/.ssh/config.
         target_port: int | tuple[()] = o.port or (() if o.ssh_config else 22)
         conn = await self._connect_one(o.user, o.address or self.spec.name, target_port, tunnel)
         lazy_keepalive(conn)
+        trim_after_login(conn)
         self._conns.append(conn)
         return conn
 
