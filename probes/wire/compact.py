@@ -219,6 +219,9 @@ class CompactStream:
 
     def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True,
                  parse: Callable[[bytes], Any] | None = None) -> None:
+        self.columns = columns
+        """The hello's ``columns`` as given (shared: ``protocol.shared_columns``): a
+        collector relays them with the hello it decoded."""
         if not isinstance(columns, dict):  # every tick then reads as garbled, the hello not
             columns = {}
         self.cols = {k: tuple(c for c in v if isinstance(c, str)) if isinstance(v, list) else ()
