@@ -13,17 +13,36 @@ fields are set in place rather than rebuilt: the dataclasses are frozen only to 
 
 from __future__ import annotations
 
-from probes.wire.samples import Hello, Nic
-from probes.wire.shared import shared
+from probes.wire.samples import Hello, Nic, NicPort, PcieLink
+from probes.wire.shared import known, remember, shared
 
 
 def _set(obj: object, name: str, value: object) -> None:
     obj.__dict__[name] = value
 
 
+def _link(link: PcieLink) -> PcieLink:
+    """``shared(link)``, looked up by its values first (``shared.known``): the decode
+    (``_decode_link``) fixes each field's type (floats float, counts int), so equal values
+    are the same values, but for a float zero (``-0.0 == 0.0``): such a link goes to
+    ``shared`` alone."""
+    if link.speed_gts == 0.0 or link.max_speed_gts == 0.0:
+        return shared(link)
+    key = (PcieLink, *link.__dict__.values())
+    got = known(key)
+    return got if type(got) is PcieLink else remember(key, link)  # type: ignore[return-value]
+
+
+def _port(port: NicPort) -> NicPort:
+    """``shared(port)`` by its values first (an int and texts: no float, no sign)."""
+    key = (NicPort, *port.__dict__.values())
+    got = known(key)
+    return got if type(got) is NicPort else remember(key, port)  # type: ignore[return-value]
+
+
 def _nic(n: Nic) -> Nic:
     d = n.__dict__
-    d["ports"] = shared(tuple(shared(p) for p in n.ports))
+    d["ports"] = shared(tuple(_port(p) for p in n.ports))
     for name in ("name", "kind", "address", "state", "hca_type", "bridges"):
         d[name] = shared(d[name])
     return n
@@ -38,7 +57,7 @@ def reshared(hello: Hello) -> Hello:
     _set(facts, "probes", tuple(shared(p) for p in facts.probes))
     _set(facts, "software", shared(facts.software))
     _set(facts, "block_devices", tuple(shared(d) for d in facts.block_devices))
-    _set(hello, "pcie", {bus: tuple(shared(link) for link in chain)
+    _set(hello, "pcie", {bus: tuple(_link(link) for link in chain)
                          for bus, chain in hello.pcie.items()})
     _set(hello, "nics", tuple(_nic(n) for n in hello.nics))
     if hello.topo_text is not None:
