@@ -30,14 +30,14 @@ def _link(link: PcieLink) -> PcieLink:
         return shared(link)
     key = (PcieLink, *link.__dict__.values())
     got = known(key)
-    return got if type(got) is PcieLink else remember(key, link)  # type: ignore[return-value]
+    return got if type(got) is PcieLink else remember(key, link)
 
 
 def _port(port: NicPort) -> NicPort:
     """``shared(port)`` by its values first (an int and texts: no float, no sign)."""
     key = (NicPort, *port.__dict__.values())
     got = known(key)
-    return got if type(got) is NicPort else remember(key, port)  # type: ignore[return-value]
+    return got if type(got) is NicPort else remember(key, port)
 
 
 def _nic(n: Nic) -> Nic:
