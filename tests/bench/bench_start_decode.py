@@ -8,9 +8,12 @@ pass, every host's hello and static go through the real console side, two ways a
 * ``text``: the hello's line through the console's reader (``MessageReader.feed``: parse,
   sanitise, decode), as before session 8;
 * ``relayed``: the hello as the collector now relays it (``RelayedHello``): ``unframe`` of a
-  frame of them, then ``MessageReader.relayed_hello``;
+  frame of them, then ``MessageReader.relayed_hello`` (``relayed_hello_one_a_frame_us``:
+  each in a frame of its own, where the pickle's memo shares nothing between hosts);
 
-then the ``static`` line through that reader (``static_us``: the same code both ways).  And
+then the ``static`` line through that reader (``static_us``: the same code both ways), and
+again with the static facts checked GPU by GPU as before session 8 (``CompactStream
+._check_all`` refusing: the fallback, which is the code before; ``static_gpu_by_gpu_us``).  And
 the collector's side of the hello: ``frame`` of the bytes entries against ``frame`` of the
 ``RelayedHello`` entries (``relayed_hello``, its copy, the pickle).  CPU (``process_time``)
 per host, median of ``--passes`` passes.
@@ -30,6 +33,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from probes.transport.collector_wire import RelayedHello, frame, unframe
+from probes.wire.compact import CompactStream
 from probes.wire.protocol import MessageReader
 from tests.bench.bench_ingest import template
 
@@ -81,6 +85,16 @@ def _pass_relayed(lines: list[tuple[bytes, bytes]], body: bytes) -> tuple[float,
     return t1 - t0, time.process_time() - t1
 
 
+def _pass_single(lines: list[tuple[bytes, bytes]], bodies: list[bytes]) -> float:
+    """The relayed hellos one a frame (nothing shared by the pickle's memo): the worst case."""
+    readers = [MessageReader() for _ in lines]
+    t0 = time.process_time()
+    for body in bodies:
+        ((i, e),) = unframe(body)  # type: ignore[misc]
+        readers[i].relayed_hello(e.hello, e.columns)
+    return time.process_time() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=256)
@@ -94,10 +108,19 @@ def main() -> None:
     got: dict[str, list[float]] = {k: [] for k in (
         "text_hello_us", "relayed_hello_us", "text_static_us", "relayed_static_us",
         "collector_text_frame_us", "collector_relayed_frame_us")}
+    got["static_gpu_by_gpu_us"] = []
+    got["relayed_hello_one_a_frame_us"] = []
+    singles = [frame([e])[4:] for e in relayed]
+    one_call = CompactStream._check_all
     for _ in range(args.passes):
+        CompactStream._check_all = lambda self, gpus: None  # type: ignore[method-assign]
+        _, s = _pass_text(lines)
+        got["static_gpu_by_gpu_us"].append(s / n * 1e6)
+        CompactStream._check_all = one_call  # type: ignore[method-assign]
         h, s = _pass_text(lines)
         got["text_hello_us"].append(h / n * 1e6)
         got["text_static_us"].append(s / n * 1e6)
+        got["relayed_hello_one_a_frame_us"].append(_pass_single(lines, singles) / n * 1e6)
         h, s = _pass_relayed(lines, body)
         got["relayed_hello_us"].append(h / n * 1e6)
         got["relayed_static_us"].append(s / n * 1e6)
@@ -114,6 +137,8 @@ def main() -> None:
     out["relayed_hello_bytes"] = len(body) // n
     out["hello_ratio"] = round(statistics.median(got["relayed_hello_us"])
                                / statistics.median(got["text_hello_us"]), 3)
+    out["static_ratio"] = round(statistics.median(got["text_static_us"])
+                                / statistics.median(got["static_gpu_by_gpu_us"]), 3)
     out["load1"] = round(os.getloadavg()[0], 1)
     print(json.dumps(out))
 
