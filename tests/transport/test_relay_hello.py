@@ -268,3 +268,13 @@ def test_the_relayed_hello_is_the_one_on_the_wire_not_the_collectors_clock_corre
     assert corrected.ts == T0 - 3600.0  # the collector's watch did correct its own
     (entry,) = [e for _, e in batch if isinstance(e, RelayedHello)]
     assert entry.hello.ts == T0
+
+
+def test_a_relayed_hello_that_holds_no_hello_is_refused() -> None:
+    """A tampered or broken pipe: the frame is refused (that collector restarts alone)."""
+    good = RelayedHello(decode_line(_wire({"type": "hello", "v": 1, "ts": 1.0})), None, 30)
+    assert check_batch([(0, good)], 1) == [(0, good)]
+    for bad in (RelayedHello({"type": "hello"}, None, 30), RelayedHello(good.hello, None, 3.5),
+                RelayedHello(Connected(1.0), None, 30)):  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="no hello"):
+            check_batch([(0, bad)], 1)
