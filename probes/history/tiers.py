@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from probes.history.bucket_cut import bucket_stats, encode_rows
+from probes.history.bucket_cut import bucket_stats, combine_rows, encode_rows
 from probes.history.keys import codec_for
-from probes.history.storage import NAN, Codec, Columns, Ring, Tier
+from probes.history.storage import NAN, Codec, Ring, Tier
 
 BUCKET_BATCH = 10
 """Tier-1 buckets written at a time (at most; a divisor of a tier-2 bucket)."""
@@ -408,31 +408,35 @@ class TierSet:
         if not rows:
             return
         ring = self.rings[tier + 1]
-        data: dict[str, array[Any]] = {}
+        by_codec: dict[Codec, list[tuple[str, list[float]]]] = {}
         for key, (lo, hi, mean, n) in stats.items():
             codec = ring.codecs.get(key)
             if codec is None:
                 continue
-            data[key] = codec.encode([lo, hi, mean])
+            by_codec.setdefault(codec, []).append((key, [lo, hi, mean]))
             if n < rows:
                 ring.partial.setdefault(key, {})[open_b] = n
+        data: dict[str, array[Any]] = {}
+        for codec, items in by_codec.items():
+            for (key, _), arr in zip(items, encode_rows(codec, [v for _, v in items]),
+                                     strict=True):
+                data[key] = arr
         ring.append([open_b], data, [rows])
         ring.prune_partial()
         self._cascade(tier + 1, open_b)
 
     def _combine(self, tier: int, t0: float, t1: float
                  ) -> tuple[int, dict[str, tuple[float, float, float, int]]]:
+        """The rows of ``tier`` in [t0, t1) and each series' (lo, hi, mean, count) over its
+        buckets there with a value, as ``Ring.rows`` reads them one series at a time (its
+        partial counts, NaN means left out), every series of a codec as one matrix
+        (``combine_rows``)."""
         ring = self.rings[tier]
         i0, i1 = ring.bisect(t0), ring.bisect(t1)
         segs = ring.segments(i0, i1)
         assert ring.counts is not None
         rows = sum(sum(ring.counts[a:b]) for a, b in segs)
-        stats: dict[str, tuple[float, float, float, int]] = {}
-        for key in ring.cols:
-            out = Columns([], [], [], [], [])
-            ring.rows(key, t0, t1, out)
-            if out.t:
-                n = sum(out.n)
-                stats[key] = (min(out.lo), max(out.hi),
-                              sum(m * c for m, c in zip(out.mean, out.n, strict=True)) / n, n)
-        return rows, stats
+        if not ring.n or not segs:
+            return rows, {}
+        got = combine_rows(ring, segs)
+        return rows, {key: got[key] for key in ring.cols if key in got}

@@ -3,7 +3,8 @@ before, ring by ring, bit for bit.
 
 ``TierSet._fold_tier2`` folds the series whose every tier-1 bucket is full as one matrix a
 field (``_fold_full``) and encodes the closed tier-2 buckets one cast a codec
-(``encode_rows``).  Held to main's tiers (``tiers_before_s8.py``, today's history on them):
+(``encode_rows``), and closes coarser buckets from tier 2 as one matrix of every series
+(``combine_rows``).  Held to main's tiers (``tiers_before_s8.py``, today's history on them):
 random streams (``test_block_columns``'s: GPUs appearing and going, processes and disks
 coming and going, fields unknown, repeated times, gaps of minutes) with odd values mixed in
 (NaN, ±0, ±inf, past half precision) and restarts (samples from before the last, which the
