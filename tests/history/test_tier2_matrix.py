@@ -10,8 +10,9 @@ coming and going, fields unknown, repeated times, gaps of minutes) with odd valu
 (NaN, ±0, ±inf, past half precision) and restarts (samples from before the last, which the
 history drops), on the default layout and a short one whose every boundary they cross, and
 the simulator's mutated v2 streams: every tier's times, counts and columns (bytes), its
-partial counts, and the open buckets' state, every few samples.  Negative control: the
-tier-2 sums of the full series a hair off (one part in 10**15).
+partial counts, and the open buckets' state, every few samples.  Negative controls: the
+tier-2 sums of the full series a hair off (one part in 10**15), and the combined means one
+ulp off.
 """
 
 from __future__ import annotations
@@ -117,5 +118,18 @@ def test_negative_control_a_tier2_sum_a_hair_off_is_seen(
         real(open2, keys, (los, his, sums * (1 + 1e-15)), j, k, n_rows)
 
     monkeypatch.setattr(tiers, "_fold_full", off)
+    differ, _, _ = _differences(first=2)
+    assert differ > 0
+
+
+def test_negative_control_a_combined_mean_a_hair_off_is_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tiers.combine_rows
+
+    def off(*a: Any) -> Any:
+        return {key: (lo, hi, math.nextafter(mean, math.inf), n)
+                for key, (lo, hi, mean, n) in real(*a).items()}
+
+    monkeypatch.setattr(tiers, "combine_rows", off)
     differ, _, _ = _differences(first=2)
     assert differ > 0
