@@ -1,11 +1,13 @@
 """Collective-hang judges its first GPU alone, then reads the other GPUs' windows together,
-a field at a time (issue 38, session 8): every finding must be that of before.
+a field at a time, and rules out a GPU drawing over its share by its window's mean before
+merging the window (issue 38, session 8): every finding must be that of before.
 
 The random hosts of ``test_detector_windows`` (GPUs idle, busy, hung, pinned, throttled;
 GPUs leaving the samples for minutes and coming back, one appearing part way, restarts,
-gaps), every minute, under the default limits and random ones: the new detector against
-main's copy (``spin_before_s8``), finding by finding, ``extra`` included.  Negative control:
-the other GPUs' windows all read as the second GPU's.
+gaps), every 30 samples, under the default limits and random ones: the new detector against
+main's copy (``spin_before_s8``), finding by finding, ``extra`` included.  Negative controls:
+the other GPUs' windows all read as the second GPU's; the window's mean read three times
+too high.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tests.analysis.test_detectors_pruned import hello, random_limits
 
 
 def compare(seed: int, hours: float, limits: DetectorLimits) -> Counter[str]:
-    """Runs both every minute on one history; counts findings and batched reads."""
+    """Runs both every 30 samples on one history; counts findings and batched reads."""
     history = HostHistory()
     hellos = {n: hello(n) for n in (N - 1, N)}
     seen: Counter[str] = Counter()
@@ -68,5 +70,14 @@ def test_negative_control_the_others_read_as_one_gpu_is_caught(
         return real(history, [keys[0]] * len(keys), since, nb)
 
     monkeypatch.setattr(spin, "points_many", one_gpu)
+    with pytest.raises(AssertionError):
+        compare(2, 1.2, random_limits(random.Random(2)))
+
+
+def test_negative_control_a_window_mean_read_high_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound that rules a GPU out before the merge is what decides: read the window's
+    weighted mean three times too high and hung hosts are ruled out."""
+    monkeypatch.setattr(spin, "mul", lambda a, b: 3.0 * a * b)
     with pytest.raises(AssertionError):
         compare(2, 1.2, random_limits(random.Random(2)))
