@@ -63,14 +63,24 @@ def sample_judged(host: str, hello: Hello | None, sample: HostSample, history: H
     """What the newest sample shows (``HostFindings.take_sample``'s input): its instant
     findings, the host's own, idle allocations and stray processes (``history`` and
     ``holds`` already hold the sample), GPUs never listed."""
-    found = (sample_findings(host, hello, sample, limits)
-             + host_findings(host, sample)
-             + idle_allocation_findings(host, history, sample, holds, limits)
-             + stray_process_findings(host, sample, limits))
+    before, idle, after = sample_judged_parts(host, hello, sample, history, holds, limits,
+                                              expect_gpus, peers)
+    return before + idle + after
+
+
+def sample_judged_parts(host: str, hello: Hello | None, sample: HostSample,
+                        history: HostHistory, holds: HoldTracker, limits: DetectorLimits,
+                        expect_gpus: int | None, peers: PeerCounts | None
+                        ) -> tuple[list[Finding], list[Finding], list[Finding]]:
+    """``sample_judged`` in the three parts ``SampleJudge`` keeps apart: the instant and
+    host findings, the idle allocations (time-dependent), the strays and the GPU count."""
+    before = sample_findings(host, hello, sample, limits) + host_findings(host, sample)
+    idle = idle_allocation_findings(host, history, sample, holds, limits)
+    after = stray_process_findings(host, sample, limits)
     short = gpu_short_finding(host, expect_gpus, hello, sample, peers)
     if short is not None:
-        found.append(short)
-    return found
+        after.append(short)
+    return before, idle, after
 
 
 def sample_chains(host: str, hello: Hello | None, sample: HostSample) -> list[Finding] | None:

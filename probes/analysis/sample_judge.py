@@ -29,15 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from probes.analysis.allocation import (
-    HoldTracker,
-    _strays_of,
-    idle_allocation_findings,
-    stray_process_findings,
-)
-from probes.analysis.findings import Finding, host_findings, sample_findings
+from probes.analysis.allocation import HoldTracker, _strays_of, idle_allocation_findings
+from probes.analysis.findings import Finding
 from probes.analysis.gpu_peers import PeerCounts
-from probes.analysis.item_findings import gpu_short_finding
+from probes.analysis.item_findings import sample_judged_parts
 from probes.analysis.judge import swapping
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.static_verdicts import StaticVerdicts
@@ -150,12 +145,8 @@ class SampleJudge:
             self._misses += 1
             if self._misses >= MISSES:
                 self._misses, self._rest = 0, REST
-        before = sample_findings(host, hello, sample, limits) + host_findings(host, sample)
-        idle = idle_allocation_findings(host, history, sample, holds, limits)
-        after = stray_process_findings(host, sample, limits)
-        short = gpu_short_finding(host, expect_gpus, hello, sample, peers)
-        if short is not None:
-            after.append(short)
+        before, idle, after = sample_judged_parts(host, hello, sample, history, holds,
+                                                  limits, expect_gpus, peers)
         if inputs is None or any(f.code == Code.GPU_LOST for f in before):
             self._inputs = None
         else:  # the epoch's static verdicts as this judging left them (the first tick

@@ -96,3 +96,67 @@ def encode_rows(codec: Codec, rows: list[list[float]]) -> list[array[Any]]:
         enc = ints.astype(np.uint8 if tc == "B" else np.uint16)
     store = codec.store
     return [array(store, r.tobytes()) for r in enc]
+
+
+def combine_rows(ring: Ring, segs: Sequence[tuple[int, int]]
+                 ) -> dict[str, tuple[float, float, float, int]]:
+    """(lo, hi, mean, count) of each series of a bucket ring (``width`` 3) over the rows
+    ``segs`` holds, as ``TierSet._combine`` reduced ``Ring.rows`` a series at a time: rows
+    whose mean is missing left out, a bucket's count its partial one where the series has
+    it; ``min``/``max`` keep the first of equal or unordered values (a column at a time),
+    the weighted sum adds left to right from 0, the mean divides it by the count in Python.
+    Series with no row left are absent."""
+    assert ring.counts is not None
+    times: list[float] = []
+    counts: list[int] = []
+    for p0, p1 in segs:
+        times.extend(ring.times[p0:p1])
+        counts.extend(ring.counts[p0:p1])
+    m = len(times)
+    by_codec: dict[Codec, list[str]] = {}
+    for key in ring.cols:
+        by_codec.setdefault(ring.codecs[key], []).append(key)
+    order: list[str] = []
+    blocks: list[np.ndarray[Any, Any]] = []
+    for codec, keys in by_codec.items():
+        buf = b"".join([ring.cols[key][3 * p0:3 * p1] for key in keys for p0, p1 in segs])
+        blocks.append(_decoded(codec, buf).reshape(len(keys), 3 * m))
+        order.extend(keys)
+    vals = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+    lo, hi, mean = vals[:, 0::3], vals[:, 1::3], vals[:, 2::3]
+    cnt = np.repeat(np.array(counts, dtype=np.int64)[None, :], len(order), axis=0)
+    for i, key in enumerate(order):
+        part = ring.partial.get(key)
+        if part:
+            cnt[i] = [part.get(t, c) for t, c in zip(times, counts, strict=True)]
+    keep = ~np.isnan(mean)
+    have = np.zeros(len(order), dtype=bool)
+    low = np.full(len(order), np.nan)
+    high = np.full(len(order), np.nan)
+    total = np.zeros(len(order))
+    with np.errstate(invalid="ignore", over="ignore"):
+        for c in range(m):
+            k = keep[:, c]
+            x, y = lo[:, c], hi[:, c]
+            low = np.where(k & (~have | (x < low)), x, low)
+            high = np.where(k & (~have | (y > high)), y, high)
+            total = np.where(k, total + mean[:, c] * cnt[:, c], total)
+            have |= k
+    ns = np.where(keep, cnt, 0).sum(axis=1).tolist()
+    out: dict[str, tuple[float, float, float, int]] = {}
+    for key, h, a, b, s, n in zip(order, have.tolist(), low.tolist(), high.tolist(),
+                                  total.tolist(), ns, strict=True):
+        if h:
+            out[key] = (a, b, s / n, n)
+    return out
+
+
+def _decoded(codec: Codec, buf: bytes) -> np.ndarray[Any, Any]:
+    """``codec.decode`` of the stored values in ``buf``, as float64 (NaN: missing)."""
+    tc = codec.typecode
+    if tc == "f":
+        return np.frombuffer(buf, dtype=np.float32).astype(np.float64)
+    if tc == "e":
+        return np.frombuffer(buf, dtype=np.float16).astype(np.float64)
+    ints = np.frombuffer(buf, dtype=np.uint8 if tc == "B" else np.uint16)
+    return np.where(ints == codec.sentinel, np.nan, ints.astype(np.float64) / codec.scale)

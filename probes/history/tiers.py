@@ -12,11 +12,13 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from operator import truediv
-from typing import Any
+from typing import Any, NamedTuple
 
-from probes.history.bucket_cut import bucket_stats, encode_rows
+import numpy as np
+
+from probes.history.bucket_cut import bucket_stats, combine_rows, encode_rows
 from probes.history.keys import codec_for
-from probes.history.storage import NAN, Codec, Columns, Ring, Tier
+from probes.history.storage import NAN, Codec, Ring, Tier
 
 BUCKET_BATCH = 10
 """Tier-1 buckets written at a time (at most; a divisor of a tier-2 bucket)."""
@@ -62,6 +64,56 @@ def stat(vals: Sequence[float]) -> Stat | None:
     if not good:
         return None
     return (min(good), max(good), sum(good), len(good))
+
+
+class FullBuckets(NamedTuple):
+    """A batch's series whose every tier-1 bucket is full: lows, highs and sums a bucket."""
+
+    keys: list[str]
+    los: list[list[float]]
+    his: list[list[float]]
+    sums: list[list[float]]
+
+    def add(self, key: str, los: list[float], his: list[float], sums: list[float]) -> None:
+        self.keys.append(key)
+        self.los.append(los)
+        self.his.append(his)
+        self.sums.append(sums)
+
+    def matrices(self) -> tuple[np.ndarray[Any, Any], ...] | None:
+        """(lows, highs, sums), a series a row, a bucket a column (None: no series)."""
+        if not self.keys:
+            return None
+        return (np.array(self.los, dtype=np.float64), np.array(self.his, dtype=np.float64),
+                np.array(self.sums, dtype=np.float64))
+
+
+def _fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],
+               j: int, k: int, n_rows: int) -> None:
+    """Fold buckets ``j:k`` of every full series into ``open2``, as the per-series code does
+    (``min``/``max``/``sum`` over the buckets, then with what the bucket already holds), bit
+    for bit: Python's ``min`` keeps the first of equal or unordered values and takes a later
+    one only when it is smaller (``np.where(b < a, b, a)`` a column at a time, so NaN and
+    ±0 fall as they do there), and ``sum`` adds left to right from 0 (``0.0 +`` a column at
+    a time; never numpy's pairwise sum)."""
+    los, his, sums = mats
+    lo, hi = los[:, j], his[:, j]
+    total = 0.0 + sums[:, j]
+    for c in range(j + 1, k):
+        x, y = los[:, c], his[:, c]
+        lo = np.where(x < lo, x, lo)
+        hi = np.where(y > hi, y, hi)
+        total = total + sums[:, c]
+    got = [open2.get(key) for key in keys]
+    if not any(got):
+        open2.update(zip(keys, zip(lo.tolist(), hi.tolist(), total.tolist(),
+                                   itertools.repeat(n_rows), strict=False), strict=True))
+        return
+    for key, acc, a, b, s in zip(keys, got, lo.tolist(), hi.tolist(), total.tolist(),
+                                 strict=True):
+        open2[key] = (a, b, s, n_rows) if acc is None else (
+            a if a < acc[0] else acc[0], b if b > acc[1] else acc[1], acc[2] + s,
+            acc[3] + n_rows)
 
 
 class TierSet:
@@ -188,6 +240,8 @@ class TierSet:
         coarse = len(self.tiers) > 2
         data1: dict[str, array[Any]] = {}
         batch: dict[str, tuple[list[float], list[float], list[float], list[int]]] = {}
+        full_batch = FullBuckets([], [], [], [])
+        """The series with every tier-1 bucket full, folded into tier 2 as matrices."""
         m = len(rows)
         one = len(segs) == 1
         s0, s1 = segs[0]
@@ -205,7 +259,7 @@ class TierSet:
                 flat[2::3] = means
                 pending.setdefault(ring1.codecs[key], []).append((key, flat))
                 if coarse:
-                    batch[key] = (los, his, sums, rows)
+                    full_batch.add(key, los, his, sums)
                 continue
             codec = raw.codecs[key]
             vals: Sequence[float]
@@ -240,7 +294,10 @@ class TierSet:
             flat[2::3] = means
             data1[key] = ring1.codecs[key].encode(flat)
             if coarse:
-                batch[key] = (los, his, sums, ns)
+                if ns is rows:
+                    full_batch.add(key, los, his, sums)
+                else:
+                    batch[key] = (los, his, sums, ns)
         for codec1, items in pending.items():
             encoded = encode_rows(codec1, [flat for _, flat in items])
             for (key, _), arr in zip(items, encoded, strict=True):
@@ -248,16 +305,21 @@ class TierSet:
         ring1.append(starts, data1, rows)
         ring1.prune_partial()
         if coarse:
-            self._fold_tier2(starts, rows, batch, upto)
+            self._fold_tier2(starts, rows, batch, full_batch, upto)
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
-                    upto: float) -> None:
-        """Add new tier-1 buckets to the open tier-2 bucket; write tier-2 buckets that end."""
+                    full: FullBuckets, upto: float) -> None:
+        """Add new tier-1 buckets to the open tier-2 bucket; write tier-2 buckets that end.
+
+        The series whose every bucket is full (``full``: nearly all) are folded as matrices,
+        a series a row (``FullBuckets.fold``); the others one by one.
+        """
         res2 = self.tiers[2].resolution_s
         closed_t: list[float] = []
         closed_rows: list[int] = []
         closed: dict[str, list[float]] = {}
+        mats = full.matrices()
         j = 0
         while j < len(starts):
             t2 = starts[j] - starts[j] % res2
@@ -269,14 +331,9 @@ class TierSet:
             self._open2_t = t2
             n_rows = sum(rows[j:k])
             self._open2_rows += n_rows
+            if mats is not None:
+                _fold_full(self._open2, full.keys, mats, j, k, n_rows)
             for key, (los, his, sums, ns) in batch.items():
-                if ns is rows:  # every bucket full (``build``): counted once above
-                    st = (min(los[j:k]), max(his[j:k]), sum(sums[j:k]), n_rows)
-                    acc = self._open2.get(key)
-                    self._open2[key] = st if acc is None else (
-                        min(acc[0], st[0]), max(acc[1], st[1]), acc[2] + st[2],
-                        acc[3] + st[3])
-                    continue
                 n = sum(ns[j:k])
                 if not n:
                     continue
@@ -294,8 +351,16 @@ class TierSet:
             self._close_tier2(closed_t, closed_rows, closed)
         if closed_t:
             ring2 = self.rings[2]
-            data = {key: ring2.codecs[key].encode(flat) for key, flat in closed.items()
-                    if key in ring2.codecs}
+            by_codec: dict[Codec, list[tuple[str, list[float]]]] = {}
+            for key, flat in closed.items():
+                codec = ring2.codecs.get(key)
+                if codec is not None:
+                    by_codec.setdefault(codec, []).append((key, flat))
+            data: dict[str, array[Any]] = {}
+            for codec, items in by_codec.items():
+                for (key, _), arr in zip(items, encode_rows(codec, [f for _, f in items]),
+                                         strict=True):
+                    data[key] = arr
             ring2.append(closed_t, data, closed_rows)
             ring2.prune_partial()
             for t in closed_t:
@@ -343,31 +408,35 @@ class TierSet:
         if not rows:
             return
         ring = self.rings[tier + 1]
-        data: dict[str, array[Any]] = {}
+        by_codec: dict[Codec, list[tuple[str, list[float]]]] = {}
         for key, (lo, hi, mean, n) in stats.items():
             codec = ring.codecs.get(key)
             if codec is None:
                 continue
-            data[key] = codec.encode([lo, hi, mean])
+            by_codec.setdefault(codec, []).append((key, [lo, hi, mean]))
             if n < rows:
                 ring.partial.setdefault(key, {})[open_b] = n
+        data: dict[str, array[Any]] = {}
+        for codec, items in by_codec.items():
+            for (key, _), arr in zip(items, encode_rows(codec, [v for _, v in items]),
+                                     strict=True):
+                data[key] = arr
         ring.append([open_b], data, [rows])
         ring.prune_partial()
         self._cascade(tier + 1, open_b)
 
     def _combine(self, tier: int, t0: float, t1: float
                  ) -> tuple[int, dict[str, tuple[float, float, float, int]]]:
+        """The rows of ``tier`` in [t0, t1) and each series' (lo, hi, mean, count) over its
+        buckets there with a value, as ``Ring.rows`` reads them one series at a time (its
+        partial counts, NaN means left out), every series of a codec as one matrix
+        (``combine_rows``)."""
         ring = self.rings[tier]
         i0, i1 = ring.bisect(t0), ring.bisect(t1)
         segs = ring.segments(i0, i1)
         assert ring.counts is not None
         rows = sum(sum(ring.counts[a:b]) for a, b in segs)
-        stats: dict[str, tuple[float, float, float, int]] = {}
-        for key in ring.cols:
-            out = Columns([], [], [], [], [])
-            ring.rows(key, t0, t1, out)
-            if out.t:
-                n = sum(out.n)
-                stats[key] = (min(out.lo), max(out.hi),
-                              sum(m * c for m, c in zip(out.mean, out.n, strict=True)) / n, n)
-        return rows, stats
+        if not ring.n or not segs:
+            return rows, {}
+        got = combine_rows(ring, segs)
+        return rows, {key: got[key] for key in ring.cols if key in got}

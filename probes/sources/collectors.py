@@ -5,7 +5,8 @@ cipher, channel bookkeeping, the session's decode) is most of a core, and the UI
 Here each collector process runs the sessions of one shard of the hosts (every Nth host,
 so connect storms spread evenly) and sends the console, once per ``flush_s``, the bytes
 its agents sent plus the few items the sessions make themselves; a v2 tick the collector
-already decoded travels as its row (``collector_wire.RelayedTick``).  The console decodes
+already decoded travels as its row (``collector_wire.RelayedTick``), a hello as the
+``Hello`` it decoded (``RelayedHello``).  The console decodes
 each host's bytes with its own reader, builds each relayed tick's sample against that
 reader's static facts, and folds the items as if its own sessions had made them:
 everything after the backend (state, history, findings, recording) is unchanged.
@@ -48,6 +49,7 @@ from probes.transport.collector_wire import (
     RETRY,
     Batch,
     CollectorJob,
+    RelayedHello,
     check_batch,
     frame,
     frame_length,
@@ -360,6 +362,10 @@ class CollectorBackend(BackendBase):
                     sample = relayed_sample(reader, entry)
                     if sample is not None:
                         emit(host, sample)
+            elif isinstance(entry, RelayedHello):  # decoded there: taken, not parsed again
+                reader = shard.readers.get(i)
+                if reader is not None:
+                    emit(host, reader.relayed_hello(entry.hello, entry.columns))
             elif isinstance(entry, bytes):
                 reader = shard.readers.get(i)
                 if reader is not None:

@@ -23,6 +23,12 @@ order they happened.  An entry is one of:
   console's steady cost per host-sample 11.8 µs instead of 15.7 µs; the collector's 1.4 µs
   more for the encode).
   A decoded ``HostSample`` is never pickled: unpickling an 8-GPU one costs ~100 µs.
+* a ``RelayedHello``: a hello the collector's reader decoded (every string sanitised
+  there by the same ``decode_line``), with its line's ``columns`` (cleaned) and length.
+  The console's reader takes it as it takes the line (``MessageReader.relayed_hello``:
+  counted, a new v2 state from the columns, the shared facts shared) and never parses the
+  hello's text (~1 ms a host at start-up, issue 38).  The relay keeps or drops it as it
+  would the hello's line (a ``KEEP`` line of its length).
 * ``None``: the stream ended cleanly; the console flushes its reader (a last line without
   its newline).
 * a session item made by the session itself (``Connected``, ``Disconnected``, a transport
@@ -34,15 +40,17 @@ An empty batch is a heartbeat: a collector with nothing to send sends one every
 A frame is a 4-byte big-endian length and a pickle.  Pickle is safe here because both ends
 are this program under the same user: host data inside a frame is ``bytes``, a tick's row
 the console decodes and checks as it checks a tick's text (``relayed_sample``), or an item
-already sanitised by the collector's decode, never code.
+(a hello too) already sanitised by the collector's decode, never code.
 """
 
 from __future__ import annotations
 
+import copy
 import pickle
 import struct
 import typing
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -51,7 +59,7 @@ from probes.errors import ProtocolError
 from probes.wire.compact import SampleRow
 from probes.wire.events import SessionItem
 from probes.wire.protocol import MessageReader
-from probes.wire.samples import HostSample
+from probes.wire.samples import Hello, HostSample
 from probes.wire.structs import chain_texts
 
 HEADER = struct.Struct(">I")
@@ -64,7 +72,21 @@ RETRY = "retry"
 
 RelayedTick = tuple[int, bytes]
 """A v2 tick as its decoded row: (its ``static`` line's CRC-32, the row in msgpack)."""
-Entry = bytes | RelayedTick | SessionItem | None
+
+
+@dataclass(frozen=True)
+class RelayedHello:
+    """A hello the collector decoded, as the console's reader needs it."""
+
+    hello: Hello
+    """As decoded from the line (not as the collector's clock watch corrected it after)."""
+    columns: Any
+    """The line's ``columns``, cleaned (``protocol._columns``); None for a v1 hello."""
+    size: int
+    """The line's length with its newline: what the relay's ``KEEP_BYTES`` counts."""
+
+
+Entry = bytes | RelayedTick | RelayedHello | SessionItem | None
 Batch = list[tuple[int, Entry]]
 
 
@@ -118,6 +140,9 @@ def check_batch(obj: object, hosts: int) -> Batch:
         if type(entry) is tuple:
             if not (len(entry) == 2 and type(entry[0]) is int and type(entry[1]) is bytes):
                 raise ValueError("a relayed tick is not an (int, bytes) pair")
+        elif type(entry) is RelayedHello:
+            if type(entry.hello) is not Hello or type(entry.size) is not int:
+                raise ValueError("a relayed hello holds no hello")
         elif not (entry is None or isinstance(entry, (bytes, *_SESSION_ITEMS))):
             raise ValueError(f"an entry of type {type(entry).__name__}")
     return obj
@@ -130,6 +155,15 @@ _decode_row = msgspec.msgpack.Decoder(SampleRow).decode
 def relayed_tick(static_id: int, row: SampleRow) -> RelayedTick:
     """What a collector relays for a tick its stream decoded on the fast path."""
     return static_id, _encode_row(row)
+
+
+def relayed_hello(reader: MessageReader, line: bytes, hello: Hello) -> RelayedHello:
+    """What a collector relays for a hello its ``reader`` just decoded from ``line``: a
+    copy (the collector's clock watch corrects the decoded one in place before the frame
+    goes), the columns the reader's new v2 state was made from."""
+    stream = reader.compact
+    return RelayedHello(copy.copy(hello), None if stream is None else stream.columns,
+                        len(line) + 1)
 
 
 def relayed_sample(reader: MessageReader, tick: RelayedTick) -> HostSample | None:

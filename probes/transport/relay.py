@@ -12,7 +12,8 @@ sent as the console drains it, and meanwhile the queue is bounded per host:
   the newest wins, each replaced one is counted;
 * an agent's log lines, fabric reports and the pieces of an over-long line are kept in
   order up to ``LOG_BYTES`` a host, then counted and dropped;
-* its other lines (hello, static, logsource, error) up to ``KEEP_BYTES``, and the
+* its other lines (hello, static, logsource, error) up to ``KEEP_BYTES`` (a hello its
+  reader decoded, relayed decoded, counts as its line), and the
   session's own items (connected, disconnected, the end of a stream) always.
 
 When the console reads again, each host that lost something gets one ``SourceHealth``
@@ -41,13 +42,15 @@ from probes.transport.collector_wire import (
     Batch,
     CollectorJob,
     Entry,
+    RelayedHello,
     RelayedTick,
     frame,
+    relayed_hello,
     relayed_tick,
 )
 from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
-from probes.wire.samples import AgentMessage
+from probes.wire.samples import AgentMessage, Hello
 
 LOG_BYTES = 256 * 1024
 """A host's log lines (and fabric reports) held while the console does not read."""
@@ -100,7 +103,8 @@ class RelayReader(MessageReader):
     nearly every line, is only checked, not built into a sample (``builds_ticks``): the
     session needs its verdict, never the sample.  Where the check decoded the tick on the
     fast path, its row goes to the relay instead of its text, so the console builds the
-    sample without parsing it again (issue 38, decode once).  An over-long line is counted
+    sample without parsing it again (issue 38, decode once); a hello goes as the ``Hello``
+    it decoded (``RelayedHello``: issue 38, start-up).  An over-long line is counted
     here (the session's garbage limit) and not relayed: the console has no use for it.
     """
 
@@ -131,6 +135,12 @@ class RelayReader(MessageReader):
             if msg is not None:
                 items.append(msg)
             if line is None:  # over-long: counted, not relayed
+                continue
+            if type(msg) is Hello:  # decoded here: the console takes it as it is
+                if run:
+                    relay.add(index, b"".join(run))
+                    run = []
+                relay.add_hello(index, relayed_hello(self, line, msg), line)
                 continue
             row = self.tick_row
             if row is not None and self.compact is not None:
@@ -226,6 +236,16 @@ class Relay:
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
 
+    def add_hello(self, index: int, hello: RelayedHello, line: bytes) -> None:
+        """Queue a hello the host's reader decoded from ``line``, kept or dropped as that
+        line would be (``_chunk``, ``_line``: a ``KEEP`` line of its length)."""
+        if not self.blocked and self.lost_static and index in self.lost_static \
+                and b'"static"' in line:
+            self.lost_static.discard(index)
+        self._line(index, hello, Kind.KEEP)
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(self.job.flush_s, self.flush)
+
     def _chunk(self, index: int, chunk: bytes) -> None:
         data = self._tail.pop(index) + chunk if index in self._tail else chunk
         if index in self._long:  # the rest of an over-long line, piece by piece
@@ -258,7 +278,7 @@ class Relay:
             line += b"\n"
             self._line(index, line, kind_of_line(line))
 
-    def _line(self, index: int, line: bytes | RelayedTick, kind: Kind) -> None:
+    def _line(self, index: int, line: bytes | RelayedTick | RelayedHello, kind: Kind) -> None:
         if not self.blocked:
             self._queue.append((index, line))
             return
@@ -274,14 +294,15 @@ class Relay:
             return
         limit = LOG_BYTES if kind is Kind.LOG else KEEP_BYTES
         static = kind is Kind.KEEP and isinstance(line, bytes) and _is_static(line)
-        if self._held[index] + len(line) > limit:
+        size = line.size if isinstance(line, RelayedHello) else len(line)
+        if self._held[index] + size > limit:
             self.dropped_lines[index] += 1
             if static:
                 self.lost_static.add(index)
             return
         if static:
             self.lost_static.discard(index)
-        self._held[index] += len(line)
+        self._held[index] += size
         self._put(index, line)
 
     def _put(self, index: int, entry: Entry, sample: bool = False) -> None:

@@ -219,6 +219,9 @@ class CompactStream:
 
     def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True,
                  parse: Callable[[bytes], Any] | None = None) -> None:
+        self.columns = columns
+        """The hello's ``columns`` as given (shared: ``protocol.shared_columns``): a
+        collector relays them with the hello it decoded."""
         if not isinstance(columns, dict):  # every tick then reads as garbled, the hello not
             columns = {}
         self.cols = {k: tuple(c for c in v if isinstance(c, str)) if isinstance(v, list) else ()
@@ -312,16 +315,26 @@ class CompactStream:
         self._message = {} if self._builds else obj
         self._has_static = True
         self._static_gpus, self._static_host = self._statics(obj)
-        # Check the static half once, as v1's decoder would on every tick.
-        checked = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host})
-        self._gpu_base, self._procs = [], []
-        for g in self._static_gpus:
-            alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [self._v1_gpu(g, None)]})
-            s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no believable index)
-            self._gpu_base.append(None if s is None else
-                                  {k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES)
-            self._procs.append(None if s is None else s.processes)
-        self._host_base = {k: getattr(checked.host, k) for k in HOST_STATIC} | _HOST_PLACES
+        # Check the static half once, as v1's decoder would on every tick: the host and
+        # every GPU in one call where v1 keeps every GPU (issue 38, start-up: one call, not
+        # one per GPU and one for the host), else GPU by GPU, each position its own verdict.
+        v1 = [self._v1_gpu(g, None) for g in self._static_gpus]
+        whole = self._check_all(v1)
+        if whole is not None:
+            host = whole.host
+            self._gpu_base = [{k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES
+                              for s in whole.gpus]
+            self._procs = [s.processes for s in whole.gpus]
+        else:
+            host = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host}).host
+            self._gpu_base, self._procs = [], []
+            for g in v1:
+                alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [g]})
+                s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no index)
+                self._gpu_base.append(None if s is None else
+                                      {k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES)
+                self._procs.append(None if s is None else s.processes)
+        self._host_base = {k: getattr(host, k) for k in HOST_STATIC} | _HOST_PLACES
         self._last_procs = [None] * len(self._procs)
         self._epoch = StaticEpoch(tuple(_static_gpu(b, p) for b, p in
                                         zip(self._gpu_base, self._procs, strict=True)))
@@ -336,6 +349,17 @@ class CompactStream:
             self._static_gpus, self._gpu_base, self._procs, self._last_procs = [], [], [], []
             self._host_base, self._proc_counts = {}, []
             self._epoch = StaticEpoch()
+
+    def _check_all(self, gpus: list[dict[str, Any]]) -> HostSample | None:
+        """The static host and ``gpus`` (v1's shape) through v1's decoder in one call, where
+        it keeps every GPU (so each is at its position); None where it drops one or refuses
+        the whole (the caller then checks GPU by GPU, as the decoder judges each alone)."""
+        try:
+            whole = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host,
+                                   "gpus": gpus})
+        except Exception:  # the GPU-by-GPU check raises where this did
+            return None
+        return whole if len(whole.gpus) == len(gpus) else None
 
     # --- ticks --------------------------------------------------------------------------
 

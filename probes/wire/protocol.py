@@ -33,6 +33,7 @@ from probes.wire.fabric_fast import (
 )
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.fields import Type
+from probes.wire.hello_shared import reshared
 from probes.wire.samples import (
     AgentMessage,
     BlockDevice,
@@ -185,8 +186,7 @@ class MessageReader:
                 return None
             if isinstance(msg, Hello):
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    CompactStream(_columns(line), _decode_sample, builds=self.builds_ticks,
-                                  parse=_parsed)
+                    self._stream(_columns(line))
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -197,6 +197,21 @@ class MessageReader:
         self.bad_streak = 0
         return msg
 
+
+    def _stream(self, columns: Any) -> CompactStream:
+        """A v2 stream's state, new at its hello (``columns``: the hello's, cleaned)."""
+        return CompactStream(columns, _decode_sample, builds=self.builds_ticks, parse=_parsed)
+
+    def relayed_hello(self, hello: Hello, columns: Any) -> Hello:
+        """Take a hello a collector decoded from this stream's line (``columns``: that
+        line's, cleaned, as ``_columns`` gave them there) as ``feed`` takes the line: the
+        line counted, the stream's v2 state new, the streak ended.  The facts the decode
+        shares come back as this process's shared objects (``shared``)."""
+        self.stats.lines += 1
+        self.compact = None if hello.protocol < COMPACT_VERSION else \
+            self._stream(shared_columns(columns))
+        self.bad_streak = 0
+        return reshared(hello)
 
     def _decode_v2(self, line: bytes) -> AgentMessage | None:
         """A line of a v2 stream: an array is a tick, ``static`` updates the state."""
@@ -238,7 +253,11 @@ def _columns(hello: bytes) -> Any:
     if not isinstance(obj, dict):
         return None
     cols = obj.get("columns")
-    cols = clean_tree(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols
+    return shared_columns(clean_tree(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols)
+
+
+def shared_columns(cols: Any) -> Any:
+    """``cols`` (a hello's ``columns``, cleaned), or the equal declaration met before."""
     key = repr(cols)
     seen = _columns_seen.get(key)
     if seen is not None:

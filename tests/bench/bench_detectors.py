@@ -18,10 +18,11 @@ detectors_before.py``, the copy the equivalence test holds the new ones to);
 alternating in one process over the same histories; with ``--session6`` the "before" of
 those pairs is main before session 6's change (``tests/analysis/clocks_before_s6.py``,
 ``spin_before_s6.py``: throttled-while-busy and collective-hang), and the pairs of those two
-detectors are reported apart too.
+detectors are reported apart too; with ``--session8`` it is collective-hang before session
+8's batched reads (``spin_before_s8.py``), reported apart.
 
     python tests/bench/bench_detectors.py [--hosts 32] [--at 60,180,600,1800] [--reps 3]
-                                          [--before] [--alternate K [--session6]]
+                                          [--before] [--alternate K [--session6 | --session8]]
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def session6_schedule() -> tuple[tuple[Any, float], ...]:
     return tuple((old.get(det.__name__, det), every) for det, every in SCHEDULE)
 
 
+def session8_schedule() -> tuple[tuple[Any, float], ...]:
+    """``SCHEDULE`` with main's collective-hang from before session 8 (the copy
+    ``test_hang_batched`` holds the batched one to)."""
+    from tests.analysis import spin_before_s8
+    old = {"detect_collective_hang": spin_before_s8.detect_collective_hang}
+    return tuple((old.get(det.__name__, det), every) for det, every in SCHEDULE)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     limits = DetectorLimits()
     at = [int(x) for x in args.at.split(",")]
@@ -131,7 +140,9 @@ def alternate(rows: dict[str, dict[str, Any]], t: int, hosts: list[Any],
     detector's µs per host-sample (its runs spread over its period), summed."""
     pairs = []
     apart: dict[str, list[list[float]]] = {}
-    before = session6_schedule() if args.session6 else before_schedule()
+    before = session8_schedule() if args.session8 else (
+        session6_schedule() if args.session6 else before_schedule())
+    named = SESSION6 if args.session6 else (("detect_collective_hang",) if args.session8 else ())
     for _ in range(args.alternate):
         pair = []
         for k, schedule in enumerate((before, SCHEDULE)):
@@ -143,7 +154,7 @@ def alternate(rows: dict[str, dict[str, Any]], t: int, hosts: list[Any],
                         det(name, hist, hello, sample, limits)
                 hs = 1e6 * (time.process_time() - t0) / (args.reps * len(hosts)) / every
                 total += hs
-                if args.session6 and det.__name__ in SESSION6:
+                if det.__name__ in named:
                     if k == 0:
                         apart.setdefault(det.__name__, []).append([round(hs, 2)])
                     else:
@@ -166,6 +177,8 @@ def main() -> None:
                     help="main's detectors and schedule (tests/analysis/detectors_before.py)")
     ap.add_argument("--alternate", type=int, default=0,
                     help="only before/after pairs, this many, at each checkpoint")
+    ap.add_argument("--session8", action="store_true",
+                    help="with --alternate: collective-hang as before session 8")
     ap.add_argument("--session6", action="store_true",
                     help="with --alternate: before = main before session 6's change")
     out = run(ap.parse_args())

@@ -9,7 +9,11 @@ staged samples (``latest`` of each GPU's processes and each disk's util, ``proce
 ``disks``, once per sample: ``read``).  Prints one JSON line: medians, mins and the median of
 the per-pass ratios after/before.
 
+``--before s8``: the "before" is today's history on main's tiers before session 8
+(``tiers_before_s8.py``: tier-2 buckets folded series by series).
+
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
+                                              [--before block|s8]
 """
 
 from __future__ import annotations
@@ -68,6 +72,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     feeds = [template(k, args.seconds)[1] for k in range(TEMPLATES)]
     streams = [_samples(*feeds[i % TEMPLATES]) for i in range(args.hosts)]
     n = sum(map(len, streams))
+    before: type[Any] = HostHistoryBefore
+    if args.before == "s8":
+        from tests.history.tiers_before_s8 import HostHistoryBeforeS8
+        before = HostHistoryBeforeS8
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
@@ -76,7 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             continue
         times: dict[str, list[float]] = {"before": [], "after": []}
         for _ in range(args.passes):
-            for side, cls in (("before", HostHistoryBefore), ("after", HostHistory)):
+            for side, cls in (("before", before), ("after", HostHistory)):
                 times[side].append(1e6 * fn(streams, cls) / n)
         for side, ts in times.items():
             out[f"{name}_{side}_us"] = {"min": round(min(ts), 1),
@@ -92,6 +100,9 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--before", choices=("block", "s8"), default="block",
+                    help="block: the history before its block cut (history_before.py); s8: "
+                         "today's history on the tiers before session 8 (tiers_before_s8.py)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read")
     print(json.dumps(run(ap.parse_args())))
 

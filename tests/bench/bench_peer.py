@@ -22,7 +22,15 @@ whole process tree, user+sys) over the same window length:
 Reported per size: console CPU per host-sample for each, the delivered rate per host, and
 the ratio gpustat-web / rigwatch.  Not in the test suite (minutes).
 
-    python tests/bench/bench_peer.py [--hosts 32,64] [--seconds 20]
+    python tests/bench/bench_peer.py [--hosts 32,64] [--seconds 20] [--user NAME]
+
+``--user``: both consoles log in as NAME (an existing account that is not locked: this
+sshd runs without PAM and refuses a locked one; e.g. ``useradd -m rwpeer && usermod -p '*'
+rwpeer``; the sshd takes the same key for any user).  A session runs its command through
+the user's login shell, and bash sources ``~/.bashrc`` when sshd starts it: where the
+bench's own user has a heavy one (the lead's VM runs ``pyenv init`` in root's, under a
+lock), every poll of gpustat-web paid it and the sessions queued on the lock.  A plain
+account measures the consoles, not that.
 """
 
 from __future__ import annotations
@@ -88,7 +96,8 @@ def gpustat_document(host: str = "gpu-node") -> str:
 
 
 def fake_gpustat(root: Path) -> tuple[Path, Path]:
-    """A ``gpustat`` script (cat of the document, one byte per call to the counter)."""
+    """A ``gpustat`` script (cat of the document, one byte per call to the counter), which
+    any login user may run (``--user``): the counter is writable by all."""
     fakebin, counter = root / "fakebin", root / "gpustat.calls"
     fakebin.mkdir()
     (root / "gpustat.json").write_text(gpustat_document())
@@ -96,6 +105,7 @@ def fake_gpustat(root: Path) -> tuple[Path, Path]:
     script.write_text(f"#!/bin/sh\nprintf x >> {counter}\nexec cat {root / 'gpustat.json'}\n")
     script.chmod(0o755)
     counter.write_text("")
+    counter.chmod(0o666)
     return fakebin, counter
 
 
@@ -161,13 +171,14 @@ def calls(counter: Path) -> int:
 
 def run_gpustat_web(n: int, port: int, root: Path, client: Path, known: Path,
                     fakebin: Path, counter: Path, seconds: float,
-                    settle: float) -> dict[str, Any]:
+                    settle: float, user: str = "root") -> dict[str, Any]:
     home = root / f"gw-home-{n}"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_bytes(client.read_bytes())
     (home / ".ssh" / "id_ed25519").chmod(0o600)
     (home / ".ssh" / "known_hosts").write_text(known.read_text())
-    env = dict(os.environ, HOME=str(home))
+    # gpustat-web drops a ``user@`` from its hosts: asyncssh logs in as ``getpass``'s user
+    env = dict(os.environ, HOME=str(home), USER=user, LOGNAME=user)
     cmd = f"PATH={fakebin}:$PATH gpustat --json"
     argv = [str(peer_python()), "-c", LOOPBACK_MAIN, "--port", str(free_port()),
             "--interval", "1", "--exec", cmd, *[f"127.0.0.1:{port}"] * n]
@@ -197,10 +208,10 @@ def summary(cpu: float, samples: int, wall: float, n: int) -> dict[str, Any]:
 
 
 def run_rigwatch(n: int, port: int, root: Path, client: Path, known: Path,
-                 seconds: float, settle: float) -> dict[str, Any]:
+                 seconds: float, settle: float, user: str = "root") -> dict[str, Any]:
     inv = root / f"rw-{n}.yaml"
     inv.write_text(json.dumps({
-        "defaults": {"address": "127.0.0.1", "port": port, "user": "root",
+        "defaults": {"address": "127.0.0.1", "port": port, "user": user,
                      "identity": str(client), "known_hosts": str(known),
                      "host_key_checking": "strict", "interval": 1, "python": HOST_PYTHON,
                      "simulate": ["healthy"]},
@@ -232,9 +243,12 @@ def main() -> int:
     p.add_argument("--hosts", default="32,64")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--settle", type=float, default=3.0)
+    p.add_argument("--user", default="root",
+                   help="the account both consoles log in as (see the module's docstring)")
     args = p.parse_args()
     peer_python()
     root = Path(tempfile.mkdtemp(prefix="rw-peer-"))
+    root.chmod(0o755)  # the fake gpustat and its document, for a ``--user`` session
     client, known = root / "client", root / "known_hosts"
     keygen(client)
     sshd = make_sshd(root / "sshd", client, known)
@@ -244,9 +258,10 @@ def main() -> int:
         for n in (int(x) for x in args.hosts.split(",")):
             print(f"  {n} hosts: gpustat-web", file=sys.stderr)
             gw = run_gpustat_web(n, sshd.port, root, client, known, fakebin, counter,
-                                 args.seconds, args.settle)
+                                 args.seconds, args.settle, args.user)
             print(f"  {n} hosts: rigwatch", file=sys.stderr)
-            rw = run_rigwatch(n, sshd.port, root, client, known, args.seconds, args.settle)
+            rw = run_rigwatch(n, sshd.port, root, client, known, args.seconds, args.settle,
+                              args.user)
             results[f"hosts_{n}"] = {
                 "hosts": n, "gpustat_web": gw, "rigwatch": rw,
                 "console_ratio": round(gw["console_ms_per_sample"]
@@ -256,6 +271,7 @@ def main() -> int:
     out = {"bench": "peer", "peer": PEER, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                   time.gmtime()),
            "machine": platform.machine(), "cores": os.cpu_count(), "seconds": args.seconds,
+           "user": args.user,
            "gpustat_json_bytes": len(gpustat_document()), "results": results}
     print(json.dumps(out))
     print("peer: " + "; ".join(

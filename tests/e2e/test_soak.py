@@ -1,5 +1,6 @@
 """A 24-hour soak of the demo fleet, time-compressed: the real agent's simulator at 10 s
-ticks through the console's fleet state (history, detectors, findings).
+ticks, on the compact wire the console's sessions ask for, through the console's fleet
+state (history, detectors, findings).
 
 It must find the leak, the throttling, the drop-out and the starvation on their hosts and
 nothing from the soak detectors anywhere else, with the console's memory bounded.
@@ -11,11 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from probes.config.fleet import demo_fleet
+from probes.config.fleet import HostSpec, demo_fleet
 from probes.fleet_state import FleetState
+from probes.transport.bootstrap import WIRE_ARGS
 from probes.wire.protocol import MessageReader
 from tests.conftest import AGENT_SOURCE
 
@@ -47,29 +50,47 @@ def _rss_mib() -> float:
 pytestmark = pytest.mark.xdist_group("soak")  # one worker builds the soaked fleet, not each
 
 
+def _soak_streams(specs: list[HostSpec], into: Path) -> dict[str, Path]:
+    """Each host's day of agent output, written by all the agents at once (they are
+    independent processes: a 2-core machine runs two), asking for the compact wire the
+    console's sessions ask for (``WIRE_ARGS``)."""
+    procs: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []
+    paths = {}
+    for spec in specs:
+        args = [sys.executable, "-I", "-", "--simulate", ",".join(spec.simulate), "--seed",
+                str(spec.seed), "--hostname", spec.name, "--fast", "--interval",
+                str(INTERVAL_S), "--count", str(SOAK_S // INTERVAL_S), *WIRE_ARGS]
+        paths[spec.name] = into / f"{spec.name}.out"
+        out = paths[spec.name].open("wb")
+        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=out)
+        assert proc.stdin is not None
+        proc.stdin.write(AGENT_SOURCE)
+        proc.stdin.close()
+        procs.append((proc, out))
+    for proc, out in procs:
+        assert proc.wait(timeout=300) == 0
+        out.close()
+    return paths
+
+
 @pytest.fixture(scope="module")
-def soaked() -> tuple[FleetState, dict[str, float]]:
+def soaked(tmp_path_factory: pytest.TempPathFactory) -> tuple[FleetState, dict[str, float]]:
     specs = demo_fleet(speed=1.0)
+    streams = _soak_streams(specs, tmp_path_factory.mktemp("soak"))
     fleet = FleetState(specs)
     figures: dict[str, float] = {}
     rss0 = _rss_mib()
     t0 = time.process_time()
     samples = 0
     for spec in specs:
-        args = [sys.executable, "-I", "-", "--simulate", ",".join(spec.simulate), "--seed",
-                str(spec.seed), "--hostname", spec.name, "--fast", "--interval",
-                str(INTERVAL_S), "--count", str(SOAK_S // INTERVAL_S)]
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(AGENT_SOURCE)
-        proc.stdin.close()
         reader = MessageReader()
-        while chunk := proc.stdout.read(1 << 16):
-            for msg in reader.feed(chunk):
-                fleet.apply(spec.name, msg, 0.0)
-                samples += 1
-        assert proc.wait(timeout=120) == 0
+        with streams[spec.name].open("rb") as stream:
+            while chunk := stream.read(1 << 16):
+                for msg in reader.feed(chunk):
+                    fleet.apply(spec.name, msg, 0.0)
+                    samples += 1
         assert reader.stats.garbled == 0
+        assert reader.compact is not None  # the compact wire, as the console reads it
     figures["console_cpu_s"] = time.process_time() - t0
     figures["items"] = samples
     figures["rss_growth_mib"] = _rss_mib() - rss0

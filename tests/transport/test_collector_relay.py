@@ -253,7 +253,8 @@ def test_a_collector_told_to_stop_while_its_pipe_is_full_stops_at_once() -> None
         proc.stdin.write(frame(CollectorJob(specs, 4, 0.02, "collector 1")))
         proc.stdin.flush()
         got = b""
-        while got.count(b'"type":"hello"') < len(specs):  # every agent streams
+        # every agent streams (its hello travels decoded, its first static as text)
+        while got.count(b'"type":"static"') < len(specs):
             more = proc.stdout.read1(1 << 16)
             assert more, f"the collector ended: {got[-300:]!r}"
             got += more

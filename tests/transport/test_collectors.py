@@ -18,9 +18,16 @@ import pytest
 
 from probes.config.fleet import demo_fleet
 from probes.sources.collectors import CollectorBackend, auto_collectors
-from probes.transport.collector_wire import CollectorJob, frame, frame_length, unframe
+from probes.transport.collector_wire import (
+    CollectorJob,
+    RelayedHello,
+    frame,
+    frame_length,
+    unframe,
+)
 from probes.transport.relay import Relay
 from probes.wire.events import Connected, Disconnected, SessionItem
+from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, HostSample
 from tests.support.tui_fakes import wait_until
 from tui.app import make_app
@@ -124,7 +131,7 @@ async def test_the_console_runs_the_demo_through_a_collector() -> None:
 def test_the_relay_sends_lines_and_the_sessions_items_and_drops_its_own_decodes() -> None:
     """What one frame holds: whole lines in order (a line cut across chunks travels once it
     is whole), a clean end as None, session items whole; never the messages the
-    collector's reader decoded."""
+    collector's reader decoded, but for a hello: the one it decoded (issue 38, start-up)."""
     specs = tuple(demo_fleet()[:2])
     r, w = os.pipe()
 
@@ -149,9 +156,9 @@ def test_the_relay_sends_lines_and_the_sessions_items_and_drops_its_own_decodes(
     batch = unframe(data[4:4 + frame_length(data[:4])])
     assert isinstance(batch, list)
     kinds = [(i, type(e).__name__) for i, e in batch]
-    assert kinds == [(1, "Connected"), (1, "bytes"), (1, "NoneType"), (1, "Disconnected")]
-    assert batch[1][1] == b'{"type":"hello","v":1,"agent":"t","ts":1,"host":{"hostname":"x"},' \
-        b'"gpus":[]}\n'
+    assert kinds == [(1, "Connected"), (1, "RelayedHello"), (1, "NoneType"), (1, "Disconnected")]
+    hello = b'{"type":"hello","v":1,"agent":"t","ts":1,"host":{"hostname":"x"},"gpus":[]}\n'
+    assert batch[1][1] == RelayedHello(decode_line(hello), None, len(hello))  # decoded there
 
 
 def test_frames_round_trip_and_refuse_a_silly_length() -> None:

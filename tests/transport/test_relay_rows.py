@@ -34,6 +34,7 @@ from probes.transport import relay as relay_module
 from probes.transport.collector_wire import (
     Batch,
     CollectorJob,
+    RelayedHello,
     check_batch,
     frame,
     relayed_sample,
@@ -275,6 +276,8 @@ def _reader_at_a_tick(fleet: tuple[list[bytes], Batch]) -> tuple[MessageReader, 
             continue
         if isinstance(e, bytes):
             reader.feed(e)
+        elif isinstance(e, RelayedHello):
+            reader.relayed_hello(e.hello, e.columns)
         elif isinstance(e, tuple) and reader.compact is not None:
             sample = relayed_sample(reader, e)
             assert sample is not None
@@ -445,6 +448,8 @@ def test_a_static_message_the_relay_dropped_sends_the_ticks_as_text_until_the_ne
     for e in sent + during + after:
         if isinstance(e, bytes):
             reader.feed(e)
+        elif isinstance(e, RelayedHello):
+            reader.relayed_hello(e.hello, e.columns)
         elif isinstance(e, tuple):
             assert relayed_sample(reader, e) is not None  # built: the same static line
 

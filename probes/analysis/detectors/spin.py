@@ -12,6 +12,7 @@ timeout, which by default waits ten.
 from __future__ import annotations
 
 import statistics
+from operator import mul
 
 from probes.analysis.detectors.window import (
     all_above,
@@ -22,12 +23,13 @@ from probes.analysis.detectors.window import (
     latest_ts,
     merged,
     points,
+    points_many,
     slack,
     step_latest,
 )
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
-from probes.history import HostHistory, SeriesKey, gpu_key
+from probes.history import Columns, HostHistory, SeriesKey, gpu_key
 from probes.triage import Code, Severity, Step
 from probes.wire.samples import Hello, HostSample
 
@@ -111,34 +113,44 @@ def coarse_margin(v: float) -> float:
 def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
                            sample: HostSample | None = None,
                            limits: DetectorLimits = DEFAULT_LIMITS) -> list[Finding]:
-    """``collective-hang`` when every GPU of the host sat busy at low power for the window."""
+    """``collective-hang`` when every GPU of the host sat busy at low power for the window.
+
+    Any GPU that is not spinning rules the host out, whichever it is, so the GPUs may be
+    judged in any order: the first alone (a busy host's first GPU draws its power, and
+    nothing more is read), then the others' windows read together, a field at a time
+    (``points_many``: issue 38), their utilisation judged before any power is read.
+    """
     now = latest_ts(history)
     if now is None:
         return []
     window = limits.hang_window_s
     since = now - window
     gpus = list(history.gpu_indices())
-    spinning: list[tuple[int, float, float, float]] = []
-    nb = bins(window)
-    for idx in gpus:
-        up = points(history.series(gpu_key(idx, "util_pct")), since, nb)
-        power = cols(history.series(gpu_key(idx, "power_w")), since, nb)
-        if up is None or power is None or not covered(up, now, window, limits):
-            return []
-        if all_below(up, limits.hang_util_pct):
-            return []  # every bin under it, so the least is too
-        if not all_above(up, limits.hang_util_pct) and \
-                min(merged(up, nb).mean) < limits.hang_util_pct:
-            return []  # (every point over it: so is every bin, no need to merge)
-        drawn = max(power.mean)
-        # drawn > share * usual when usual is under drawn / share: the hour's points can say so
-        share = limits.hang_power_share
-        usual = _usual_busy_power(history, idx, since, drawn / share if share > 0 else None)
-        if not usual or drawn > share * usual:
-            return []
-        spinning.append((idx, up.t[0], drawn, usual))
-    if len(spinning) < MIN_GPUS:
+    if len(gpus) < MIN_GPUS:
         return []
+    nb = bins(window)
+    first = gpus[0]
+    up0 = points(history.series(gpu_key(first, "util_pct")), since, nb)
+    if not _busy(up0, now, window, nb, limits):
+        return []
+    assert up0 is not None
+    got = _spins(history, first, up0, points(history.series(gpu_key(first, "power_w")),
+                                             since, nb), since, nb, limits)
+    if got is None:
+        return []
+    rest = gpus[1:]
+    ups = points_many(history, [gpu_key(i, "util_pct") for i in rest], since, nb)
+    for up in ups:
+        if not _busy(up, now, window, nb, limits):
+            return []
+    powers = points_many(history, [gpu_key(i, "power_w") for i in rest], since, nb)
+    spinning = [got]
+    for idx, up, power in zip(rest, ups, powers, strict=True):
+        assert up is not None
+        one = _spins(history, idx, up, power, since, nb, limits)
+        if one is None:
+            return []
+        spinning.append(one)
     start = min(t for _, t, _, _ in spinning)
     drawn = max(d for _, _, d, _ in spinning)
     usual = statistics.median(u for _, _, _, u in spinning)
@@ -149,3 +161,46 @@ def detect_collective_hang(host: str, history: HostHistory, hello: Hello | None,
                     "completes", host, ts=start, action=ACTION_HANG,
                     extra={"gpus": [i for i, _, _, _ in spinning], "power_w": round(drawn),
                            "usual_power_w": round(usual)})]
+
+
+def _busy(up: Columns | None, now: float, window: float, nb: int,
+          limits: DetectorLimits) -> bool:
+    """The GPU's utilisation window is covered and no bin of it falls under the limit."""
+    if up is None or not covered(up, now, window, limits):
+        return False
+    if all_below(up, limits.hang_util_pct):
+        return False  # every bin under it, so the least is too
+    # (every point over it: so is every bin, no need to merge)
+    return all_above(up, limits.hang_util_pct) or \
+        min(merged(up, nb).mean) >= limits.hang_util_pct
+
+
+def _spins(history: HostHistory, idx: int, up: Columns, power: Columns | None, since: float,
+           nb: int, limits: DetectorLimits) -> tuple[int, float, float, float] | None:
+    """A busy GPU drawing under its share of its usual busy power: (GPU, window start,
+    drawn, usual); None when it draws more (or nothing is known of its power).
+
+    ``drawn`` is the highest of the window's bins, merged from its points; the highest bin
+    draws at least the window's weighted mean (less rounding: ``slack``), so a GPU drawing
+    more than its share of its usual power by that much is ruled out before the merge, the
+    dearest step of the detector (a busy host's first GPU, every run).
+    """
+    if power is None:
+        return None
+    share = limits.hang_power_share
+    pm = power.mean
+    if len(pm) > nb:
+        mean = sum(map(mul, pm, power.n)) / sum(power.n)
+        least = mean - slack(mean)
+        drawn = None
+    else:
+        least = drawn = max(pm)
+    # drawn > share * usual when usual is under drawn / share: the hour's points can say so
+    usual = _usual_busy_power(history, idx, since, least / share if share > 0 else None)
+    if not usual or least > share * usual:
+        return None
+    if drawn is None:
+        drawn = max(merged(power, nb).mean)
+    if drawn > share * usual:
+        return None
+    return (idx, up.t[0], drawn, usual)
