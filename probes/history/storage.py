@@ -11,7 +11,7 @@ import math
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import compress
 from typing import Any, NamedTuple
 
@@ -118,36 +118,6 @@ PCT = Codec("B", 2.0)
 """0–127 in half steps: utilisation, temperature, %util."""
 
 
-CODEC_MAPS_MAX = 4096
-"""Steps kept in ``_codec_steps`` before it starts again (the maps in use stay valid)."""
-_NO_CODECS: dict[str, Codec] = {}
-_codec_steps: dict[tuple[int, str, int],
-                   tuple[Mapping[str, Codec], Codec | None, dict[str, Codec]]] = {}
-"""(id of a codec map, key, id of the codec or 0 to drop it) -> (that map, the codec, the
-map after the step): every ring that adds the same series in the same order holds the same
-map (a host's four tiers held four ~1.5 KB dicts, the same at every host: issue 38).  The
-entry holds the map and codec it was keyed on, so their ids are not reused while it lives."""
-
-
-def codecs_after(now: Mapping[str, Codec], key: str, codec: Codec | None
-                 ) -> Mapping[str, Codec]:
-    """The shared map ``now`` with ``key`` set to ``codec`` (None: dropped), as a dict
-    assignment (or ``pop``) would leave it, order included; never changes ``now``."""
-    step = (id(now), key, 0 if codec is None else id(codec))
-    got = _codec_steps.get(step)
-    if got is not None and got[0] is now and got[1] is codec:
-        return got[2]
-    after = dict(now)
-    if codec is None:
-        after.pop(key, None)
-    else:
-        after[key] = codec
-    if len(_codec_steps) >= CODEC_MAPS_MAX:
-        _codec_steps.clear()
-    _codec_steps[step] = (now, codec, after)
-    return after
-
-
 class Ring:
     """One tier's columns: a time column and per-series value columns, all ring-indexed alike.
 
@@ -162,9 +132,7 @@ class Ring:
         self.times = array("d")
         self.counts: array[Any] | None = array("H") if counted else None
         self.cols: dict[str, array[Any]] = {}
-        self.codecs: Mapping[str, Codec] = _NO_CODECS
-        """Series -> codec: a map shared by every ring with the same series (``codecs_after``),
-        so it is replaced, never changed."""
+        self.codecs: dict[str, Codec] = {}
         self.partial: dict[str, dict[float, int]] = {}
         """Per series, buckets where it had fewer values than the bucket had samples."""
         self.start = 0
@@ -180,12 +148,11 @@ class Ring:
         ~12 KB across its tiers: issue 38)."""
         if self.cap:
             self.cols[key] = codec.fill * (self.cap * self.width)
-        self.codecs = codecs_after(self.codecs, key, codec)
+        self.codecs[key] = codec
 
     def drop_series(self, key: str) -> None:
         self.cols.pop(key, None)
-        if key in self.codecs:
-            self.codecs = codecs_after(self.codecs, key, None)
+        self.codecs.pop(key, None)
         self.partial.pop(key, None)
 
     def _linearize(self) -> None:

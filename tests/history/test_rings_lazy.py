@@ -22,7 +22,7 @@ class EagerRing(Ring):
 
     def add_series(self, key: str, codec: Codec) -> None:
         self.cols[key] = codec.fill * (self.cap * self.width)
-        self.codecs = {**self.codecs, key: codec}  # its own map: the shared ones never change
+        self.codecs[key] = codec
 
 
 SMALL = (Tier(1.0, 120.0), Tier(5.0, 600.0), Tier(30.0, 1800.0), Tier(150.0, 3600.0))
