@@ -17,6 +17,7 @@ from probes.analysis.fleet_row import HostStatus
 from probes.analysis.tick_gpus import tick_gpus
 
 if TYPE_CHECKING:
+    from probes.analysis.host_findings import HostFindings
     from probes.analysis.host_logs import HostLogs
     from probes.analysis.limits import Limits
     from probes.analysis.reach_tracker import Outage, ReachTracker
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
 class HostState(Protocol):
     """What of ``probes.fleet_state.HostState`` is read here."""
 
-    revision: int
-    quiet: int
+    findings_kept: HostFindings
     reach: ReachTracker
     last: HostSample | None
     logs: HostLogs
@@ -41,20 +41,25 @@ NumbersMark = tuple[int, HostStatus, "Outage | None", "SourceHealth | None", "Ho
 def numbers_mark(host: HostState) -> NumbersMark:
     """What of ``host`` its row's status, findings and GPUs answering read, before a sample."""
     reach = host.reach
-    return host.revision - host.quiet, reach.status, reach.outage, reach.watch, host.last
+    kept = host.findings_kept
+    return kept.content - kept.reworded, reach.status, reach.outage, reach.watch, host.last
 
 
 def numbers_only(host: HostState, mark: NumbersMark) -> bool:
     """Whether the sample just folded into ``host`` (``mark``: taken before it) moved only
-    numbers: no kept finding changed (``HostState.quiet``), nor the reachability the
-    findings and status read, nor any GPU's state (what the fleet row's GPU count reads
-    beyond the findings: ``tui.views.fleet_rows._answering``).  A host that has flapped
-    (its findings read its last-seen time) or whose job log's throughput is down (its cause
-    is looked for in every sample) never moves only numbers.  False when unsure."""
-    revision, status, outage, watch, last = mark
+    numbers: no kept finding came, went or changed its severity (only its words or values
+    may have, a throttled clock's MHz: ``HostFindings.reworded``; an off-screen row keeps
+    its findings' words while nobody reads them, ``FleetRows._may_wait``), nor the
+    reachability the findings and status read, nor any GPU's state (what the fleet row's
+    GPU count reads beyond the findings: ``tui.views.fleet_rows._answering``).  A host that
+    has flapped (its findings read its last-seen time) or whose job log's throughput is down
+    (its cause is looked for in every sample) never moves only numbers.  False when
+    unsure."""
+    shape, status, outage, watch, last = mark
     reach = host.reach
     new = host.last
-    if (host.revision - host.quiet != revision or reach.status is not status
+    kept = host.findings_kept
+    if (kept.content - kept.reworded != shape or reach.status is not status
             or reach.outage is not outage or reach.watch is not watch or reach.onsets
             or last is None or new is None or host.logs.speed.drops(host.limits.detectors)):
         return False

@@ -292,6 +292,8 @@ class FleetRows:
             if name in focus or name in timed or (not read and name in loose):
                 due.add(name)
                 continue
+            if name in waiting:  # due no earlier than when last marked: looked at then
+                continue
             kept = kept_rows.get(name)
             if kept is None or now < kept.built_at:
                 due.add(name)
