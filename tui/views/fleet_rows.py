@@ -2,9 +2,11 @@
 
 A view over the fold (``probes.fleet_state``), not part of it: which rows are on screen
 (``focus``) and how long an off-screen row may keep its numbers are the console's concern.
-The fold says which hosts changed (``FleetState.changed_since``); a down or stale host's
-ages are re-stamped on its kept row.  At a thousand hosts a redraw, a key press or a burst
-of connects then costs the hosts that changed, not the whole fleet.
+The fold says which hosts changed (``FleetState.changed_since``) and which of them changed
+beyond their numbers (``judged_since``): off screen only those are looked at, the others
+marked as waiting (until their refresh slot, or until seen, ``_moved``).  A down or stale
+host's ages are re-stamped on its kept row.  At a thousand hosts a redraw, a key press or a
+burst of connects then costs the hosts that changed, not the whole fleet.
 """
 
 from __future__ import annotations
