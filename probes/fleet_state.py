@@ -20,6 +20,7 @@ from probes.analysis.fabric_groups import RACK_CODES, SWITCH_CODES, grouped
 from probes.analysis.fabric_map import FabricMap, fabric_map
 from probes.analysis.findings import Finding, Severity, log_findings
 from probes.analysis.first_failure import Diagnosis, diagnose
+from probes.analysis.fleet_changes import ChangeLog, numbers_mark, numbers_only
 from probes.analysis.fleet_counts import count_rows
 from probes.analysis.fleet_row import FleetRow, HostStatus
 from probes.analysis.gpu_peers import PeerCounts
@@ -333,10 +334,8 @@ class FleetState:
                               logs=HostLogs(scan_worker), peers=self.peers)
             for s in specs}
         self.scan_worker = scan_worker
-        self._version = 0
-        self._changed: dict[str, int] = {}
-        """Each host that changed → the version of its newest change, oldest change first
-        (``changed_since`` walks it from the newest end)."""
+        self._log = ChangeLog()
+        """Which hosts changed, and which beyond their numbers (``changed_since``)."""
         self._unticked: set[str] = set()
         """Hosts that folded an item since the last ``tick``."""
         self._stale_at: dict[str, float] = {}
@@ -357,13 +356,13 @@ class FleetState:
     @property
     def version(self) -> int:
         """Items folded so far: the view is unchanged while it and the clock are."""
-        return self._version
+        return self._log.version
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
         if isinstance(item, JobChange):  # the job's, passed under its batch host
             self.jobs[item.job] = item
-            self._version += 1
+            self._log.bump()
             return
         state = self.hosts.get(host)
         if state is not None:
@@ -371,28 +370,24 @@ class FleetState:
                 self._rank_epoch += 1  # a host's GPUs or processes are known anew
             if isinstance(item, Hello):
                 self.peers.add(host, item)
+            mark = numbers_mark(state) if isinstance(item, HostSample) else None
             state.apply(item, now)
             if isinstance(item, SourceHealth):
                 if state.reach.watch is None:
                     self.unseen.pop(host, None)
                 else:
                     self.unseen[host] = state.reach.watch
-            self._changed_now(host)
+            self._log.changed(host, judged=mark is None or not numbers_only(state, mark))
             self._unticked.add(host)
-
-    def _changed_now(self, host: str) -> None:
-        self._version += 1
-        self._changed.pop(host, None)
-        self._changed[host] = self._version
 
     def changed_since(self, version: int) -> list[str]:
         """The hosts that changed after ``version`` (a read of ``version``), newest first."""
-        out = []
-        for name, at in reversed(self._changed.items()):
-            if at <= version:
-                break
-            out.append(name)
-        return out
+        return self._log.changed_since(version)
+
+    def judged_since(self, version: int) -> list[str]:
+        """The hosts whose status, findings or GPUs answering may have changed after
+        ``version``: ``changed_since`` less the samples that moved only numbers."""
+        return self._log.judged_since(version)
 
     def scan_logs(self) -> bool:
         """Run the log rules over every host's queued lines (a write: a one-shot read calls
@@ -400,7 +395,7 @@ class FleetState:
         moved = False
         for name in self._unticked:
             if self.hosts[name].scan_logs():
-                self._changed_now(name)
+                self._log.changed(name)
                 moved = True
         return moved
 
@@ -415,7 +410,7 @@ class FleetState:
         for name in due:
             state = self.hosts[name]
             if state.tick(now):
-                self._changed_now(name)
+                self._log.changed(name)
                 moved = True
             seen = state.reach.last_seen
             if state.shown_status_at(now) is HostStatus.STREAMING and seen is not None:
@@ -434,7 +429,7 @@ class FleetState:
             if state.logs.take_readings():
                 state.revision += 1  # its cached findings and row are old now
                 state.scan_logs()
-                self._changed_now(name)
+                self._log.changed(name)
                 moved = True
         return moved
 
@@ -455,11 +450,11 @@ class FleetState:
         kept = self._ranks
         key = (watch.key(), self._rank_epoch)
         if kept is not None and kept[2] == key and (
-                kept[0] == self._version or now - kept[1] < RANK_INDEX_EVERY_S):
+                kept[0] == self._log.version or now - kept[1] < RANK_INDEX_EVERY_S):
             return kept[3]
         index = RankIndex((HostRanks(s.name, s.last, s.hello, s.logs.rank_places())
                            for s in self.hosts.values()), watch)
-        self._ranks = (self._version, now, key, index)
+        self._ranks = (self._log.version, now, key, index)
         return index
 
     def all_findings(self, names: Iterable[str] | None = None,

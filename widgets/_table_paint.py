@@ -424,10 +424,14 @@ class PaintedTable(DataTable[Text]):
             False, False, False, hover_on, cursor_on, self.show_cursor,
             self._show_hover_cursor, False, False)
         end = Segment(" " * remaining, self._end_style(row_style + extend_style, row))
-        if line_no == 0 and x1 == 0 and x2 >= width and remaining + sum(widths) == width:
+        total = remaining + sum(widths)
+        if line_no == 0 and ((x1 == 0 and x2 >= width and total == width)
+                             or (x1 >= 0 and x2 - x1 == width and total >= x2)):
+            # the whole line, or ``width`` cells of a table wider than the screen (at 160
+            # columns the fleet's are 166: every line took the path below; issue 38, keys)
             joined = self._joined_line(row, row_style, columns, widths, cursor_on, hover_on)
             if joined is not None:
-                return Strip(line_crop(_join(joined, [end]), x1, x2, width), width)
+                return Strip(line_crop(_join(joined, [end]), x1, x2, total), width)
         cells = [self._render_cell(row, index, row_style, cell_width, cursor=cursor_on,
                                    hover=hover_on)[line_no]
                  for index, cell_width in enumerate(widths)]

@@ -64,6 +64,10 @@ class HostFindings:
     """Writes that changed a kept list (a sample whose findings are the ones already kept,
     same objects, moves ``revision`` only): a memo of ``merged`` is good while it and its key
     hold (issue 38: at a thousand hosts every sample merged every host's findings again)."""
+    reworded: int = 0
+    """Of ``content``'s moves, a sample's findings that kept every key, severity and onset
+    as they were (only words or values moved, a throttled clock's MHz): ``content -
+    reworded`` moves only when which findings there are, or how bad, may have moved."""
     _memo: tuple[object, int, list[Finding]] | None = field(
         default=None, repr=False, compare=False)
 
@@ -98,6 +102,10 @@ class HostFindings:
             del self.since[key]
         if not _kept_as(self.current, current):
             self.content += 1
+            if len(current) == len(self.current) and all(
+                    a.key == b.key and a.severity is b.severity and a.ts == b.ts
+                    for a, b in zip(self.current, current, strict=True)):
+                self.reworded += 1
             self.current = tuple(current)
 
     def keep(self, found: Iterable[Finding]) -> None:

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen, ViewRequested
 from tui.screens.base import DataScreen, row_key_text, shown
-from tui.views.fleet_view import SORT_KEYS, crumb, filter_rows, sort_rows
+from tui.views.fleet_view import SORT_KEYS, RowWords, crumb, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
@@ -72,6 +72,8 @@ class FleetScreen(DataScreen):
         """The rows of the last ``show``: a key re-sorts or re-filters this view, and the
         next tick brings the hosts' news (judging them again on a key press cost most of
         its latency at a thousand hosts)."""
+        self._words = RowWords()
+        """What the filter searches in each row, kept while the row is (``filter_rows``)."""
 
     def compose(self) -> ComposeResult:
         """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
@@ -107,7 +109,7 @@ class FleetScreen(DataScreen):
         return rows.rows(now)
 
     def _draw(self, fleet: FleetState, now: float) -> None:
-        rows = sort_rows(filter_rows(self._rows, self.query_text), self.sort_key)
+        rows = sort_rows(filter_rows(self._rows, self.query_text, self._words), self.sort_key)
         if self.wall:
             empty = "no hosts match the filter" if self._rows else "no hosts yet"
             self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows,

@@ -2,9 +2,11 @@
 
 A view over the fold (``probes.fleet_state``), not part of it: which rows are on screen
 (``focus``) and how long an off-screen row may keep its numbers are the console's concern.
-The fold says which hosts changed (``FleetState.changed_since``); a down or stale host's
-ages are re-stamped on its kept row.  At a thousand hosts a redraw, a key press or a burst
-of connects then costs the hosts that changed, not the whole fleet.
+The fold says which hosts changed (``FleetState.changed_since``) and which of them changed
+beyond their numbers (``judged_since``): off screen only those are looked at, the others
+marked as waiting (until their refresh slot, or until seen, ``_moved``).  A down or stale
+host's ages are re-stamped on its kept row.  At a thousand hosts a redraw, a key press or a
+burst of connects then costs the hosts that changed, not the whole fleet.
 """
 
 from __future__ import annotations
@@ -155,6 +157,10 @@ class FleetRows:
         self._stale_at: dict[str, float] = {}
         """When each streaming host's row turns stale unless an item comes first."""
         self._visited_at: float | None = None
+        self._loose: set[str] = set()
+        """Off-screen hosts whose kept row last waited while the screen read numbers, when
+        its GPUs answering were not compared (``_may_wait``): once nobody reads numbers,
+        they are looked at even when only their numbers moved (``_moved``)."""
 
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
@@ -167,9 +173,14 @@ class FleetRows:
             if kept.revision == host.revision:
                 row = kept.row
                 self._waiting.pop(name, None)
+                self._loose.discard(name)
             elif self._may_wait(host, kept, now, status):
                 row = kept.row
                 self._waiting[name] = self._due(host, kept)
+                if self.numbers_read:
+                    self._loose.add(name)
+                else:
+                    self._loose.discard(name)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -183,6 +194,7 @@ class FleetRows:
                                         _slot_after(now, _wait_s(host), self._phase[name]),
                                         _answering(host), host.findings_key(status))
             self._waiting.pop(name, None)
+            self._loose.discard(name)
             timed = not timeless(row)
         if timed:
             self._timed.add(name)
@@ -250,17 +262,65 @@ class FleetRows:
             self._list = [self.row(h, now) for h in fleet.hosts.values()]
         else:
             focus = self.focus
-            due = set(fleet.changed_since(self._seen)) | self._timed
-            due.update(n for n, t in self._stale_at.items() if t < now)
+            hosts, place, out = fleet.hosts, self._place, self._list
+            due = self._moved(now) | self._timed
+            due.update(self._stale_by(now))
             read = self.numbers_read
             due.update(n for n, t in self._waiting.items()
                        if (read and t <= now) or focus is None or n in focus)
-            hosts, place, out = fleet.hosts, self._place, self._list
             for name in due:
                 out[place[name]] = self.row(hosts[name], now)
         self._seen = fleet.version
         self._visited_at = now
         return list(self._list)
+
+    def _moved(self, now: float) -> set[str]:
+        """The hosts changed in the fold since the last visit that need a look: all but
+        those off screen whose sample moved only numbers (``FleetState.judged_since``) and
+        whose kept row may keep them (``_may_wait``'s test, the findings and GPUs answering
+        known to hold): those are only marked as waiting, as a look would have."""
+        fleet, seen, focus = self.fleet, self._seen, self.focus
+        changed = fleet.changed_since(seen)
+        if focus is None:
+            return set(changed)
+        judged = set(fleet.judged_since(seen))
+        hosts, kept_rows, timed, waiting = fleet.hosts, self._kept, self._timed, self._waiting
+        loose = self._loose
+        read = self.numbers_read
+        due = judged
+        for name in changed:
+            if name in judged:
+                continue
+            if name in focus or name in timed or (not read and name in loose):
+                due.add(name)
+                continue
+            if name in waiting:  # due no earlier than when last marked: looked at then
+                continue
+            kept = kept_rows.get(name)
+            if kept is None or now < kept.built_at:
+                due.add(name)
+                continue
+            at = self._due(hosts[name], kept)
+            if read and now >= at:
+                due.add(name)
+            else:
+                waiting[name] = at
+        return due
+
+    def _stale_by(self, now: float) -> list[str]:
+        """Streaming hosts whose rows may read stale by ``now``; the others' times are
+        moved to their newest item's (a numbers-only sample is not looked at: ``_moved``)."""
+        stale_at, hosts = self._stale_at, self.fleet.hosts
+        out = []
+        for name, at in stale_at.items():
+            if at < now:
+                reach = hosts[name].reach
+                seen = reach.last_seen
+                if seen is not None and seen + reach.stale_limit_s() >= now:
+                    stale_at[name] = seen + reach.stale_limit_s()
+                else:
+                    out.append(name)
+        return out
 
     def waiting_among(self, names: frozenset[str]) -> bool:
         """Whether any of ``names`` shows numbers that wait for a rebuild (a row scrolled
