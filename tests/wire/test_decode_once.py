@@ -9,6 +9,7 @@ fold reads a tick's static half again only when its static facts change.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -19,7 +20,7 @@ from probes.transport.relay import RelayReader
 from probes.wire import compact
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import HostSample
-from tests.wire.test_wire_v2 import ODD, _agent, _either, _stream
+from tests.wire.test_wire_v2 import ODD, _agent, _either, _stream, odd
 
 
 class CheckingReader(MessageReader):
@@ -69,15 +70,15 @@ def test_a_ticks_verdict_without_the_sample_is_the_samples() -> None:
             if where in ("gpu", "procs") and gpus:
                 g = gpus[rng.randrange(len(gpus))]
                 if isinstance(g, list) and g:
-                    g[-1 if where == "procs" else rng.randrange(len(g))] = rng.choice(ODD)
+                    g[-1 if where == "procs" else rng.randrange(len(g))] = odd(rng)
             elif where == "host" and isinstance(row[3], list) and row[3]:
-                row[3][rng.randrange(len(row[3]))] = rng.choice(ODD)
+                row[3][rng.randrange(len(row[3]))] = odd(rng)
             elif where == "disk" and isinstance(row[4], list) and row[4]:
                 d = row[4][rng.randrange(len(row[4]))]
                 if isinstance(d, list) and d:
-                    d[rng.randrange(len(d))] = rng.choice(ODD)
+                    d[rng.randrange(len(d))] = odd(rng)
             elif where == "top":
-                row[rng.randrange(5)] = rng.choice(ODD)
+                row[rng.randrange(5)] = odd(rng)
         line = json.dumps(row, separators=(",", ":")).encode()
         good = not isinstance(
             _either(stream.sample, line, lambda line=line: json.loads(line)), str)
@@ -117,9 +118,9 @@ def test_a_thin_streams_verdict_is_the_full_streams_sample() -> None:
         if where in ("gpu", "procs") and gpus:
             g = gpus[rng.randrange(len(gpus))]
             if isinstance(g, list) and g:
-                g[-1 if where == "procs" else rng.randrange(len(g))] = rng.choice(ODD)
+                g[-1 if where == "procs" else rng.randrange(len(g))] = odd(rng)
         elif where == "top":
-            row[rng.randrange(5)] = rng.choice(ODD)
+            row[rng.randrange(5)] = odd(rng)
         line = json.dumps(row, separators=(",", ":")).encode()
         good = not isinstance(_either(full.sample, line, lambda line=line: json.loads(line)), str)
         checked = not isinstance(
@@ -164,3 +165,16 @@ def test_a_hold_is_read_again_when_the_static_facts_change() -> None:
                 held.append(dict(fast.held))
     assert held == [{0: ("100", 6.0)}, {0: ("100", 6.0)}, {0: ("200", 8.0)},
                     {0: ("200", 8.0)}, {0: ("200", 8.0)}]
+
+
+
+_ODD_AT_COLLECTION = copy.deepcopy(ODD)
+"""``ODD`` as collected, before any test ran."""
+
+
+def test_the_odd_values_are_left_as_they_were() -> None:
+    """The mutations above take copies of ``ODD``: the streams later modules build from it
+    (``test_row_fold``, ``test_stage_pack``) must not depend on which tests ran first in
+    their worker (CI once found 498 rows where 500 were built)."""
+    test_a_ticks_verdict_without_the_sample_is_the_samples()
+    assert _ODD_AT_COLLECTION == ODD

@@ -19,7 +19,7 @@ from msgspec.structs import asdict
 
 from probes.wire import compact, structs
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
-from tests.wire.test_wire_v2 import ODD, _agent, _stream
+from tests.wire.test_wire_v2 import _agent, _stream, odd
 
 _new = object.__new__
 _set = object.__setattr__
@@ -94,16 +94,16 @@ def _mutate(row: list[Any], rng: random.Random) -> None:
         gpus = row[2] if isinstance(row[2], list) else []
         g = gpus[rng.randrange(len(gpus))] if gpus else None
         if where in ("gpu", "procs") and isinstance(g, list) and g:
-            g[-1 if where == "procs" else rng.randrange(len(g))] = rng.choice(ODD)
+            g[-1 if where == "procs" else rng.randrange(len(g))] = odd(rng)
         elif where == "num" and isinstance(g, list) and len(g) > 2:
             # a believable number of either type: an int where a float was, and back
             g[rng.randrange(len(g) - 2)] = rng.choice((0, 1, 65, 65.0, 1.25, None, 300))
         elif where == "host" and isinstance(row[3], list) and row[3]:
-            row[3][rng.randrange(len(row[3]))] = rng.choice((*ODD, 3, 3.0))
+            row[3][rng.randrange(len(row[3]))] = odd(rng, 3, 3.0)
         elif where == "disk" and isinstance(row[4], list) and row[4]:
             d = row[4][rng.randrange(len(row[4]))]
             if isinstance(d, list) and d:
-                d[rng.randrange(len(d))] = rng.choice((*ODD, 4, 4.0))
+                d[rng.randrange(len(d))] = odd(rng, 4, 4.0)
 
 
 SCENARIOS = ("leak:3,link-downgrade:2", "throttle:2,xid79:6@20",

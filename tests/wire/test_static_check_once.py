@@ -25,7 +25,7 @@ from probes.wire.samples import HostSample
 from tests.transport.test_relay_rows import agent_stream, value_differences
 from tests.wire.test_clean_tree import _spoil
 from tests.wire.test_shared_facts import _typed
-from tests.wire.test_wire_v2 import ODD
+from tests.wire.test_wire_v2 import odd
 
 _STATE = ("_has_static", "_static_gpus", "_static_host", "_gpu_base", "_procs", "_host_base",
           "_last_procs", "_whole", "_proc_counts", "_fit", "_fit_all", "_thin")
@@ -41,7 +41,7 @@ def _spoiled_static(obj: dict[str, Any], rng: random.Random) -> dict[str, Any]:
             if not isinstance(g, list) or not g:
                 continue
             at = 0 if what < 0.2 else rng.randrange(len(g))  # the index: v1 may drop the GPU
-            g[at] = rng.choice([*ODD, -1, 1024, 3.0, "0"])
+            g[at] = odd(rng, -1, 1024, 3.0, "0")
         elif what < 0.7 and isinstance(gpus, list) and gpus:
             g = gpus[rng.randrange(len(gpus))]
             if isinstance(g, list) and g:  # the processes
