@@ -113,11 +113,15 @@ def row_filler(names: tuple[str, ...], skip: str | None = None) -> Filler:
     return fill
 
 
-_GPU_FIELDS = tuple(f.name for f in dataclasses.fields(GpuSample))
-if set(_GPU_FIELDS) != set(_STATIC_VALUES) | set(GPU_ROW_FIELDS) or \
-        set(_STATIC_VALUES) & set(GPU_ROW_FIELDS):
-    raise ValueError("the GPU table's static and moving fields are not GpuSample's fields")
+_GPU_FIELDS = _STATIC_VALUES + GPU_ROW_FIELDS
+"""A static half's slots, in the key order of the dict it was (the table's fields: a field
+added to the table and not to ``GpuSample`` is one more, as it was one more key)."""
+if not {f.name for f in dataclasses.fields(GpuSample)} <= set(_GPU_FIELDS) or \
+        len(set(_GPU_FIELDS)) != len(_GPU_FIELDS):
+    raise ValueError("a GpuSample field is not in the GPU table, or one is there twice")
 _GPU_GET = attrgetter(*_GPU_FIELDS)
+_SAMPLE_GET = attrgetter(*(f.name for f in dataclasses.fields(GpuSample)))
+"""The fields ``GpuSample`` compares and hashes."""
 
 
 class StaticGpu(GpuSample):
@@ -131,7 +135,7 @@ class StaticGpu(GpuSample):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, GpuSample):
-            return _GPU_GET(self) == _GPU_GET(other)
+            return _SAMPLE_GET(self) == _SAMPLE_GET(other)
         return NotImplemented
 
     __hash__ = GpuSample.__hash__
@@ -624,10 +628,10 @@ def _static_gpu(checked: GpuSample) -> StaticGpu:
     (held once per stream: the epoch's ``gpus`` and the stream's ``_gpu_base`` are the same
     objects; issue 38, memory)."""
     obj = _new(StaticGpu)
-    for k in _GPU_FIELDS:
-        _set(obj, k, None)
     for k in _STATIC_VALUES:
         _set(obj, k, getattr(checked, k))
+    for k in GPU_ROW_FIELDS:
+        _set(obj, k, None)
     _set(obj, "processes", checked.processes)
     return obj
 
