@@ -8,8 +8,10 @@ moving, GPUs hot or missing, hosts down, back, silent) is read each tick through
 and through the rows as before (the same class with ``only_numbers_read`` off: a full build
 at each slot), the rows on screen scrolling and a filter set for a while.  Every tick:
 every row's four numbers equal the rows' before, so each numeric order is the same; the
-totals equal; the rows on screen equal a fresh ``HostState.row`` field by field.  Fewer rows
-are built.  Negative control: a ``renumbered`` that keeps the stale numbers is caught.
+totals equal; the rows on screen equal a fresh ``HostState.row`` field by field; a row
+with fresh numbers on older verdicts is one a scroll draws again at once
+(``waiting_among``).  Fewer rows are built.  Negative control: a ``renumbered`` that keeps
+the stale numbers is caught.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import random
 import pytest
 
 from probes.analysis.fleet_row import FleetRow
+from probes.analysis.row_judge import renumbered
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
 from probes.fleet_state import FleetState
 from probes.wire.events import Connected, Disconnected
+from probes.wire.samples import HostSample
 from tests.support.tui_fakes import T0, hello, sample
 from tui.views import fleet_rows
 from tui.views.fleet_rows import FleetRows
@@ -70,7 +74,8 @@ def _tick_items(rng: random.Random, fleet: FleetState, step: int,
         fleet.apply(name, dataclasses.replace(s, gpus=gpus), now)
 
 
-def _run(seed: int) -> dict[str, int]:
+def _run(seed: int, made: dict[str, FleetRow] | None = None) -> dict[str, int]:
+    """``made``: the rows ``renumbered`` made, by host (a recording wrapper's)."""
     rng = random.Random(seed)
     fleet = FleetState([HostSpec(name=h, expect_gpus=8) for h in HOSTS])
     for name in HOSTS:
@@ -80,7 +85,7 @@ def _run(seed: int) -> dict[str, int]:
     top = 0
     trouble: dict[str, int | None] = {}
     diffs = {"numbers": 0, "order": 0, "totals": 0, "on screen": 0, "renumbers": 0,
-             "builds": 0, "builds before": 0}
+             "builds": 0, "builds before": 0, "unreported": 0}
     for step in range(1, TICKS):
         _tick_items(rng, fleet, step, trouble)
         now = T0 + step + rng.random() * 0.5
@@ -99,6 +104,8 @@ def _run(seed: int) -> dict[str, int]:
                                    != [r.name for r in sort_rows(was, order)])
         diffs["totals"] += view.totals(now) != before.totals(now)
         for row in rows:
+            if made is not None and made.get(row.name) is row:  # older verdicts: a scroll
+                diffs["unreported"] += not view.waiting_among(frozenset({row.name}))
             if row.name in view.focus:
                 diffs["on screen"] += repr(row) != repr(fleet.hosts[row.name].row(now))
     diffs["renumbers"] = view.row_renumbers
@@ -107,12 +114,21 @@ def _run(seed: int) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_numeric_orders_as_full_builds_give_them(seed: int) -> None:
-    diffs = _run(seed)
+def test_numeric_orders_as_full_builds_give_them(seed: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    made: dict[str, FleetRow] = {}
+
+    def recorded(row: FleetRow, sample: HostSample | None) -> FleetRow:
+        out = made[row.name] = renumbered(row, sample)
+        return out
+
+    monkeypatch.setattr(fleet_rows, "renumbered", recorded)
+    diffs = _run(seed, made)
     assert diffs["renumbers"] > 50, diffs  # the case is exercised
     assert diffs["builds"] < diffs["builds before"] - 50, diffs
     assert (diffs["numbers"], diffs["order"], diffs["totals"], diffs["on screen"]) \
         == (0, 0, 0, 0), diffs
+    assert diffs["unreported"] == 0, diffs  # such a row scrolled on screen asks a redraw
 
 
 def test_a_stale_number_kept_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

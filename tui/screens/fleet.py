@@ -268,7 +268,7 @@ class FleetScreen(DataScreen):
         table = self.query_one(FleetTable)
         self.query_one(FleetDetail).line = table.line_at_cursor()
         rows = self.console.fleet_rows
-        if not rows.numbers_read and not self.wall and rows.waiting_among(
+        if not self.wall and rows.waiting_among(
                 table.visible_keys() | {event.row_key.value or ""}):
             # after the key's own repaint: the redraw is the next tick's work, brought on
             self.call_after_refresh(self.post_message, ViewRequested())

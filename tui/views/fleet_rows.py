@@ -170,6 +170,8 @@ class FleetRows:
         """Off-screen hosts whose kept row last waited while the screen read numbers, when
         its GPUs answering were not compared (``_may_wait``): once nobody reads numbers,
         they are looked at even when only their numbers moved (``_moved``)."""
+        self._renumbered: set[str] = set()
+        """Hosts whose kept row took fresh numbers on older verdicts (``_renumbers``)."""
 
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
@@ -199,6 +201,7 @@ class FleetRows:
                     kept.findings_key)
                 self._waiting[name] = self._due(host, kept)
                 self._loose.discard(name)
+                self._renumbered.add(name)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -213,6 +216,7 @@ class FleetRows:
                                         _answering(host), host.findings_key(status))
             self._waiting.pop(name, None)
             self._loose.discard(name)
+            self._renumbered.discard(name)
             timed = not timeless(row)
         if timed:
             self._timed.add(name)
@@ -359,8 +363,10 @@ class FleetRows:
 
     def waiting_among(self, names: frozenset[str]) -> bool:
         """Whether any of ``names`` shows numbers that wait for a rebuild (a row scrolled
-        on screen since the last redraw)."""
-        waiting = self._waiting
+        on screen since the last redraw); while numbers are read, whether any shows
+        verdicts older than its last slot (fresh numbers on a kept row, ``_renumbers``):
+        a temperature whose colour is from an older build is drawn again at once."""
+        waiting = self._renumbered if self.numbers_read else self._waiting
         return any(n in waiting for n in names)
 
     def totals(self, now: float) -> dict[str, int]:
