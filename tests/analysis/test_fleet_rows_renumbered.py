@@ -10,7 +10,7 @@ at each slot), the rows on screen scrolling and a filter set for a while.  Every
 every row's four numbers equal the rows' before, so each numeric order is the same; the
 totals equal; the rows on screen equal a fresh ``HostState.row`` field by field; a row
 with fresh numbers on older verdicts is one a scroll draws again at once
-(``waiting_among``).  Fewer rows are built.  Negative control: a ``renumbered`` that keeps
+(``renumbered_among``).  Fewer rows are built.  Negative control: a ``renumbered`` that keeps
 the stale numbers is caught.
 """
 
@@ -105,7 +105,7 @@ def _run(seed: int, made: dict[str, FleetRow] | None = None) -> dict[str, int]:
         diffs["totals"] += view.totals(now) != before.totals(now)
         for row in rows:
             if made is not None and made.get(row.name) is row:  # older verdicts: a scroll
-                diffs["unreported"] += not view.waiting_among(frozenset({row.name}))
+                diffs["unreported"] += not view.renumbered_among(frozenset({row.name}))
             if row.name in view.focus:
                 diffs["on screen"] += repr(row) != repr(fleet.hosts[row.name].row(now))
     diffs["renumbers"] = view.row_renumbers

@@ -268,8 +268,9 @@ class FleetScreen(DataScreen):
         table = self.query_one(FleetTable)
         self.query_one(FleetDetail).line = table.line_at_cursor()
         rows = self.console.fleet_rows
-        if not self.wall and rows.waiting_among(
-                table.visible_keys() | {event.row_key.value or ""}):
+        shown_keys = table.visible_keys() | {event.row_key.value or ""}
+        if not self.wall and (rows.renumbered_among(shown_keys) if rows.numbers_read
+                              else rows.waiting_among(shown_keys)):
             # after the key's own repaint: the redraw is the next tick's work, brought on
             self.call_after_refresh(self.post_message, ViewRequested())
 

@@ -363,11 +363,16 @@ class FleetRows:
 
     def waiting_among(self, names: frozenset[str]) -> bool:
         """Whether any of ``names`` shows numbers that wait for a rebuild (a row scrolled
-        on screen since the last redraw); while numbers are read, whether any shows
-        verdicts older than its last slot (fresh numbers on a kept row, ``_renumbers``):
-        a temperature whose colour is from an older build is drawn again at once."""
-        waiting = self._renumbered if self.numbers_read else self._waiting
+        on screen since the last redraw)."""
+        waiting = self._waiting
         return any(n in waiting for n in names)
+
+    def renumbered_among(self, names: frozenset[str]) -> bool:
+        """Whether any of ``names`` shows verdicts older than its last slot (fresh numbers
+        on a kept row, ``_renumbers``): scrolled on screen, a temperature whose colour is
+        from an older build is drawn again at once, not at the next tick."""
+        kept = self._renumbered
+        return any(n in kept for n in names)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
