@@ -253,8 +253,9 @@ class FleetRows:
         """Whether ``kept`` (its host's revision moved, the row not kept by
         ``_may_wait``) may take fresh numbers instead of a full build: off screen while
         only its numbers are read, past its slot (``_may_wait`` said no only for that),
-        with its findings and GPUs answering as built (every verdict the row holds then is
-        what a build would give)."""
+        with its findings and GPUs answering as built: its status, counts, findings and
+        GPUs answering are then what a build would give; what reads numbers beyond the
+        order (temp level, memory mark, GPU verdicts) may be older (``renumbered_among``)."""
         if (not self.only_numbers_read or not self.numbers_read or self.focus is None
                 or host.name in self.focus or now < kept.built_at):
             return False
