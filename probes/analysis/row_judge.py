@@ -19,7 +19,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from probes.analysis.fleet_counts import count_by_severity
-from probes.analysis.fleet_row import jobs_of
+from probes.analysis.fleet_row import FleetRow, jobs_of
 from probes.analysis.headline import worst_headline
 from probes.analysis.judge import (
     NO_PEERS,
@@ -296,3 +296,27 @@ def row_numbers(sample: HostSample | None
             powers.append(p)
     return (max(temps) if temps else None, sum(used), sum(total),
             sum(utils) / len(utils) if utils else None, sum(powers) if powers else None)
+
+
+def renumbered(row: FleetRow, sample: HostSample | None) -> FleetRow:
+    """``row`` with the four numbers an order sorts by (hottest °C, memory %, mean
+    utilisation %, power W) read afresh from ``sample``, its verdicts as they were.
+
+    For an off-screen row under a numeric order (issue 38): its verdicts (status, findings,
+    counts, GPUs answering) are kept while the host moved only numbers, and a full build at
+    each refresh slot, ~0.2 of the fleet a second, was most of the redraw.  The numbers are
+    those ``HostState.row`` computes from the same sample (``row_numbers``); ``row`` itself
+    when none moved, else a copy of its fields (as ``fleet_rows._retimed``)."""
+    max_temp, used, total, util, power = row_numbers(sample)
+    mem = 100.0 * used / total if total else None
+    if (max_temp == row.max_temp_c and mem == row.mem_used_pct
+            and util == row.mean_util_pct and power == row.power_w):
+        return row
+    values = row.__dict__.copy()
+    values["max_temp_c"] = max_temp
+    values["mem_used_pct"] = mem
+    values["mean_util_pct"] = util
+    values["power_w"] = power
+    out: FleetRow = object.__new__(FleetRow)
+    object.__setattr__(out, "__dict__", values)
+    return out

@@ -15,6 +15,9 @@ screen (their rows built every second, the others' at their refresh slot).  Meas
 ``--unread``: the screen's order and filter read no off-screen numbers (inventory, worst
 or name order, no filter: ``FleetRows.numbers_read`` False), as the fleet screen starts.
 
+``--order``: a numeric order, no filter (``FleetRows.only_numbers_read``: an off-screen row
+due at its slot takes fresh numbers, not a full build); ``renumbers``: those a redraw.
+
 ``--silent N``: the last N hosts fall silent halfway through the warm-up (stale: their kept
 rows carry ages, re-stamped every redraw).
 
@@ -22,7 +25,7 @@ The code measured is the checkout the script lies in: copy it into a worktree of
 commit and run both, alternating, for a before/after.
 
     python tests/bench/bench_fleet_rows.py [--hosts 1024] [--seconds 60] [--warm 30]
-        [--focus 40] [--silent 0] [--unread] [--profile 25]
+        [--focus 40] [--silent 0] [--unread] [--order] [--profile 25]
 """
 
 from __future__ import annotations
@@ -66,10 +69,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     view = FleetRows(fleet)
     view.focus = frozenset(names[:args.focus])
     view.numbers_read = args.numbers_read  # an attribute nothing reads in older checkouts
+    view.only_numbers_read = args.order  # likewise
     hosts = [(name, readers[i], feed[i % TEMPLATES][1]) for i, name in enumerate(names)]
     talking = hosts[:args.hosts - args.silent]
     rows_s: list[float] = []
     builds: list[int] = []
+    renumbers: list[int] = []
     fold_s = 0.0
     prof = cProfile.Profile() if args.profile else None
     for t in range(total):
@@ -85,6 +90,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fleet.tick(now + 0.5)
         t2 = time.process_time()
         built = view.row_builds
+        renumbered = getattr(view, "row_renumbers", 0)
         view.rows(now + 0.5)
         view.totals(now + 0.5)
         t3 = time.process_time()
@@ -94,6 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fold_s += t1 - t0
             rows_s.append(t3 - t2)
             builds.append(view.row_builds - built)
+            renumbers.append(getattr(view, "row_renumbers", 0) - renumbered)
     ms = sorted(1e3 * r for r in rows_s)
     out: dict[str, Any] = {
         "bench": "fleet_rows", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows_ms_mean": round(statistics.fmean(ms), 2),
         "rows_ms_p90": round(ms[int(0.9 * (len(ms) - 1))], 2),
         "row_builds": round(statistics.fmean(builds), 1),
+        "renumbers": round(statistics.fmean(renumbers), 1), "order": args.order,
         "silent": args.silent, "numbers_read": args.numbers_read,
         "fold_us": round(1e6 * fold_s / (len(talking) * args.seconds), 1),
     }
@@ -133,6 +141,8 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--unread", dest="numbers_read", action="store_false",
                     help="no order or filter reads off-screen numbers (the default view)")
+    ap.add_argument("--order", action="store_true",
+                    help="a numeric order, no filter: only numbers read off screen")
     args = ap.parse_args()
     out = run(args)
     profiles = {k: out.pop(k) for k in list(out) if k.startswith("profile_")}

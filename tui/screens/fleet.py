@@ -28,6 +28,9 @@ NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
 """Sort orders that read what an off-screen row may keep until it comes on screen (its
 numbers, its jobs: ``FleetRows.numbers_read``); the others read names, status and
 findings, which never wait."""
+NUMBER_ONLY_SORTS = frozenset({"temp", "mem", "util", "power"})
+"""Of those, the orders that read one number and nothing else that may wait
+(``FleetRows.only_numbers_read``)."""
 WALL_KEYS = frozenset({"cycle_metric", "select", "cursor_step(-1)", "cursor_step(1)",
                        "cursor_host(-1)", "cursor_host(1)"})
 """The wall's keys its footer lists (``?`` has them all)."""
@@ -99,13 +102,18 @@ class FleetScreen(DataScreen):
         """Whether the order or the filter reads hosts' numbers or moving verdicts."""
         return bool(self.query_text) or self.sort_key in NUMBER_SORTS
 
+    def _set_reads(self) -> None:
+        rows = self.console.fleet_rows
+        rows.numbers_read = self._reads_numbers()
+        rows.only_numbers_read = not self.query_text and self.sort_key in NUMBER_ONLY_SORTS
+
     def _fresh_rows(self, now: float) -> list[FleetRow]:
         # the rows on screen get fresh numbers every tick; the others every few seconds
         # while the order or the filter reads them, else when they come on screen; the
         # wall shows every host
         rows = self.console.fleet_rows
         rows.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
-        rows.numbers_read = self._reads_numbers()
+        self._set_reads()
         return rows.rows(now)
 
     def _draw(self, fleet: FleetState, now: float) -> None:
@@ -149,7 +157,7 @@ class FleetScreen(DataScreen):
             # a numeric order or a filter that now reads numbers that waited off screen
             # sorts the kept rows; the ticks bring them fresh over one refresh period
             # (``FleetRows._due``), as they did the rows' numbers before
-            self.console.fleet_rows.numbers_read = self._reads_numbers()
+            self._set_reads()
             self._draw(self._fleet, self._now)
 
     def action_toggle_wall(self) -> None:
@@ -260,8 +268,9 @@ class FleetScreen(DataScreen):
         table = self.query_one(FleetTable)
         self.query_one(FleetDetail).line = table.line_at_cursor()
         rows = self.console.fleet_rows
-        if not rows.numbers_read and not self.wall and rows.waiting_among(
-                table.visible_keys() | {event.row_key.value or ""}):
+        shown_keys = table.visible_keys() | {event.row_key.value or ""}
+        if not self.wall and (rows.renumbered_among(shown_keys) if rows.numbers_read
+                              else rows.waiting_among(shown_keys)):
             # after the key's own repaint: the redraw is the next tick's work, brought on
             self.call_after_refresh(self.post_message, ViewRequested())
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from probes.analysis.findings import Finding
 from probes.analysis.fleet_counts import count_rows, timeless
+from probes.analysis.row_judge import renumbered
 from probes.analysis.tick_gpus import tick_gpus
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.triage import Severity
@@ -131,11 +132,19 @@ class FleetRows:
         ``OFF_SCREEN_REFRESH_S``: at a thousand busy hosts the slots rebuilt four rows off
         screen for every row on it, each second, for numbers nobody read.  Counts and
         status never wait (the header's totals read only those)."""
+        self.only_numbers_read = False
+        """Whether what the screen reads off screen is only the rows' numbers (a numeric
+        order, no filter; with ``numbers_read``).  Then a row due at its refresh slot whose
+        status, findings and GPUs answering are as built gets its numbers afresh on the kept
+        row (``renumbered``), not a full build: the order is the one those builds would
+        give, at a fraction of their cost (issue 38)."""
         self._was_read = True
         self._read_since = float("-inf")
         """When the screen last started reading off-screen numbers (``_due``)."""
         self.row_builds = 0
         """Rows computed in full so far (tests and benches count them)."""
+        self.row_renumbers = 0
+        """Kept rows given fresh numbers instead (``only_numbers_read``)."""
         self._rows: tuple[tuple[object, ...], list[FleetRow]] | None = None
         self._totals: tuple[tuple[float, int], dict[str, int]] | None = None
         self._kept: dict[str, _KeptRow] = {}
@@ -161,6 +170,8 @@ class FleetRows:
         """Off-screen hosts whose kept row last waited while the screen read numbers, when
         its GPUs answering were not compared (``_may_wait``): once nobody reads numbers,
         they are looked at even when only their numbers moved (``_moved``)."""
+        self._renumbered: set[str] = set()
+        """Hosts whose kept row took fresh numbers on older verdicts (``_renumbers``)."""
 
     def row(self, host: HostState, now: float) -> FleetRow:
         """``host``'s row as of ``now``: the kept one (re-stamped) unless it changed."""
@@ -181,6 +192,16 @@ class FleetRows:
                     self._loose.add(name)
                 else:
                     self._loose.discard(name)
+            elif self._renumbers(host, kept, now, status):
+                row = renumbered(kept.row, host.last)
+                self.row_renumbers += 1
+                self._kept[name] = kept = _KeptRow(
+                    kept.revision, shown, row, now, kept.marks, kept.found,
+                    _slot_after(now, _wait_s(host), self._phase[name]), kept.answering,
+                    kept.findings_key)
+                self._waiting[name] = self._due(host, kept)
+                self._loose.discard(name)
+                self._renumbered.add(name)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -195,6 +216,7 @@ class FleetRows:
                                         _answering(host), host.findings_key(status))
             self._waiting.pop(name, None)
             self._loose.discard(name)
+            self._renumbered.discard(name)
             timed = not timeless(row)
         if timed:
             self._timed.add(name)
@@ -220,6 +242,24 @@ class FleetRows:
             if now >= self._due(host, kept):
                 return False
         elif not _answers_as_built(host, kept):
+            return False
+        if host.findings_key(status) == kept.findings_key:
+            return True
+        found = host.findings_as_kept(status)
+        return found is kept.found or kept.marks == _marks(found)
+
+    def _renumbers(self, host: HostState, kept: _KeptRow, now: float,
+                   status: HostStatus) -> bool:
+        """Whether ``kept`` (its host's revision moved, the row not kept by
+        ``_may_wait``) may take fresh numbers instead of a full build: off screen while
+        only its numbers are read, past its slot (``_may_wait`` said no only for that),
+        with its findings and GPUs answering as built: its status, counts, findings and
+        GPUs answering are then what a build would give; what reads numbers beyond the
+        order (temp level, memory mark, GPU verdicts) may be older (``renumbered_among``)."""
+        if (not self.only_numbers_read or not self.numbers_read or self.focus is None
+                or host.name in self.focus or now < kept.built_at):
+            return False
+        if not _answers_as_built(host, kept):
             return False
         if host.findings_key(status) == kept.findings_key:
             return True
@@ -327,6 +367,13 @@ class FleetRows:
         on screen since the last redraw)."""
         waiting = self._waiting
         return any(n in waiting for n in names)
+
+    def renumbered_among(self, names: frozenset[str]) -> bool:
+        """Whether any of ``names`` shows verdicts older than its last slot (fresh numbers
+        on a kept row, ``_renumbers``): scrolled on screen, a temperature whose colour is
+        from an older build is drawn again at once, not at the next tick."""
+        kept = self._renumbered
+        return any(n in kept for n in names)
 
     def totals(self, now: float) -> dict[str, int]:
         """Counts for the header: hosts by status, GPUs, findings by severity."""
