@@ -15,7 +15,6 @@ does not know) is rebuilt into v1's object and handed to v1's checked decoder.
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from collections.abc import Callable
 from operator import attrgetter
@@ -87,8 +86,6 @@ _STATIC_VALUES = tuple(s.name for s in fields.static_specs(fields.GPU_TABLE)
 """The static fields a GPU's checked static half gives (its processes come apart)."""
 GPU_ROW_FIELDS: tuple[str, ...] = GpuRow.__struct_fields__
 """A GPU's moving fields as its row holds them (``processes`` for ``process_used_mib``)."""
-_new = object.__new__
-_set = object.__setattr__
 
 Filler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -113,76 +110,8 @@ def row_filler(names: tuple[str, ...], skip: str | None = None) -> Filler:
     return fill
 
 
-_GPU_FIELDS = _STATIC_VALUES + GPU_ROW_FIELDS
-"""A static half's slots, in the key order of the dict it was (the table's fields: a field
-added to the table and not to ``GpuSample`` is one more, as it was one more key)."""
-if not {f.name for f in dataclasses.fields(GpuSample)} <= set(_GPU_FIELDS) or \
-        len(set(_GPU_FIELDS)) != len(_GPU_FIELDS):
-    raise ValueError("a GpuSample field is not in the GPU table, or one is there twice")
-_GPU_GET = attrgetter(*_GPU_FIELDS)
-_SAMPLE_GET = attrgetter(*(f.name for f in dataclasses.fields(GpuSample)))
-"""The fields ``GpuSample`` compares and hashes."""
-
-
-class StaticGpu(GpuSample):
-    """A GPU position's checked static half (``StaticEpoch.gpus``): a ``GpuSample`` whose
-    values sit in slots, not in a ``__dict__`` (issue 38, memory: ~390 bytes, not ~900, for
-    each GPU of each host the console watches).  Its moving fields are None, its processes
-    the static ones (no memory).  Equal to, and hashed as, a ``GpuSample`` with the same
-    values; it reads as one.  Nothing writes it: a sample is frozen."""
-
-    __slots__ = _GPU_FIELDS
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, GpuSample):
-            return _SAMPLE_GET(self) == _SAMPLE_GET(other)
-        return NotImplemented
-
-    __hash__ = GpuSample.__hash__
-
-    def __repr__(self) -> str:
-        return repr(_as_sample(self))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Copied and pickled by its values (``copy`` would set frozen slots)."""
-        return _static_of, (_GPU_GET(self),)
-
-
-def _static_of(values: tuple[Any, ...]) -> StaticGpu:
-    obj = _new(StaticGpu)
-    for k, v in zip(_GPU_FIELDS, values, strict=True):
-        _set(obj, k, v)
-    return obj
-
-
-def _as_sample(g: GpuSample) -> GpuSample:
-    obj = _new(GpuSample)
-    _set(obj, "__dict__", dict(zip(_GPU_FIELDS, _GPU_GET(g), strict=True)))
-    return obj
-
-
-def static_filler(statics: tuple[str, ...], moving: tuple[str, ...],
-                  skip: str) -> Callable[[Any, Any], dict[str, Any]]:
-    """A function ``fill(static, row) -> dict``: a GPU's fields, ``statics`` read from its
-    static half (``StaticGpu``) and then ``moving`` from the tick's row, in that key order
-    (a sample's, as the eager path always built it), ``skip`` None (the caller sets it).
-
-    A copy of a dict of every key (None), made as the static half's dict was (so each
-    sample's dict has the same size), then one store a field: a dict display of 38 items
-    grows its dict a key at a time, 4x slower.  Written once per table; the names come from
-    the field table, never from the wire."""
-    for n in (*statics, *moving):
-        if not n.isidentifier():
-            raise ValueError(f"not a field name: {n!r}")
-    body = "".join(f"    d[{n!r}] = s.{n}\n" for n in statics) + \
-        "".join(f"    d[{n!r}] = row.{n}\n" for n in moving if n != skip)
-    ns: dict[str, Any] = {"_KEYS": {k: None for k in statics} | dict.fromkeys(moving)}
-    exec(f"def fill(s, row):\n    d = _KEYS.copy()\n{body}    return d\n", ns)
-    fill: Callable[[Any, Any], dict[str, Any]] = ns["fill"]
-    return fill
-
-
-_fill_gpu = static_filler(_STATIC_VALUES, GPU_ROW_FIELDS, skip="processes")
+_fill_gpu = row_filler(GPU_ROW_FIELDS, skip="processes")
+_GPU_PLACES = dict.fromkeys(GPU_ROW_FIELDS)
 
 
 class HostRow(Struct, array_like=True, gc=False):
@@ -223,8 +152,10 @@ class SampleRow(Struct, array_like=True, gc=False):
 _fill_host = row_filler(HostRow.__struct_fields__)
 _HOST_PLACES = dict.fromkeys(HostRow.__struct_fields__)
 _DECODER = msgspec.json.Decoder(SampleRow)
+_new = object.__new__
 _DISK_NAME = attrgetter("name")
 _ROW_PROCS = attrgetter("processes")
+_set = object.__setattr__
 
 V1Decoder = Callable[[dict[str, Any]], HostSample]
 """v1's checked sample decoder (``probes.wire.protocol._decode_sample``), passed in so this
@@ -239,13 +170,13 @@ class StaticEpoch:
 
     __slots__ = ("_bases", "_last_procs", "findings", "gpus", "listed", "strays")
 
-    def __init__(self, gpus: tuple[StaticGpu | None, ...] = ()) -> None:
+    def __init__(self, gpus: tuple[GpuSample | None, ...] = ()) -> None:
         self.gpus = gpus
         """Each GPU position's checked static half (its moving fields None, its processes
         with no memory): what a per-tick reader of ``HostSample.wire_row`` takes a GPU's
         index, limits and processes from (None: a GPU v1 would drop; such a stream's samples
         have no ``wire_row``)."""
-        self._bases = [g for g in gpus if g is not None]
+        self._bases = [g.__dict__ for g in gpus if g is not None]
         self.listed = sum(1 for g in gpus if g is not None and g.index >= 0)
         """How many GPUs with a believable index it lists (``listed_gpus``)."""
         """Each GPU's static half as the filler's base (``row_gpus``; a whole epoch's)."""
@@ -273,7 +204,7 @@ class StaticEpoch:
             if last is not None and last[0] == mib:
                 values["processes"] = last[1]
             else:  # the static processes (a whole epoch has them) with these amounts
-                procs = tuple([_proc(p, m) for p, m in zip(base.processes or (), mib or (),
+                procs = tuple([_proc(p, m) for p, m in zip(base["processes"], mib or (),
                                                              strict=True)])
                 lasts[i] = (mib, procs)  # type: ignore[assignment]
                 values["processes"] = procs
@@ -306,7 +237,7 @@ class CompactStream:
         self._has_static = False
         """A ``static`` message has come (a tick before one is refused)."""
         self._static_host: dict[str, Any] = {}
-        self._gpu_base: list[StaticGpu | None] = []
+        self._gpu_base: list[dict[str, Any] | None] = []
         """Per GPU position: its checked static fields, or None when v1 would drop it."""
         self._procs: list[tuple[GpuProcess, ...] | None] = []
         self._host_base: dict[str, Any] = {}
@@ -391,7 +322,8 @@ class CompactStream:
         whole = self._check_all(v1)
         if whole is not None:
             host = whole.host
-            self._gpu_base = [_static_gpu(s) for s in whole.gpus]
+            self._gpu_base = [{k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES
+                              for s in whole.gpus]
             self._procs = [s.processes for s in whole.gpus]
         else:
             host = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host}).host
@@ -399,11 +331,13 @@ class CompactStream:
             for g in v1:
                 alone = self._checked({"type": "sample", "ts": 1.0, "gpus": [g]})
                 s = alone.gpus[0] if alone.gpus else None  # None: v1 drops it (no index)
-                self._gpu_base.append(None if s is None else _static_gpu(s))
+                self._gpu_base.append(None if s is None else
+                                      {k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES)
                 self._procs.append(None if s is None else s.processes)
         self._host_base = {k: getattr(host, k) for k in HOST_STATIC} | _HOST_PLACES
         self._last_procs = [None] * len(self._procs)
-        self._epoch = StaticEpoch(tuple(self._gpu_base))
+        self._epoch = StaticEpoch(tuple(_static_gpu(b, p) for b, p in
+                                        zip(self._gpu_base, self._procs, strict=True)))
         self._whole = all(b is not None for b in self._gpu_base) and \
             all(p is not None for p in self._procs)
         self._proc_counts = [len(p) for p in self._procs if p is not None]
@@ -623,16 +557,17 @@ def listed_gpus(sample: HostSample) -> int:
     return sum(1 for g in sample.gpus if g.index >= 0)
 
 
-def _static_gpu(checked: GpuSample) -> StaticGpu:
-    """A checked GPU's static half: its static values and processes, its moving fields None
-    (held once per stream: the epoch's ``gpus`` and the stream's ``_gpu_base`` are the same
-    objects; issue 38, memory)."""
-    obj = _new(StaticGpu)
-    for k in _STATIC_VALUES:
-        _set(obj, k, getattr(checked, k))
-    for k in GPU_ROW_FIELDS:
-        _set(obj, k, None)
-    _set(obj, "processes", checked.processes)
+def _static_gpu(base: dict[str, Any] | None, procs: tuple[GpuProcess, ...] | None
+                ) -> GpuSample | None:
+    """GPU position's static half as a sample, over ``base`` itself (not a copy: a stream
+    holds its static facts once, not once more per reader; issue 38, memory).  ``base``
+    then lists the static processes where it held a placeholder: every filler that copies
+    it sets the tick's own processes after, and the sample is frozen, so nothing writes it."""
+    if base is None:
+        return None
+    base["processes"] = procs
+    obj = _new(GpuSample)
+    _set(obj, "__dict__", base)
     return obj
 
 

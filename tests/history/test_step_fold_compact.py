@@ -38,7 +38,7 @@ from probes.history import steps as steps_module
 from probes.history.keys import GPU_STEP_FIELDS, STATE_CODES, gpu_key, reason_mask
 from probes.history.steps import GpuSteps
 from probes.history.storage import StepSeries
-from probes.wire.compact import GPU_ROW_FIELDS, SampleRow, StaticEpoch, _as_sample
+from probes.wire.compact import GPU_ROW_FIELDS, SampleRow, StaticEpoch
 from probes.wire.samples import GpuSample, GpuState, HostSample
 from tests.bench.bench_fleet_memory import deep_size
 from tests.history.test_row_fold import _REASONS, _decode, _streams
@@ -141,7 +141,7 @@ class OldGpuSteps:
         for i, rs in enumerate(reasons):
             g = views[i]
             if g.clock_reasons != rs:
-                values = dict(_as_sample(g).__dict__)  # a static half: slots
+                values = g.__dict__.copy()
                 values["clock_reasons"] = rs
                 g = views[i] = _new(GpuSample)
                 _set(g, "__dict__", values)

@@ -42,7 +42,7 @@ def _old_fast(self: compact.CompactStream, line: bytes) -> HostSample:
     for i, (row, full) in enumerate(zip(s.gpus, self._gpu_base, strict=True)):
         if full is None:
             continue
-        base = {k: getattr(full, k) for k in compact._STATIC_VALUES}
+        base = {k: full[k] for k in compact._STATIC_VALUES}
         values = base | asdict(row)
         procs = self._procs[i]
         mib = values["processes"]
