@@ -39,9 +39,6 @@ B = TypeVar("B")
 
 async def both(a: Awaitable[A], b: Awaitable[B]) -> tuple[A, B]:
     """Two awaitables of different types, as ``all_or_cancel`` runs them."""
-    first, second = await all_or_cancel([_boxed(a), _boxed(b)])
-    return first[0], second[0]  # type: ignore[return-value]
-
-
-async def _boxed(a: Awaitable[object]) -> tuple[object]:
-    return (await a,)
+    first, second = asyncio.ensure_future(a), asyncio.ensure_future(b)
+    await all_or_cancel([first, second])
+    return first.result(), second.result()
