@@ -29,6 +29,7 @@ from probes.wire.samples import (
     LogEvent,
 )
 from tui.app import RigwatchApp
+from tui.screens.fleet import FleetScreen
 from widgets.fleet_table import FleetTable
 
 T0 = 1_700_000_000.0
@@ -136,6 +137,20 @@ def fake_fleet() -> tuple[FakeBackend, FrozenClock]:
 
 
 
+TALL = [f"gpu-{i:03d}" for i in range(60)]
+"""Sixty hosts: more rows than a 120x30 fleet screen shows, so some are off screen."""
+
+
+def tall_fleet(first: Callable[[str], SessionItem] | None = None,
+               ) -> tuple[FakeBackend, FrozenClock]:
+    """``TALL``'s hosts connected, each with a hello and its first sample (``first(host)``;
+    default ``sample(host, 0)``), the clock a second after."""
+    items: list[tuple[str, SessionItem]] = []
+    for h in TALL:
+        items += [(h, Connected(T0)), (h, hello(h)), (h, first(h) if first else sample(h, 0))]
+    return FakeBackend([HostSpec(name=h, expect_gpus=8) for h in TALL], items), FrozenClock(T0 + 1)
+
+
 async def wait_until(pilot: Pilot[None], cond: Callable[[], bool], timeout_s: float = 5.0) -> None:
     """Let the app run until ``cond`` holds; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -154,6 +169,18 @@ async def settled(pilot: Pilot[None], backend: FakeBackend) -> None:
         h.last is not None and h.last.seq == SAMPLES - 1 for h in app.fleet.hosts.values()))
     app.refresh_view()
     await wait_until(pilot, lambda: app.screen.query_one(FleetTable).row_count == len(HOSTS))
+
+
+
+async def tall_fleet_shown(pilot: Pilot[None], backend: FakeBackend) -> FleetScreen:
+    """Wait until ``tall_fleet``'s hosts are all rows of the fleet screen; that screen."""
+    app = pilot.app
+    await backend.started.wait()
+    await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
+                     and app.screen.query_one(FleetTable).row_count == len(TALL))
+    screen = app.screen
+    assert isinstance(screen, FleetScreen)
+    return screen
 
 
 SIM_STEP_S = 60.0

@@ -11,10 +11,16 @@ from typing import Any
 
 import pytest
 
-from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
-from probes.wire.events import Connected, Disconnected
-from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
+from probes.wire.events import Disconnected
+from tests.support.tui_fakes import (
+    T0,
+    TALL,
+    sample,
+    tall_fleet,
+    tall_fleet_shown,
+    wait_until,
+)
 from tui.app import make_app
 from tui.console_options import ConsoleOptions
 from tui.screens.fleet import FleetScreen
@@ -22,7 +28,7 @@ from tui.views.fleet_rows import FleetRows
 from widgets.fleet_table import FleetTable
 from widgets.header_bar import HeaderBar
 
-NAMES = [f"gpu-{i:03d}" for i in range(60)]
+NAMES = TALL
 
 
 def _powered(host: str, step: int, **kw: Any) -> Any:
@@ -44,18 +50,10 @@ async def test_off_screen_numbers_are_not_looked_at_but_troubles_show_at_once(
         return row(self, host, now)
 
     monkeypatch.setattr(FleetRows, "row", counted)
-    items = []
-    for h in NAMES:
-        items += [(h, Connected(T0)), (h, hello(h)), (h, _powered(h, 0))]
-    backend = FakeBackend([HostSpec(name=h, expect_gpus=8) for h in NAMES], items)
-    clock = FrozenClock(T0 + 1)
+    backend, clock = tall_fleet(lambda h: _powered(h, 0))
     app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 30)) as pilot:
-        await backend.started.wait()
-        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
-                         and app.screen.query_one(FleetTable).row_count == 60)
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
+        screen = await tall_fleet_shown(pilot, backend)
         app.refresh_view()
         await pilot.pause()
         on_screen = app.fleet_rows.focus or frozenset()

@@ -9,16 +9,20 @@ from dataclasses import replace
 
 import pytest
 
-from probes.config.fleet import HostSpec
-from probes.wire.events import Connected
-from tests.support.tui_fakes import T0, FakeBackend, FrozenClock, hello, sample, wait_until
+from tests.support.tui_fakes import (
+    T0,
+    TALL,
+    sample,
+    tall_fleet,
+    tall_fleet_shown,
+    wait_until,
+)
 from tui.app import make_app
 from tui.console_options import ConsoleOptions
-from tui.screens.fleet import FleetScreen
 from tui.views import fleet_rows
 from widgets.fleet_table import FleetTable
 
-NAMES = [f"gpu-{i:03d}" for i in range(60)]
+NAMES = TALL
 POWER = 7  # the Power column among a row's cells
 
 
@@ -30,18 +34,10 @@ def _warmer(host: str, step: int) -> object:
 async def test_renumbered_rows_scrolled_on_screen_are_drawn_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fleet_rows, "_wait_s", lambda _host: 0.1)  # every slot passes
-    items = []
-    for h in NAMES:
-        items += [(h, Connected(T0)), (h, hello(h)), (h, sample(h, 0))]
-    backend = FakeBackend([HostSpec(name=h, expect_gpus=8) for h in NAMES], items)
-    clock = FrozenClock(T0 + 1)
+    backend, clock = tall_fleet()
     app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     async with app.run_test(size=(120, 30)) as pilot:
-        await backend.started.wait()
-        await wait_until(pilot, lambda: isinstance(app.screen, FleetScreen)
-                         and app.screen.query_one(FleetTable).row_count == 60)
-        screen = app.screen
-        assert isinstance(screen, FleetScreen)
+        screen = await tall_fleet_shown(pilot, backend)
         table = screen.query_one(FleetTable)
         for _ in range(2):  # inventory -> worst -> temp
             await pilot.press("s")
