@@ -377,10 +377,6 @@ class FleetState:
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
-        if isinstance(item, JobChange):  # the job's, passed under its batch host
-            self.jobs[item.job] = item
-            self._log.bump()
-            return
         state = self.hosts.get(host)
         if type(item) is HostSample:  # nearly every item: a tick (issue 38, its own path)
             if state is not None:
@@ -388,6 +384,10 @@ class FleetState:
                     self._rank_epoch += 1  # its GPUs and processes are known anew
                 self._log.changed(host, judged=not state.apply_sample(item, now))
                 self._unticked.add(host)
+            return
+        if isinstance(item, JobChange):  # the job's, passed under its batch host
+            self.jobs[item.job] = item
+            self._log.bump()
             return
         if state is not None:
             if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
