@@ -154,19 +154,36 @@ class HostState:
         elif isinstance(item, XidEvent):  # a number from DCGM: the Xid rules, no line
             self.findings_kept.keep([xid_event_finding(self.name, item)])
 
+    def apply_sample(self, sample: HostSample, now: float) -> bool:
+        """``apply`` of a sample (the fold's one item a tick of every host: its own path,
+        issue 38); True when it moved only numbers (``fleet_changes.numbers_only``)."""
+        mark = numbers_mark(self)
+        self.changes += 1
+        self.revision += 1
+        self.reach.note_sample(now)
+        kept = self.findings_kept
+        content = kept.content
+        self._apply_sample(sample)
+        if kept.content == content:
+            self.quiet += 1
+        return numbers_only(self, mark)
+
     def _apply_sample(self, sample: HostSample) -> None:
         self.last = sample
-        self.history.add(sample)
-        detected = self.detectors.run(self.name, self.history, self.hello, sample)
+        name, hello, history, kept = self.spec.name, self.hello, self.history, self.findings_kept
+        history.add(sample)
+        detected = self.detectors.run(name, history, hello, sample)
         if detected is not None:
-            self.findings_kept.set_detected(detected)
-        self.holds.update(sample)
-        found = self.sample_judge.judged(self.name, self.hello, sample, self.history, self.holds,
+            kept.set_detected(detected)
+        holds = self.holds
+        holds.update(sample)
+        found = self.sample_judge.judged(name, hello, sample, history, holds,
                                          self.limits.detectors, self.spec.expect_gpus, self.peers)
-        chains = sample_chains(self.name, self.hello, sample)
-        if chains is not None:
-            self.findings_kept.set_chains(chains)
-        self.findings_kept.take_sample(found, sample.ts)
+        if sample.pcie is not None:  # else ``sample_chains`` reads none (most ticks)
+            chains = sample_chains(name, hello, sample)
+            if chains is not None:
+                kept.set_chains(chains)
+        kept.take_sample(found, sample.ts)
 
     def kernel_log_summary(self) -> str:
         """How this host's kernel log is read, for triage's "what was checked"."""
@@ -360,11 +377,18 @@ class FleetState:
 
     def apply(self, host: str, item: SessionItem, now: float) -> None:
         """Fold one item from ``host``'s session; items from unknown hosts are ignored."""
+        state = self.hosts.get(host)
+        if type(item) is HostSample:  # nearly every item: a tick (issue 38, its own path)
+            if state is not None:
+                if state.last is None:
+                    self._rank_epoch += 1  # its GPUs and processes are known anew
+                self._log.changed(host, judged=not state.apply_sample(item, now))
+                self._unticked.add(host)
+            return
         if isinstance(item, JobChange):  # the job's, passed under its batch host
             self.jobs[item.job] = item
             self._log.bump()
             return
-        state = self.hosts.get(host)
         if state is not None:
             if isinstance(item, Hello) or (isinstance(item, HostSample) and state.last is None):
                 self._rank_epoch += 1  # a host's GPUs or processes are known anew

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from probes.analysis.fleet_row import HostStatus
 from probes.analysis.tick_gpus import tick_gpus
+from probes.wire.compact import StaticEpoch
 
 if TYPE_CHECKING:
     from probes.analysis.host_findings import HostFindings
@@ -63,6 +64,10 @@ def numbers_only(host: HostState, mark: NumbersMark) -> bool:
             or reach.outage is not outage or reach.watch is not watch or reach.onsets
             or last is None or new is None or host.logs.speed.drops(host.limits.detectors)):
         return False
+    epoch = new.static_epoch
+    if epoch is last.static_epoch and isinstance(epoch, StaticEpoch) \
+            and new.wire_row is not None and last.wire_row is not None:
+        return True  # both GPUs' static halves are this epoch's (``tick_gpus``): the same
     was, now = tick_gpus(last)[1], tick_gpus(new)[1]
     return was is now or [g.state for g in was] == [g.state for g in now]
 

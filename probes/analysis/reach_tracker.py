@@ -83,6 +83,12 @@ class ReachTracker:
             self.relay_dropped += item.dropped_samples
             self.relay_dropped_lines += item.dropped_lines
 
+    def note_sample(self, now: float) -> None:
+        """``note`` of a sample (the fold's own path for a tick, issue 38)."""
+        self.last_seen = self.data_seen = now
+        self.status = HostStatus.STREAMING
+        self.outage = None
+
     def refresh(self, now: float) -> bool:
         """Judge staleness as of ``now`` and keep it; True when the status moved."""
         status = self.status_at(now)
