@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from probes.history.raw import RawRing
 from probes.history.storage import HALF_MAX, Codec, Ring
 
 _DTYPES = {"e": np.float16, "f": np.float32}
@@ -34,17 +35,11 @@ def bucket_stats(raw: Ring, segs: Sequence[tuple[int, int]], groups: Sequence[tu
     """(lows, highs, sums) per bucket of the raw series that have a value in every row
     of ``groups`` (row ranges of the rows ``segs`` hold, in order); the others are absent."""
     out: dict[str, tuple[list[float], list[float], list[float]]] = {}
-    by_type: dict[str, list[str]] = {}
-    for key, codec in raw.codecs.items():
-        if key in raw.cols and codec.typecode in _DTYPES:
-            by_type.setdefault(codec.typecode, []).append(key)
     n = sum(p1 - p0 for p0, p1 in segs)
     m = len(groups)
-    cols = raw.cols
     same = len({b - a for a, b in groups}) == 1 and groups[-1][1] == n
-    for tc, keys in by_type.items():
-        buf = b"".join([cols[key][p0:p1] for key in keys for p0, p1 in segs])
-        mat = np.frombuffer(buf, dtype=_DTYPES[tc]).reshape(len(keys), n).astype(np.float64)
+    for keys, stored in _stored(raw, segs, n):
+        mat = stored.astype(np.float64)
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, as in Python
             if same:  # buckets of one length (1 Hz, no gap): one reduction for all
                 cube = mat.reshape(len(keys), m, n // m)
@@ -68,6 +63,29 @@ def bucket_stats(raw: Ring, segs: Sequence[tuple[int, int]], groups: Sequence[tu
         for i in np.flatnonzero(ok).tolist():
             out[keys[i]] = (lo_l[i], hi_l[i], sum_l[i])
     return out
+
+
+def _stored(raw: Ring, segs: Sequence[tuple[int, int]], n: int
+            ) -> list[tuple[list[str], np.ndarray[Any, Any]]]:
+    """The raw series of each value type over the rows ``segs`` holds: their keys and
+    values, a series a row (a ``RawRing``'s matrix read as one, session 9)."""
+    if isinstance(raw, RawRing):
+        out = []
+        for codec in raw.mats:
+            if codec.typecode in _DTYPES and raw.cap:
+                keys, stored = raw.matrix(codec, segs)
+                if keys:
+                    out.append((keys, stored.view(_DTYPES[codec.typecode])))
+        return out
+    by_type: dict[str, list[str]] = {}
+    for key, codec in raw.codecs.items():
+        if key in raw.cols and codec.typecode in _DTYPES:
+            by_type.setdefault(codec.typecode, []).append(key)
+    cols = raw.cols
+    return [(keys, np.frombuffer(b"".join([cols[key][p0:p1] for key in keys
+                                            for p0, p1 in segs]),
+                                 dtype=_DTYPES[tc]).reshape(len(keys), n))
+            for tc, keys in by_type.items()]
 
 
 def encode_rows(codec: Codec, rows: list[list[float]]) -> list[array[Any]]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from probes.history.bucket_cut import bucket_stats, combine_rows, encode_rows
 from probes.history.keys import codec_for
+from probes.history.raw import Encoded, RawRing
 from probes.history.storage import NAN, Codec, Ring, Tier
 
 BUCKET_BATCH = 10
@@ -132,7 +133,9 @@ class TierSet:
             if abs(ratio - round(ratio)) > 1e-9 or ratio < 1:
                 raise ValueError("each tier's resolution must be a multiple of the previous one")
         self.tiers = tuple(tiers)
-        self.rings = [Ring(t.span_s, 1 if i == 0 else 3, i > 0) for i, t in enumerate(tiers)]
+        self.raw = RawRing(tiers[0].span_s)
+        """The raw tier's ring: a matrix a codec (``raw.py``)."""
+        self.rings: list[Ring] = [self.raw, *(Ring(t.span_s, 3, True) for t in tiers[1:])]
         self.keys: dict[str, Codec] = {}
         """Every series held, with its tier-1 codec."""
         self._open: list[float | None] = [None] * len(tiers)
@@ -173,25 +176,33 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]],
-                   encoded: Mapping[str, array[Any]] | None = None) -> None:
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
         """Write samples to the raw tier: one float column per series (NaN: missing; a list,
-        or an ``array('d')``); a series in ``encoded`` is written as it is there (already
-        as its raw codec encodes it: ``Block.encoded``)."""
+        or an ``array('d')``)."""
         data: dict[str, array[Any]] = {}
-        raw = self.rings[0]
-        done = encoded or {}
+        raw = self.raw
         for key, vals in values.items():
             if key not in self.keys:
                 self.add_series(key)
-            got = done.get(key)
-            data[key] = raw.codecs[key].encode(vals) if got is None else got
+            data[key] = raw.codecs[key].encode(vals)
+        raw.append(ts, data, keep_from=self._keep_from())
+
+    def append_block(self, ts: Sequence[float], order: Sequence[str], known: frozenset[str],
+                     block: Sequence[Encoded]) -> None:
+        """Write samples to the raw tier as matrices (``block.encode``): ``order`` every
+        series in the order first written, ``known`` the same as a set."""
+        if not self.keys.keys() >= known:
+            for key in order:
+                if key not in self.keys:
+                    self.add_series(key)
+        self.raw.append(ts, {}, keep_from=self._keep_from(), block=block)
+
+    def _keep_from(self) -> float:
+        """Raw rows at or after this time are not yet read into tier-1 buckets: they must
+        stay, however sparse the samples."""
         if len(self.tiers) < 2:
-            raw.append(ts, data)
-        else:
-            # Not yet read into tier-1 buckets: must stay, however sparse the samples.
-            raw.append(ts, data, keep_from=-math.inf if self._built_to is None
-                       else self._built_to)
+            return math.inf
+        return -math.inf if self._built_to is None else self._built_to
 
     def nbytes(self) -> int:
         """Approximate bytes held by the columns of every tier."""
@@ -248,7 +259,7 @@ class TierSet:
         full = bucket_stats(raw, segs, groups)
         """The series with a value in every row, cut as matrices (``bucket_cut.py``)."""
         pending: dict[Codec, list[tuple[str, list[float]]]] = {}
-        for key, col in raw.cols.items():
+        for key in raw.codecs:
             got = full.get(key)
             if got is not None:
                 los, his, sums = got
@@ -262,6 +273,7 @@ class TierSet:
                     full_batch.add(key, los, his, sums)
                 continue
             codec = raw.codecs[key]
+            col = raw.cols[key]
             vals: Sequence[float]
             if one:
                 vals = codec.decode(col[s0:s1])

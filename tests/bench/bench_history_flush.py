@@ -13,7 +13,7 @@ the per-pass ratios after/before.
 (``tiers_before_s8.py``: tier-2 buckets folded series by series).
 
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
-                                              [--before block|s8]
+                                              [--before block|s8|s9]
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.before == "s8":
         from tests.history.tiers_before_s8 import HostHistoryBeforeS8
         before = HostHistoryBeforeS8
+    elif args.before == "s9":
+        from tests.history.before_s9 import HostHistory as HostHistoryBeforeS9
+        before = HostHistoryBeforeS9
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
@@ -100,9 +103,10 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
-    ap.add_argument("--before", choices=("block", "s8"), default="block",
+    ap.add_argument("--before", choices=("block", "s8", "s9"), default="block",
                     help="block: the history before its block cut (history_before.py); s8: "
-                         "today's history on the tiers before session 8 (tiers_before_s8.py)")
+                         "today's history on the tiers before session 8 (tiers_before_s8.py); "
+                         "s9: the history before session 9's raw matrices (before_s9/)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read")
     print(json.dumps(run(ap.parse_args())))
 
