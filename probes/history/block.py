@@ -139,7 +139,6 @@ class Plan(NamedTuple):
     sig: tuple[object, ...]
     order: tuple[str, ...]
     """Every series, in the order first written (new ones are added to the tiers so)."""
-    known: frozenset[str]
     codecs: tuple[tuple[Codec, tuple[str, ...], np.ndarray[Any, Any]], ...]
     """Each raw codec's series and their columns in the block's extended matrix: the
     samples' numbers, then the GPUs answering, then each disk's await (``awaits``)."""
@@ -234,7 +233,7 @@ class BlockCut:
             self._block_disks(width, names, cols, disk_at)
         cols.update(procs)
         sig = (layout, pids, names, width, self._proc_gen, len(self._disks))
-        return Plan(sig, tuple(cols), frozenset(cols), _by_codec(cols),
+        return Plan(sig, tuple(cols), _by_codec(cols),
                     np.array(disk_at, dtype=np.intp) if disk_at else None, tuple(procs))
 
     def _block_disks(self, width: int, names: tuple[str, ...], cols: dict[str, int],

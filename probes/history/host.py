@@ -362,7 +362,7 @@ class HostHistory(BlockCut, HistoryQueries):
             self.store.append_raw(ts, self._columns_of(rows))
         else:
             mat, plan = block
-            self.store.append_block(ts, plan.order, plan.known, encode(
+            self.store.append_block(ts, plan.order, encode(
                 plan.matrix(mat, self._staged_counts), plan.codecs))
         self._staged = []
         self._staged_counts = []

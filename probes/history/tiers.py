@@ -147,6 +147,10 @@ class TierSet:
         self._open2_t: float | None = None
         self._open2_rows = 0
         self.batch_s = self._batch_seconds()
+        self._known: tuple[str, ...] | None = None
+        """The last series order written whole, while the raw tier's ``gen`` is
+        ``_known_gen`` (``append_block``)."""
+        self._known_gen = -1
         """Seconds of tier-1 buckets built at a time."""
 
     def _batch_seconds(self) -> float:
@@ -187,14 +191,16 @@ class TierSet:
             data[key] = raw.codecs[key].encode(vals)
         raw.append(ts, data, keep_from=self._keep_from())
 
-    def append_block(self, ts: Sequence[float], order: Sequence[str], known: frozenset[str],
+    def append_block(self, ts: Sequence[float], order: tuple[str, ...],
                      block: Sequence[Encoded]) -> None:
         """Write samples to the raw tier as matrices (``block.encode``): ``order`` every
-        series in the order first written, ``known`` the same as a set."""
-        if not self.keys.keys() >= known:
+        series in the order first written (a ``Plan``'s: once all held, not looked up again
+        while no series is added or dropped)."""
+        if self._known is not order or self._known_gen != self.raw.gen:
             for key in order:
                 if key not in self.keys:
                     self.add_series(key)
+            self._known, self._known_gen = order, self.raw.gen
         self.raw.append(ts, {}, keep_from=self._keep_from(), block=block)
 
     def _keep_from(self) -> float:
