@@ -16,7 +16,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from probes.history.bucket_cut import bucket_stats, combine_rows, encode_rows
+from probes.history.bucket_cut import (
+    Cut,
+    bucket_matrices,
+    combine_rows,
+    encode_matrix,
+    encode_rows,
+)
 from probes.history.keys import codec_for
 from probes.history.raw import Encoded, RawRing
 from probes.history.storage import NAN, Codec, Ring, Tier
@@ -68,12 +74,14 @@ def stat(vals: Sequence[float]) -> Stat | None:
 
 
 class FullBuckets(NamedTuple):
-    """A batch's series whose every tier-1 bucket is full: lows, highs and sums a bucket."""
+    """A batch's series whose every tier-1 bucket is full: lows, highs and sums a bucket;
+    the raw cut's matrices as they are (``cuts``), then series cut one by one."""
 
     keys: list[str]
     los: list[list[float]]
     his: list[list[float]]
     sums: list[list[float]]
+    cuts: list[Cut]
 
     def add(self, key: str, los: list[float], his: list[float], sums: list[float]) -> None:
         self.keys.append(key)
@@ -81,12 +89,22 @@ class FullBuckets(NamedTuple):
         self.his.append(his)
         self.sums.append(sums)
 
+    def all_keys(self) -> list[str]:
+        """Every series, in the order of ``matrices``' rows."""
+        return [k for c in self.cuts for k in c[0]] + self.keys
+
     def matrices(self) -> tuple[np.ndarray[Any, Any], ...] | None:
         """(lows, highs, sums), a series a row, a bucket a column (None: no series)."""
-        if not self.keys:
+        parts = [c[1:] for c in self.cuts]
+        if self.keys:
+            parts.append((np.array(self.los, dtype=np.float64),
+                          np.array(self.his, dtype=np.float64),
+                          np.array(self.sums, dtype=np.float64)))
+        if not parts:
             return None
-        return (np.array(self.los, dtype=np.float64), np.array(self.his, dtype=np.float64),
-                np.array(self.sums, dtype=np.float64))
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
 
 
 def _fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],
@@ -257,26 +275,18 @@ class TierSet:
         coarse = len(self.tiers) > 2
         data1: dict[str, array[Any]] = {}
         batch: dict[str, tuple[list[float], list[float], list[float], list[int]]] = {}
-        full_batch = FullBuckets([], [], [], [])
+        full_batch = FullBuckets([], [], [], [], [])
         """The series with every tier-1 bucket full, folded into tier 2 as matrices."""
         m = len(rows)
         one = len(segs) == 1
         s0, s1 = segs[0]
-        full = bucket_stats(raw, segs, groups)
+        cuts = bucket_matrices(raw, segs, groups)
         """The series with a value in every row, cut as matrices (``bucket_cut.py``)."""
-        pending: dict[Codec, list[tuple[str, list[float]]]] = {}
+        full = self._tier1_of_cuts(cuts, rows, data1)
+        if coarse:
+            full_batch.cuts.extend(cuts)
         for key in raw.codecs:
-            got = full.get(key)
-            if got is not None:
-                los, his, sums = got
-                means = list(map(truediv, sums, rows))
-                flat = [NAN] * (3 * m)
-                flat[0::3] = los
-                flat[1::3] = his
-                flat[2::3] = means
-                pending.setdefault(ring1.codecs[key], []).append((key, flat))
-                if coarse:
-                    full_batch.add(key, los, his, sums)
+            if key in full:
                 continue
             codec = raw.codecs[key]
             col = raw.cols[key]
@@ -316,14 +326,43 @@ class TierSet:
                     full_batch.add(key, los, his, sums)
                 else:
                     batch[key] = (los, his, sums, ns)
-        for codec1, items in pending.items():
-            encoded = encode_rows(codec1, [flat for _, flat in items])
-            for (key, _), arr in zip(items, encoded, strict=True):
-                data1[key] = arr
         ring1.append(starts, data1, rows)
         ring1.prune_partial()
         if coarse:
             self._fold_tier2(starts, rows, batch, full_batch, upto)
+
+    def _tier1_of_cuts(self, cuts: list[Cut], rows: list[int], data1: dict[str, array[Any]]
+                       ) -> set[str]:
+        """The tier-1 buckets of the raw cut's series (lo, hi, mean interleaved, the mean
+        ``sum / rows`` as Python divides it) encoded a tier-1 codec at a time into
+        ``data1``, from the cut's matrices as they are (no list a series: session 9);
+        returns their keys."""
+        full: set[str] = set()
+        if not cuts:
+            return full
+        m = len(rows)
+        per = np.array(rows, dtype=np.float64)
+        codecs1 = self.rings[1].codecs
+        by_codec: dict[Codec, list[tuple[int, list[int]]]] = {}
+        inters = []
+        for c, (keys, los, his, sums) in enumerate(cuts):
+            full.update(keys)
+            inter = np.empty((len(keys), 3 * m))
+            inter[:, 0::3] = los
+            inter[:, 1::3] = his
+            inter[:, 2::3] = sums / per
+            inters.append(inter)
+            mine: dict[Codec, list[int]] = {}
+            for i, key in enumerate(keys):
+                mine.setdefault(codecs1[key], []).append(i)
+            for codec, idx in mine.items():
+                by_codec.setdefault(codec, []).append((c, idx))
+        for codec, parts in by_codec.items():
+            mat = np.concatenate([inters[c][idx] for c, idx in parts]) if len(parts) > 1 \
+                else inters[parts[0][0]][parts[0][1]]
+            keys_in = [cuts[c][0][i] for c, idx in parts for i in idx]
+            data1.update(zip(keys_in, encode_matrix(codec, mat), strict=True))
+        return full
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
@@ -338,6 +377,7 @@ class TierSet:
         closed_rows: list[int] = []
         closed: dict[str, list[float]] = {}
         mats = full.matrices()
+        full_keys = full.all_keys()
         j = 0
         while j < len(starts):
             t2 = starts[j] - starts[j] % res2
@@ -350,7 +390,7 @@ class TierSet:
             n_rows = sum(rows[j:k])
             self._open2_rows += n_rows
             if mats is not None:
-                _fold_full(self._open2, full.keys, mats, j, k, n_rows)
+                _fold_full(self._open2, full_keys, mats, j, k, n_rows)
             for key, (los, his, sums, ns) in batch.items():
                 n = sum(ns[j:k])
                 if not n:
