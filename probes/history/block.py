@@ -14,6 +14,12 @@ in C, where an ``array`` was built a series from its bytes: −35 % of ``encoded
 per series: the zeroed copy and the float32 pass over columns not needed cost more than the
 calls saved.)
 
+Session 9: the block is written to the raw tier as it is encoded, a matrix a codec
+(``encode``; ``raw.RawRing``: one numpy assignment a codec, no array a series), the disks'
+awaits (``awaits``) and the GPUs' count computed as columns of it, and what a block's
+columns are (keys, places, codecs: ``Plan``) is kept while the samples stay alike and no
+process or disk starts or stops being tracked, so a flush pays no per-series Python.
+
 ``HostHistory._columns_of`` still cuts samples that differ (GPUs or processes come or go,
 a pid or a disk listed twice); both cut the same columns, keys and tracking (processes
 admitted in the order listed, disks in the order named, up to the maxima):

@@ -48,6 +48,26 @@ def _add(streams: list[list[HostSample]], cls: type[Any]) -> float:
     return time.process_time() - t0
 
 
+
+def _flush_only(streams: list[list[HostSample]], cls: type[Any]) -> float:
+    """``_add``, counting only the time in ``_flush`` (the raw write and the tiers)."""
+    real = cls._flush
+    spent = 0.0
+
+    def timed(self: Any) -> None:
+        nonlocal spent
+        t0 = time.process_time()
+        real(self)
+        spent += time.process_time() - t0
+
+    cls._flush = timed
+    try:
+        _add(streams, cls)
+    finally:
+        cls._flush = real
+    return spent
+
+
 def _add_read(streams: list[list[HostSample]], cls: type[Any]) -> float:
     """Add, and after each sample the reads a detector pass makes of what is staged."""
     gc.collect()
@@ -82,7 +102,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
-    for name, fn in (("add", _add), ("read", _add_read)):
+    for name, fn in (("add", _add), ("read", _add_read), ("flush", _flush_only)):
         if args.only and name not in args.only:
             continue
         times: dict[str, list[float]] = {"before": [], "after": []}
@@ -107,7 +127,8 @@ def main() -> None:
                     help="block: the history before its block cut (history_before.py); s8: "
                          "today's history on the tiers before session 8 (tiers_before_s8.py); "
                          "s9: the history before session 9's raw matrices (before_s9/)")
-    ap.add_argument("--only", nargs="*", default=[], help="some of: add read")
+    ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
+                    "time in _flush alone)")
     print(json.dumps(run(ap.parse_args())))
 
 
