@@ -222,8 +222,9 @@ class RawRing(Ring):
         if len(idx) == self.widths[codec] and idx == list(range(len(idx))):
             out = None
         if isinstance(keys, tuple):
-            if len(self._slot_maps) > 64:
-                self._slot_maps.clear()
+            maps = self._slot_maps
+            if len(maps) >= 8 or any(g != self.gen for g, _, _ in maps.values()):
+                maps.clear()  # only this generation's maps are of use (a host's plan or two)
             self._slot_maps[id(keys)] = (self.gen, keys, out)  # held: its id stays its
         return out
 
