@@ -14,6 +14,12 @@ in C, where an ``array`` was built a series from its bytes: −35 % of ``encoded
 per series: the zeroed copy and the float32 pass over columns not needed cost more than the
 calls saved.)
 
+Session 9: the block is written to the raw tier as it is encoded, a matrix a codec
+(``encode``; ``raw.RawRing``: one numpy assignment a codec, no array a series), the disks'
+awaits (``awaits``) and the GPUs' count computed as columns of it, and what a block's
+columns are (keys, places, codecs: ``Plan``) is kept while the samples stay alike and no
+process or disk starts or stops being tracked, so a flush pays no per-series Python.
+
 ``HostHistory._columns_of`` still cuts samples that differ (GPUs or processes come or go,
 a pid or a disk listed twice); both cut the same columns, keys and tracking (processes
 admitted in the order listed, disks in the order named, up to the maxima):
@@ -29,8 +35,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from probes.history.keys import GPU_FIELDS, codec_for, disk_key, gpu_key, host_key
+from probes.history.raw import Encoded
 from probes.history.staged import GPU_NUMBERS, HOST_NUMBERS, Staged
-from probes.history.storage import F32, HALF, HALF_MAX
+from probes.history.storage import F32, HALF, HALF_MAX, Codec
 
 _HOSTS = len(HOST_NUMBERS)
 _RAW_F32: dict[str, bool] = {}
@@ -47,7 +54,8 @@ def _raw_f32(key: str) -> bool:
 
 
 class Block(NamedTuple):
-    """Staged samples as one matrix and where each series sits in it."""
+    """Staged samples as one matrix and where each series sits in it (the cut's result
+    spelled out series by series: ``Plan`` is what the flush keeps)."""
 
     flat: array[float]
     """The samples' numbers, one after the other (NaN: missing)."""
@@ -58,68 +66,104 @@ class Block(NamedTuple):
     await, the GPUs answering); in the order the series are first written."""
 
     def columns(self) -> dict[str, Sequence[float]]:
-        """Each series' values: a strided slice of ``flat`` (an ``array('d')``, which the
-        raw tier's codecs encode as they encode a list: ``struct.pack`` and ``array('f')``
-        take it as it is), or the values computed."""
+        """Each series' values: a strided slice of ``flat``, or the values computed."""
         flat, width = self.flat, self.width
         return {key: c if isinstance(c, list) else flat[c::width]
                 for key, c in self.cols.items()}
 
-    def encoded(self) -> tuple[dict[str, Sequence[float]], dict[str, array[Any]]]:
-        """The block as the raw tier's codecs encode it, the matrix's columns encoded at
-        once: ``(values, encoded)``, ``values`` every series in order (the computed ones'
-        values; ``()`` for those in ``encoded``), ``encoded`` each matrix series' column as
-        its raw codec writes it (``TierSet.append_raw``).
-
-        One cast a codec for the whole block (half precision, float32) instead of a
-        ``struct.pack`` or an ``array('f')`` a series; the same bits: numpy rounds a double
-        to half precision as ``struct`` does (to nearest, ties to even, subnormals too), and
-        a column with a finite value that does not fit (``struct`` refuses it; an infinity
-        it packs) is clamped to ±``HALF_MAX`` first, as ``Codec.encode`` then does.
-        """
-        flat, width = self.flat, self.width
-        values: dict[str, Sequence[float]] = {}
-        half: list[str] = []
-        half_at: list[int] = []
-        single: list[str] = []
-        single_at: list[int] = []
-        f32 = _RAW_F32
+    def encoded(self) -> list[Encoded]:
+        """The block as the raw tier's codecs encode it, a matrix a codec (``encode``)."""
+        extra: list[list[float]] = []
+        at: dict[str, int] = {}
         for key, c in self.cols.items():
             if isinstance(c, list):
-                values[key] = c
-                continue
-            values[key] = ()
-            is32 = f32.get(key)
-            if is32 is None:
-                is32 = _raw_f32(key)
-            if is32:
-                single.append(key)
-                single_at.append(c)
+                at[key] = self.width + len(extra)
+                extra.append(c)
             else:
-                half.append(key)
-                half_at.append(c)
-        mat = np.frombuffer(flat, dtype=np.float64).reshape(-1, width)
-        rows = mat.shape[0]
-        encoded: dict[str, array[Any]] = {}
-        if half:
-            sub = mat[:, half_at]
+                at[key] = c
+        mat = _matrix(self.flat, self.width)
+        if extra:
+            mat = np.concatenate([mat, np.array(extra, dtype=np.float64).T], axis=1)
+        return encode(mat, _by_codec(at))
+
+
+def _matrix(flat: array[float], width: int) -> np.ndarray[Any, Any]:
+    return np.frombuffer(flat, dtype=np.float64).reshape(-1, width)
+
+
+def _by_codec(at: dict[str, int]) -> tuple[tuple[Codec, tuple[str, ...], np.ndarray[Any, Any]],
+                                           ...]:
+    """Each raw codec's series (in order) and their columns in a block's matrix."""
+    half: list[str] = []
+    single: list[str] = []
+    for key in at:
+        (single if _raw_f32(key) else half).append(key)
+    return tuple((codec, tuple(keys), np.array([at[k] for k in keys], dtype=np.intp))
+                 for codec, keys in ((HALF, half), (F32, single)) if keys)
+
+
+def encode(mat: np.ndarray[Any, Any],
+           codecs: Sequence[tuple[Codec, tuple[str, ...], np.ndarray[Any, Any]]]
+           ) -> list[Encoded]:
+    """Each codec's columns of ``mat`` (a sample a row) as the raw codec stores them.
+
+    One cast a codec for the whole block (half precision, float32) instead of a
+    ``struct.pack`` or an ``array('f')`` a series; the same bits: numpy rounds a double to
+    half precision as ``struct`` does (to nearest, ties to even, subnormals too), and a
+    column with a finite value that does not fit (``struct`` refuses it; an infinity it
+    packs) is clamped to ±``HALF_MAX`` first, as ``Codec.encode`` then does.
+    """
+    out: list[Encoded] = []
+    for codec, keys, at in codecs:
+        sub = mat[:, at]
+        if codec is HALF:
             with np.errstate(over="ignore"):
                 h = sub.astype(np.float16)
-            over = (np.isinf(h) & np.isfinite(sub)).any(axis=0)  # struct packs inf
-            if over.any():
-                cols = np.flatnonzero(over)
-                h[:, cols] = np.clip(sub[:, cols], -HALF_MAX, HALF_MAX).astype(np.float16)
-            # One array for every series, cut a series at a time (a slice copies in C).
-            halves = array("H", np.ascontiguousarray(h.T).tobytes())
-            for i, key in enumerate(half):
-                encoded[key] = halves[i * rows:(i + 1) * rows]
-        if single:
+            inf = np.isinf(h)
+            if inf.any():
+                over = (inf & np.isfinite(sub)).any(axis=0)  # struct packs inf
+                if over.any():
+                    cols = np.flatnonzero(over)
+                    h[:, cols] = np.clip(sub[:, cols], -HALF_MAX, HALF_MAX).astype(np.float16)
+            out.append((codec, keys, h.view(np.uint16)))
+        else:
             with np.errstate(over="ignore"):
-                singles = array("f", np.ascontiguousarray(
-                    mat[:, single_at].astype(np.float32).T).tobytes())
-            for i, key in enumerate(single):
-                encoded[key] = singles[i * rows:(i + 1) * rows]
-        return values, encoded
+                out.append((codec, keys, sub.astype(np.float32)))
+    return out
+
+
+def awaits(ra: np.ndarray[Any, Any], wa: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A disk's await a sample: the worse of r_await and w_await, or the one known (NaN:
+    unknown), as ``max(r, w)`` picks (the first unless the second is greater: ±0 kept)."""
+    return np.where(wa != wa, ra, np.where(ra != ra, wa, np.where(wa > ra, wa, ra)))
+
+
+class Plan(NamedTuple):
+    """How a host's alike staged samples are cut and encoded, kept while they stay alike
+    (the same GPUs, pids and disks, and the same processes and disks tracked)."""
+
+    sig: tuple[object, ...]
+    order: tuple[str, ...]
+    """Every series, in the order first written (new ones are added to the tiers so)."""
+    codecs: tuple[tuple[Codec, tuple[str, ...], np.ndarray[Any, Any]], ...]
+    """Each raw codec's series and their columns in the block's extended matrix: the
+    samples' numbers, then the GPUs answering, then each disk's await (``awaits``)."""
+    awaits: np.ndarray[Any, Any] | None
+    """Each disk's r_await column (w_await beside it) whose await is computed (None: no
+    disk)."""
+    procs: tuple[str, ...]
+    """The processes' series: each seen at the flush."""
+
+    def matrix(self, mat: np.ndarray[Any, Any], counts: Sequence[float]) -> np.ndarray[Any, Any]:
+        """The block's extended matrix (``codecs``) of its samples' numbers ``mat``."""
+        width = mat.shape[1]
+        aw = self.awaits
+        ext = np.empty((mat.shape[0], width + 1 + (0 if aw is None else len(aw))))
+        ext[:, :width] = mat
+        ext[:, width] = counts
+        if aw is not None:  # every disk's at once
+            ext[:, width + 1:] = awaits(mat[:, aw], mat[:, aw + 1])
+        return ext
 
 
 class BlockCut:
@@ -129,30 +173,48 @@ class BlockCut:
     _disks: set[str]
     max_disks: int
     _staged_counts: list[float]
+    _proc_seen: dict[str, float]
+    _proc_gen: int
+    _plan: Plan | None
 
     def _track_proc(self, gpu: int, pid: int, ts: float) -> str | None:
         raise NotImplementedError
 
-    def _block_columns(self, rows: list[Staged]) -> Block | None:
-        """The block of ``rows``, or None where they are not alike (or list a pid or a disk
-        twice)."""
+    def _block_columns(self, rows: list[Staged]) -> tuple[np.ndarray[Any, Any], Plan] | None:
+        """The block of ``rows`` (their numbers, a sample a row, and its plan), or None
+        where they are not alike (or list a pid or a disk twice).
+
+        The plan is kept while the samples stay alike and no process or disk starts or
+        stops being tracked (``sig``): a flush then pays no per-series Python, only the
+        processes' times seen (issue 38, session 9)."""
         r0 = rows[0]
         layout, pids, names = r0.layout, r0.pids, r0.disk_names
         for r in rows:
             if (r.layout != layout or (r.pids is not pids and r.pids != pids)
                     or r.disk_names != names):
                 return None
-        if len(set(names)) < len(names):
-            return None
-        for ps in pids:
-            if ps is not None and len(set(ps)) < len(ps):
-                return None
         width = len(r0.numbers)
-        flat = array("d")
-        flat.frombytes(b"".join(r.numbers for r in rows))
-        cols: dict[str, int | list[float]] = {}
-        procs: dict[str, int | list[float]] = {}
         ts_last = rows[-1].ts
+        plan = self._plan
+        if plan is not None and plan.sig == (layout, pids, names, width, self._proc_gen,
+                                             len(self._disks)):
+            self._proc_seen.update(dict.fromkeys(plan.procs, ts_last))
+        else:
+            if len(set(names)) < len(names):
+                return None
+            for ps in pids:
+                if ps is not None and len(set(ps)) < len(ps):
+                    return None
+            plan = self._plan = self._make_plan(layout, pids, names, width, ts_last)
+        mat = np.frombuffer(b"".join([r.numbers for r in rows]), dtype=np.float64)
+        return mat.reshape(len(rows), width), plan
+
+    def _make_plan(self, layout: tuple[int, ...], pids: tuple[tuple[int | None, ...] | None, ...],
+                   names: tuple[str, ...], width: int, ts_last: float) -> Plan:
+        """The plan of a block (``_block_columns``); the processes and disks it lists are
+        tracked now, as a cut series by series tracks them."""
+        cols: dict[str, int] = {}
+        procs: dict[str, int] = {}
         at = _HOSTS + GPU_NUMBERS * len(layout)
         for pos, (idx, ps) in enumerate(zip(layout, pids, strict=True)):
             if idx >= 0:
@@ -171,15 +233,19 @@ class BlockCut:
                 at += len(ps)
         for j, f in enumerate(HOST_NUMBERS):
             cols[host_key(f)] = j
-        cols[host_key("gpu_count")] = self._staged_counts
+        cols[host_key("gpu_count")] = width
+        disk_at: list[int] = []
         if names:
-            self._block_disks(flat, width, names, cols)
+            self._block_disks(width, names, cols, disk_at)
         cols.update(procs)
-        return Block(flat, width, cols)
+        sig = (layout, pids, names, width, self._proc_gen, len(self._disks))
+        return Plan(sig, tuple(cols), _by_codec(cols),
+                    np.array(disk_at, dtype=np.intp) if disk_at else None, tuple(procs))
 
-    def _block_disks(self, flat: array[float], width: int, names: tuple[str, ...],
-                     cols: dict[str, int | list[float]]) -> None:
-        """The disks' series of a block, as ``HostHistory._disk_columns`` orders them."""
+    def _block_disks(self, width: int, names: tuple[str, ...], cols: dict[str, int],
+                     disk_at: list[int]) -> None:
+        """The disks' series of a block, as ``HostHistory._disk_columns`` orders them; each
+        await a computed column (``Plan.awaits``)."""
         every = len(self._disks | set(names)) <= self.max_disks
         at = width - 4 * len(names)
         for i, name in enumerate(names):
@@ -188,13 +254,8 @@ class BlockCut:
                     continue
                 self._disks.add(name)
             d = at + 4 * i
-            ra, wa = flat[d + 1::width].tolist(), flat[d + 2::width].tolist()
-            s = sum(ra) + sum(wa)
-            if s == s:  # no NaN (None)
-                aw = list(map(max, ra, wa))
-            else:  # the worse of the two, or the one known
-                aw = [r if w != w else (w if r != r else max(r, w))
-                      for r, w in zip(ra, wa, strict=True)]
+            aw = width + 1 + len(disk_at)
+            disk_at.append(d + 1)
             cols[disk_key(name, "util")] = d
             if every:
                 cols[disk_key(name, "aqu_sz")] = d + 3

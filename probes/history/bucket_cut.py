@@ -23,28 +23,39 @@ from typing import Any
 
 import numpy as np
 
+from probes.history.raw import RawRing
 from probes.history.storage import HALF_MAX, Codec, Ring
 
 _DTYPES = {"e": np.float16, "f": np.float32}
 """The raw tier's codecs' value types (``keys.codec_for(key, 0)``)."""
 
 
+Cut = tuple[list[str], "np.ndarray[Any, Any]", "np.ndarray[Any, Any]", "np.ndarray[Any, Any]"]
+"""Raw series of one value type with a value in every row: their keys, and their lows, highs
+and sums per bucket (a series a row, a bucket a column)."""
+
+
 def bucket_stats(raw: Ring, segs: Sequence[tuple[int, int]], groups: Sequence[tuple[int, int]]
                  ) -> dict[str, tuple[list[float], list[float], list[float]]]:
     """(lows, highs, sums) per bucket of the raw series that have a value in every row
-    of ``groups`` (row ranges of the rows ``segs`` hold, in order); the others are absent."""
+    of ``groups`` (row ranges of the rows ``segs`` holds, in order); the others are absent."""
     out: dict[str, tuple[list[float], list[float], list[float]]] = {}
-    by_type: dict[str, list[str]] = {}
-    for key, codec in raw.codecs.items():
-        if key in raw.cols and codec.typecode in _DTYPES:
-            by_type.setdefault(codec.typecode, []).append(key)
+    for keys, los, his, sums in bucket_matrices(raw, segs, groups):
+        out.update(zip(keys, zip(los.tolist(), his.tolist(), sums.tolist(), strict=True),
+                       strict=True))
+    return out
+
+
+def bucket_matrices(raw: Ring, segs: Sequence[tuple[int, int]],
+                    groups: Sequence[tuple[int, int]]) -> list[Cut]:
+    """``bucket_stats`` as matrices, a value type at a time (``TierSet.build`` keeps them
+    as they are: means, tier-1 encoding and the tier-2 fold, session 9)."""
+    out: list[Cut] = []
     n = sum(p1 - p0 for p0, p1 in segs)
     m = len(groups)
-    cols = raw.cols
     same = len({b - a for a, b in groups}) == 1 and groups[-1][1] == n
-    for tc, keys in by_type.items():
-        buf = b"".join([cols[key][p0:p1] for key in keys for p0, p1 in segs])
-        mat = np.frombuffer(buf, dtype=_DTYPES[tc]).reshape(len(keys), n).astype(np.float64)
+    for keys, stored in _stored(raw, segs, n):
+        mat = stored.astype(np.float64)
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, as in Python
             if same:  # buckets of one length (1 Hz, no gap): one reduction for all
                 cube = mat.reshape(len(keys), m, n // m)
@@ -62,22 +73,50 @@ def bucket_stats(raw: Ring, segs: Sequence[tuple[int, int]], groups: Sequence[tu
                     his[:, j] = part.max(axis=1)
             total = np.add.accumulate(sums, axis=1)[:, -1]
         ok = ~np.isnan(total) & ~(np.signbit(mat) & (mat == 0.0)).any(axis=1)
-        if not ok.any():
-            continue
-        lo_l, hi_l, sum_l = los.tolist(), his.tolist(), sums.tolist()
-        for i in np.flatnonzero(ok).tolist():
-            out[keys[i]] = (lo_l[i], hi_l[i], sum_l[i])
+        if ok.all():
+            out.append((keys, los, his, sums))
+        elif ok.any():
+            sel = np.flatnonzero(ok)
+            out.append(([keys[i] for i in sel.tolist()], los[sel], his[sel], sums[sel]))
     return out
 
 
+def _stored(raw: Ring, segs: Sequence[tuple[int, int]], n: int
+            ) -> list[tuple[list[str], np.ndarray[Any, Any]]]:
+    """The raw series of each value type over the rows ``segs`` holds: their keys and
+    values, a series a row (a ``RawRing``'s matrix read as one, session 9)."""
+    if isinstance(raw, RawRing):
+        out = []
+        for codec in raw.mats:
+            if codec.typecode in _DTYPES and raw.cap:
+                keys, stored = raw.matrix(codec, segs)
+                if keys:
+                    out.append((keys, stored.view(_DTYPES[codec.typecode])))
+        return out
+    by_type: dict[str, list[str]] = {}
+    for key, codec in raw.codecs.items():
+        if key in raw.cols and codec.typecode in _DTYPES:
+            by_type.setdefault(codec.typecode, []).append(key)
+    cols = raw.cols
+    return [(keys, np.frombuffer(b"".join([cols[key][p0:p1] for key in keys
+                                            for p0, p1 in segs]),
+                                 dtype=_DTYPES[tc]).reshape(len(keys), n))
+            for tc, keys in by_type.items()]
+
+
 def encode_rows(codec: Codec, rows: list[list[float]]) -> list[array[Any]]:
-    """``[codec.encode(r) for r in rows]`` (rows of one length), with one cast for all.
+    """``[codec.encode(r) for r in rows]`` (rows of one length), with one cast for all
+    (``encode_matrix``)."""
+    return encode_matrix(codec, np.array(rows, dtype=np.float64))
+
+
+def encode_matrix(codec: Codec, mat: np.ndarray[Any, Any]) -> list[array[Any]]:
+    """``codec.encode`` of each row of ``mat`` (float64), with one cast for all.
 
     Scaled integers: ``int(min(top, max(0.0, v * scale + 0.5)))``, the sentinel for NaN
     (the formula ``encode`` uses for a row it must clamp; for a row it need not, the same
     as its ``int(v * scale + 0.5)``); half precision as ``Block.encoded``; float32 a cast.
     """
-    mat = np.array(rows, dtype=np.float64)
     tc = codec.typecode
     if tc == "f":
         with np.errstate(over="ignore"):

@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
-from probes.history.block import BlockCut
+from probes.history.block import BlockCut, Plan, encode
 from probes.history.keys import (
     DISK_FIELDS,
     GPU_FIELDS,
@@ -163,6 +163,11 @@ class HostHistory(BlockCut, HistoryQueries):
         self._gkeys: dict[int, tuple[str, ...]] = {}
         self._procs_per_gpu: dict[int, int] = {}
         self._disks: set[str] = set()
+        self._proc_gen = 0
+        """Bumped whenever a process starts or stops being tracked (a kept ``Plan`` is then
+        stale)."""
+        self._plan: Plan | None = None
+        """The last block's plan (``BlockCut._block_columns``)."""
         self.first_ts: float | None = None
         self.last_ts: float | None = None
         self.last_sample: HostSample | None = None
@@ -344,6 +349,7 @@ class HostHistory(BlockCut, HistoryQueries):
                 return None
             self._procs_per_gpu[gpu] = n + 1
             key = self._pkeys[pk] = proc_key(gpu, pid)
+            self._proc_gen += 1
         self._proc_seen[key] = ts
         return key
 
@@ -355,7 +361,9 @@ class HostHistory(BlockCut, HistoryQueries):
         if block is None:
             self.store.append_raw(ts, self._columns_of(rows))
         else:
-            self.store.append_raw(ts, *block.encoded())
+            mat, plan = block
+            self.store.append_block(ts, plan.order, encode(
+                plan.matrix(mat, self._staged_counts), plan.codecs))
         self._staged = []
         self._staged_counts = []
         self._mixed = False
@@ -366,6 +374,8 @@ class HostHistory(BlockCut, HistoryQueries):
     def _forget_procs(self, now: float) -> None:
         """Drop the series of processes not seen for ``process_forget_s``."""
         gone = [k for k, seen in self._proc_seen.items() if now - seen > self.process_forget_s]
+        if gone:
+            self._proc_gen += 1
         for key in gone:
             del self._proc_seen[key]
             parts = key.split("/")

@@ -16,8 +16,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from probes.history.bucket_cut import bucket_stats, combine_rows, encode_rows
+from probes.history.bucket_cut import (
+    Cut,
+    bucket_matrices,
+    combine_rows,
+    encode_matrix,
+    encode_rows,
+)
 from probes.history.keys import codec_for
+from probes.history.raw import Encoded, RawRing
 from probes.history.storage import NAN, Codec, Ring, Tier
 
 BUCKET_BATCH = 10
@@ -67,12 +74,14 @@ def stat(vals: Sequence[float]) -> Stat | None:
 
 
 class FullBuckets(NamedTuple):
-    """A batch's series whose every tier-1 bucket is full: lows, highs and sums a bucket."""
+    """A batch's series whose every tier-1 bucket is full: lows, highs and sums a bucket;
+    the raw cut's matrices as they are (``cuts``), then series cut one by one."""
 
     keys: list[str]
     los: list[list[float]]
     his: list[list[float]]
     sums: list[list[float]]
+    cuts: list[Cut]
 
     def add(self, key: str, los: list[float], his: list[float], sums: list[float]) -> None:
         self.keys.append(key)
@@ -80,12 +89,22 @@ class FullBuckets(NamedTuple):
         self.his.append(his)
         self.sums.append(sums)
 
+    def all_keys(self) -> list[str]:
+        """Every series, in the order of ``matrices``' rows."""
+        return [k for c in self.cuts for k in c[0]] + self.keys
+
     def matrices(self) -> tuple[np.ndarray[Any, Any], ...] | None:
         """(lows, highs, sums), a series a row, a bucket a column (None: no series)."""
-        if not self.keys:
+        parts = [c[1:] for c in self.cuts]
+        if self.keys:
+            parts.append((np.array(self.los, dtype=np.float64),
+                          np.array(self.his, dtype=np.float64),
+                          np.array(self.sums, dtype=np.float64)))
+        if not parts:
             return None
-        return (np.array(self.los, dtype=np.float64), np.array(self.his, dtype=np.float64),
-                np.array(self.sums, dtype=np.float64))
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
 
 
 def _fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],
@@ -132,7 +151,9 @@ class TierSet:
             if abs(ratio - round(ratio)) > 1e-9 or ratio < 1:
                 raise ValueError("each tier's resolution must be a multiple of the previous one")
         self.tiers = tuple(tiers)
-        self.rings = [Ring(t.span_s, 1 if i == 0 else 3, i > 0) for i, t in enumerate(tiers)]
+        self.raw = RawRing(tiers[0].span_s)
+        """The raw tier's ring: a matrix a codec (``raw.py``)."""
+        self.rings: list[Ring] = [self.raw, *(Ring(t.span_s, 3, True) for t in tiers[1:])]
         self.keys: dict[str, Codec] = {}
         """Every series held, with its tier-1 codec."""
         self._open: list[float | None] = [None] * len(tiers)
@@ -144,6 +165,10 @@ class TierSet:
         self._open2_t: float | None = None
         self._open2_rows = 0
         self.batch_s = self._batch_seconds()
+        self._known: tuple[str, ...] | None = None
+        """The last series order written whole, while the raw tier's ``gen`` is
+        ``_known_gen`` (``append_block``)."""
+        self._known_gen = -1
         """Seconds of tier-1 buckets built at a time."""
 
     def _batch_seconds(self) -> float:
@@ -173,25 +198,35 @@ class TierSet:
         for ring in self.rings:
             ring.drop_series(key)
 
-    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]],
-                   encoded: Mapping[str, array[Any]] | None = None) -> None:
+    def append_raw(self, ts: Sequence[float], values: Mapping[str, Sequence[float]]) -> None:
         """Write samples to the raw tier: one float column per series (NaN: missing; a list,
-        or an ``array('d')``); a series in ``encoded`` is written as it is there (already
-        as its raw codec encodes it: ``Block.encoded``)."""
+        or an ``array('d')``)."""
         data: dict[str, array[Any]] = {}
-        raw = self.rings[0]
-        done = encoded or {}
+        raw = self.raw
         for key, vals in values.items():
             if key not in self.keys:
                 self.add_series(key)
-            got = done.get(key)
-            data[key] = raw.codecs[key].encode(vals) if got is None else got
+            data[key] = raw.codecs[key].encode(vals)
+        raw.append(ts, data, keep_from=self._keep_from())
+
+    def append_block(self, ts: Sequence[float], order: tuple[str, ...],
+                     block: Sequence[Encoded]) -> None:
+        """Write samples to the raw tier as matrices (``block.encode``): ``order`` every
+        series in the order first written (a ``Plan``'s: once all held, not looked up again
+        while no series is added or dropped)."""
+        if self._known is not order or self._known_gen != self.raw.gen:
+            for key in order:
+                if key not in self.keys:
+                    self.add_series(key)
+            self._known, self._known_gen = order, self.raw.gen
+        self.raw.append(ts, {}, keep_from=self._keep_from(), block=block)
+
+    def _keep_from(self) -> float:
+        """Raw rows at or after this time are not yet read into tier-1 buckets: they must
+        stay, however sparse the samples."""
         if len(self.tiers) < 2:
-            raw.append(ts, data)
-        else:
-            # Not yet read into tier-1 buckets: must stay, however sparse the samples.
-            raw.append(ts, data, keep_from=-math.inf if self._built_to is None
-                       else self._built_to)
+            return math.inf
+        return -math.inf if self._built_to is None else self._built_to
 
     def nbytes(self) -> int:
         """Approximate bytes held by the columns of every tier."""
@@ -240,28 +275,21 @@ class TierSet:
         coarse = len(self.tiers) > 2
         data1: dict[str, array[Any]] = {}
         batch: dict[str, tuple[list[float], list[float], list[float], list[int]]] = {}
-        full_batch = FullBuckets([], [], [], [])
+        full_batch = FullBuckets([], [], [], [], [])
         """The series with every tier-1 bucket full, folded into tier 2 as matrices."""
         m = len(rows)
         one = len(segs) == 1
         s0, s1 = segs[0]
-        full = bucket_stats(raw, segs, groups)
+        cuts = bucket_matrices(raw, segs, groups)
         """The series with a value in every row, cut as matrices (``bucket_cut.py``)."""
-        pending: dict[Codec, list[tuple[str, list[float]]]] = {}
-        for key, col in raw.cols.items():
-            got = full.get(key)
-            if got is not None:
-                los, his, sums = got
-                means = list(map(truediv, sums, rows))
-                flat = [NAN] * (3 * m)
-                flat[0::3] = los
-                flat[1::3] = his
-                flat[2::3] = means
-                pending.setdefault(ring1.codecs[key], []).append((key, flat))
-                if coarse:
-                    full_batch.add(key, los, his, sums)
+        full = self._tier1_of_cuts(cuts, rows, data1)
+        if coarse:
+            full_batch.cuts.extend(cuts)
+        for key in raw.codecs:
+            if key in full:
                 continue
             codec = raw.codecs[key]
+            col = raw.cols[key]
             vals: Sequence[float]
             if one:
                 vals = codec.decode(col[s0:s1])
@@ -298,14 +326,43 @@ class TierSet:
                     full_batch.add(key, los, his, sums)
                 else:
                     batch[key] = (los, his, sums, ns)
-        for codec1, items in pending.items():
-            encoded = encode_rows(codec1, [flat for _, flat in items])
-            for (key, _), arr in zip(items, encoded, strict=True):
-                data1[key] = arr
         ring1.append(starts, data1, rows)
         ring1.prune_partial()
         if coarse:
             self._fold_tier2(starts, rows, batch, full_batch, upto)
+
+    def _tier1_of_cuts(self, cuts: list[Cut], rows: list[int], data1: dict[str, array[Any]]
+                       ) -> set[str]:
+        """The tier-1 buckets of the raw cut's series (lo, hi, mean interleaved, the mean
+        ``sum / rows`` as Python divides it) encoded a tier-1 codec at a time into
+        ``data1``, from the cut's matrices as they are (no list a series: session 9);
+        returns their keys."""
+        full: set[str] = set()
+        if not cuts:
+            return full
+        m = len(rows)
+        per = np.array(rows, dtype=np.float64)
+        codecs1 = self.rings[1].codecs
+        by_codec: dict[Codec, list[tuple[int, list[int]]]] = {}
+        inters = []
+        for c, (keys, los, his, sums) in enumerate(cuts):
+            full.update(keys)
+            inter = np.empty((len(keys), 3 * m))
+            inter[:, 0::3] = los
+            inter[:, 1::3] = his
+            inter[:, 2::3] = sums / per
+            inters.append(inter)
+            mine: dict[Codec, list[int]] = {}
+            for i, key in enumerate(keys):
+                mine.setdefault(codecs1[key], []).append(i)
+            for codec, idx in mine.items():
+                by_codec.setdefault(codec, []).append((c, idx))
+        for codec, parts in by_codec.items():
+            mat = np.concatenate([inters[c][idx] for c, idx in parts]) if len(parts) > 1 \
+                else inters[parts[0][0]][parts[0][1]]
+            keys_in = [cuts[c][0][i] for c, idx in parts for i in idx]
+            data1.update(zip(keys_in, encode_matrix(codec, mat), strict=True))
+        return full
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
@@ -320,6 +377,7 @@ class TierSet:
         closed_rows: list[int] = []
         closed: dict[str, list[float]] = {}
         mats = full.matrices()
+        full_keys = full.all_keys()
         j = 0
         while j < len(starts):
             t2 = starts[j] - starts[j] % res2
@@ -332,7 +390,7 @@ class TierSet:
             n_rows = sum(rows[j:k])
             self._open2_rows += n_rows
             if mats is not None:
-                _fold_full(self._open2, full.keys, mats, j, k, n_rows)
+                _fold_full(self._open2, full_keys, mats, j, k, n_rows)
             for key, (los, his, sums, ns) in batch.items():
                 n = sum(ns[j:k])
                 if not n:

@@ -32,6 +32,7 @@ findings).  Measured, CPU (``process_time``) per host-sample, over the same tick
 ``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
 
     python tests/bench/bench_fold.py [--hosts 256] [--seconds 120] [--warm 60] [--profile 25]
+                                     [--history now|before_s9]
 """
 
 from __future__ import annotations
@@ -202,7 +203,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "bench": "fold", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{os.cpu_count()}-core {platform.machine()}, python "
                    f"{platform.python_version()}", "load1": round(os.getloadavg()[0], 2),
-        "hosts": args.hosts, "seconds": args.seconds, "warm_s": args.warm,
+        "hosts": args.hosts, "history": getattr(args, "history", "now"),
+        "seconds": args.seconds, "warm_s": args.warm,
         "warm_us": round(1e6 * warm / max(args.hosts * args.warm, 1), 1),
         "fold_us": round(1e6 * folded / n, 1),
         "decode_us": round(1e6 * decode / (args.hosts * total), 1),
@@ -226,7 +228,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=120)
     ap.add_argument("--warm", type=int, default=60)
     ap.add_argument("--profile", type=int, default=0)
+    ap.add_argument("--history", choices=("now", "before_s9"), default="now",
+                    help="before_s9: the fleet's hosts keep the history before session 9's "
+                         "raw matrices (tests/history/before_s9/), to alternate in one tree")
     args = ap.parse_args()
+    if args.history == "before_s9":
+        import probes.fleet_state
+        from tests.history.before_s9 import HostHistory as HostHistoryBeforeS9
+        probes.fleet_state.HostHistory = HostHistoryBeforeS9  # type: ignore[misc,assignment]
     out = run(args)
     profiles = {k: out.pop(k) for k in list(out) if k.startswith("profile_")}
     print(json.dumps(out))

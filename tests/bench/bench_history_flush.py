@@ -13,7 +13,7 @@ the per-pass ratios after/before.
 (``tiers_before_s8.py``: tier-2 buckets folded series by series).
 
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
-                                              [--before block|s8]
+                                              [--before block|s8|s9]
 """
 
 from __future__ import annotations
@@ -48,6 +48,26 @@ def _add(streams: list[list[HostSample]], cls: type[Any]) -> float:
     return time.process_time() - t0
 
 
+
+def _flush_only(streams: list[list[HostSample]], cls: type[Any]) -> float:
+    """``_add``, counting only the time in ``_flush`` (the raw write and the tiers)."""
+    real = cls._flush
+    spent = 0.0
+
+    def timed(self: Any) -> None:
+        nonlocal spent
+        t0 = time.process_time()
+        real(self)
+        spent += time.process_time() - t0
+
+    cls._flush = timed
+    try:
+        _add(streams, cls)
+    finally:
+        cls._flush = real
+    return spent
+
+
 def _add_read(streams: list[list[HostSample]], cls: type[Any]) -> float:
     """Add, and after each sample the reads a detector pass makes of what is staged."""
     gc.collect()
@@ -76,10 +96,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.before == "s8":
         from tests.history.tiers_before_s8 import HostHistoryBeforeS8
         before = HostHistoryBeforeS8
+    elif args.before == "s9":
+        from tests.history.before_s9 import HostHistory as HostHistoryBeforeS9
+        before = HostHistoryBeforeS9
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
-    for name, fn in (("add", _add), ("read", _add_read)):
+    for name, fn in (("add", _add), ("read", _add_read), ("flush", _flush_only)):
         if args.only and name not in args.only:
             continue
         times: dict[str, list[float]] = {"before": [], "after": []}
@@ -100,10 +123,12 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
-    ap.add_argument("--before", choices=("block", "s8"), default="block",
+    ap.add_argument("--before", choices=("block", "s8", "s9"), default="block",
                     help="block: the history before its block cut (history_before.py); s8: "
-                         "today's history on the tiers before session 8 (tiers_before_s8.py)")
-    ap.add_argument("--only", nargs="*", default=[], help="some of: add read")
+                         "today's history on the tiers before session 8 (tiers_before_s8.py); "
+                         "s9: the history before session 9's raw matrices (before_s9/)")
+    ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
+                    "time in _flush alone)")
     print(json.dumps(run(ap.parse_args())))
 
 

@@ -19,10 +19,11 @@ import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from probes.history import bucket_cut, tiers
-from probes.history.bucket_cut import bucket_stats, encode_rows
+from probes.history.bucket_cut import bucket_matrices, bucket_stats, encode_rows
 from probes.history.keys import CHART_CODECS, MIB16, gpu_key, host_key
 from probes.history.storage import F32, HALF, PCT, Codec, Ring
 from tests.history.test_block_columns import SHORT, _differences, _random_stream
@@ -110,11 +111,11 @@ def test_through_the_history_the_buckets_are_those_of_before(
 
     def counted(*a: Any) -> Any:
         nonlocal taken
-        got = bucket_stats(*a)
-        taken += len(got)
+        got = bucket_matrices(*a)
+        taken += sum(len(c[0]) for c in got)
         return got
 
-    monkeypatch.setattr(tiers, "bucket_stats", counted)
+    monkeypatch.setattr(tiers, "bucket_matrices", counted)
     streams: list[Any] = [(_random_stream(3, 900), None), (_random_stream(4, 900), SHORT)]
     differ, checks, _ = _differences(streams, every=299)
     assert differ == 0 and checks >= 6
@@ -124,12 +125,12 @@ def test_through_the_history_the_buckets_are_those_of_before(
 def test_negative_control_a_bucket_sum_a_hair_off_is_seen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def off(*a: Any) -> Any:
-        got = bucket_stats(*a)
-        for _, _, sums in got.values():
-            sums[0] = math.nextafter(sums[0], math.inf)
+        got = bucket_matrices(*a)
+        for _, _, _, sums in got:
+            sums[:, 0] = np.nextafter(sums[:, 0], math.inf)
         return got
 
-    monkeypatch.setattr(tiers, "bucket_stats", off)
-    assert bucket_cut.bucket_stats is not off
+    monkeypatch.setattr(tiers, "bucket_matrices", off)
+    assert bucket_cut.bucket_matrices is not off
     differ, _, _ = _differences([(_random_stream(2, 600), SHORT)], every=199)
     assert differ > 0

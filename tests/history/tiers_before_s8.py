@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from operator import truediv
 from typing import Any
 
-from probes.history import HostHistory
 from probes.history.bucket_cut import bucket_stats, encode_rows
 from probes.history.keys import codec_for
 from probes.history.storage import NAN, Codec, Columns, Ring, Tier
+from tests.history.before_s9 import HostHistory
 
 BUCKET_BATCH = 10
 """Tier-1 buckets written at a time (at most; a divisor of a tier-2 bucket)."""
@@ -375,9 +375,9 @@ class TierSet:
 
 
 class HostHistoryBeforeS8(HostHistory):
-    """Today's history on the tiers before session 8."""
+    """The history before session 9 (``before_s9``) on the tiers before session 8."""
 
     def __init__(self, tiers: Sequence[Tier] = DEFAULT_TIERS, **kw: Any) -> None:
-        super().__init__(tiers, **kw)
+        super().__init__(tiers, **kw)  # type: ignore[arg-type]
         self.store = TierSet(tiers)  # type: ignore[assignment]
         self.tiers = self.store.tiers
