@@ -85,6 +85,10 @@ class PaintedTable(DataTable[Text]):
         self._shown_key: tuple[int, ...] | None = None
         self._ready = False
         """Columns exist: data set before mount waits for ``on_mount``."""
+        self._looks: dict[object, tuple[object, ...]] = {}
+        """What decided the look under each pseudo-class state the kept renderings were
+        drawn in (``_check_look``)."""
+        self._look_checked = False
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     def forget_paint(self) -> None:
@@ -97,15 +101,44 @@ class PaintedTable(DataTable[Text]):
         self._runs.clear()
         self._forget_stamps()
         self._templates.clear()
+        self._looks.clear()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
         self.forget_paint()
 
     def notify_style_update(self) -> None:
-        """A style (the theme's, a pseudo-class's) changed: no kept rendering is right."""
-        self.forget_paint()
+        """A style changed: the theme's, a class's, or only a pseudo-class's (the table
+        focused or blurred: the filter line opened or closed, a screen left and back).
+
+        Every kept rendering is keyed by the pseudo-classes and the base style it was drawn
+        under, so a focus change need not drop them (that drop, and drawing every cell again
+        through Rich, was most of ``/`` and ``escape``'s paint at 1024 hosts; issue 38).  The
+        styles are checked at the next paint instead (``_check_look``: they are resolved
+        after this call), and the renderings dropped only where the styles under these
+        pseudo-classes are not those they were drawn with."""
+        self._look_checked = False
         super().notify_style_update()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if not self._look_checked:
+            self._check_look()
+        return super().render_lines(crop)
+
+    def _check_look(self) -> None:
+        """Drop the kept renderings if what decides the look under the present
+        pseudo-classes (the base style, the theme, every component class's styles) is not
+        what it was when last seen under them."""
+        self._look_checked = True
+        state = self.get_pseudo_class_state()
+        rich = self.get_component_rich_style
+        look = (self.rich_style, self.app.theme,
+                tuple((rich(name), rich(name, partial=True))
+                      for name in sorted(self.COMPONENT_CLASSES)))
+        seen = self._looks.get(state)
+        if seen is not None and seen != look:
+            self.forget_paint()
+        self._looks[state] = look
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> _Lines:
