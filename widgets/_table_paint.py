@@ -89,6 +89,8 @@ class PaintedTable(DataTable[Text]):
         """What decided the look under each pseudo-class state the kept renderings were
         drawn in (``_check_look``)."""
         self._look_checked = False
+        self._paint_style: Style | None = None
+        """The table's ``rich_style`` while ``render_lines`` runs (``render_line``)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     def forget_paint(self) -> None:
@@ -123,7 +125,25 @@ class PaintedTable(DataTable[Text]):
     def render_lines(self, crop: Region) -> list[Strip]:
         if not self._look_checked:
             self._check_look()
-        return super().render_lines(crop)
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    def render_line(self, y: int) -> Strip:
+        """DataTable's ``render_line``, with the table's base style read once a paint
+        (``render_lines``): ``rich_style`` walks every ancestor's styles, and DataTable
+        read it for every line (46 a full repaint: a page, a sort, a filter, a tick)."""
+        base_style = self._paint_style
+        if base_style is None or self.fixed_rows:
+            return super().render_line(y)
+        width, _height = self.size
+        scroll_x, scroll_y = self.scroll_offset
+        fixed_rows_height = self.get_row_height(self._header_row_key) if self.show_header else 0
+        if y >= fixed_rows_height:
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + width, base_style)
 
     def _check_look(self) -> None:
         """Drop the kept renderings if what decides the look under the present

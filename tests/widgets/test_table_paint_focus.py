@@ -12,16 +12,23 @@ the kept renderings give it equals DataTable's own fresh render, segment by segm
 on screen before).  A class whose rule changes a component style under the same
 pseudo-classes is seen: the screen equals that of a table drawn with the class at once;
 negative control: a table that never drops its renderings on a restyle shows stale lines.
+Each line read during a paint, with the table's base style read once a paint, equals
+DataTable's own ``render_line`` (which reads it per line); negative control: another base
+style differs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from rich.style import Style
 from textual.app import App, ComposeResult
+from textual.strip import Strip
 from textual.widgets import DataTable, Input
 
 from tests.widgets.test_table_paint import ROWS, SIZE, TableApp, fleet, screen_of
+from widgets._table_paint import PaintedTable
 from widgets.fleet_table import FleetTable
 
 ALT = "#fleet-table.-alt > .datatable--even-row { background: #7f1f5f; }"
@@ -122,3 +129,41 @@ async def test_a_restyle_under_the_same_pseudo_classes_draws_anew() -> None:
     assert await screen_with_class(FleetTable, at_once=False) == expected
     # the negative control: renderings kept through the class's restyle are stale
     assert await screen_with_class(NeverDrops, at_once=False) != expected
+
+
+async def _lines_in_a_paint(base: Style | None) -> tuple[int, int]:
+    """(lines, lines that differ): each line ``render_line`` gives during a paint against
+    DataTable's own ``render_line`` (which reads ``rich_style`` per line); ``base``: a
+    base style forced in place of the one read once a paint (the negative control)."""
+    seen = [0, 0]
+
+    def checked(table: FleetTable, y: int) -> Strip:
+        if base is not None:
+            table._paint_style = base
+        ours = PaintedTable.render_line(table, y)
+        theirs = DataTable.render_line(table, y)
+        seen[0] += 1
+        seen[1] += list(ours) != list(theirs)
+        return ours
+
+    app = FocusApp()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FleetTable, "render_line", checked)
+        async with app.run_test(size=SIZE) as pilot:
+            table = app.query_one(FleetTable)
+            table.hosts = fleet()
+            table.focus()
+            table.move_cursor(row=4)
+            await drawn(pilot, app)
+            table.scroll_to(y=5, animate=False)
+            table.hosts = fleet({i: 6100.0 + i for i in range(ROWS)})
+            await drawn(pilot, app)
+    return seen[0], seen[1]
+
+
+async def test_a_line_read_with_the_style_read_once_a_paint_is_datatables_own() -> None:
+    lines, differ = await _lines_in_a_paint(None)
+    assert lines >= 2 * (SIZE[1] - 4) and differ == 0
+    # the negative control: a line drawn in another base style differs
+    _, differ = await _lines_in_a_paint(Style(bold=True))
+    assert differ > 0
