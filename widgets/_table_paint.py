@@ -123,6 +123,8 @@ class PaintedTable(DataTable[Text]):
         super().notify_style_update()
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        """DataTable's, after the look check a restyle asked for, with the base style read
+        once for all the lines (``render_line``)."""
         if not self._look_checked:
             self._check_look()
         self._paint_style = self.rich_style
