@@ -85,6 +85,12 @@ class PaintedTable(DataTable[Text]):
         self._shown_key: tuple[int, ...] | None = None
         self._ready = False
         """Columns exist: data set before mount waits for ``on_mount``."""
+        self._looks: dict[object, tuple[object, ...]] = {}
+        """What decided the look under each pseudo-class state the kept renderings were
+        drawn in (``_check_look``)."""
+        self._look_checked = False
+        self._paint_style: Style | None = None
+        """The table's ``rich_style`` while ``render_lines`` runs (``render_line``)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     def forget_paint(self) -> None:
@@ -97,15 +103,64 @@ class PaintedTable(DataTable[Text]):
         self._runs.clear()
         self._forget_stamps()
         self._templates.clear()
+        self._looks.clear()
 
     def _clear_caches(self) -> None:
         super()._clear_caches()
         self.forget_paint()
 
     def notify_style_update(self) -> None:
-        """A style (the theme's, a pseudo-class's) changed: no kept rendering is right."""
-        self.forget_paint()
+        """A style changed: the theme's, a class's, or only a pseudo-class's (the table
+        focused or blurred: the filter line opened or closed, a screen left and back).
+
+        Every kept rendering is keyed by the pseudo-classes and the base style it was drawn
+        under, so a focus change need not drop them (that drop, and drawing every cell again
+        through Rich, was most of ``/`` and ``escape``'s paint at 1024 hosts; issue 38).  The
+        styles are checked at the next paint instead (``_check_look``: they are resolved
+        after this call), and the renderings dropped only where the styles under these
+        pseudo-classes are not those they were drawn with."""
+        self._look_checked = False
         super().notify_style_update()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """DataTable's, after the look check a restyle asked for, with the base style read
+        once for all the lines (``render_line``)."""
+        if not self._look_checked:
+            self._check_look()
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    def render_line(self, y: int) -> Strip:
+        """DataTable's ``render_line``, with the table's base style read once a paint
+        (``render_lines``): ``rich_style`` walks every ancestor's styles, and DataTable
+        read it for every line (46 a full repaint: a page, a sort, a filter, a tick)."""
+        base_style = self._paint_style
+        if base_style is None or self.fixed_rows:
+            return super().render_line(y)
+        width, _height = self.size
+        scroll_x, scroll_y = self.scroll_offset
+        fixed_rows_height = self.get_row_height(self._header_row_key) if self.show_header else 0
+        if y >= fixed_rows_height:
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + width, base_style)
+
+    def _check_look(self) -> None:
+        """Drop the kept renderings if what decides the look under the present
+        pseudo-classes (the base style, the theme, every component class's styles) is not
+        what it was when last seen under them."""
+        self._look_checked = True
+        state = self.get_pseudo_class_state()
+        rich = self.get_component_rich_style
+        look = (self.rich_style, self.app.theme,
+                tuple((rich(name), rich(name, partial=True))
+                      for name in sorted(self.COMPONENT_CLASSES)))
+        seen = self._looks.get(state)
+        if seen is not None and seen != look:
+            self.forget_paint()
+        self._looks[state] = look
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> _Lines:
