@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import cast
 
-from probes.analysis.detectors.window import cols
+from probes.analysis.detectors.window import cols, points_many
 from probes.analysis.findings import Finding
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.tick_gpus import tick_gpus
@@ -86,9 +86,13 @@ def _idle(host: str, history: HostHistory, sample: HostSample, holds: HoldTracke
           limits: DetectorLimits) -> list[Finding]:
     window = limits.alloc_idle_s
     idle_by_job: dict[str, list[tuple[int, float]]] = {}
-    for idx, (job, since) in holds.held.items():
-        if sample.ts - since < window:
-            continue
+    due = [(idx, job, since) for idx, (job, since) in holds.held.items()
+           if sample.ts - since >= window]
+    busy = _surely_busy(history, [idx for idx, _, _ in due], sample.ts, window,
+                        limits.alloc_idle_util_pct) if due else set()
+    for idx, job, since in due:
+        if idx in busy:
+            continue  # a sample of the window's end proves it busy: no verdict to read
         c = cols(history.series(gpu_key(idx, "util_pct")), sample.ts - window)
         if c is None or c.t[0] - (sample.ts - window) > 60.0:
             continue  # the window is not covered: no verdict
@@ -107,6 +111,32 @@ def _idle(host: str, history: HostHistory, sample: HostSample, holds: HoldTracke
             host, gpu=indices[0] if len(indices) == 1 else None, ts=since, action=ACTION_IDLE,
             extra={"job": job, "gpus": indices, "idle_s": round(sample.ts - since)}))
     return out
+
+
+RECENT_S = 60.0
+"""How much of an idle window's end ``_surely_busy`` reads (raw samples, most often)."""
+
+
+def _surely_busy(history: HostHistory, gpus: list[int], now: float, window: float,
+                 pct: float) -> set[int]:
+    """The GPUs whose window ``[now - window, now]`` surely holds a point over ``pct``
+    (so ``_idle`` finds them not idle), read from its last minute only.
+
+    The window's read (every 15 s bucket and raw sample since its start, ~960 points a GPU
+    read whole once a minute: issue 38, session 9) holds every sample of its last minute in
+    some point whose high is at least that sample's (a bucket's high is its samples' max; the
+    tiers' buckets start on multiples of their length, so a sample a coarsest bucket after
+    the window's start lies in a bucket that starts inside it).  The margin covers the two
+    codecs a value may pass (0.5 % steps in the bucket tiers, half precision raw).
+    """
+    lead = max(t.resolution_s for t in history.tiers)
+    lo = max(now - RECENT_S, now - window + lead)
+    if lo > now:
+        return set()
+    over = pct + 0.5 + 2e-3 * abs(pct)
+    recent = points_many(history, [gpu_key(i, "util_pct") for i in gpus], lo)
+    return {i for i, c in zip(gpus, recent, strict=True)
+            if c is not None and max(c.hi) > over}
 
 
 def stray_process_findings(host: str, sample: HostSample,
