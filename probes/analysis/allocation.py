@@ -44,6 +44,8 @@ class HoldTracker:
         self.checked_at = float("-inf")
         """Agent time of the last idle check (the window is read once a minute, not per tick)."""
         self.idle: list[Finding] = []
+        self.idle_held: object = None
+        """``held`` as ``idle`` was judged from (the same object: no GPU changed hands)."""
         self._epoch: object = None
         """The static facts of the sample last read (``static_epoch``): held strongly."""
 
@@ -75,10 +77,13 @@ def idle_allocation_findings(host: str, history: HostHistory, sample: HostSample
     """A finding per job whose GPUs here stayed at ≈0 % for ``alloc_idle_s`` since it took
     them (the busiest 15 s bucket at or below ``alloc_idle_util_pct``)."""
     if sample.ts - holds.checked_at < IDLE_CHECK_EVERY_S and sample.ts >= holds.checked_at:
+        if holds.idle_held is holds.held or not holds.idle:
+            return list(holds.idle)  # every job they name still holds its GPUs here
         return [f for f in holds.idle if f.details.job in
                 {job for job, _ in holds.held.values()}]
     holds.checked_at = sample.ts
     holds.idle = _idle(host, history, sample, holds, limits)
+    holds.idle_held = holds.held
     return list(holds.idle)
 
 
@@ -88,13 +93,23 @@ def _idle(host: str, history: HostHistory, sample: HostSample, holds: HoldTracke
     idle_by_job: dict[str, list[tuple[int, float]]] = {}
     due = [(idx, job, since) for idx, (job, since) in holds.held.items()
            if sample.ts - since >= window]
-    busy = _surely_busy(history, [idx for idx, _, _ in due], sample.ts, window,
-                        limits.alloc_idle_util_pct) if due else set()
+    pct = limits.alloc_idle_util_pct
+    busy = _surely_busy(history, [idx for idx, _, _ in due], sample.ts, window, pct) \
+        if due else set()
+    quiet = _surely_quiet(history, [idx for idx, _, _ in due if idx not in busy], sample.ts,
+                          window, pct)
     for idx, job, since in due:
         if idx in busy:
             continue  # a sample of the window's end proves it busy: no verdict to read
+        if idx in quiet:  # no point of the window over the line: covered is idle
+            series = history.series(gpu_key(idx, "util_pct"))
+            start = sample.ts - window  # the window's read up to its first minute
+            head = series.columns(start, start + COVER_S) if series is not None else None
+            if head is not None and head.t and head.t[0] - start <= COVER_S:
+                idle_by_job.setdefault(job, []).append((idx, since))
+            continue
         c = cols(history.series(gpu_key(idx, "util_pct")), sample.ts - window)
-        if c is None or c.t[0] - (sample.ts - window) > 60.0:
+        if c is None or c.t[0] - (sample.ts - window) > COVER_S:
             continue  # the window is not covered: no verdict
         if max(c.hi) <= limits.alloc_idle_util_pct:
             idle_by_job.setdefault(job, []).append((idx, since))
@@ -137,6 +152,37 @@ def _surely_busy(history: HostHistory, gpus: list[int], now: float, window: floa
     recent = points_many(history, [gpu_key(i, "util_pct") for i in gpus], lo)
     return {i for i, c in zip(gpus, recent, strict=True)
             if c is not None and max(c.hi) > over}
+
+
+COVER_S = 60.0
+"""An idle window is covered when its first point is at most this after its start."""
+COARSE_BINS = 8
+"""Bins asked of ``_surely_quiet``'s coarse read (1 or 5 min buckets, a few dozen)."""
+
+
+def _surely_quiet(history: HostHistory, gpus: list[int], now: float, window: float,
+                  pct: float) -> set[int]:
+    """The GPUs whose window surely holds no point over ``pct``, from a coarse read.
+
+    Every point of the window's read holds samples some coarse bucket of a read that starts
+    a coarsest bucket earlier holds too, so its high is at most that bucket's, give or take
+    the codecs' rounding (0.5 % steps: 0.25 each way).  The GPUs of an idle allocation are
+    read this way once a minute instead of ~960 points each (whether the window is covered
+    is then read from its first minute: ``_idle``).
+    """
+    if not gpus:
+        return set()
+    lead = max(t.resolution_s for t in history.tiers)
+    coarse = points_many(history, [gpu_key(i, "util_pct") for i in gpus], now - window - lead,
+                         COARSE_BINS)
+    out = set()
+    for i, c in zip(gpus, coarse, strict=True):
+        if c is None:
+            continue
+        top = max(c.hi)
+        if top == top and top + 0.5 + 2e-3 * abs(top) <= pct:
+            out.add(i)
+    return out
 
 
 def stray_process_findings(host: str, sample: HostSample,
