@@ -89,7 +89,9 @@ def wire(obj: dict[str, Any]) -> bytes:
 def stream(name: str, seconds: float, interval: float, seed: int = 1,
            sim: Simulator | None = None, gaps: float = 0.0) -> Iterator[bytes]:
     """The host's v2 hello, then its ticks, ``interval`` simulated seconds apart (``sim``:
-    another simulator; ``gaps``: the chance a tick is followed by 20–900 s of silence)."""
+    another simulator; ``gaps``: the chance a tick is followed by 20–900 s of silence, a
+    third of them then by three ticks stamped 60–90 s before the time reached, as after a
+    restart)."""
     if sim is None:
         scen, cls = HOSTS[name]
         sim = cls(agent.parse_scenarios(scen), seed, name)
@@ -112,6 +114,10 @@ def stream(name: str, seconds: float, interval: float, seed: int = 1,
         t += interval
         if gaps and rng.random() < gaps:
             t += rng.uniform(20.0, 900.0)
+            if rng.random() < 0.3:  # a restart: a few samples stamped before the newest
+                for back in (90.0, 62.0, 60.0):
+                    msg = dict(msg, seq=0, ts=T0 + t - back)
+                    yield b"".join(wire(m) for m in encoder.encode(msg))
 
 
 @dataclass
@@ -277,6 +283,19 @@ def main() -> None:
                     continue
                 print(f"  {k:18s} before " + " ".join(f"{v:7.1f}" for v in b))
                 print(f"  {'':18s} after  " + " ".join(f"{v:7.1f}" for v in a))
+        b, a = rows["before"]["fold"], rows["after"]["fold"]
+        steady = list(range(1, len(counts))) or [0]  # past the first hour: windows full
+        rows["summary"] = {
+            "fold_before_median": sorted(b[h] for h in steady)[len(steady) // 2],
+            "fold_after_median": sorted(a[h] for h in steady)[len(steady) // 2],
+            "hours_lower": sum(a[h] < b[h] for h in range(len(counts))),
+            "hours": len(counts),
+            "after_first_to_last": [a[0], a[-1]], "before_first_to_last": [b[0], b[-1]]}
+        if not args.json:
+            sm = rows["summary"]
+            print(f"  fold past hour 1, median: {sm['fold_before_median']:.1f} → "
+                  f"{sm['fold_after_median']:.1f} µs; after lower in {sm['hours_lower']} of "
+                  f"{sm['hours']} hours")
     out["load1_end"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(out))
