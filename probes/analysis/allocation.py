@@ -46,6 +46,8 @@ class HoldTracker:
         self.idle: list[Finding] = []
         self.idle_held: object = None
         """``held`` as ``idle`` was judged from (the same object: no GPU changed hands)."""
+        self.quiet: set[int] = set()
+        """The GPUs the last check proved quiet (``_surely_quiet``): read that way first."""
         self._epoch: object = None
         """The static facts of the sample last read (``static_epoch``): held strongly."""
 
@@ -94,10 +96,16 @@ def _idle(host: str, history: HostHistory, sample: HostSample, holds: HoldTracke
     due = [(idx, job, since) for idx, (job, since) in holds.held.items()
            if sample.ts - since >= window]
     pct = limits.alloc_idle_util_pct
-    busy = _surely_busy(history, [idx for idx, _, _ in due], sample.ts, window, pct) \
-        if due else set()
-    quiet = _surely_quiet(history, [idx for idx, _, _ in due if idx not in busy], sample.ts,
-                          window, pct)
+    # Either proof is sound, so the order is free: a GPU quiet at the last check is most
+    # likely quiet now (an idle allocation's GPUs: the busy read would be wasted on them).
+    was = [idx for idx, _, _ in due if idx in holds.quiet]
+    quiet = _surely_quiet(history, was, sample.ts, window, pct)
+    busy = _surely_busy(history, [idx for idx, _, _ in due if idx not in quiet], sample.ts,
+                        window, pct)
+    quiet |= _surely_quiet(history, [idx for idx, _, _ in due
+                                     if idx not in busy and idx not in holds.quiet],
+                           sample.ts, window, pct)
+    holds.quiet = quiet
     for idx, job, since in due:
         if idx in busy:
             continue  # a sample of the window's end proves it busy: no verdict to read
@@ -146,7 +154,7 @@ def _surely_busy(history: HostHistory, gpus: list[int], now: float, window: floa
     """
     lead = max(t.resolution_s for t in history.tiers)
     lo = max(now - RECENT_S, now - window + lead)
-    if lo > now:
+    if lo > now or not gpus:
         return set()
     over = pct + 0.5 + 2e-3 * abs(pct)
     recent = points_many(history, [gpu_key(i, "util_pct") for i in gpus], lo)
