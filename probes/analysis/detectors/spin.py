@@ -61,9 +61,16 @@ def _usual_busy_power(history: HostHistory, idx: int, since: float,
     floor = LIMIT_SHARE * limit if limit else 0.0
     nb = bins(BUSY_POWER_HISTORY_S)
     key = gpu_key(idx, "power_w")
-    if above is not None and floor < above - slack(above) and \
-            surely_below(history, key, start, above):
+    bound = above is not None and floor < above - slack(above)
+    top = coarse_top(history, key, start) if bound or floor > 0 else None
+    if bound and top is not None and above is not None and below(top, above):
         return 0.0  # the hour's coarse highs prove what its points would (below)
+    if floor > 0 and top is not None and below(top, floor):
+        # No point of the hour reaches the floor, so no busy bin does (a bin's mean is at
+        # most its points'): the answer is the floor however many bins were busy.  A hung
+        # GPU's hour once its busy past is an hour behind: read fine, 8 GPUs a minute, it
+        # grew the hung host's fold 80 → 245 µs a sample over 6 h (issue 38, session 9).
+        return floor
     pp = points(history.series(key), start, nb)
     if above is not None and floor < above - slack(above) and (pp is None
                                                              or all_below(pp, above)):
@@ -95,13 +102,23 @@ def surely_below(history: HostHistory, key: SeriesKey, start: float, ceiling: fl
     drawing its usual power is read every minute this way: the hour of 15 s points (~190 µs)
     only when the highs come near ``ceiling``.
     """
+    top = coarse_top(history, key, start)
+    return top is not None and below(top, ceiling)
+
+
+def coarse_top(history: HostHistory, key: SeriesKey, start: float) -> float | None:
+    """The highest bucket high of ``surely_below``'s coarse read (None: no points, or NaN):
+    read once, it bounds the hour against several ceilings."""
     lead = max(t.resolution_s for t in history.tiers)
     c = points(history.series(key), start - lead, COARSE_BINS)
     if c is None:
-        return False
+        return None
     top = max(c.hi)
-    if top != top:
-        return False
+    return None if top != top else top
+
+
+def below(top: float, ceiling: float) -> bool:
+    """``coarse_top``'s ``top`` proves every fine point of the span under ``ceiling``."""
     return top + coarse_margin(top) < ceiling - slack(ceiling)
 
 

@@ -1,0 +1,158 @@
+"""``probes/analysis/sample_judge.py`` as on main at session 9's start (``12ea918``), copied
+unchanged but that it reads the idle allocations of ``allocation_before_s9``: the reference of
+``test_fold_age`` and ``bench_fold_age.py``.  Not imported by the console."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from probes.analysis.findings import Finding, host_findings, sample_findings
+from probes.analysis.gpu_peers import PeerCounts
+from probes.analysis.item_findings import gpu_short_finding
+from probes.analysis.judge import swapping
+from probes.analysis.limits import DetectorLimits
+from probes.analysis.static_verdicts import StaticVerdicts
+from probes.history import HostHistory
+from probes.triage import Code, Severity
+from probes.wire.compact import StaticEpoch
+from probes.wire.samples import Hello, HostSample
+from tests.analysis.allocation_before_s9 import (
+    HoldTracker,
+    _strays_of,
+    idle_allocation_findings,
+    stray_process_findings,
+)
+
+
+def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: DetectorLimits,
+                expect_gpus: int | None, peers: PeerCounts | None) -> tuple[Any, ...] | None:
+    """What ``sample_judged`` reads of a fast-path tick but its time and the idle
+    allocations; None for a tick without a row and static epoch (judged whole)."""
+    row: Any = sample.wire_row
+    epoch = sample.static_epoch
+    if row is None or not isinstance(epoch, StaticEpoch):
+        return None
+    rows = row.gpus
+    reasons = [g.clock_reasons for g in rows]
+    static = epoch.findings
+    loaded = _loaded(static)
+    moving: tuple[object, ...] = ()
+    if loaded or any(reasons):  # a GPU's load and clock count only beside these
+        busy = limits.power_cap_busy_util_pct
+        moving = tuple((i, (u := g.util_pct) is not None and u >= busy,
+                        None if not g.clock_reasons or (c := g.sm_clock_mhz) is None
+                        else f"{c:.0f}")
+                       for i, g in enumerate(rows)
+                       if g.clock_reasons or loaded is _EVERY or i in loaded)
+    saturated = limits.disk_saturated_util_pct
+    disks = [(d.name, f"{u:.0f}", f"{d.aqu_sz or 0:.1f}") for d in sample.disks
+             if (u := d.util) is not None and u == u and u >= saturated]
+    swap = sample.host.swap_in_pages_s
+    swapped = f"{swap:.0f}" if swap is not None and swapping(swap) else None
+    strays: tuple[object, ...] = ()
+    places: Any = epoch.strays  # (GPU, process) positions, once per epoch
+    if places is None:
+        places = _strays_of(sample)
+    if places:
+        strays = tuple((u := (rows[i].processes or ())[k], type(u)) for i, k in places)
+    peer = peers.expected(host) if peers is not None and expect_gpus is None else None
+    return (epoch, static, hello, limits, host, (reasons, moving), disks, swapped, strays,
+            epoch.listed, expect_gpus, peer)
+
+
+_EVERY = range(1 << 30)
+"""Every GPU position (its verdicts not judged yet: which links want the load unknown)."""
+
+
+def _loaded(static: object) -> range | tuple[int, ...]:
+    """The GPU positions whose load a tick's judges read even without clock-event reasons:
+    a link below its generation (``pcie-link-downgraded`` info counts only while busy)."""
+    if not isinstance(static, StaticVerdicts):
+        return _EVERY
+    if not any(static.gpus):
+        return ()
+    return tuple(i for i, k in enumerate(static.gpus) if k is not None and not k.alone
+                 and k.link is not None and k.short is Severity.INFO)
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """``tick_inputs`` alike: epoch, its verdicts and the hello the same objects, the
+    limits the same or equal, the rest equal."""
+    return a[0] is b[0] and a[1] is b[1] and a[2] is b[2] and (
+        a[3] is b[3] or a[3] == b[3]) and a[4:] == b[4:]
+
+
+MISSES = 4
+REST = 60
+
+
+class SampleJudge:
+    """One host's ``sample_judged``, kept with the inputs it was judged from."""
+
+    __slots__ = ("_after", "_before", "_idle", "_inputs", "_misses", "_rest")
+
+    def __init__(self) -> None:
+        self._inputs: tuple[Any, ...] | None = None
+        self._misses = 0
+        """Ticks in a row whose inputs moved."""
+        self._rest = 0
+        """Ticks still to judge whole without reading their inputs: a host whose inputs
+        move every tick (a GPU throttling, its clock printed in the finding) pays the
+        reading on top of the judging, so after ``MISSES`` it rests ``REST`` ticks."""
+        self._before: list[Finding] = []
+        """The instant and host findings last judged (before the idle allocations)."""
+        self._after: list[Finding] = []
+        """The strays and the GPU count last judged (after them)."""
+        self._idle: list[Finding] = []
+
+    def judged(self, host: str, hello: Hello | None, sample: HostSample,
+               history: HostHistory, holds: HoldTracker, limits: DetectorLimits,
+               expect_gpus: int | None, peers: PeerCounts | None) -> list[Finding] | None:
+        """``sample_judged``'s findings (``history`` and ``holds`` already hold the
+        sample), or None when they are the very ones of the last call: its caller's
+        ``take_sample`` keeps what it kept."""
+        if self._rest:
+            self._rest -= 1
+            inputs = None
+        else:
+            inputs = tick_inputs(host, hello, sample, limits, expect_gpus, peers)
+            last = self._inputs
+            if inputs is not None and last is not None and _same(inputs, last):
+                self._misses = 0
+                idle = idle_allocation_findings(host, history, sample, holds, limits)
+                if not (idle or self._idle) or _identical(idle, self._idle):
+                    return None
+                self._idle = idle
+                return self._before + idle + self._after
+            self._misses += 1
+            if self._misses >= MISSES:
+                self._misses, self._rest = 0, REST
+        before, idle, after = sample_judged_parts(host, hello, sample, history, holds,
+                                                  limits, expect_gpus, peers)
+        if inputs is None or any(f.code == Code.GPU_LOST for f in before):
+            self._inputs = None
+        else:  # the epoch's static verdicts as this judging left them (the first tick
+            # of an epoch judges and keeps them)
+            self._inputs = (inputs[0], inputs[0].findings, *inputs[2:])
+        self._before, self._idle, self._after = before, idle, after
+        return before + idle + after
+
+
+def _identical(a: Sequence[Finding], b: Sequence[Finding]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def sample_judged_parts(host: str, hello: Hello | None, sample: HostSample,
+                        history: HostHistory, holds: HoldTracker, limits: DetectorLimits,
+                        expect_gpus: int | None, peers: PeerCounts | None
+                        ) -> tuple[list[Finding], list[Finding], list[Finding]]:
+    """``item_findings.sample_judged_parts`` as at ``12ea918``, over this copy's idle
+    allocations."""
+    before = sample_findings(host, hello, sample, limits) + host_findings(host, sample)
+    idle = idle_allocation_findings(host, history, sample, holds, limits)
+    after = stray_process_findings(host, sample, limits)
+    short = gpu_short_finding(host, expect_gpus, hello, sample, peers)
+    if short is not None:
+        after.append(short)
+    return before, idle, after
