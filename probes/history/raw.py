@@ -188,16 +188,9 @@ class RawRing(Ring):
         """``Ring.append``; ``block``: series written as matrices (``Encoded``), beside the
         series ``data`` holds one by one."""
         k = len(ts)
-        newest = ts[-1]
         cap = self.cap
-        times = self.times
-        oldest_ok = min(newest - self.span, keep_from)
-        while self.n and times[self.start] < oldest_ok and self.n + k > cap:
-            self.start = (self.start + 1) % cap
-            self.n -= 1
-        if self.n + k > cap:
-            self._linearize()
-            grow = self.n + k - cap
+        grow = self._evict_for(k, ts[-1], keep_from)
+        if grow:
             # Concatenation allocates exactly; ``extend`` would leave ~6% slack.
             self.times = self.times + array("d", bytes(8 * grow))
             for codec, m in self.mats.items():

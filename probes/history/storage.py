@@ -167,6 +167,21 @@ class Ring:
             c[:] = c[w:] + c[:w]
         self.start = 0
 
+    def _evict_for(self, k: int, newest: float, keep_from: float) -> int:
+        """Make room for ``k`` rows ending at ``newest``: drop the oldest rows that are past
+        the span (and before ``keep_from``) while the ring is full; returns how many slots
+        it must still grow by (the ring linearized first when it must)."""
+        cap = self.cap
+        times = self.times
+        oldest_ok = min(newest - self.span, keep_from)
+        while self.n and times[self.start] < oldest_ok and self.n + k > cap:
+            self.start = (self.start + 1) % cap
+            self.n -= 1
+        if self.n + k <= cap:
+            return 0
+        self._linearize()
+        return self.n + k - cap
+
     def append(self, ts: Sequence[float], data: dict[str, array[Any]],
                counts: Sequence[int] = (), keep_from: float = math.inf) -> None:
         """Append rows (times ascending, after the newest); ``data`` holds ``width`` values
@@ -177,16 +192,9 @@ class Ring:
         apart, would otherwise age out of a short raw span before they are read).
         """
         k = len(ts)
-        newest = ts[-1]
         cap = self.cap
-        times = self.times
-        oldest_ok = min(newest - self.span, keep_from)
-        while self.n and times[self.start] < oldest_ok and self.n + k > cap:
-            self.start = (self.start + 1) % cap
-            self.n -= 1
-        if self.n + k > cap:
-            self._linearize()
-            grow = self.n + k - cap
+        grow = self._evict_for(k, ts[-1], keep_from)
+        if grow:
             # Concatenation allocates exactly; ``extend`` would leave ~6% slack in every column.
             self.times = self.times + array("d", bytes(8 * grow))
             if self.counts is not None:
