@@ -164,11 +164,11 @@ class TierSet:
         """The tier-2 bucket being filled from tier-1 batches: stats per series."""
         self._open2_t: float | None = None
         self._open2_rows = 0
-        self.batch_s = self._batch_seconds()
         self._known: tuple[str, ...] | None = None
         """The last series order written whole, while the raw tier's ``gen`` is
         ``_known_gen`` (``append_block``)."""
         self._known_gen = -1
+        self.batch_s = self._batch_seconds()
         """Seconds of tier-1 buckets built at a time."""
 
     def _batch_seconds(self) -> float:
