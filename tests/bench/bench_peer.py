@@ -128,7 +128,7 @@ def session_pids() -> list[int]:
     return pids
 
 
-def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0) -> int:
+def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0, own_s: float = 5.0) -> int:
     """Stop what the last console's sessions left running, so the next run starts quiet.
 
     At 128 hosts gpustat-web left hundreds of the fake ``gpustat`` shells behind (load
@@ -137,7 +137,15 @@ def reap_sessions(limit_s: float = 30.0, grace_s: float = 3.0) -> int:
     On the lead's VM each session's bash sources a ``.bashrc`` that runs ``pyenv init``; a
     shell killed during its ``pyenv rehash`` left ``~/.pyenv/shims/.pyenv-shim`` behind, and
     every later session (every test's sshd too) then hung before running its command.
+
+    First ``own_s`` seconds with no signal: a session winding down after its console quit
+    (the agent ends on its stdin's EOF, sshd on the connection's close) is not counted.
+    What is counted (``left_running``) is what was still there after that and had to be
+    stopped.
     """
+    t_own = time.monotonic()
+    while session_pids() and time.monotonic() - t_own < own_s:
+        time.sleep(0.2)
     stopped: set[int] = set()
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
