@@ -8,15 +8,17 @@ of an inventory without ``expect_gpus`` was judged whole, and then rested whole 
 minute.  Now the answer counts only where it exceeds what the host lists (else
 ``gpu_short_finding`` builds nothing from it).
 
-Held to ``sample_judge_before_s10`` (main at ``001268f``, its ``SampleJudge`` put in every
-host of the reference fleet) over: the simulator's 16 templates replayed long and joining
-one by one, hostile relay streams, spoiled statics, noisy streams (reasons, load, clocks,
-disks, swap, strays, fabric, limits, hellos again: ``test_judges_changed.stream``), each with
-peers of 7–10 GPUs joining and leaving at random, and the session's events (outages, Xid
-lines, clock offsets, a watcher's fault).  After every item each host's kept findings
-field by field with types and onsets, counters, status, merged findings; the fold's logs;
-after every second each row.  Negative controls: a judge reading the peers' count alone
-(not how many hosts list it), and one a GPU laxer about what the host lists, are caught.
+Held to ``sample_judge_before_s10`` and ``detectors_before_s10`` (main at ``001268f``, its
+``SampleJudge`` and ``DetectorSchedule`` put in every host of the reference fleet: the young
+history's detectors, ``test_detectors_young``, are held here too) over: the simulator's 16
+templates replayed long and joining one by one, hostile relay streams, spoiled statics,
+noisy streams (reasons, load, clocks, disks, swap, strays, fabric, limits, hellos again:
+``test_judges_changed.stream``), each with peers of 7–10 GPUs joining and leaving at random,
+and the session's events (outages, Xid lines, clock offsets, a watcher's fault). After every
+item each host's kept findings field by field with types and onsets, counters, status,
+merged findings; the fold's logs; after every second each row. Negative controls: a judge
+reading the peers' count alone (not how many hosts list it), and one a GPU laxer about what
+the host lists, are caught.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.triage import Code
 from probes.wire.protocol import MessageReader
+from tests.analysis import detectors_before_s10
 from tests.analysis import sample_judge_before_s10 as before_s10
 from tests.analysis.test_quiet_tick import _events, _fold, _host, wire_hosts
 from tests.bench.bench_ingest import TEMPLATES, template
@@ -41,13 +44,16 @@ Step = tuple[str, Any]
 
 
 class Sides:
-    """Today's fold (``new``) and one whose hosts judge samples as before (``old``)."""
+    """Today's fold (``new``) and one whose hosts judge samples and run their detectors as
+    before (``old``)."""
 
     def __init__(self, specs: list[HostSpec]) -> None:
         self.new = FleetState(specs)
         self.old = FleetState(specs)
         for h in self.old.hosts.values():
             h.sample_judge = before_s10.SampleJudge()  # type: ignore[assignment]
+            h.detectors = detectors_before_s10.DetectorSchedule(  # type: ignore[assignment]
+                h.detectors.limits, h.detectors.stretch)
         self.readers = {id(f): {s.name: MessageReader() for s in specs}
                         for f in (self.new, self.old)}
         self.n = 0
