@@ -36,7 +36,7 @@ from probes.triage import Code
 from probes.wire.protocol import MessageReader
 from tests.analysis import detectors_before_s10
 from tests.analysis import sample_judge_before_s10 as before_s10
-from tests.analysis.test_quiet_tick import _events, _fold, _host, wire_hosts
+from tests.analysis.test_quiet_tick import _events, _fold, _host, item_hosts, wire_hosts
 from tests.bench.bench_ingest import TEMPLATES, template
 
 T0 = 1_800_000_000.0
@@ -106,11 +106,12 @@ def joining(ticks: int, hosts: int, every: int) -> dict[str, list[Step]]:
     return out
 
 
-def compare(hosts: dict[str, list[Step]], seed: int, expect_some: bool = True) -> str | None:
+def compare(hosts: dict[str, list[Step]], seed: int, expect_some: bool = True,
+            specs: list[HostSpec] | None = None) -> str | None:
     """Fold both sides step by step; where they first differ (None: nowhere)."""
     rng = random.Random(seed)
-    specs = [HostSpec(name=n, expect_gpus=8 if expect_some and k % 4 == 3 else None)
-             for k, n in enumerate(hosts)]
+    specs = specs or [HostSpec(name=n, expect_gpus=8 if expect_some and k % 4 == 3 else None)
+                      for k, n in enumerate(hosts)]
     sides = Sides(specs)
     rounds = max(len(v) for v in hosts.values())
     for t in range(rounds):
@@ -158,6 +159,13 @@ KINDS = ("joining", "at-count", "long", "templates", "hostile", "statics", "nois
 def test_the_judges_judge_as_before(kind: str) -> None:
     seed = KINDS.index(kind)
     assert compare(streams(kind, seed), seed) is None
+
+
+def test_every_kind_of_item_judges_as_before() -> None:
+    """v1 ticks, the checked path, replays, Prometheus (``test_quiet_tick.item_hosts``):
+    judged whole every tick, the detectors over their histories as before."""
+    hosts, specs = item_hosts()
+    assert compare(hosts, 11, specs=specs) is None
 
 
 def _judged_whole(kind: str) -> tuple[dict[str, int], set[str | None]]:
