@@ -15,7 +15,10 @@ its verdicts, host, hello and limits (their identity; equal limits too), each GP
 reasons and, where reasons or a link below its generation make them count, whether it is
 busy and its clock as the summary prints it; each saturated disk as printed; swapping as
 printed; each possible stray's memory (its type too: it is kept in ``extra``); the GPU
-count and its expected count.  Idle allocations are
+count and its expected count (the peers' count only where it exceeds what the host lists:
+otherwise no finding reads it, and while a fleet connects it moves with every hello, so
+every host of the model would be judged whole, and rest whole, for a minute).  Idle
+allocations are
 time-dependent (checked once a minute, ``allocation.idle_allocation_findings``): they are
 asked every tick, as before, and a new answer (not the same objects) is a change.  A tick
 without a row (wire v1, the checked path, a replay) and a sample showing a lost GPU (the
@@ -74,6 +77,9 @@ def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: Dete
     if places:
         strays = tuple((u := (rows[i].processes or ())[k], type(u)) for i, k in places)
     peer = peers.expected(host) if peers is not None and expect_gpus is None else None
+    if peer is not None and peer[0] <= max(len(hello.facts.gpus) if hello else 0,
+                                           epoch.listed):
+        peer = None  # lists what its peers do: no finding reads the peers' counts
     return (epoch, static, hello, limits, host, (reasons, moving), disks, swapped, strays,
             epoch.listed, expect_gpus, peer)
 

@@ -58,6 +58,33 @@ once."""
 DETECTORS: tuple[Detector, ...] = tuple(det for det, _ in SCHEDULE)
 EVERY_S: Mapping[Detector, float] = dict(SCHEDULE)
 
+YOUNG: Mapping[Detector, Callable[[DetectorLimits], float]] = {
+    detect_throttled_while_busy: lambda lim: lim.throttle_window_s * lim.min_coverage,
+    detect_temp_near_slowdown: lambda lim: lim.temp_window_s * lim.min_coverage,
+    detect_power_pinned: lambda lim: lim.power_window_s * lim.min_coverage,
+    detect_data_starvation: lambda lim: lim.starve_window_s * lim.min_coverage,
+    detect_swap_activity: lambda lim: lim.swap_window_s * lim.min_coverage,
+    detect_collective_hang: lambda lim: lim.hang_window_s * lim.min_coverage,
+    detect_memory_leak: lambda lim: lim.leak_min_data_s,
+}
+"""The detectors that find nothing until a window's first point is this many seconds old:
+each finding needs its window ``covered`` (``now - c.t[0] >= window * min_coverage``; the
+leak: ``now - c.t[0] >= leak_min_data_s``), and no point of a history is older than
+``_oldest``.  While a host's history is younger, such a detector's verdict is known, [],
+without reading its windows (issue 38: at a fleet's start every host's first run read
+every window of every detector for nothing, ~0.4 ms a host; the next minutes' runs too).
+"""
+
+
+def _oldest(history: HostHistory) -> float | None:
+    """No point any query of ``history`` returns is older: its first sample (the raw ring
+    and the staged samples hold samples' times, which only increase) or a coarser ring's
+    oldest bucket (its start may precede the sample it holds).  None: not known."""
+    first = history.first_ts
+    if first is None:
+        return None
+    return min([first, *(o for r in history.store.rings if (o := r.oldest()) is not None)])
+
 
 DETECTOR_HOSTS = 3000
 """Hosts whose detectors run at their own pace; a larger fleet runs each host's detectors
@@ -98,12 +125,22 @@ class DetectorSchedule:
         if self._idle_from <= ts <= self._idle_to:
             return None
         ran = False
+        age: float | None = None
         for det in DETECTORS:
             due = self._due.get(det)
             every = EVERY_S[det] * self.stretch
             if due is not None and 0 <= due - ts <= every:
                 continue
             self._due[det] = ts + every
+            young = YOUNG.get(det)
+            if young is not None:
+                if age is None:
+                    now, oldest = history.last_ts, _oldest(history)
+                    age = math.inf if now is None or oldest is None else now - oldest
+                if age < young(self.limits):
+                    self._found[det] = []  # its verdict: no window of it is covered yet
+                    ran = True
+                    continue
             self._found[det] = det(host, history, hello, sample, self.limits)
             ran = True
         self._idle_window()
