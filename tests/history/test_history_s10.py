@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from probes.history import HostHistory, raw, storage
+from probes.history import HostHistory, raw, steps, storage
 from tests.history import test_block_columns
 from tests.history.before_s10 import HostHistory as HostHistoryBefore
 from tests.history.before_s10.raw import RawRing as RawRingBefore
@@ -119,3 +119,15 @@ def test_ring_add_many_is_add_series_in_order() -> None:
     assert list(a.codecs.items()) == list(b.codecs.items())
     assert [(k, c.tobytes()) for k, c in a.cols.items()] == \
         [(k, c.tobytes()) for k, c in b.cols.items()]
+
+
+def test_negative_control_a_first_signature_a_second_late_is_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = steps.GpuSteps._first_sig
+
+    def late(self: Any, ts: float, idx: int, g: Any, sig: tuple[object, ...]) -> None:
+        real(self, ts + 1.0, idx, g, sig)
+
+    monkeypatch.setattr(steps.GpuSteps, "_first_sig", late)
+    differ, _ = _differences(_cases()[:1], every=199)
+    assert differ > 0
