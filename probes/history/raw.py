@@ -160,7 +160,7 @@ class RawRing(Ring):
             w = self.widths.get(codec, 0)
             n = len(new)
             self.widths[codec] = w + n
-            self.slots.update(zip(new, range(w, w + n)))
+            self.slots.update(zip(new, range(w, w + n), strict=True))
             if not cap:
                 self.mats.setdefault(codec, array(codec.store))
             elif not w:
