@@ -168,6 +168,9 @@ class TierSet:
         """The last series order written whole, while the raw tier's ``gen`` is
         ``_known_gen`` (``append_block``)."""
         self._known_gen = -1
+        self._groups2_of: tuple[list[str], list[tuple[Codec, np.ndarray[Any, Any],
+                                                      list[str]]]] | None = None
+        """The last batch's keys grouped by tier-2 codec (``_groups2``)."""
         self.batch_s = self._batch_seconds()
         """Seconds of tier-1 buckets built at a time."""
 
@@ -392,6 +395,10 @@ class TierSet:
         closed: dict[str, list[float]] = {}
         mats = full.matrices()
         full_keys = full.all_keys()
+        if (mats is not None and not batch and self._open2_t is None
+                and upto >= starts[-1] - starts[-1] % res2 + res2):
+            self._close_whole(starts, rows, full_keys, mats)
+            return
         j = 0
         while j < len(starts):
             t2 = starts[j] - starts[j] % res2
@@ -437,6 +444,79 @@ class TierSet:
             ring2.prune_partial()
             for t in closed_t:
                 self._cascade(2, t)
+
+    def _close_whole(self, starts: list[float], rows: list[int], keys: list[str],
+                     mats: tuple[np.ndarray[Any, Any], ...]) -> None:
+        """``_fold_tier2`` of a batch that opens and closes its tier-2 buckets (none open
+        before it, the last one ending with it) and whose every series is full (the steady
+        case: a batch is a whole number of tier-2 buckets): each bucket's lo, hi and mean
+        computed a column at a time from the tier-1 matrices and encoded a tier-2 codec at
+        a time, with no stats a series (``_open2``) nor lists a series (``_close_tier2``);
+        the same values bit for bit (``_fold_full``'s reductions, the mean ``sum / rows``
+        an IEEE division as Python's; issue 38, session 10)."""
+        res2 = self.tiers[2].resolution_s
+        los, his, sums = mats
+        spans: list[tuple[float, int, int]] = []
+        j = 0
+        while j < len(starts):
+            t2 = starts[j] - starts[j] % res2
+            k = j
+            while k < len(starts) and starts[k] - starts[k] % res2 == t2:
+                k += 1
+            spans.append((t2, j, k))
+            j = k
+        inter = np.empty((len(keys), 3 * len(spans)))
+        closed_t: list[float] = []
+        closed_rows: list[int] = []
+        for b, (t2, j, k) in enumerate(spans):
+            lo, hi = los[:, j], his[:, j]
+            total = 0.0 + sums[:, j]
+            for c in range(j + 1, k):
+                x, y = los[:, c], his[:, c]
+                lo = np.where(x < lo, x, lo)
+                hi = np.where(y > hi, y, hi)
+                total = total + sums[:, c]
+            n_rows = sum(rows[j:k])
+            inter[:, 3 * b] = lo
+            inter[:, 3 * b + 1] = hi
+            inter[:, 3 * b + 2] = total / n_rows
+            closed_t.append(t2)
+            closed_rows.append(n_rows)
+        ring2 = self.rings[2]
+        if len(keys) < len(self.keys):  # series without a value in the batch: missing
+            have = set(keys)
+            missing = [key for key in self.keys if key not in have]
+            for key in missing:
+                part = ring2.partial.setdefault(key, {})
+                for t2 in closed_t:
+                    part[t2] = 0
+            keys = keys + missing
+            inter = np.concatenate([inter, np.full((len(missing), inter.shape[1]), NAN)])
+        data: dict[str, array[Any]] = {}
+        for codec, idx, ks in self._groups2(keys):
+            data.update(zip(ks, encode_matrix(codec, inter[idx]), strict=True))
+        ring2.append(closed_t, data, closed_rows)
+        ring2.prune_partial()
+        for t in closed_t:
+            self._cascade(2, t)
+
+    def _groups2(self, keys: list[str]
+                 ) -> list[tuple[Codec, np.ndarray[Any, Any], list[str]]]:
+        """``keys`` (rows of a matrix) grouped by their tier-2 codec: the codec, the rows and
+        their keys; kept while a batch lists the same keys (nearly always)."""
+        held = self._groups2_of
+        if held is not None and held[0] == keys:
+            return held[1]
+        codecs2 = self.rings[2].codecs
+        by: dict[Codec, list[int]] = {}
+        for i, key in enumerate(keys):
+            codec = codecs2.get(key)
+            if codec is not None:
+                by.setdefault(codec, []).append(i)
+        groups = [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
+                  for codec, idx in by.items()]
+        self._groups2_of = (keys, groups)
+        return groups
 
     def _close_tier2(self, closed_t: list[float], closed_rows: list[int],
                      closed: dict[str, list[float]]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from probes.history import HostHistory, raw, steps, storage
+from probes.history import HostHistory, raw, steps, storage, tiers
 from tests.history import test_block_columns
 from tests.history.before_s10 import HostHistory as HostHistoryBefore
 from tests.history.before_s10.raw import RawRing as RawRingBefore
@@ -130,4 +130,36 @@ def test_negative_control_a_first_signature_a_second_late_is_seen(
 
     monkeypatch.setattr(steps.GpuSteps, "_first_sig", late)
     differ, _ = _differences(_cases()[:1], every=199)
+    assert differ > 0
+
+
+def test_whole_batches_are_closed_as_matrices() -> None:
+    """Most batches take ``_close_whole`` (what its control below needs to bite)."""
+    calls = 0
+    real = tiers.TierSet._close_whole
+
+    def counted(self: Any, *a: Any) -> None:
+        nonlocal calls
+        calls += 1
+        real(self, *a)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiers.TierSet, "_close_whole", counted)
+        for samples, kw in _cases()[3:6]:  # the simulator's (random streams have gaps)
+            h = HostHistory(**kw)
+            for s in samples:
+                h.add(s)
+    assert calls >= 20
+
+
+def test_negative_control_a_whole_batch_closed_lows_for_highs_is_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tiers.TierSet._close_whole
+
+    def off(self: Any, starts: Any, rows: Any, keys: Any, mats: Any) -> None:
+        los, his, sums = mats
+        real(self, starts, rows, keys, (his, los, sums))  # lows and highs swapped
+
+    monkeypatch.setattr(tiers.TierSet, "_close_whole", off)
+    differ, _ = _differences(_cases()[3:4], every=199)  # the simulator's: batches whole
     assert differ > 0
