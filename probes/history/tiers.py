@@ -168,9 +168,9 @@ class TierSet:
         """The last series order written whole, while the raw tier's ``gen`` is
         ``_known_gen`` (``append_block``)."""
         self._known_gen = -1
-        self._groups2_of: tuple[list[str], list[tuple[Codec, np.ndarray[Any, Any],
-                                                      list[str]]]] | None = None
-        """The last batch's keys grouped by tier-2 codec (``_groups2``)."""
+        self._groups_of: dict[int, tuple[list[str], list[tuple[
+            Codec, np.ndarray[Any, Any], list[str]]]]] = {}
+        """The last batch's keys grouped by tier-1 and by tier-2 codec (``_groups``)."""
         self.batch_s = self._batch_seconds()
         """Seconds of tier-1 buckets built at a time."""
 
@@ -354,32 +354,22 @@ class TierSet:
         ``sum / rows`` as Python divides it) encoded a tier-1 codec at a time into
         ``data1``, from the cut's matrices as they are (no list a series: session 9);
         returns their keys."""
-        full: set[str] = set()
         if not cuts:
-            return full
-        m = len(rows)
+            return set()
         per = np.array(rows, dtype=np.float64)
-        codecs1 = self.rings[1].codecs
-        by_codec: dict[Codec, list[tuple[int, list[int]]]] = {}
+        keys: list[str] = []
         inters = []
-        for c, (keys, los, his, sums) in enumerate(cuts):
-            full.update(keys)
-            inter = np.empty((len(keys), 3 * m))
+        for ks, los, his, sums in cuts:
+            keys += ks
+            inter = np.empty((len(ks), 3 * len(rows)))
             inter[:, 0::3] = los
             inter[:, 1::3] = his
             inter[:, 2::3] = sums / per
             inters.append(inter)
-            mine: dict[Codec, list[int]] = {}
-            for i, key in enumerate(keys):
-                mine.setdefault(codecs1[key], []).append(i)
-            for codec, idx in mine.items():
-                by_codec.setdefault(codec, []).append((c, idx))
-        for codec, parts in by_codec.items():
-            mat = np.concatenate([inters[c][idx] for c, idx in parts]) if len(parts) > 1 \
-                else inters[parts[0][0]][parts[0][1]]
-            keys_in = [cuts[c][0][i] for c, idx in parts for i in idx]
-            data1.update(zip(keys_in, encode_matrix(codec, mat), strict=True))
-        return full
+        mat = inters[0] if len(inters) == 1 else np.concatenate(inters)
+        for codec, idx, ks in self._groups(1, keys):
+            data1.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
+        return set(keys)
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
@@ -493,29 +483,30 @@ class TierSet:
             keys = keys + missing
             inter = np.concatenate([inter, np.full((len(missing), inter.shape[1]), NAN)])
         data: dict[str, array[Any]] = {}
-        for codec, idx, ks in self._groups2(keys):
+        for codec, idx, ks in self._groups(2, keys):
             data.update(zip(ks, encode_matrix(codec, inter[idx]), strict=True))
         ring2.append(closed_t, data, closed_rows)
         ring2.prune_partial()
         for t in closed_t:
             self._cascade(2, t)
 
-    def _groups2(self, keys: list[str]
-                 ) -> list[tuple[Codec, np.ndarray[Any, Any], list[str]]]:
-        """``keys`` (rows of a matrix) grouped by their tier-2 codec: the codec, the rows and
-        their keys; kept while a batch lists the same keys (nearly always)."""
-        held = self._groups2_of
+    def _groups(self, tier: int, keys: list[str]
+                ) -> list[tuple[Codec, np.ndarray[Any, Any], list[str]]]:
+        """``keys`` (rows of a matrix) grouped by their codec in ``tier`` (1 or 2): the
+        codec, the rows and their keys; kept while a batch lists the same keys (nearly
+        always: a codec is its field's, so equal keys group alike)."""
+        held = self._groups_of.get(tier)
         if held is not None and held[0] == keys:
             return held[1]
-        codecs2 = self.rings[2].codecs
+        codecs = self.rings[tier].codecs
         by: dict[Codec, list[int]] = {}
         for i, key in enumerate(keys):
-            codec = codecs2.get(key)
+            codec = codecs.get(key)
             if codec is not None:
                 by.setdefault(codec, []).append(i)
         groups = [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
                   for codec, idx in by.items()]
-        self._groups2_of = (keys, groups)
+        self._groups_of[tier] = (keys, groups)
         return groups
 
     def _close_tier2(self, closed_t: list[float], closed_rows: list[int],
