@@ -107,6 +107,21 @@ class FullBuckets(NamedTuple):
         return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
 
 
+Groups = list[tuple[Codec, "np.ndarray[Any, Any]", list[str]]]
+
+
+def codec_groups(codecs: Mapping[str, Codec], keys: Sequence[str]) -> Groups:
+    """``keys`` (a matrix's rows, a series each) grouped by their codec in ``codecs`` (a
+    ring's): each codec, its rows and their keys, to encode a codec at a time.  (Kept per
+    host or shared by hosts alike, it saved ~0.1 µs a host-sample and cost ~3 KB a host,
+    or missed on every host whose processes differ: not kept.)"""
+    by: dict[Codec, list[int]] = {}
+    for i, key in enumerate(keys):
+        by.setdefault(codecs[key], []).append(i)
+    return [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
+            for codec, idx in by.items()]
+
+
 def _fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],
                j: int, k: int, n_rows: int) -> None:
     """Fold buckets ``j:k`` of every full series into ``open2``, as the per-series code does
@@ -168,9 +183,6 @@ class TierSet:
         """The last series order written whole, while the raw tier's ``gen`` is
         ``_known_gen`` (``append_block``)."""
         self._known_gen = -1
-        self._groups_of: dict[int, tuple[list[str], list[tuple[
-            Codec, np.ndarray[Any, Any], list[str]]]]] = {}
-        """The last batch's keys grouped by tier-1 and by tier-2 codec (``_groups``)."""
         self.batch_s = self._batch_seconds()
         """Seconds of tier-1 buckets built at a time."""
 
@@ -367,7 +379,7 @@ class TierSet:
             inter[:, 2::3] = sums / per
             inters.append(inter)
         mat = inters[0] if len(inters) == 1 else np.concatenate(inters)
-        for codec, idx, ks in self._groups(1, keys):
+        for codec, idx, ks in codec_groups(self.rings[1].codecs, keys):
             data1.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
         return set(keys)
 
@@ -483,31 +495,12 @@ class TierSet:
             keys = keys + missing
             inter = np.concatenate([inter, np.full((len(missing), inter.shape[1]), NAN)])
         data: dict[str, array[Any]] = {}
-        for codec, idx, ks in self._groups(2, keys):
+        for codec, idx, ks in codec_groups(ring2.codecs, keys):
             data.update(zip(ks, encode_matrix(codec, inter[idx]), strict=True))
         ring2.append(closed_t, data, closed_rows)
         ring2.prune_partial()
         for t in closed_t:
             self._cascade(2, t)
-
-    def _groups(self, tier: int, keys: list[str]
-                ) -> list[tuple[Codec, np.ndarray[Any, Any], list[str]]]:
-        """``keys`` (rows of a matrix) grouped by their codec in ``tier`` (1 or 2): the
-        codec, the rows and their keys; kept while a batch lists the same keys (nearly
-        always: a codec is its field's, so equal keys group alike)."""
-        held = self._groups_of.get(tier)
-        if held is not None and held[0] == keys:
-            return held[1]
-        codecs = self.rings[tier].codecs
-        by: dict[Codec, list[int]] = {}
-        for i, key in enumerate(keys):
-            codec = codecs.get(key)
-            if codec is not None:
-                by.setdefault(codec, []).append(i)
-        groups = [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
-                  for codec, idx in by.items()]
-        self._groups_of[tier] = (keys, groups)
-        return groups
 
     def _close_tier2(self, closed_t: list[float], closed_rows: list[int],
                      closed: dict[str, list[float]]) -> None:
