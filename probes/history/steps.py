@@ -146,8 +146,8 @@ class StepTable(Mapping[str, StepSeries]):
             return
         at = self._at
         s0 = index * _FIELDS_N
-        if s0 + _FIELDS_N > len(at):
-            at.extend([None] * (s0 + _FIELDS_N - len(at)))
+        if s0 + _FIELDS_N > len(at):  # concatenated: allocated exactly (``extend`` over-allocates)
+            at = self._at = at + [None] * (s0 + _FIELDS_N - len(at))
         at[s0:s0 + _FIELDS_N] = sts
 
     def put(self, key: str, index: int, field: int, st: StepSeries) -> None:
