@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from probes.history.bucket_cut import (
+    Combined,
     Cut,
     bucket_matrices,
-    combine_rows,
+    combine_matrices,
     encode_matrix,
     encode_rows,
 )
@@ -539,40 +540,40 @@ class TierSet:
             return
         if b == open_b:
             return
-        rows, stats = self._combine(tier, open_b, open_b + res)
+        rows, got = self._combine(tier, open_b, open_b + res)
         self._open[tier + 1] = b
         if not rows:
             return
         ring = self.rings[tier + 1]
-        by_codec: dict[Codec, list[tuple[str, list[float]]]] = {}
-        for key, (lo, hi, mean, n) in stats.items():
-            codec = ring.codecs.get(key)
-            if codec is None:
-                continue
-            by_codec.setdefault(codec, []).append((key, [lo, hi, mean]))
-            if n < rows:
-                ring.partial.setdefault(key, {})[open_b] = n
         data: dict[str, array[Any]] = {}
-        for codec, items in by_codec.items():
-            for (key, _), arr in zip(items, encode_rows(codec, [v for _, v in items]),
-                                     strict=True):
-                data[key] = arr
+        if got is not None:
+            order, have, low, high, total, ns = got
+            codecs = ring.codecs
+            sel = [i for i in np.flatnonzero(have).tolist() if order[i] in codecs]
+            keys = [order[i] for i in sel]
+            counts = ns[sel]
+            mat = np.empty((len(sel), 3))
+            mat[:, 0] = low[sel]
+            mat[:, 1] = high[sel]
+            mat[:, 2] = total[sel] / counts  # as Python divides a float by an int
+            for i in np.flatnonzero(counts < rows).tolist():
+                ring.partial.setdefault(keys[i], {})[open_b] = int(counts[i])
+            for codec, idx, ks in codec_groups(codecs, keys):
+                data.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
         ring.append([open_b], data, [rows])
         ring.prune_partial()
         self._cascade(tier + 1, open_b)
 
-    def _combine(self, tier: int, t0: float, t1: float
-                 ) -> tuple[int, dict[str, tuple[float, float, float, int]]]:
-        """The rows of ``tier`` in [t0, t1) and each series' (lo, hi, mean, count) over its
-        buckets there with a value, as ``Ring.rows`` reads them one series at a time (its
-        partial counts, NaN means left out), every series of a codec as one matrix
-        (``combine_rows``)."""
+    def _combine(self, tier: int, t0: float, t1: float) -> tuple[int, Combined | None]:
+        """The rows of ``tier`` in [t0, t1) and each series' low, high, weighted sum and
+        count over its buckets there with a value, as ``Ring.rows`` reads them one series
+        at a time (its partial counts, NaN means left out), every series of a codec as one
+        matrix (``combine_matrices``; None: no row)."""
         ring = self.rings[tier]
         i0, i1 = ring.bisect(t0), ring.bisect(t1)
         segs = ring.segments(i0, i1)
         assert ring.counts is not None
         rows = sum(sum(ring.counts[a:b]) for a, b in segs)
         if not ring.n or not segs:
-            return rows, {}
-        got = combine_rows(ring, segs)
-        return rows, {key: got[key] for key in ring.cols if key in got}
+            return rows, None
+        return rows, combine_matrices(ring, segs)

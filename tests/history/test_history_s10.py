@@ -163,3 +163,16 @@ def test_negative_control_a_whole_batch_closed_lows_for_highs_is_seen(
     monkeypatch.setattr(tiers.TierSet, "_close_whole", off)
     differ, _ = _differences(_cases()[3:4], every=199)  # the simulator's: batches whole
     assert differ > 0
+
+
+def test_negative_control_a_cascade_lows_for_highs_is_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = tiers.combine_matrices
+
+    def off(*a: Any) -> Any:
+        order, have, low, high, total, ns = real(*a)
+        return order, have, high, low, total, ns
+
+    monkeypatch.setattr(tiers, "combine_matrices", off)
+    differ, _ = _differences(_cases()[1:2], every=199)
+    assert differ > 0
