@@ -137,6 +137,12 @@ def encode_matrix(codec: Codec, mat: np.ndarray[Any, Any]) -> list[array[Any]]:
     return [array(store, r.tobytes()) for r in enc]
 
 
+Combined = tuple[list[str], "np.ndarray[Any, Any]", "np.ndarray[Any, Any]",
+                 "np.ndarray[Any, Any]", "np.ndarray[Any, Any]", "np.ndarray[Any, Any]"]
+"""A bucket ring's series over some rows, as matrices: their keys, whether each has a row
+left (``have``), its low, high, weighted sum and count (``combine_matrices``)."""
+
+
 def combine_rows(ring: Ring, segs: Sequence[tuple[int, int]]
                  ) -> dict[str, tuple[float, float, float, int]]:
     """(lo, hi, mean, count) of each series of a bucket ring (``width`` 3) over the rows
@@ -145,6 +151,19 @@ def combine_rows(ring: Ring, segs: Sequence[tuple[int, int]]
     it; ``min``/``max`` keep the first of equal or unordered values (a column at a time),
     the weighted sum adds left to right from 0, the mean divides it by the count in Python.
     Series with no row left are absent."""
+    order, have, low, high, total, ns = combine_matrices(ring, segs)
+    out: dict[str, tuple[float, float, float, int]] = {}
+    for key, h, a, b, s, n in zip(order, have.tolist(), low.tolist(), high.tolist(),
+                                  total.tolist(), ns.tolist(), strict=True):
+        if h:
+            out[key] = (a, b, s / n, n)
+    return out
+
+
+def combine_matrices(ring: Ring, segs: Sequence[tuple[int, int]]) -> Combined:
+    """``combine_rows`` before its dict: the series' keys (grouped by codec) and their
+    stats as columns, so ``TierSet._cascade`` encodes a coarser bucket a codec at a time
+    (issue 38, session 10)."""
     assert ring.counts is not None
     times: list[float] = []
     counts: list[int] = []
@@ -181,13 +200,8 @@ def combine_rows(ring: Ring, segs: Sequence[tuple[int, int]]
             high = np.where(k & (~have | (y > high)), y, high)
             total = np.where(k, total + mean[:, c] * cnt[:, c], total)
             have |= k
-    ns = np.where(keep, cnt, 0).sum(axis=1).tolist()
-    out: dict[str, tuple[float, float, float, int]] = {}
-    for key, h, a, b, s, n in zip(order, have.tolist(), low.tolist(), high.tolist(),
-                                  total.tolist(), ns, strict=True):
-        if h:
-            out[key] = (a, b, s / n, n)
-    return out
+    ns = np.where(keep, cnt, 0).sum(axis=1)
+    return order, have, low, high, total, ns
 
 
 def _decoded(codec: Codec, buf: bytes) -> np.ndarray[Any, Any]:

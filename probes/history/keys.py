@@ -120,3 +120,10 @@ def codec_for(key: str, tier: int) -> Codec:
     if tier == 0:
         return F32 if field in RAW_F32 else HALF
     return COARSE_CODECS[field]  # type: ignore[index]
+
+
+def codecs_of(key: str) -> tuple[Codec, Codec]:
+    """``key``'s raw codec and its codec in every coarser tier (``codec_for``'s two
+    answers, from one split: a host's ~62 series are added at once, ``TierSet.add_many``)."""
+    field = key.rsplit("/", 1)[1]
+    return (F32 if field in RAW_F32 else HALF), COARSE_CODECS[field]  # type: ignore[index]

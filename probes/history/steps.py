@@ -81,6 +81,25 @@ _SLOT_OF: dict[str, int] = {}
 _KEY_AT: dict[int, str] = {}
 
 
+_GPU_STEP_KEYS: dict[int, tuple[str, ...]] = {}
+"""Every GPU index's step series keys, in ``GPU_STEP_FIELDS`` order (one table for all)."""
+_STATE_J = GPU_STEP_FIELDS.index("state")
+_REASONS_J = GPU_STEP_FIELDS.index("clock_reasons")
+
+
+def _gpu_step_keys(index: int) -> tuple[str, ...]:
+    """GPU ``index``'s step series keys, their slots known to every ``StepTable``."""
+    keys = _GPU_STEP_KEYS.get(index)
+    if keys is None:
+        keys = tuple(gpu_key(index, f) for f in GPU_STEP_FIELDS)
+        if 0 <= index < SLOT_GPUS:
+            for j, key in enumerate(keys):
+                _KEY_AT[index * _FIELDS_N + j] = key
+                _SLOT_OF[key] = index * _FIELDS_N + j
+            _GPU_STEP_KEYS[index] = keys
+    return keys
+
+
 class StepTable(Mapping[str, StepSeries]):
     """A host's step series by key, as a dict would hold them, in a list by slot (~0.8 KB
     for 8 GPUs, where a dict of 88 keys took ~3.1 KB); GPU indices past ``SLOT_GPUS`` in a
@@ -116,6 +135,20 @@ class StepTable(Mapping[str, StepSeries]):
 
     def __len__(self) -> int:
         return len(self._at) - self._at.count(None) + len(self._more or ())
+
+    def put_gpu(self, index: int, keys: tuple[str, ...], sts: list[StepSeries | None]) -> None:
+        """A GPU never seen holds ``sts`` (None: no series), a field each
+        (``_gpu_step_keys(index)``, its slots known)."""
+        if not 0 <= index < SLOT_GPUS:
+            for j, st in enumerate(sts):
+                if st is not None:
+                    self.put(keys[j], index, j, st)
+            return
+        at = self._at
+        s0 = index * _FIELDS_N
+        if s0 + _FIELDS_N > len(at):  # concatenated: allocated exactly (``extend`` over-allocates)
+            at = self._at = at + [None] * (s0 + _FIELDS_N - len(at))
+        at[s0:s0 + _FIELDS_N] = sts
 
     def put(self, key: str, index: int, field: int, st: StepSeries) -> None:
         """``key`` (``gpu_key(index, GPU_STEP_FIELDS[field])``) holds ``st``."""
@@ -269,6 +302,9 @@ class GpuSteps:
             if sig == old:
                 continue
             self._last_sig[idx] = sig
+            if old is None and type(idx) is int:
+                self._first_sig(ts, idx, g, sig)
+                continue
             for j, (f, v) in enumerate(zip(GPU_STEP_FIELDS, sig, strict=True)):
                 if old is not None and old[j] == v:
                     continue
@@ -284,6 +320,19 @@ class GpuSteps:
                     self.steps.put(key, idx, j, self._first(ts, float(v)))
                 else:
                     self._own(key, idx, j, st).record(ts, float(v))
+
+    def _first_sig(self, ts: float, idx: int, g: GpuSample, sig: tuple[object, ...]) -> None:
+        """A GPU's first signature (a GPU never signed has no step series): every field's
+        first change recorded at once, as the loop above would one by one (the keys of the
+        index kept for every host, no lookup of a series that cannot be there; issue 38,
+        session 10: a host's first sample cost ~0.6 ms here, its 88 series one by one)."""
+        vals = list(sig)
+        vals[_STATE_J] = STATE_CODES.get(g.state, 1)
+        vals[_REASONS_J] = reason_mask(g.clock_reasons)
+        first = self._first
+        self.steps.put_gpu(idx, _gpu_step_keys(idx),
+                           [None if v is None else first(ts, float(v))  # type: ignore[arg-type]
+                            for v in vals])
 
     def _first(self, ts: float, v: float) -> StepSeries:
         """A series whose one change is (``ts``, ``v``): the one shared for it."""

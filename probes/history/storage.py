@@ -150,6 +150,14 @@ class Ring:
             self.cols[key] = codec.fill * (self.cap * self.width)
         self.codecs[key] = codec
 
+    def add_many(self, keys: Sequence[str], codecs: Sequence[Codec]) -> None:
+        """``add_series`` of each of ``keys`` (none held yet), in order."""
+        if self.cap:
+            n = self.cap * self.width
+            self.cols.update((key, codec.fill * n) for key, codec in zip(keys, codecs,
+                                                                         strict=True))
+        self.codecs.update(zip(keys, codecs, strict=True))
+
     def drop_series(self, key: str) -> None:
         self.cols.pop(key, None)
         self.codecs.pop(key, None)

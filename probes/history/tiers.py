@@ -17,13 +17,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from probes.history.bucket_cut import (
+    Combined,
     Cut,
     bucket_matrices,
-    combine_rows,
+    combine_matrices,
     encode_matrix,
     encode_rows,
 )
-from probes.history.keys import codec_for
+from probes.history.keys import codec_for, codecs_of
 from probes.history.raw import Encoded, RawRing
 from probes.history.storage import NAN, Codec, Ring, Tier
 
@@ -105,6 +106,21 @@ class FullBuckets(NamedTuple):
         if len(parts) == 1:
             return parts[0]
         return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+Groups = list[tuple[Codec, "np.ndarray[Any, Any]", list[str]]]
+
+
+def codec_groups(codecs: Mapping[str, Codec], keys: Sequence[str]) -> Groups:
+    """``keys`` (a matrix's rows, a series each) grouped by their codec in ``codecs`` (a
+    ring's): each codec, its rows and their keys, to encode a codec at a time.  (Kept per
+    host or shared by hosts alike, it saved ~0.1 µs a host-sample and cost ~3 KB a host,
+    or missed on every host whose processes differ: not kept.)"""
+    by: dict[Codec, list[int]] = {}
+    for i, key in enumerate(keys):
+        by.setdefault(codecs[key], []).append(i)
+    return [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
+            for codec, idx in by.items()]
 
 
 def _fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],
@@ -192,6 +208,17 @@ class TierSet:
         for i, ring in enumerate(self.rings):
             ring.add_series(key, codec_for(key, i))
 
+    def add_many(self, keys: Sequence[str]) -> None:
+        """``add_series`` of each of ``keys`` (none held yet), in the same order: each
+        ring takes them all at once (a host's first flush adds ~62 series, a GPU appearing
+        12; one by one they were ~12 µs each: issue 38, session 10)."""
+        pairs = [codecs_of(key) for key in keys]
+        coarse = [c for _, c in pairs]
+        self.keys.update(zip(keys, coarse, strict=True))
+        self.raw.add_many(keys, [r for r, _ in pairs])
+        for ring in self.rings[1:]:
+            ring.add_many(keys, coarse)
+
     def drop_series(self, key: str) -> None:
         """Forget ``key`` in every tier."""
         self.keys.pop(key, None)
@@ -203,9 +230,11 @@ class TierSet:
         or an ``array('d')``)."""
         data: dict[str, array[Any]] = {}
         raw = self.raw
+        held = self.keys
+        new = [key for key in values if key not in held]
+        if new:
+            self.add_many(new)
         for key, vals in values.items():
-            if key not in self.keys:
-                self.add_series(key)
             data[key] = raw.codecs[key].encode(vals)
         raw.append(ts, data, keep_from=self._keep_from())
 
@@ -215,9 +244,10 @@ class TierSet:
         series in the order first written (a ``Plan``'s: once all held, not looked up again
         while no series is added or dropped)."""
         if self._known is not order or self._known_gen != self.raw.gen:
-            for key in order:
-                if key not in self.keys:
-                    self.add_series(key)
+            held = self.keys
+            new = [key for key in order if key not in held]
+            if new:
+                self.add_many(new)
             self._known, self._known_gen = order, self.raw.gen
         self.raw.append(ts, {}, keep_from=self._keep_from(), block=block)
 
@@ -337,32 +367,22 @@ class TierSet:
         ``sum / rows`` as Python divides it) encoded a tier-1 codec at a time into
         ``data1``, from the cut's matrices as they are (no list a series: session 9);
         returns their keys."""
-        full: set[str] = set()
         if not cuts:
-            return full
-        m = len(rows)
+            return set()
         per = np.array(rows, dtype=np.float64)
-        codecs1 = self.rings[1].codecs
-        by_codec: dict[Codec, list[tuple[int, list[int]]]] = {}
+        keys: list[str] = []
         inters = []
-        for c, (keys, los, his, sums) in enumerate(cuts):
-            full.update(keys)
-            inter = np.empty((len(keys), 3 * m))
+        for ks, los, his, sums in cuts:
+            keys += ks
+            inter = np.empty((len(ks), 3 * len(rows)))
             inter[:, 0::3] = los
             inter[:, 1::3] = his
             inter[:, 2::3] = sums / per
             inters.append(inter)
-            mine: dict[Codec, list[int]] = {}
-            for i, key in enumerate(keys):
-                mine.setdefault(codecs1[key], []).append(i)
-            for codec, idx in mine.items():
-                by_codec.setdefault(codec, []).append((c, idx))
-        for codec, parts in by_codec.items():
-            mat = np.concatenate([inters[c][idx] for c, idx in parts]) if len(parts) > 1 \
-                else inters[parts[0][0]][parts[0][1]]
-            keys_in = [cuts[c][0][i] for c, idx in parts for i in idx]
-            data1.update(zip(keys_in, encode_matrix(codec, mat), strict=True))
-        return full
+        mat = inters[0] if len(inters) == 1 else np.concatenate(inters)
+        for codec, idx, ks in codec_groups(self.rings[1].codecs, keys):
+            data1.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
+        return set(keys)
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
@@ -378,6 +398,10 @@ class TierSet:
         closed: dict[str, list[float]] = {}
         mats = full.matrices()
         full_keys = full.all_keys()
+        if (mats is not None and not batch and self._open2_t is None
+                and upto >= starts[-1] - starts[-1] % res2 + res2):
+            self._close_whole(starts, rows, full_keys, mats)
+            return
         j = 0
         while j < len(starts):
             t2 = starts[j] - starts[j] % res2
@@ -424,6 +448,61 @@ class TierSet:
             for t in closed_t:
                 self._cascade(2, t)
 
+    def _close_whole(self, starts: list[float], rows: list[int], keys: list[str],
+                     mats: tuple[np.ndarray[Any, Any], ...]) -> None:
+        """``_fold_tier2`` of a batch that opens and closes its tier-2 buckets (none open
+        before it, the last one ending with it) and whose every series is full (the steady
+        case: a batch is a whole number of tier-2 buckets): each bucket's lo, hi and mean
+        computed a column at a time from the tier-1 matrices and encoded a tier-2 codec at
+        a time, with no stats a series (``_open2``) nor lists a series (``_close_tier2``);
+        the same values bit for bit (``_fold_full``'s reductions, the mean ``sum / rows``
+        an IEEE division as Python's; issue 38, session 10)."""
+        res2 = self.tiers[2].resolution_s
+        los, his, sums = mats
+        spans: list[tuple[float, int, int]] = []
+        j = 0
+        while j < len(starts):
+            t2 = starts[j] - starts[j] % res2
+            k = j
+            while k < len(starts) and starts[k] - starts[k] % res2 == t2:
+                k += 1
+            spans.append((t2, j, k))
+            j = k
+        inter = np.empty((len(keys), 3 * len(spans)))
+        closed_t: list[float] = []
+        closed_rows: list[int] = []
+        for b, (t2, j, k) in enumerate(spans):
+            lo, hi = los[:, j], his[:, j]
+            total = 0.0 + sums[:, j]
+            for c in range(j + 1, k):
+                x, y = los[:, c], his[:, c]
+                lo = np.where(x < lo, x, lo)
+                hi = np.where(y > hi, y, hi)
+                total = total + sums[:, c]
+            n_rows = sum(rows[j:k])
+            inter[:, 3 * b] = lo
+            inter[:, 3 * b + 1] = hi
+            inter[:, 3 * b + 2] = total / n_rows
+            closed_t.append(t2)
+            closed_rows.append(n_rows)
+        ring2 = self.rings[2]
+        if len(keys) < len(self.keys):  # series without a value in the batch: missing
+            have = set(keys)
+            missing = [key for key in self.keys if key not in have]
+            for key in missing:
+                part = ring2.partial.setdefault(key, {})
+                for t2 in closed_t:
+                    part[t2] = 0
+            keys = keys + missing
+            inter = np.concatenate([inter, np.full((len(missing), inter.shape[1]), NAN)])
+        data: dict[str, array[Any]] = {}
+        for codec, idx, ks in codec_groups(ring2.codecs, keys):
+            data.update(zip(ks, encode_matrix(codec, inter[idx]), strict=True))
+        ring2.append(closed_t, data, closed_rows)
+        ring2.prune_partial()
+        for t in closed_t:
+            self._cascade(2, t)
+
     def _close_tier2(self, closed_t: list[float], closed_rows: list[int],
                      closed: dict[str, list[float]]) -> None:
         t2 = self._open2_t
@@ -461,40 +540,40 @@ class TierSet:
             return
         if b == open_b:
             return
-        rows, stats = self._combine(tier, open_b, open_b + res)
+        rows, got = self._combine(tier, open_b, open_b + res)
         self._open[tier + 1] = b
         if not rows:
             return
         ring = self.rings[tier + 1]
-        by_codec: dict[Codec, list[tuple[str, list[float]]]] = {}
-        for key, (lo, hi, mean, n) in stats.items():
-            codec = ring.codecs.get(key)
-            if codec is None:
-                continue
-            by_codec.setdefault(codec, []).append((key, [lo, hi, mean]))
-            if n < rows:
-                ring.partial.setdefault(key, {})[open_b] = n
         data: dict[str, array[Any]] = {}
-        for codec, items in by_codec.items():
-            for (key, _), arr in zip(items, encode_rows(codec, [v for _, v in items]),
-                                     strict=True):
-                data[key] = arr
+        if got is not None:
+            order, have, low, high, total, ns = got
+            codecs = ring.codecs
+            sel = [i for i in np.flatnonzero(have).tolist() if order[i] in codecs]
+            keys = [order[i] for i in sel]
+            counts = ns[sel]
+            mat = np.empty((len(sel), 3))
+            mat[:, 0] = low[sel]
+            mat[:, 1] = high[sel]
+            mat[:, 2] = total[sel] / counts  # as Python divides a float by an int
+            for i in np.flatnonzero(counts < rows).tolist():
+                ring.partial.setdefault(keys[i], {})[open_b] = int(counts[i])
+            for codec, idx, ks in codec_groups(codecs, keys):
+                data.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
         ring.append([open_b], data, [rows])
         ring.prune_partial()
         self._cascade(tier + 1, open_b)
 
-    def _combine(self, tier: int, t0: float, t1: float
-                 ) -> tuple[int, dict[str, tuple[float, float, float, int]]]:
-        """The rows of ``tier`` in [t0, t1) and each series' (lo, hi, mean, count) over its
-        buckets there with a value, as ``Ring.rows`` reads them one series at a time (its
-        partial counts, NaN means left out), every series of a codec as one matrix
-        (``combine_rows``)."""
+    def _combine(self, tier: int, t0: float, t1: float) -> tuple[int, Combined | None]:
+        """The rows of ``tier`` in [t0, t1) and each series' low, high, weighted sum and
+        count over its buckets there with a value, as ``Ring.rows`` reads them one series
+        at a time (its partial counts, NaN means left out), every series of a codec as one
+        matrix (``combine_matrices``; None: no row)."""
         ring = self.rings[tier]
         i0, i1 = ring.bisect(t0), ring.bisect(t1)
         segs = ring.segments(i0, i1)
         assert ring.counts is not None
         rows = sum(sum(ring.counts[a:b]) for a, b in segs)
         if not ring.n or not segs:
-            return rows, {}
-        got = combine_rows(ring, segs)
-        return rows, {key: got[key] for key in ring.cols if key in got}
+            return rows, None
+        return rows, combine_matrices(ring, segs)

@@ -13,7 +13,7 @@ the per-pass ratios after/before.
 (``tiers_before_s8.py``: tier-2 buckets folded series by series).
 
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
-                                              [--before block|s8|s9]
+                                              [--before block|s8|s9|s10]
 """
 
 from __future__ import annotations
@@ -99,6 +99,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.before == "s9":
         from tests.history.before_s9 import HostHistory as HostHistoryBeforeS9
         before = HostHistoryBeforeS9
+    elif args.before == "s10":
+        from tests.history.before_s10 import HostHistory as HostHistoryBeforeS10
+        before = HostHistoryBeforeS10
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
@@ -112,6 +115,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for side, ts in times.items():
             out[f"{name}_{side}_us"] = {"min": round(min(ts), 1),
                                         "median": round(statistics.median(ts), 1)}
+        out[f"{name}_pairs"] = [[round(b, 1), round(a, 1)] for b, a in
+                                zip(times["before"], times["after"], strict=True)]
         out[f"{name}_ratio_median"] = round(statistics.median(
             [a / b for a, b in zip(times["after"], times["before"], strict=True)]), 3)
     out["load1_after"] = round(os.getloadavg()[0], 2)
@@ -123,10 +128,11 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
-    ap.add_argument("--before", choices=("block", "s8", "s9"), default="block",
+    ap.add_argument("--before", choices=("block", "s8", "s9", "s10"), default="block",
                     help="block: the history before its block cut (history_before.py); s8: "
                          "today's history on the tiers before session 8 (tiers_before_s8.py); "
-                         "s9: the history before session 9's raw matrices (before_s9/)")
+                         "s9: the history before session 9's raw matrices (before_s9/); s10: "
+                         "the history before session 10 (before_s10/)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
                     "time in _flush alone)")
     print(json.dumps(run(ap.parse_args())))

@@ -4,7 +4,7 @@ templates, the row path) folded into one ``HostHistory`` a host, each side built
 measured alone (the other let go first).  Prints one JSON line: bytes a host, each side, and
 ``nbytes()`` as the histories count it.
 
-    python tests/bench/bench_history_memory.py [--hosts 64] [--seconds 1200]
+    python tests/bench/bench_history_memory.py [--hosts 64] [--seconds 1200] [--before s9|s10]
 """
 
 from __future__ import annotations
@@ -45,12 +45,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=64)
     ap.add_argument("--seconds", type=int, default=1200)
+    ap.add_argument("--before", choices=("s9", "s10"), default="s9",
+                    help="s10: the history before session 10 (tests/history/before_s10/)")
     args = ap.parse_args()
+    before: type[Any] = HostHistoryBeforeS9
+    if args.before == "s10":
+        from tests.history.before_s10 import HostHistory as HostHistoryBeforeS10
+        before = HostHistoryBeforeS10
     feeds = [template(k, args.seconds)[1] for k in range(TEMPLATES)]
     out: dict[str, Any] = {"bench": "history_memory", "hosts": args.hosts,
                            "seconds": args.seconds}
-    for side, cls in (("before", HostHistoryBeforeS9), ("after", HostHistory),
-                      ("before2", HostHistoryBeforeS9), ("after2", HostHistory)):
+    for side, cls in (("before", before), ("after", HostHistory),
+                      ("before2", before), ("after2", HostHistory)):
         streams = [_samples(*feeds[i % TEMPLATES]) for i in range(args.hosts)]
         held, nb = _held(streams, cls)
         del streams

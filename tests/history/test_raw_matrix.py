@@ -102,6 +102,7 @@ def test_series_are_dropped_and_added_on_the_way() -> None:
     renumbering control below needs to bite)."""
     drops = adds = 0
     real_drop, real_add = raw.RawRing.drop_series, raw.RawRing.add_series
+    real_many = raw.RawRing.add_many
 
     def drop(self: Any, key: str) -> None:
         nonlocal drops
@@ -113,9 +114,15 @@ def test_series_are_dropped_and_added_on_the_way() -> None:
         adds += self.cap > 0
         real_add(self, key, codec)
 
+    def add_many(self: Any, keys: Any, codecs: Any) -> None:  # session 10: a flush's at once
+        nonlocal adds
+        adds += len(keys) * (self.cap > 0)
+        real_many(self, keys, codecs)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(raw.RawRing, "drop_series", drop)
         mp.setattr(raw.RawRing, "add_series", add)
+        mp.setattr(raw.RawRing, "add_many", add_many)
         samples, kw = _cases()[2]
         h = HostHistory(**kw)
         for s in samples:

@@ -23,6 +23,7 @@ import math
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from probes.history import HostHistory, tiers
@@ -124,12 +125,12 @@ def test_negative_control_a_tier2_sum_a_hair_off_is_seen(
 
 def test_negative_control_a_combined_mean_a_hair_off_is_seen(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    real = tiers.combine_rows
+    real = tiers.combine_matrices  # session 10: the cascade encodes from its matrices
 
     def off(*a: Any) -> Any:
-        return {key: (lo, hi, math.nextafter(mean, math.inf), n)
-                for key, (lo, hi, mean, n) in real(*a).items()}
+        order, have, low, high, total, ns = real(*a)
+        return order, have, low, high, np.nextafter(total, np.inf), ns
 
-    monkeypatch.setattr(tiers, "combine_rows", off)
+    monkeypatch.setattr(tiers, "combine_matrices", off)
     differ, _, _ = _differences(first=2)
     assert differ > 0
