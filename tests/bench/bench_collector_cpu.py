@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     keygen(client)
     keygen(host_key)
     ports = [free_port() for _ in range(min(args.ports, args.hosts))]
-    inv = write_fleet(root, args.hosts, ports, host_key, client)
+    inv = write_fleet(root, args.hosts, ports, host_key, client, args.known_hosts_lines)
     specs = list(load_inventory(inv).hosts)
     argv = bootstrap_argv("python3", specs[0].agent_args())
     agent_args = argv[argv.index("--stdin-eof-exit") + 1:]
@@ -201,6 +201,8 @@ def main() -> None:
     ap.add_argument("--code", help="checkouts to alternate, comma-separated")
     ap.add_argument("--profile", help="pstats file of one profiled window (first checkout)")
     ap.add_argument("--start-timeout", type=float, default=180)
+    ap.add_argument("--known-hosts-lines", type=int, default=0,
+                    help="pad known_hosts to this many lines (a real fleet's: one a host)")
     print(json.dumps(run(ap.parse_args())))
 
 

@@ -341,6 +341,9 @@ async def floor_child_async(args: argparse.Namespace) -> None:
 
     gate = asyncio.Semaphore(64)
     conns: list[Any] = []
+    # Parsed once, as a minimal client would (asyncssh given the path parses it per
+    # connection: with a fleet-sized file that is the floor's own O(N^2)).
+    known = {p: asyncssh.read_known_hosts(p) for p in {s.ssh.known_hosts for s in specs}}
 
     async def one(spec: Any) -> None:
         o = spec.ssh
@@ -348,7 +351,7 @@ async def floor_child_async(args: argparse.Namespace) -> None:
             timeline.mark("floor_start", spec.name)
             conn = await asyncssh.connect(
                 o.address, o.port, username=o.user, client_keys=[o.identity],
-                known_hosts=o.known_hosts, config=None,
+                known_hosts=known[o.known_hosts], config=None,
                 encryption_algs=["aes256-gcm@openssh.com", "aes128-gcm@openssh.com"])
         timeline.mark("floor_login", spec.name)
         conns.append(conn)
@@ -422,11 +425,19 @@ class Child:
 
 
 def write_fleet(root: Path, hosts: int, ports: list[int], host_key: Path,
-                client: Path) -> Path:
-    """known_hosts for every port and an inventory spreading the hosts over the ports."""
+                client: Path, known_hosts_lines: int = 0) -> Path:
+    """known_hosts for every port and an inventory spreading the hosts over the ports.
+
+    ``known_hosts_lines``: the file padded to that many lines with other hosts' entries, as
+    a real fleet's file holds a line per host (the stand-in hosts share 8 ports, so 8 lines
+    would do); each connection is checked against the whole file."""
     pub = Path(f"{host_key}.pub").read_text().split()
     known = root / "known_hosts"
-    known.write_text("".join(f"[127.0.0.1]:{p} {pub[0]} {pub[1]}\n" for p in ports))
+    other = Path(f"{client}.pub").read_text().split()  # any key parses as any other
+    pad = [f"[10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}]:22 {other[0]} {other[1]}\n"
+           for i in range(max(0, known_hosts_lines - len(ports)))]
+    known.write_text("".join([*pad, *(f"[127.0.0.1]:{p} {pub[0]} {pub[1]}\n"
+                                      for p in ports)]))
     groups = {f"port{k}": {"address": "127.0.0.1", "port": p,
                            "hosts": [f"h{i:04d}" for i in range(k, hosts, len(ports))]}
               for k, p in enumerate(ports)}
@@ -499,7 +510,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     keygen(client)
     keygen(host_key)
     ports = [free_port() for _ in range(args.ports)]
-    inv = write_fleet(root, args.hosts, ports, host_key, client)
+    inv = write_fleet(root, args.hosts, ports, host_key, client, args.known_hosts_lines)
     from probes.config.inventory import load_inventory
     from probes.transport.bootstrap import bootstrap_argv
     # Exactly what the console's exec request will carry after the bootstrap's own words
@@ -636,6 +647,8 @@ def main() -> int:
                         "sample whole, as before issue 25); its writer's CPU is reported")
     p.add_argument("--load", type=int, default=0,
                    help="busy-loop processes to run beside the bench (a loaded machine)")
+    p.add_argument("--known-hosts-lines", type=int, default=0,
+                   help="pad known_hosts to this many lines (a real fleet's file: one a host)")
     p.add_argument("--precompile", action="store_true",
                    help="compile the console's modules first, as an installed console has them")
     p.add_argument("--timeline", action="store_true",
