@@ -23,7 +23,7 @@ from typing import Any
 import asyncssh
 import pytest
 
-from probes.config.fleet import HostSpec, SshOptions
+from probes.config.fleet import HostSpec, SshOptions, TransportName
 from probes.transport import known_hosts_once as kho
 from probes.transport.ssh import SshTransport
 
@@ -89,8 +89,11 @@ def test_parsed_once_while_the_text_is_the_same(tmp_path: Path,
     path.write_text(f"gpu001 {KEYS[0]}\n")
     calls = []
     real = asyncssh.import_known_hosts
-    monkeypatch.setattr(asyncssh, "import_known_hosts",
-                        lambda text: calls.append(text) or real(text))
+    def counted(text: str) -> asyncssh.SSHKnownHosts:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(asyncssh, "import_known_hosts", counted)
     first = kho.known_hosts(str(path))
     assert all(kho.known_hosts(str(path)) is first for _ in range(50))
     assert len(calls) == 1
@@ -164,7 +167,8 @@ def test_the_transport_hands_asyncssh_the_parsed_file(
     ssh = SshOptions(address="127.0.0.1", user="root",
                      known_hosts=str(own) if where == "inventory" else None,
                      ssh_config=where == "ssh_config")
-    opts = SshTransport(HostSpec(name="gpu001", transport="ssh", ssh=ssh), [])._options("root")
+    spec = HostSpec(name="gpu001", transport=TransportName.SSH, ssh=ssh)
+    opts = SshTransport(spec, [])._options("root")
     if where == "ssh_config":
         assert "known_hosts" not in opts
         return
