@@ -77,7 +77,7 @@ def collector_hooks() -> None:
 
     async def dialled(host: str, port: int, timeout_s: float) -> Any:
         sock = await dial(host, port, timeout_s)
-        mark("dial", sock.getsockname())
+        mark("dial", (sock.getsockname(), sock.getpeername()))  # a local port serves two peers
         return sock
 
     ssh.dial = dialled  # type: ignore[assignment]
