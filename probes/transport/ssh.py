@@ -35,6 +35,7 @@ from probes.transport.dial import (
     dial,
 )
 from probes.transport.known_hosts import Lookup, known_hosts_name, lookup, refusal
+from probes.transport.known_hosts_once import known_hosts as known_hosts_once
 from probes.transport.ssh_keepalive import lazy_keepalive
 from probes.transport.ssh_push import PushProcess, Sink
 from probes.transport.ssh_trim import trim_after_login
@@ -95,6 +96,11 @@ def _known_hosts_path(spec: HostSpec) -> Path:
     return Path(os.path.expanduser(spec.ssh.known_hosts or "~/.ssh/known_hosts"))
 
 
+def _readable_file(path: Path) -> bool:
+    """asyncssh's test for its default known_hosts (else it checks against no entries)."""
+    return path.is_file() and os.access(path, os.R_OK)
+
+
 class SshTransport:
     """Start the agent on a host over SSH and read its stdout in chunks."""
 
@@ -137,7 +143,11 @@ class SshTransport:
             # No file yet: every key is unknown (asyncssh would fail on the missing file).
             opts["known_hosts"] = asyncssh.import_known_hosts("")
         elif o.known_hosts:
-            opts["known_hosts"] = os.path.expanduser(o.known_hosts)
+            # parsed once while unchanged, not once a connection (issue 38, start-up)
+            opts["known_hosts"] = known_hosts_once(os.path.expanduser(o.known_hosts))
+        elif not o.ssh_config and _readable_file(default := _known_hosts_path(self.spec)):
+            # asyncssh's own default file (~/.ssh/known_hosts where readable), the same way
+            opts["known_hosts"] = known_hosts_once(str(default))
         return {k: v for k, v in opts.items() if v is not None or k in ("known_hosts", "config")}
 
     async def _connect_one(self, user: str | None, host: str, port: int | tuple[()],

@@ -62,7 +62,7 @@ from probes.wire.samples import (
     SoftwareVersions,
 )
 from probes.wire.sanitize import check_depth, clean_tree, may_need_cleaning
-from probes.wire.shared import shared
+from probes.wire.shared import known, remember, shared
 
 PROTOCOL_VERSION = 1
 _BLOCK_KEYS = frozenset({"topo_text", "nvlink_text"})
@@ -488,12 +488,20 @@ def _decode_block_device(d: dict[str, Any]) -> BlockDevice:
 
 
 def _decode_link(d: dict[str, Any]) -> PcieLink:
-    return shared(PcieLink(address=_str(d.get("address")), speed_gts=_num(d.get("speed_gts")),
-                           width=_int(d.get("width")),
-                           max_speed_gts=_num(d.get("max_speed_gts")),
-                           max_width=_int(d.get("max_width")),
-                           numa_node=_int(d.get("numa_node")),
-                           local_cpulist=_str(d.get("local_cpulist"))))
+    """``shared`` of the link, looked up by its typed values first (``hello_shared._link``'s
+    key: each field's type is fixed here, so equal values are equal fields but for a float
+    zero's sign, which goes to ``shared``): a hello's 32 links cost the collector's start-up
+    a dataclass and a key walk each (issue 38, start-up)."""
+    address, speed = _str(d.get("address")), _num(d.get("speed_gts"))
+    width, max_speed = _int(d.get("width")), _num(d.get("max_speed_gts"))
+    max_width, numa, cpus = _int(d.get("max_width")), _int(d.get("numa_node")), \
+        _str(d.get("local_cpulist"))
+    if speed == 0.0 or max_speed == 0.0:
+        return shared(PcieLink(address, speed, width, max_speed, max_width, numa, cpus))
+    key = (PcieLink, address, speed, width, max_speed, max_width, numa, cpus)
+    got = known(key)
+    return got if type(got) is PcieLink else remember(
+        key, PcieLink(address, speed, width, max_speed, max_width, numa, cpus))
 
 
 def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
@@ -503,12 +511,16 @@ def _decode_chains(value: Any) -> dict[str, tuple[PcieLink, ...]] | None:
             for bus, chain in value.items() if isinstance(bus, str)}
 
 
+def _decode_nic_port(p: dict[str, Any]) -> NicPort:
+    """``shared`` of the port, by its typed values first (an int and texts: no sign)."""
+    key = (NicPort, _int(p.get("port")), _str(p.get("state")), _str(p.get("rate")),
+           _str(p.get("link_layer")), _str(p.get("phys_state")))
+    got = known(key)
+    return got if type(got) is NicPort else remember(key, NicPort(*key[1:]))
+
+
 def _decode_nic(n: dict[str, Any]) -> Nic:
-    ports = tuple(shared(NicPort(port=_int(p.get("port")), state=_str(p.get("state")),
-                                 rate=_str(p.get("rate")),
-                                 link_layer=_str(p.get("link_layer")),
-                                 phys_state=_str(p.get("phys_state"))))
-                  for p in _list(n.get("ports")) if isinstance(p, dict))
+    ports = tuple(_decode_nic_port(p) for p in _list(n.get("ports")) if isinstance(p, dict))
     # A NIC's GUID is its own; its name, slot, type and bridges are its model's (shared)
     return Nic(name=shared(str(n["name"])), kind=shared(_str(n.get("kind")) or "net"),
                address=shared(_str(n.get("address"))), numa_node=_int(n.get("numa_node")),

@@ -92,6 +92,7 @@ def _sent(server: Child) -> int:
 def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, str],
                      server: Child, code: Path, profile: str | None) -> dict[str, Any]:
     col = CodeCollector(specs, env, code, profile)
+    server0 = tree_cpu(server.pid)
     try:
         col.start()
         while len(col.streaming) < len(specs):
@@ -99,6 +100,10 @@ def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, 
                 raise TimeoutError(f"{len(col.streaming)} of {len(specs)} hosts streaming")
             col.pump(0.5)
         streaming_s = time.monotonic() - col.spawned
+        # Start-up in CPU seconds (less noisy than its wall time on a shared machine): the
+        # collector's until every host streamed, and the stand-in server's meanwhile.
+        start_cpu = {"collector": round(tree_cpu(col.proc.pid), 2),
+                     "server": round(tree_cpu(server.pid) - server0, 2)}
         col.pump(args.settle)
         if profile:
             os.kill(col.proc.pid, 12)  # SIGUSR2: start profiling
@@ -113,6 +118,7 @@ def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, 
     finally:
         col.stop()
     return {"code": code.name, "all_streaming_s": round(streaming_s, 2),
+            "start_cpu_s": start_cpu,
             "cpu_pct": round(100 * cpu / wall, 2), "host_samples": samples,
             "us_per_hs": round(1e6 * cpu / max(samples, 1), 1)}
 
@@ -120,8 +126,12 @@ def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, 
 def floor_window(args: argparse.Namespace, inv: Path, server: Child) -> dict[str, Any]:
     floor = Child([sys.executable, str(HERE / "bench_fleet.py"), "--inventory", str(inv),
                    "--floor-child"])
+    server0 = tree_cpu(server.pid)
     try:
-        floor.read(args.start_timeout)
+        ev = floor.read(args.start_timeout)
+        start = {"all_streaming_s": round(ev["t"] - floor.spawned, 2),
+                 "start_cpu_s": {"floor": round(tree_cpu(floor.pid), 2),
+                                 "server": round(tree_cpu(server.pid) - server0, 2)}}
         time.sleep(args.settle)
         sent0, cpu0, t0 = _sent(server), tree_cpu(floor.pid), time.monotonic()
         time.sleep(args.seconds)
@@ -130,7 +140,7 @@ def floor_window(args: argparse.Namespace, inv: Path, server: Child) -> dict[str
     finally:
         floor.stop()
     return {"cpu_pct": round(100 * cpu / wall, 2), "host_samples": samples,
-            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1)}
+            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1), **start}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -141,7 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     keygen(client)
     keygen(host_key)
     ports = [free_port() for _ in range(min(args.ports, args.hosts))]
-    inv = write_fleet(root, args.hosts, ports, host_key, client)
+    inv = write_fleet(root, args.hosts, ports, host_key, client, args.known_hosts_lines)
     specs = list(load_inventory(inv).hosts)
     argv = bootstrap_argv("python3", specs[0].agent_args())
     agent_args = argv[argv.index("--stdin-eof-exit") + 1:]
@@ -167,6 +177,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 got["ratio_to_floor"] = round(got["us_per_hs"] / floor["us_per_hs"], 2)
                 got["floor_us_per_hs"] = floor["us_per_hs"]
                 got["floor_cpu_pct"] = floor["cpu_pct"]
+                got["floor_start"] = {k: floor[k] for k in ("all_streaming_s", "start_cpu_s")}
                 got["load"] = round(os.getloadavg()[0], 2)
                 out["runs"].append(got)
                 print(json.dumps(got), file=sys.stderr, flush=True)
@@ -190,6 +201,8 @@ def main() -> None:
     ap.add_argument("--code", help="checkouts to alternate, comma-separated")
     ap.add_argument("--profile", help="pstats file of one profiled window (first checkout)")
     ap.add_argument("--start-timeout", type=float, default=180)
+    ap.add_argument("--known-hosts-lines", type=int, default=0,
+                    help="pad known_hosts to this many lines (a real fleet's: one a host)")
     print(json.dumps(run(ap.parse_args())))
 
 

@@ -34,7 +34,12 @@ path (``bytecode`` in the output says whether they were there).  ``--timeline`` 
 timeline of the console's start-up (``startup_timeline``).
 ``--load K`` runs K busy-loop processes beside everything (issue 38: start-up must still
 complete on a loaded machine).  With ``RIGWATCH_BENCH_PROFILE=FILE`` the console's UI
-thread runs under cProfile for the whole run and its stats are dumped to FILE (pstats).
+thread runs under cProfile for the whole run and its stats are dumped to FILE (pstats);
+``RIGWATCH_BENCH_START_PROFILE=FILE`` profiles it from the app's mount until every host
+streams (the connect storm alone); ``startup_timeline.PROFILE_ENV`` profiles a collector.
+``start_cpu_s`` is each process's CPU until every host streamed (the UI process, at its
+mount too; its collectors; the stand-in server meanwhile), ``floor_start_cpu_s`` the
+floor's; with ``--timeline`` the floor's own steps are in ``floor_timeline``.
 
     python tests/bench/bench_fleet.py --hosts N [--seconds S] [--json] [--quick] [--load K]
 """
@@ -138,9 +143,19 @@ async def _drive(app: Any, args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     async with app.run_test(size=SIZE) as pilot:
         timeline.mark("mounted")
+        mounted_cpu = time.process_time()  # the UI's import and first screen, in CPU s
+        if os.environ.get("RIGWATCH_BENCH_START_PROFILE"):
+            import cProfile
+
+            _START_PROFILE.append(cProfile.Profile())
+            _START_PROFILE[0].enable()
         while any(h.last is None for h in app.fleet.hosts.values()):
             await asyncio.sleep(0.02)
+        if _START_PROFILE:
+            _START_PROFILE[0].disable()
+            _START_PROFILE[0].dump_stats(os.environ["RIGWATCH_BENCH_START_PROFILE"])
         print(json.dumps({"event": "streaming", "t": time.monotonic(),
+                          "ui_cpu_mounted_s": round(mounted_cpu, 2),
                           "hosts": sum(h.last is not None for h in app.fleet.hosts.values())}),
               flush=True)
         # Until told "keys": answer "count" with the samples the fleet state has taken in
@@ -247,6 +262,11 @@ def track_recorders(layout: str) -> None:
     gc.callbacks.append(_writer_gc)
 
 
+_START_PROFILE: list[Any] = []
+"""With ``RIGWATCH_BENCH_START_PROFILE=FILE``: cProfile of the UI thread from the app's
+mount until every host streams, dumped to FILE (pstats): the connect storm's UI work."""
+
+
 def console_child(args: argparse.Namespace) -> int:
     """Run the real console's entry point with a headless, key-driving ``App.run``."""
     timeline.mark("child")
@@ -300,6 +320,7 @@ async def floor_child_async(args: argparse.Namespace) -> None:
     from probes.config.inventory import load_inventory
     from probes.transport.bootstrap import bootstrap_command, shipped_source
 
+    timeline.mark("floor_imported")
     specs = list(load_inventory(Path(args.inventory)).hosts)
     lines = 0
     streaming: set[str] = set()
@@ -316,17 +337,23 @@ async def floor_child_async(args: argparse.Namespace) -> None:
                 lines += 1
             if done and self.name not in streaming:
                 streaming.add(self.name)
+                timeline.mark("floor_first", self.name)
 
     gate = asyncio.Semaphore(64)
     conns: list[Any] = []
+    # Parsed once, as a minimal client would (asyncssh given the path parses it per
+    # connection: with a fleet-sized file that is the floor's own O(N^2)).
+    known = {p: asyncssh.read_known_hosts(p) for p in {s.ssh.known_hosts for s in specs}}
 
     async def one(spec: Any) -> None:
         o = spec.ssh
         async with gate:
+            timeline.mark("floor_start", spec.name)
             conn = await asyncssh.connect(
                 o.address, o.port, username=o.user, client_keys=[o.identity],
-                known_hosts=o.known_hosts, config=None,
+                known_hosts=known[o.known_hosts], config=None,
                 encryption_algs=["aes256-gcm@openssh.com", "aes128-gcm@openssh.com"])
+        timeline.mark("floor_login", spec.name)
         conns.append(conn)
         agent_args = spec.agent_args()
         src = shipped_source(agent_args)
@@ -398,11 +425,19 @@ class Child:
 
 
 def write_fleet(root: Path, hosts: int, ports: list[int], host_key: Path,
-                client: Path) -> Path:
-    """known_hosts for every port and an inventory spreading the hosts over the ports."""
+                client: Path, known_hosts_lines: int = 0) -> Path:
+    """known_hosts for every port and an inventory spreading the hosts over the ports.
+
+    ``known_hosts_lines``: the file padded to that many lines with other hosts' entries, as
+    a real fleet's file holds a line per host (the stand-in hosts share 8 ports, so 8 lines
+    would do); each connection is checked against the whole file."""
     pub = Path(f"{host_key}.pub").read_text().split()
     known = root / "known_hosts"
-    known.write_text("".join(f"[127.0.0.1]:{p} {pub[0]} {pub[1]}\n" for p in ports))
+    other = Path(f"{client}.pub").read_text().split()  # any key parses as any other
+    pad = [f"[10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}]:22 {other[0]} {other[1]}\n"
+           for i in range(max(0, known_hosts_lines - len(ports)))]
+    known.write_text("".join([*pad, *(f"[127.0.0.1]:{p} {pub[0]} {pub[1]}\n"
+                                      for p in ports)]))
     groups = {f"port{k}": {"address": "127.0.0.1", "port": p,
                            "hosts": [f"h{i:04d}" for i in range(k, hosts, len(ports))]}
               for k, p in enumerate(ports)}
@@ -475,7 +510,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     keygen(client)
     keygen(host_key)
     ports = [free_port() for _ in range(args.ports)]
-    inv = write_fleet(root, args.hosts, ports, host_key, client)
+    inv = write_fleet(root, args.hosts, ports, host_key, client, args.known_hosts_lines)
     from probes.config.inventory import load_inventory
     from probes.transport.bootstrap import bootstrap_argv
     # Exactly what the console's exec request will carry after the bootstrap's own words
@@ -514,8 +549,15 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             env[timeline.ENV] = str(root / "timeline")
         console = Child([*me, "--console-child", "--record", args.record], env)
         children.append(console)
+        server_cpu0 = tree_cpu(server.pid)
         ev = console.read(args.start_timeout)
         out["all_streaming_s"] = round(ev["t"] - console.spawned, 2)
+        # CPU seconds each side spent until all streamed (less noisy than the wall time):
+        # the UI process, its collectors, the stand-in server over the same span.
+        ui0, whole0 = own_cpu(console.pid), tree_cpu(console.pid)
+        out["start_cpu_s"] = {"ui": round(ui0, 2), "ui_mounted": ev["ui_cpu_mounted_s"],
+                              "collectors": round(whole0 - ui0, 2),
+                              "server": round(tree_cpu(server.pid) - server_cpu0, 2)}
         out["hosts_streaming"] = ev["hosts"]
         if args.timeline:
             out["timeline"] = timeline.summary(root / "timeline", console.spawned)
@@ -546,10 +588,19 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         out["keys"] = {s: {"presses": len(v), "p50_ms": round(statistics.median(v), 1),
                            "p95_ms": round(pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
                        for s, v in lat.items() if v}
-        floor = Child([*me, "--floor-child"])
+        floor_env = None
+        if args.timeline:
+            (root / "floor_timeline").mkdir()
+            floor_env = dict(os.environ, **{timeline.ENV: str(root / "floor_timeline")})
+        server_cpu0 = tree_cpu(server.pid)
+        floor = Child([*me, "--floor-child"], floor_env)
         children.append(floor)
         ev = floor.read(args.start_timeout)
         out["floor_all_streaming_s"] = round(ev["t"] - floor.spawned, 2)
+        out["floor_start_cpu_s"] = {"floor": round(tree_cpu(floor.pid), 2),
+                                    "server": round(tree_cpu(server.pid) - server_cpu0, 2)}
+        if args.timeline:
+            out["floor_timeline"] = timeline.summary(root / "floor_timeline", floor.spawned)
         out["floor_hosts_streaming"] = ev["hosts"]
         time.sleep(args.settle)
         out["floor"] = window(floor.pid, server, args.seconds)
@@ -596,6 +647,8 @@ def main() -> int:
                         "sample whole, as before issue 25); its writer's CPU is reported")
     p.add_argument("--load", type=int, default=0,
                    help="busy-loop processes to run beside the bench (a loaded machine)")
+    p.add_argument("--known-hosts-lines", type=int, default=0,
+                   help="pad known_hosts to this many lines (a real fleet's file: one a host)")
     p.add_argument("--precompile", action="store_true",
                    help="compile the console's modules first, as an installed console has them")
     p.add_argument("--timeline", action="store_true",

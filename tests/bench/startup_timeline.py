@@ -15,7 +15,9 @@ imports), ``start`` / ``dial`` / ``login`` / ``sent`` (per host: the session sta
 socket has a banner, SSH login done, the agent's source written), ``cbytes`` (the
 collector's first bytes from a host), ``tui_imported``, ``mounted`` (the headless app is
 running), ``ui_batch`` (the UI starts folding a batch holding the host's first entry),
-``fold`` (the UI folds the host's first sample: it counts as streaming).
+``fold`` (the UI folds the host's first sample: it counts as streaming).  The floor child
+notes ``floor_imported``, then per host ``floor_start`` (its handshake takes the gate),
+``floor_login`` and ``floor_first`` (its first line).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def collector_hooks() -> None:
 
     async def dialled(host: str, port: int, timeout_s: float) -> Any:
         sock = await dial(host, port, timeout_s)
-        mark("dial", sock.getsockname())
+        mark("dial", (sock.getsockname(), sock.getpeername()))  # a local port serves two peers
         return sock
 
     ssh.dial = dialled  # type: ignore[assignment]
@@ -88,9 +90,40 @@ def collector_hooks() -> None:
     RelayReader.feed = fed  # type: ignore[method-assign]
 
 
+PROFILE_ENV = "RIGWATCH_BENCH_COLLECTOR_PROFILE"
+"""``FILE:N``: the collector runs under cProfile from its start until N hosts have sent their
+first bytes, then dumps its stats to FILE (pstats) and runs on unprofiled."""
+
+
+def _profile_until_streaming() -> None:
+    spec = os.environ.get(PROFILE_ENV)
+    if not spec:
+        return
+    import cProfile
+
+    path, _, n = spec.rpartition(":")
+    prof, seen = cProfile.Profile(), set[int]()
+    from probes.transport.relay import RelayReader
+
+    feed = RelayReader.feed
+
+    def fed(self: Any, chunk: bytes) -> Any:
+        out = feed(self, chunk)
+        if len(seen) < int(n):
+            seen.add(self._index)
+            if len(seen) == int(n):
+                prof.disable()
+                prof.dump_stats(path)
+        return out
+
+    RelayReader.feed = fed  # type: ignore[method-assign]
+    prof.enable()
+
+
 def collector_main() -> None:
     """A collector process with the hooks in (``collector_argv`` while timed)."""
     mark("coll_main")
+    _profile_until_streaming()
     collector_hooks()
     from probes.transport import collector_worker
 
