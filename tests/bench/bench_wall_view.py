@@ -73,7 +73,7 @@ def main() -> None:
             t = time.perf_counter()
             view = builds[name](fleet, args.metric, now, rows=rows)
             t1 = time.perf_counter()
-            build_layout(view, 160)  # type: ignore[arg-type]
+            build_layout(view, 160)
             t2 = time.perf_counter()
             ms[name].append((t1 - t) * 1000)
             layout_ms[name].append((t2 - t1) * 1000)

@@ -88,7 +88,7 @@ def _compare(seed: int, reference: Callable[..., Any]) -> int:
         for metric in METRICS:
             for kwargs in ({"rows": shown, "empty": "no hosts match the filter"},
                            {"names": [r.name for r in shown]}, {}):
-                new = wall_view(fleet, metric, now + 0.5, **kwargs)  # type: ignore[arg-type]
+                new = wall_view(fleet, metric, now + 0.5, **kwargs)
                 old = reference(fleet, metric, now + 0.5, **kwargs)
                 assert normal(new) == normal(old), (step, metric, kwargs)
                 compared += len(new.hosts)
