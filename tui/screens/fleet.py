@@ -13,7 +13,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding, BindingType
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen, ViewRequested
@@ -23,6 +23,7 @@ from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
 from widgets.fleet_wall import FleetWall
+from widgets.footer import KeysFooter
 
 NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
 """Sort orders that read what an off-screen row may keep until it comes on screen (its
@@ -91,7 +92,7 @@ class FleetScreen(DataScreen):
         yield wall
         yield Input(placeholder="filter: words that must all appear (!word excludes); "
                                 "Esc clears", id="fleet-filter", classes="-hidden")
-        yield Footer()
+        yield KeysFooter()
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Replace the table's rows, sorted and filtered as chosen."""
