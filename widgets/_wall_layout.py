@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import NamedTuple
 
 from probes.analysis.judge import GpuVerdict, TempLevel
 
@@ -36,9 +37,12 @@ DEFAULT_SLOTS = 8
 LEGEND_LINES_MAX = 3
 """At most this many legend lines, so an 80x24 terminal keeps most of its rows for hosts."""
 
-@dataclass(frozen=True)
-class WallGpu:
-    """One GPU's reading for the wall's current metric."""
+class WallGpu(NamedTuple):
+    """One GPU's reading for the wall's current metric.
+
+    A named tuple, not a frozen dataclass: the wall's view holds one per GPU (8,192 at a
+    thousand 8-GPU hosts, all built afresh when the wall is shown and each tick while it
+    is), and a tuple is built, compared and hashed in C."""
 
     value: float | None
     """Memory used %, temperature °C or utilisation % (whichever the view shows); unused for
@@ -51,9 +55,10 @@ class WallGpu:
     """Its memory used at or above the operator's ``mem_high_pct`` (the core's verdict)."""
 
 
-@dataclass(frozen=True)
-class WallHost:
-    """A host's cells; ``status`` decides whether its GPU readings are shown at all."""
+class WallHost(NamedTuple):
+    """A host's cells; ``status`` decides whether its GPU readings are shown at all.
+
+    A named tuple for the reason ``WallGpu`` is (the wall also keys its kept cells by it)."""
 
     name: str
     tag: str

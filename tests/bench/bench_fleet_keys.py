@@ -8,7 +8,9 @@ random moments (a fixed seed), and each is timed until the screen shows it (as i
 ``bench_ui``: the first compositor refresh that starts once the widgets show the key's
 effect with nothing left to repaint).  Key kinds: cursor ``down``, ``pagedown``/``pageup``,
 ``s`` (next sort) and a filter typed (``/``, then ``7`` and ``backspace``, timed as
-``type``; ``escape`` closes the line).
+``type``; ``escape`` closes the line).  ``--cycle fleet`` presses ``bench_fleet``'s cycle
+instead (``bench_ui.fleet_keys``: ``s`` three times, then ``w`` to show the wall and ``w``
+to hide it, timed as ``w-on`` and ``w-off``), with its probes.
 
 Each press's latency is split by what the loop was running between the key and its
 repaint: ``fold`` (fold slices), ``tick`` (the 1 Hz redraw, ``refresh_view``), ``paint``
@@ -17,12 +19,14 @@ rest: the key's dispatch and handler).  Also reported: the 1 Hz redraw's
 ``FleetTable.watch_hosts`` per tick (ms, rows formatted) and the redraw's own length.
 
     python tests/bench/bench_fleet_keys.py [--hosts 1024] [--seconds 30] [--presses 60]
+        [--cycle keys|fleet] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import json
 import random
@@ -48,6 +52,7 @@ from tests.bench.bench_ui import (
     SIZE,
     Repaints,
     SimFleetBackend,
+    fleet_keys,
     instrument,
     pct,
     settled,
@@ -193,6 +198,12 @@ def spy(app: RigwatchApp, spans: dict[str, list[Span]],
     gc.callbacks.append(collected)
 
 
+def screen_of(app: RigwatchApp) -> FleetScreen:
+    screen = app.screen
+    assert isinstance(screen, FleetScreen)
+    return screen
+
+
 def probe(app: RigwatchApp, key: str) -> Callable[[], bool]:
     """Whether the screen's widgets show ``key``'s effect (read before it is sent)."""
     screen = app.screen
@@ -221,7 +232,9 @@ def probe(app: RigwatchApp, key: str) -> Callable[[], bool]:
                     and settled(table, crumb))
 
 
-async def run(hosts: int, seconds: float, presses: int, seed: int) -> dict[str, Any]:
+async def run(hosts: int, seconds: float, presses: int, seed: int,
+              cycle: str = "keys",
+              profiles: dict[str, cProfile.Profile] | None = None) -> dict[str, Any]:
     spans: dict[str, list[Span]] = {k: [] for k in KINDS}
     ticks: list[tuple[float, float, int]] = []
     backend = SlicedFleetBackend(hosts, spans)
@@ -246,19 +259,34 @@ async def run(hosts: int, seconds: float, presses: int, seed: int) -> dict[str, 
         tick0 = len(ticks)
         t_cpu, t_wall = time.process_time(), time.perf_counter()
         gap = seconds / presses
+        steps: list[tuple[str, Callable[[], bool]]] = []
         for i in range(presses):
             await asyncio.sleep(gap * rng.uniform(0.5, 1.5))
-            key = CYCLE[i % len(CYCLE)]
-            if table.cursor_row >= table.row_count - 1 or table.cursor_row == 0:
-                key = EDGE.get((key, table.cursor_row == 0), key)
-            shown = probe(app, key)
+            if cycle == "fleet":
+                # bench_fleet's cycle (``bench_ui.fleet_keys``): s ×3, the wall on, off;
+                # its probes expect the orders from the state they were made in
+                if not steps or i % len(steps) == 0:
+                    steps = fleet_keys(app)
+                key, shown = steps[i % len(steps)]
+                kind = key if key != "w" else ("w-on" if not screen_of(app).wall else "w-off")
+            else:
+                key = CYCLE[i % len(CYCLE)]
+                if table.cursor_row >= table.row_count - 1 or table.cursor_row == 0:
+                    key = EDGE.get((key, table.cursor_row == 0), key)
+                shown = probe(app, key)
+                kind = "type" if key in ("7", "backspace") else key
+            prof = profiles.setdefault(kind, cProfile.Profile()) if profiles is not None else None
+            if prof is not None:
+                prof.enable()
             a = time.perf_counter()
             lat = await press(app, paints, key, shown)
+            if prof is not None:
+                prof.disable()
             b = a + lat
             split = {k: overlap(spans[k], a, b) for k in KINDS}
             split["own"] = max(0.0, lat - split["fold"] - split["tick"] - split["paint"]
                                - split["gc"])
-            presses_out.append({"key": "type" if key in ("7", "backspace") else key,
+            presses_out.append({"key": kind,
                                 "ms": lat * 1000,
                                 **{k: v * 1000 for k, v in split.items()}})
         cpu, wall = time.process_time() - t_cpu, time.perf_counter() - t_wall
@@ -293,9 +321,21 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--presses", type=int, default=60)
     p.add_argument("--seed", type=int, default=38)
+    p.add_argument("--cycle", choices=("keys", "fleet"), default="keys",
+                   help="keys: cursor, page, sort and filter keys; fleet: bench_fleet's "
+                        "cycle (s, s, s, w, w: three sorts, the wall on and off)")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="a folder: cProfile of each key kind's presses (key to screen), "
+                        "KIND.prof")
     args = p.parse_args()
     tune_for_streaming()
-    out = asyncio.run(run(args.hosts, args.seconds, args.presses, args.seed))
+    profiles: dict[str, cProfile.Profile] | None = {} if args.profile else None
+    out = asyncio.run(run(args.hosts, args.seconds, args.presses, args.seed, args.cycle,
+                          profiles))
+    if profiles is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        for kind, prof in profiles.items():
+            prof.dump_stats(args.profile / f"{kind}.prof")
     print(json.dumps(out))
     keys = out["keys"]
     print("fleet keys: " + "; ".join(

@@ -13,7 +13,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding, BindingType
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen, ViewRequested
@@ -21,8 +21,9 @@ from tui.screens.base import DataScreen, row_key_text, shown
 from tui.views.fleet_view import SORT_KEYS, RowWords, crumb, filter_rows, sort_rows
 from tui.views.wall_view import wall_view
 from widgets._wall_layout import METRICS
-from widgets.fleet_table import FleetDetail, FleetLine, FleetTable
+from widgets.fleet_table import FleetDetail, FleetLine, FleetTable, why_text
 from widgets.fleet_wall import FleetWall
+from widgets.footer import KeysFooter
 
 NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
 """Sort orders that read what an off-screen row may keep until it comes on screen (its
@@ -91,7 +92,7 @@ class FleetScreen(DataScreen):
         yield wall
         yield Input(placeholder="filter: words that must all appear (!word excludes); "
                                 "Esc clears", id="fleet-filter", classes="-hidden")
-        yield Footer()
+        yield KeysFooter()
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Replace the table's rows, sorted and filtered as chosen."""
@@ -170,7 +171,59 @@ class FleetScreen(DataScreen):
         self.query_one(FleetDetail).display = not self.wall
         wall.display = self.wall
         (wall if self.wall else table).focus()
-        self._redraw()
+        if self.wall:
+            self._redraw()
+        else:
+            self._table_back()
+
+    def _table_back(self) -> None:
+        """The table shown again after the wall: the rows that will be on screen first.
+
+        The wall's ticks gave every host a fresh row, so every kept cell of the table is
+        stale and syncing them all (formatting and writing 1024 rows, 15-35 ms) was the
+        biggest part of the key at a thousand hosts.  An off-screen row whose "why" text
+        (the one auto-width column: it sizes the columns) is unchanged keeps its old line
+        until the screen has been refreshed, when every row is drawn afresh as before: the
+        screen after the key is the one a full sync draws.  Off screen is judged from the
+        new order, a screen's height around the scroll position and around the cursor's
+        new place."""
+        if self._fleet is None:
+            return
+        self._set_reads()
+        table = self.query_one(FleetTable)
+        # the screen's height: the table's own is 0 while hidden, and the terminal may have
+        # been resized meanwhile; no table is taller than its screen
+        height = self.size.height
+        rows = sort_rows(filter_rows(self._rows, self.query_text, self._words), self.sort_key)
+        fresh = self._lines_of(self._fleet, rows)
+        held = {line.row.name: line for line in table.hosts}
+        if height <= 0 or not held:
+            self._draw(self._fleet, self._now)
+            return
+        at_cursor = table.line_at_cursor()
+        cursor = at_cursor.row.name if at_cursor is not None else None
+        at = next((i for i, line in enumerate(fresh) if line.row.name == cursor), 0)
+        top = int(table.scroll_y)
+        near = {*range(max(0, top - 2), top + height + 2),
+                *range(max(0, at - height - 2), at + height + 2)}
+        lines, kept = [], False
+        for i, line in enumerate(fresh):
+            old = held.get(line.row.name)
+            if (i not in near and old is not None and old is not line
+                    and why_text(old) == why_text(line)):
+                line, kept = old, True
+            lines.append(line)
+        table.hosts = tuple(lines)
+        self.query_one(FleetDetail).line = table.line_at_cursor()
+        self.show_crumb(len(rows))
+        if kept:
+            self.call_after_refresh(self._table_caught_up)
+
+    def _table_caught_up(self) -> None:
+        """Every row of the table drawn afresh (after ``_table_back``), unless the wall is
+        back meanwhile (its own redraw, and the next ``w``, draw the table anew)."""
+        if not self.wall:
+            self._redraw()
 
     def action_cycle_metric(self) -> None:
         """The wall's colour: memory %, temperature, utilisation, status."""

@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Footer, Label, Static
+from textual.widgets import Label, Static
 
 from probes.fleet_state import FleetState, HostState
 from tui.screens.base import DataScreen
@@ -24,6 +24,7 @@ from tui.screens.host_panels import HOST_PANELS, HostPanel, PanelContext, key_hi
 from tui.views.host_views import gpu_count, gpu_rows, stale_notice, top_findings
 from widgets._alive import leaving
 from widgets.event_log import EventLog
+from widgets.footer import KeysFooter
 from widgets.gpu_table import GoneGpus, GpuTable
 from widgets.host_facts import FindingsStrip, HostFactsBar, stale_line
 from widgets.memory_growth import MemoryGrowth
@@ -69,7 +70,7 @@ class HostScreen(DataScreen):
                 yield p.widget(id=p.widget_id, classes="panel")
             yield Label("Recent events", classes="panel-title")
             yield EventLog(id="events")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         """Hide the panels not shown at start."""

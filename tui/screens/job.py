@@ -13,13 +13,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from probes.fleet_state import FleetState
 from tui.messages import HostChosen
 from tui.screens.base import DataScreen, row_key_text
 from tui.views.job_view import JobPicture, job_picture
 from widgets.first_failure import FirstFailureBanner
+from widgets.footer import KeysFooter
 from widgets.job_table import JobTable
 from widgets.step_detail import finding_block
 
@@ -69,7 +70,7 @@ class JobScreen(DataScreen):
         yield JobTable(id="job-table")
         with VerticalScroll(id="job-findings-scroll"):
             yield Static(id="job-findings")
-        yield Footer()
+        yield KeysFooter()
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Rebuild the picture from the fleet's state."""

@@ -13,7 +13,7 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from probes.analysis.limits import PreflightLimits
 from probes.analysis.preflight import CheckResult
@@ -21,6 +21,7 @@ from probes.fleet_state import FleetState
 from tui.screens.base import DataScreen, row_key_text
 from tui.views.preflight_view import preflight_picture
 from widgets.check_list import CheckList
+from widgets.footer import KeysFooter
 from widgets.preflight_table import PreflightTable
 
 RECHECK_S = 5.0
@@ -46,7 +47,7 @@ class PreflightScreen(DataScreen):
             yield PreflightTable(id="preflight-table")
             with VerticalScroll(id="preflight-detail-scroll"):
                 yield CheckList(id="preflight-checks")
-        yield Footer()
+        yield KeysFooter()
 
     def show_state(self, fleet: FleetState, now: float) -> None:
         """Re-run the checks when they are older than ``RECHECK_S``."""

@@ -10,7 +10,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer
 
 from probes.actions.audit import AuditLog, AuditRecord, default_audit_path, report_actions
 from probes.analysis.incident import (
@@ -28,6 +27,7 @@ from tui.screens.base import DataScreen
 from tui.screens.note import NoteScreen
 from tui.views.triage_view import TriagePicture, scope_states, step_reviews, triage_picture
 from widgets.first_failure import FirstFailureBanner
+from widgets.footer import KeysFooter
 from widgets.step_detail import StepDetail
 from widgets.triage_steps import TriageSteps
 
@@ -71,7 +71,7 @@ class TriageScreen(DataScreen):
             yield TriageSteps(id="triage-steps")
             with VerticalScroll(id="triage-detail-scroll"):
                 yield StepDetail(id="triage-detail")
-        yield Footer()
+        yield KeysFooter()
 
     def _states(self, fleet: FleetState) -> list[HostState]:
         return scope_states(fleet, self.host)

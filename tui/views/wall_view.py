@@ -12,7 +12,7 @@ from probes.analysis.judge import GpuVerdict
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.wire.samples import GpuSample
 from widgets._wall_layout import WallGpu, WallHost, WallView
-from widgets.fleet_table import FleetLine, is_old, reason_of, timing_text
+from widgets.fleet_table import is_old, timing_text
 
 _STATUS = {HostStatus.STREAMING: "streaming", HostStatus.STALE: "stale",
            HostStatus.CONNECTING: "connecting", HostStatus.UNKNOWN: "unknown"}
@@ -22,9 +22,7 @@ def _value(g: GpuSample | None, metric: str) -> float | None:
     if g is None:
         return None
     if metric == "mem":
-        if g.mem_used_mib is None or not g.mem_total_mib:
-            return None
-        return 100.0 * g.mem_used_mib / g.mem_total_mib
+        return _mem_pct(g)
     if metric == "temp":
         return g.temp_c
     if metric == "util":
@@ -32,26 +30,52 @@ def _value(g: GpuSample | None, metric: str) -> float | None:
     return None
 
 
+def _mem_pct(g: GpuSample) -> float | None:
+    if g.mem_used_mib is None or not g.mem_total_mib:
+        return None
+    return 100.0 * g.mem_used_mib / g.mem_total_mib
+
+
+_MISSING = WallGpu(None, GpuVerdict.MISSING)
+_new_gpu = tuple.__new__
+"""``WallGpu``'s fields straight into the tuple: its generated ``__new__`` is a Python call
+per GPU, and the wall shown at a thousand hosts builds eight thousand."""
+
+
 def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = None) -> WallHost:
     """One host's cells; ``row`` is its fleet row at ``now`` when the caller has it already
     (computing it again costs as much as the rest of the cell)."""
     row = row if row is not None else state.row(now)
-    samples = {g.index: g for g in state.last.gpus} if state.last else {}
-    gpus = [WallGpu(_value(samples.get(j.index), metric), j.verdict, j.temp, j.mem_high)
-            for j in row.gpus]
+    last = state.last
+    judged = row.gpus
+    if last is None or metric == "status":
+        # without a sample, or on the status wall, no GPU has a value
+        gpus = [_new_gpu(WallGpu, (None, j.verdict, j.temp, j.mem_high)) for j in judged]
+    else:
+        samples = {g.index: g for g in last.gpus}
+        get = samples.get
+        if metric == "mem":
+            gpus = [_new_gpu(WallGpu, (None if (g := get(j.index)) is None else _mem_pct(g),
+                                       j.verdict, j.temp, j.mem_high)) for j in judged]
+        else:
+            gpus = [_new_gpu(WallGpu, (_value(get(j.index), metric), j.verdict, j.temp,
+                                       j.mem_high)) for j in judged]
     expected = row.gpus_expected or 0
     # before the first sample nothing is judged: the slots the inventory promises read missing
-    gpus += [WallGpu(None, GpuVerdict.MISSING)] * max(0, expected - len(gpus))
-    return WallHost(state.name, state.spec.tags[0] if state.spec.tags else "",
+    if expected > len(gpus):
+        gpus += [_MISSING] * (expected - len(gpus))
+    tags = state.spec.tags
+    worst = row.worst
+    return WallHost(state.name, tags[0] if tags else "",
                     _STATUS.get(row.status, "down"), tuple(gpus),
-                    row.worst.value if row.worst else None, _note(row, state.reach.down_reason))
+                    worst.value if worst else None, _note(row, state.reach.down_reason))
 
 
 def _note(row: FleetRow, down_reason: str | None) -> str:
     """The status line's tail: the reason and timing of a host that is not streaming, else
     its worst finding (the same words as the table's detail line)."""
-    line = FleetLine(row, down_reason)
-    reason = reason_of(line)
+    # ``reason_of`` of the host's line, without building the line
+    reason = row.reason or (down_reason if row.status.is_down else None)
     if reason and is_old(row):
         timing = timing_text(row)
         return f"{reason} · {timing}" if timing else reason
