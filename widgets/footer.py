@@ -24,8 +24,10 @@ class KeysFooter(Footer):
     def compose(self) -> ComposeResult:
         compact = self.compact
         for widget in super().compose():
-            # ``data_bind`` records its bindings here (Textual 8) until the key is mounted
-            if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or ()):
+            # ``data_bind`` records its bindings here (Textual 8) until the key is mounted;
+            # a Textual without it gets its keys as Textual styles them (read, not assumed)
+            bound = getattr(widget, "_reactive_connect", None) or ()
+            if isinstance(widget, FooterKey) and "compact" in bound:
                 widget.set_reactive(FooterKey.compact, compact)
                 widget.set_class(compact, "-compact", update=False)
             yield widget
