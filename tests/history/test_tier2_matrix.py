@@ -2,7 +2,7 @@
 before, ring by ring, bit for bit.
 
 ``TierSet._fold_tier2`` folds the series whose every tier-1 bucket is full as one matrix a
-field (``_fold_full``) and encodes the closed tier-2 buckets one cast a codec
+field (``fold_full``) and encodes the closed tier-2 buckets one cast a codec
 (``encode_rows``), and closes coarser buckets from tier 2 as one matrix of every series
 (``combine_rows``).  Held to main's tiers (``tiers_before_s8.py``, today's history on them):
 random streams (``test_block_columns``'s: GPUs appearing and going, processes and disks
@@ -80,14 +80,14 @@ def _streams_here() -> list[tuple[list[HostSample], tuple[Tier, ...] | None]]:
 def _differences(every: int = 97, first: int = 5) -> tuple[int, int, int]:
     """(checks that differ, checks, tier-2 folds of full series)."""
     differ = checks = folds = 0
-    real = tiers._fold_full
+    real = tiers.fold_full
 
     def counted(*a: Any) -> None:
         nonlocal folds
         folds += 1
         real(*a)
 
-    tiers._fold_full = counted  # type: ignore[assignment]
+    tiers.fold_full = counted  # type: ignore[assignment]
     try:
         for samples, layout in _streams_here()[:first]:
             kw: dict[str, Any] = {} if layout is None else {"tiers": layout}
@@ -100,7 +100,7 @@ def _differences(every: int = 97, first: int = 5) -> tuple[int, int, int]:
                     differ += _rings(new) != _rings(old)
             assert new.dropped == old.dropped
     finally:
-        tiers._fold_full = real  # type: ignore[assignment]
+        tiers.fold_full = real  # type: ignore[assignment]
     return differ, checks, folds
 
 
@@ -112,13 +112,13 @@ def test_the_tier2_matrices_write_the_tiers_of_before() -> None:
 
 def test_negative_control_a_tier2_sum_a_hair_off_is_seen(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    real = tiers._fold_full
+    real = tiers.fold_full
 
     def off(open2: Any, keys: Any, mats: Any, j: int, k: int, n_rows: int) -> None:
         los, his, sums = mats
         real(open2, keys, (los, his, sums * (1 + 1e-15)), j, k, n_rows)
 
-    monkeypatch.setattr(tiers, "_fold_full", off)
+    monkeypatch.setattr(tiers, "fold_full", off)
     differ, _, _ = _differences(first=2)
     assert differ > 0
 
