@@ -109,8 +109,8 @@ def _loaded(static: object) -> range | tuple[int, ...]:
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """``tick_inputs`` alike: epoch, its verdicts and the hello the same objects, the
-    limits the same or equal, the rest equal (one tuple comparison: it takes each item
-    that is the same object as equal without asking, as the checks above it did)."""
+    limits the same or equal, the rest equal: one tuple comparison (it takes an item that
+    is the same object as equal without asking, so the limits need no ``is`` first)."""
     return a[0] is b[0] and a[1] is b[1] and a[2] is b[2] and a == b
 
 

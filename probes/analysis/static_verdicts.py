@@ -36,7 +36,7 @@ class StaticVerdicts(NamedTuple):
     limits: DetectorLimits
     missing: tuple[Finding, ...]
     gpus: tuple[GpuStatic | None, ...]  # per GPU, in order; None: nothing static to say
-    loaded: tuple[int, ...] = ()
+    loaded: tuple[int, ...]
     """The GPU positions whose load a tick's judges read even without clock-event reasons:
     a link below its generation (``pcie-link-downgraded`` info counts only while busy).
     Read off ``gpus`` once (``loaded_of``) for ``sample_judge.tick_inputs``, which asks
