@@ -29,7 +29,7 @@ from probes.analysis.judge import (
     swapping,
 )
 from probes.analysis.limits import DEFAULT_LIMITS, DetectorLimits
-from probes.analysis.static_verdicts import GpuStatic, StaticVerdicts, dated
+from probes.analysis.static_verdicts import GpuStatic, StaticVerdicts, dated, loaded_of
 from probes.analysis.tick_gpus import MovingGpu, tick_gpus
 from probes.rules.busid import normalize_bus_id
 from probes.rules.parsers import topo
@@ -200,8 +200,9 @@ def _static_verdicts(host: str, hello: Hello | None, fixed: Sequence[GpuSample],
         gpus.append(GpuStatic(tuple(alone), short, None if short is None else
                                _link_finding(host, gpu, ts, short, peers), after)
                     if alone or short is not None or after else None)
+    verdicts = tuple(gpus)
     return StaticVerdicts(host, hello, limits, tuple(_missing(host, hello, fixed, ts)),
-                           tuple(gpus))
+                          verdicts, loaded_of(verdicts))
 
 
 def _judge_moving(host: str, sample: HostSample, limits: DetectorLimits,

@@ -30,17 +30,18 @@ clock is printed in its finding and moves every tick: reading would cost on top)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from probes.analysis.allocation import HoldTracker, _strays_of, idle_allocation_findings
 from probes.analysis.findings import Finding
 from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.item_findings import sample_judged_parts
-from probes.analysis.judge import swapping
+from probes.analysis.judge import SWAP_PAGES_S
 from probes.analysis.limits import DetectorLimits
 from probes.analysis.static_verdicts import StaticVerdicts
 from probes.history import HostHistory
-from probes.triage import Code, Severity
+from probes.triage import Code
 from probes.wire.compact import StaticEpoch
 from probes.wire.samples import Hello, HostSample
 
@@ -48,13 +49,18 @@ from probes.wire.samples import Hello, HostSample
 def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: DetectorLimits,
                 expect_gpus: int | None, peers: PeerCounts | None) -> tuple[Any, ...] | None:
     """What ``sample_judged`` reads of a fast-path tick but its time and the idle
-    allocations; None for a tick without a row and static epoch (judged whole)."""
+    allocations; None for a tick without a row and static epoch (judged whole).
+
+    Read off the decoded row alone (its GPUs', host's and disks' Structs): a sample kept as
+    its row (``compact``'s fast path, the only maker of ``wire_row``) has its host and disk
+    stats filled from those very Structs, value for value, and the row's are slots, not a
+    ``__dict__`` each (issue 38: a quiet tick's judge cost is this reading, cold in memory)."""
     row: Any = sample.wire_row
     epoch = sample.static_epoch
     if row is None or not isinstance(epoch, StaticEpoch):
         return None
     rows = row.gpus
-    reasons = [g.clock_reasons for g in rows]
+    reasons = tuple(map(_REASONS, rows))
     static = epoch.findings
     loaded = _loaded(static)
     moving: tuple[object, ...] = ()
@@ -66,10 +72,12 @@ def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: Dete
                        for i, g in enumerate(rows)
                        if g.clock_reasons or loaded is _EVERY or i in loaded)
     saturated = limits.disk_saturated_util_pct
-    disks = [(d.name, f"{u:.0f}", f"{d.aqu_sz or 0:.1f}") for d in sample.disks
-             if (u := d.util) is not None and u == u and u >= saturated]
-    swap = sample.host.swap_in_pages_s
-    swapped = f"{swap:.0f}" if swap is not None and swapping(swap) else None
+    disks = []  # a loop, not a comprehension: no frame of its own (Python 3.11)
+    for d in row.disks:
+        if (u := d.util) is not None and u == u and u >= saturated:
+            disks.append((d.name, f"{u:.0f}", f"{d.aqu_sz or 0:.1f}"))
+    swap = row.host.swap_in_pages_s
+    swapped = f"{swap:.0f}" if swap is not None and swap >= SWAP_PAGES_S else None
     strays: tuple[object, ...] = ()
     places: Any = epoch.strays  # (GPU, process) positions, once per epoch
     if places is None:
@@ -84,26 +92,26 @@ def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: Dete
             epoch.listed, expect_gpus, peer)
 
 
+_REASONS = attrgetter("clock_reasons")
+
+
 _EVERY = range(1 << 30)
 """Every GPU position (its verdicts not judged yet: which links want the load unknown)."""
 
 
 def _loaded(static: object) -> range | tuple[int, ...]:
-    """The GPU positions whose load a tick's judges read even without clock-event reasons:
-    a link below its generation (``pcie-link-downgraded`` info counts only while busy)."""
+    """The GPU positions whose load a tick's judges read even without clock-event reasons
+    (``StaticVerdicts.loaded``); every one while the epoch's verdicts are not judged yet."""
     if not isinstance(static, StaticVerdicts):
         return _EVERY
-    if not any(static.gpus):
-        return ()
-    return tuple(i for i, k in enumerate(static.gpus) if k is not None and not k.alone
-                 and k.link is not None and k.short is Severity.INFO)
+    return static.loaded
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """``tick_inputs`` alike: epoch, its verdicts and the hello the same objects, the
-    limits the same or equal, the rest equal."""
-    return a[0] is b[0] and a[1] is b[1] and a[2] is b[2] and (
-        a[3] is b[3] or a[3] == b[3]) and a[4:] == b[4:]
+    limits the same or equal, the rest equal: one tuple comparison (it takes an item that
+    is the same object as equal without asking, so the limits need no ``is`` first)."""
+    return a[0] is b[0] and a[1] is b[1] and a[2] is b[2] and a == b
 
 
 MISSES = 4

@@ -16,16 +16,20 @@ which goes first; CPU (``process_time``) per host-sample of each is a pair. ``wh
 judged whole (``sample_judged_parts``) per side; ``detector_calls``: detectors run per side.
 ``--expect``: the inventory names 8 GPUs (a control: no change expected there).
 ``--outside``: the history's ``add`` and the detectors' ``run`` do nothing in both fleets.
+``--judges-from M``: the before judges from ``tests/analysis/M.py`` (session 10c:
+``sample_judge_before_s10c``, main at ``e046a8e``).
 
     python tests/bench/bench_judges_s10.py [--hosts 1024] [--seconds 90] [--join 10]
                                            [--chunk 10] [--expect] [--outside]
                                            [--before judges,detectors]
+                                           [--judges-from sample_judge_before_s10]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import statistics
@@ -110,6 +114,8 @@ class Side:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    global before_s10
+    before_s10 = importlib.import_module(f"tests.analysis.{args.judges_from}")
     total = args.seconds
     feed = [template(k, total)[1] for k in range(TEMPLATES)]
     names = [f"h{i:04d}" for i in range(args.hosts)]
@@ -139,6 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "before_us": before, "after_us": after, "ratio": round(after / before, 3),
             "lower": sum(p["after"] < p["before"] for p in pairs), "whole": dict(WHOLE),
             "detector_calls": dict(CALLS), "before_parts": args.before,
+            "judges_from": args.judges_from,
             "pairs": pairs}
 
 
@@ -151,6 +158,7 @@ def main() -> None:
     ap.add_argument("--expect", action="store_true")
     ap.add_argument("--outside", action="store_true")
     ap.add_argument("--before", default="judges,detectors")
+    ap.add_argument("--judges-from", default="sample_judge_before_s10")
     print(json.dumps(run(ap.parse_args())))
 
 
