@@ -74,10 +74,15 @@ def is_old(row: FleetRow) -> bool:
 
 def reason_of(line: FleetLine) -> str | None:
     """Why the host is not streaming, in full (the core's, else the session's)."""
-    row = line.row
+    return row_reason(line.row, line.down_reason)
+
+
+def row_reason(row: FleetRow, down_reason: str | None) -> str | None:
+    """``reason_of`` from the row and its session's reason, where no line is built (the
+    wall's note, a thousand hosts at a ``w``)."""
     if row.reason:
         return row.reason
-    return line.down_reason if row.status.is_down else None
+    return down_reason if row.status.is_down else None
 
 
 def why_text(line: FleetLine) -> str:

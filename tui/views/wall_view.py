@@ -12,7 +12,7 @@ from probes.analysis.judge import GpuVerdict
 from probes.fleet_state import FleetRow, FleetState, HostState, HostStatus
 from probes.wire.samples import GpuSample
 from widgets._wall_layout import WallGpu, WallHost, WallView
-from widgets.fleet_table import is_old, timing_text
+from widgets.fleet_table import is_old, row_reason, timing_text
 
 _STATUS = {HostStatus.STREAMING: "streaming", HostStatus.STALE: "stale",
            HostStatus.CONNECTING: "connecting", HostStatus.UNKNOWN: "unknown"}
@@ -74,8 +74,7 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
 def _note(row: FleetRow, down_reason: str | None) -> str:
     """The status line's tail: the reason and timing of a host that is not streaming, else
     its worst finding (the same words as the table's detail line)."""
-    # ``reason_of`` of the host's line, without building the line
-    reason = row.reason or (down_reason if row.status.is_down else None)
+    reason = row_reason(row, down_reason)
     if reason and is_old(row):
         timing = timing_text(row)
         return f"{reason} · {timing}" if timing else reason
