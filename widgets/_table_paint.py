@@ -528,15 +528,29 @@ class PaintedTable(DataTable[Text]):
         return out
 
     def refresh_rows(self, keys: set[str]) -> None:
-        """Repaint the lines of these rows that are on screen, and only those."""
+        """Repaint the lines of these rows that are on screen, and only those.
+
+        Neighbouring lines go as one region (the same cells of the screen): in a busy
+        fleet every line on screen changes each second, and a refresh per line was ~30 µs
+        each, with as many dirty regions for the compositor to cut."""
         top = int(self.scroll_y)
         header = self.header_height if self.show_header else 0
-        width = self.size.width
+        width = max(self.size.width, 1)
         ordered = self._row_locations
-        for index in range(max(0, top - 1), min(len(ordered), top + self.size.height + 1)):
+        window = self.window_region  # a line off it was not refreshed (``_refresh_region``)
+        lo = max(0, top - 1, window.y - header)
+        hi = min(len(ordered), top + self.size.height + 1, window.bottom - header)
+        start = -1
+        for index in range(lo, hi):
             row_key = ordered.get_key(index)
             if row_key is not None and str(row_key.value) in keys:
-                self._refresh_region(Region(0, index + header, max(width, 1), 1))
+                if start < 0:
+                    start = index
+            elif start >= 0:
+                self._refresh_region(Region(0, start + header, width, index - start))
+                start = -1
+        if start >= 0:
+            self._refresh_region(Region(0, start + header, width, hi - start))
 
 
 def _join(head: list[Segment], tail: list[Segment]) -> list[Segment]:
