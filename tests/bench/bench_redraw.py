@@ -14,7 +14,7 @@ findings, ``temp`` by a number every row's sample moves).
 ``tui``, ``widgets`` and ``themes`` first on the path): before/after pairs in turns.
 
     python tests/bench/bench_redraw.py [--hosts 1024] [--seconds 20] [--sort inventory]
-        [--tree DIR] [--profile FILE]
+        [--tree DIR] [--profile FILE] [--detail]
 """
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ def _label(widget: Any) -> str:
 class Spy:
     """Times and counts the redraw, its parts, the compositor and the layouts."""
 
-    def __init__(self) -> None:
+    def __init__(self, detail: bool = False) -> None:
         self.on = False
+        self.detail = detail
         self.t: dict[str, float] = collections.defaultdict(float)
         """Wall seconds by part."""
         self.c: dict[str, float] = collections.defaultdict(float)
@@ -103,11 +104,11 @@ class Spy:
         self.wrap(FleetTable, "watch_hosts", "watch_hosts")
         self.wrap(PaintedTable, "render_lines", "table_render_lines")
         self.wrap(FleetState, "tick", "fleet_tick")
-        self.wrap(PaintedTable, "_render_line", "table_render_line")
-        self.wrap(PaintedTable, "_build_line", "table_build_line")
         self.wrap(FleetScreen, "_lines_of", "screen_lines_of")
-        self.wrap(FleetRows, "_refreshed", "rows_refreshed")
-        self.wrap(FleetRows, "row", "rows_row")
+        if self.detail:  # per line and per row: their own timing weighs on what they time
+            self.wrap(PaintedTable, "_render_line", "table_render_line")
+            self.wrap(PaintedTable, "_build_line", "table_build_line")
+            self.wrap(FleetRows, "row", "rows_row")
         self.wrap(FleetScreen, "_draw", "screen_draw")
 
         def dirty(args: tuple[Any, ...]) -> None:
@@ -148,11 +149,12 @@ class Spy:
         app.refresh_view = timed_redraw
 
 
-async def run(hosts: int, seconds: float, sort: str, profile: Path | None) -> dict[str, Any]:
+async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
+              detail: bool = False) -> dict[str, Any]:
     backend = SimFleetBackend(hosts)
     app = make_app(backend, ConsoleOptions(demo=True,
                                            alerts=AlertPolicy(notify=False, bell=False)))
-    spy = Spy()
+    spy = Spy(detail)
     spy.install(app)
     gc.collect()
     async with app.run_test(size=SIZE) as pilot:
@@ -205,10 +207,12 @@ def main() -> None:
                    help="another checkout whose product code runs (before/after pairs)")
     p.add_argument("--profile", type=Path, default=None, help="cProfile of the window")
     p.add_argument("--label", default="")
+    p.add_argument("--detail", action="store_true",
+                   help="also time each table line's render and each row's build")
     args = p.parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     tune_for_streaming()
-    out = asyncio.run(run(args.hosts, args.seconds, args.sort, args.profile))
+    out = asyncio.run(run(args.hosts, args.seconds, args.sort, args.profile, args.detail))
     out["label"] = args.label or (str(args.tree) if args.tree else "here")
     print(json.dumps(out))
 
