@@ -78,6 +78,8 @@ class FleetScreen(DataScreen):
         its latency at a thousand hosts)."""
         self._words = RowWords()
         """What the filter searches in each row, kept while the row is (``filter_rows``)."""
+        self._drawn_at: tuple[int, str | None] | None = None
+        """Where the last redraw (``show_state``) left the cursor: row and host."""
 
     def compose(self) -> ComposeResult:
         """Header, the fleet table, the filter line (hidden until ``/``), key hints."""
@@ -98,6 +100,8 @@ class FleetScreen(DataScreen):
         """Replace the table's rows, sorted and filtered as chosen."""
         self._fleet, self._now, self._rows = fleet, now, self._fresh_rows(now)
         self._draw(fleet, now)
+        table = self.query_one(FleetTable)
+        self._drawn_at = (table.cursor_row, table._cursor_key())
 
     def _reads_numbers(self) -> bool:
         """Whether the order or the filter reads hosts' numbers or moving verdicts."""
@@ -154,6 +158,7 @@ class FleetScreen(DataScreen):
         self._crumb = text
 
     def _redraw(self) -> None:
+        self._drawn_at = None  # a key's redraw: where it leaves the cursor is the key's
         if self._fleet is not None:
             # a numeric order or a filter that now reads numbers that waited off screen
             # sorts the kept rows; the ticks bring them fresh over one refresh period
@@ -187,6 +192,7 @@ class FleetScreen(DataScreen):
         screen after the key is the one a full sync draws.  Off screen is judged from the
         new order, a screen's height around the scroll position and around the cursor's
         new place."""
+        self._drawn_at = None
         if self._fleet is None:
             return
         self._set_reads()
@@ -322,6 +328,14 @@ class FleetScreen(DataScreen):
         self.query_one(FleetDetail).line = table.line_at_cursor()
         rows = self.console.fleet_rows
         shown_keys = table.visible_keys() | {event.row_key.value or ""}
+        drawn, self._drawn_at = self._drawn_at, None  # one highlight a redraw, at most
+        if (event.cursor_row, event.row_key.value) == drawn:
+            # the cursor following its host through a redraw's new order (a numeric order
+            # in a busy fleet: every tick), not a key: the rows that came on screen are the
+            # next tick's work, as the rows the redraw itself re-sorted are.  Asking for
+            # another redraw here re-sorted again and asked again: 4 redraws a second at a
+            # thousand hosts, each re-handing and repainting the table (issue 38)
+            return
         if not self.wall and (rows.renumbered_among(shown_keys) if rows.numbers_read
                               else rows.waiting_among(shown_keys)):
             # after the key's own repaint: the redraw is the next tick's work, brought on
