@@ -25,6 +25,7 @@ from tests.support.tui_fakes import T0, TALL, sample, tall_fleet, tall_fleet_sho
 from tui.app import make_app
 from tui.console_options import ConsoleOptions
 from tui.screens import fleet as fleet_screen
+from tui.screens.fleet import FleetScreen
 from widgets.fleet_wall import FleetWall
 
 
@@ -50,6 +51,8 @@ def _texts(frame: list[str]) -> list[str]:
 
 
 Trace = list[tuple[str, list[str], list[str], object, int]]
+FIRST: dict[str, list[str]] = {}
+"""Per ``w on`` step of the last run: the first frame painted with the wall shown."""
 
 
 async def _run(monkeypatch: pytest.MonkeyPatch, wall_class: type[Any]) -> Trace:
@@ -59,6 +62,16 @@ async def _run(monkeypatch: pytest.MonkeyPatch, wall_class: type[Any]) -> Trace:
     backend, clock = tall_fleet()
     app = make_app(backend, ConsoleOptions(demo=True), clock=clock)
     out: Trace = []
+    FIRST.clear()
+    armed: list[str] = []
+    composite = Screen._compositor_refresh
+
+    def refreshed(screen: Screen[Any]) -> None:
+        composite(screen)
+        if armed and isinstance(screen, FleetScreen) and screen.query_one(wall_class).display:
+            FIRST[armed.pop()] = _frame(screen)
+
+    monkeypatch.setattr(Screen, "_compositor_refresh", refreshed)
     async with app.run_test(size=(120, 30)) as pilot:
         screen = await tall_fleet_shown(pilot, backend)
         monkeypatch.setattr(app, "refresh_view", lambda: None)
@@ -83,6 +96,8 @@ async def _run(monkeypatch: pytest.MonkeyPatch, wall_class: type[Any]) -> Trace:
 
         async def step(name: str, *keys: str) -> None:
             builds = wall.layout_builds
+            if name.startswith("w on"):
+                armed[:] = [name]
             for key in keys:
                 await pilot.press(key)
             frame = await settle()
@@ -125,7 +140,9 @@ async def test_the_wall_shown_is_drawn_as_before_and_packed_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with monkeypatch.context() as m:
         ref = await _run(m, fleet_wall_before_s11.FleetWall)
+    first_ref = dict(FIRST)
     new = await _run(monkeypatch, FleetWall)
+    first_new = dict(FIRST)
     assert [s[0] for s in new] == [s[0] for s in ref]
     for (name, frame, lines, cursor, _), (_, frame_r, lines_r, cursor_r, _) in zip(
             new, ref, strict=True):
@@ -139,6 +156,12 @@ async def test_the_wall_shown_is_drawn_as_before_and_packed_once(
     for name in ("w on", "w on again", "w on at 100 again"):
         assert packs[name] == 1, (name, packs)
         assert packs_ref[name] > 1, (name, packs_ref)
+        # the first frame with the wall is the settled one above the footer (composed again
+        # after the focus change): before, it was the view packed at width 0 (a host a
+        # row), drawn for a frame until the resize re-packed it
+        settled = next(frame for n, frame, _, _, _ in new if n == name)[:-1]
+        assert first_new[name][:-1] == settled, name
+        assert first_ref[name][:-1] != settled, name
     assert packs["w on at 100"] == 2  # packed at the old width, then at the new one
     assert packs["tick 4"] == 0 and packs["w off"] == 0
 
