@@ -46,6 +46,7 @@ from themes import CSS_PATH
 from tui import gc_policy
 from tui.app_alerts import AlertRaising
 from tui.app_feed import BackendFeed
+from tui.app_key_gc import KeyFirstGc
 from tui.app_metrics import MetricsExport
 from tui.app_node_keys import NodeKeys
 from tui.app_replay_keys import ReplayKeys
@@ -90,7 +91,8 @@ SPEED = Binding.Group("speed", compact=True)
 
 
 class RigwatchApp(ScreenActions, NodeKeys, ReplayKeys, AlertRaising, MetricsExport,
-                  BackendFeed, KeyFirstTick, StatusLine, ThemeKeys, TypeaheadApp):
+                  BackendFeed, KeyFirstTick, KeyFirstGc, StatusLine, ThemeKeys,
+                  TypeaheadApp):
     """The console; build it with ``make_app``."""
 
     CSS_PATH = CSS_PATH

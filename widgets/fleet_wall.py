@@ -90,6 +90,10 @@ class FleetWall(ScrollView, can_focus=True):
         super().__init__(id=id, classes=classes)
         self._layout = build_layout(WallView(), 0)
         self._width = -1
+        self._shown_width = 0
+        """The content width the wall last had on screen (0: never shown): a hidden wall
+        has no size, and the view handed to it as it is shown is packed at this width
+        (``_pack_width``)."""
         self._cursor = -1
         """Index into ``_layout.hosts``; -1 with no hosts."""
         self._cursor_gpu: int | None = None
@@ -158,7 +162,10 @@ class FleetWall(ScrollView, can_focus=True):
         """Re-pack rows when the width changes; a height change only moves the footer."""
         if not self._ready:
             return
-        if self._content_width() != self._width:
+        width = self._content_width()
+        if width <= 0:
+            return  # hidden: packed again when shown (``_pack_width``)
+        if width != self._width:
             self._relayout()
         else:
             self._status = None
@@ -176,8 +183,24 @@ class FleetWall(ScrollView, can_focus=True):
     def _content_width(self) -> int:
         return self.scrollable_content_region.width
 
+    def _pack_width(self) -> int:
+        """The width to pack rows at: the wall's content width, or while it has none (hidden,
+        or shown and not yet laid out) the width it had when last on screen.
+
+        The view is handed over as the wall is shown (``w``), before the screen's layout
+        gives it a size: packed at width 0 (one host a row, a scrollbar) it was packed again
+        at each resize that layout brought, and at 256 hosts the screen was laid out three
+        times in the key (issue 38, the wall's toggle).  Packed at the width it will have,
+        the resize finds nothing to re-pack; a terminal resized meanwhile re-packs as any
+        resize does."""
+        width = self._content_width()
+        if width > 0:
+            self._shown_width = width
+            return width
+        return self._shown_width
+
     def _relayout(self) -> None:
-        self._width = self._content_width()
+        self._width = self._pack_width()
         old_slots = self._layout.slots
         old_index = self._cursor
         self._layout = build_layout(self.view, self._width)
