@@ -16,6 +16,8 @@ readable and a reviewer can see something was there.
 from __future__ import annotations
 
 import re
+from array import array
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -190,8 +192,10 @@ def _shallow_enough(value: Any, depth: int, dumped: bytes) -> bool:
     return True
 
 
-_BRACKETS = re.compile(rb"[\[\]{}]")
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+"""An opener as +1 and a closer as -1 (``array("b")`` reads ``0xff`` as -1)."""
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 def check_depth(line: bytes) -> None:
@@ -199,17 +203,24 @@ def check_depth(line: bytes) -> None:
 
     Counting openers is enough for almost every line; only one with more openers than
     the cap is scanned (strings removed first, so a ``[`` inside a log line is no level).
+    The scan is C-speed: a line without a backslash has no escaped quote, so its strings
+    are every other piece between quotes (as ``_STRINGS`` matches them, an unclosed last
+    quote's rest kept); the brackets left become +1 and -1 steps and the deepest point is
+    their running sum's maximum (issue 38: a fabric report's ~360 brackets, one by one in
+    Python, cost ~110 µs of its ~200 µs decode in the collector and again in the console).
 
     Raises:
         TooDeep: the line is nested too deep.
     """
     if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
         return
-    depth = 0
-    for m in _BRACKETS.finditer(_STRINGS.sub(b"", line)):
-        if m.group() in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise TooDeep(f"nested deeper than {MAX_DEPTH}")
-        else:
-            depth -= 1
+    if b"\\" in line:
+        outside = _STRINGS.sub(b"", line)
+    else:
+        pieces = line.split(b'"')
+        outside = b"".join(pieces[::2])
+        if not len(pieces) % 2:  # an odd count of quotes: the last one opens no string
+            outside += pieces[-1]
+    steps = array("b", outside.translate(_STEPS, _NOT_BRACKETS))
+    if max(accumulate(steps), default=0) > MAX_DEPTH:
+        raise TooDeep(f"nested deeper than {MAX_DEPTH}")
