@@ -6,7 +6,9 @@ as these do, line by line, field by field.
 * ``take_before``: ``CompactStream._take``, which a collector's (thin) stream ran whole, v1's
   decoder over every GPU, to keep a summary of a few ints;
 * ``columns_before``: ``protocol._columns``, the hello's line parsed a second time for its
-  ``columns``.
+  ``columns``;
+* ``judged_before``: ``analysis.fabric._judged``, every NVLink judged on every report, and
+  the GPUs beside each HCA worked out whether a finding named them or not.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from probes.analysis.fabric import FabricTracker, _finding, beside, errors_rising, port_views
+from probes.analysis.findings import Finding
+from probes.analysis.limits import DetectorLimits
+from probes.rules.fabric import nvlink_verdicts, port_verdicts
 from probes.wire.compact import (
     _GPU_PLACES,
     _HOST_PLACES,
@@ -24,6 +30,7 @@ from probes.wire.compact import (
     _static_gpu,
 )
 from probes.wire.protocol import _BLOCK_KEYS, _loads, shared_columns
+from probes.wire.samples import Hello
 from probes.wire.sanitize import MAX_DEPTH, TooDeep, clean_tree, may_need_cleaning
 
 _BRACKETS = re.compile(rb"[\[\]{}]")
@@ -86,3 +93,15 @@ def columns_before(hello: bytes) -> Any:
         return None
     cols = obj.get("columns")
     return shared_columns(clean_tree(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols)
+
+
+def judged_before(host: str, tracker: FabricTracker, hello: Hello | None,
+                  limits: DetectorLimits, recent: dict[str, dict[str, int]]) -> list[Finding]:
+    ts = tracker.ts or 0.0
+    near = beside(hello)
+    verdicts = port_verdicts(port_views(tracker.ports, hello)) + nvlink_verdicts(tracker.links)
+    out = [_finding(host, v, ts, near) for v in verdicts]
+    rising = errors_rising(recent, limits)
+    if rising is not None:
+        out.append(_finding(host, rising, ts, near))
+    return out

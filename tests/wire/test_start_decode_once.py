@@ -41,6 +41,7 @@ import msgspec
 import pytest
 
 from probes.agent.output import compact_columns
+from probes.analysis import fabric
 from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.transport.collector_wire import CollectorJob, RelayedHello, check_batch, frame, unframe
@@ -56,7 +57,12 @@ from tests.transport.test_relay_rows import (
     console_fold,
     value_differences,
 )
-from tests.wire.start_decode_before_s11 import check_depth_before, columns_before, take_before
+from tests.wire.start_decode_before_s11 import (
+    check_depth_before,
+    columns_before,
+    judged_before,
+    take_before,
+)
 from tests.wire.test_clean_tree import HOSTILE, _nest, _spoil
 
 T0 = 1_800_000_000.0
@@ -467,6 +473,7 @@ def _before(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         m.setattr(compact.CompactStream, "_take", take_before)
         m.setattr(protocol, "_columns", columns_before)
         m.setattr(protocol, "_decode_line", lambda line: (real(line)[0], None))
+        m.setattr(fabric, "_judged", judged_before)
         yield
 
 
