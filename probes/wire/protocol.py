@@ -30,6 +30,7 @@ from probes.wire.fabric_fast import (
     MAX_NVLINK_TEXT,
     MAX_PORT_COUNTERS,
     decode_fabric,
+    fabric_shell,
 )
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.fields import Type
@@ -152,7 +153,10 @@ class MessageReader:
 
     builds_ticks = True
     """False: a v2 tick is only checked (its verdict counts as for any line) and no sample
-    is returned; a collector relays the bytes and the console decodes them (issue 38)."""
+    is returned; a collector relays the bytes and the console decodes them (issue 38).
+    Likewise a ``fabric`` report the one-pass decode takes is only checked, and comes back
+    as its shell (``fabric_fast.fabric_shell``: its time, no ports or links), which the
+    session counts as a message and nothing reads (issue 38, start-up)."""
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.stats = StreamStats()
@@ -185,7 +189,7 @@ class MessageReader:
             if self.compact is not None:
                 msg = self._decode_v2(line)
             else:
-                msg, obj = _decode_line(line)
+                msg, obj = _decode_line(line, self.builds_ticks)
             if msg is None:
                 return None
             if isinstance(msg, Hello):  # the columns from the object it was decoded from
@@ -234,7 +238,7 @@ class MessageReader:
             if isinstance(obj, dict) and obj.get("type") == "static":
                 self.compact.static(obj, zlib.crc32(line), line)
                 return None
-        return decode_line(line)
+        return _decode_line(line, self.builds_ticks)[0]
 
 
 def _parsed(line: bytes) -> Any:
@@ -301,9 +305,10 @@ def decode_line(line: bytes | str) -> AgentMessage:
     return _decode_line(line)[0]
 
 
-def _decode_line(line: bytes | str) -> tuple[AgentMessage, Any]:
+def _decode_line(line: bytes | str, builds: bool = True) -> tuple[AgentMessage, Any]:
     """``decode_line``, and the parsed, sanitised object it decoded the message from (None
-    where a one-pass path decoded it: a sample or a fabric report, never a hello)."""
+    where a one-pass path decoded it: a sample or a fabric report, never a hello).  Not
+    ``builds``: a fabric report the one-pass path takes comes back as its shell."""
     if type(line) is bytes and line.startswith(b'{"type":"sample"'):
         try:  # the one-pass path for a clean line; anything it refuses is judged below
             if not may_need_cleaning(line):
@@ -315,7 +320,7 @@ def _decode_line(line: bytes | str) -> tuple[AgentMessage, Any]:
         try:  # the same for the agent's fabric report (fabric_fast)
             if not may_need_cleaning(line):
                 check_depth(line)
-                return decode_fabric(line), None
+                return decode_fabric(line) if builds else fabric_shell(line), None
         except Exception:  # the checked path below decides
             pass
     obj, finite = _loads(line)

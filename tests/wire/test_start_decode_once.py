@@ -50,6 +50,7 @@ from probes.wire import compact, protocol, sanitize
 from probes.wire.compact import CompactStream
 from probes.wire.events import Connected, SessionItem
 from probes.wire.protocol import MessageReader, decode_line
+from probes.wire.samples import FabricSample
 from probes.wire.sanitize import MAX_DEPTH, TooDeep
 from tests.transport.test_relay_rows import (
     _chunks,
@@ -348,15 +349,16 @@ def test_a_hellos_columns_are_what_the_second_parse_gave() -> None:
 
 def test_negative_control_columns_taken_unsanitised_are_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def raw(line: bytes) -> tuple[Any, Any]:
-        msg, obj = real(line)
+    def raw(line: bytes, builds: bool = True) -> tuple[Any, Any]:
+        msg, obj = real(line, builds)
         if isinstance(obj, dict):
             obj = dict(obj, columns=protocol._loads(line)[0].get("columns"))
         return msg, obj
 
     real = protocol._decode_line
     monkeypatch.setattr(protocol, "_decode_line", raw)
-    assert _columns_differences()[0] > 20
+    differ, v2 = _columns_differences()
+    assert v2 > 300 and differ > 20
 
 
 # --- end to end: collector, relay, console, findings ------------------------------------
@@ -426,7 +428,7 @@ def _collector(streams: list[bytes], seed: int) -> tuple[list[Any], list[Any]]:
             for i, chunks in enumerate(pending):
                 if chunks:
                     for m in readers[i].feed(chunks.pop(0)):
-                        seen[i].append(m)
+                        seen[i].append(_session_view(m))
                         relay.emit(specs[i].name, m)
                     seen[i].append((vars(readers[i].stats).copy(), readers[i].bad_streak))
         batch = relay._take()
@@ -440,6 +442,14 @@ def _collector(streams: list[bytes], seed: int) -> tuple[list[Any], list[Any]]:
         os.close(r)
         os.close(w)
     return check_batch(unframe(frame(batch)[4:]), len(streams)), seen
+
+
+def _session_view(m: Any) -> Any:
+    """What a collector's session reads of a message its reader returned: a fabric report
+    only as a message (the relay forwards its line), with its time (the clock watch)."""
+    if isinstance(m, FabricSample):
+        return ("fabric", m.ts, m.interval_s)
+    return m
 
 
 def _entry(e: Any) -> Any:
@@ -472,7 +482,8 @@ def _before(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         m.setattr(protocol, "check_depth", check_depth_before)
         m.setattr(compact.CompactStream, "_take", take_before)
         m.setattr(protocol, "_columns", columns_before)
-        m.setattr(protocol, "_decode_line", lambda line: (real(line)[0], None))
+        m.setattr(protocol, "_decode_line",
+                  lambda line, builds=True: (real(line, True)[0], None))
         m.setattr(fabric, "_judged", judged_before)
         yield
 
@@ -513,3 +524,51 @@ def test_negative_control_a_wrong_depth_verdict_shows_end_to_end(
         monkeypatch.setattr(protocol, "check_depth", _depth_with_strings_counted)
         wrong = _pipeline(streams)
     assert _pipeline_differences(new, wrong) != []
+
+
+# --- a collector's fabric report: checked, not built -------------------------------------
+
+def _fabric_verdicts(shell: Callable[[bytes], Any] | None = None) -> tuple[int, int, int]:
+    """Each spoiled fabric line through a collector's reader (thin) and a console's: the
+    same verdict (a report or none), counts and streak; the shell's time and interval the
+    report's."""
+    rng = random.Random(38)
+    differ = shells = refused = 0
+    for k in range(600):
+        line = _fabric_line(rng, k) + b"\n"
+        if k % 6 == 5:  # a report the console refuses too
+            obj = json.loads(line)
+            obj["ts"] = rng.choice((None, -1.0, "x", 1e12, [], True))
+            line = json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+        elif k % 12 == 1:
+            line = line[:rng.randrange(20, len(line) - 1)] + b"\n"  # cut short
+        thin, full = Thin(), MessageReader()
+        a, b = thin.feed(line), full.feed(line)
+        if shell is not None:
+            a = [shell(line.rstrip())] if line.startswith(b'{"type":"fabric"') else a
+        same = len(a) == len(b) and all(
+            type(x) is type(y) is FabricSample and (x.ts, x.interval_s) == (y.ts, y.interval_s)
+            for x, y in zip(a, b, strict=True))
+        differ += not same or (shell is None and (
+            vars(thin.stats) != vars(full.stats) or thin.bad_streak != full.bad_streak))
+        shells += bool(a) and isinstance(a[0], FabricSample) and not a[0].ports
+        refused += not b
+    return differ, shells, refused
+
+
+def test_a_collectors_fabric_report_has_the_consoles_verdict() -> None:
+    differ, shells, refused = _fabric_verdicts()
+    assert shells > 300 and refused > 20, (shells, refused)
+    assert differ == 0
+
+
+def test_negative_control_a_shell_without_the_typed_decode_is_caught() -> None:
+    def trusting(line: bytes) -> FabricSample:
+        try:
+            obj = json.loads(line)
+            ts, interval = float(obj["ts"]), obj.get("interval_s")
+        except (ValueError, TypeError, KeyError):
+            ts, interval = 0.0, None
+        return FabricSample(ts, interval, (), None, None)
+
+    assert _fabric_verdicts(trusting)[0] > 20
