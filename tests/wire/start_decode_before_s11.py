@@ -7,6 +7,8 @@ as these do, line by line, field by field.
   decoder over every GPU, to keep a summary of a few ints;
 * ``columns_before``: ``protocol._columns``, the hello's line parsed a second time for its
   ``columns``;
+* ``shallow_enough_before``: ``sanitize._shallow_enough``, the tree walked node by node
+  whenever orjson's text of it held more than ``MAX_DEPTH`` openers;
 * ``judged_before``: ``analysis.fabric._judged``, every NVLink judged on every report, and
   the GPUs beside each HCA worked out whether a finding named them or not.
 """
@@ -105,3 +107,20 @@ def judged_before(host: str, tracker: FabricTracker, hello: Hello | None,
     if rising is not None:
         out.append(_finding(host, rising, ts, near))
     return out
+
+
+def shallow_enough_before(value: Any, depth: int, dumped: bytes) -> bool:
+    if dumped.count(b"[") + dumped.count(b"{") <= MAX_DEPTH - depth:
+        return True
+    todo: list[tuple[Any, int]] = [(value, depth)]
+    while todo:
+        node, level = todo.pop()
+        if level > MAX_DEPTH:
+            return False
+        kids = node.values() if type(node) is dict else node if type(node) is list else ()
+        for kid in kids:
+            if type(kid) is dict or type(kid) is list:
+                todo.append((kid, level + 1))
+            elif level == MAX_DEPTH and type(kid) is not str:
+                return False
+    return True

@@ -38,6 +38,7 @@ from itertools import accumulate
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 
 from probes.agent.output import compact_columns
@@ -62,6 +63,7 @@ from tests.wire.start_decode_before_s11 import (
     check_depth_before,
     columns_before,
     judged_before,
+    shallow_enough_before,
     take_before,
 )
 from tests.wire.test_clean_tree import HOSTILE, _nest, _spoil
@@ -168,6 +170,51 @@ def test_negative_control_a_scan_that_counts_strings_or_drops_a_rest_is_caught(
         agent_objects: list[Any]) -> None:
     assert _depth_differences(_depth_with_strings_counted, agent_objects)[0] > 50
     assert _depth_differences(_depth_losing_the_unclosed_rest, agent_objects)[0] > 5
+
+
+def _tree(rng: random.Random, level: int, target: int, quote: str) -> Any:
+    """A tree nested to ``target``: dicts and lists, strings holding brackets (and quotes,
+    where ``quote`` is one), numbers and strings at the deepest level."""
+    if level >= target:
+        return rng.choice(("leaf", "[{", "]]" + quote, 3, 2.5, None, True, "", [], {}))
+    kids = [_tree(rng, level + 1, target, quote)] + [  # one path goes all the way down
+        rng.choice(("x", "[[[", "}}", "q" + quote, 1, None, [2], {"[": "]"}))
+        for _ in range(rng.randrange(0, 3))]
+    rng.shuffle(kids)
+    if rng.random() < 0.5:
+        return kids
+    return {rng.choice(("k", "[", "}", quote)) + str(i): v for i, v in enumerate(kids)}
+
+
+def _shallow_differences(fn: Callable[[Any, int, bytes], bool]) -> tuple[int, int]:
+    rng = random.Random(38)
+    differ = deep = 0
+    for _ in range(2000):
+        depth = rng.choice((0, 0, 1, 5))
+        tree = _tree(rng, depth, rng.choice((MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH,
+                                             MAX_DEPTH + 1, MAX_DEPTH + 2, 20)),
+                     '"' if rng.random() < 0.15 else "")
+        wrapped = {"pad": [[1]] * 70, "t": tree} if rng.random() < 0.5 else tree
+        dumped = orjson.dumps(wrapped)
+        want = shallow_enough_before(wrapped, depth, dumped)
+        deep += not want
+        differ += fn(wrapped, depth, dumped) != want
+    return differ, deep
+
+
+def test_the_trees_nesting_is_read_as_the_walk_read_it() -> None:
+    differ, deep = _shallow_differences(sanitize._shallow_enough)
+    assert 200 < deep < 1800
+    assert differ == 0
+
+
+def test_negative_control_a_nesting_off_by_one_is_caught() -> None:
+    def off_by_one(value: Any, depth: int, dumped: bytes) -> bool:
+        return (b"\\" not in dumped and sanitize._nesting(
+            sanitize._unquoted(dumped)) <= MAX_DEPTH - depth + 1) or \
+            shallow_enough_before(value, depth, dumped)
+
+    assert _shallow_differences(off_by_one)[0] > 20
 
 
 # --- a collector's static summary -------------------------------------------------------
