@@ -4,7 +4,9 @@ as these do, line by line, field by field.
 
 * ``check_depth_before``: ``sanitize.check_depth``, bracket by bracket in Python;
 * ``take_before``: ``CompactStream._take``, which a collector's (thin) stream ran whole, v1's
-  decoder over every GPU, to keep a summary of a few ints;
+  decoder over every GPU, to keep a summary of a few ints, and which checked the static
+  half with the checked decoder (``check_all_before``) where the console's now takes the
+  one-pass path;
 * ``columns_before``: ``protocol._columns``, the hello's line parsed a second time for its
   ``columns``;
 * ``shallow_enough_before``: ``sanitize._shallow_enough``, the tree walked node by node
@@ -32,7 +34,7 @@ from probes.wire.compact import (
     _static_gpu,
 )
 from probes.wire.protocol import _BLOCK_KEYS, _loads, shared_columns
-from probes.wire.samples import Hello
+from probes.wire.samples import Hello, HostSample
 from probes.wire.sanitize import MAX_DEPTH, TooDeep, clean_tree, may_need_cleaning
 
 _BRACKETS = re.compile(rb"[\[\]{}]")
@@ -52,12 +54,21 @@ def check_depth_before(line: bytes) -> None:
             depth -= 1
 
 
+def check_all_before(self: CompactStream, gpus: list[dict[str, Any]]) -> HostSample | None:
+    try:
+        whole = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host,
+                               "gpus": gpus})
+    except Exception:
+        return None
+    return whole if len(whole.gpus) == len(gpus) else None
+
+
 def take_before(self: CompactStream, obj: dict[str, Any]) -> None:
     self._message = {} if self._builds else obj
     self._has_static = True
     self._static_gpus, self._static_host = self._statics(obj)
     v1 = [self._v1_gpu(g, None) for g in self._static_gpus]
-    whole = self._check_all(v1)
+    whole = check_all_before(self, v1)
     if whole is not None:
         host = whole.host
         self._gpu_base = [{k: getattr(s, k) for k in _STATIC_VALUES} | _GPU_PLACES

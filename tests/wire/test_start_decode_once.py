@@ -272,7 +272,8 @@ def _static_obj(rng: random.Random, cols: dict[str, Any], base: dict[str, Any]) 
 
 
 def _state(stream: CompactStream) -> dict[str, Any]:
-    out = {k: v for k, v in vars(stream).items() if k not in ("_epoch", "_take")}
+    out = {k: v for k, v in vars(stream).items()
+           if k not in ("_epoch", "_take", "_checked_whole")}  # (a function: the path)
     e = stream._epoch
     out["_epoch"] = (type(e), e.gpus, e._bases, e.listed, e._last_procs, e.findings, e.strays)
     return out
@@ -347,6 +348,79 @@ def _take_counting_every_entry(self: CompactStream, obj: dict[str, Any]) -> None
 
 def test_negative_control_a_summary_that_counts_what_the_decoder_skips_is_caught() -> None:
     assert _summary_differences(_take_counting_every_entry)[0] > 20
+
+
+def _static_text(rng: random.Random, obj: Any) -> bytes:
+    """A ``static`` object as a host could write it: now and then a NaN or an infinity (the
+    standard library's parse: not finite), an int beyond 64 bits, a negative zero, text to
+    sanitise, non-ASCII text."""
+    r = rng.random()
+    gpus = obj.get("gpus") if isinstance(obj, dict) else None
+    row = gpus[0] if isinstance(gpus, list) and gpus and isinstance(gpus[0], list) else None
+    if row and r < 0.35:
+        row[rng.randrange(len(row))] = rng.choice((
+            float("nan"), float("inf"), 2**70, 2**63 - 1, -0.0, 1e308, "\x1b]0;x\x07",
+            "caf\u00e9", "GPU\u202e", [1, "\u0007"]))
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _building_differences(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """The console's stream (one that builds) at each spoiled ``static`` line and the ticks
+    after: its state and samples, new against the reference ``_take``."""
+    rng = random.Random(83)
+    base_hello = json.loads(agent_stream(5, 1, spoil=False).splitlines()[0])
+    bases = {s: _static_lines(s) for s in range(4)}
+    differ = one_pass = 0
+    real = protocol._static_half
+
+    def counted(obj: dict[str, Any]) -> Any:
+        nonlocal one_pass
+        one_pass += 1
+        return real(obj)
+
+    for k in range(600):
+        statics, ticks = bases[k % 4]
+        cols = _columns(rng)
+        hello = json.dumps(dict(base_hello, columns=cols), separators=(",", ":")).encode()
+        obj = json.loads(statics[rng.randrange(len(statics))])
+        if k % 4:
+            obj = _static_obj(rng, cols, obj)
+        lines = [hello, _static_text(rng, obj), *rng.sample(ticks, 3)]
+        runs = []
+        for reference in (False, True):
+            with monkeypatch.context() as m:
+                if reference:
+                    m.setattr(compact.CompactStream, "_take", take_before)
+                else:
+                    m.setattr(protocol, "_static_half", counted)
+                reader = MessageReader()
+                msgs = [msg for ln in lines for msg in reader.feed(ln + b"\n")]
+                state = None if reader.compact is None else repr(_state(reader.compact))
+                runs.append((msgs, state, vars(reader.stats).copy()))
+        (a, sa, ca), (b, sb, cb) = runs
+        differ += bool(value_differences(a, b)) or sa != sb or ca != cb
+    return differ, one_pass
+
+
+def test_the_consoles_static_half_is_the_checked_decoders(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    differ, one_pass = _building_differences(monkeypatch)
+    assert one_pass > 200
+    assert differ == 0
+
+
+def test_negative_control_a_one_pass_that_drops_the_processes_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = protocol._static_half
+
+    def no_processes(obj: dict[str, Any]) -> Any:
+        got = real(obj)
+        for g in got.gpus:
+            g.__dict__["processes"] = ()
+        return got
+
+    monkeypatch.setattr(protocol, "_static_half", no_processes)
+    assert _building_differences(monkeypatch)[0] > 20
 
 
 # --- the hello's columns ----------------------------------------------------------------
