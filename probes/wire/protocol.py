@@ -245,15 +245,11 @@ class MessageReader:
 
 
 def _static_half(obj: dict[str, Any]) -> HostSample:
-    """``_decode_sample(obj)`` for a ``static`` message's host and GPUs rebuilt as v1's sample
-    (``CompactStream._check_all``; every float finite: the message as orjson parsed it), by
-    the path ``decode_line`` takes for such a line: its JSON text (orjson's: the same values,
-    types and signs, as it writes every finite float and int it can), where it needs no
-    cleaning (ASCII, no escape: no string to sanitise), decoded in one pass
-    (``structs.decode_sample``, which gives what the checked decoder gives, types and signs
-    too, or refuses); what orjson cannot write (an int beyond 64 bits) or the one pass
-    refuses goes to the checked decoder (issue 38, start-up: ~70 µs of the console's
-    ~200 µs a ``static`` message)."""
+    """``_decode_sample(obj)`` of a ``static`` message's half as v1's sample, every float
+    finite (``CompactStream._check_all``), as ``decode_line`` takes such a line: its orjson
+    text, where it needs no cleaning, in one pass (``structs.decode_sample``: the checked
+    decoder's answer, types and signs too, or a refusal), else the checked decoder (issue
+    38, start-up: ~70 µs of the console's ~200 µs a ``static`` message)."""
     try:
         line = _dumps(obj)
     except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
@@ -292,10 +288,8 @@ def _columns(hello: bytes) -> Any:
 
 
 def _columns_of(hello: dict[str, Any]) -> Any:
-    """``_columns`` of a hello's line, from the object ``_decode_line`` decoded it from
-    (parsed and, where the line needs it, sanitised whole: its ``columns`` are what
-    ``_columns`` cleans apart, one level down): the line is not parsed a second time
-    (issue 38, start-up: ~35 µs of a collector's ~0.35 ms a hello)."""
+    """``_columns`` of a hello's line from the object it was decoded from (sanitised whole,
+    so its ``columns`` are those ``_columns`` cleans one level down): no second parse."""
     return shared_columns(hello.get("columns"))
 
 
