@@ -218,7 +218,9 @@ class CompactStream:
     """The v2 state of one stream: the declared columns and the last static facts."""
 
     def __init__(self, columns: Any, checked: V1Decoder, *, builds: bool = True,
-                 parse: Callable[[bytes], Any] | None = None) -> None:
+                 parse: Callable[[bytes], Any] | None = None,
+                 gpu_index: Callable[[Any], int | None] | None = None,
+                 statics: V1Decoder | None = None) -> None:
         self.columns = columns
         """The hello's ``columns`` as given (shared: ``protocol.shared_columns``): a
         collector relays them with the hello it decoded."""
@@ -269,15 +271,28 @@ class CompactStream:
         third of the parsed message and compresses to a quarter; a stream that builds its
         samples otherwise holds its facts checked only)."""
         self._parse = parse
+        self._gpu_index = gpu_index
+        self._checked_whole = statics or checked
+        """What checks a ``static`` message's host and GPUs in one call (``_check_all``)
+        where every float in it is finite: ``checked``'s answer, or its equal by a quicker
+        path (``protocol._static_half``)."""
+        self._finite = False
+        """Every float of the ``static`` message being taken is finite (``static``)."""
+        """v1's check of a GPU's ``index`` (``protocol._index``: None where v1 drops the
+        GPU): a stream that does not build reads its ``static`` summary with it
+        (``_take_thin``); without it, it checks the message as one that builds does."""
         self.static_id = 0
         """The last ``static`` line's CRC-32 (0: none): a relayed tick names its own."""
 
     # --- static -------------------------------------------------------------------------
 
-    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None) -> None:
+    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None,
+               finite: bool = False) -> None:
         """Take a ``static`` message (already parsed and sanitised; ``static_id`` its line's
-        CRC-32; ``line`` the line ``obj`` was parsed from, which a thin stream keeps)."""
+        CRC-32; ``line`` the line ``obj`` was parsed from, which a thin stream keeps;
+        ``finite``: every float in ``obj`` is finite, as orjson parses them)."""
         self.static_id = static_id
+        self._finite = finite
         self._take(obj)
         if line is not None and self._parse is not None:
             self._message = zlib.compress(line, 1)  # ~2 KB to ~0.5 KB; ~35 µs a message
@@ -312,6 +327,9 @@ class CompactStream:
         return self._static_gpus, self._static_host
 
     def _take(self, obj: dict[str, Any]) -> None:
+        if not self._builds and self._gpu_index is not None:
+            self._take_thin(obj)
+            return
         self._message = {} if self._builds else obj
         self._has_static = True
         self._static_gpus, self._static_host = self._statics(obj)
@@ -350,13 +368,46 @@ class CompactStream:
             self._host_base, self._proc_counts = {}, []
             self._epoch = StaticEpoch()
 
+    def _take_thin(self, obj: dict[str, Any]) -> None:
+        """``_take`` for a stream that does not build (a collector's): of the message only
+        what ``readable`` checks a tick against, per GPU position how many process amounts
+        the tick must give (``_fit``), read off the message as v1's decoder judges it
+        (``_take`` runs that decoder over every GPU and keeps the same summary): a GPU whose
+        ``index`` v1 refuses is dropped (None), one whose ``processes`` is no list has none
+        (None), else its processes are the entries that are objects or rows of the process
+        columns (``_v1_gpu`` makes a row an object; the decoder keeps the objects).  The
+        decoder's other checks never refuse a static message, nor change this summary
+        (issue 38, start-up: ~150 µs a host in a collector, for a few ints;
+        tests/wire/test_start_decode_once.py checks it against the decoder's summary)."""
+        index = self._gpu_index
+        assert index is not None
+        self._message = obj
+        self._has_static = True
+        gpus = obj.get("gpus")
+        names = self.cols.get("gpu_static", ())
+        fit: list[int | None] = []
+        for row in gpus if isinstance(gpus, list) else ():
+            g = dict(zip(names, row, strict=False)) if isinstance(row, list) else {}
+            procs = g.get("processes")
+            fit.append(None if index(g.get("index")) is None or not isinstance(procs, list)
+                       else sum(1 for p in procs if isinstance(p, (list, dict))))
+        self._fit = fit
+        self._fit_all = self._whole = None not in fit
+        self._thin = True
+        self._static_gpus, self._gpu_base, self._procs, self._last_procs = [], [], [], []
+        host = obj.get("host")  # kept as ``_take`` keeps it (no tick of a thin stream reads it)
+        self._static_host = dict(zip(self.cols.get("host_static", ()), host, strict=False)) \
+            if isinstance(host, list) else {}
+        self._host_base, self._proc_counts = {}, []
+        self._epoch = StaticEpoch()
+
     def _check_all(self, gpus: list[dict[str, Any]]) -> HostSample | None:
         """The static host and ``gpus`` (v1's shape) through v1's decoder in one call, where
         it keeps every GPU (so each is at its position); None where it drops one or refuses
         the whole (the caller then checks GPU by GPU, as the decoder judges each alone)."""
         try:
-            whole = self._checked({"type": "sample", "ts": 1.0, "host": self._static_host,
-                                   "gpus": gpus})
+            whole = (self._checked_whole if self._finite else self._checked)(
+                {"type": "sample", "ts": 1.0, "host": self._static_host, "gpus": gpus})
         except Exception:  # the GPU-by-GPU check raises where this did
             return None
         return whole if len(whole.gpus) == len(gpus) else None

@@ -18,6 +18,7 @@ try:
     import orjson as _orjson
 except ImportError:  # the console still works on the standard library, only slower
     _orjson = None  # type: ignore[assignment]
+from orjson import dumps as _dumps  # a dependency whatever the above (``sanitize``)
 
 from probes.errors import ProtocolError
 from probes.wire import fields, structs
@@ -30,6 +31,7 @@ from probes.wire.fabric_fast import (
     MAX_NVLINK_TEXT,
     MAX_PORT_COUNTERS,
     decode_fabric,
+    fabric_shell,
 )
 from probes.wire.fastfill import MAX_AMOUNT, Filler
 from probes.wire.fields import Type
@@ -152,7 +154,10 @@ class MessageReader:
 
     builds_ticks = True
     """False: a v2 tick is only checked (its verdict counts as for any line) and no sample
-    is returned; a collector relays the bytes and the console decodes them (issue 38)."""
+    is returned; a collector relays the bytes and the console decodes them (issue 38).
+    Likewise a ``fabric`` report the one-pass decode takes is only checked, and comes back
+    as its shell (``fabric_fast.fabric_shell``: its time, no ports or links), which the
+    session counts as a message and nothing reads (issue 38, start-up)."""
 
     def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self.stats = StreamStats()
@@ -181,12 +186,16 @@ class MessageReader:
             return None
         self.stats.lines += 1
         try:
-            msg = self._decode_v2(line) if self.compact is not None else decode_line(line)
+            obj = None
+            if self.compact is not None:
+                msg = self._decode_v2(line)
+            else:
+                msg, obj = _decode_line(line, self.builds_ticks)
             if msg is None:
                 return None
-            if isinstance(msg, Hello):
+            if isinstance(msg, Hello):  # the columns from the object it was decoded from
                 self.compact = None if msg.protocol < COMPACT_VERSION else \
-                    self._stream(_columns(line))
+                    self._stream(_columns(line) if obj is None else _columns_of(obj))
         except UnknownMessageType:
             self.stats.unknown_type += 1
             return None
@@ -200,7 +209,8 @@ class MessageReader:
 
     def _stream(self, columns: Any) -> CompactStream:
         """A v2 stream's state, new at its hello (``columns``: the hello's, cleaned)."""
-        return CompactStream(columns, _decode_sample, builds=self.builds_ticks, parse=_parsed)
+        return CompactStream(columns, _decode_sample, builds=self.builds_ticks, parse=_parsed,
+                             gpu_index=_index, statics=_static_half)
 
     def relayed_hello(self, hello: Hello, columns: Any) -> Hello:
         """Take a hello a collector decoded from this stream's line (``columns``: that
@@ -225,11 +235,32 @@ class MessageReader:
                 return None
             return self.compact.sample(raw, lambda: _parsed(line))
         if b'"static"' in line:  # else no need to parse it twice
-            obj = _parsed(line)
+            obj, finite = _loads(line)
+            if may_need_cleaning(line):  # as ``_parsed``
+                obj = clean_tree(obj, _BLOCK_KEYS)
             if isinstance(obj, dict) and obj.get("type") == "static":
-                self.compact.static(obj, zlib.crc32(line), line)
+                self.compact.static(obj, zlib.crc32(line), line, finite)
                 return None
-        return decode_line(line)
+        return _decode_line(line, self.builds_ticks)[0]
+
+
+def _static_half(obj: dict[str, Any]) -> HostSample:
+    """``_decode_sample(obj)`` of a ``static`` message's half as v1's sample, every float
+    finite (``CompactStream._check_all``), as ``decode_line`` takes such a line: its orjson
+    text, where it needs no cleaning, in one pass (``structs.decode_sample``: the checked
+    decoder's answer, types and signs too, or a refusal), else the checked decoder (issue
+    38, start-up: ~70 µs of the console's ~200 µs a ``static`` message)."""
+    try:
+        line = _dumps(obj)
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return _decode_sample(obj)
+    if not may_need_cleaning(line):
+        try:
+            check_depth(line)
+            return structs.decode_sample(line)
+        except Exception:  # the checked decoder decides
+            pass
+    return _decode_sample(obj)
 
 
 def _parsed(line: bytes) -> Any:
@@ -254,6 +285,12 @@ def _columns(hello: bytes) -> Any:
         return None
     cols = obj.get("columns")
     return shared_columns(clean_tree(cols, _BLOCK_KEYS, 1) if may_need_cleaning(hello) else cols)
+
+
+def _columns_of(hello: dict[str, Any]) -> Any:
+    """``_columns`` of a hello's line from the object it was decoded from (sanitised whole,
+    so its ``columns`` are those ``_columns`` cleans one level down): no second parse."""
+    return shared_columns(hello.get("columns"))
 
 
 def shared_columns(cols: Any) -> Any:
@@ -285,18 +322,25 @@ def decode_line(line: bytes | str) -> AgentMessage:
         UnknownMessageType: valid JSON object with a ``type`` we do not know.
         ProtocolError: not JSON, not an object, or a known type with unusable fields.
     """
+    return _decode_line(line)[0]
+
+
+def _decode_line(line: bytes | str, builds: bool = True) -> tuple[AgentMessage, Any]:
+    """``decode_line``, and the parsed, sanitised object it decoded the message from (None
+    where a one-pass path decoded it: a sample or a fabric report, never a hello).  Not
+    ``builds``: a fabric report the one-pass path takes comes back as its shell."""
     if type(line) is bytes and line.startswith(b'{"type":"sample"'):
         try:  # the one-pass path for a clean line; anything it refuses is judged below
             if not may_need_cleaning(line):
                 check_depth(line)
-                return structs.decode_sample(line)
+                return structs.decode_sample(line), None
         except Exception:  # the checked path below decides
             pass
     elif type(line) is bytes and line.startswith(b'{"type":"fabric"'):
         try:  # the same for the agent's fabric report (fabric_fast)
             if not may_need_cleaning(line):
                 check_depth(line)
-                return decode_fabric(line)
+                return decode_fabric(line) if builds else fabric_shell(line), None
         except Exception:  # the checked path below decides
             pass
     obj, finite = _loads(line)
@@ -311,7 +355,7 @@ def decode_line(line: bytes | str) -> AgentMessage:
     if decoder is None:
         raise UnknownMessageType(f"unknown message type {kind!r}")
     try:
-        return decoder(obj)
+        return decoder(obj), obj
     except Exception as exc:  # any decoder failure is a garbled line
         raise ProtocolError(f"bad {kind} message: {exc!r}") from None
 

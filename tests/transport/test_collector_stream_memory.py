@@ -35,8 +35,9 @@ class MainsThin(compact.CompactStream):
     """main's collector stream (before this change): it keeps the ``static`` message parsed,
     and a tick its quick check refuses builds the checked halves, which it keeps."""
 
-    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None) -> None:
-        super().static(obj, static_id)  # no line: the parsed message is kept
+    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None,
+               finite: bool = False) -> None:
+        super().static(obj, static_id, None, finite)  # no line: the parsed message is kept
 
     def sample(self, line: bytes | None, parsed: Callable[[], Any]) -> HostSample:
         if self._thin and self._static_gpus is not None:  # main's ``_built``
@@ -51,9 +52,10 @@ class MainsThin(compact.CompactStream):
 class FirstStatic(compact.CompactStream):
     """Wrong on purpose (the negative control): re-reads the first ``static`` line kept."""
 
-    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None) -> None:
+    def static(self, obj: dict[str, Any], static_id: int = 0, line: bytes | None = None,
+               finite: bool = False) -> None:
         first = self._message if isinstance(self._message, bytes) else line
-        super().static(obj, static_id, line)
+        super().static(obj, static_id, line, finite)
         if isinstance(self._message, bytes) and first is not None:
             self._message = first
 

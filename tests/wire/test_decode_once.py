@@ -3,7 +3,9 @@
 The collector relays a tick's bytes and the console decodes them; the collector's session
 needs only the line's verdict (its garbled-line streak ends a stream).  So its reader
 (``RelayReader``, ``builds_ticks = False``) must count every line exactly as a full reader
-does, good or garbled, and return every other message unchanged.  Also here: the console's
+does, good or garbled, and return every other message unchanged (a fabric report as its
+shell since session 11: its time and interval, no ports or links; nothing in the collector
+reads more, and the relay forwards the line).  Also here: the console's
 fold reads a tick's static half again only when its static facts change.
 """
 
@@ -19,12 +21,19 @@ from probes.analysis.allocation import HoldTracker
 from probes.transport.relay import RelayReader
 from probes.wire import compact
 from probes.wire.protocol import MessageReader
-from probes.wire.samples import HostSample
+from probes.wire.samples import FabricSample, HostSample
 from tests.wire.test_wire_v2 import ODD, _agent, _either, _stream, odd
 
 
 class CheckingReader(MessageReader):
     builds_ticks = False
+
+
+def _shell(m: object) -> object:
+    """A fabric report as a checking reader returns it (``fabric_fast.fabric_shell``)."""
+    if isinstance(m, FabricSample):
+        return FabricSample(m.ts, m.interval_s, (), None, None)
+    return m
 
 
 def test_the_collectors_reader_builds_no_tick() -> None:
@@ -53,7 +62,8 @@ def test_a_checking_reader_counts_and_returns_as_a_full_one() -> None:
     assert all(a == b for a, b in streaks)
     assert full.stats == checking.stats
     assert full.stats.garbled == 3
-    assert [m for m in got_full if not isinstance(m, HostSample)] == got_checking
+    assert [_shell(m) for m in got_full if not isinstance(m, HostSample)] == got_checking
+    assert any(isinstance(m, FabricSample) and m.ports for m in got_full)
     assert sum(isinstance(m, HostSample) for m in got_full) == 27
     assert not any(isinstance(m, HostSample) for m in got_checking)
 

@@ -33,16 +33,16 @@ _STATIC = CompactStream.static
 
 
 def _mains_static(self: CompactStream, obj: dict[str, Any], static_id: int = 0,
-                  line: bytes | None = None) -> None:
+                  line: bytes | None = None, finite: bool = False) -> None:
     """Main's built stream: the parsed fields kept (no line to read them from again)."""
-    _STATIC(self, obj, static_id, line if self._thin else None)
+    _STATIC(self, obj, static_id, line if self._thin else None, finite)
 
 
 def _stale_static(self: CompactStream, obj: dict[str, Any], static_id: int = 0,
-                  line: bytes | None = None) -> None:
+                  line: bytes | None = None, finite: bool = False) -> None:
     """Wrong on purpose (the negative control): the checked path reads the first line kept."""
     first = self._message if isinstance(self._message, bytes) else None
-    _STATIC(self, obj, static_id, line)
+    _STATIC(self, obj, static_id, line, finite)
     if first is not None and not self._thin:
         self._message = first
 
