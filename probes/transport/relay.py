@@ -50,8 +50,8 @@ from probes.transport.collector_wire import (
 )
 from probes.wire.events import Connected, Disconnected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
-from probes.wire.sanitize import may_need_cleaning
 from probes.wire.samples import AgentMessage, Hello
+from probes.wire.sanitize import may_need_cleaning
 
 LOG_BYTES = 256 * 1024
 """A host's log lines (and fabric reports) held while the console does not read."""
@@ -107,6 +107,7 @@ class RelayReader(MessageReader):
     sample without parsing it again (issue 38, decode once); a hello goes as the ``Hello``
     it decoded (``RelayedHello``: issue 38, start-up).  An over-long line is counted
     here (the session's garbage limit) and not relayed: the console has no use for it.
+    A chunk that is one whole tick (nearly every chunk) takes one step (``feed``).
     """
 
     builds_ticks = False
@@ -128,7 +129,10 @@ class RelayReader(MessageReader):
             relay, index = self._relay, self._index
             if self._splitter.idle() and len(line) <= MAX_LINE_BYTES and \
                     index not in relay.lost_static and not may_need_cleaning(line):
-                row = stream.quick_row(line)
+                try:
+                    row = stream.quick_row(line)
+                except Exception:  # the general way judges it (``_decode`` catches all)
+                    row = None
                 if row is not None:
                     self.stats.lines += 1
                     self.bad_streak = 0
