@@ -19,9 +19,9 @@ def _after() -> Callable[[], None]:
 
 def _before() -> Callable[[], None]:
     saved = RelayReader.feed, RelayReader._relay_lines, Relay.add_tick
-    RelayReader.feed = RelayReaderBefore.feed  # type: ignore[method-assign]
-    RelayReader._relay_lines = RelayReaderBefore._relay_lines  # type: ignore[method-assign]
-    Relay.add_tick = RelayBefore.add_tick  # type: ignore[method-assign]
+    RelayReader.feed = RelayReaderBefore.feed  # type: ignore[method-assign,assignment]
+    RelayReader._relay_lines = RelayReaderBefore._relay_lines  # type: ignore[method-assign,assignment]
+    Relay.add_tick = RelayBefore.add_tick  # type: ignore[method-assign,assignment]
 
     def undo() -> None:
         RelayReader.feed, RelayReader._relay_lines, Relay.add_tick = saved  # type: ignore[method-assign]

@@ -30,7 +30,7 @@ from probes.transport import relay as relay_module
 from probes.transport.collector_wire import Batch, CollectorJob, check_batch, frame, unframe
 from probes.transport.relay import Relay, RelayReader
 from probes.wire.compact import CompactStream
-from probes.wire.events import Connected, SessionItem
+from probes.wire.events import Connected, SessionItem, SourceHealth
 from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
 from tests.transport.relay_before_s11 import RelayBefore
 from tests.transport.test_relay_rows import agent_stream, console_fold, differences
@@ -211,9 +211,9 @@ def test_the_drops_and_the_lost_static_were_played(counted: list[int]) -> None:
     ``static`` message (its ticks then went as text), and over-long lines came."""
     streams = [agent_stream(k, 150) for k in range(5)]
     now, _ = drive(streams, 7)
-    reports = [e for _, e in now if type(e).__name__ == "SourceHealth"]
-    assert any(e.dropped_samples for e in reports)  # type: ignore[attr-defined]
-    assert any(e.dropped_lines for e in reports)  # type: ignore[attr-defined]
+    reports = [e for _, e in now if isinstance(e, SourceHealth)]
+    assert any(e.dropped_samples for e in reports)
+    assert any(e.dropped_lines for e in reports)
     text_ticks = sum(e.count(b"\n[") + e.startswith(b"[")
                      for _, e in now if isinstance(e, bytes))
     assert text_ticks > 20
@@ -231,7 +231,7 @@ class _NoSanitiseCheck(Relay):
 class _Unchecked(RelayReader):
     def feed(self, chunk: bytes) -> list[Any]:
         saved = relay_module.may_need_cleaning
-        relay_module.may_need_cleaning = lambda line: False  # type: ignore[assignment]
+        relay_module.may_need_cleaning = lambda line: False
         try:
             return super().feed(chunk)
         finally:
