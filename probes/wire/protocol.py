@@ -131,6 +131,11 @@ class LineSplitter:
             self._buf.clear()
             yield line
 
+    def idle(self) -> bool:
+        """Nothing held of a line and none being dropped: a chunk's first line is whole
+        from its first byte."""
+        return not self._buf and not self._discarding
+
     def flush(self) -> Iterator[bytes]:
         """Yield a final line that had no newline (the stream ended)."""
         if self._buf and not self._discarding:

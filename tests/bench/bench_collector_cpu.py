@@ -84,6 +84,30 @@ class CodeCollector(Collector):
         self.streaming: set[int] = set()
 
 
+def _spy(args: argparse.Namespace, pid: int, name: str) -> Any:
+    """py-spy (if ``--spy DIR``) sampling ``pid`` over the window, without pausing it: its
+    collapsed stacks (``-f raw``) in ``DIR/name.txt``."""
+    if not args.spy:
+        return None
+    import shutil
+    import subprocess
+    Path(args.spy).mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([spy, "record", "--nonblocking", "-r", "500", "-d",
+                             str(int(args.seconds)), "-f", "raw", "-o",
+                             str(Path(args.spy) / f"{name}.txt"), "-p", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _sys(pid: int) -> float:
+    """CPU seconds in the kernel (sys) of ``pid`` alone: pipe writes, socket reads, epoll."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return int(f[12]) / os.sysconf("SC_CLK_TCK")
+
+
 def _sent(server: Child) -> int:
     server.say("stat")
     return int(server.read(10)["sent"])
@@ -108,9 +132,14 @@ def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, 
         if profile:
             os.kill(col.proc.pid, 12)  # SIGUSR2: start profiling
         sent0, cpu0, t0 = _sent(server), tree_cpu(col.proc.pid), time.monotonic()
+        sys0 = _sys(col.proc.pid)
+        spy = _spy(args, col.proc.pid, f"collector-{code.name}-{time.time():.0f}")
         col.pump(args.seconds)
         cpu, wall = tree_cpu(col.proc.pid) - cpu0, time.monotonic() - t0
+        sys_s = _sys(col.proc.pid) - sys0
         samples = _sent(server) - sent0
+        if spy is not None:
+            spy.wait()
         if profile:
             os.kill(col.proc.pid, 10)  # SIGUSR1: dump
             while not Path(profile + ".done").exists():
@@ -120,7 +149,8 @@ def collector_window(args: argparse.Namespace, specs: list[Any], env: dict[str, 
     return {"code": code.name, "all_streaming_s": round(streaming_s, 2),
             "start_cpu_s": start_cpu,
             "cpu_pct": round(100 * cpu / wall, 2), "host_samples": samples,
-            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1)}
+            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1),
+            "sys_us_per_hs": round(1e6 * sys_s / max(samples, 1), 1)}
 
 
 def floor_window(args: argparse.Namespace, inv: Path, server: Child) -> dict[str, Any]:
@@ -134,13 +164,19 @@ def floor_window(args: argparse.Namespace, inv: Path, server: Child) -> dict[str
                                  "server": round(tree_cpu(server.pid) - server0, 2)}}
         time.sleep(args.settle)
         sent0, cpu0, t0 = _sent(server), tree_cpu(floor.pid), time.monotonic()
+        sys0 = _sys(floor.pid)
+        spy = _spy(args, floor.pid, f"floor-{time.time():.0f}")
         time.sleep(args.seconds)
         cpu, wall = tree_cpu(floor.pid) - cpu0, time.monotonic() - t0
+        sys_s = _sys(floor.pid) - sys0
         samples = _sent(server) - sent0
+        if spy is not None:
+            spy.wait()
     finally:
         floor.stop()
     return {"cpu_pct": round(100 * cpu / wall, 2), "host_samples": samples,
-            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1), **start}
+            "us_per_hs": round(1e6 * cpu / max(samples, 1), 1),
+            "sys_us_per_hs": round(1e6 * sys_s / max(samples, 1), 1), **start}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -177,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 got["ratio_to_floor"] = round(got["us_per_hs"] / floor["us_per_hs"], 2)
                 got["floor_us_per_hs"] = floor["us_per_hs"]
                 got["floor_cpu_pct"] = floor["cpu_pct"]
+                got["floor_sys_us_per_hs"] = floor["sys_us_per_hs"]
                 got["floor_start"] = {k: floor[k] for k in ("all_streaming_s", "start_cpu_s")}
                 got["load"] = round(os.getloadavg()[0], 2)
                 out["runs"].append(got)
@@ -200,6 +237,7 @@ def main() -> None:
     ap.add_argument("--ports", type=int, default=8)
     ap.add_argument("--code", help="checkouts to alternate, comma-separated")
     ap.add_argument("--profile", help="pstats file of one profiled window (first checkout)")
+    ap.add_argument("--spy", help="a folder: py-spy's collapsed stacks of each window")
     ap.add_argument("--start-timeout", type=float, default=180)
     ap.add_argument("--known-hosts-lines", type=int, default=0,
                     help="pad known_hosts to this many lines (a real fleet's: one a host)")
