@@ -312,8 +312,7 @@ class RawRing(Ring):
             if codec is None:
                 continue
             if codec.typecode not in FLOATS:
-                self._rows_of(key, self.cols[key], segs, times,  # type: ignore[arg-type]
-                              out)
+                self._rows_of(key, self.cols[key], segs, times, out)
                 continue
             g = groups.get(codec)
             if g is None:
@@ -325,8 +324,7 @@ class RawRing(Ring):
                 del groups[codec]
                 for key, out in zip(keys, outs, strict=True):
                     if out is gouts[0]:
-                        self._rows_of(key, self.cols[key], segs, times,  # type: ignore[arg-type]
-                                      out)
+                        self._rows_of(key, self.cols[key], segs, times, out)
         for (p0, p1), t in zip(segs, times, strict=True):
             for codec, (idx, gouts) in groups.items():
                 w = self.widths[codec]

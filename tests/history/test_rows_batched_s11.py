@@ -64,7 +64,7 @@ def reads_before() -> Iterator[None]:
 
 
 def _queries(h: HostHistory) -> str:
-    keys = [k for k in h.series_keys() if h.steps(k) is None]
+    keys = [k for k in h.series_keys() if h.steps(k) is None]  # type: ignore[arg-type]
     last = h.last_ts or 0.0
     return repr([_digest(h), _windows(h), h.windows(keys, last - 300.0, 20),
                  h.windows(keys, last - 1500.0, 100), h.windows(keys, last - 40.0)])
@@ -145,7 +145,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @functools.cache
 def _templates(seconds: int) -> list[list[Hello | HostSample]]:
-    out = []
+    out: list[list[Hello | HostSample]] = []
     for k in range(TEMPLATES):
         items = _items(*template(k, seconds)[1])
         hello = [i for i in items if isinstance(i, Hello)]
