@@ -295,7 +295,7 @@ class Ring:
         if not segs:
             return
         times = [self.times[p0:p1] for p0, p1 in segs]
-        if self.width == 3:
+        if self.width == 3 and len(keys) > 1:
             self._rows_batched(keys, segs, times, outs)
             return
         for key, out in zip(keys, outs, strict=True):
