@@ -10,7 +10,12 @@ twice, as a steady fleet does.  CPU (``process_time``) per host-sample of feed +
 of it the detectors' (``DetectorSchedule.run``, timed on both sides alike);
 pairs are (before, after) of consecutive chunks, the order alternating pair by pair.
 
+``--detectors AT``: instead, ``bench_detectors``' histories of ``--hosts`` hosts grown to AT
+simulated seconds, every detector run once over every host with the reads before and now
+alternating, ``--pairs`` pairs (µs a host for all ten detectors once).
+
     python tests/bench/bench_rows_s11.py [--hosts 256] [--warm 540] [--chunk 120] [--pairs 4]
+                                         [--detectors AT]
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         spent[0] += time.process_time() - t0
         return got
 
-    DetectorSchedule.run = timed  # type: ignore[method-assign]
+    DetectorSchedule.run = timed  # type: ignore[method-assign,assignment]
 
     def fold(seconds: range) -> float:
         spent[0] = 0.0
@@ -105,13 +110,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "detectors_after_lower": sum(a < b for b, a in dets)}
 
 
+def detectors_alone(args: argparse.Namespace) -> dict[str, Any]:
+    from probes.analysis.detectors import SCHEDULE
+    from probes.analysis.limits import DetectorLimits
+    from tests.bench.bench_detectors import hosts_at
+
+    limits = DetectorLimits()
+    hosts: list[Any] = next(iter(hosts_at(args.hosts, [args.detectors])))[1]
+
+    def once() -> float:
+        t0 = time.process_time()
+        for det, _ in SCHEDULE:
+            for name, hist, hello, sample in hosts:
+                det(name, hist, hello, sample, limits)
+        return 1e6 * (time.process_time() - t0) / args.hosts
+
+    pairs = []
+    for p in range(args.pairs):
+        got = {}
+        for before in ((True, False) if p % 2 == 0 else (False, True)):
+            reads(before)
+            got[before] = once()
+        pairs.append((round(got[True]), round(got[False])))
+    reads(False)
+    return {"bench": "rows_s11_detectors", "load1": round(os.getloadavg()[0], 2),
+            "hosts": args.hosts, "at_s": args.detectors, "before_after_us_a_host": pairs,
+            "after_lower": sum(a < b for b, a in pairs)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--warm", type=int, default=540)
     ap.add_argument("--chunk", type=int, default=120)
     ap.add_argument("--pairs", type=int, default=4)
-    print(json.dumps(run(ap.parse_args())))
+    ap.add_argument("--detectors", type=int, default=0)
+    args = ap.parse_args()
+    print(json.dumps(detectors_alone(args) if args.detectors else run(args)))
 
 
 if __name__ == "__main__":
