@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from itertools import compress
 from typing import Any, NamedTuple
 
+import numpy as np
+
 NAN = math.nan
 
 
@@ -108,6 +110,21 @@ class Codec:
         if sent in vals:
             return [NAN if v == sent else v / sc for v in vals]
         return [v / sc for v in vals]
+
+
+_INT_DTYPES: dict[str, Any] = {"B": np.uint8, "H": np.uint16}
+"""The numpy type of an integer codec's stored values (``Ring._rows_batched``)."""
+
+def decode_group(codec: Codec, stored: list[array[Any]]
+                 ) -> tuple[list[bool], list[list[float]], list[list[float]], list[list[float]]]:
+    """Bucket rows (lo, hi, mean interleaved) of several series of one integer codec, the
+    same number of rows each: for each series whether it holds a missing value (its rows
+    are then to be read by ``Codec.decode``), and its lows, highs and means decoded."""
+    mat = np.frombuffer(b"".join(stored), dtype=_INT_DTYPES[codec.typecode]
+                        ).reshape(len(stored), -1, 3)
+    bad = (mat == codec.sentinel).any(axis=(1, 2)).tolist()
+    lo, hi, mean = (mat / codec.scale).transpose(2, 0, 1).tolist()
+    return bad, lo, hi, mean
 
 
 HALF_MAX = 65504.0
@@ -278,10 +295,56 @@ class Ring:
         if not segs:
             return
         times = [self.times[p0:p1] for p0, p1 in segs]
+        if self.width == 3 and len(keys) > 1:
+            self._rows_batched(keys, segs, times, outs)
+            return
         for key, out in zip(keys, outs, strict=True):
             c = self.cols.get(key)
             if c is not None:
                 self._rows_of(key, c, segs, times, out)
+
+    def _rows_batched(self, keys: Sequence[str], segs: list[tuple[int, int]],
+                      times: list[array[float]], outs: list[Columns]) -> None:
+        """``_rows_of`` of each key, the integer codecs' keys decoded together: a segment's
+        stored values of one codec's keys joined into one matrix, divided by the scale and
+        listed in one numpy call each (issue 38, session 11: a detector reads one field of
+        every GPU, and decoding ~40 buckets × 3 a series one by one in Python was most of
+        its windows' cost).  ``v / scale`` of a ``uint8``/``uint16`` in float64 is Python's
+        ``int / float``, bit for bit.  A key with a missing value (the sentinel) in the
+        segment, or partial counts, or a float codec, is read as before (``_rows_of``)."""
+        cols, codecs, partial = self.cols, self.codecs, self.partial
+        groups: dict[Codec, list[tuple[str, array[Any], Columns]]] = {}
+        for key, out in zip(keys, outs, strict=True):
+            c = cols.get(key)
+            if c is None:
+                continue
+            codec = codecs[key]
+            if codec.typecode in _INT_DTYPES and not partial.get(key):
+                groups.setdefault(codec, []).append((key, c, out))
+            else:
+                self._rows_of(key, c, segs, times, out)
+        for codec, group in [*groups.items()]:
+            if len(group) < 2:  # one series: numpy's fixed cost is more than it saves
+                del groups[codec]
+                for key, c, out in group:
+                    self._rows_of(key, c, segs, times, out)
+        if not groups:
+            return
+        assert self.counts is not None
+        for (p0, p1), t in zip(segs, times, strict=True):
+            counts = self.counts[p0:p1]
+            a, b = 3 * p0, 3 * p1
+            for codec, group in groups.items():
+                bad, lo, hi, mean = decode_group(codec, [c[a:b] for _, c, _ in group])
+                for i, (key, c, out) in enumerate(group):
+                    if bad[i]:
+                        self._rows_of(key, c, [(p0, p1)], [t], out)
+                        continue
+                    out.t.extend(t)
+                    out.lo.extend(lo[i])
+                    out.hi.extend(hi[i])
+                    out.mean.extend(mean[i])
+                    out.n.extend(counts)
 
     def _rows_of(self, key: str, c: array[Any], segs: list[tuple[int, int]],
                  times: list[array[float]], out: Columns) -> None:
