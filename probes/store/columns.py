@@ -37,8 +37,8 @@ from probes.store import codec
 from probes.store.bounded import DataTooLarge, inflate_more
 from probes.wire import fields
 from probes.wire.compact import DISK_COLUMNS, HOST_MOVING, DiskRow, GpuRow, HostRow
+from probes.wire.decode_fields import MAX_TS
 from probes.wire.fields import Type
-from probes.wire.protocol import MAX_TS
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats, PcieLink
 from probes.wire.sanitize import TooDeep, clean_json, may_need_cleaning
 

@@ -158,7 +158,7 @@ _ROW_PROCS = attrgetter("processes")
 _set = object.__setattr__
 
 V1Decoder = Callable[[dict[str, Any]], HostSample]
-"""v1's checked sample decoder (``probes.wire.protocol._decode_sample``), passed in so this
+"""v1's checked sample decoder (``probes.wire.decode_fields._decode_sample``), passed in so this
 module does not import the reader that imports it."""
 
 
@@ -278,7 +278,7 @@ class CompactStream:
         path (``protocol._static_half``)."""
         self._finite = False
         """Every float of the ``static`` message being taken is finite (``static``)."""
-        """v1's check of a GPU's ``index`` (``protocol._index``: None where v1 drops the
+        """v1's check of a GPU's ``index`` (``decode_fields._index``: None where v1 drops the
         GPU): a stream that does not build reads its ``static`` summary with it
         (``_take_thin``); without it, it checks the message as one that builds does."""
         self.static_id = 0

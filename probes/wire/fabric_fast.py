@@ -5,7 +5,7 @@ each GPU's NVLinks (144 on an HGX board): after the PCIe chains went onto the v2
 this was the text the collector and the console still parsed most often (RESULTS.md, "#38
 text still decoded in the console (session 6)").  As for a sample line
 (``probes.wire.structs``), the Structs carry the checked decoder's bounds
-(``protocol._decode_fabric``: ``_pnum``, ``_pint``, ``_str``, ``_index``, the counts and
+(``decode_fields._decode_fabric``: ``_pnum``, ``_pint``, ``_str``, ``_index``, the counts and
 lengths it cuts at); a line holding anything that decoder would null, skip or cut refuses
 here, and the checked path then decides, so both paths agree on every line
 (tests/wire/test_fabric_fast.py).

@@ -2,7 +2,7 @@
 
 Split from ``probes.wire.protocol`` (the reader) because it is the hot path's one trick
 and has one job: what the checked decoders do field by field, done in one loop.  The
-bounds are the checked decoders' too (``probes.wire.protocol._pnum``/``_pint``): every
+bounds are the checked decoders' too (``probes.wire.decode_fields._pnum``/``_pint``): every
 number a sample carries (MiB, W, %, MHz, counts) is non-negative and far below
 :data:`MAX_AMOUNT`, so a value outside that is a lie and becomes ``None``.
 """

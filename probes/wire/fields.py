@@ -33,7 +33,7 @@ MAX_COUNT = 2**53
 MAX_GPU_INDEX = 1023
 
 Amount = Annotated[float, Meta(ge=0, lt=MAX_AMOUNT)]
-"""A sample amount (MiB, W, %, MHz, a rate): ``probes.wire.protocol._pnum``'s bounds, less
+"""A sample amount (MiB, W, %, MHz, a rate): ``probes.wire.decode_fields._pnum``'s bounds, less
 the edge: msgspec rounds an int to a float before the bound, so 2**53 + 1 would pass."""
 Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
 """A count or a size in bytes: ``_pint``'s bounds."""

@@ -2,7 +2,7 @@
 
 A collector decodes each host's hello and sends it to the console pickled (issue 38,
 start-up: the console no longer decodes it again).  Unpickled, every part is its own
-object, while the console's own decode (``protocol._decode_hello``) makes the facts many
+object, while the console's own decode (``decode_fields._decode_hello``) makes the facts many
 hosts send alike one object each (``shared``: ~20 KB of a hello's 24 KB per host at 1024
 hosts).  ``reshared`` shares the same parts the decode shares, so a relayed hello holds
 what a decoded one holds (``tests/transport/test_relay_hello.py`` checks part by part).

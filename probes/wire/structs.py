@@ -139,10 +139,10 @@ class SampleS(Struct, gc=False):
 
 
 SignedAmount = Annotated[float, Meta(gt=-MAX_AMOUNT, lt=MAX_AMOUNT)]
-"""``probes.wire.protocol._num``'s bounds less the edges (as ``fields.Amount``: msgspec rounds
+"""``probes.wire.decode_fields._num``'s bounds less the edges (as ``fields.Amount``: msgspec rounds
 an int to a float before the bound)."""
 SignedCount = Annotated[int, Meta(ge=-MAX_COUNT, le=MAX_COUNT)]
-"""``probes.wire.protocol._int``'s bounds for an int (a float there refuses the line)."""
+"""``probes.wire.decode_fields._int``'s bounds for an int (a float there refuses the line)."""
 
 
 class PcieLinkS(Struct, gc=False):

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 import asyncssh
 
 from probes.transport import known_hosts_once
-from probes.wire import protocol
+from probes.wire import decode_fields
 from probes.wire.protocol import MessageReader
 from tests.bench.bench_start_decode import _lines
 from tests.wire.hello_links_before_s10 import (
@@ -63,7 +63,7 @@ def main() -> None:
     hellos = [h for h, _ in _lines(n)]
     got: dict[str, list[float]] = {k: [] for k in (
         "known_hosts_asyncssh_us", "known_hosts_once_us", "hello_before_us", "hello_us")}
-    new_link, new_port = protocol._decode_link, protocol._decode_nic_port
+    new_link, new_port = decode_fields._decode_link, decode_fields._decode_nic_port
     with tempfile.TemporaryDirectory() as d:
         path = _known_hosts_file(Path(d), n)
         for p in range(args.passes):
@@ -71,11 +71,11 @@ def main() -> None:
                 if way == 0:
                     got["known_hosts_asyncssh_us"].append(_per_host(
                         lambda _i: asyncssh.read_known_hosts(path), n))
-                    protocol._decode_link = decode_link_before
-                    protocol._decode_nic_port = decode_nic_port_before
+                    decode_fields._decode_link = decode_link_before
+                    decode_fields._decode_nic_port = decode_nic_port_before
                     got["hello_before_us"].append(_per_host(
                         lambda i: MessageReader().feed(hellos[i]), n))
-                    protocol._decode_link, protocol._decode_nic_port = new_link, new_port
+                    decode_fields._decode_link, decode_fields._decode_nic_port = new_link, new_port
                 else:
                     known_hosts_once._PARSED.clear()
                     got["known_hosts_once_us"].append(_per_host(

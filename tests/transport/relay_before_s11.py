@@ -10,7 +10,7 @@ from typing import Any
 
 from probes.transport.collector_wire import relayed_hello, relayed_tick
 from probes.transport.relay import Kind, Relay, RelayReader
-from probes.wire import protocol
+from probes.wire import decode_fields, protocol
 from probes.wire.compact import _DECODER, _DISK_NAME, CompactStream, SampleRow
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import AgentMessage, Hello
@@ -35,7 +35,7 @@ class RelayReaderBefore(RelayReader):
     """``RelayReader`` before: no one-step tick."""
 
     def _stream(self, columns: Any) -> CompactStream:
-        return CompactStreamBefore(columns, protocol._decode_sample, builds=self.builds_ticks,
+        return CompactStreamBefore(columns, decode_fields._decode_sample, builds=self.builds_ticks,
                                    parse=protocol._parsed)
 
     def feed(self, chunk: bytes) -> list[AgentMessage]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from probes.wire.protocol import _int, _num, _str
+from probes.wire.decode_fields import _int, _num, _str
 from probes.wire.samples import NicPort, PcieLink
 from probes.wire.shared import shared
 

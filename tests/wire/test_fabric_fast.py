@@ -1,5 +1,5 @@
 """A ``fabric`` line decoded in one pass (``probes.wire.fabric_fast``) reads as the checked
-decoder reads it (``protocol._decode_fabric``), field by field, value, type and sign.
+decoder reads it (``decode_fields._decode_fabric``), field by field, value, type and sign.
 
 The lines are the agent simulator's own fabric reports (eight ConnectX-7 NDR ports, a port
 going down with its counters, 18 NVLinks a GPU on the first report), then the same lines
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from probes import agent
-from probes.wire import protocol
+from probes.wire import decode_fields, protocol
 from probes.wire.samples import FabricSample, IbPortSample, NvLinkSample
 
 ODD: tuple[Any, ...] = (None, -1, 1.5, 1.0, "x", True, 2**60, 0, -0.0, [], {}, "y" * 80)
@@ -91,7 +91,7 @@ def _typed(v: Any) -> Any:
 def _checked(line: bytes) -> object:
     try:
         obj, _ = protocol._loads(line)
-        return protocol._decode_fabric(obj)
+        return decode_fields._decode_fabric(obj)
     except Exception as e:
         return type(e).__name__
 

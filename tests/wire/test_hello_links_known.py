@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from probes.wire import protocol
+from probes.wire import decode_fields
 from probes.wire import shared as shared_module
 from probes.wire.protocol import decode_line
 from probes.wire.samples import Hello, PcieLink
@@ -56,17 +56,17 @@ def test_links_and_ports_are_the_objects_shared_returns() -> None:
     for _ in range(6000):
         d = _link(rng)
         old = decode_link_before(d)
-        assert _same(protocol._decode_link(d), old), d
+        assert _same(decode_fields._decode_link(d), old), d
         zero_pairs += old.speed_gts == 0.0 or old.max_speed_gts == 0.0
         p = _port(rng)
-        assert _same(protocol._decode_nic_port(p), decode_nic_port_before(p)), p
+        assert _same(decode_fields._decode_nic_port(p), decode_nic_port_before(p)), p
     assert zero_pairs > 500  # the float zeros' path was taken, both signs
 
 
 def test_the_lookup_skips_the_walk_for_a_link_met_before() -> None:
     d = {"address": "0000:99:00.0", "speed_gts": 32.0, "width": 16, "max_speed_gts": 32.0,
          "max_width": 16, "numa_node": 1, "local_cpulist": "0-31"}
-    first = protocol._decode_link(d)
+    first = decode_fields._decode_link(d)
     calls = []
     real = shared_module.shared
 
@@ -75,9 +75,9 @@ def test_the_lookup_skips_the_walk_for_a_link_met_before() -> None:
         return real(obj)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(protocol, "shared", counted)
+        mp.setattr(decode_fields, "shared", counted)
         mp.setattr(shared_module, "shared", counted)
-        assert protocol._decode_link(dict(d)) is first
+        assert decode_fields._decode_link(dict(d)) is first
     assert calls == []
 
 
@@ -104,8 +104,8 @@ def test_spoiled_hellos_decode_to_the_same_objects() -> None:
         line = json.dumps(obj, ensure_ascii=rng.random() < 0.7).encode(
             "utf-8", "surrogatepass")
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(protocol, "_decode_link", decode_link_before)
-            mp.setattr(protocol, "_decode_nic_port", decode_nic_port_before)
+            mp.setattr(decode_fields, "_decode_link", decode_link_before)
+            mp.setattr(decode_fields, "_decode_nic_port", decode_nic_port_before)
             old = _hello(line)
         new = _hello(line)
         assert (old is None) == (new is None)
@@ -123,15 +123,16 @@ def test_spoiled_hellos_decode_to_the_same_objects() -> None:
 def test_negative_control_a_key_without_the_zeros_sign_fails(
         monkeypatch: pytest.MonkeyPatch) -> None:
     def signless(d: dict[str, Any]) -> PcieLink:
-        link = PcieLink(protocol._str(d.get("address")), protocol._num(d.get("speed_gts")),
-                        protocol._int(d.get("width")), protocol._num(d.get("max_speed_gts")),
-                        protocol._int(d.get("max_width")), protocol._int(d.get("numa_node")),
-                        protocol._str(d.get("local_cpulist")))
+        df = decode_fields
+        link = PcieLink(df._str(d.get("address")), df._num(d.get("speed_gts")),
+                        df._int(d.get("width")), df._num(d.get("max_speed_gts")),
+                        df._int(d.get("max_width")), df._int(d.get("numa_node")),
+                        df._str(d.get("local_cpulist")))
         key = (PcieLink, *link.__dict__.values())
         got = shared_module.known(key)
         return got if type(got) is PcieLink else shared_module.remember(key, link)
 
-    monkeypatch.setattr(protocol, "_decode_link", signless)
+    monkeypatch.setattr(decode_fields, "_decode_link", signless)
     with pytest.raises(AssertionError):
         test_links_and_ports_are_the_objects_shared_returns()
 
@@ -139,8 +140,8 @@ def test_negative_control_a_key_without_the_zeros_sign_fails(
 
 def test_negative_control_unshared_links_fail_the_hello_check(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    real = protocol._decode_link
-    monkeypatch.setattr(protocol, "_decode_link",
+    real = decode_fields._decode_link
+    monkeypatch.setattr(decode_fields, "_decode_link",
                         lambda d: PcieLink(*real(d).__dict__.values()))
     with pytest.raises(AssertionError):
         test_spoiled_hellos_decode_to_the_same_objects()

@@ -127,7 +127,7 @@ from probes.store import columns
 from probes.store.recording import Recorder
 from probes.store.recording_reader import RecordingReader
 from probes.sources.prometheus import fields as prometheus_fields
-from probes.wire import protocol
+from probes.wire import decode_fields
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import Hello, HostSample
 
@@ -170,7 +170,7 @@ for s in samples:
 v1 = [m for m in MessageReader().feed(("\\n".join(v1_lines) + "\\n").encode())
       if isinstance(m, HostSample)]
 assert [got(s) for s in v1] == [want(s) for s in v1] and len(v1) == 40, "v1"
-checked = protocol._decode_sample(json.loads(v1_lines[-1]))
+checked = decode_fields._decode_sample(json.loads(v1_lines[-1]))
 assert got(checked) == want(checked), "v1 checked decoder"
 
 # recorded: a moving column, not a static fact (one signature for ticks that differ in it)

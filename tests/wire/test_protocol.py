@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from probes.errors import ProtocolError
-from probes.wire import protocol
+from probes.wire import decode_fields
 from probes.wire.protocol import MessageReader, UnknownMessageType, decode_line
 from probes.wire.samples import (
     BlockDevice,
@@ -226,7 +226,8 @@ ODD_VALUES: list[object] = [None, True, False, 0, -1, 7, 2**40, 2**63 - 1, 1.5, 
 def _both_paths(line: bytes) -> tuple[object, object]:
     """The orjson fast path and the standard library's checked path, on one line."""
     orjson = pytest.importorskip("orjson")
-    return protocol._fast_sample(orjson.loads(line)), protocol._decode_sample(json.loads(line))
+    return (decode_fields._fast_sample(orjson.loads(line)),
+            decode_fields._decode_sample(json.loads(line)))
 
 
 def test_fast_sample_path_equals_the_checked_path(agent_lines: list[bytes]) -> None:
@@ -359,7 +360,7 @@ def test_a_decoder_that_raises_anything_gives_a_garbled_line(
         monkeypatch: pytest.MonkeyPatch, exc: type[Exception]) -> None:
     def boom(obj: object) -> None:
         raise exc("boom")
-    monkeypatch.setitem(protocol._DECODERS, "event", boom)
+    monkeypatch.setitem(decode_fields._DECODERS, "event", boom)
     reader = MessageReader()
     assert reader.feed(b'{"type":"event","line":"x"}\n') == []
     assert reader.stats.garbled == 1

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from probes.wire import protocol, shared, structs
+from probes.wire import decode_fields, shared, structs
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import Hello
 from tests.bench.bench_ingest import template
@@ -50,10 +50,10 @@ def hellos() -> list[bytes]:
 def test_hellos_read_the_same_with_sharing_and_share_their_facts(
         hellos: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     with_sharing = [_hello(h) for h in hellos]
-    monkeypatch.setattr(protocol, "shared", lambda obj: obj)
+    monkeypatch.setattr(decode_fields, "shared", lambda obj: obj)
     # links and ports are looked up by their values first (session 10): no sharing there too
-    monkeypatch.setattr(protocol, "known", lambda key: None)
-    monkeypatch.setattr(protocol, "remember", lambda key, obj: obj)
+    monkeypatch.setattr(decode_fields, "known", lambda key: None)
+    monkeypatch.setattr(decode_fields, "remember", lambda key, obj: obj)
     without = [_hello(h) for h in hellos]
     for a, b in zip(with_sharing, without, strict=True):
         assert _typed(a) == _typed(b)
@@ -134,7 +134,7 @@ def _chain_mismatches(seed: int) -> int:
     for _ in range(300):
         raw = json.dumps(_random_chains(rng)).encode()
         typed = structs.chains(decode(raw))
-        checked = protocol._decode_chains(json.loads(raw))
+        checked = decode_fields._decode_chains(json.loads(raw))
         bad += _typed(typed) != _typed(checked) or not all(
             x is y for bus in typed for x, y in zip(typed[bus], checked[bus], strict=True))
     return bad

@@ -47,7 +47,7 @@ from probes.config.fleet import HostSpec
 from probes.fleet_state import FleetState
 from probes.transport.collector_wire import CollectorJob, RelayedHello, check_batch, frame, unframe
 from probes.transport.relay import Relay
-from probes.wire import compact, protocol, sanitize
+from probes.wire import compact, decode_fields, protocol, sanitize
 from probes.wire.compact import CompactStream
 from probes.wire.events import Connected, SessionItem
 from probes.wire.protocol import MessageReader, decode_line
@@ -305,10 +305,10 @@ def _summary_differences(take: Callable[[CompactStream, dict[str, Any]], None]) 
         parsed = protocol._parsed(raw)
         if not isinstance(parsed, dict):
             continue
-        new = CompactStream(cols, protocol._decode_sample, builds=False,
-                            parse=protocol._parsed, gpu_index=protocol._index)
-        old = CompactStream(cols, protocol._decode_sample, builds=False,
-                            parse=protocol._parsed, gpu_index=protocol._index)
+        new = CompactStream(cols, decode_fields._decode_sample, builds=False,
+                            parse=protocol._parsed, gpu_index=decode_fields._index)
+        old = CompactStream(cols, decode_fields._decode_sample, builds=False,
+                            parse=protocol._parsed, gpu_index=decode_fields._index)
         new._take = functools.partial(take, new)  # type: ignore[method-assign]
         old._take = functools.partial(take_before, old)  # type: ignore[method-assign]
         answers = []

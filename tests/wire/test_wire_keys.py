@@ -27,7 +27,7 @@ import pytest
 
 from probes.agent import SIM_SCENARIOS
 from probes.transport.bootstrap import shipped_source
-from probes.wire import protocol
+from probes.wire import decode_fields
 from probes.wire.samples import (
     ClockFacts,
     DiskStats,
@@ -204,7 +204,7 @@ def stray_keys(msg: dict[str, Any]) -> list[str]:
     if kind not in MESSAGES:
         return [f"message type {kind!r} has no decoder"]
     tracked = Tracked(msg)
-    protocol._DECODERS[kind](tracked)  # the checked path reads key by key
+    decode_fields._DECODERS[kind](tracked)  # the checked path reads key by key
     out = []
     for where, cls, obj, key in walk(tracked, MESSAGES[kind], kind):
         if where == kind and key in ENVELOPE:
@@ -339,7 +339,7 @@ def test_a_field_the_decoder_forgets_is_named(monkeypatch: pytest.MonkeyPatch) -
     def forgetful(g: dict[str, Any]) -> GpuSample:
         return GpuSample(index=int(g["index"]))
 
-    monkeypatch.setattr(protocol, "_decode_gpu", forgetful)
+    monkeypatch.setattr(decode_fields, "_decode_gpu", forgetful)
     found = stray_keys({"type": "sample", "v": 1, "ts": 1.0, "seq": 0,
                         "gpus": [{"index": 0, "temp_c": 50.0}]})
     assert found == ["sample.gpus[0].temp_c: GpuSample.temp_c exists, but protocol.py's "

@@ -20,7 +20,7 @@ import pytest
 
 from probes.agent import output
 from probes.errors import ProtocolError
-from probes.wire import compact, protocol
+from probes.wire import compact, decode_fields
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import DiskStats, GpuSample, GpuState, Hello, HostSample, HostStats
 from tests.conftest import AGENT_SOURCE
@@ -177,7 +177,7 @@ def test_a_tick_before_any_static_facts_is_garbled() -> None:
     assert [type(m) for m in out] == [Hello]
     assert reader.stats.garbled == 1
     with pytest.raises(ProtocolError):
-        compact.CompactStream(output.compact_columns(), protocol._decode_sample).sample(
+        compact.CompactStream(output.compact_columns(), decode_fields._decode_sample).sample(
             b"[0,6.0,[],[],[]]", lambda: [0, 6.0, [], [], []])
 
 
