@@ -157,17 +157,17 @@ def _templates(seconds: int) -> list[list[Hello | HostSample]]:
 def test_raw_matrix_streams_read_as_before() -> None:
     for samples_, kw in _cases():
         assert first_difference(list(samples_), DEFAULT_LIMITS, kw, every=113,
-                                whole=23) is None
+                                whole=61) is None
     assert COUNT["group"] > 100 and COUNT["widen"] > 100
     assert COUNT["group_missing"] > 0 and COUNT["widen_nan"] > 0
 
 
 @pytest.mark.parametrize("k", range(TEMPLATES))
 def test_simulator_templates_read_as_before(k: int) -> None:
-    assert first_difference(_templates(900)[k], DEFAULT_LIMITS, whole=17) is None
+    assert first_difference(_templates(900)[k], DEFAULT_LIMITS, whole=41) is None
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))
 def test_templates_under_random_limits(seed: int) -> None:
     rng = random.Random(seed)
     for k in rng.sample(range(TEMPLATES), 2):
