@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterator, Sequence
-from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -334,16 +333,7 @@ class RawRing(Ring):
                 w = self.widths[codec]
                 got, bad = widen(codec, self.mats[codec][p0 * w:p1 * w], w, idx)
                 for v, nan, out in zip(got, bad, gouts, strict=True):
-                    tt: Sequence[float] = t
-                    if nan:
-                        keep = [x == x for x in v]
-                        tt = array("d", compress(t, keep))
-                        v = list(compress(v, keep))
-                    out.t.extend(tt)
-                    out.lo.extend(v)
-                    out.hi.extend(v)
-                    out.mean.extend(v)
-                    out.n.extend(repeat(1, len(tt)))
+                    out.extend_raw(t, v, nan)
 
     def matrix(self, codec: Codec, segs: Sequence[tuple[int, int]]
                ) -> tuple[list[str], np.ndarray[Any, Any]]:

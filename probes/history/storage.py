@@ -54,6 +54,20 @@ class Columns(NamedTuple):
         """The same data as ``Point`` tuples."""
         return tuple(map(Point, self.t, self.lo, self.hi, self.mean, self.n))
 
+    def extend_raw(self, t: Sequence[float], v: Sequence[float], nan: bool) -> None:
+        """Raw samples at times ``t`` as points (one sample each: low, high and mean its
+        value); where ``nan`` says some are NaN (a value the sample did not have), those
+        points are left out, as every raw read leaves them."""
+        if nan:
+            keep = [x == x for x in v]
+            t = array("d", compress(t, keep))
+            v = list(compress(v, keep))
+        self.t.extend(t)
+        self.lo.extend(v)
+        self.hi.extend(v)
+        self.mean.extend(v)
+        self.n.extend(itertools.repeat(1, len(t)))
+
 
 class Codec:
     """How a series is stored in one tier.
@@ -353,15 +367,7 @@ class Ring:
         for (p0, p1), t in zip(segs, times, strict=True):
             if self.width == 1:
                 v = codec.decode(c[p0:p1])
-                if any(map(math.isnan, v)):
-                    keep = [x == x for x in v]
-                    t = array("d", compress(t, keep))
-                    v = list(compress(v, keep))
-                out.t.extend(t)
-                out.lo.extend(v)
-                out.hi.extend(v)
-                out.mean.extend(v)
-                out.n.extend(itertools.repeat(1, len(t)))
+                out.extend_raw(t, v, any(map(math.isnan, v)))
                 continue
             assert self.counts is not None
             vals = codec.decode(c[3 * p0:3 * p1])
