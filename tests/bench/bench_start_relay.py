@@ -25,6 +25,7 @@ import pickle
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,8 @@ def main() -> None:
     ap.add_argument("--ticks", type=int, default=1)
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--code", help="checkouts to alternate, comma-separated")
-    ap.add_argument("--recording", default="/tmp/rigwatch-bench-start-relay.pkl")
+    ap.add_argument("--recording", default=os.path.join(tempfile.gettempdir(),
+                                                       "rigwatch-bench-start-relay.pkl"))
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     tmpl = recording(Path(args.recording))
