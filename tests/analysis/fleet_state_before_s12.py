@@ -29,7 +29,6 @@ from probes.analysis.fleet_row import FleetRow, HostStatus
 from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.host_clock import clock_findings
 from probes.analysis.host_findings import HostFindings
-from tests.analysis.host_logs_before_s12 import HostLogs
 from probes.analysis.item_findings import hello_layout_findings, sample_chains
 from probes.analysis.job_ranks import HostRanks, RankIndex, placed
 from probes.analysis.job_watch import NO_JOB, JobWatch
@@ -62,6 +61,7 @@ from probes.wire.samples import (
     LogSourceState,
     ProbeError,
 )
+from tests.analysis.host_logs_before_s12 import HostLogs
 
 RANK_INDEX_EVERY_S = 2.0
 """How old the rank index may get while items arrive (see ``FleetState.rank_index``)."""
