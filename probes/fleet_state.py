@@ -213,7 +213,7 @@ class HostState:
         """Bring the host up to ``now``: its queued log lines scanned, its staleness judged.
         True when its findings or status may have moved."""
         scanned = self.scan_logs()
-        return self.refresh_status(now) or scanned
+        return self.reach.refresh(now) or scanned  # ``refresh_status``, a call less
 
     def status_at(self, now: float) -> HostStatus:
         """The status as of ``now`` (``ReachTracker.status_at``; nothing is stored)."""
@@ -495,7 +495,9 @@ class FleetState:
         job watched)."""
         states = self.hosts.values() if names is None else [
             self.hosts[n] for n in names if n in self.hosts]
-        found = [f for s in states for f in s.findings()]
+        # each host's list as kept (``findings_as_kept``): read into a new list here, so
+        # the copy ``findings()`` makes was a list a host a tick for nothing (issue 38)
+        found = [f for s in states for f in s.findings_as_kept(s.status)]
         if any(f.code in SWITCH_CODES or f.code in RACK_CODES for f in found):
             found = grouped(found, self.fabric_map(), self.limits.detectors)
         found += source_findings(self.unseen, names if names is None else

@@ -4,7 +4,8 @@ folds exactly as before.
 Changed: the host clock watch keeps its window's maximum as values come and go
 (``HostClockWatch._add``) instead of ``max`` over the window every tick; ``HostLogs.
 take_readings`` answers a host with nothing to take before asking its scanner;
-``HostState.apply_sample`` builds the numbers mark inline.  Held to the modules as they were
+``HostState.apply_sample`` builds the numbers mark inline; ``FleetState.all_findings``
+reads each host's findings as kept.  Held to the modules as they were
 (``tests/analysis/{host_clock,fleet_state,host_logs}_before_s12``, main ``2425ab3``):
 
 * the clock watch alone, over seeded scripts of hellos (speeds 0.5–60), samples, log lines,
@@ -20,7 +21,8 @@ take_readings`` answers a host with nothing to take before asking its scanner;
   GPU's process list the wrong length, odd floats); after every frame every item passed on
   (a sample field by field, its row as msgpack, its floats' bits), each reader's counts,
   each host's kept findings with types and onsets, counters, status and reachability,
-  merged findings, the fold's logs; each row; the last samples with their GPUs built.
+  merged findings, the fold's logs; each row; the fleet's findings (``all_findings``, each
+  host's read as kept, not copied); the last samples with their GPUs built.
 
 Negative controls: a clock watch blind to its maximum leaving the window, one that takes a
 NaN for an ordinary value, and a take_readings that never folds are each caught.
@@ -52,6 +54,7 @@ from probes.wire.protocol import MessageReader
 from probes.wire.samples import ClockFacts, Hello, HostSample, LogEvent
 from tests.analysis import fleet_state_before_s12, host_clock_before_s12, host_logs_before_s12
 from tests.analysis.test_quiet_tick import _fold, _host
+from tests.bench.bench_apply_s12 import IdleWorker
 from tests.bench.bench_ingest import TEMPLATES, template
 from tests.bench.bench_relay_decode import collector_frames
 from tests.transport.test_relay_rows import agent_stream
@@ -318,7 +321,6 @@ class Console:
     def __init__(self, fleet: Any, clocked: Any, specs: tuple[HostSpec, ...],
                  seed: int) -> None:
         self.fleet = fleet
-        self.fleet.scan_worker = object()  # take_scans walks every host
         self.shard = _Shard(1, CollectorJob(specs, 4, 0.05))
         self.slices = FoldSlices(budget_s=3600.0)
         self.items: list[tuple[str, Any]] = []
@@ -355,8 +357,9 @@ def chain_compare(kind: str, seed: int, seconds: int = 90, rate: float = 0.0
     frames, _ = collector_frames(feed, specs, seconds)
     if rate:
         frames = _attacked(frames, seed, rate)
-    new = Console(FleetState(list(specs)), host_clock.clocked, specs, seed)
-    old = Console(fleet_state_before_s12.FleetState(list(specs)),
+    worker = IdleWorker() if seed % 2 == 0 else None  # the console's worker path, or none
+    new = Console(FleetState(list(specs), scan_worker=worker), host_clock.clocked, specs, seed)
+    old = Console(fleet_state_before_s12.FleetState(list(specs), scan_worker=worker),
                   host_clock_before_s12.clocked, specs, seed)
     seen = {"row samples": 0, "offsets": 0}
     for k, data in enumerate(frames):
@@ -379,10 +382,13 @@ def chain_compare(kind: str, seed: int, seconds: int = 90, rate: float = 0.0
                 return f"row of {name} at {k}", seen
         if _fold(new.fleet) != _fold(old.fleet):
             return f"fold at {k}", seen
+        if repr(new.fleet.all_findings()) != repr(old.fleet.all_findings()):
+            return f"all findings at {k}", seen
     for name in new.fleet.hosts:  # the newest samples with their GPUs built
         if repr(new.fleet.hosts[name].last) != repr(old.fleet.hosts[name].last):
             return f"last sample of {name}", seen
     seen["garbled"] = sum(r.stats.garbled for r in new.shard.readers.values())
+    seen["findings"] = len(new.fleet.all_findings())
     return None, seen
 
 
@@ -395,6 +401,7 @@ def test_the_console_folds_relayed_frames_as_before(kind: str, seed: int, rate: 
     where, seen = chain_compare(kind, seed, rate=rate)
     assert where is None, where
     assert seen["row samples"] > 200, seen  # not vacuous: ticks came as rows
+    assert seen["findings"] > 5, seen  # and findings were there to read
     if rate:
         assert seen["garbled"] > 20, seen  # attacked ticks were refused
 
