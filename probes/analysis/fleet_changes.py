@@ -40,7 +40,8 @@ NumbersMark = tuple[int, HostStatus, "Outage | None", "SourceHealth | None", "Ho
 
 
 def numbers_mark(host: HostState) -> NumbersMark:
-    """What of ``host`` its row's status, findings and GPUs answering read, before a sample."""
+    """What of ``host`` its row's status, findings and GPUs answering read, before a sample
+    (written out in ``HostState.apply_sample``: change both)."""
     reach = host.reach
     kept = host.findings_kept
     return kept.content - kept.reworded, reach.status, reach.outage, reach.watch, host.last

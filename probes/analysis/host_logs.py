@@ -101,10 +101,11 @@ class HostLogs:
         """Fold the speeds the worker read into ``speed``; True when the worker left
         readings or finds (the host's findings are old then)."""
         scanner = self.scanner
-        news = bool(scanner.done or scanner.readings)
+        if not (scanner.done or scanner.readings):  # most hosts, most calls: nothing
+            return False  # (``take_readings`` would hand back none; issue 38)
         for source, ts, got, line in scanner.take_readings():
             self.speed.add_reading(source, ts, got, line)
-        return news
+        return True
 
     def _seen_before(self, event: LogEvent) -> bool:
         """Whether this kernel line already arrived (remembering it if not).

@@ -51,6 +51,13 @@ class HostClockWatch:
         self._start: float | None = None
         self._speed = 1.0
         self._seen = 0
+        self._top: float | None = None
+        """``max(self._ahead)`` kept as values come and go (issue 38: ``max`` over the
+        window boxed 64 floats a tick); None where it is to be read again."""
+        self._odd = 0
+        """Values in the window that are zero or not finite: while any is there the maximum
+        is read whole (``max`` of a window with a NaN depends on where the NaN sits, and
+        -0.0 and 0.0 compare equal but print apart), so the kept one is exact."""
         self.reported: float | None = None
         """The offset last reported (host minus console), None before the first."""
         self.applied = 0.0
@@ -71,30 +78,64 @@ class HostClockWatch:
             item: a message from the host (decoded just now, not yet shared).
             received: the console's time it arrived.
         """
+        if type(item) is HostSample:  # nearly every item: a tick (issue 38, its own path)
+            ts = item.ts
+            start = self._start
+            if self._speed != 1.0 and start is not None and not ts <= start:
+                ts = start + (ts - start) / self._speed  # ``_real``
+            self._seen += 1
+            update = self._estimate(received, self._add(ts - received))
+            if self.applied:
+                object.__setattr__(item, "ts", item.ts - self.applied)
+            return update
         if isinstance(item, Connected):
             # a new agent: its hello starts the estimate again (the host may have rebooted)
             del self._ahead[:]
             self._start = None
+            self._top, self._odd = None, 0
             return None
         if not isinstance(item, _TIMED):
             return None
-        update: ClockOffset | None = None
+        update = None
         if isinstance(item, Hello):
             self._speed = item.clock.speed
             self._start = item.ts
         if isinstance(item, (Hello, HostSample)):
-            ahead = self._ahead
-            ahead.append(self._real(item.ts) - received)
-            if len(ahead) > WINDOW:
-                del ahead[0]
             self._seen += 1
-            update = self._estimate(received)
+            update = self._estimate(received, self._add(self._real(item.ts) - received))
         if self.applied:
             object.__setattr__(item, "ts", item.ts - self.applied)
         return update
 
-    def _estimate(self, received: float) -> ClockOffset | None:
-        offset = max(self._ahead)
+    def _add(self, value: float) -> float:
+        """Put ``value`` in the window (the oldest out past ``WINDOW``); the window's
+        ``max`` after, bit for bit: kept as values come and go while every value is finite
+        and not zero (equal such floats are the same float), read whole otherwise."""
+        ahead = self._ahead
+        ahead.append(value)
+        odd = self._odd
+        if not (value != 0.0 and value - value == 0.0):  # zero, infinite or NaN
+            odd += 1
+        gone = None
+        if len(ahead) > WINDOW:
+            gone = ahead[0]
+            del ahead[0]
+            if not (gone != 0.0 and gone - gone == 0.0):
+                odd -= 1
+        self._odd = odd
+        top = self._top
+        if odd:
+            self._top = None
+            return max(ahead)
+        if top is None or gone == top:
+            top = max(ahead)
+        elif value > top:
+            top = ahead[-1]  # as the array holds it (a float, whatever ``value`` was)
+        self._top = top
+        return top
+
+    def _estimate(self, received: float, offset: float) -> ClockOffset | None:
+        """A new estimate when ``offset`` (the window's maximum) moved from the last."""
         if self.reported is not None and abs(offset - self.reported) < REPORT_STEP_S:
             return None
         self.reported = offset
