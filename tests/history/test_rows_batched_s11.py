@@ -5,11 +5,13 @@ every detector as the reads before did, bit for bit.
 ``RawRing.rows_many`` widens a float codec's slots together (``widen``); the reads before
 are ``rows_before_s11`` (main ``c12fc7c``, copied).  One history per stream is read both
 ways (the reads change nothing in it): every query (``test_block_columns._digest``: points,
-bins, unmerged, latest, …), the detectors' windows of every dense series read together
-(one field of every GPU, and every key at once: mixed codecs), and the detectors'
+bins, unmerged, latest, …; every third check and at the end), the detectors' windows of
+every dense series read together (one field of every GPU, and every key at once: mixed
+codecs), and the detectors'
 findings field by field (``test_judges_changed._exact``: types and onsets) — the schedule's
 at every sample and every detector at once every few samples — under the default limits
-and random short ones.  Streams: ``test_raw_matrix``'s (random ones with GPUs appearing and
+and random short ones (there the queries only at the end: limits change no history).
+Streams: ``test_raw_matrix``'s (random ones with GPUs appearing and
 going, processes and disks coming and going, gaps, NaN/±0/±inf/past-half values, short
 tiers, processes forgotten; the simulator; mutated v2 streams), all 16 simulator
 templates over 15 min with odd values and restarts, ``bench_fold_age``'s hosts (hung,
@@ -63,10 +65,13 @@ def reads_before() -> Iterator[None]:
         Ring.rows_many, RawRing.rows_many = NEW  # type: ignore[method-assign]
 
 
-def _queries(h: HostHistory) -> str:
+def _queries(h: HostHistory, digest: bool = True) -> str:
+    """The detectors' windows of every dense series read together (where the batched reads
+    run: every control below is caught here), and with ``digest`` every other query
+    (``_digest``: series read one at a time; 60% of the cost, no control caught by it alone)."""
     keys = [k for k in h.series_keys() if h.steps(k) is None]  # type: ignore[arg-type]
     last = h.last_ts or 0.0
-    return repr([_digest(h), _windows(h), h.windows(keys, last - 300.0, 20),
+    return repr([_digest(h) if digest else None, _windows(h), h.windows(keys, last - 300.0, 20),
                  h.windows(keys, last - 1500.0, 100), h.windows(keys, last - 40.0)])
 
 
@@ -92,8 +97,9 @@ def _items(hello: bytes, chunks: list[bytes]) -> list[Hello | HostSample]:
 def first_difference(items: list[Hello | HostSample], limits: DetectorLimits,
                      kw: dict[str, Any] | None = None, every: int = 97,
                      whole: int = 5) -> str | None:
-    """One history, read both ways: queries every ``every`` samples, the schedule's
-    findings every sample, every detector at once every ``whole`` samples."""
+    """One history, read both ways: the windows every ``every`` samples (with every query
+    every third time and at the end), the schedule's findings every sample, every detector
+    at once every ``whole`` samples."""
     h = HostHistory(**(kw or {}))
     new, old = DetectorSchedule(limits), DetectorSchedule(limits)
     hello: Hello | None = None
@@ -116,7 +122,7 @@ def first_difference(items: list[Hello | HostSample], limits: DetectorLimits,
             if _same(a2) != _same(b2):
                 return f"detectors at {item.ts}"
         if n % every == 0:
-            qa, qb = _both(lambda: _queries(h))
+            qa, qb = _both(functools.partial(_queries, h, n % (3 * every) == 0))
             if qa != qb:
                 return f"queries at {item.ts}"
     qa, qb = _both(lambda: _queries(h))
@@ -172,7 +178,9 @@ def test_templates_under_random_limits(seed: int) -> None:
     rng = random.Random(seed)
     for k in rng.sample(range(TEMPLATES), 2):
         limits = random_limits(rng)
-        assert first_difference(_templates(900)[k], limits, whole=9) is None
+        # the queries only at the end: limits change no history, and the same histories'
+        # queries at the same samples are compared above
+        assert first_difference(_templates(900)[k], limits, every=10**9, whole=9) is None
     assert sum(v for c, v in COUNT.items() if c not in (
         "group", "group_missing", "widen", "widen_nan")) > 0  # findings seen
 
@@ -220,4 +228,6 @@ def test_negative_controls_are_seen(monkeypatch: pytest.MonkeyPatch, what: str) 
     for samples_, kw in _cases()[:4]:
         seen += first_difference(list(samples_), DEFAULT_LIMITS, kw, every=113,
                                  whole=23) is not None
+        if seen:
+            break  # one stream that differs is all this asks
     assert seen >= 1

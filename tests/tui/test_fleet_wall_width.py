@@ -136,11 +136,23 @@ async def _run(monkeypatch: pytest.MonkeyPatch, wall_class: type[Any]) -> Trace:
     return out
 
 
+pytestmark = pytest.mark.xdist_group("fleet_wall_width")  # one worker: the reference run once
+REFERENCE: list[tuple[Trace, dict[str, list[str]]]] = []
+"""The run with the code before (its trace and first frames), made once for the check and
+its control: the check's own comparison shows it is the same run to run."""
+
+
+async def _reference(monkeypatch: pytest.MonkeyPatch) -> tuple[Trace, dict[str, list[str]]]:
+    if not REFERENCE:
+        with monkeypatch.context() as m:
+            ref = await _run(m, fleet_wall_before_s11.FleetWall)
+        REFERENCE.append((ref, dict(FIRST)))
+    return REFERENCE[0]
+
+
 async def test_the_wall_shown_is_drawn_as_before_and_packed_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    with monkeypatch.context() as m:
-        ref = await _run(m, fleet_wall_before_s11.FleetWall)
-    first_ref = dict(FIRST)
+    ref, first_ref = await _reference(monkeypatch)
     new = await _run(monkeypatch, FleetWall)
     first_new = dict(FIRST)
     assert [s[0] for s in new] == [s[0] for s in ref]
@@ -178,8 +190,7 @@ class KeptWidthWall(FleetWall):
 async def test_negative_control_a_width_kept_through_a_resize_is_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
     KeptWidthWall.__name__ = "FleetWall"  # the stylesheet's rules name the class
-    with monkeypatch.context() as m:
-        ref = await _run(m, fleet_wall_before_s11.FleetWall)
+    ref, _ = await _reference(monkeypatch)
     bad = await _run(monkeypatch, KeptWidthWall)
     differ = [name for (name, frame, lines, _, _), (_, frame_r, lines_r, _, _)
               in zip(bad, ref, strict=True) if (frame, lines) != (frame_r, lines_r)]

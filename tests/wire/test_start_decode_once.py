@@ -131,19 +131,29 @@ def agent_objects() -> list[Any]:
     return [json.loads(ln) for ln in lines if ln.startswith(b"{")]
 
 
-def _depth_differences(check: Callable[[bytes], None], objs: list[Any]) -> tuple[int, int]:
+@pytest.fixture(scope="module")
+def depth_lines(agent_objects: list[Any]) -> list[tuple[bytes, str]]:
+    """3000 lines and the loop's verdict on each: computed once for the check and its
+    controls (the reference loop is most of the cost)."""
     rng = random.Random(38)
-    differ = deep = 0
+    out = []
     for k in range(3000):
-        line = _soup(rng) if k % 3 else _agent_like(rng, objs)
-        want = _verdict(check_depth_before, line)
+        line = _soup(rng) if k % 3 else _agent_like(rng, agent_objects)
+        out.append((line, _verdict(check_depth_before, line)))
+    return out
+
+
+def _depth_differences(check: Callable[[bytes], None],
+                       lines: list[tuple[bytes, str]]) -> tuple[int, int]:
+    differ = deep = 0
+    for line, want in lines:
         deep += want != "ok"
         differ += _verdict(check, line) != want
     return differ, deep
 
 
-def test_check_depth_answers_as_the_loop_did(agent_objects: list[Any]) -> None:
-    differ, deep = _depth_differences(sanitize.check_depth, agent_objects)
+def test_check_depth_answers_as_the_loop_did(depth_lines: list[tuple[bytes, str]]) -> None:
+    differ, deep = _depth_differences(sanitize.check_depth, depth_lines)
     assert 300 < deep < 2700  # both verdicts, many times
     assert differ == 0
 
@@ -167,9 +177,9 @@ def _depth_losing_the_unclosed_rest(line: bytes) -> None:
 
 
 def test_negative_control_a_scan_that_counts_strings_or_drops_a_rest_is_caught(
-        agent_objects: list[Any]) -> None:
-    assert _depth_differences(_depth_with_strings_counted, agent_objects)[0] > 50
-    assert _depth_differences(_depth_losing_the_unclosed_rest, agent_objects)[0] > 5
+        depth_lines: list[tuple[bytes, str]]) -> None:
+    assert _depth_differences(_depth_with_strings_counted, depth_lines)[0] > 50
+    assert _depth_differences(_depth_losing_the_unclosed_rest, depth_lines)[0] > 5
 
 
 def _tree(rng: random.Random, level: int, target: int, quote: str) -> Any:
@@ -186,9 +196,12 @@ def _tree(rng: random.Random, level: int, target: int, quote: str) -> Any:
     return {rng.choice(("k", "[", "}", quote)) + str(i): v for i, v in enumerate(kids)}
 
 
-def _shallow_differences(fn: Callable[[Any, int, bytes], bool]) -> tuple[int, int]:
+@functools.cache
+def _shallow_cases() -> list[tuple[Any, int, bytes, bool]]:
+    """2000 trees and the walk's verdict on each, made once for the check and its control
+    (nothing reads them but to compare)."""
     rng = random.Random(38)
-    differ = deep = 0
+    out = []
     for _ in range(2000):
         depth = rng.choice((0, 0, 1, 5))
         tree = _tree(rng, depth, rng.choice((MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH,
@@ -196,7 +209,13 @@ def _shallow_differences(fn: Callable[[Any, int, bytes], bool]) -> tuple[int, in
                      '"' if rng.random() < 0.15 else "")
         wrapped = {"pad": [[1]] * 70, "t": tree} if rng.random() < 0.5 else tree
         dumped = orjson.dumps(wrapped)
-        want = shallow_enough_before(wrapped, depth, dumped)
+        out.append((wrapped, depth, dumped, shallow_enough_before(wrapped, depth, dumped)))
+    return out
+
+
+def _shallow_differences(fn: Callable[[Any, int, bytes], bool]) -> tuple[int, int]:
+    differ = deep = 0
+    for wrapped, depth, dumped, want in _shallow_cases():
         deep += not want
         differ += fn(wrapped, depth, dumped) != want
     return differ, deep
@@ -290,42 +309,57 @@ def _static_lines(seed: int) -> tuple[list[bytes], list[bytes]]:
         [ln for ln in lines if ln.startswith(b"[")]
 
 
-def _summary_differences(take: Callable[[CompactStream, dict[str, Any]], None]) -> tuple[
-        int, int]:
+Answers = tuple[dict[str, Any], list[bytes | str | None]]
+
+
+def _summary_run(take: Callable[[CompactStream, dict[str, Any]], None], cols: dict[str, Any],
+                 raw: bytes, chosen: list[tuple[bytes, bool]]) -> tuple[Answers, CompactStream]:
+    """One thin stream given the ``static`` line ``raw`` (parsed afresh) through ``take``,
+    then the ticks ``chosen``: its state and each tick's verdict."""
+    s = CompactStream(cols, decode_fields._decode_sample, builds=False,
+                      parse=protocol._parsed, gpu_index=decode_fields._index)
+    s._take = functools.partial(take, s)  # type: ignore[method-assign]
+    s.static(protocol._parsed(raw), zlib.crc32(raw), raw)
+    verdicts: list[bytes | str | None] = []
+    for tick, checked in chosen:
+        try:
+            row = s.readable(None if checked else tick,
+                             functools.partial(protocol._parsed, tick))
+            verdicts.append(None if row is None else msgspec.json.encode(row))
+        except Exception as exc:
+            verdicts.append(f"{type(exc).__name__}: {exc}")
+    return (_state(s), verdicts), s
+
+
+@functools.cache
+def _summary_cases() -> list[tuple[dict[str, Any], bytes, list[tuple[bytes, bool]], str, str]]:
+    """1500 spoiled ``static`` lines with their ticks, and the reference ``_take``'s
+    answers on each: made once for the check and its control."""
     rng = random.Random(38)
     bases = {s: _static_lines(s) for s in range(4)}
-    differ = 0
-    fits: set[str] = set()
+    out = []
     for k in range(1500):
         statics, ticks = bases[k % 4]
         cols = _columns(rng)
         line = statics[rng.randrange(len(statics))]
         obj = _static_obj(rng, cols, json.loads(line)) if k % 6 else json.loads(line)
         raw = json.dumps(obj, separators=(",", ":")).encode()
-        parsed = protocol._parsed(raw)
-        if not isinstance(parsed, dict):
+        if not isinstance(protocol._parsed(raw), dict):
             continue
-        new = CompactStream(cols, decode_fields._decode_sample, builds=False,
-                            parse=protocol._parsed, gpu_index=decode_fields._index)
-        old = CompactStream(cols, decode_fields._decode_sample, builds=False,
-                            parse=protocol._parsed, gpu_index=decode_fields._index)
-        new._take = functools.partial(take, new)  # type: ignore[method-assign]
-        old._take = functools.partial(take_before, old)  # type: ignore[method-assign]
-        answers = []
         chosen = [(t, rng.random() < 0.2) for t in rng.sample(ticks, 3)] if k % 2 else []
-        for s in (new, old):
-            s.static(parsed, zlib.crc32(raw), raw)
-            verdicts: list[bytes | str | None] = []
-            for tick, checked in chosen:
-                try:
-                    row = s.readable(None if checked else tick,
-                                     functools.partial(protocol._parsed, tick))
-                    verdicts.append(None if row is None else msgspec.json.encode(row))
-                except Exception as exc:
-                    verdicts.append(f"{type(exc).__name__}: {exc}")
-            answers.append((_state(s), verdicts))
-        fits.add(repr(old._fit))
-        differ += repr(answers[0]) != repr(answers[1])
+        answers, old = _summary_run(take_before, cols, raw, chosen)
+        out.append((cols, raw, chosen, repr(answers), repr(old._fit)))
+    return out
+
+
+def _summary_differences(take: Callable[[CompactStream, dict[str, Any]], None]) -> tuple[
+        int, int]:
+    differ = 0
+    fits: set[str] = set()
+    for cols, raw, chosen, want, fit in _summary_cases():
+        answers, _ = _summary_run(take, cols, raw, chosen)
+        fits.add(fit)
+        differ += repr(answers) != want
     return differ, len(fits)
 
 
@@ -364,12 +398,46 @@ def _static_text(rng: random.Random, obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
-def _building_differences(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    """The console's stream (one that builds) at each spoiled ``static`` line and the ticks
-    after: its state and samples, new against the reference ``_take``."""
+REAL_STATIC_HALF = protocol._static_half
+"""The console's one pass as shipped: the reference runs below use it whatever a test
+patches."""
+Run = tuple[list[Any], str | None, dict[str, Any]]
+
+
+def _console_run(lines: list[bytes]) -> Run:
+    reader = MessageReader()
+    msgs = [msg for ln in lines for msg in reader.feed(ln + b"\n")]
+    state = None if reader.compact is None else repr(_state(reader.compact))
+    return msgs, state, vars(reader.stats).copy()
+
+
+@functools.cache
+def _building_cases() -> list[tuple[list[bytes], Run]]:
+    """600 hellos, spoiled ``static`` lines and ticks after, and the console's stream's
+    answers on each with the reference ``_take``: made once for the check and its control."""
     rng = random.Random(83)
     base_hello = json.loads(agent_stream(5, 1, spoil=False).splitlines()[0])
     bases = {s: _static_lines(s) for s in range(4)}
+    out = []
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(compact.CompactStream, "_take", take_before)
+        m.setattr(protocol, "_static_half", REAL_STATIC_HALF)
+        for k in range(600):
+            statics, ticks = bases[k % 4]
+            cols = _columns(rng)
+            hello = json.dumps(dict(base_hello, columns=cols), separators=(",", ":")).encode()
+            obj = json.loads(statics[rng.randrange(len(statics))])
+            if k % 4:
+                obj = _static_obj(rng, cols, obj)
+            lines = [hello, _static_text(rng, obj), *rng.sample(ticks, 3)]
+            out.append((lines, _console_run(lines)))
+    return out
+
+
+def _building_differences(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """The console's stream (one that builds) at each spoiled ``static`` line and the ticks
+    after: its state and samples, new against the reference ``_take``."""
+    cases = _building_cases()
     differ = one_pass = 0
     real = protocol._static_half
 
@@ -378,27 +446,11 @@ def _building_differences(monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
         one_pass += 1
         return real(obj)
 
-    for k in range(600):
-        statics, ticks = bases[k % 4]
-        cols = _columns(rng)
-        hello = json.dumps(dict(base_hello, columns=cols), separators=(",", ":")).encode()
-        obj = json.loads(statics[rng.randrange(len(statics))])
-        if k % 4:
-            obj = _static_obj(rng, cols, obj)
-        lines = [hello, _static_text(rng, obj), *rng.sample(ticks, 3)]
-        runs = []
-        for reference in (False, True):
-            with monkeypatch.context() as m:
-                if reference:
-                    m.setattr(compact.CompactStream, "_take", take_before)
-                else:
-                    m.setattr(protocol, "_static_half", counted)
-                reader = MessageReader()
-                msgs = [msg for ln in lines for msg in reader.feed(ln + b"\n")]
-                state = None if reader.compact is None else repr(_state(reader.compact))
-                runs.append((msgs, state, vars(reader.stats).copy()))
-        (a, sa, ca), (b, sb, cb) = runs
-        differ += bool(value_differences(a, b)) or sa != sb or ca != cb
+    with monkeypatch.context() as m:
+        m.setattr(protocol, "_static_half", counted)
+        for lines, (b, sb, cb) in cases:
+            a, sa, ca = _console_run(lines)
+            differ += bool(value_differences(a, b)) or sa != sb or ca != cb
     return differ, one_pass
 
 
@@ -625,9 +677,15 @@ def _pipeline_differences(new: Any, old: Any) -> list[str]:
     return out
 
 
+@pytest.fixture(scope="module")
+def new_pipeline(streams: list[bytes]) -> tuple[Any, Any, Any, Any]:
+    """The streams through the code as it is, once for the check and its control."""
+    return _pipeline(streams)
+
+
 def test_the_console_gets_what_it_got_before_through_the_collector(
-        streams: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
-    new = _pipeline(streams)
+        streams: list[bytes], new_pipeline: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    new = new_pipeline
     with _before(monkeypatch):
         old = _pipeline(streams)
     _, seen, items, findings = new
@@ -639,8 +697,8 @@ def test_the_console_gets_what_it_got_before_through_the_collector(
 
 
 def test_negative_control_a_wrong_depth_verdict_shows_end_to_end(
-        streams: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
-    new = _pipeline(streams)
+        streams: list[bytes], new_pipeline: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    new = new_pipeline
     with _before(monkeypatch):
         monkeypatch.setattr(protocol, "check_depth", _depth_with_strings_counted)
         wrong = _pipeline(streams)
