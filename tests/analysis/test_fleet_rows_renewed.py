@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from probes.errors import DisconnectKind, WatcherFault
 from probes.analysis.fleet_counts import count_rows
+from probes.errors import DisconnectKind, WatcherFault
 from probes.fleet_state import FleetState, HostState
 from probes.wire.events import ClockOffset, Connected, Disconnected, SourceHealth
 from probes.wire.samples import LogEvent
