@@ -133,25 +133,6 @@ class FleetWall(ScrollView, can_focus=True):
                 self._set_cursor(i, gpu)
                 return
 
-    def visible_hosts(self, margin: int = 1) -> frozenset[str] | None:
-        """The hosts in the grid rows on screen now, ``margin`` rows either side, and the
-        one under the cursor (the status line describes it); None while the wall has no
-        size or no hosts (then every host counts as seen).
-
-        The screen's rows are brought up to date for these each tick, the others when they
-        come on screen: at 160x48 a thousand hosts' wall shows about half of them, and
-        building every host's row each second was most of the wall's redraw (issue 38)."""
-        lay = self._layout
-        if not lay.hosts or self.size.height <= 0 or self._content_width() <= 0:
-            return None
-        top = round(self.scroll_y)
-        rows = lay.rows[max(0, top - margin):top + self._visible_rows() + margin]
-        hosts = lay.hosts
-        names = {hosts[i].name for r in rows if r.label is None for i in range(r.start, r.stop)}
-        if self._cursor >= 0:
-            names.add(hosts[self._cursor].name)
-        return frozenset(names)
-
     def text_lines(self) -> list[str]:
         """Every line as plain text, header and footer included, ignoring scrolling."""
         width = self._content_width()
@@ -481,3 +462,26 @@ class FleetWall(ScrollView, can_focus=True):
         if y == height - 1:
             return self._status_strip()
         return self._grid_strip(round(self.scroll_y) + y - len(legend))
+
+
+def visible_hosts(wall: FleetWall, margin: int = 1) -> frozenset[str] | None:
+    """The hosts in ``wall``'s grid rows on screen now, ``margin`` rows either side, and the
+    one under its cursor (the status line describes it); None while the wall has no size
+    or no hosts (then every host counts as seen).
+
+    The screen's rows are brought up to date for these each tick, the others when they
+    come on screen: at 160x48 a thousand hosts' wall shows about half of them, and
+    building every host's row each second was most of the wall's redraw (issue 38).  A
+    function of the wall's layout, scroll and size, not a method: any wall of this layout
+    answers (a test's reference copy of an older wall among them)."""
+    lay = wall.wall_layout
+    if not lay.hosts or wall.size.height <= 0 or wall.scrollable_content_region.width <= 0:
+        return None
+    top = round(wall.scroll_y)
+    rows = lay.rows[max(0, top - margin):top + wall._visible_rows() + margin]
+    hosts = lay.hosts
+    names = {hosts[i].name for r in rows if r.label is None for i in range(r.start, r.stop)}
+    cursor = wall.cursor
+    if cursor is not None:
+        names.add(cursor[0])
+    return frozenset(names)

@@ -2,9 +2,9 @@
 
 Issue 38 (session 12): on the wall every host's row was built each tick (``FleetRows.focus``
 None), ~1000 rows a second at a thousand hosts, where a 160x48 wall shows about half of
-them.  Now the wall's focus is the hosts in its grid rows on screen (``visible_hosts``),
-the others' rows wait as the table's do, and its cells are kept while a host's row is
-(``wall_view``'s ``kept``); hosts that come on screen are drawn again at once
+them.  Now the wall's focus is the hosts in its grid rows on screen
+(``widgets.fleet_wall.visible_hosts``), the others' rows wait as the table's do, and its
+cells are kept while a host's row is (``wall_view``'s ``kept``); hosts that come on screen are drawn again at once
 (``FleetScreen._wall_seen``).  Here one console is driven twice through the same fleet
 evolution (samples whose numbers move, GPUs turning hot and throttled and back, on a
 random share of the hosts each second) and the same random keys (table and wall moves,
@@ -30,9 +30,11 @@ from tests.tui import wall_focus_before_s12 as before
 from tests.widgets.test_table_paint import screen_of
 from tui.app import make_app
 from tui.console_options import ConsoleOptions
+from tui.screens import fleet as fleet_screen
 from tui.screens.fleet import FleetScreen
 from widgets.fleet_table import FleetTable
 from widgets.fleet_wall import FleetWall
+from widgets.fleet_wall import visible_hosts as wall_visible_hosts
 
 QUIET = AlertPolicy(notify=False, bell=False)
 STEPS = 36
@@ -86,7 +88,7 @@ async def drive(seed: int) -> tuple[list[Any], int]:
             wall = screen.query_one(FleetWall)
             table = screen.query_one(FleetTable)
             if screen.wall:
-                seen = wall.visible_hosts()
+                seen = wall_visible_hosts(wall)
                 partial += seen is not None and 0 < len(seen) < len(TALL)
             shots.append((screen.wall, screen.sort_key, screen.metric, wall.cursor, table.scroll_y,
                           table.cursor_row, table.line_at_cursor().row.name  # type: ignore[union-attr]
@@ -135,12 +137,12 @@ async def test_every_screen_equals_the_redraw_before(seed: int,
 
 async def test_a_wall_that_sees_only_its_cursor_is_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    def cursor_only(self: FleetWall, margin: int = 1) -> frozenset[str] | None:
-        cursor = self.cursor
+    def cursor_only(wall: FleetWall, margin: int = 1) -> frozenset[str] | None:
+        cursor = wall.cursor
         return frozenset({cursor[0]}) if cursor is not None else None
 
     with monkeypatch.context() as m:
-        m.setattr(FleetWall, "visible_hosts", cursor_only)
+        m.setattr(fleet_screen, "wall_visible_hosts", cursor_only)
         new, _ = await drive(1)
     with monkeypatch.context() as m:
         _as_before(m)

@@ -23,6 +23,7 @@ from tui.views.wall_view import KeptHosts, wall_view
 from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable, why_text
 from widgets.fleet_wall import FleetWall
+from widgets.fleet_wall import visible_hosts as wall_visible_hosts
 from widgets.footer import KeysFooter
 
 NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
@@ -120,7 +121,7 @@ class FleetScreen(DataScreen):
         # wall the hosts in its grid rows on screen (its status, counts and labels read
         # only what never waits: status, findings, GPUs answering)
         rows = self.console.fleet_rows
-        rows.focus = self.query_one(FleetWall).visible_hosts() if self.wall \
+        rows.focus = wall_visible_hosts(self.query_one(FleetWall)) if self.wall \
             else self.query_one(FleetTable).visible_keys()
         self._set_reads()
         return rows.rows(now)
@@ -249,7 +250,7 @@ class FleetScreen(DataScreen):
         """Hosts on the wall whose rows waited off screen (a scroll, a resize, a new
         packing, a filter) are drawn again at once, after the paint in hand, as the table's
         rows are (``_highlighted``); a row renumbered off screen likewise."""
-        names = wall.visible_hosts()
+        names = wall_visible_hosts(wall)
         if names is None:
             return
         rows = self.console.fleet_rows
