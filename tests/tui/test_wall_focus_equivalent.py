@@ -5,14 +5,15 @@ None), ~1000 rows a second at a thousand hosts, where a 160x48 wall shows about 
 them.  Now the wall's focus is the hosts in its grid rows on screen
 (``widgets.fleet_wall.visible_hosts``), the others' rows wait as the table's do, and its
 cells are kept while a host's row is (``wall_view``'s ``kept``); hosts that come on screen
-are drawn again at once (``FleetScreen._wall_seen``).  Here one console is driven twice through the same fleet
-evolution (samples whose numbers move, GPUs turning hot and throttled and back, on a
-random share of the hosts each second) and the same random keys (table and wall moves,
-page and end keys, sort orders, the wall on and off, its metric, a resize): once as now,
-once with the screen's redraw as before (``tests.tui.wall_focus_before_s12``).  After each
-step and the tick that follows, the screen (every segment and its style), the cursors, the
-sort order and the header's totals are equal.  Negative control: a wall that counts only
-the host under its cursor as seen leaves stale cells on screen (caught).
+are drawn again at once (``FleetScreen._wall_seen``).  Here one console is driven twice
+through the same fleet evolution (samples whose numbers move, GPUs turning hot and
+throttled and back, on a random share of the hosts each second) and the same random keys
+(table and wall moves, page and end keys, sort orders, the wall on and off, its metric, a
+resize): once as now, once with the screen's redraw as before
+(``tests.tui.wall_focus_before_s12``).  After each step and the tick that follows, the
+screen (every segment and its style), the cursors, the sort order and the header's totals
+are equal.  Negative control: a wall that counts only the host under its cursor as seen
+leaves stale cells on screen (caught).
 """
 
 from __future__ import annotations
