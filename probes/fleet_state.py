@@ -326,14 +326,15 @@ class HostState:
         )
 
     def row_renewed(self, row: FleetRow, now: float, found: list[Finding]) -> FleetRow:
-        """``row(now)`` given ``row``, a row ``row`` built from these same findings
-        (``found``: ``findings_as_kept(status_at(now))``, the very list), this hello and
-        the status shown now: only what the sample and the clock move is read again (its
-        numbers, GPU verdicts, jobs, ages); the name, status, counts and findings' fields
-        are ``row``'s.  At a thousand hosts on the wall every host's sample moves only
-        numbers each second, and the full build (its findings merged, counted and headed
-        again, 24 fields set one by one) was most of the redraw (issue 38).  A copy of
-        ``row``'s fields, as ``fleet_rows._retimed`` makes (no ``__post_init__``)."""
+        """``self.row(now)``, given ``row``: a row that method built from these same
+        findings (``found``: ``findings_as_kept(status_at(now))``, the very list), this
+        hello and the status shown now.  Only what the sample and the clock move is read
+        again (its numbers, GPU verdicts, jobs, ages); the name, status, counts and
+        findings' fields are ``row``'s.  On the wall every host's sample moves only numbers
+        each second, and the full build (its findings looked up, counted and headed again,
+        24 fields set one by one) was most of the redraw at a thousand hosts (issue 38).
+        A copy of ``row``'s fields, as ``fleet_rows._retimed`` makes (no
+        ``__post_init__``)."""
         status = self.status_at(now)
         last = self.last
         max_temp, used, total, util, power = row_numbers(last)
