@@ -71,6 +71,10 @@ class FleetWall(ScrollView, can_focus=True):
     view: reactive[WallView] = reactive(WallView, init=False)
     """The hosts and the metric; set a new one each refresh (an equal one redraws nothing)."""
 
+    class Shown(Message):
+        """Other hosts came on screen (a scroll, a resize, a new packing): the screen
+        draws again at once those whose rows waited off screen (``visible_hosts``)."""
+
     class HostSelected(Message):
         """Enter on the cursor, or a click on the cell already under it."""
 
@@ -170,6 +174,13 @@ class FleetWall(ScrollView, can_focus=True):
         else:
             self._status = None
             self._update_virtual_size()
+        self.post_message(self.Shown())
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Scrolled: other grid rows, other hosts on screen (``Shown``)."""
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self.post_message(self.Shown())
 
     def watch_view(self, old: WallView, new: WallView) -> None:
         """Only called for an unequal view (Reactive compares): re-pack and redraw."""
@@ -451,3 +462,26 @@ class FleetWall(ScrollView, can_focus=True):
         if y == height - 1:
             return self._status_strip()
         return self._grid_strip(round(self.scroll_y) + y - len(legend))
+
+
+def visible_hosts(wall: FleetWall, margin: int = 1) -> frozenset[str] | None:
+    """The hosts in ``wall``'s grid rows on screen now, ``margin`` rows either side, and the
+    one under its cursor (the status line describes it); None while the wall has no size
+    or no hosts (then every host counts as seen).
+
+    The screen's rows are brought up to date for these each tick, the others when they
+    come on screen: at 160x48 a thousand hosts' wall shows about half of them, and
+    building every host's row each second was most of the wall's redraw (issue 38).  A
+    function of the wall's layout, scroll and size, not a method: any wall of this layout
+    answers (a test's reference copy of an older wall among them)."""
+    lay = wall.wall_layout
+    if not lay.hosts or wall.size.height <= 0 or wall.scrollable_content_region.width <= 0:
+        return None
+    top = round(wall.scroll_y)
+    rows = lay.rows[max(0, top - margin):top + wall._visible_rows() + margin]
+    hosts = lay.hosts
+    names = {hosts[i].name for r in rows if r.label is None for i in range(r.start, r.stop)}
+    cursor = wall.cursor
+    if cursor is not None:
+        names.add(cursor[0])
+    return frozenset(names)

@@ -90,7 +90,8 @@ def test_without_focus_every_change_rebuilds() -> None:
     assert _row(view, "h-off", T0 + 1) is not first
 
 
-async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_all() -> None:
+async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_the_hosts_it_shows(
+        ) -> None:
     names = [f"gpu-{i:03d}" for i in range(60)]
     items = []
     for h in names:
@@ -109,4 +110,6 @@ async def test_the_fleet_screen_focuses_the_rows_it_shows_and_the_wall_all() -> 
         await pilot.press("w")
         await pilot.pause()
         app.refresh_view()
-        assert app.fleet_rows.focus is None
+        # session 12: the wall's focus is the hosts in its grid rows on screen (here all
+        # sixty fit), no longer None (``widgets.fleet_wall.visible_hosts``)
+        assert app.fleet_rows.focus == frozenset(names)

@@ -150,7 +150,7 @@ class Spy:
 
 
 async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
-              detail: bool = False) -> dict[str, Any]:
+              detail: bool = False, wall: bool = False) -> dict[str, Any]:
     backend = SimFleetBackend(hosts)
     app = make_app(backend, ConsoleOptions(demo=True,
                                            alerts=AlertPolicy(notify=False, bell=False)))
@@ -166,25 +166,31 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
                 await pilot.press("s")
         table = screen.query_one(FleetTable)
         table.focus()
+        if wall:
+            await pilot.press("w")
         await pilot.pause(3.0)
         prof = cProfile.Profile() if profile is not None else None
         spy.on = True
         if prof is not None:
             prof.enable()
         t_wall, t_cpu = time.perf_counter(), time.process_time()
+        builds0 = app.fleet_rows.row_builds
         await asyncio.sleep(seconds)
-        wall, cpu = time.perf_counter() - t_wall, time.process_time() - t_cpu
+        builds = app.fleet_rows.row_builds - builds0
+        elapsed, cpu = time.perf_counter() - t_wall, time.process_time() - t_cpu
         spy.on = False
         if prof is not None:
             prof.disable()
             assert profile is not None
             prof.dump_stats(profile)
         await app.action_quit()
+    on_wall = wall
+    wall = elapsed
     per_s = {k: round(1000 * v / wall, 2) for k, v in spy.t.items()}
     cpu_s = {k: round(1000 * v / wall, 2) for k, v in spy.c.items()}
     counts = {k: round(v / wall, 2) for k, v in spy.n.items()}
     return {
-        "hosts": hosts, "sort": sort, "seconds": round(wall, 1),
+        "hosts": hosts, "sort": sort, "seconds": round(wall, 1), "on_wall": on_wall,
         "cpu_pct": round(100 * cpu / wall, 1),
         "ms_per_s": per_s,
         "redraw_plus_compositor_ms_per_s": round(per_s.get("redraw", 0.0)
@@ -193,6 +199,7 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
         "redraw_plus_compositor_cpu_ms_per_s": round(cpu_s.get("redraw", 0.0)
                                                      + cpu_s.get("compositor", 0.0), 2),
         "calls_per_s": counts,
+        "row_builds_per_s": round(builds / wall, 1),
         "tick_ms_p50": round(statistics.median(spy.tick_ms), 2) if spy.tick_ms else None,
         "dirty_per_s": {k: round(v / wall, 2) for k, v in spy.dirty.most_common(12)},
     }
@@ -207,12 +214,14 @@ def main() -> None:
                    help="another checkout whose product code runs (before/after pairs)")
     p.add_argument("--profile", type=Path, default=None, help="cProfile of the window")
     p.add_argument("--label", default="")
+    p.add_argument("--wall", action="store_true", help="the window on the wall (w)")
     p.add_argument("--detail", action="store_true",
                    help="also time each table line's render and each row's build")
     args = p.parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     tune_for_streaming()
-    out = asyncio.run(run(args.hosts, args.seconds, args.sort, args.profile, args.detail))
+    out = asyncio.run(run(args.hosts, args.seconds, args.sort, args.profile, args.detail,
+                         args.wall))
     out["label"] = args.label or (str(args.tree) if args.tree else "here")
     print(json.dumps(out))
 

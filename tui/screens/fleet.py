@@ -19,10 +19,11 @@ from probes.fleet_state import FleetRow, FleetState, HostStatus
 from tui.messages import HostChosen, ViewRequested
 from tui.screens.base import DataScreen, row_key_text, shown
 from tui.views.fleet_view import SORT_KEYS, RowWords, crumb, filter_rows, sort_rows
-from tui.views.wall_view import wall_view
+from tui.views.wall_view import KeptHosts, wall_view
 from widgets._wall_layout import METRICS
 from widgets.fleet_table import FleetDetail, FleetLine, FleetTable, why_text
 from widgets.fleet_wall import FleetWall
+from widgets.fleet_wall import visible_hosts as wall_visible_hosts
 from widgets.footer import KeysFooter
 
 NUMBER_SORTS = frozenset({"temp", "mem", "util", "power", "job"})
@@ -78,6 +79,8 @@ class FleetScreen(DataScreen):
         its latency at a thousand hosts)."""
         self._words = RowWords()
         """What the filter searches in each row, kept while the row is (``filter_rows``)."""
+        self._wall_hosts: KeptHosts = {}
+        """Each host's wall cells, kept while its row is the same object (``wall_view``)."""
         self._drawn_at: tuple[int, str | None] | None = None
         """Where the last redraw (``show_state``) left the cursor: row and host."""
 
@@ -114,10 +117,12 @@ class FleetScreen(DataScreen):
 
     def _fresh_rows(self, now: float) -> list[FleetRow]:
         # the rows on screen get fresh numbers every tick; the others every few seconds
-        # while the order or the filter reads them, else when they come on screen; the
-        # wall shows every host
+        # while the order or the filter reads them, else when they come on screen; on the
+        # wall the hosts in its grid rows on screen (its status, counts and labels read
+        # only what never waits: status, findings, GPUs answering)
         rows = self.console.fleet_rows
-        rows.focus = None if self.wall else self.query_one(FleetTable).visible_keys()
+        rows.focus = wall_visible_hosts(self.query_one(FleetWall)) if self.wall \
+            else self.query_one(FleetTable).visible_keys()
         self._set_reads()
         return rows.rows(now)
 
@@ -125,8 +130,10 @@ class FleetScreen(DataScreen):
         rows = sort_rows(filter_rows(self._rows, self.query_text, self._words), self.sort_key)
         if self.wall:
             empty = "no hosts match the filter" if self._rows else "no hosts yet"
-            self.query_one(FleetWall).view = wall_view(fleet, self.metric, now, rows=rows,
-                                                       empty=empty)
+            wall = self.query_one(FleetWall)
+            wall.view = wall_view(fleet, self.metric, now, rows=rows, empty=empty,
+                                  kept=self._wall_hosts)
+            self._wall_seen(wall)
         else:
             table = self.query_one(FleetTable)
             table.hosts = tuple(self._lines_of(fleet, rows))
@@ -238,6 +245,23 @@ class FleetScreen(DataScreen):
             self.action_toggle_wall()
         self._redraw()
         self.notify(f"wall shows {self.metric}", timeout=2, markup=False)
+
+    def _wall_seen(self, wall: FleetWall) -> None:
+        """Hosts on the wall whose rows waited off screen (a scroll, a resize, a new
+        packing, a filter) are drawn again at once, after the paint in hand, as the table's
+        rows are (``_highlighted``); a row renumbered off screen likewise."""
+        names = wall_visible_hosts(wall)
+        if names is None:
+            return
+        rows = self.console.fleet_rows
+        if rows.waiting_among(names) or rows.renumbered_among(names):
+            self.call_after_refresh(self.post_message, ViewRequested())
+
+    @on(FleetWall.Shown)
+    def _wall_shown(self, event: FleetWall.Shown) -> None:
+        event.stop()
+        if self.wall:
+            self._wall_seen(self.query_one(FleetWall))
 
     @on(FleetWall.HostSelected)
     def _wall_pick(self, event: FleetWall.HostSelected) -> None:

@@ -142,7 +142,12 @@ class FleetRows:
         self._read_since = float("-inf")
         """When the screen last started reading off-screen numbers (``_due``)."""
         self.row_builds = 0
-        """Rows computed in full so far (tests and benches count them)."""
+        """Rows brought up to their host's revision so far, in full or renewed (tests and
+        benches count them)."""
+        self.row_renewals = 0
+        """Of those, rows renewed from the kept one (``HostState.row_renewed``): the host's
+        findings, hello and shown status as the kept row was built, only its sample and
+        the clock moved."""
         self.row_renumbers = 0
         """Kept rows given fresh numbers instead (``only_numbers_read``)."""
         self._rows: tuple[tuple[object, ...], list[FleetRow]] | None = None
@@ -202,6 +207,19 @@ class FleetRows:
                 self._waiting[name] = self._due(host, kept)
                 self._loose.discard(name)
                 self._renumbered.add(name)
+            else:
+                found = host.findings_as_kept(status)
+                if found is kept.found and host.hello is kept.answering[0]:
+                    # what a build reads beyond the sample and the clock holds: the row
+                    # ``host.row(now)`` gives, from the kept one (``row_renewed``)
+                    fresh = host.row_renewed(kept.row, now, found)
+                    self.row_builds += 1
+                    self.row_renewals += 1
+                    self._kept[name] = _KeptRow(
+                        host.revision, shown, fresh, now, kept.marks, found,
+                        _slot_after(now, _wait_s(host), self._phase[name]),
+                        _answering(host), kept.findings_key)
+                    return self._built(host, name, fresh, shown)
         if row is not None:
             timed = not timeless(row)
             if timed:
@@ -214,10 +232,21 @@ class FleetRows:
             self._kept[name] = _KeptRow(host.revision, shown, row, now, _marks(found), found,
                                         _slot_after(now, _wait_s(host), self._phase[name]),
                                         _answering(host), host.findings_key(status))
-            self._waiting.pop(name, None)
-            self._loose.discard(name)
-            self._renumbered.discard(name)
-            timed = not timeless(row)
+            return self._built(host, name, row, shown)
+        self._note(host, name, row, shown, timed)
+        return row
+
+    def _built(self, host: HostState, name: str, row: FleetRow, shown: HostStatus) -> FleetRow:
+        """``row`` just built for ``host``'s revision: nothing about it waits."""
+        self._waiting.pop(name, None)
+        self._loose.discard(name)
+        self._renumbered.discard(name)
+        self._note(host, name, row, shown, not timeless(row))
+        return row
+
+    def _note(self, host: HostState, name: str, row: FleetRow, shown: HostStatus,
+              timed: bool) -> None:
+        """Whether ``row`` carries ages (re-stamped each visit) and when it turns stale."""
         if timed:
             self._timed.add(name)
         else:
@@ -227,7 +256,6 @@ class FleetRows:
             self._stale_at[name] = seen + host.stale_limit_s()
         else:
             self._stale_at.pop(name, None)
-        return row
 
     def _may_wait(self, host: HostState, kept: _KeptRow, now: float,
                   status: HostStatus) -> bool:

@@ -81,17 +81,45 @@ def _note(row: FleetRow, down_reason: str | None) -> str:
     return row.headline or row.worst_summary or ""
 
 
+KeptHosts = dict[str, tuple[FleetRow, str, str | None, WallHost]]
+"""Each host's cells as last built, with the row, metric and session reason they were built
+from (``wall_view``'s ``kept``)."""
+
+
 def wall_view(fleet: FleetState, metric: str, now: float,
               names: list[str] | None = None,
-              rows: Sequence[FleetRow] | None = None, empty: str = "no hosts yet") -> WallView:
+              rows: Sequence[FleetRow] | None = None, empty: str = "no hosts yet",
+              kept: KeptHosts | None = None) -> WallView:
     """The wall for ``names``, or for the hosts of ``rows`` (their fleet rows at ``now``,
     in the order shown), or for every host in inventory order; ``empty`` says why there
-    are none."""
+    are none.
+
+    ``kept`` (with ``rows``): a host whose row is the same object as when its cells were
+    last built (and the metric and its session's reason) keeps them.  The console hands
+    back a host's row unchanged while nothing was folded for it, or while it is off the
+    wall's screen and its numbers wait (``FleetRows.focus``): its readings off screen are
+    then not read again (a v2 tick's GPUs built for it, every tick, at a thousand hosts),
+    and come with its row when it comes on screen."""
     limits = fleet.limits.detectors
     margins = (limits.temp_margin_c, limits.temp_warm_margin_c)
     if rows is not None:
-        return WallView(metric, tuple(wall_host(fleet.hosts[r.name], metric, now, r)
-                                      for r in rows), margins, empty, limits.mem_high_pct)
+        states = fleet.hosts
+        if kept is None:
+            cells = tuple(wall_host(states[r.name], metric, now, r) for r in rows)
+        else:
+            out = []
+            for r in rows:
+                state = states[r.name]
+                reason = state.reach.down_reason
+                was = kept.get(r.name)
+                if was is not None and was[0] is r and was[1] == metric and was[2] == reason:
+                    out.append(was[3])
+                    continue
+                host = wall_host(state, metric, now, r)
+                kept[r.name] = (r, metric, reason, host)
+                out.append(host)
+            cells = tuple(out)
+        return WallView(metric, cells, margins, empty, limits.mem_high_pct)
     hosts = [fleet.hosts[n] for n in names] if names is not None else fleet.hosts.values()
     return WallView(metric, tuple(wall_host(h, metric, now) for h in hosts), margins, empty,
                     limits.mem_high_pct)
