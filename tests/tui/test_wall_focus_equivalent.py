@@ -171,15 +171,19 @@ async def _scrolled_asks() -> tuple[int, bool]:
         await _settled(pilot)
         waited = app.fleet_rows.waiting_among(frozenset({TALL[-1]}))
         due = [0]
-        redraw_due = app._redraw_due
+        request_redraw = app._request_redraw
 
-        def counted() -> None:
+        def counted() -> None:  # the ask itself: its redraw may wait REDRAW_MIN_S
             due[0] += 1
-            redraw_due()
+            request_redraw()
 
-        app._redraw_due = counted  # type: ignore[method-assign]
+        app._request_redraw = counted  # type: ignore[method-assign]
         await pilot.press("end")
         await _settled(pilot)
+        for _ in range(25):  # the ask comes after the paint in hand: up to 0.5 s more
+            if due[0]:
+                break
+            await pilot.pause(0.02)
         assert screen.wall
         return due[0], waited
 
