@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from probes.history.bucket_cut import Cut, encode_matrix
+from probes.history.bucket_cut import Cut, encode_matrix, rows_of
 from probes.history.storage import Codec
 
 Stat = tuple[float, float, float, int]
@@ -114,8 +114,7 @@ def encode_groups(groups: Groups, mat: np.ndarray[Any, Any]) -> dict[str, array[
     a = 0
     for codec, (_, _, ks), n in zip(codecs, ints, sizes, strict=True):
         enc = stored[a:a + n].astype(_INTS[codec.typecode])
-        store = codec.store
-        data.update(zip(ks, [array(store, r.tobytes()) for r in enc], strict=True))
+        data.update(zip(ks, rows_of(codec.store, enc), strict=True))
         a += n
     return data
 

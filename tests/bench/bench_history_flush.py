@@ -68,6 +68,33 @@ def _flush_only(streams: list[list[HostSample]], cls: type[Any]) -> float:
     return spent
 
 
+def _part_only(streams: list[list[HostSample]], cls: type[Any], part: str) -> float:
+    """``_add``, counting only the time in one part: ``build`` (``TierSet.build``, the
+    coarse tiers) or ``stage`` (``stage_row``, a row sample staged) of ``cls``'s modules."""
+    mod = sys.modules[cls.__module__]
+    if part == "build":
+        owner: Any = sys.modules[mod.TierSet.__module__].TierSet
+        name = "build"
+    else:
+        owner, name = mod, "stage_row"
+    real = getattr(owner, name)
+    spent = 0.0
+
+    def timed(*a: Any) -> Any:
+        nonlocal spent
+        t0 = time.process_time()
+        got = real(*a)
+        spent += time.process_time() - t0
+        return got
+
+    setattr(owner, name, timed)
+    try:
+        _add(streams, cls)
+    finally:
+        setattr(owner, name, real)
+    return spent
+
+
 def _add_read(streams: list[list[HostSample]], cls: type[Any]) -> float:
     """Add, and after each sample the reads a detector pass makes of what is staged."""
     gc.collect()
@@ -108,7 +135,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
-    for name, fn in (("add", _add), ("read", _add_read), ("flush", _flush_only)):
+    parts: tuple[tuple[str, Any], ...] = (
+        ("add", _add), ("read", _add_read), ("flush", _flush_only),
+        ("build", lambda st, c: _part_only(st, c, "build")),
+        ("stage", lambda st, c: _part_only(st, c, "stage")))
+    for name, fn in parts:
         if args.only and name not in args.only:
             continue
         times: dict[str, list[float]] = {"before": [], "after": []}
@@ -138,7 +169,8 @@ def main() -> None:
                          "the history before session 10 (before_s10/); s12: before session 12 "
                          "(before_s12/)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
-                    "time in _flush alone)")
+                    "time in _flush alone) build (in TierSet.build alone) stage (in "
+                    "stage_row alone)")
     print(json.dumps(run(ap.parse_args())))
 
 
