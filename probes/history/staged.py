@@ -155,12 +155,13 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
               layout: tuple[int, ...], ok_count: float,
               lens: tuple[int, ...] | None = None) -> Staged:
     """``stage`` of a sample the wire v2 kept as its row (``HostSample.wire_row``), without
-    building its GPUs: every number, the disks' names and the time read from the row (the
-    decoder builds ``s.host``, ``s.disks`` and ``s.ts`` from the same row objects, so ``s``
-    is not read), each GPU's processes as its static processes' ``pids`` (one tuple per
-    GPU position of the sample's static epoch, kept as they are) with the row's amounts,
-    paired as ``zip`` pairs them (the shorter decides).  ``lens``: ``pids``' lengths, where
-    the caller keeps them with ``pids`` (not counted again each sample).
+    building its GPUs: every number and the disks' names read from the row (the decoder
+    builds ``s.host`` and ``s.disks`` from the same row objects), the time from ``s`` (a
+    host's clock correction moves ``s.ts``, never the row's: ``HostClockWatch``), each
+    GPU's processes as its static processes' ``pids`` (one tuple per GPU position of the
+    sample's static epoch, kept as they are) with the row's amounts, paired as ``zip``
+    pairs them (the shorter decides).  ``lens``: ``pids``' lengths, where the caller keeps
+    them with ``pids`` (not counted again each sample).
 
     The usual case packs its numbers in one call, without the tuple and the process list
     ``_numbers`` builds first (session 9's candidate, landed in session 12: ~0.8 of the
@@ -183,7 +184,7 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
         except StructError:  # a field not reported (or not a number: as ``_numbers``)
             nums = _numbers(row.host, gpus, list(_chain(amounts)), disks)
         # the epoch's own tuple, shared by the samples of that epoch
-        return _new_staged((row.ts, layout, nums, tuple(pids), tuple(map(_NAME, disks)),
+        return _new_staged((s.ts, layout, nums, tuple(pids), tuple(map(_NAME, disks)),
                             ok_count))
     fitted: list[tuple[int | None, ...]] = []
     mib: list[float | None] = []
@@ -191,7 +192,7 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
         k = min(len(ps), len(am))
         fitted.append(ps[:k])
         mib += am[:k]
-    return _new_staged((row.ts, layout, _numbers(row.host, gpus, mib, disks),
+    return _new_staged((s.ts, layout, _numbers(row.host, gpus, mib, disks),
                         tuple(fitted), tuple(map(_NAME, disks)), ok_count))
 
 

@@ -118,6 +118,39 @@ def test_aging_hosts_hold_and_answer_as_before(name: str) -> None:
     assert differ == 0
 
 
+def _shifted(stream_: list[HostSample], by: float) -> list[HostSample]:
+    """The samples with their time moved as ``HostClockWatch`` moves a skewed host's (the
+    sample's ``ts``, not its row's)."""
+    for s in stream_:
+        object.__setattr__(s, "ts", s.ts - by)
+    return stream_
+
+
+def test_a_clock_corrected_host_holds_as_before() -> None:
+    """A row sample's staged time is the sample's, corrected, not its row's."""
+    cases = [(_shifted(_samples(*template(k, 400)[1]), 7.25 + k), {}) for k in (0, 5)]
+    assert all(s.wire_row is not None and s.wire_row.ts != s.ts  # type: ignore[attr-defined]
+               for s in cases[0][0][:5])
+    differ, checks = _differences(cases, every=41)
+    assert checks >= 18
+    assert differ == 0
+
+
+def test_negative_control_the_row_time_staged_is_seen(monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    real = staged.stage_row
+
+    def row_time(s: Any, row: Any, *a: Any) -> Staged:
+        return real(s, row, *a)._replace(ts=row.ts)
+
+    from probes.history import host
+
+    monkeypatch.setattr(host, "stage_row", row_time)
+    cases = [(_shifted(_samples(*template(0, 300)[1]), 7.25), {})]
+    differ, _ = _differences(cases, every=41)
+    assert differ > 0
+
+
 def test_row_staging_equals_the_staging_before(feeds: list[list[HostSample]]) -> None:  # noqa: F811
     """Every row sample of the simulator's templates and of mutated, hostile v2 streams
     (``test_stage_row_rows``' feeds) staged both ways inside ``HostHistory.add``."""
