@@ -7,6 +7,7 @@ buckets; ``steps`` keeps what changes rarely; ``keys`` is the vocabulary of seri
 ``storage`` and ``merge`` are domain-free.  Importers use the names re-exported here.
 """
 
+from probes.wire.clock_reasons import REASON_BITS
 from tests.history.before_s12.host import STAGE_MAX, STAGE_MAX_S, HostHistory, Series
 from tests.history.before_s12.keys import (
     DISK_FIELDS,
@@ -28,7 +29,6 @@ from tests.history.before_s12.keys import (
 )
 from tests.history.before_s12.storage import Columns, Point, StepSeries, Tier
 from tests.history.before_s12.tiers import BUCKET_BATCH, DEFAULT_TIERS, tiers_for
-from probes.wire.clock_reasons import REASON_BITS
 
 __all__ = [
     "BUCKET_BATCH",

@@ -22,6 +22,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 
+from probes.wire.compact import StaticEpoch
+from probes.wire.samples import DiskStats, HostSample
 from tests.history.before_s12.block import BlockCut, Plan, encode
 from tests.history.before_s12.keys import (
     DISK_FIELDS,
@@ -49,8 +51,6 @@ from tests.history.before_s12.staged import (
 from tests.history.before_s12.steps import ROW_STEPS_FIT, GpuSteps
 from tests.history.before_s12.storage import NAN, Columns, Point, StepSeries, Tier
 from tests.history.before_s12.tiers import DEFAULT_TIERS, TierSet
-from probes.wire.compact import StaticEpoch
-from probes.wire.samples import DiskStats, HostSample
 
 STAGE_MAX = 16
 """Samples staged before they are written to the raw tier.  A decoded 8-GPU sample is ~20 KB,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal, NewType, cast
 
-from tests.history.before_s12.storage import F32, HALF, PCT, Codec
 from probes.wire import fields
 from probes.wire.clock_reasons import REASON_BITS
 from probes.wire.samples import GpuState
+from tests.history.before_s12.storage import F32, HALF, PCT, Codec
 
 SeriesKey = NewType("SeriesKey", str)
 """A series' key, as built by ``gpu_key`` and friends."""

@@ -21,9 +21,9 @@ from struct import Struct
 from struct import error as StructError
 from typing import NamedTuple
 
-from tests.history.before_s12.keys import GPU_FIELDS, HOST_FIELDS
 from probes.wire.compact import GPU_ROW_FIELDS, SampleRow
 from probes.wire.samples import HostSample
+from tests.history.before_s12.keys import GPU_FIELDS, HOST_FIELDS
 
 
 class StagedDisk(NamedTuple):

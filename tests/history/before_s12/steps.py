@@ -24,10 +24,10 @@ from operator import attrgetter
 from struct import Struct
 from typing import NamedTuple, Protocol, cast
 
-from tests.history.before_s12.keys import GPU_STEP_FIELDS, STATE_CODES, gpu_key, reason_mask
-from tests.history.before_s12.storage import StepSeries
 from probes.wire.compact import GPU_ROW_FIELDS, SampleRow, StaticEpoch
 from probes.wire.samples import GpuSample, GpuState
+from tests.history.before_s12.keys import GPU_STEP_FIELDS, STATE_CODES, gpu_key, reason_mask
+from tests.history.before_s12.storage import StepSeries
 
 _SIG_GET = attrgetter(*GPU_STEP_FIELDS)
 _INDEX_GET = attrgetter("index")
