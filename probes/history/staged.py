@@ -114,6 +114,7 @@ _new_staged = partial(tuple.__new__, Staged)
 _chain = chain.from_iterable
 
 
+_HOSTS = len(HOST_NUMBERS)
 _PACKS: dict[int, Callable[..., bytes]] = {}
 """A ``Struct(n doubles).pack`` by count of numbers (a host's count changes only when its
 GPUs, processes or disks do)."""
@@ -154,35 +155,50 @@ def stage_row(s: HostSample, row: SampleRow, pids: Sequence[tuple[int | None, ..
               layout: tuple[int, ...], ok_count: float,
               lens: tuple[int, ...] | None = None) -> Staged:
     """``stage`` of a sample the wire v2 kept as its row (``HostSample.wire_row``), without
-    building its GPUs: their numbers from the row's Structs (the same objects the GPUs
-    would hold), each GPU's processes as its static processes' ``pids`` (one tuple per
-    GPU position of the sample's static epoch, kept as they are) with the row's amounts,
-    paired as ``zip`` pairs them (the shorter decides).  ``lens``: ``pids``' lengths, where
-    the caller keeps them with ``pids`` (not counted again each sample)."""
-    amounts = list(map(_PROCS, row.gpus))
+    building its GPUs: every number and the disks' names read from the row (the decoder
+    builds ``s.host`` and ``s.disks`` from the same row objects), the time from ``s`` (a
+    host's clock correction moves ``s.ts``, never the row's: ``HostClockWatch``), each
+    GPU's processes as its static processes' ``pids`` (one tuple per GPU position of the
+    sample's static epoch, kept as they are) with the row's amounts, paired as ``zip``
+    pairs them (the shorter decides).  ``lens``: ``pids``' lengths, where the caller keeps
+    them with ``pids`` (not counted again each sample).
+
+    The usual case packs its numbers in one call, without the tuple and the process list
+    ``_numbers`` builds first (session 9's candidate, landed in session 12: ~0.8 of the
+    staging before, ``bench_stage9.py``)."""
+    gpus = row.gpus
+    disks = row.disks
+    amounts = list(map(_PROCS, gpus))
     if lens is None:
         lens = tuple(map(len, pids))
     if tuple(map(len, amounts)) == lens:
-        kept = tuple(pids)  # the epoch's own tuple, shared by the samples of that epoch
-        mib: list[float | None] = list(_chain(amounts))
-    else:
-        fitted: list[tuple[int | None, ...]] = []
-        mib = []
-        for ps, am in zip(pids, amounts, strict=False):
-            n = min(len(ps), len(am))
-            fitted.append(ps[:n])
-            mib += am[:n]
-        kept = tuple(fitted)
-    return _new_staged((s.ts, layout, _numbers(s.host, row.gpus, mib, s.disks),
-                        kept, tuple(map(_NAME, s.disks)), ok_count))
+        n = _HOSTS + GPU_NUMBERS * len(gpus) + sum(lens) + 4 * len(disks)
+        pack = _PACKS.get(n)
+        if pack is None:
+            if len(_PACKS) >= 4096:  # bounded, whatever the hosts send
+                _PACKS.clear()
+            pack = _PACKS[n] = Struct(f"{n}d").pack
+        try:
+            nums = array("d", pack(*_HOST(row.host), *_chain(map(_GPU, gpus)),
+                                   *_chain(amounts), *_chain(map(_DISK_NUMS, disks))))
+        except StructError:  # a field not reported (or not a number: as ``_numbers``)
+            nums = _numbers(row.host, gpus, list(_chain(amounts)), disks)
+        # the epoch's own tuple, shared by the samples of that epoch
+        return _new_staged((s.ts, layout, nums, tuple(pids), tuple(map(_NAME, disks)),
+                            ok_count))
+    fitted: list[tuple[int | None, ...]] = []
+    mib: list[float | None] = []
+    for ps, am in zip(pids, amounts, strict=False):
+        k = min(len(ps), len(am))
+        fitted.append(ps[:k])
+        mib += am[:k]
+    return _new_staged((s.ts, layout, _numbers(row.host, gpus, mib, disks),
+                        tuple(fitted), tuple(map(_NAME, disks)), ok_count))
 
 
 # --- reading a staged row in place ----------------------------------------------------------
 # ``procs`` and ``disks`` build tuples of every pair and disk; the history's per-sample
 # readers need one value, or the pids alone (issue 38: ~50k builds each at 1024 hosts).
-
-_HOSTS = len(HOST_NUMBERS)
-
 
 def proc_mib(r: Staged, gpu: int, pid: int) -> float | None:
     """GPU ``gpu``'s process ``pid``'s memory in ``r`` (None: not there, or not reported):

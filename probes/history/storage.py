@@ -241,9 +241,14 @@ class Ring:
             if self.n:
                 for key, c in self.cols.items():
                     self.cols[key] = c + self.codecs[key].fill * (grow * self.width)
-            else:  # the columns are made now, as long as the rows they hold
-                self.cols = {key: codec.fill * (cap + grow) * self.width
-                             for key, codec in self.codecs.items()}
+            else:  # the columns are made now, as long as the rows they hold: the rows
+                # written (start 0, every row: ``_evict_for`` linearized), each series'
+                # encoded values taken as its column, not a column of missing values
+                # written over (a host's first bucket in each tier: session 12)
+                self.cols = self._first_cols(k, data)
+                self._write(0, 0, k, ts, {}, counts, cols=False)
+                self.n += k
+                return
             cap = self.cap
         pos = (self.start + self.n) % cap
         first = min(k, cap - pos)
@@ -252,14 +257,34 @@ class Ring:
             self._write(0, first, k, ts, data, counts)
         self.n += k
 
+    def _first_cols(self, k: int, data: dict[str, array[Any]]) -> dict[str, array[Any]]:
+        """Every series' column of an empty ring taking ``k`` rows: its values in ``data``
+        (the caller's fresh array, taken as it is: as long as ``k`` rows, of the column's
+        type), else missing values; in the order of ``codecs``, as the columns made
+        missing and then written were."""
+        n = k * self.width
+        out: dict[str, array[Any]] = {}
+        for key, codec in self.codecs.items():
+            got = data.get(key)
+            if got is None:
+                out[key] = codec.fill * n
+            elif len(got) == n and got.typecode == codec.store:
+                out[key] = got
+            else:  # not the column's length or type: written as ``_write`` writes
+                col = out[key] = codec.fill * n
+                col[0:n] = got
+        return out
+
     def _write(self, pos: int, a: int, b: int, ts: Sequence[float],
-               data: dict[str, array[Any]], counts: Sequence[int]) -> None:
+               data: dict[str, array[Any]], counts: Sequence[int], cols: bool = True) -> None:
         m = b - a
         w = self.width
         whole = a == 0 and b == len(ts)
         self.times[pos:pos + m] = array("d", ts) if whole else array("d", ts[a:b])
         if self.counts is not None:
             self.counts[pos:pos + m] = array("H", [min(c, 65535) for c in counts[a:b]])
+        if not cols:
+            return
         p0, p1 = pos * w, (pos + m) * w
         for key, c in self.cols.items():
             got = data.get(key)

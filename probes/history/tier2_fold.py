@@ -8,12 +8,13 @@ tests that pin them patch them here.
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from probes.history.bucket_cut import Cut
+from probes.history.bucket_cut import Cut, encode_matrix, rows_of
 from probes.history.storage import Codec
 
 Stat = tuple[float, float, float, int]
@@ -78,6 +79,44 @@ def codec_groups(codecs: Mapping[str, Codec], keys: Sequence[str]) -> Groups:
         by.setdefault(codecs[key], []).append(i)
     return [(codec, np.array(idx, dtype=np.intp), [keys[i] for i in idx])
             for codec, idx in by.items()]
+
+
+_INTS = {"B": np.uint8, "H": np.uint16}
+"""The scaled-integer codecs' stored types (``encode_groups``)."""
+
+
+def encode_groups(groups: Groups, mat: np.ndarray[Any, Any]) -> dict[str, array[Any]]:
+    """``encode_matrix`` of each group's rows of ``mat`` (``codec_groups``'), by key.
+
+    The scaled-integer codecs' rows (five of a tier's seven codecs) are scaled, clamped,
+    rounded and their missing values marked together, each row with its own codec's scale,
+    top and sentinel (a column of them): the same float64 operations on the same values as
+    ``encode_matrix`` a codec at a time, so the same integers, in ~8 numpy calls a tier
+    instead of ~7 a codec (issue 38, session 12)."""
+    data: dict[str, array[Any]] = {}
+    ints = [g for g in groups if g[0].typecode in _INTS]
+    if len(ints) < 2:
+        ints = []
+    for codec, idx, ks in groups:
+        if ints and codec.typecode in _INTS:
+            continue
+        data.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
+    if not ints:
+        return data
+    sizes = [len(ks) for _, _, ks in ints]
+    codecs = [c for c, _, _ in ints]
+    sub = mat[np.concatenate([idx for _, idx, _ in ints])]
+    scale = np.repeat(np.array([c.scale for c in codecs], dtype=np.float64), sizes)[:, None]
+    top = np.repeat(np.array([c.top for c in codecs], dtype=np.float64), sizes)[:, None]
+    sent = np.repeat(np.array([c.sentinel for c in codecs], dtype=np.float64), sizes)[:, None]
+    scaled = np.clip(sub * scale + 0.5, 0.0, top)
+    stored = np.where(np.isnan(sub), sent, np.trunc(scaled))
+    a = 0
+    for codec, (_, _, ks), n in zip(codecs, ints, sizes, strict=True):
+        enc = stored[a:a + n].astype(_INTS[codec.typecode])
+        data.update(zip(ks, rows_of(codec.store, enc), strict=True))
+        a += n
+    return data
 
 
 def fold_full(open2: dict[str, Stat], keys: list[str], mats: tuple[np.ndarray[Any, Any], ...],

@@ -21,13 +21,20 @@ from probes.history.bucket_cut import (
     Cut,
     bucket_matrices,
     combine_matrices,
-    encode_matrix,
     encode_rows,
 )
 from probes.history.keys import codec_for, codecs_of
 from probes.history.raw import Encoded, RawRing
 from probes.history.storage import NAN, Codec, Ring, Tier
-from probes.history.tier2_fold import FullBuckets, Stat, codec_groups, fold_full, stat
+from probes.history.tier2_fold import (
+    FullBuckets,
+    Groups,
+    Stat,
+    codec_groups,
+    encode_groups,
+    fold_full,
+    stat,
+)
 
 BUCKET_BATCH = 10
 """Tier-1 buckets written at a time (at most; a divisor of a tier-2 bucket)."""
@@ -221,7 +228,7 @@ class TierSet:
         s0, s1 = segs[0]
         cuts = bucket_matrices(raw, segs, groups)
         """The series with a value in every row, cut as matrices (``bucket_cut.py``)."""
-        full = self._tier1_of_cuts(cuts, rows, data1)
+        full, grouped = self._tier1_of_cuts(cuts, rows, data1)
         if coarse:
             full_batch.cuts.extend(cuts)
         for key in raw.codecs:
@@ -268,16 +275,17 @@ class TierSet:
         ring1.append(starts, data1, rows)
         ring1.prune_partial()
         if coarse:
-            self._fold_tier2(starts, rows, batch, full_batch, upto)
+            self._fold_tier2(starts, rows, batch, full_batch, upto, grouped)
 
     def _tier1_of_cuts(self, cuts: list[Cut], rows: list[int], data1: dict[str, array[Any]]
-                       ) -> set[str]:
+                       ) -> tuple[set[str], tuple[list[str], Groups]]:
         """The tier-1 buckets of the raw cut's series (lo, hi, mean interleaved, the mean
         ``sum / rows`` as Python divides it) encoded a tier-1 codec at a time into
         ``data1``, from the cut's matrices as they are (no list a series: session 9);
-        returns their keys."""
+        returns their keys, and them in order with their codec groups (the coarse tiers'
+        codecs are the same objects: tier 2 takes them again when its keys are these)."""
         if not cuts:
-            return set()
+            return set(), ([], [])
         per = np.array(rows, dtype=np.float64)
         keys: list[str] = []
         inters = []
@@ -289,13 +297,14 @@ class TierSet:
             inter[:, 2::3] = sums / per
             inters.append(inter)
         mat = inters[0] if len(inters) == 1 else np.concatenate(inters)
-        for codec, idx, ks in codec_groups(self.rings[1].codecs, keys):
-            data1.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
-        return set(keys)
+        groups = codec_groups(self.rings[1].codecs, keys)
+        data1.update(encode_groups(groups, mat))
+        return set(keys), (keys, groups)
 
     def _fold_tier2(self, starts: list[float], rows: list[int],
                     batch: dict[str, tuple[list[float], list[float], list[float], list[int]]],
-                    full: FullBuckets, upto: float) -> None:
+                    full: FullBuckets, upto: float,
+                    grouped: tuple[list[str], Groups] = ([], [])) -> None:
         """Add new tier-1 buckets to the open tier-2 bucket; write tier-2 buckets that end.
 
         The series whose every bucket is full (``full``: nearly all) are folded as matrices,
@@ -309,7 +318,7 @@ class TierSet:
         full_keys = full.all_keys()
         if (mats is not None and not batch and self._open2_t is None
                 and upto >= starts[-1] - starts[-1] % res2 + res2):
-            self._close_whole(starts, rows, full_keys, mats)
+            self._close_whole(starts, rows, full_keys, mats, grouped)
             return
         j = 0
         while j < len(starts):
@@ -358,7 +367,8 @@ class TierSet:
                 self._cascade(2, t)
 
     def _close_whole(self, starts: list[float], rows: list[int], keys: list[str],
-                     mats: tuple[np.ndarray[Any, Any], ...]) -> None:
+                     mats: tuple[np.ndarray[Any, Any], ...],
+                     grouped: tuple[list[str], Groups] = ([], [])) -> None:
         """``_fold_tier2`` of a batch that opens and closes its tier-2 buckets (none open
         before it, the last one ending with it) and whose every series is full (the steady
         case: a batch is a whole number of tier-2 buckets): each bucket's lo, hi and mean
@@ -404,10 +414,9 @@ class TierSet:
                     part[t2] = 0
             keys = keys + missing
             inter = np.concatenate([inter, np.full((len(missing), inter.shape[1]), NAN)])
-        data: dict[str, array[Any]] = {}
-        for codec, idx, ks in codec_groups(ring2.codecs, keys):
-            data.update(zip(ks, encode_matrix(codec, inter[idx]), strict=True))
-        ring2.append(closed_t, data, closed_rows)
+        # tier 1's groups when its keys are these (the steady case: every series cut)
+        groups = grouped[1] if keys == grouped[0] else codec_groups(ring2.codecs, keys)
+        ring2.append(closed_t, encode_groups(groups, inter), closed_rows)
         ring2.prune_partial()
         for t in closed_t:
             self._cascade(2, t)
@@ -467,8 +476,7 @@ class TierSet:
             mat[:, 2] = total[sel] / counts  # as Python divides a float by an int
             for i in np.flatnonzero(counts < rows).tolist():
                 ring.partial.setdefault(keys[i], {})[open_b] = int(counts[i])
-            for codec, idx, ks in codec_groups(codecs, keys):
-                data.update(zip(ks, encode_matrix(codec, mat[idx]), strict=True))
+            data = encode_groups(codec_groups(codecs, keys), mat)
         ring.append([open_b], data, [rows])
         ring.prune_partial()
         self._cascade(tier + 1, open_b)

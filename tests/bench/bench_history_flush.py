@@ -13,7 +13,7 @@ the per-pass ratios after/before.
 (``tiers_before_s8.py``: tier-2 buckets folded series by series).
 
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
-                                              [--before block|s8|s9|s10]
+                                              [--before block|s8|s9|s10|s12]
 """
 
 from __future__ import annotations
@@ -68,6 +68,33 @@ def _flush_only(streams: list[list[HostSample]], cls: type[Any]) -> float:
     return spent
 
 
+def _part_only(streams: list[list[HostSample]], cls: type[Any], part: str) -> float:
+    """``_add``, counting only the time in one part: ``build`` (``TierSet.build``, the
+    coarse tiers) or ``stage`` (``stage_row``, a row sample staged) of ``cls``'s modules."""
+    mod = sys.modules[cls.__module__]
+    if part == "build":
+        owner: Any = sys.modules[mod.TierSet.__module__].TierSet
+        name = "build"
+    else:
+        owner, name = mod, "stage_row"
+    real = getattr(owner, name)
+    spent = 0.0
+
+    def timed(*a: Any) -> Any:
+        nonlocal spent
+        t0 = time.process_time()
+        got = real(*a)
+        spent += time.process_time() - t0
+        return got
+
+    setattr(owner, name, timed)
+    try:
+        _add(streams, cls)
+    finally:
+        setattr(owner, name, real)
+    return spent
+
+
 def _add_read(streams: list[list[HostSample]], cls: type[Any]) -> float:
     """Add, and after each sample the reads a detector pass makes of what is staged."""
     gc.collect()
@@ -102,10 +129,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.before == "s10":
         from tests.history.before_s10 import HostHistory as HostHistoryBeforeS10
         before = HostHistoryBeforeS10
+    elif args.before == "s12":
+        from tests.history.before_s12 import HostHistory as HostHistoryBeforeS12
+        before = HostHistoryBeforeS12
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
-    for name, fn in (("add", _add), ("read", _add_read), ("flush", _flush_only)):
+    parts: tuple[tuple[str, Any], ...] = (
+        ("add", _add), ("read", _add_read), ("flush", _flush_only),
+        ("build", lambda st, c: _part_only(st, c, "build")),
+        ("stage", lambda st, c: _part_only(st, c, "stage")))
+    for name, fn in parts:
         if args.only and name not in args.only:
             continue
         times: dict[str, list[float]] = {"before": [], "after": []}
@@ -128,13 +162,15 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
-    ap.add_argument("--before", choices=("block", "s8", "s9", "s10"), default="block",
+    ap.add_argument("--before", choices=("block", "s8", "s9", "s10", "s12"), default="block",
                     help="block: the history before its block cut (history_before.py); s8: "
                          "today's history on the tiers before session 8 (tiers_before_s8.py); "
                          "s9: the history before session 9's raw matrices (before_s9/); s10: "
-                         "the history before session 10 (before_s10/)")
+                         "the history before session 10 (before_s10/); s12: before session 12 "
+                         "(before_s12/)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
-                    "time in _flush alone)")
+                    "time in _flush alone) build (in TierSet.build alone) stage (in "
+                    "stage_row alone)")
     print(json.dumps(run(ap.parse_args())))
 
 

@@ -1,4 +1,5 @@
-"""A candidate ``stage_row`` that reads the tick's row only (issue 38, session 9: not landed).
+"""A candidate ``stage_row`` that reads the tick's row only (issue 38, session 9; landed in
+session 12 as ``probes.history.staged.stage_row``, this copy kept for its tests).
 
 ``probes.history.staged.stage_row`` takes a row sample's GPU numbers from its row but its
 host's and disks' numbers, its disks' names and its time from the decoded sample

@@ -208,14 +208,14 @@ def test_negative_control_bucket_means_a_little_off_are_seen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from probes.history import tiers
 
-    real = tiers.encode_matrix
+    real = tiers.encode_groups
 
-    def off(codec: Any, mat: Any) -> Any:  # the tier-1 cut's means (every third column)
+    def off(groups: Any, mat: Any) -> Any:  # the tier-1 cut's means (every third column)
         mat = mat.copy()
         mat[:, 2::3] *= 1.01
-        return real(codec, mat)
+        return real(groups, mat)
 
-    monkeypatch.setattr(tiers, "encode_matrix", off)
+    monkeypatch.setattr(tiers, "encode_groups", off)
     differ, _, _ = _differences([(streams[1][0][:600], SHORT)], every=199)
     assert differ > 0
 

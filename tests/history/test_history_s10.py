@@ -156,9 +156,9 @@ def test_negative_control_a_whole_batch_closed_lows_for_highs_is_seen(
         monkeypatch: pytest.MonkeyPatch) -> None:
     real = tiers.TierSet._close_whole
 
-    def off(self: Any, starts: Any, rows: Any, keys: Any, mats: Any) -> None:
+    def off(self: Any, starts: Any, rows: Any, keys: Any, mats: Any, *rest: Any) -> None:
         los, his, sums = mats
-        real(self, starts, rows, keys, (his, los, sums))  # lows and highs swapped
+        real(self, starts, rows, keys, (his, los, sums), *rest)  # lows and highs swapped
 
     monkeypatch.setattr(tiers.TierSet, "_close_whole", off)
     differ, _ = _differences(_cases()[3:4], every=199)  # the simulator's: batches whole
