@@ -4,11 +4,11 @@ A collector's hosts each send a tick a second, at their own points of the second
 hosts a tick arrives every ~4 ms, and a loop that polls as soon as it is idle wakes once
 per tick (and once more for each keepalive, stall watch and flush timer).  On a shared
 machine each wake is a process switched in with cold caches, an ``epoll_wait`` and a loop
-iteration: per host-sample it cost about as much as the SSH and the parse together
-(RESULTS.md, "#38 a collector's wakes (session 12)").  Here the selector, asked to wait
-while busy, first lets ``gap_s`` pass since its last wake that found something ready, and
-lets a timer that falls due wait for the next wake a tick brings, ``gap_s`` at most: what
-became ready meanwhile, and the timers due, are served in one wake.
+iteration: 25-45 % of a collector's CPU at 128-256 hosts (RESULTS.md, "#38 the
+collectors' wakes (session 12)").  Here the selector, asked to wait while busy, first lets
+``gap_s`` pass since its last wake that found something ready, and lets a timer that falls
+due wait for the next wake a tick brings, ``gap_s`` at most: what became ready meanwhile,
+and the timers due, are served in one wake.
 
 Busy means at least ``MIN_PER_GAP`` files, on average, became ready per ``gap_s`` over the
 last ``RATE_S``: a loop with fewer (a small shard, a console's own few sessions) is never
@@ -118,12 +118,3 @@ def run(main: Coroutine[Any, Any, T], gap_s: float = GAP_S) -> T:
         return asyncio.run(main)
     with runner(loop_factory=lambda: coalescing_loop(gap_s)) as r:
         return cast(T, r.run(main))
-
-
-def coalesce_wakes(loop: asyncio.AbstractEventLoop, gap_s: float = GAP_S) -> bool:
-    """Measurement only (benches): give a running selector loop the coalescing selector."""
-    inner = getattr(loop, "_selector", None)
-    if not isinstance(inner, selectors.BaseSelector):
-        return False
-    loop._selector = CoalescingSelector(inner, gap_s)  # type: ignore[attr-defined]
-    return True

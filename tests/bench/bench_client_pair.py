@@ -15,6 +15,8 @@ pair.  ``--a X --b X`` is the null check (the ratios' median should be ~1).
 A client is one of:
 
 * ``floor``: ``bench_fleet``'s floor (``SSHClientSession``, split + ``orjson.loads``);
+* ``floor+coN``: the floor on a loop coalescing its wakes, a gap of N ms
+  (``probes.transport.coalesce``);
 * ``push``: the product's ``PushProcess`` channel (``create_session(PushProcess)``, the
   source written to its stdin and drained, ``push_to`` a sink doing the floor's work), plus
   any of ``+ka`` (the product's keepalive options and ``lazy_keepalive``), ``+stall`` (a
@@ -113,9 +115,10 @@ async def client_child(args: argparse.Namespace) -> None:
         await asyncio.Event().wait()
 
     for o in opts:
-        if o.startswith("co"):
-            from probes.transport.coalesce import coalesce_wakes
-            coalesce_wakes(asyncio.get_running_loop(), int(o[2:]) / 1e3)
+        if o.startswith("co"):  # the running loop's selector wrapped (the product's own)
+            from probes.transport.coalesce import CoalescingSelector
+            loop: Any = asyncio.get_running_loop()
+            loop._selector = CoalescingSelector(loop._selector, int(o[2:]) / 1e3)
 
     async def one(spec: Any) -> None:
         o = spec.ssh
