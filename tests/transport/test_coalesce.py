@@ -74,14 +74,14 @@ def test_a_busy_loop_waits_the_gap_out_and_a_timer_at_most_a_gap_more() -> None:
                              busy=True)
     assert len(sel.select(1.0)) == 1          # the first wait: nothing before it
     assert clock.slept == [] and inner.timeouts == [1.0 + GAP_S]
-    clock.t += 0.005
+    clock.t += GAP_S / 4
     assert len(sel.select(1.0)) == 3          # paused the rest of the gap, then polled
-    assert clock.slept == [pytest.approx(GAP_S - 0.005)]
-    assert inner.timeouts[-1] == pytest.approx(1.0 + GAP_S - (GAP_S - 0.005))
-    clock.t += 0.017
+    assert clock.slept == [pytest.approx(GAP_S * 3 / 4)]
+    assert inner.timeouts[-1] == pytest.approx(1.0 + GAP_S - GAP_S * 3 / 4)
+    clock.t += GAP_S * 0.85
     assert len(sel.select(0.001)) == 2        # a timer due sooner: a gap late at most
-    assert clock.slept[-1] == pytest.approx(0.003)
-    assert inner.timeouts[-1] == pytest.approx(0.001 + GAP_S - 0.003)
+    assert clock.slept[-1] == pytest.approx(GAP_S * 0.15)
+    assert inner.timeouts[-1] == pytest.approx(0.001 + GAP_S - GAP_S * 0.15)
     n = len(clock.slept)
     assert sel.select(0) == []                # work ready: never paused, never later
     assert len(clock.slept) == n and inner.timeouts[-1] == 0
