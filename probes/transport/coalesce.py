@@ -4,7 +4,7 @@ A collector's hosts each send a tick a second, at their own points of the second
 hosts a tick arrives every ~4 ms, and a loop that polls as soon as it is idle wakes once
 per tick (and once more for each keepalive, stall watch and flush timer).  On a shared
 machine each wake is a process switched in with cold caches, an ``epoll_wait`` and a loop
-iteration: 25-45 % of a collector's CPU at 128-256 hosts (RESULTS.md, "#38 the
+iteration: 40-60 % of a collector's CPU at 256 hosts on a 2-core VM (RESULTS.md, "#38 the
 collectors' wakes (session 12)").  Here the selector, asked to wait while busy, first lets
 ``gap_s`` pass since its last wake that found something ready, and lets a timer that falls
 due wait for the next wake a tick brings, ``gap_s`` at most: what became ready meanwhile,

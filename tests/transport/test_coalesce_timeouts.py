@@ -1,13 +1,24 @@
 """The sessions' timeouts, stall watch, keepalive and reconnects on a collector's coalescing
-loop (``conftest``: paused at every wait): each test is the one of the same name elsewhere in
-``tests/transport``, run here again on that loop.  The last test checks the loop paused."""
+loop, paused at every wait: each test is the one of the same name elsewhere in
+``tests/transport``, run here again on that loop.  The last test checks the loop paused.
+
+``probes.transport.coalesce`` judges a loop busy only at a fleet's rate of ticks; a test's
+few hosts never are.  Here the loop is busy from its start (``busy=True``): every wait
+first lets ``GAP_S`` pass since the last wake, and every timer may wait ``GAP_S`` more,
+the harshest the product can be.  pytest-asyncio makes each test's loop with the
+``_asyncio_loop_factory`` fixture; this module's own gives it the coalescing loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import selectors
 import socket
+from collections.abc import Callable
 
-from tests.transport.coalesced.conftest import SELECTORS
+import pytest
+
+from probes.transport.coalesce import GAP_S, CoalescingSelector
 from tests.transport.test_session import (
     test_a_silent_stream_is_stalled_and_the_session_reconnects,
     test_a_steady_stream_slower_than_nothing_is_never_stalled,
@@ -32,6 +43,22 @@ from tests.transport.test_tarpit import (
     test_a_silent_listener_is_given_up_on_after_the_banner_timeout,
     test_an_endless_pre_banner_drip_is_a_tarpit_too,
 )
+
+SELECTORS: list[CoalescingSelector] = []
+"""The selectors made, for the test that checks it really paused."""
+
+
+def coalesced_loop() -> asyncio.AbstractEventLoop:
+    sel = CoalescingSelector(selectors.DefaultSelector(), GAP_S, busy=True)
+    SELECTORS.append(sel)
+    return asyncio.SelectorEventLoop(sel)
+
+
+@pytest.fixture(scope="module")
+def _asyncio_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """pytest-asyncio's loop factory (its own fixture of this name gives None: asyncio's)."""
+    return coalesced_loop
+
 
 __all__ = [  # fixtures (canned, server, tarpit, world) and tests, by name
     "canned",
