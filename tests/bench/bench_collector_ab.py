@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server = Child([sys.executable, str(HERE / "standin_server.py"), "--ports",
                     ",".join(map(str, ports)), "--host-key", str(host_key), "--client-pub",
                     f"{client}.pub", "--templates", "16", "--count", "120",
-                    "--args-json", json.dumps(agent_args)])
+                    "--args-json", json.dumps(agent_args),
+                    *(["--spread"] if args.spread else [])])
     env = dict(os.environ, HOME=str(root), PYTHONPATH=str(REPO),
                RW_AB_VARIANTS=str(Path(args.variants).resolve()))
     slices: list[tuple[str, int, int]] = []
@@ -160,6 +161,7 @@ def report(args: argparse.Namespace, names: list[str],
     per = {n: [(hs, ns) for v, hs, ns in slices if v == n] for n in names}
     out: dict[str, Any] = {
         "bench": "collector_ab", "hosts": args.hosts, "slice_s": args.slice,
+        "spread": args.spread,
         "cycles": args.cycles, "load1": round(os.getloadavg()[0], 2),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "us_per_hs": {n: round(sum(ns for _, ns in v) / 1e3 / max(1, sum(hs for hs, _ in v)), 2)
@@ -183,6 +185,9 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=20)
     ap.add_argument("--settle", type=float, default=5)
     ap.add_argument("--ports", type=int, default=8)
+    ap.add_argument("--spread", action="store_true",
+                    help="the hosts tick at evenly spread points of the second (as a fleet "
+                         "that connected over seconds does), not clustered as they connected")
     ap.add_argument("--start-timeout", type=float, default=180)
     print(json.dumps(run(ap.parse_args())))
 

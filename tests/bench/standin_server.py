@@ -149,6 +149,8 @@ class Fleet:
     sent: int = 0
     late_recordings: int = 0
     next_index: int = 0
+    spread: bool = False
+    """Sessions tick at evenly spread points of the second (``--spread``), not at their start."""
 
     def recording(self, key: tuple[str, ...]) -> list[Template]:
         """The templates for these agent options; empty when the agent refused them."""
@@ -234,6 +236,8 @@ class HostSession(asyncssh.SSHServerSession[bytes]):
         chan.write(b"".join(restamp(ln, None, now) for ln in t.preamble))
         loop = asyncio.get_running_loop()
         start = loop.time()
+        if fleet.spread:  # each session's ticks at its own point of the second, spread evenly
+            start = start - start % 1.0 + 1.0 + (index * 0.6180339887) % 1.0
         seq = 0
         offset = index % len(t.samples)
         counted = False
@@ -273,7 +277,7 @@ def control(fleet: Fleet) -> None:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    fleet = Fleet(args.templates, args.count)
+    fleet = Fleet(args.templates, args.count, spread=args.spread)
     key = format_args(json.loads(args.args_json))
     fleet.recordings[key] = record(key, args.templates, args.count)
     servers = [await asyncssh.listen(
@@ -299,6 +303,10 @@ def main() -> None:
     p.add_argument("--count", type=int, default=120)
     p.add_argument("--args-json", default='["--interval", "1"]',
                    help="the agent options the console will send (a JSON list)")
+    p.add_argument("--spread", action="store_true",
+                   help="each session's samples at its own point of the second (the golden "
+                        "ratio's multiples of its index), not at its start: every client of "
+                        "many hosts gets them spread the same way")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(serve(args))
