@@ -402,27 +402,11 @@ class DiskStats:
     """%util: share of the interval the device was busy."""
 
 
-_EAGER_ORDER = ("ts", "seq", "gpus", "host", "disks")
-"""The first keys of an eager sample's ``__dict__`` (``__init__``'s order); the rest follow."""
-
-
-def _keep(obj: HostSample, name: str, value: object) -> None:
-    """Keep a field built on first read in ``obj.__dict__``, at the place an eager sample
-    has it (so ``vars``, pickling and the recorder's ``__dict__`` reads see the same keys
-    in the same order, whichever field was read first).  The dict is replaced, not
-    updated: two threads building different fields at once may each keep a dict without
-    the other's field, which is then built again, equal (a frozen value of the same row)."""
-    d = obj.__dict__
-    values = {k: value if k == name else d[k] for k in _EAGER_ORDER if k == name or k in d}
-    values.update(d)
-    object.__setattr__(obj, "__dict__", values)
-
-
 class _RowGpus:
     """``HostSample.gpus`` of a sample the wire v2's fast path left unbuilt (issue 38: no
     object per GPU on the hot path): built on first read from the sample's ``wire_row`` and
     ``static_epoch`` (``StaticEpoch.row_gpus``), then kept in the sample's ``__dict__`` in
-    the key order an eager sample has (``_keep``); from then on the instance's value wins
+    the key order an eager sample has; from then on the instance's value wins
     over this non-data descriptor, so a sample built any other way (``__init__``, the
     decoders, ``dataclasses.replace``) reads its own ``gpus`` as before, at the same cost.
 
@@ -430,8 +414,9 @@ class _RowGpus:
     ``HostSample`` (the recorder and others test ``type(x) is HostSample``), and equality,
     ``repr``, ``dataclasses.replace``/``asdict``/``fields``, pickling and the snapshot's
     ``_plain`` all read the field by attribute, which builds it.  Two threads reading it at
-    once both build equal tuples; one of them is kept.  ``_RowHost`` and ``_RowDisks`` do
-    the same for ``host`` and ``disks``."""
+    once both build equal tuples; one of them is kept (a field another thread built
+    meanwhile may then be built again, equal).  ``_RowHost`` and ``_RowDisks`` do the same
+    for ``host`` and ``disks``."""
 
     def __get__(self, obj: HostSample | None, cls: type | None = None
                 ) -> tuple[GpuSample, ...]:
@@ -442,45 +427,55 @@ class _RowGpus:
         if row is None:  # made without __init__ and without a row: no GPUs
             return ()
         gpus: tuple[GpuSample, ...] = d["static_epoch"].row_gpus(row)
-        _keep(obj, "gpus", gpus)
+        values = {"ts": d["ts"], "seq": d["seq"], "gpus": gpus}
+        values.update(d)  # "host" and "disks", built or not, then the rest: an eager order
+        object.__setattr__(obj, "__dict__", values)
         return gpus
+
+
+def _host_disks(obj: HostSample) -> tuple[HostStats, tuple[DiskStats, ...]] | None:
+    """Build a row sample's ``host`` and ``disks`` together (one reader of either reads the
+    other, the whole judging and the recorder's first sample of an epoch), kept in its
+    ``__dict__`` in an eager sample's key order; None: a sample with no row."""
+    d = obj.__dict__
+    row = d.get("wire_row")
+    if row is None:
+        return None
+    epoch = d["static_epoch"]
+    host: HostStats = epoch.row_host(row)
+    disks: tuple[DiskStats, ...] = epoch.row_disks(row)
+    values = {"ts": d["ts"], "seq": d["seq"], "gpus": d["gpus"], "host": host,
+              "disks": disks} if "gpus" in d else \
+        {"ts": d["ts"], "seq": d["seq"], "host": host, "disks": disks}
+    values.update(d)
+    object.__setattr__(obj, "__dict__", values)
+    return host, disks
 
 
 class _RowHost:
     """``HostSample.host`` of a sample the wire v2's fast path left unbuilt: its
-    ``HostStats`` from ``wire_row`` and ``static_epoch`` (``StaticEpoch.row_host``) on first
-    read (issue 38: the per-tick readers, judges, history and recorder, read the row; a
-    ``HostStats`` made and freed each tick cost ~0.5 µs).  Set on the class after the
-    dataclass is made, so ``__init__`` keeps its ``default_factory``."""
+    ``HostStats`` from ``wire_row`` and ``static_epoch`` (``StaticEpoch.row_host``), built
+    with the disks on first read (issue 38: the per-tick readers, judges, history and
+    recorder, read the row; a ``HostStats`` and the ``DiskStats`` made and freed each tick
+    cost ~3 µs).  Set on the class after the dataclass is made, so ``__init__`` keeps its
+    ``default_factory``."""
 
     def __get__(self, obj: HostSample | None, cls: type | None = None) -> HostStats:
-        if obj is None:
-            raise AttributeError("host")  # as before: a factory default, no class attribute
-        d = obj.__dict__
-        row = d.get("wire_row")
-        if row is None:  # made without __init__, without a row and without a host
+        built = None if obj is None else _host_disks(obj)
+        if built is None:  # as before: a factory default, no class attribute
             raise AttributeError("host")
-        host: HostStats = d["static_epoch"].row_host(row)
-        _keep(obj, "host", host)
-        return host
+        return built[0]
 
 
 class _RowDisks:
     """``HostSample.disks`` of a sample the wire v2's fast path left unbuilt: a
-    ``DiskStats`` per disk row of ``wire_row`` (``StaticEpoch.row_disks``) on first read
-    (issue 38: ~2.2 µs a tick made and freed, and read by no per-tick reader)."""
+    ``DiskStats`` per disk row of ``wire_row`` (``StaticEpoch.row_disks``), built with the
+    host on first read."""
 
     def __get__(self, obj: HostSample | None, cls: type | None = None
                 ) -> tuple[DiskStats, ...]:
-        if obj is None:
-            return ()  # the field's default, as dataclasses reads it from the class
-        d = obj.__dict__
-        row = d.get("wire_row")
-        if row is None:
-            return ()
-        disks: tuple[DiskStats, ...] = d["static_epoch"].row_disks(row)
-        _keep(obj, "disks", disks)
-        return disks
+        built = None if obj is None else _host_disks(obj)
+        return () if built is None else built[1]  # () the default, as dataclasses reads it
 
 
 @dataclass(frozen=True)

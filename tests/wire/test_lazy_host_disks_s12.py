@@ -205,14 +205,21 @@ def _disks_reversed(row: Any) -> Any:
     return tuple(reversed([compact._disk(d) for d in row.disks]))
 
 
-def _kept_last(obj: HostSample, name: str, value: object) -> None:
-    object.__setattr__(obj, "__dict__", {**obj.__dict__, name: value})
+def _kept_last(obj: HostSample) -> Any:
+    """``samples._host_disks`` keeping the two at the dict's end."""
+    d = obj.__dict__
+    row = d.get("wire_row")
+    if row is None:
+        return None
+    built = d["static_epoch"].row_host(row), d["static_epoch"].row_disks(row)
+    d["host"], d["disks"] = built
+    return built
 
 
 MUTANTS: dict[str, tuple[Any, str, Callable[..., Any]]] = {
     "host": (compact.StaticEpoch, "row_host", _wrong_host_base),
     "disks": (compact.StaticEpoch, "row_disks", staticmethod(_disks_reversed)),
-    "order": (samples, "_keep", _kept_last),
+    "order": (samples, "_host_disks", _kept_last),
 }
 
 
