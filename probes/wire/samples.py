@@ -406,15 +406,17 @@ class _RowGpus:
     """``HostSample.gpus`` of a sample the wire v2's fast path left unbuilt (issue 38: no
     object per GPU on the hot path): built on first read from the sample's ``wire_row`` and
     ``static_epoch`` (``StaticEpoch.row_gpus``), then kept in the sample's ``__dict__`` in
-    the key order an eager sample has; from then on the instance's value wins over this
-    non-data descriptor, so a sample built any other way (``__init__``, the decoders,
-    ``dataclasses.replace``) reads its own ``gpus`` as before, at the same cost.
+    the key order an eager sample has; from then on the instance's value wins
+    over this non-data descriptor, so a sample built any other way (``__init__``, the
+    decoders, ``dataclasses.replace``) reads its own ``gpus`` as before, at the same cost.
 
     A descriptor on ``HostSample`` itself rather than a subclass: the sample stays a
     ``HostSample`` (the recorder and others test ``type(x) is HostSample``), and equality,
     ``repr``, ``dataclasses.replace``/``asdict``/``fields``, pickling and the snapshot's
     ``_plain`` all read the field by attribute, which builds it.  Two threads reading it at
-    once both build equal tuples; one of them is kept."""
+    once both build equal tuples; one of them is kept (a field another thread built
+    meanwhile may then be built again, equal).  ``_RowHost`` and ``_RowDisks`` do the same
+    for ``host`` and ``disks``."""
 
     def __get__(self, obj: HostSample | None, cls: type | None = None
                 ) -> tuple[GpuSample, ...]:
@@ -426,9 +428,54 @@ class _RowGpus:
             return ()
         gpus: tuple[GpuSample, ...] = d["static_epoch"].row_gpus(row)
         values = {"ts": d["ts"], "seq": d["seq"], "gpus": gpus}
-        values.update(d)
+        values.update(d)  # "host" and "disks", built or not, then the rest: an eager order
         object.__setattr__(obj, "__dict__", values)
         return gpus
+
+
+def _host_disks(obj: HostSample) -> tuple[HostStats, tuple[DiskStats, ...]] | None:
+    """Build a row sample's ``host`` and ``disks`` together (one reader of either reads the
+    other, the whole judging and the recorder's first sample of an epoch), kept in its
+    ``__dict__`` in an eager sample's key order; None: a sample with no row."""
+    d = obj.__dict__
+    row = d.get("wire_row")
+    if row is None:
+        return None
+    epoch = d["static_epoch"]
+    host: HostStats = epoch.row_host(row)
+    disks: tuple[DiskStats, ...] = epoch.row_disks(row)
+    values = {"ts": d["ts"], "seq": d["seq"], "gpus": d["gpus"], "host": host,
+              "disks": disks} if "gpus" in d else \
+        {"ts": d["ts"], "seq": d["seq"], "host": host, "disks": disks}
+    values.update(d)
+    object.__setattr__(obj, "__dict__", values)
+    return host, disks
+
+
+class _RowHost:
+    """``HostSample.host`` of a sample the wire v2's fast path left unbuilt: its
+    ``HostStats`` from ``wire_row`` and ``static_epoch`` (``StaticEpoch.row_host``), built
+    with the disks on first read (issue 38: the per-tick readers, judges, history and
+    recorder, read the row; a ``HostStats`` and the ``DiskStats`` made and freed each tick
+    cost ~3 µs).  Set on the class after the dataclass is made, so ``__init__`` keeps its
+    ``default_factory``."""
+
+    def __get__(self, obj: HostSample | None, cls: type | None = None) -> HostStats:
+        built = None if obj is None else _host_disks(obj)
+        if built is None:  # as before: a factory default, no class attribute
+            raise AttributeError("host")
+        return built[0]
+
+
+class _RowDisks:
+    """``HostSample.disks`` of a sample the wire v2's fast path left unbuilt: a
+    ``DiskStats`` per disk row of ``wire_row`` (``StaticEpoch.row_disks``), built with the
+    host on first read."""
+
+    def __get__(self, obj: HostSample | None, cls: type | None = None
+                ) -> tuple[DiskStats, ...]:
+        built = None if obj is None else _host_disks(obj)
+        return () if built is None else built[1]  # () the default, as dataclasses reads it
 
 
 @dataclass(frozen=True)
@@ -440,7 +487,9 @@ class HostSample:
     gpus: tuple[GpuSample, ...] = _RowGpus()  # type: ignore[assignment]
     """Built on first read for a sample of the wire v2's fast path (``_RowGpus``)."""
     host: HostStats = field(default_factory=HostStats)
-    disks: tuple[DiskStats, ...] = ()
+    """Built on first read for a sample of the wire v2's fast path (``_RowHost``)."""
+    disks: tuple[DiskStats, ...] = _RowDisks()  # type: ignore[assignment]
+    """Built on first read as ``host`` is (``_RowDisks``)."""
     pcie: Mapping[str, tuple[PcieLink, ...]] | None = None
     """Refreshed PCIe chains, on the ticks that carry them (None on the others)."""
     static_epoch: object | None = field(default=None, init=False, compare=False, repr=False)
@@ -458,13 +507,19 @@ class HostSample:
     from it (a few compact Structs) instead of from the sample's dicts, which are cold in
     memory by the time the writer gets to them: at a thousand hosts that is most of what
     reading a sample costs.  Nothing is computed for it: the Structs are the decoder's own.
-    Such a sample's ``gpus`` are built from it on first read (``_RowGpus``), and the history
-    folds it from the row without reading them (``probes.history.staged.stage_row``)."""
+    Such a sample's ``gpus``, ``host`` and ``disks`` are built from it on first read
+    (``_RowGpus``, ``_RowHost``, ``_RowDisks``), and the history folds it from the row
+    without reading its GPUs (``probes.history.staged.stage_row``)."""
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickled with its GPUs built (a copy never depends on the decoder's epoch)."""
-        self.gpus  # noqa: B018 (builds them where the fast path left them unbuilt)
+        """Pickled with its GPUs, host and disks built (a copy never depends on the
+        decoder's epoch), in an eager sample's key order."""
+        self.gpus, self.host, self.disks  # noqa: B018 (builds what the fast path left)
         return self.__dict__
+
+
+HostSample.host = _RowHost()  # type: ignore[assignment]
+"""After the dataclass is made: its ``__init__`` keeps the ``default_factory``."""
 
 
 KERNEL_SOURCE = "kernel"

@@ -299,9 +299,10 @@ def _attacked(frames: list[bytes], seed: int, rate: float) -> list[bytes]:
 
 
 def _sample_view(s: HostSample) -> object:
+    host, disks = s.host, s.disks  # a row sample builds them when read (lazy12)
     d = s.__dict__
-    return (bits(d["ts"]), d["seq"], [(k, bits(v)) for k, v in d["host"].__dict__.items()],
-            [[(k, bits(v)) for k, v in x.__dict__.items()] for x in d["disks"]],
+    return (bits(d["ts"]), d["seq"], [(k, bits(v)) for k, v in host.__dict__.items()],
+            [[(k, bits(v)) for k, v in x.__dict__.items()] for x in disks],
             repr(d["pcie"]), None if d.get("wire_row") is None
             else msgspec.msgpack.encode(d["wire_row"]), "gpus" in d,
             type(d.get("static_epoch")).__name__)

@@ -85,8 +85,11 @@ def take_before(self: CompactStream, obj: dict[str, Any]) -> None:
             self._procs.append(None if s is None else s.processes)
     self._host_base = {k: getattr(host, k) for k in HOST_STATIC} | _HOST_PLACES
     self._last_procs = [None] * len(self._procs)
+    # (session 12, lazy12: the epoch holds the host's static half too, which the lazily
+    # built ``HostSample.host`` reads: passed as the current ``_take`` passes it)
     self._epoch = StaticEpoch(tuple(_static_gpu(b, p) for b, p in
-                                    zip(self._gpu_base, self._procs, strict=True)))
+                                    zip(self._gpu_base, self._procs, strict=True)),
+                              self._host_base)
     self._whole = all(b is not None for b in self._gpu_base) and \
         all(p is not None for p in self._procs)
     self._proc_counts = [len(p) for p in self._procs if p is not None]

@@ -228,7 +228,8 @@ def test_the_recorder_reads_a_tick_from_its_row_as_from_the_sample(
     plain_seen: dict[int, Any] = {}
     for s in samples:
         got = columns.split(s, seen)
-        s.gpus  # noqa: B018 (a row sample builds its GPUs when read: the copy needs them)
+        s.gpus, s.host  # noqa: B018 (a row sample builds its GPUs, host and disks when read:
+        # the copy needs them)
         plain = object.__new__(HostSample)
         object.__setattr__(plain, "__dict__", {k: v for k, v in vars(s).items()
                                                if k != "wire_row"})
