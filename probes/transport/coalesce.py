@@ -11,7 +11,9 @@ due wait for the next wake a tick brings, ``gap_s`` at most: what became ready m
 and the timers due, are served in one wake.
 
 Busy means at least ``MIN_PER_GAP`` files, on average, became ready per ``gap_s`` over the
-last ``RATE_S``: a loop with fewer (a small shard, a console's own few sessions) is never
+last ``RATE_S``, and no connection is being made (``hold_while``: an SSH handshake is a dozen
+round trips, each of which would wait out a pause; at 1024 hosts that put the last host's
+first sample ~1 s later): a loop with fewer (a small shard, a console's own few sessions) is never
 paused, since a pause that finds nothing ready costs a wake of its own.  A loop with work
 ready polls with timeout 0 and is never paused.  So while busy, bytes wait in the kernel's
 socket buffers and every timer (a remote command's timeout, a stall watch, a keepalive, the
@@ -26,6 +28,7 @@ import asyncio
 import math
 import selectors
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar, cast
 
@@ -64,6 +67,8 @@ class CoalescingSelector(selectors.BaseSelector):
         self._judged = busy is None
         self.pauses = 0
         """Waits that were paused (a bench's or a test's count)."""
+        self.hold: Callable[[], bool] | None = None
+        """While it answers True the loop is not paused (``hold_while``)."""
 
     def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
         return self._inner.register(fileobj, events, data)
@@ -76,7 +81,8 @@ class CoalescingSelector(selectors.BaseSelector):
 
     def select(self, timeout: float | None = None
                ) -> list[tuple[selectors.SelectorKey, int]]:
-        if self.busy and (timeout is None or timeout > 0):
+        hold = self.hold
+        if self.busy and (timeout is None or timeout > 0) and not (hold is not None and hold()):
             if timeout is not None:
                 # a timer due waits for the next wake a tick brings, at most ``gap_s``
                 timeout += self.gap_s
@@ -106,9 +112,26 @@ class CoalescingSelector(selectors.BaseSelector):
         return self._inner.get_map()
 
 
+_SELECTORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CoalescingSelector] = \
+    weakref.WeakKeyDictionary()
+
+
 def coalescing_loop(gap_s: float = GAP_S) -> asyncio.AbstractEventLoop:
     """A new event loop (the platform's selector loop) whose I/O wakes are ``gap_s`` apart."""
-    return asyncio.SelectorEventLoop(CoalescingSelector(selectors.DefaultSelector(), gap_s))
+    selector = CoalescingSelector(selectors.DefaultSelector(), gap_s)
+    loop = asyncio.SelectorEventLoop(selector)
+    _SELECTORS[loop] = selector
+    return loop
+
+
+def hold_while(busy_elsewhere: Callable[[], bool]) -> bool:
+    """The running loop, if it coalesces, is not paused while ``busy_elsewhere()`` (the
+    collector's sessions making a connection); False on any other loop (nothing to hold)."""
+    selector = _SELECTORS.get(asyncio.get_running_loop())
+    if selector is None:
+        return False
+    selector.hold = busy_elsewhere
+    return True
 
 
 def run(main: Coroutine[Any, Any, T], gap_s: float = GAP_S) -> T:

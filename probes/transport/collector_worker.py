@@ -63,6 +63,7 @@ async def serve(job: CollectorJob, stdin: asyncio.StreamReader, out: int,
     relay.heartbeat()  # at once: the console counts the silence from our start
     backend = SessionFleet(list(job.specs), max_connecting=job.max_connecting,
                           new_reader=relay.new_reader)
+    coalesce.hold_while(backend.handshaking)  # a handshake's round trips are not paused
     sessions = asyncio.create_task(backend.run(relay.emit), name="collector sessions")
     try:
         await _commands(stdin, backend, job)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from probes.config.fleet import HostSpec
 from probes.errors import DisconnectKind
@@ -57,6 +57,26 @@ async def supervise(spec: HostSpec, emit: Emit, policy: SessionPolicy | None,
             await wake.sleep(retry_s)
 
 
+class ConnectGate(asyncio.Semaphore):
+    """The fleet's limit on concurrent handshakes, which also tells whether one is under way
+    (``held``): a collector's loop serves a handshake's round trips as they come, without
+    coalescing its wakes (``coalesce``)."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.held = 0
+        """Connection attempts inside the gate now."""
+
+    async def acquire(self) -> Literal[True]:
+        await super().acquire()
+        self.held += 1  # no await between: a cancel lands before the take or after it
+        return True
+
+    def release(self) -> None:
+        self.held -= 1
+        super().release()
+
+
 class SessionFleet:
     """Run one supervised agent session per host, all concurrently."""
 
@@ -70,6 +90,12 @@ class SessionFleet:
         self.policy = policy
         self.crash_retry_s = crash_retry_s
         self._wakes: dict[str, RetryWake] = {}
+        self._gate: ConnectGate | None = None
+
+    def handshaking(self) -> bool:
+        """Whether a connection attempt holds the gate now (a handshake under way)."""
+        gate = self._gate
+        return gate is not None and gate.held > 0
 
     def retry_now(self, host: str) -> bool:
         """Cut ``host``'s backoff: it connects at once.  False when it is not waiting
@@ -88,7 +114,7 @@ class SessionFleet:
         from probes.transport.session import RetryWake
 
         emit = clocked(emit)  # each host's times on the console's clock, before any fold
-        gate = asyncio.Semaphore(self.max_connecting)
+        gate = self._gate = ConnectGate(self.max_connecting)
         self._wakes = {spec.name: RetryWake() for spec in self.specs}
         tasks = [asyncio.create_task(supervise(spec, emit, self.policy, gate,
                                                self.crash_retry_s, self._wakes[spec.name],

@@ -218,3 +218,67 @@ def test_the_collector_runs_its_loop_through_it() -> None:
 
     from probes.transport import collector_worker
     assert "coalesce.run(_main(parent))" in inspect.getsource(collector_worker.main)
+
+
+def test_a_busy_loop_is_not_paused_while_a_connection_is_being_made() -> None:
+    """An SSH handshake is a dozen round trips: each would wait out a pause (at 1024 hosts
+    the last host's first sample came ~1 s later).  While ``hold`` answers True a busy loop
+    polls as asyncio's does; once it answers False the pauses are back (the control)."""
+    sel, inner, clock = make([(0.0, 1)] * 6, busy=True)
+    connecting = [True]
+    sel.hold = lambda: connecting[0]
+    for _ in range(3):
+        sel.select(1.0)
+        clock.t += GAP_S / 4
+    assert clock.slept == [] and sel.pauses == 0
+    assert inner.timeouts == [1.0] * 3       # nor is a timer made to wait
+    connecting[0] = False
+    for _ in range(3):
+        sel.select(1.0)
+        clock.t += GAP_S / 4
+    assert sel.pauses == 3 and clock.slept == [pytest.approx(GAP_S * 3 / 4)] * 3
+
+
+def test_the_collector_holds_its_loop_while_its_sessions_connect() -> None:
+    """``hold_while`` reaches the running loop's selector only on a coalescing loop."""
+    from probes.transport.sessions import SessionFleet
+
+    fleet = SessionFleet([])
+
+    async def on_loop() -> tuple[bool, Any]:
+        held = coalesce.hold_while(fleet.handshaking)
+        selector = coalesce._SELECTORS.get(asyncio.get_running_loop())
+        return held, None if selector is None else selector.hold
+
+    held, hold = coalesce.run(on_loop())
+    assert held is True and hold == fleet.handshaking
+    assert asyncio.run(on_loop()) == (False, None)
+
+
+async def test_the_connect_gate_says_while_a_connection_holds_it() -> None:
+    """``SessionFleet.handshaking`` reads ``ConnectGate.held``: taken and given back through
+    ``async with``, a waiter cancelled before its turn never counted, the limit kept."""
+    from probes.transport.sessions import ConnectGate
+
+    gate = ConnectGate(2)
+    inside = asyncio.Event()
+    leave = asyncio.Event()
+
+    async def connect() -> None:
+        async with gate:
+            inside.set()
+            await leave.wait()
+
+    first = asyncio.create_task(connect())
+    second = asyncio.create_task(connect())
+    await inside.wait()
+    await asyncio.sleep(0)
+    assert gate.held == 2 and gate.locked()
+    waiter = asyncio.create_task(connect())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)
+    assert gate.held == 2
+    leave.set()
+    await asyncio.gather(first, second)
+    assert gate.held == 0 and not gate.locked()
