@@ -352,33 +352,36 @@ class CollectorBackend(BackendBase):
         """Fold the batch's entries in order, giving the loop a turn whenever a slice has
         had its time (between entries: one host's bytes are decoded and folded whole)."""
         specs = shard.job.specs
+        readers = shard.readers
+        due = slices.due
         for i, entry in batch:
-            if slices.due():
+            if due():
                 await slices.turn()
-            host = specs[i].name
-            if isinstance(entry, tuple):  # a v2 tick as its row: built, not parsed again
-                reader = shard.readers.get(i)
+            if isinstance(entry, tuple):  # a v2 tick as its row (nearly every entry): built,
+                reader = readers.get(i)  # not parsed again
                 if reader is not None:
                     sample = relayed_sample(reader, entry)
                     if sample is not None:
-                        emit(host, sample)
-            elif isinstance(entry, RelayedHello):  # decoded there: taken, not parsed again
-                reader = shard.readers.get(i)
+                        emit(specs[i].name, sample)
+                continue
+            host = specs[i].name
+            if isinstance(entry, RelayedHello):  # decoded there: taken, not parsed again
+                reader = readers.get(i)
                 if reader is not None:
                     emit(host, reader.relayed_hello(entry.hello, entry.columns))
             elif isinstance(entry, bytes):
-                reader = shard.readers.get(i)
+                reader = readers.get(i)
                 if reader is not None:
                     for msg in reader.feed(entry):
                         emit(host, msg)
             elif entry is None:
-                reader = shard.readers.get(i)
+                reader = readers.get(i)
                 if reader is not None:
                     for msg in reader.close():
                         emit(host, msg)
             else:
                 if isinstance(entry, Connected):
-                    shard.readers[i] = MessageReader()
+                    readers[i] = MessageReader()
                     shard.down.discard(i)
                 elif isinstance(entry, Disconnected):
                     shard.down.add(i)

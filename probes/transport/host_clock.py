@@ -84,7 +84,12 @@ class HostClockWatch:
             if self._speed != 1.0 and start is not None and not ts <= start:
                 ts = start + (ts - start) / self._speed  # ``_real``
             self._seen += 1
-            update = self._estimate(received, self._add(ts - received))
+            offset = self._add(ts - received)
+            reported = self.reported  # ``_estimate``'s answer when nothing moved, inline
+            if reported is not None and abs(offset - reported) < REPORT_STEP_S:
+                update = None
+            else:
+                update = self._estimate(received, offset)
             if self.applied:
                 object.__setattr__(item, "ts", item.ts - self.applied)
             return update
