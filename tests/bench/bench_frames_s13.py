@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from probes.config.fleet import HostSpec
 from probes.sources.collectors import CollectorBackend, FoldSlices, _Shard
-from probes.transport.collector_wire import CollectorJob, check_batch, unframe
+from probes.transport import host_clock
+from probes.transport.collector_wire import CollectorJob, check_batch, relayed_sample, unframe
 from probes.transport.host_clock import clocked
 from tests.bench.bench_relay_decode import agent_feed, collector_frames
 from tests.transport import frames_before_s13, host_clock_before_s13
@@ -76,11 +77,55 @@ def one_pass(frames: list[bytes], specs: tuple[HostSpec, ...], skip: int, drop: 
     return before.cpu, after.cpu
 
 
+def parts(frames: list[bytes], specs: tuple[HostSpec, ...], rounds: int
+          ) -> dict[str, list[tuple[float, float]]]:
+    """The changed pieces alone, hot, before against after in turns: ``relayed_sample``
+    over the last frames' ticks (the readers of a console that took every frame), and the
+    clock watch's ``observe`` of their samples (watches of each side fed alike first)."""
+    side = Side(specs, CollectorBackend._fold, clocked, drop=True)
+
+    async def fill() -> None:
+        for data in frames:
+            await side.take(data, len(specs), False)
+
+    asyncio.run(fill())
+    readers = side.shard.readers
+    ticks = [(readers[i], e) for data in frames[-5:]
+             for i, e in check_batch(unframe(data[4:]), len(specs)) if type(e) is tuple]
+    samples = [(i, s) for i, (r, e) in enumerate(ticks)
+               if (s := relayed_sample(r, e)) is not None]
+    out: dict[str, list[tuple[float, float]]] = {"relayed_sample": [], "observe": []}
+    watches = {mod: [mod.HostClockWatch() for _ in ticks]
+               for mod in (host_clock_before_s13, host_clock)}
+    for ws in watches.values():  # each watch's window filled alike (64 values)
+        for i, sample in samples[:64]:
+            ws[i].observe(sample, sample.ts - 0.05)
+    for _ in range(rounds):
+        pair = []
+        for fn in (frames_before_s13.relayed_sample, relayed_sample):
+            t0 = time.process_time()
+            for reader, tick in ticks:
+                fn(reader, tick)
+            pair.append(1e6 * (time.process_time() - t0) / len(ticks))
+        out["relayed_sample"].append((round(pair[0], 3), round(pair[1], 3)))
+        pair = []
+        for mod in (host_clock_before_s13, host_clock):
+            ws = watches[mod]
+            t0 = time.process_time()
+            for i, sample in samples:
+                ws[i].observe(sample, sample.ts - 0.05)
+            pair.append(1e6 * (time.process_time() - t0) / len(samples))
+        out["observe"].append((round(pair[0], 3), round(pair[1], 3)))
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--hosts", type=int, default=256)
     p.add_argument("--seconds", type=int, default=40)
     p.add_argument("--passes", type=int, default=6)
+    p.add_argument("--parts", type=int, default=0,
+                   help="then this many rounds of the changed pieces alone")
     p.add_argument("--drop", action="store_true",
                    help="each item dropped at once (the path alone, no sample kept a round)")
     args = p.parse_args()
@@ -93,13 +138,21 @@ def main() -> None:
     for _ in range(args.passes):
         b, a = one_pass(frames, specs, skip, args.drop)
         pairs.append((round(1e6 * b / hs, 2), round(1e6 * a / hs, 2)))
+    extra: dict[str, Any] = {}
+    if args.parts:
+        for name, got in parts(frames, specs, args.parts).items():
+            extra[name] = {"pairs_us": got,
+                           "before_median": statistics.median(b for b, _ in got),
+                           "after_median": statistics.median(a for _, a in got),
+                           "lower": sum(a < b for b, a in got)}
     print(json.dumps({
         "bench": "frames_s13", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "load1": round(os.getloadavg()[0], 2), "hosts": args.hosts, "seconds": args.seconds, "drop": args.drop,
+        "load1": round(os.getloadavg()[0], 2), "hosts": args.hosts, "seconds": args.seconds,
+        "drop": args.drop,
         "pairs_us_per_hs": pairs,
         "before_median": statistics.median(b for b, _ in pairs),
         "after_median": statistics.median(a for _, a in pairs),
-        "lower": sum(a < b for b, a in pairs)}))
+        "lower": sum(a < b for b, a in pairs), **extra}))
 
 
 if __name__ == "__main__":
