@@ -175,8 +175,12 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
             prof.enable()
         t_wall, t_cpu = time.perf_counter(), time.process_time()
         builds0 = app.fleet_rows.row_builds
+        wall_widget = screen.query_one("#fleet-wall")
+        lines0 = getattr(wall_widget, "lines_refreshed", 0)
         await asyncio.sleep(seconds)
         builds = app.fleet_rows.row_builds - builds0
+        wall_lines = getattr(wall_widget, "lines_refreshed", None)
+        wall_lines = None if wall_lines is None else wall_lines - lines0
         elapsed, cpu = time.perf_counter() - t_wall, time.process_time() - t_cpu
         spy.on = False
         if prof is not None:
@@ -200,6 +204,8 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
                                                      + cpu_s.get("compositor", 0.0), 2),
         "calls_per_s": counts,
         "row_builds_per_s": round(builds / wall, 1),
+        "wall_lines_refreshed_per_s": (None if wall_lines is None
+                                       else round(wall_lines / wall, 1)),
         "tick_ms_p50": round(statistics.median(spy.tick_ms), 2) if spy.tick_ms else None,
         "dirty_per_s": {k: round(v / wall, 2) for k, v in spy.dirty.most_common(12)},
     }
