@@ -39,6 +39,7 @@ from widgets._wall_layout import (
     WallView,
     build_layout,
     cell,
+    cells,
     legend_lines,
     mark,
     status_parts,
@@ -482,7 +483,7 @@ class FleetWall(ScrollView, can_focus=True):
         """A host's cells as (glyph, style name): its mark column, then its slots."""
         metric, status = self.view.metric, host.status
         segs = [mark(host)]
-        segs += [cell(metric, status, g) for g in host.gpus]
+        segs += cells(metric, status, host.gpus)
         if not host.gpus and status in HOST_GLYPH:
             segs += [cell(metric, status, WallGpu(None))] * self._layout.slots
         segs += [(" ", "blank")] * (self._layout.host_width - len(segs))
