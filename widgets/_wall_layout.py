@@ -123,6 +123,46 @@ def cell(metric: str, host_status: str, gpu: WallGpu) -> tuple[str, str]:
     return RAMP[n], f"level-{n}"
 
 
+_LEVEL_STYLES = tuple(f"level-{n}" for n in range(len(RAMP)))
+_TOP = len(RAMP) - 1
+_NO_DATA_CELL = (NO_DATA, "none")
+
+
+def cells(metric: str, host_status: str, gpus: Sequence[WallGpu]) -> list[tuple[str, str]]:
+    """``[cell(metric, host_status, g) for g in gpus]``, the choices that hold for the whole
+    host made once rather than once a GPU (the wall looks at every host on its screen each
+    tick: issue 38).  ``cell`` stays the definition; a test holds the two equal."""
+    if host_status in HOST_GLYPH:
+        return [(HOST_GLYPH[host_status], host_status)] * len(gpus)
+    if metric == "status":
+        return [cell(metric, host_status, g) for g in gpus]
+    lo, hi = SCALE.get(metric, (0.0, 100.0))
+    span, steps = hi - lo, len(RAMP)
+    temp_metric, mem_metric = metric == "temp", metric == "mem"
+    ok, hot, warm = GpuVerdict.OK, TempLevel.HOT, TempLevel.WARM
+    out: list[tuple[str, str]] = []
+    append = out.append
+    for value, state, temp, mem_high in gpus:
+        if state is not ok and state in NO_READING_STATES:
+            append((STATE_GLYPH[state], state.value))
+            continue
+        if value is None or value != value:  # no reading, or NaN
+            append(_NO_DATA_CELL)
+            continue
+        frac = (value - lo) / span  # as ``level``
+        if not -1.0 <= frac <= 2.0:
+            n = 0 if not frac > 0 else _TOP
+        else:
+            n = max(0, min(_TOP, int(frac * steps)))
+        if temp_metric and (temp is hot or temp is warm):
+            append((RAMP[n], TEMP_STYLE[temp]))
+        elif mem_metric and mem_high:
+            append((RAMP[n], "mem-high"))
+        else:
+            append((RAMP[n], _LEVEL_STYLES[n]))
+    return out
+
+
 def mark(host: WallHost) -> tuple[str, str]:
     """The separator cell before a host: its worst finding, or a blank."""
     if host.worst in SEV_MARK:

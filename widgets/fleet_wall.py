@@ -6,10 +6,12 @@ repeats it from the theme's scale, so it reads the same in the colour-safe theme
 Hosts are grouped by tag, each group under a label line; the top lines are the legend
 and the bottom line describes the host under the cursor.
 
-It is a line-API widget (``ScrollView.render_line``): only visible rows are drawn,
-each host's cells are built once per (host, metric, theme) and reused while the host
-is unchanged, and a row's ``Strip`` is kept until the view, width, theme or cursor
-on that row changes.
+It is a line-API widget (``ScrollView.render_line``): only visible rows are drawn, and
+a row's ``Strip`` is kept by what it shows (its hosts' glyphs and styles, the cursor on
+it).  A new view of the same shape (a 1 Hz tick: the same hosts in the same places)
+repaints only the lines on screen whose look changed (``_update_in_place``): at a
+thousand hosts a tick moved most hosts' numbers but few of their glyphs, and the whole
+wall went through the compositor each second (issue 38).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -37,12 +39,18 @@ from widgets._wall_layout import (
     WallView,
     build_layout,
     cell,
+    cells,
     legend_lines,
     mark,
     status_parts,
 )
 
 _P = "fleet-wall--"
+Look = tuple[tuple[str, str], ...]
+"""A host's cells as (glyph, style name): what its part of a grid row shows."""
+RowKey = str | tuple[tuple[Look, ...], tuple[int, int | None] | None]
+"""What a grid row shows: a group's label, or its hosts' looks and the cursor's place in
+it (host, GPU) if the cursor is there."""
 
 
 GPU_KEYS = Binding.Group("GPU", compact=True)
@@ -68,8 +76,9 @@ class FleetWall(ScrollView, can_focus=True):
         Binding("enter", "select", "Open", show=False, tooltip="open the host under the cursor"),
     ]
 
-    view: reactive[WallView] = reactive(WallView, init=False)
-    """The hosts and the metric; set a new one each refresh (an equal one redraws nothing)."""
+    view: reactive[WallView] = reactive(WallView, init=False, repaint=False)
+    """The hosts and the metric; set a new one each refresh (an equal one redraws nothing,
+    a new one what changed: ``watch_view`` asks for the repaint, not the reactive)."""
 
     class Shown(Message):
         """Other hosts came on screen (a scroll, a resize, a new packing): the screen
@@ -103,10 +112,18 @@ class FleetWall(ScrollView, can_focus=True):
         self._cursor_gpu: int | None = None
         self._cursor_name: str | None = None
         self._styles: dict[str, Style] = {}
-        self._host_cells: dict[WallHost, list[Segment]] = {}
         self._strips: dict[int, Strip] = {}
+        """Grid rows' strips, kept while what each shows is (``_built``)."""
+        self._built: dict[int, tuple[RowKey, tuple[WallHost, ...]]] = {}
+        """What each kept grid row's strip shows (its key) and the hosts it was drawn from:
+        a host that is the very object drawn keeps its look without being looked at."""
         self._legend: list[Strip] | None = None
         self._status: Strip | None = None
+        self._status_parts: list[tuple[str, str]] | None = None
+        """What the kept status line says (``_status``)."""
+        self.lines_refreshed = 0
+        """Lines repainted one by one (a new view of the same shape, a cursor move), not as
+        the whole widget (tests and benches count them)."""
         self._ready = False
         """Mounted: component styles resolve only then, so a view set earlier waits."""
         self.layout_builds = 0
@@ -158,7 +175,6 @@ class FleetWall(ScrollView, can_focus=True):
         """The stylesheet or theme changed: drop everything rendered with the old colours."""
         super().notify_style_update()
         self._styles.clear()
-        self._host_cells.clear()
         self._drop_strips()
         self.refresh()
 
@@ -183,11 +199,10 @@ class FleetWall(ScrollView, can_focus=True):
             self.post_message(self.Shown())
 
     def watch_view(self, old: WallView, new: WallView) -> None:
-        """Only called for an unequal view (Reactive compares): re-pack and redraw."""
-        if old.metric != new.metric:
-            self._host_cells.clear()
+        """Only called for an unequal view (Reactive compares): re-pack, and redraw what
+        changed (everything unless the layout kept its shape: ``_update_in_place``)."""
         if self._ready:
-            self._relayout()
+            self._relayout(old)
 
     # ---- layout and cursor --------------------------------------------------------------
 
@@ -210,16 +225,17 @@ class FleetWall(ScrollView, can_focus=True):
             return width
         return self._shown_width
 
-    def _relayout(self) -> None:
+    def _relayout(self, old_view: WallView | None = None) -> None:
+        """Pack the view at the wall's width; with the view it replaces (``old_view``), a
+        layout of the same shape repaints only the lines whose look changed."""
+        old_width, old_layout = self._width, self._layout
         self._width = self._pack_width()
-        old_slots = self._layout.slots
-        old_index = self._cursor
+        old_index, old_gpu = self._cursor, self._cursor_gpu
         self._layout = build_layout(self.view, self._width)
         self.layout_builds += 1
-        if self._layout.slots != old_slots:
-            self._host_cells.clear()
-        if len(self._host_cells) > 4 * len(self._layout.hosts) + 64:
-            self._host_cells.clear()
+        if (old_view is not None and old_width == self._width
+                and self._update_in_place(old_view, old_layout, old_index, old_gpu)):
+            return
         self._drop_strips()
         hosts = self._layout.hosts
         if not hosts:
@@ -235,8 +251,93 @@ class FleetWall(ScrollView, can_focus=True):
 
     def _drop_strips(self) -> None:
         self._strips.clear()
+        self._built.clear()
         self._legend = None
         self._status = None
+        self._status_parts = None
+
+    def _update_in_place(self, old_view: WallView, old: WallLayout, old_index: int,
+                         old_gpu: int | None) -> bool:
+        """Bring the kept strips up to date for a new view packed like the old one (the
+        same hosts in the same places, rows, labels' places, slots, legend): keep each grid
+        row on screen whose look is unchanged, drop the others and repaint their lines (and
+        the status line if what it says changed).  False, doing nothing, where the shape
+        changed: the caller redraws everything.
+
+        Rows off screen are dropped (drawn when they come on screen: a scroll repaints every
+        line).  Textual keeps each line it drew until a region over it is refreshed, so a
+        line not refreshed here must show what a fresh draw would: the tests drive this
+        against a wall that redraws everything (``tests/widgets/test_wall_strips_equivalent``)."""
+        new, view = self._layout, self.view
+        if (not new.rows or new.slots != old.slots or new.per_row != old.per_row
+                or len(new.rows) != len(old.rows) or len(new.hosts) != len(old.hosts)
+                or view.metric != old_view.metric or view.temp_margins != old_view.temp_margins
+                or view.mem_high_pct != old_view.mem_high_pct):
+            return False
+        for a, b in zip(new.rows, old.rows, strict=True):
+            if a.start != b.start or a.stop != b.stop or (a.label is None) != (b.label is None):
+                return False
+        if any(a.name != b.name for a, b in zip(new.hosts, old.hosts, strict=True)):
+            return False
+        # the cursor stays on its host, at the same place; its GPU may be clamped
+        self._cursor = old_index
+        self._cursor_gpu = self._clamp_gpu(old_index, old_gpu) if old_index >= 0 else None
+        self._cursor_name = new.hosts[old_index].name if old_index >= 0 else None
+        top, shown = round(self.scroll_y), self._visible_rows()
+        for row in list(self._strips):
+            if top <= row < top + shown and (row >= len(new.rows) or self._row_kept(row)):
+                continue
+            del self._strips[row]
+            self._built.pop(row, None)
+        header = self._header_height()
+        lines = [header + y for y in range(shown) if top + y not in self._strips]
+        host = new.hosts[self._cursor] if self._cursor >= 0 else None
+        parts = status_parts(view.metric, host, self._cursor_gpu, self._position(host))
+        if parts != self._status_parts:
+            self._status = None
+            lines.append(self.size.height - 1)
+        self._refresh_lines(lines)
+        return True
+
+    def _row_kept(self, row: int) -> bool:
+        """Whether grid ``row``'s kept strip shows what the new layout puts there; if so its
+        record takes the new hosts (the same look)."""
+        built = self._built.get(row)
+        if built is None:
+            return False
+        key, hosts = built
+        r = self._layout.rows[row]
+        if r.label is not None:
+            return key == r.label
+        new_hosts = self._layout.hosts[r.start:r.stop]
+        if not isinstance(key, tuple) or len(new_hosts) != len(hosts):
+            return False
+        looks = key[0]
+        assert isinstance(looks, tuple)
+        for i, h in enumerate(new_hosts):
+            if h is not hosts[i] and self._look(h) != looks[i]:
+                return False
+        if self._cursor_in(row) != key[1]:
+            return False
+        self._built[row] = (key, new_hosts)
+        return True
+
+    def _refresh_lines(self, lines: list[int]) -> None:
+        """Repaint these lines of the widget, neighbours as one region."""
+        width, height = self.size
+        if width <= 0 or height <= 0:
+            return  # hidden: every line is drawn afresh when shown
+        start = prev = -2
+        for y in sorted({y for y in lines if 0 <= y < height}):
+            if y == prev + 1:
+                prev = y
+                continue
+            if start >= 0:
+                self.refresh(Region(0, start, width, prev - start + 1))
+            start = prev = y
+        if start >= 0:
+            self.refresh(Region(0, start, width, prev - start + 1))
+        self.lines_refreshed += len({y for y in lines if 0 <= y < height})
 
     def _header_height(self) -> int:
         return len(self._legend_strips())
@@ -262,14 +363,22 @@ class FleetWall(ScrollView, can_focus=True):
         gpu = self._clamp_gpu(index, gpu)
         if (index, gpu) == (self._cursor, self._cursor_gpu):
             return
+        rows = {lay.host_row[index]}
         if self._cursor >= 0:
-            self._strips.pop(lay.host_row[self._cursor], None)
-        self._strips.pop(lay.host_row[index], None)
+            rows.add(lay.host_row[self._cursor])
+        for row in rows:
+            self._strips.pop(row, None)
+            self._built.pop(row, None)
         self._cursor, self._cursor_gpu = index, gpu
         self._cursor_name = lay.hosts[index].name
         self._status = None
+        self._status_parts = None
+        top = round(self.scroll_y)
         self._scroll_to_row(lay.host_row[index])
-        self.refresh()
+        # the two rows and the status line; a scroll repaints every line (``watch_scroll_y``)
+        header, shown = self._header_height(), self._visible_rows()
+        self._refresh_lines([header + row - top for row in rows if 0 <= row - top < shown]
+                            + [self.size.height - 1])
 
     def _scroll_to_row(self, row: int) -> None:
         top = round(self.scroll_y)
@@ -370,29 +479,59 @@ class FleetWall(ScrollView, can_focus=True):
             self._styles[name] = style
         return style
 
-    def _host_segments(self, index: int) -> list[Segment]:
-        """A host's mark plus its slots; reused while the host's data is unchanged."""
-        host = self._layout.hosts[index]
-        on_cursor = index == self._cursor
-        cached = None if on_cursor else self._host_cells.get(host)
-        if cached is not None:
-            return cached
-        metric = self.view.metric
-        glyph, name = mark(host)
-        segs = [(glyph, name)]
-        segs += [cell(metric, host.status, g) for g in host.gpus]
-        if not host.gpus and host.status in HOST_GLYPH:
-            segs += [cell(metric, host.status, WallGpu(None))] * self._layout.slots
+    def _look(self, host: WallHost) -> Look:
+        """A host's cells as (glyph, style name): its mark column, then its slots."""
+        metric, status = self.view.metric, host.status
+        segs = [mark(host)]
+        segs += cells(metric, status, host.gpus)
+        if not host.gpus and status in HOST_GLYPH:
+            segs += [cell(metric, status, WallGpu(None))] * self._layout.slots
         segs += [(" ", "blank")] * (self._layout.host_width - len(segs))
-        if not on_cursor:
-            out = [Segment(g, self._style(n)) for g, n in segs]
-            self._host_cells[host] = out
-            return out
+        return tuple(segs)
+
+    def _cursor_in(self, row: int) -> tuple[int, int | None] | None:
+        """The cursor's host (its place in grid ``row``) and GPU, if it is in that row."""
+        r = self._layout.rows[row]
+        if r.label is None and r.start <= self._cursor < r.stop:
+            return self._cursor - r.start, self._cursor_gpu
+        return None
+
+    def _row_segments(self, looks: tuple[Look, ...],
+                      cursor: tuple[int, int | None] | None) -> list[Segment]:
+        """A grid row's segments: neighbouring cells of one style joined into one segment
+        (what ``Segment.simplify`` makes of them), the cursor's host drawn apart.
+
+        A cell a segment was ~150 segments a line at 160 columns, each filtered, cut and
+        written by the compositor; idle and healthy GPUs in a row share a style."""
+        style = self._style
+        out: list[Segment] = []
+        text, name = "", ""
+        on = cursor[0] if cursor is not None else -1
+        for i, look in enumerate(looks):
+            if i == on:
+                if text:
+                    out.append(Segment(text, style(name)))
+                    text, name = "", ""
+                out += self._cursor_segments(look, None if cursor is None else cursor[1])
+                continue
+            for glyph, n in look:
+                if n == name:
+                    text += glyph
+                else:
+                    if text:
+                        out.append(Segment(text, style(name)))
+                    text, name = glyph, n
+        if text:
+            out.append(Segment(text, style(name)))
+        return out
+
+    def _cursor_segments(self, look: Look, gpu: int | None) -> list[Segment]:
+        """The host under the cursor: its cells underlined, the selected one reversed."""
         under = self._style("cursor-host")
-        cursor_at = 0 if self._cursor_gpu is None else self._cursor_gpu + 1
+        cursor_at = 0 if gpu is None else gpu + 1
         cursor = self._style("cursor")
         out = []
-        for i, (g, n) in enumerate(segs):
+        for i, (g, n) in enumerate(look):
             style = self._style(n)
             if i == cursor_at:
                 style = style + Style(reverse=True) + cursor.without_color
@@ -407,6 +546,8 @@ class FleetWall(ScrollView, can_focus=True):
             return strip
         lay, width = self._layout, self._width
         blank = self._style("blank")
+        key: RowKey | None = None
+        hosts: tuple[WallHost, ...] = ()
         if not lay.rows:
             text = self.view.empty if row == 0 else ""
             strip = Strip([Segment(text, self._style("empty"))], len(text))
@@ -422,14 +563,18 @@ class FleetWall(ScrollView, can_focus=True):
                 segs.append(Segment(part, self._style("label-down" if down else "legend")))
             segs.append(Segment(")", self._style("legend")))
             strip = Strip(segs)
+            key = label
         else:
             r = lay.rows[row]
-            segs = []
-            for i in range(r.start, r.stop):
-                segs += self._host_segments(i)
-            strip = Strip(segs, (r.stop - r.start) * lay.host_width)
+            hosts = lay.hosts[r.start:r.stop]
+            looks = tuple(self._look(h) for h in hosts)
+            at = self._cursor_in(row)
+            key = (looks, at)
+            strip = Strip(self._row_segments(looks, at), len(hosts) * lay.host_width)
         strip = strip.crop_extend(0, width, blank)
         self._strips[row] = strip
+        if key is not None:
+            self._built[row] = (key, hosts)
         return strip
 
     def _legend_strips(self) -> list[Strip]:
@@ -442,15 +587,18 @@ class FleetWall(ScrollView, can_focus=True):
                                              self.view.mem_high_pct)]
         return self._legend
 
+    def _position(self, host: WallHost | None) -> str:
+        return f"host {self._cursor + 1}/{len(self._layout.hosts)}" if host else ""
+
     def _status_strip(self) -> Strip:
         if self._status is None:
             host = self._layout.hosts[self._cursor] if self._cursor >= 0 else None
-            position = f"host {self._cursor + 1}/{len(self._layout.hosts)}" if host else ""
-            parts = status_parts(self.view.metric, host, self._cursor_gpu, position)
+            parts = status_parts(self.view.metric, host, self._cursor_gpu, self._position(host))
             line = self._style("status-line")
             segs = [Segment(t, line + self.get_component_rich_style(_P + n, partial=True))
                     for t, n in parts]
             self._status = Strip(segs).crop_extend(0, max(1, self._width), line)
+            self._status_parts = parts
         return self._status
 
     def render_line(self, y: int) -> Strip:

@@ -19,7 +19,7 @@ rest: the key's dispatch and handler).  Also reported: the 1 Hz redraw's
 ``FleetTable.watch_hosts`` per tick (ms, rows formatted) and the redraw's own length.
 
     python tests/bench/bench_fleet_keys.py [--hosts 1024] [--seconds 30] [--presses 60]
-        [--cycle keys|fleet] [--profile DIR]
+        [--cycle keys|fleet] [--profile DIR] [--tree DIR] [--label TEXT]
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# ``--tree DIR``: another checkout's product code first (before/after pairs in turns)
+sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve())
+                if "--tree" in sys.argv else sys.path[0])
 
 from textual import events
 from textual.screen import Screen
@@ -327,6 +330,9 @@ def main() -> None:
     p.add_argument("--profile", type=Path, default=None,
                    help="a folder: cProfile of each key kind's presses (key to screen), "
                         "KIND.prof")
+    p.add_argument("--tree", type=Path, default=None,
+                   help="another checkout whose product code runs (before/after pairs)")
+    p.add_argument("--label", default="")
     args = p.parse_args()
     tune_for_streaming()
     profiles: dict[str, cProfile.Profile] | None = {} if args.profile else None
@@ -336,6 +342,8 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
         for kind, prof in profiles.items():
             prof.dump_stats(args.profile / f"{kind}.prof")
+    out["label"] = args.label or (str(args.tree) if args.tree else "here")
+    out["product"] = str(Path(sys.modules[make_app.__module__].__file__ or "").parents[1])
     print(json.dumps(out))
     keys = out["keys"]
     print("fleet keys: " + "; ".join(

@@ -14,7 +14,7 @@ findings, ``temp`` by a number every row's sample moves).
 ``tui``, ``widgets`` and ``themes`` first on the path): before/after pairs in turns.
 
     python tests/bench/bench_redraw.py [--hosts 1024] [--seconds 20] [--sort inventory]
-        [--tree DIR] [--profile FILE] [--detail]
+        [--tree DIR] [--profile FILE] [--detail] [--wall [--metric mem|temp|util|status]]
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class Spy:
 
 
 async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
-              detail: bool = False, wall: bool = False) -> dict[str, Any]:
+              detail: bool = False, wall: bool = False, metric: str = "mem") -> dict[str, Any]:
     backend = SimFleetBackend(hosts)
     app = make_app(backend, ConsoleOptions(demo=True,
                                            alerts=AlertPolicy(notify=False, bell=False)))
@@ -168,6 +168,8 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
         table.focus()
         if wall:
             await pilot.press("w")
+            while screen.metric != metric:
+                await pilot.press("m")
         await pilot.pause(3.0)
         prof = cProfile.Profile() if profile is not None else None
         spy.on = True
@@ -175,8 +177,12 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
             prof.enable()
         t_wall, t_cpu = time.perf_counter(), time.process_time()
         builds0 = app.fleet_rows.row_builds
+        wall_widget = screen.query_one("#fleet-wall")
+        lines0 = getattr(wall_widget, "lines_refreshed", 0)
         await asyncio.sleep(seconds)
         builds = app.fleet_rows.row_builds - builds0
+        wall_lines = getattr(wall_widget, "lines_refreshed", None)
+        wall_lines = None if wall_lines is None else wall_lines - lines0
         elapsed, cpu = time.perf_counter() - t_wall, time.process_time() - t_cpu
         spy.on = False
         if prof is not None:
@@ -191,6 +197,7 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
     counts = {k: round(v / wall, 2) for k, v in spy.n.items()}
     return {
         "hosts": hosts, "sort": sort, "seconds": round(wall, 1), "on_wall": on_wall,
+        "metric": metric if on_wall else None,
         "cpu_pct": round(100 * cpu / wall, 1),
         "ms_per_s": per_s,
         "redraw_plus_compositor_ms_per_s": round(per_s.get("redraw", 0.0)
@@ -200,6 +207,8 @@ async def run(hosts: int, seconds: float, sort: str, profile: Path | None,
                                                      + cpu_s.get("compositor", 0.0), 2),
         "calls_per_s": counts,
         "row_builds_per_s": round(builds / wall, 1),
+        "wall_lines_refreshed_per_s": (None if wall_lines is None
+                                       else round(wall_lines / wall, 1)),
         "tick_ms_p50": round(statistics.median(spy.tick_ms), 2) if spy.tick_ms else None,
         "dirty_per_s": {k: round(v / wall, 2) for k, v in spy.dirty.most_common(12)},
     }
@@ -215,14 +224,17 @@ def main() -> None:
     p.add_argument("--profile", type=Path, default=None, help="cProfile of the window")
     p.add_argument("--label", default="")
     p.add_argument("--wall", action="store_true", help="the window on the wall (w)")
+    p.add_argument("--metric", default="mem", help="the wall's metric (m): mem, temp, util, status")
     p.add_argument("--detail", action="store_true",
                    help="also time each table line's render and each row's build")
     args = p.parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     tune_for_streaming()
     out = asyncio.run(run(args.hosts, args.seconds, args.sort, args.profile, args.detail,
-                         args.wall))
+                         args.wall, args.metric))
     out["label"] = args.label or (str(args.tree) if args.tree else "here")
+    # which checkout's product code ran (bench_ui once put this one first whatever --tree)
+    out["product"] = str(Path(sys.modules[make_app.__module__].__file__ or "").parents[1])
     print(json.dumps(out))
 
 

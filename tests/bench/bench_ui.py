@@ -51,7 +51,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# first on the path, unless a bench's ``--tree`` put another checkout before it already
+sys.path.insert(sys.path.index(_ROOT) if (_ROOT := str(Path(__file__).resolve().parents[2]))
+                in sys.path else 0, _ROOT)
 
 from textual import events
 from textual._compositor import CompositorUpdate

@@ -41,7 +41,9 @@ def _moved(host: str, step: int) -> object:
 
 
 def _frame(screen: Screen[Any]) -> list[str]:
-    return [str([(seg.text, str(seg.style)) for seg in strip])
+    """The screen's cells and styles, equal neighbours joined (the wall joins a row's cells
+    of one style into one segment since session 13; the terminal shows the same)."""
+    return [str([(seg.text, str(seg.style)) for seg in strip.simplify()])
             for strip in screen._compositor.render_strips()]
 
 

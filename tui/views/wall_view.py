@@ -57,6 +57,12 @@ def wall_host(state: HostState, metric: str, now: float, row: FleetRow | None = 
         if metric == "mem":
             gpus = [_new_gpu(WallGpu, (None if (g := get(j.index)) is None else _mem_pct(g),
                                        j.verdict, j.temp, j.mem_high)) for j in judged]
+        elif metric == "temp":  # the field read here, not through ``_value`` a GPU
+            gpus = [_new_gpu(WallGpu, (None if (g := get(j.index)) is None else g.temp_c,
+                                       j.verdict, j.temp, j.mem_high)) for j in judged]
+        elif metric == "util":
+            gpus = [_new_gpu(WallGpu, (None if (g := get(j.index)) is None else g.util_pct,
+                                       j.verdict, j.temp, j.mem_high)) for j in judged]
         else:
             gpus = [_new_gpu(WallGpu, (_value(get(j.index), metric), j.verdict, j.temp,
                                        j.mem_high)) for j in judged]
