@@ -22,14 +22,21 @@ Held to ``sample_judge_before_s13`` and ``fleet_state_before_s13`` (main ``31f10
   ``all_findings``, each host's findings and GPU verdicts, the fleet's diagnosis, which
   hosts changed and which beyond their numbers.
 
+``HostState.apply_sample`` writes out ``_apply_sample`` with the answers its callees give a
+quiet tick without calling them (no detector due, the same static facts for the
+allocations, ``take_sample(None)``): the reference fleet is ``fleet_state_before_s13``.
+
 Negative controls: a check blind to the disks, to swap, to the reasons, or never asking the
-peers again, is each caught.
+peers again; the written-out fold forgetting ``take_sample(None)``'s count or running the
+detectors only when none is due: each is caught.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
+import textwrap
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -37,12 +44,14 @@ from typing import Any
 import msgspec
 import pytest
 
+from probes import fleet_state
 from probes.analysis import detectors, sample_judge
 from probes.config.fleet import HostSpec
-from probes.fleet_state import FleetState
+from probes.fleet_state import FleetState, HostState
 from probes.transport import host_clock
 from probes.transport.collector_wire import frame, unframe
 from probes.wire.compact import SampleRow
+from probes.wire.protocol import MessageReader
 from tests.analysis import fleet_state_before_s13
 from tests.analysis import sample_judge_before_s13 as before_s13
 from tests.analysis import test_judges_s10 as harness
@@ -62,7 +71,19 @@ def _reference() -> Iterator[None]:
         mp.setattr(harness, "before_s10", before_s13)
         mp.setattr(harness, "detectors_before_s10",
                    types.SimpleNamespace(DetectorSchedule=detectors.DetectorSchedule))
+        mp.setattr(harness, "Sides", Sides)
         yield
+
+
+class Sides(harness.Sides):
+    """The harness's two fleets, the reference one ``fleet_state_before_s13``'s."""
+
+    def __init__(self, specs: list[HostSpec]) -> None:
+        super().__init__(specs)
+        self.old = fleet_state_before_s13.FleetState(specs)  # type: ignore[assignment]
+        for h in self.old.hosts.values():
+            h.sample_judge = before_s13.SampleJudge()  # type: ignore[assignment]
+        self.readers[id(self.old)] = {s.name: MessageReader() for s in specs}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -264,3 +285,24 @@ def test_negative_control_peers_never_asked_again_are_caught() -> None:
         mp.setattr(sample_judge, "_still_quiet", _blind("peers"))
         assert any(compare(streams(k, 300 + KINDS.index(k)), 300 + KINDS.index(k))
                    for k in ("joining", "long"))
+
+
+def _written_out_otherwise(old: str, new: str) -> Any:
+    """``HostState.apply_sample`` with one line of its written-out path changed."""
+    src = textwrap.dedent(inspect.getsource(HostState.apply_sample))
+    assert old in src
+    space: dict[str, Any] = {}
+    exec(src.replace(old, new), vars(fleet_state), space)
+    return space["apply_sample"]
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("kept.revision += 1", "pass"),
+    ("if not detectors._idle_from <= ts <= detectors._idle_to:",
+     "if detectors._idle_from <= ts <= detectors._idle_to:"),
+], ids=["take-none-uncounted", "detectors-inverted"])
+def test_negative_control_the_written_out_fold_otherwise_is_caught(old: str, new: str) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HostState, "apply_sample", _written_out_otherwise(old, new))
+        assert compare(streams("long", 300 + KINDS.index("long")),
+                       300 + KINDS.index("long")) is not None
