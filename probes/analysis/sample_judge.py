@@ -204,7 +204,10 @@ def _quiet_inputs(inputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
     them), no disk saturated, no swapping, no process that could be a stray (the epoch's
     places known, and none).  Such a tick's inputs are those again exactly when
     ``_still_quiet`` says so, which reads a handful of fields instead of building them."""
-    epoch, static, _, _, _, (reasons, moving), disks, swapped, strays = inputs[:9]
+    epoch, static, _, _, _, gpus, disks, swapped, strays = inputs[:9]
+    if not isinstance(gpus, tuple):  # not (reasons, moving) as ``tick_inputs`` makes them
+        return None
+    reasons, moving = gpus
     if (any(reasons) or moving or disks or swapped is not None or strays
             or not isinstance(static, StaticVerdicts) or static.loaded
             or epoch.strays is None or epoch.strays):
