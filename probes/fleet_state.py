@@ -156,21 +156,48 @@ class HostState:
 
     def apply_sample(self, sample: HostSample, now: float) -> bool:
         """``apply`` of a sample (the fold's one item a tick of every host: its own path,
-        issue 38); True when it moved only numbers (``fleet_changes.numbers_only``)."""
+        issue 38); True when it moved only numbers (``fleet_changes.numbers_only``).
+
+        ``_apply_sample`` written out, with the answers its callees give a quiet tick
+        without being called: no detector due (``DetectorSchedule.run``'s first test), the
+        allocations' static facts those of the last tick (``HoldTracker.update``'s), the
+        judges' findings the last ones (``HostFindings.take_sample(None)``: a write count
+        alone).  Change both."""
         kept, reach = self.findings_kept, self.reach
         content = kept.content
-        # ``numbers_mark(self)`` written out: a call and a frame less on the fold's one
-        # item a tick of every host (issue 38)
+        # ``numbers_mark(self)`` written out: a call and a frame less (issue 38)
         mark = (content - kept.reworded, reach.status, reach.outage, reach.watch, self.last)
         self.changes += 1
         self.revision += 1
         reach.note_sample(now)
-        self._apply_sample(sample)
+        self.last = sample
+        name, hello, history = self.spec.name, self.hello, self.history
+        history.add(sample)
+        detectors, ts = self.detectors, sample.ts
+        if not detectors._idle_from <= ts <= detectors._idle_to:
+            detected = detectors.run(name, history, hello, sample)
+            if detected is not None:
+                kept.set_detected(detected)
+        holds = self.holds
+        epoch = sample.static_epoch
+        if epoch is None or epoch is not holds.epoch:
+            holds.update(sample)
+        found = self.sample_judge.judged(name, hello, sample, history, holds,
+                                         self.limits.detectors, self.spec.expect_gpus, self.peers)
+        if sample.pcie is not None:  # else ``sample_chains`` reads none (most ticks)
+            chains = sample_chains(name, hello, sample)
+            if chains is not None:
+                kept.set_chains(chains)
+        if found is None:
+            kept.revision += 1
+        else:
+            kept.take_sample(found, ts)
         if kept.content == content:
             self.quiet += 1
         return numbers_only(self, mark)
 
     def _apply_sample(self, sample: HostSample) -> None:
+        """A sample folded (``apply``'s path; ``apply_sample`` writes it out: change both)."""
         self.last = sample
         name, hello, history, kept = self.spec.name, self.hello, self.history, self.findings_kept
         history.add(sample)

@@ -48,16 +48,17 @@ class HoldTracker:
         """``held`` as ``idle`` was judged from (the same object: no GPU changed hands)."""
         self.quiet: set[int] = set()
         """The GPUs the last check proved quiet (``_surely_quiet``): read that way first."""
-        self._epoch: object = None
-        """The static facts of the sample last read (``static_epoch``): held strongly."""
+        self.epoch: object = None
+        """The static facts of the sample last read (``static_epoch``): held strongly (read
+        by ``HostState.apply_sample``, which skips ``update`` while they are a tick's)."""
 
     def update(self, sample: HostSample) -> None:
         # A v2 tick of the same static facts lists the same GPUs and processes' jobs (only
         # their memory moves): nothing to read again (issue 38, judge only what changed).
         epoch = sample.static_epoch
-        if epoch is not None and epoch is self._epoch:
+        if epoch is not None and epoch is self.epoch:
             return
-        self._epoch = epoch
+        self.epoch = epoch
         held: dict[int, tuple[str, float]] = {}
         for g in static_gpus(sample):  # indices and jobs are static: the epoch's, if any
             jobs = sorted({j for p in g.processes or () if (j := job_of(p)) is not None})

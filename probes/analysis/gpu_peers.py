@@ -24,9 +24,13 @@ class PeerCounts:
     by_model: dict[str, Counter[int]] = field(default_factory=dict)
     _norm: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     """Each model's answer, kept until a hello of that model arrives (asked every sample)."""
+    version: int = 0
+    """Hellos added so far: every answer of ``expected`` stands while it does (a quiet
+    tick's judges ask it only when it moved, ``sample_judge._still_quiet``)."""
 
     def add(self, host: str, hello: Hello) -> None:
         """``host``'s newest GPU list (replacing its older one)."""
+        self.version += 1
         old = self.listed.pop(host, None)
         if old is not None:
             self.by_model[old[0]][old[1]] -= 1

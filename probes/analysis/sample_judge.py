@@ -33,7 +33,12 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from probes.analysis.allocation import HoldTracker, _strays_of, idle_allocation_findings
+from probes.analysis.allocation import (
+    IDLE_CHECK_EVERY_S,
+    HoldTracker,
+    _strays_of,
+    idle_allocation_findings,
+)
 from probes.analysis.findings import Finding
 from probes.analysis.gpu_peers import PeerCounts
 from probes.analysis.item_findings import sample_judged_parts
@@ -121,7 +126,8 @@ REST = 60
 class SampleJudge:
     """One host's ``sample_judged``, kept with the inputs it was judged from."""
 
-    __slots__ = ("_after", "_before", "_idle", "_inputs", "_misses", "_rest")
+    __slots__ = ("_after", "_before", "_idle", "_inputs", "_misses", "_peers_seen", "_quiet",
+                 "_rest")
 
     def __init__(self) -> None:
         self._inputs: tuple[Any, ...] | None = None
@@ -136,6 +142,11 @@ class SampleJudge:
         self._after: list[Finding] = []
         """The strays and the GPU count last judged (after them)."""
         self._idle: list[Finding] = []
+        self._quiet: tuple[Any, ...] | None = None
+        """``_inputs`` when they are a quiet tick's (``_quiet_inputs``): a tick is then
+        checked against them without building its inputs (``_still_quiet``)."""
+        self._peers_seen = -1
+        """``PeerCounts.version`` at which the peers' answer was last found ``_quiet``'s."""
 
     def judged(self, host: str, hello: Hello | None, sample: HostSample,
                history: HostHistory, holds: HoldTracker, limits: DetectorLimits,
@@ -147,27 +158,107 @@ class SampleJudge:
             self._rest -= 1
             inputs = None
         else:
+            quiet = self._quiet
+            if quiet is not None and _still_quiet(self, quiet, host, hello, sample, limits,
+                                                  expect_gpus, peers):
+                return self._as_last(host, history, sample, holds, limits)
             inputs = tick_inputs(host, hello, sample, limits, expect_gpus, peers)
             last = self._inputs
             if inputs is not None and last is not None and _same(inputs, last):
-                self._misses = 0
-                idle = idle_allocation_findings(host, history, sample, holds, limits)
-                if not (idle or self._idle) or _identical(idle, self._idle):
-                    return None
-                self._idle = idle
-                return self._before + idle + self._after
+                return self._as_last(host, history, sample, holds, limits)
             self._misses += 1
             if self._misses >= MISSES:
                 self._misses, self._rest = 0, REST
         before, idle, after = sample_judged_parts(host, hello, sample, history, holds,
                                                   limits, expect_gpus, peers)
         if inputs is None or any(f.code == Code.GPU_LOST for f in before):
-            self._inputs = None
+            self._inputs = self._quiet = None
         else:  # the epoch's static verdicts as this judging left them (the first tick
             # of an epoch judges and keeps them)
             self._inputs = (inputs[0], inputs[0].findings, *inputs[2:])
+            self._quiet = _quiet_inputs(self._inputs)
+            self._peers_seen = -1
         self._before, self._idle, self._after = before, idle, after
         return before + idle + after
+
+    def _as_last(self, host: str, history: HostHistory, sample: HostSample,
+                 holds: HoldTracker, limits: DetectorLimits) -> list[Finding] | None:
+        """A tick whose inputs are the last judging's: only the idle allocations asked."""
+        self._misses = 0
+        if not self._idle and not holds.idle:
+            # ``idle_allocation_findings``' answer between its checks, written out: none
+            # now as none then (a call and a list less on nearly every tick)
+            ts, checked = sample.ts, holds.checked_at
+            if ts - checked < IDLE_CHECK_EVERY_S and ts >= checked:
+                return None
+        idle = idle_allocation_findings(host, history, sample, holds, limits)
+        if not (idle or self._idle) or _identical(idle, self._idle):
+            return None
+        self._idle = idle
+        return self._before + idle + self._after
+
+
+def _quiet_inputs(inputs: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """``inputs`` (as kept) when they are a quiet tick's, else None: no GPU with clock-event
+    reasons, none whose load the epoch's verdicts read (so no GPU's load or clock is in
+    them), no disk saturated, no swapping, no process that could be a stray (the epoch's
+    places known, and none).  Such a tick's inputs are those again exactly when
+    ``_still_quiet`` says so, which reads a handful of fields instead of building them."""
+    epoch, static, _, _, _, gpus, disks, swapped, strays = inputs[:9]
+    if not isinstance(gpus, tuple):  # not (reasons, moving) as ``tick_inputs`` makes them
+        return None
+    reasons, moving = gpus
+    if (any(reasons) or moving or disks or swapped is not None or strays
+            or not isinstance(static, StaticVerdicts) or static.loaded
+            or epoch.strays is None or epoch.strays):
+        return None
+    return inputs
+
+
+def _still_quiet(judge: SampleJudge, quiet: tuple[Any, ...], host: str, hello: Hello | None,
+                 sample: HostSample, limits: DetectorLimits, expect_gpus: int | None,
+                 peers: PeerCounts | None) -> bool:
+    """Whether ``tick_inputs`` of this tick would be ``quiet`` (``_quiet_inputs``), read
+    without building them (issue 38: a quiet tick of a quiet host is nearly every tick).
+
+    Item by item as ``tick_inputs`` makes them: the same epoch, its verdicts, hello and
+    limits (the very objects; equal limits that are not the same object go the long way);
+    the reasons: a row's are tuples (``GpuRow.clock_reasons``), so none truthy is each
+    ``()``, as kept, and with the verdicts' ``loaded`` empty no GPU is ``moving``; no disk
+    saturated and no swapping as ``tick_inputs`` tests them; the epoch's stray places
+    still none; its listed count, the expected count and the peers' answer equal (asked
+    again only when a hello was added since it was last found equal)."""
+    epoch = sample.static_epoch
+    row: Any = sample.wire_row
+    if (epoch is not quiet[0] or row is None or epoch.findings is not quiet[1]
+            or hello is not quiet[2] or limits is not quiet[3] or host != quiet[4]
+            or expect_gpus != quiet[10]):
+        return False
+    rows = row.gpus
+    if len(rows) != len(quiet[5][0]):
+        return False
+    for g in rows:  # a loop, not ``any(map(...))``: half the cost over eight GPUs
+        if g.clock_reasons:
+            return False
+    saturated = limits.disk_saturated_util_pct
+    for d in row.disks:
+        if (u := d.util) is not None and u == u and u >= saturated:
+            return False
+    swap = row.host.swap_in_pages_s
+    if swap is not None and swap >= SWAP_PAGES_S:
+        return False
+    places = epoch.strays
+    if places is None or places or epoch.listed != quiet[9]:
+        return False
+    if peers is not None and expect_gpus is None and peers.version != judge._peers_seen:
+        peer = peers.expected(host)
+        if peer is not None and peer[0] <= max(len(hello.facts.gpus) if hello else 0,
+                                               epoch.listed):
+            peer = None
+        if peer != quiet[11]:
+            return False
+        judge._peers_seen = peers.version
+    return True
 
 
 def _identical(a: Sequence[Finding], b: Sequence[Finding]) -> bool:

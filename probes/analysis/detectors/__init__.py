@@ -122,7 +122,7 @@ class DetectorSchedule:
             sample: HostSample) -> tuple[Finding, ...] | None:
         """The findings after the detectors due at ``sample.ts`` ran; None when none was."""
         ts = sample.ts
-        if self._idle_from <= ts <= self._idle_to:
+        if self._idle_from <= ts <= self._idle_to:  # also asked by ``HostState.apply_sample``
             return None
         ran = False
         age: float | None = None
