@@ -156,13 +156,7 @@ class HostState:
 
     def apply_sample(self, sample: HostSample, now: float) -> bool:
         """``apply`` of a sample (the fold's one item a tick of every host: its own path,
-        issue 38); True when it moved only numbers (``fleet_changes.numbers_only``).
-
-        ``_apply_sample`` written out, with the answers its callees give a quiet tick
-        without being called: no detector due (``DetectorSchedule.run``'s first test), the
-        allocations' static facts those of the last tick (``HoldTracker.update``'s), the
-        judges' findings the last ones (``HostFindings.take_sample(None)``: a write count
-        alone).  Change both."""
+        issue 38); True when it moved only numbers (``fleet_changes.numbers_only``)."""
         kept, reach = self.findings_kept, self.reach
         content = kept.content
         # ``numbers_mark(self)`` written out: a call and a frame less (issue 38)
@@ -170,8 +164,19 @@ class HostState:
         self.changes += 1
         self.revision += 1
         reach.note_sample(now)
+        self._apply_sample(sample)
+        if kept.content == content:
+            self.quiet += 1
+        return numbers_only(self, mark)
+
+    def _apply_sample(self, sample: HostSample) -> None:
+        """A sample folded.  A quiet tick's answers are taken without the calls that would
+        give them (issue 38): no detector due (``DetectorSchedule.run``'s first test), the
+        allocations' static facts those of the last tick (``HoldTracker.update``'s), the
+        judges' findings the last ones (``HostFindings.take_sample(None)``: a count)."""
         self.last = sample
         name, hello, history = self.spec.name, self.hello, self.history
+        kept = self.findings_kept
         history.add(sample)
         detectors, ts = self.detectors, sample.ts
         if not detectors._idle_from <= ts <= detectors._idle_to:
@@ -189,30 +194,9 @@ class HostState:
             if chains is not None:
                 kept.set_chains(chains)
         if found is None:
-            kept.revision += 1
+            kept.revision += 1  # ``take_sample(None)``
         else:
             kept.take_sample(found, ts)
-        if kept.content == content:
-            self.quiet += 1
-        return numbers_only(self, mark)
-
-    def _apply_sample(self, sample: HostSample) -> None:
-        """A sample folded (``apply``'s path; ``apply_sample`` writes it out: change both)."""
-        self.last = sample
-        name, hello, history, kept = self.spec.name, self.hello, self.history, self.findings_kept
-        history.add(sample)
-        detected = self.detectors.run(name, history, hello, sample)
-        if detected is not None:
-            kept.set_detected(detected)
-        holds = self.holds
-        holds.update(sample)
-        found = self.sample_judge.judged(name, hello, sample, history, holds,
-                                         self.limits.detectors, self.spec.expect_gpus, self.peers)
-        if sample.pcie is not None:  # else ``sample_chains`` reads none (most ticks)
-            chains = sample_chains(name, hello, sample)
-            if chains is not None:
-                kept.set_chains(chains)
-        kept.take_sample(found, sample.ts)
 
     def kernel_log_summary(self) -> str:
         """How this host's kernel log is read, for triage's "what was checked"."""

@@ -77,7 +77,7 @@ class HostFindings:
         """The findings of a sample taken at ``ts``: a lost GPU stays (sticky), the rest are
         current, each keeping the onset it was first seen at.  None: the very findings of
         the last sample (``sample_judge.SampleJudge``), whose onsets are all kept already:
-        nothing moves (``HostState.apply_sample`` writes that case out: change both)."""
+        nothing moves (``HostState._apply_sample`` takes that case as this count alone)."""
         self.revision += 1
         if found is None:
             return

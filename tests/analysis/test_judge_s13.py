@@ -288,12 +288,12 @@ def test_negative_control_peers_never_asked_again_are_caught() -> None:
 
 
 def _written_out_otherwise(old: str, new: str) -> Any:
-    """``HostState.apply_sample`` with one line of its written-out path changed."""
-    src = textwrap.dedent(inspect.getsource(HostState.apply_sample))
+    """``HostState._apply_sample`` with one line of its quiet-tick path changed."""
+    src = textwrap.dedent(inspect.getsource(HostState._apply_sample))
     assert old in src
     space: dict[str, Any] = {}
     exec(src.replace(old, new), vars(fleet_state), space)
-    return space["apply_sample"]
+    return space["_apply_sample"]
 
 
 @pytest.mark.parametrize(("old", "new"), [
@@ -303,6 +303,6 @@ def _written_out_otherwise(old: str, new: str) -> Any:
 ], ids=["take-none-uncounted", "detectors-inverted"])
 def test_negative_control_the_written_out_fold_otherwise_is_caught(old: str, new: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(HostState, "apply_sample", _written_out_otherwise(old, new))
+        mp.setattr(HostState, "_apply_sample", _written_out_otherwise(old, new))
         assert compare(streams("long", 300 + KINDS.index("long")),
                        300 + KINDS.index("long")) is not None
