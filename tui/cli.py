@@ -102,13 +102,17 @@ def _source(args: argparse.Namespace, settings: Settings) -> Source:
 
 def _run_console(args: argparse.Namespace) -> int:
     """The console on whatever source the arguments name: live sources are recorded."""
-    from tui.cli_record import console_backend
+    from probes.sources.registry import build_source
+    from tui.cli_record import with_recording
 
     settings = _settings(args)
-    source, backend = console_backend(args, settings)
+    source = build_source(args, settings)
     prestart = getattr(source.backend, "prestart", None)
-    if prestart is not None:  # collectors start while the UI is imported and mounted (#38)
+    if prestart is not None:
+        # Collectors start while the UI is imported and mounted (#38), and before the
+        # recorder is set up: its modules (numpy among them) and files are not theirs.
         prestart()
+    backend = with_recording(source, args, settings)
     from tui.app import make_app
     from tui.console_options import ConsoleOptions
     from tui.glyphs import wants_ascii
