@@ -22,7 +22,7 @@ def main() -> None:
     if order == "before":  # the negative control: the console's order before session 13
         from probes.sources import registry
         from tests.tui.cli_console_before_s13 import SOURCES_BEFORE, run_console_before
-        cli._run_console = run_console_before  # type: ignore[assignment]
+        cli._run_console = run_console_before
         registry.SOURCES = SOURCES_BEFORE
 
     def spawn(_cls: object, _job: object) -> None:
