@@ -1,13 +1,16 @@
 """Child of ``test_start_order.py``: runs the console's entry point on an inventory and
-reports, at the moment its collector is spawned, which of the modules the collectors do
-not need were already imported and what the recording folder held; then exits (no UI)."""
+reports, at the moment its collector is spawned (``spawn``) or its app is run (``run``),
+which of the modules the collectors do not need were already imported, what the
+recording folder held and the garbage collector's state; then exits (no UI)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 LATE = ("numpy", "probes.sources.replay", "probes.store.recording_reader",
         "probes.sources.recording", "probes.store.recording", "textual")
@@ -15,7 +18,7 @@ LATE = ("numpy", "probes.sources.replay", "probes.store.recording_reader",
 
 
 def main() -> None:
-    inventory, order, record_dir, *extra = sys.argv[1:]
+    inventory, order, when, record_dir, *extra = sys.argv[1:]
     from probes.sources import collector_start
     from tui import cli
 
@@ -25,17 +28,26 @@ def main() -> None:
         cli._run_console = run_console_before
         registry.SOURCES = SOURCES_BEFORE
 
-    def spawn(_cls: object, _job: object) -> None:
-        print(json.dumps({"spawned": True,
-                          "imported": [m for m in LATE if m in sys.modules],
-                          "recordings": sorted(p.name for p in Path(record_dir).iterdir())}),
-              flush=True)
+    def report(**more: Any) -> None:
+        print(json.dumps({"imported": [m for m in LATE if m in sys.modules],
+                          "recordings": sorted(p.name for p in Path(record_dir).iterdir()),
+                          "gc_enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                          **more}), flush=True)
         os._exit(0)
 
-    collector_start.EarlyCollector.spawn = classmethod(spawn)  # type: ignore[assignment]
-    cli.main(["--inventory", inventory, "--collectors", "1", "--record-dir", record_dir,
-              *extra])
-    print(json.dumps({"spawned": False}), flush=True)
+    def spawned(_cls: Any, _job: Any) -> None:
+        if when == "spawn":
+            report(at="spawn")
+        # else no process: the child stops at the app's run, before its backend runs
+
+    collector_start.EarlyCollector.spawn = classmethod(spawned)  # type: ignore[assignment]
+    if when == "run":
+        from tui.app import RigwatchApp
+
+        RigwatchApp.run = lambda self, *a, **kw: report(at="run")  # type: ignore[method-assign]
+    status = cli.main(["--inventory", inventory, "--collectors", "1", "--record-dir",
+                       record_dir, *extra])
+    report(at="returned", status=status)
 
 
 if __name__ == "__main__":
