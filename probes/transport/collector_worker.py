@@ -42,11 +42,14 @@ is killed (within the console's own ``collectors.STOP_S``)."""
 EXIT_S = 2.0
 """After the sessions' stop, the interpreter's own shutdown gets this long."""
 PR_SET_PDEATHSIG = 1
-STREAMING_THRESHOLDS = (50_000, 20, 100)
-"""The garbage collector's thresholds once the job is read, as the console's
-(``tui.gc_policy``): a collector's long-lived state (each host's connection and session)
-grows through the connect storm, and at CPython's (700, 10, 10) every middle and full
-collection walked it again; nearly all of its garbage is freed by reference counting."""
+STREAMING_THRESHOLDS = (50_000, 20, 10)
+"""The garbage collector's thresholds once the job is read: a collector's long-lived state
+(each host's connection and session) grows through the connect storm, and at CPython's
+(700, 10, 10) every middle and full collection walked it again; nearly all of its garbage
+is freed by reference counting.  Young collections as the console's (``tui.gc_policy``);
+a full one every 10 M allocations (a minute or two at a thousand hosts), not the
+console's 100 M: a long-lived connection that closes (a fleet-wide outage) leaves cycles
+that only a full collection frees."""
 
 
 async def _commands(stdin: asyncio.StreamReader, backend: SessionFleet,
