@@ -23,7 +23,7 @@ from probes.sources.source import Source, SourceSettings
 SourceFactory = Callable[[argparse.Namespace, SourceSettings], "Source | None"]
 
 SOURCES: tuple[tuple[str, str], ...] = (
-    ("recording", "probes.sources.replay"),
+    ("recording", "probes.sources.replay_args"),  # replay imported when one is named
     ("prometheus", "probes.sources.prometheus.options"),
     ("agents", "probes.sources.hosts"),
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -41,6 +42,14 @@ is killed (within the console's own ``collectors.STOP_S``)."""
 EXIT_S = 2.0
 """After the sessions' stop, the interpreter's own shutdown gets this long."""
 PR_SET_PDEATHSIG = 1
+STREAMING_THRESHOLDS = (50_000, 20, 10)
+"""The garbage collector's thresholds once the job is read: a collector's long-lived state
+(each host's connection and session) grows through the connect storm, and at CPython's
+(700, 10, 10) every middle and full collection walked it again; nearly all of its garbage
+is freed by reference counting.  Young collections as the console's (``tui.gc_policy``);
+a full one every 10 M allocations (a minute or two at a thousand hosts), not the
+console's 100 M: a long-lived connection that closes (a fleet-wide outage) leaves cycles
+that only a full collection frees."""
 
 
 async def _commands(stdin: asyncio.StreamReader, backend: SessionFleet,
@@ -116,6 +125,7 @@ async def _main(parent: int) -> None:
         job = unframe(await stdin.readexactly(length))
         if not isinstance(job, CollectorJob):
             raise SystemExit("rigwatch collector: the first frame is not a job")
+        tune_collection()
         await serve(job, stdin, sys.stdout.fileno(), stop)
     except asyncio.CancelledError:
         log.warning("the console is gone: stopped")
@@ -124,8 +134,19 @@ async def _main(parent: int) -> None:
         _kill_group_after(EXIT_S)  # serve gave the sessions STOP_S: what is left goes
 
 
+def tune_collection() -> None:
+    """What the collector built before its sessions (its modules, the job) out of every
+    later collection, and the streaming thresholds; the collector on again.  Not collected
+    first (a full pass, ~50 ms at start-up): what it could free is a few import-time
+    cycles."""
+    gc.freeze()
+    gc.set_threshold(*STREAMING_THRESHOLDS)
+    gc.enable()
+
+
 def main() -> None:
     """Entry point of the collector process: ``collector_worker [CONSOLE_PID]``."""
+    gc.disable()  # until the job is read (``tune_collection``): its imports live on
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="collector %(process)d: %(levelname)s %(name)s: %(message)s")
     parent = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0

@@ -120,9 +120,32 @@ async def _version_line(loop: asyncio.AbstractEventLoop, sock: socket.socket) ->
             raise ConnectionError(f"sent {dropped} bytes and no SSH version line")
 
 
+AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
+
+
+def literal_address(host: str, port: int) -> list[AddrInfo] | None:
+    """What ``getaddrinfo(host, port, type=SOCK_STREAM)`` answers for an IP address written
+    as one (``inet_pton``'s strict form, no ``%scope``), without asking it: asyncio runs
+    every ``getaddrinfo`` on a worker thread, a thread hand-off per connection at start-up
+    (#38 item 5), where asyncio's own ``create_connection`` skips it for such a host as
+    here.  None for anything else (names, ``127.1``, scoped addresses): those are
+    resolved."""
+    if "%" in host:
+        return None
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            text = socket.inet_ntop(family, socket.inet_pton(family, host))  # its own form
+        except (OSError, ValueError):  # ValueError: an embedded NUL
+            continue
+        addr: tuple[Any, ...] = (text, port) if family == socket.AF_INET else (text, port, 0, 0)
+        return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", addr)]
+    return None
+
+
 async def _open(host: str, port: int, stage: list[str]) -> socket.socket:
     loop = asyncio.get_running_loop()
-    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    infos = literal_address(host, port) or \
+        await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     error: OSError = OSError(f"no address for {host}")
     for family, kind, proto, _name, addr in infos:
         sock = socket.socket(family, kind, proto)
