@@ -34,6 +34,7 @@ from tests.history.before_s9 import HostHistory as HostHistoryBefore
 from tests.history.test_block_columns import SHORT, _digest, _random_stream
 from tests.history.test_row_fold import _decode, _streams
 from tests.history.test_tier2_matrix import _odd, _rings
+from tests.support.fingerprint import fingerprint
 
 Case = tuple[list[HostSample], dict[str, Any]]
 
@@ -57,11 +58,16 @@ def _cases() -> list[Case]:
 
 
 def _windows(h: Any) -> str:
-    """Every dense series' detector windows, read together (``HostHistory.windows``)."""
+    """Every dense series' detector windows, read together (``HostHistory.windows``), as
+    text (``fingerprint``: equal exactly where ``repr`` is, at a third of its cost)."""
+    return fingerprint(_window_answers(h))
+
+
+def _window_answers(h: Any) -> list[object]:
     keys = [k for k in h.series_keys() if h.steps(k) is None]
     last = h.last_ts or 0.0
-    return repr([h.windows(keys, last - 600.0), h.windows(keys, last - 3000.0, 60),
-                 h.windows(keys, None, 9)])
+    return [h.windows(keys, last - 600.0), h.windows(keys, last - 3000.0, 60),
+            h.windows(keys, None, 9)]
 
 
 def _differences(cases: list[Case], every: int = 113) -> tuple[int, int, int]:

@@ -47,6 +47,7 @@ from tests.history import rows_before_s11
 from tests.history.test_block_columns import _digest
 from tests.history.test_raw_matrix import _cases, _windows
 from tests.history.test_tier2_matrix import _odd
+from tests.support.fingerprint import fingerprint
 from tests.transport.test_relay_rows import agent_stream
 
 NEW = (Ring.rows_many, RawRing.rows_many)
@@ -68,11 +69,13 @@ def reads_before() -> Iterator[None]:
 def _queries(h: HostHistory, digest: bool = True) -> str:
     """The detectors' windows of every dense series read together (where the batched reads
     run: every control below is caught here), and with ``digest`` every other query
-    (``_digest``: series read one at a time; 60% of the cost, no control caught by it alone)."""
+    (``_digest``: series read one at a time; 60% of the cost, no control caught by it alone);
+    as text by ``fingerprint`` (equal exactly where ``repr`` is, at a third of its cost)."""
     keys = [k for k in h.series_keys() if h.steps(k) is None]  # type: ignore[arg-type]
     last = h.last_ts or 0.0
-    return repr([_digest(h) if digest else None, _windows(h), h.windows(keys, last - 300.0, 20),
-                 h.windows(keys, last - 1500.0, 100), h.windows(keys, last - 40.0)])
+    return fingerprint([_digest(h) if digest else None, _windows(h),
+                        h.windows(keys, last - 300.0, 20), h.windows(keys, last - 1500.0, 100),
+                        h.windows(keys, last - 40.0)])
 
 
 def _same(found: Any) -> str:
