@@ -153,14 +153,12 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @functools.cache
-def _templates(seconds: int) -> list[list[Hello | HostSample]]:
-    out: list[list[Hello | HostSample]] = []
-    for k in range(TEMPLATES):
-        items = _items(*template(k, seconds)[1])
-        hello = [i for i in items if isinstance(i, Hello)]
-        odd = _odd([i for i in items if isinstance(i, HostSample)], 50 + k)
-        out.append([*hello, *odd])
-    return out
+def _template(seconds: int, k: int) -> list[Hello | HostSample]:
+    """Template ``k``'s items with odd values (each worker builds only the ones it runs)."""
+    items = _items(*template(k, seconds)[1])
+    hello = [i for i in items if isinstance(i, Hello)]
+    odd = _odd([i for i in items if isinstance(i, HostSample)], 50 + k)
+    return [*hello, *odd]
 
 
 def test_raw_matrix_streams_read_as_before() -> None:
@@ -173,7 +171,7 @@ def test_raw_matrix_streams_read_as_before() -> None:
 
 @pytest.mark.parametrize("k", range(TEMPLATES))
 def test_simulator_templates_read_as_before(k: int) -> None:
-    assert first_difference(_templates(900)[k], DEFAULT_LIMITS, whole=41) is None
+    assert first_difference(_template(900, k), DEFAULT_LIMITS, whole=41) is None
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -183,7 +181,7 @@ def test_templates_under_random_limits(seed: int) -> None:
         limits = random_limits(rng)
         # the queries only at the end: limits change no history, and the same histories'
         # queries at the same samples are compared above
-        assert first_difference(_templates(900)[k], limits, every=10**9, whole=9) is None
+        assert first_difference(_template(900, k), limits, every=10**9, whole=9) is None
     assert sum(v for c, v in COUNT.items() if c not in (
         "group", "group_missing", "widen", "widen_nan")) > 0  # findings seen
 
