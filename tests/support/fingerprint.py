@@ -90,5 +90,5 @@ def _canon(o: object) -> object:
             return ("\x00array", code, len(o), _floats(o, _FLOAT_CODES[code]))
         return ("\x00array", code, o.tobytes())
     if _named(t):  # repr: the class's name (not its module), its fields, their values
-        return ("\x00nt", t.__name__, t._fields, _seq("fields", o))
+        return ("\x00nt", t.__name__, t._fields, _seq("fields", o))  # type: ignore[attr-defined]
     return o
