@@ -29,6 +29,7 @@ from probes.history.storage import Tier
 from probes.wire.samples import DiskStats, GpuProcess, GpuSample, HostSample, HostStats
 from tests.history.history_before import HostHistoryBefore
 from tests.history.test_row_fold import _decode, _steps_digest, _streams
+from tests.support.fingerprint import fingerprint
 
 SHORT = (Tier(1.0, 300.0), Tier(5.0, 600.0), Tier(10.0, 1200.0), Tier(30.0, 3000.0))
 """A layout whose every tier boundary a stream of a few thousand seconds crosses."""
@@ -96,7 +97,13 @@ def nbytes_as_columns(h: Any) -> int:
 
 
 def _digest(h: Any) -> str:
-    """Every query's answer, as text (NaN compares equal as text)."""
+    """Every query's answer, as text (NaN compares equal as text): ``fingerprint``, equal
+    exactly where ``repr`` is, at a third of its cost."""
+    return fingerprint(_answers(h))
+
+
+def _answers(h: Any) -> list[object]:
+    """Every query's answer."""
     out: list[object] = [h.series_keys(), h.gpu_indices(), h.gpus_missing_since(), h.disks(),
                          [(g, h.processes(g)) for g in range(9)], h.dropped, nbytes_as_columns(h),
                          len(h._staged), h._staged_counts, h._mixed, _steps_digest(h)]
@@ -107,7 +114,7 @@ def _digest(h: Any) -> str:
             out.append((key, s.points(), s.points(max_points=7), s.latest(),
                         s.columns(last - 130.0, last - 3.0), s.unmerged(last - 600.0, 40),
                         s.points(last - 4000.0, max_points=50)))
-    return repr(out)
+    return out
 
 
 def _streams_here() -> list[tuple[list[HostSample], tuple[Tier, ...] | None]]:
