@@ -3,7 +3,8 @@
 Held to a copy of ``probes/history`` before the session (``before_s13/``): a block's disk
 awaits in three numpy calls where no r_await is unknown (``block.awaits``; the six-call
 form otherwise), both w_await and r_await columns taken at once (``Plan.await_pairs``),
-one ``errstate`` a block's encoding, and a steady tier-2 close folding every bucket's
+one ``errstate`` a block's encoding, a row GPU's view with moved reasons made as a
+named tuple (``steps._GpuView``), and a steady tier-2 close folding every bucket's
 columns at once where the buckets are alike (``TierSet._close_whole``).  Streams (session
 12's: ``test_history_s12``): ``test_raw_matrix``'s (random ones with r_await and w_await
 unknown a fifth of the time, GPUs appearing and going, processes and disks past the
@@ -14,8 +15,8 @@ silences, and clock-corrected hosts.  Compared every few samples: every tier's t
 counts, column bytes, partial counts and open buckets (``_rings``), every ring's layout
 (``_layout``), every query (``_digest``: −0.0 and NaN apart, by ``repr``) and the
 detectors' windows.  ``awaits`` is also held to the old one over hostile matrices.
-Negative controls (each must be seen): the awaits' fallback left out, and the alike
-buckets' lows taken with ``<=`` (±0 and ties fall the other way).
+Negative controls (each must be seen): the awaits' fallback left out, the alike
+buckets' fold a hair off, and a view's moved reasons left out.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from probes.history import HostHistory, block, raw, tiers
+from probes.history import HostHistory, block, raw, steps, tiers
 from probes.wire.samples import HostSample
 from tests.bench.bench_fold_age import HOSTS
 from tests.bench.bench_ingest import TEMPLATES, template
@@ -165,4 +166,24 @@ def test_negative_control_alike_buckets_lows_off_are_seen(
 
     monkeypatch.setattr(tiers.TierSet, "_close_whole", off)
     differ, _ = _differences(_templates(600, [3]), every=199)
+    assert differ > 0
+
+
+def test_negative_control_views_without_their_reasons_are_seen(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row GPU's view made with its static half's reasons, not the tick's: the step
+    series differ (and views are made on these streams)."""
+    made = 0
+    real = steps._new_view
+
+    def stale(values: Any) -> Any:
+        nonlocal made
+        made += 1
+        values = list(values)
+        values[steps._REASONS_AT] = ()
+        return real(values)
+
+    monkeypatch.setattr(steps, "_new_view", stale)
+    differ, _ = _differences(_templates(300, range(TEMPLATES)), every=53)
+    assert made > 100
     assert differ > 0
