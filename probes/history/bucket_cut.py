@@ -48,14 +48,23 @@ def bucket_stats(raw: Ring, segs: Sequence[tuple[int, int]], groups: Sequence[tu
 
 def bucket_matrices(raw: Ring, segs: Sequence[tuple[int, int]],
                     groups: Sequence[tuple[int, int]]) -> list[Cut]:
-    """``bucket_stats`` as matrices, a value type at a time (``TierSet.build`` keeps them
-    as they are: means, tier-1 encoding and the tier-2 fold, session 9)."""
+    """``bucket_stats`` as matrices, every value type's series in one (``TierSet.build``
+    keeps them as they are: means, tier-1 encoding and the tier-2 fold, session 9)."""
     out: list[Cut] = []
     n = sum(p1 - p0 for p0, p1 in segs)
     m = len(groups)
     same = len({b - a for a, b in groups}) == 1 and groups[-1][1] == n
-    for keys, stored in _stored(raw, segs, n):
-        mat = stored.astype(np.float64)
+    typed = _stored(raw, segs, n)
+    if len(typed) > 1:
+        # Every value type widened to float64 and cut as one matrix (each row's reductions
+        # are its own: the same values, the cuts' rows in the same order; issue 38,
+        # session 13: one set of ~12 numpy calls a build, not one a type).
+        keys_all: list[str] = []
+        for keys, _ in typed:
+            keys_all += keys
+        typed = [(keys_all, np.concatenate([st.astype(np.float64) for _, st in typed]))]
+    for keys, stored in typed:
+        mat = stored.astype(np.float64, copy=False)
         with np.errstate(invalid="ignore"):  # inf - inf: NaN, as in Python
             if same:  # buckets of one length (1 Hz, no gap): one reduction for all
                 cube = mat.reshape(len(keys), m, n // m)

@@ -11,14 +11,16 @@ the others, the index and the state are its static epoch's, the same on every sa
 Held small (issue 38: ~88 series a host, nearly all changing once in a run): series whose
 one change is the same (time, value) are one shared ``StepSeries`` until one of them changes
 again (then that key gets its own copy, ``_own``), in a list by slot (``StepTable``), not a
-dict of 88 keys; a row's GPU whose reasons moved is a slotted ``_GpuView``, not a copy of
+dict of 88 keys; a row's GPU whose reasons moved is a ``_GpuView`` (a named tuple), not a copy of
 the ``GpuSample``; the last signature of each GPU is the newest sample's tuple, not an equal
 one of its own.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from itertools import chain
 from operator import attrgetter
 from struct import Struct
@@ -45,15 +47,13 @@ _VIEW_GET = attrgetter(*_VIEW_FIELDS)
 _REASONS_AT = _VIEW_FIELDS.index("clock_reasons")
 
 
-class _GpuView:
-    """What the fold reads of a row sample's GPU whose clock-event reasons are not its static
-    half's: the index and the step fields (~170 bytes, where a ``GpuSample`` copy was ~1 KB)."""
-
-    __slots__ = _VIEW_FIELDS
-
-    def __init__(self, values: tuple[object, ...]) -> None:
-        for name, v in zip(_VIEW_FIELDS, values, strict=True):
-            setattr(self, name, v)
+_GpuView = namedtuple("_GpuView", _VIEW_FIELDS)  # type: ignore[misc]
+"""What the fold reads of a row sample's GPU whose clock-event reasons are not its static
+half's: the index and the step fields (~150 bytes, where a ``GpuSample`` copy was ~1 KB),
+read by name as the fold reads a ``GpuSample``'s.  A named tuple made by ``tuple.__new__``
+(~0.5 µs), not a slotted object set a field at a time (~5 µs: a throttling host's GPUs
+get one each sample; issue 38, session 13)."""
+_new_view = partial(tuple.__new__, _GpuView)
 
 
 class Folded(Protocol):
@@ -239,7 +239,7 @@ class GpuSteps:
             if g.clock_reasons != rs:
                 values = list(_VIEW_GET(g))
                 values[_REASONS_AT] = rs
-                views[i] = cast(GpuSample, _GpuView(tuple(values)))
+                views[i] = cast(GpuSample, _new_view(values))
         return tuple(views)
 
     def _fold(self, todo: Sequence[Folded], first: Folded | None, counts: list[float]) -> bool:

@@ -390,6 +390,29 @@ class TierSet:
         inter = np.empty((len(keys), 3 * len(spans)))
         closed_t: list[float] = []
         closed_rows: list[int] = []
+        wide = spans[0][2] - spans[0][1]
+        if len(spans) > 1 and all(k - j == wide for _, j, k in spans):
+            # Buckets alike (the steady batch: two of four): every bucket's columns folded
+            # at once, the same elementwise steps in the same order as below (issue 38,
+            # session 13: a third of the numpy calls).
+            nb = len(spans)
+            lo3 = los.reshape(len(keys), nb, wide)
+            hi3 = his.reshape(len(keys), nb, wide)
+            sum3 = sums.reshape(len(keys), nb, wide)
+            lo, hi = lo3[:, :, 0], hi3[:, :, 0]
+            total = 0.0 + sum3[:, :, 0]
+            for c in range(1, wide):
+                x, y = lo3[:, :, c], hi3[:, :, c]
+                lo = np.where(x < lo, x, lo)
+                hi = np.where(y > hi, y, hi)
+                total = total + sum3[:, :, c]
+            for t2, j, k in spans:
+                closed_t.append(t2)
+                closed_rows.append(sum(rows[j:k]))
+            inter[:, 0::3] = lo
+            inter[:, 1::3] = hi
+            inter[:, 2::3] = total / np.array(closed_rows, dtype=np.float64)
+            spans = []
         for b, (t2, j, k) in enumerate(spans):
             lo, hi = los[:, j], his[:, j]
             total = 0.0 + sums[:, j]

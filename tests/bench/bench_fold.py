@@ -32,7 +32,7 @@ findings).  Measured, CPU (``process_time``) per host-sample, over the same tick
 ``--profile N``: cProfile of the steady fold, the N largest cumulative and self entries.
 
     python tests/bench/bench_fold.py [--hosts 256] [--seconds 120] [--warm 60] [--profile 25]
-                                     [--history now|before_s9|before_s10|before_s12]
+                                     [--history now|before_s9|before_s10|before_s12|before_s13]
 """
 
 from __future__ import annotations
@@ -228,12 +228,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=120)
     ap.add_argument("--warm", type=int, default=60)
     ap.add_argument("--profile", type=int, default=0)
-    ap.add_argument("--history", choices=("now", "before_s9", "before_s10", "before_s12"),
+    ap.add_argument("--history", choices=("now", "before_s9", "before_s10", "before_s12",
+                                               "before_s13"),
                     default="now",
                     help="before_s9: the fleet's hosts keep the history before session 9's "
                          "raw matrices (tests/history/before_s9/), to alternate in one tree; "
                          "before_s10: the history before session 10 (before_s10/); before_s12: "
-                         "before session 12 (before_s12/)")
+                         "before session 12 (before_s12/); before_s13: before session 13 "
+                         "(before_s13/)")
     args = ap.parse_args()
     if args.history == "before_s9":
         import probes.fleet_state
@@ -247,6 +249,10 @@ def main() -> None:
         import probes.fleet_state
         from tests.history.before_s12 import HostHistory as HostHistoryBeforeS12
         probes.fleet_state.HostHistory = HostHistoryBeforeS12  # type: ignore[misc,assignment]
+    elif args.history == "before_s13":
+        import probes.fleet_state
+        from tests.history.before_s13 import HostHistory as HostHistoryBeforeS13
+        probes.fleet_state.HostHistory = HostHistoryBeforeS13  # type: ignore[misc,assignment]
     out = run(args)
     profiles = {k: out.pop(k) for k in list(out) if k.startswith("profile_")}
     print(json.dumps(out))

@@ -13,7 +13,7 @@ the per-pass ratios after/before.
 (``tiers_before_s8.py``: tier-2 buckets folded series by series).
 
     python tests/bench/bench_history_flush.py [--hosts 256] [--seconds 300] [--passes 5]
-                                              [--before block|s8|s9|s10|s12]
+                                              [--before block|s8|s9|s10|s12|s13]
 """
 
 from __future__ import annotations
@@ -132,6 +132,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     elif args.before == "s12":
         from tests.history.before_s12 import HostHistory as HostHistoryBeforeS12
         before = HostHistoryBeforeS12
+    elif args.before == "s13":
+        from tests.history.before_s13 import HostHistory as HostHistoryBeforeS13
+        before = HostHistoryBeforeS13
     out: dict[str, Any] = {"bench": "history_flush", "hosts": args.hosts,
                            "seconds": args.seconds, "passes": args.passes,
                            "load1_before": round(os.getloadavg()[0], 2)}
@@ -162,12 +165,12 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=256)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--passes", type=int, default=5)
-    ap.add_argument("--before", choices=("block", "s8", "s9", "s10", "s12"), default="block",
+    ap.add_argument("--before", choices=("block", "s8", "s9", "s10", "s12", "s13"), default="block",
                     help="block: the history before its block cut (history_before.py); s8: "
                          "today's history on the tiers before session 8 (tiers_before_s8.py); "
                          "s9: the history before session 9's raw matrices (before_s9/); s10: "
                          "the history before session 10 (before_s10/); s12: before session 12 "
-                         "(before_s12/)")
+                         "(before_s12/); s13: before session 13 (before_s13/)")
     ap.add_argument("--only", nargs="*", default=[], help="some of: add read flush (add's "
                     "time in _flush alone) build (in TierSet.build alone) stage (in "
                     "stage_row alone)")
