@@ -89,12 +89,20 @@ def tick_inputs(host: str, hello: Hello | None, sample: HostSample, limits: Dete
         places = _strays_of(sample)
     if places:
         strays = tuple((u := (rows[i].processes or ())[k], type(u)) for i, k in places)
-    peer = peers.expected(host) if peers is not None and expect_gpus is None else None
-    if peer is not None and peer[0] <= max(len(hello.facts.gpus) if hello else 0,
-                                           epoch.listed):
-        peer = None  # lists what its peers do: no finding reads the peers' counts
+    peer = _peer(host, hello, epoch, peers) if expect_gpus is None else None
     return (epoch, static, hello, limits, host, (reasons, moving), disks, swapped, strays,
             epoch.listed, expect_gpus, peer)
+
+
+def _peer(host: str, hello: Hello | None, epoch: StaticEpoch,
+          peers: PeerCounts | None) -> tuple[int, int] | None:
+    """The peers' count as the judging reads it: None where the host lists what its peers
+    do (no finding reads the peers' counts then)."""
+    peer = peers.expected(host) if peers is not None else None
+    if peer is not None and peer[0] <= max(len(hello.facts.gpus) if hello else 0,
+                                           epoch.listed):
+        return None
+    return peer
 
 
 _REASONS = attrgetter("clock_reasons")
@@ -251,11 +259,7 @@ def _still_quiet(judge: SampleJudge, quiet: tuple[Any, ...], host: str, hello: H
     if places is None or places or epoch.listed != quiet[9]:
         return False
     if peers is not None and expect_gpus is None and peers.version != judge._peers_seen:
-        peer = peers.expected(host)
-        if peer is not None and peer[0] <= max(len(hello.facts.gpus) if hello else 0,
-                                               epoch.listed):
-            peer = None
-        if peer != quiet[11]:
+        if _peer(host, hello, epoch, peers) != quiet[11]:
             return False
         judge._peers_seen = peers.version
     return True
