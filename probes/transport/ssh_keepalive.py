@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from probes.transport import loop_clock
+
 _NEEDS = ("_auth_complete", "_keepalive_interval", "_keepalive_timer", "_loop",
           "_reset_keepalive_timer", "_keepalive_timer_callback", "_set_keepalive_timer")
 
@@ -30,10 +32,12 @@ _NEEDS = ("_auth_complete", "_keepalive_interval", "_keepalive_timer", "_loop",
 class LazyKeepalive:
     """The keepalive timer of one asyncssh connection, re-armed only when it fires."""
 
-    __slots__ = ("_callback", "_conn", "_last_read")
+    __slots__ = ("_callback", "_conn", "_last_read", "_now")
 
     def __init__(self, conn: Any) -> None:
         self._conn = conn
+        self._now: Callable[[], float] = loop_clock(conn._loop)
+        """The loop's clock, without a Python frame where it is asyncio's (a read a chunk)."""
         self._last_read: float = conn._loop.time()
         self._callback: Callable[[], None] = conn._keepalive_timer_callback
         """asyncssh's own callback (bound), run when a deadline really passes."""
@@ -42,7 +46,7 @@ class LazyKeepalive:
         """In place of ``_reset_keepalive_timer``: note the read; arm only if nothing is."""
         conn = self._conn
         if conn._auth_complete:
-            self._last_read = conn._loop.time()
+            self._last_read = self._now()
             if conn._keepalive_timer is None:
                 conn._set_keepalive_timer()
 

@@ -49,8 +49,13 @@ class PushProcess(asyncssh.SSHClientProcess[bytes]):
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
         if datatype is None:
-            if self._sink is not None:
-                self._sink(data)
+            sink = self._sink
+            if sink is not None:
+                try:  # as ``take`` does, without its frame (a chunk a tick, issue 38)
+                    sink(data)
+                except Exception as exc:  # the session ends on it, in its own task
+                    self._sink = _drop
+                    self._finish(exc, False)
                 return
             if self._held is not None:
                 self._held.append(data)
@@ -88,7 +93,7 @@ class PushProcess(asyncssh.SSHClientProcess[bytes]):
                 self._finish(exc, False)
 
         held, self._held = self._held or [], None
-        self._sink, self._broken = take, broken
+        self._sink, self._broken = sink, broken  # ``data_received`` catches as ``take``
         try:
             for chunk in held:
                 take(chunk)

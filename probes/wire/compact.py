@@ -478,14 +478,23 @@ class CompactStream:
         """``readable``'s fast step alone, for a line with nothing to sanitise: the tick's
         row where the fast path takes it whole, else None (the caller then asks
         ``readable``, which judges it).  Nothing is kept or counted: a collector's reader
-        tries it first on a chunk that is one whole tick (issue 38, the collector's CPU)."""
+        tries it first on a chunk that is one whole tick, newline and all: JSON's whitespace,
+        the same decode and verdict as the line's (issue 38, the collector's CPU)."""
         if self._has_static and self.known:
             try:
                 s = _DECODER.decode(line)
             except Exception:  # the checked path decides
                 return None
-            if len(s.gpus) == len(self._fit) and \
-                    self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
+            if self._fit_all:  # ``_procs_fit`` inline: the list's length is the GPU count's
+                try:
+                    if [len(g.processes) for g in s.gpus] != self._fit:  # type: ignore[arg-type]
+                        return None
+                except TypeError:  # a GPU's amounts are null
+                    return None
+            elif len(s.gpus) != len(self._fit) or not self._procs_fit(s):
+                return None
+            disks = s.disks  # one disk (or none) has no other to share its name with
+            if len(disks) < 2 or len(set(map(_DISK_NAME, disks))) == len(disks):
                 return s
         return None
 

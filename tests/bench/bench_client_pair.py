@@ -27,7 +27,8 @@ A client is one of:
 * ``collector:SET``: a real collector process (``collector_worker``: sessions, readers,
   relay, its frames read and dropped here) under ``bench_collector_ab``'s wrapper with
   ``tests/bench/ab_pair_s12.py``'s set ``SET`` installed (``base``: the product as is;
-  ``floorlike``: the floor's handler in ``PushProcess.data_received``).
+  ``floorlike``: the floor's handler in ``PushProcess.data_received``);
+  ``collector:SET@FILE`` takes the set from another variants file (``ab_coll14.py``).
 
     python tests/bench/bench_client_pair.py --hosts 128 --a floor --b collector:floorlike
         [--slice 5] [--windows 12]
@@ -180,8 +181,10 @@ class Client:
             from probes.sources.collectors import FLUSH_S
             from probes.transport.collector_wire import CollectorJob, frame
             from probes.transport.sessions import MAX_CONCURRENT_CONNECTS
-            cenv = dict(env, RW_AB_VARIANTS=str(HERE / "ab_pair_s12.py"),
-                        RW_PAIR_SET=what.split(":", 1)[1])
+            pair_set, _, variants = what.split(":", 1)[1].partition("@")
+            cenv = dict(env, RW_AB_VARIANTS=str(Path(variants).resolve() if variants
+                                                else HERE / "ab_pair_s12.py"),
+                        RW_PAIR_SET=pair_set)
             self.proc = subprocess.Popen([sys.executable, "-c", WRAPPER, str(os.getpid())],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          env=cenv, cwd=REPO)
