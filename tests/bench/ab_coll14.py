@@ -1,7 +1,8 @@
 """Variants for ``bench_collector_ab.py`` and ``bench_client_pair.py`` (``collector:SET@
 tests/bench/ab_coll14.py``), measurement only: a collector's per-chunk steps before
 session 14 (``tests/transport/coll_before_s14.py``) against the product.  ``RW_PAIR_SET``
-picks one for a whole run (``before``, ``after``); without it both alternate (the
+picks one for a whole run (``before``: the old steps and the 40-ms gap; ``before_steps``:
+the old steps alone; ``after``); without it the steps alternate (the
 session's ``feed`` is made at a connection's start: in one collector only the quick check,
 the push and the keepalive swap, so ``bench_client_pair`` is the one for all of it).
 
@@ -15,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -25,6 +27,33 @@ def _after() -> Callable[[], None]:
     return lambda: None
 
 
-_SETS = {"before": [("before", install)], "after": [("after", _after)],
-         "both": [("before", install), ("after", _after)]}
+def _gap40() -> Callable[[], None]:
+    """The collector's loop with session 12's 40-ms gap (whole runs: installed before the
+    loop is made)."""
+    from probes.transport import coalesce
+    saved = coalesce.run
+
+    def run(main: Any, gap_s: float = 0.04) -> Any:
+        return saved(main, gap_s)
+    coalesce.run = run
+
+    def undo() -> None:
+        coalesce.run = saved
+    return undo
+
+
+def _both(*installs: Callable[[], Callable[[], None]]) -> Callable[[], Callable[[], None]]:
+    def install_all() -> Callable[[], None]:
+        undos = [i() for i in installs]
+
+        def undo() -> None:
+            for u in reversed(undos):
+                u()
+        return undo
+    return install_all
+
+
+_SETS = {"before": [("before", _both(install, _gap40))],
+         "before_steps": [("before_steps", install)], "after": [("after", _after)],
+         "both": [("before_steps", install), ("after", _after)]}
 VARIANTS = _SETS[os.environ.get("RW_PAIR_SET", "both")]

@@ -4,6 +4,7 @@ benches' ``before`` variant (``tests/bench/ab_coll14.py``):
 
 * ``quick_row``: the GPU count, then ``_procs_fit`` (a method call), then every row's disk
   names through a set;
+* ``RelayReader.feed``: the one step judges a copy of the chunk without its newline;
 * the session's ``feed``: ``emit_each`` called for every chunk (an empty list nearly
   always), the stall watch's ``fed`` through ``loop.time()``;
 * ``PushProcess``: every chunk through ``push_to``'s ``take`` (a frame that catches what
@@ -24,6 +25,8 @@ from typing import Any
 from probes.errors import DisconnectKind, TransportError
 from probes.transport import read_chunks
 from probes.transport import session as session_module
+from probes.transport.collector_wire import relayed_tick
+from probes.transport.relay import RelayReader
 from probes.transport.session import (
     MAX_BAD_LINES_IN_A_ROW,
     StreamGarbled,
@@ -35,8 +38,9 @@ from probes.transport.ssh_keepalive import LazyKeepalive
 from probes.transport.ssh_push import PushProcess, Sink, _as_is, _drop
 from probes.wire.compact import _DECODER, _DISK_NAME, CompactStream, SampleRow
 from probes.wire.events import Connected, Emit, emit_each
-from probes.wire.protocol import MessageReader
-from probes.wire.samples import ProbeError
+from probes.wire.protocol import MAX_LINE_BYTES, MessageReader
+from probes.wire.samples import AgentMessage, ProbeError
+from probes.wire.sanitize import may_need_cleaning
 
 
 def quick_row(self: CompactStream, line: bytes) -> SampleRow | None:
@@ -49,6 +53,27 @@ def quick_row(self: CompactStream, line: bytes) -> SampleRow | None:
                 self._procs_fit(s) and len(set(map(_DISK_NAME, s.disks))) == len(s.disks):
             return s
     return None
+
+
+def feed(self: RelayReader, chunk: bytes) -> list[AgentMessage]:
+    stream = self.compact
+    if stream is not None and chunk[:1] == b"[" and chunk.find(b"\n") == len(chunk) - 1:
+        line = chunk[:-1]
+        relay, index = self._relay, self._index
+        if self._splitter.idle() and len(line) <= MAX_LINE_BYTES and \
+                index not in relay.lost_static and not may_need_cleaning(line):
+            try:
+                row = stream.quick_row(line)
+            except Exception:
+                row = None
+            if row is not None:
+                self.stats.lines += 1
+                self.bad_streak = 0
+                if self.mine:
+                    self.mine = {}
+                relay.add_tick(index, relayed_tick(stream.static_id, row))
+                return []
+    return self._relay_lines(self._splitter.feed(chunk))
 
 
 def fed(self: _StallWatch) -> None:
@@ -137,12 +162,13 @@ def install() -> Callable[[], None]:
     """The steps before session 14 in place of the product's; returns the undo."""
     saved: list[tuple[Any, str, Any]] = [
         (CompactStream, "quick_row", CompactStream.quick_row),
+        (RelayReader, "feed", RelayReader.feed),
         (_StallWatch, "fed", _StallWatch.fed),
         (session_module, "_stream_once", session_module._stream_once),
         (PushProcess, "data_received", PushProcess.data_received),
         (PushProcess, "push_to", PushProcess.push_to),
         (LazyKeepalive, "reset", LazyKeepalive.reset)]
-    new = [quick_row, fed, _stream_once, data_received, push_to, reset]
+    new = [quick_row, feed, fed, _stream_once, data_received, push_to, reset]
     for (owner, name, _), value in zip(saved, new, strict=True):
         setattr(owner, name, value)
 

@@ -225,6 +225,7 @@ def test_the_install_puts_the_old_steps_in_place_and_takes_them_out() -> None:
     try:
         assert session_module._stream_once is before._stream_once
         assert CompactStream.quick_row is before.quick_row  # type: ignore[comparison-overlap]
+        assert RelayReader.feed is before.feed  # type: ignore[comparison-overlap]
     finally:
         undo()
     assert (session_module._stream_once, CompactStream.quick_row,
