@@ -2,7 +2,8 @@
 tests/bench/ab_coll14.py``), measurement only: a collector's per-chunk steps before
 session 14 (``tests/transport/coll_before_s14.py``) against the product.  ``RW_PAIR_SET``
 picks one for a whole run (``before``: the old steps and the 40-ms gap; ``before_steps``:
-the old steps alone; ``after``); without it the steps alternate (the
+the old steps alone; ``after``; ``after_steps``: the new steps on the 40-ms gap); without
+it the steps alternate (the
 session's ``feed`` is made at a connection's start: in one collector only the quick check,
 the push and the keepalive swap, so ``bench_client_pair`` is the one for all of it).
 
@@ -55,5 +56,6 @@ def _both(*installs: Callable[[], Callable[[], None]]) -> Callable[[], Callable[
 
 _SETS = {"before": [("before", _both(install, _gap40))],
          "before_steps": [("before_steps", install)], "after": [("after", _after)],
+         "after_steps": [("after_steps", _gap40)],
          "both": [("before_steps", install), ("after", _after)]}
 VARIANTS = _SETS[os.environ.get("RW_PAIR_SET", "both")]
