@@ -2,10 +2,10 @@
 tests/bench/ab_coll14.py``), measurement only: a collector's per-chunk steps before
 session 14 (``tests/transport/coll_before_s14.py``) against the product.  ``RW_PAIR_SET``
 picks one for a whole run (``before``: the old steps and the 40-ms gap; ``before_steps``:
-the old steps alone; ``after``; ``after_steps``: the new steps on the 40-ms gap); without
-it the steps alternate (the
-session's ``feed`` is made at a connection's start: in one collector only the quick check,
-the push and the keepalive swap, so ``bench_client_pair`` is the one for all of it).
+the old steps on the product's gap; ``after``; ``after_steps``: the new steps on the 40-ms
+gap, to compare with ``before``); without it the steps alternate (the session's ``feed``
+is made at a connection's start: in one collector only the quick check, the push and the
+keepalive swap, so ``bench_client_pair`` is the one for all of it).
 
     python tests/bench/bench_client_pair.py --hosts 128 \\
         --a collector:before@tests/bench/ab_coll14.py --b collector:after@tests/bench/ab_coll14.py
