@@ -368,7 +368,7 @@ class StyledTable(PaintedTable):
             self._fit_auto_widths(rows)
         if written:
             # DataTable's caches (by version) are stale; of the screen, only the lines of
-            # the rows written (a reorder below repaints it all)
+            # the rows written (after a reorder, the lines whose look changed)
             self._update_count += 1
             self.table_writes += 1
         moved = not same and self._ordered_keys() != wanted

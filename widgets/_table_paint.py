@@ -597,10 +597,17 @@ class PaintedTable(DataTable[Text]):
     def refresh_changed(self) -> None:
         """Repaint the lines on screen whose look is not what was painted on them
         (``_painted``): after rows moved, a row that looks as the one painted there (the
-        same cells in the same stripe, cursor and hover) keeps its line."""
+        same cells in the same stripe, cursor and hover) keeps its line.
+
+        The header is repainted too, as the whole widget was: DataTable repaints only the
+        hovered cell of a header under the pointer (``refresh_row(-1)`` does nothing), and
+        the repaint a move brought drew the rest of its hover.  One line, kept by DataTable
+        while nothing changed."""
         header = self.header_height if self.show_header else 0
         scroll_x, scroll_y = self.scroll_offset
         x2 = scroll_x + self.size.width
+        if header:
+            self.refresh(Region(0, 0, max(self.size.width, 1), header))
         painted = self._paint_look, self._paint_columns, self._paint_style
         self._paint_style = base = self.rich_style  # the look read once for every line
         self._paint_look = self._paint_columns = None
