@@ -251,13 +251,13 @@ class StyledTable(PaintedTable):
 
         Clearing and re-adding a 1000-row table re-measures every cell (~0.3 s), and
         DataTable's ``sort`` sorts every row's cells by a key.  The rows' places are set
-        as ``sort`` sets them, from the keys' wanted order.
+        as ``sort`` sets them, from the keys' wanted order.  Nothing is repainted here: the
+        caller repaints the lines whose look changed (``refresh_changed``).
         """
         self._order = None
         row_key = {str(k.value): k for k in self.rows}
         self._row_locations = TwoWayDict({row_key[k]: i for i, k in enumerate(wanted)})
         self._update_count += 1
-        self.refresh()
 
     def _add_rows(self, rows: list[tuple[str, list[Text]]]) -> None:
         """``add_row`` for many rows at once, at the bottom in this order: it sorts the
@@ -368,13 +368,18 @@ class StyledTable(PaintedTable):
             self._fit_auto_widths(rows)
         if written:
             # DataTable's caches (by version) are stale; of the screen, only the lines of
-            # the rows written (a reorder below repaints it all)
+            # the rows written (after a reorder, the lines whose look changed)
             self._update_count += 1
             self.table_writes += 1
-        if not same and self._ordered_keys() != wanted:
+        moved = not same and self._ordered_keys() != wanted
+        if moved:
             self._reorder(wanted)
         self._order = wanted
-        if written:
+        if moved:
+            # a line is kept wherever its row lands: of the screen, only the lines whose
+            # look is not what was painted there (rows moved in a numeric order each tick)
+            self.refresh_changed()
+        elif written:
             self.refresh_rows(set(written))
         if cursor in self._cells:
             index = self.get_row_index(cursor)

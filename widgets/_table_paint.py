@@ -3,22 +3,32 @@
 Textual's ``DataTable`` keys its line, row and cell caches on a counter that every write
 bumps, and a write refreshes the whole widget: at 1024 hosts a 1 Hz tick that changed one
 row re-rendered every line on screen (~0.5–1 ms each, 46 lines), and a re-sort re-rendered
-every cell.  Here a data row's line is kept by what decides its look (its cells, index,
+every cell.  Here a data row's line is kept by what decides its look (its cells, stripe,
 cursor and hover state, the columns' widths, crop, style and pseudo-classes), a cell by its
-content and by its place, a plain cell is filled into the rendering of another of its shape
-(``_shape``) rather than rendered by Rich, and a sync repaints only the lines of the rows it
-wrote (``refresh_rows``).  The header, and any row not described by ``Cell``s, go through
-``DataTable`` as before.
+content, a plain cell is filled into the rendering of another of its shape (``_shape``)
+rather than rendered by Rich, and a sync repaints only the lines whose look changed
+(``refresh_rows``, ``refresh_changed``).
+
+A data line carries no row: DataTable stamps every cell's style with its ``row`` and
+``column`` for the mouse, so a row drawn at another place (a re-sort moves most rows each
+tick under a numeric order) was a line to build and stamp again, and equal cells on two
+rows were two renderings.  A cell keeps its ``column`` meta (the same on every row: it also
+keeps the segments' boundaries, what a screenshot shows, as they were); the row is worked
+out from the pointer when the event reaches the table (``_forward_event``), so DataTable's
+click and hover handlers read the meta they read before.  The header, and any row not
+described by ``Cell``s or not under a plain row cursor, go through ``DataTable`` as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual._segment_tools import line_crop
 from textual.coordinate import Coordinate
 from textual.geometry import Region
@@ -32,11 +42,15 @@ RENDER_CACHE_CELLS = 16384
 """Rendered cells kept by content; a full fleet table with its zebra and cursor variants
 fits, and the cache starts over beyond it."""
 STAMPED_CACHE_CELLS = 8192
-"""Rendered cells kept with their place (row and column index): a screen of cells with its
-cursor and zebra variants fits many times over."""
+"""Styles stamped with a place's meta, for DataTable's own paths (``_render_cell``)."""
+RUN_CACHE_CELLS = 16384
+"""Cells' joined runs kept per row look (``_joined_line``); the look's runs start over
+beyond it."""
 LINE_CACHE_LINES = 4096
 """Rendered table lines kept by what they show (a screen of rows with their cursor and
 zebra variants fits many times over); the cache starts over beyond it."""
+PAINTED_LINES = 4096
+"""Lines' records of what was painted on them (``_painted``) kept before starting over."""
 _Lines = list[list[Segment]]
 _Template = tuple[Style | None, Style | None, Style | None, bool, int, int]
 """A plain cell's styles (left padding, text, right padding), whether it is justified
@@ -51,27 +65,27 @@ class PaintedTable(DataTable[Text]):
     def __init__(self, **kwargs: object) -> None:
         # before DataTable's own: its reactives' watchers clear these caches
         self._rendered: dict[tuple[object, ...], _Lines] = {}
-        """Rendered cells by what decides their look, not by row: see ``_render_cell``."""
+        """Rendered cells by what decides their look, not by row, without a place's meta:
+        see ``_cell_lines``."""
         self._stamped: dict[tuple[object, ...], _Lines] = {}
-        """The same, with the ``row``/``column`` meta of one place on the table."""
+        """The same, with the ``row``/``column`` meta of one place on the table, for
+        DataTable's own paths (``_render_cell``)."""
         self._lines: dict[tuple[object, ...], Strip] = {}
-        """Rendered lines by what they show: see ``_render_line``."""
-        self._moved: dict[tuple[object, ...], Strip] = {}
-        """The same lines by what they show wherever they are (their stripe, not their
-        index): a row that moved (a sort, a filter) is re-stamped, not built (``_restamp``)."""
-        self._unstamped: dict[Style, tuple[Style | None, int | None]] = {}
-        """A style with a place's meta: the style it was stamped from, less any place's meta
-        it already had, and its column (None for the line's end, past the last column)."""
-        self._bares: dict[Style, Style] = {}
-        self._placeless_styles: dict[Style, Style] = {}
-        self._ends: dict[tuple[Style, int], Style] = {}
-        """The style of a line's end past its last column, by its style and row."""
+        """Rendered lines by what they show, wherever they are: see ``_render_line``."""
+        self._painted: dict[int, tuple[int, tuple[object, ...]]] = {}
+        """What was last painted on each table line (by its line in the table, header
+        included): the scroll it was painted at and its look's key (``_line_key``).  A sync
+        that moved rows repaints the lines whose look is not that (``refresh_changed``)."""
         self._row_styles: dict[tuple[object, ...], Style] = {}
+        self._rowless: dict[Style, Style] = {}
+        """A style DataTable stamped with a place, less the place's row (``_rowless``)."""
+        self._ends: dict[Style, Style] = {}
+        """The style of a line's end past its last column, by its style (``_end_style``)."""
         self._stamps: dict[tuple[Style | None, int, int], Style] = {}
         """A cell's style with a place's meta added (``_stamp``)."""
         self._runs: dict[tuple[object, ...], dict[tuple[object, ...], list[Segment]]] = {}
         """A row look's cells (``_joined_line``), each as one run of joined segments, by
-        its ``Cell``, column, width and place."""
+        its ``Cell``, column, width and column index."""
         self._templates: dict[tuple[object, ...], _Template | None] = {}
         """A plain cell's rendering by its shape (``_shape``), None where it has no form a
         template can fill."""
@@ -79,8 +93,8 @@ class PaintedTable(DataTable[Text]):
         """Cells rendered by filling a template (tests count them)."""
         self.lines_built = 0
         """Table lines rendered anew rather than taken from ``_lines`` (tests count them)."""
-        self.lines_restamped = 0
-        """Table lines taken from a row of the same look elsewhere (``_restamp``)."""
+        self.lines_changed = 0
+        """Lines a sync that moved rows found changed and repainted (``refresh_changed``)."""
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._column_at: dict[str, int] = {}
         self._shown_key: tuple[int, ...] | None = None
@@ -105,10 +119,12 @@ class PaintedTable(DataTable[Text]):
         self._rendered.clear()
         self._stamped.clear()
         self._lines.clear()
-        self._moved.clear()
+        self._painted.clear()
         self._row_styles.clear()
         self._runs.clear()
-        self._forget_stamps()
+        self._stamps.clear()
+        self._rowless.clear()
+        self._ends.clear()
         self._templates.clear()
         self._looks.clear()
 
@@ -199,52 +215,62 @@ class PaintedTable(DataTable[Text]):
             self.forget_paint()
         self._looks[state] = look
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> _Lines:
-        """DataTable's cell render, cached by the cell's content instead of by table version.
+    def _plain(self) -> bool:
+        """Whether data lines are drawn here without a place's meta (``_build_line``): a
+        row cursor, no fixed rows or columns, no row labels; else DataTable draws them."""
+        return (self.cursor_type == "row" and not self.fixed_columns and not self.fixed_rows
+                and not (self._labelled_row_exists and self.show_row_labels))
 
-        A data cell's look depends only on its ``Cell``, column, width, row style, cursor
-        and hover state and the table's pseudo-classes; the only per-row part is the
-        ``row``/``column`` meta that mouse clicks read.  A rendering is kept for its place
-        (a line whose other cells changed takes this one as it was) and by content alone
-        (re-stamped with this place's meta): equal cells on other rows (``8/8``,
-        ``streaming``, ``62 °C``) and rows that merely moved (a re-sort) are not
-        re-rendered.
-        """
+    def _cell_key(self, row_index: int, column_index: int, base_style: Style, width: int,
+                  cursor: bool, hover: bool) -> tuple[object, ...] | None:
+        """What decides a data cell's look (its ``Cell``, column, width, row style, cursor
+        and hover state and the table's pseudo-classes), or None where the cell is not one
+        of ``Cell``s (DataTable renders it)."""
         if row_index < 0 or column_index < 0 or not self._ready:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
+            return None
         row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
         cells = self._cells.get(str(row_key.value)) if row_key is not None else None
         at = self._column_at.get(str(column_key.value)) if column_key is not None else None
         if cells is None or at is None or at >= len(cells):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        key = (cells[at], at, base_style, width, cursor, hover, self._show_hover_cursor,
-               self._pseudo_class_state)
-        place = (*key, row_index, column_index)
-        lines = self._stamped.get(place)
-        if lines is not None:
-            return lines
+            return None
+        return (cells[at], at, base_style, width, cursor, hover, self._show_hover_cursor,
+                self._pseudo_class_state)
+
+    def _cell_lines(self, key: tuple[object, ...], row_index: int, column_index: int,
+                    base_style: Style, width: int, cursor: bool, hover: bool) -> _Lines:
+        """A data cell's rendering without its row's meta, kept by ``key`` (``_cell_key``):
+        equal cells on other rows (``8/8``, ``streaming``, ``62 °C``) and rows that moved
+        are not rendered again; a plain cell is filled into a template of its shape."""
         lines = self._rendered.get(key)
         if lines is None:
-            lines = self._from_template(key, width, row_index, column_index)
+            lines = self._from_template(key, width)
         if lines is None:
-            lines = super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                         hover)
-            if len(self._unstamped) >= 2 * STAMPED_CACHE_CELLS:
-                self._forget_stamps()
-            for line in lines:  # DataTable stamped this place's meta: known for a re-stamp
-                for seg in line:
-                    if seg.style is not None and seg.style not in self._unstamped:
-                        self._unstamped[seg.style] = (self._bare(seg.style), column_index)
+            drawn = DataTable._render_cell(self, row_index, column_index, base_style, width,
+                                           cursor, hover)
+            lines = [[Segment(seg.text, self._rowless_style(seg.style), seg.control)
+                      for seg in line] for line in drawn]
             self._keep_template(key, width, lines)
             if len(self._rendered) >= RENDER_CACHE_CELLS:
                 self._rendered.clear()
             self._rendered[key] = lines
-        else:
-            lines = self._stamp(lines, row_index, column_index)
+        return lines
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> _Lines:
+        """DataTable's cell render (its own paths: the header, a row that is not plain),
+        cached by the cell's content instead of by table version, stamped with the
+        ``row``/``column`` meta of its place as DataTable stamps it."""
+        key = self._cell_key(row_index, column_index, base_style, width, cursor, hover)
+        if key is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor,
+                                        hover)
+        place = (*key, row_index, column_index)
+        lines = self._stamped.get(place)
+        if lines is not None:
+            return lines
+        lines = self._stamp(self._cell_lines(key, row_index, column_index, base_style, width,
+                                             cursor, hover), row_index, column_index)
         if len(self._stamped) >= STAMPED_CACHE_CELLS:
             self._stamped.clear()
         self._stamped[place] = lines
@@ -283,8 +309,9 @@ class PaintedTable(DataTable[Text]):
         return (len(text), cell[1], *key[1:])
 
     def _keep_template(self, key: tuple[object, ...], width: int, lines: _Lines) -> None:
-        """Keep what DataTable rendered for a plain cell as the template of its shape, if
-        it has the form a template fills: padding, the justified text, padding."""
+        """Keep what DataTable rendered for a plain cell (its row's meta taken off) as
+        the template of its shape, if it has the form a template fills: padding, the
+        justified text, padding."""
         shape = self._shape(key, width)
         if shape is None or shape in self._templates:
             return
@@ -301,8 +328,7 @@ class PaintedTable(DataTable[Text]):
             self._templates.clear()
         self._templates[shape] = template
 
-    def _from_template(self, key: tuple[object, ...], width: int, row: int,
-                       column: int) -> _Lines | None:
+    def _from_template(self, key: tuple[object, ...], width: int) -> _Lines | None:
         """A plain cell filled into the template of its shape (see ``_shape``), kept like a
         rendered one; None where there is no template (DataTable renders it)."""
         shape = self._shape(key, width)
@@ -318,14 +344,14 @@ class PaintedTable(DataTable[Text]):
         if len(self._rendered) >= RENDER_CACHE_CELLS:
             self._rendered.clear()
         self._rendered[key] = lines
-        return self._stamp(lines, row, column)
+        return lines
 
     def _stamp(self, lines: _Lines, row: int, column: int) -> _Lines:
-        """``lines`` with the ``row``/``column`` meta of this place added to every style.
+        """``lines`` (no row meta) with the ``row``/``column`` meta of this place in every
+        style, as DataTable stamps a cell it renders.
 
         Adding meta to a Rich style merges two marshalled dicts, and Rich keeps only the
-        last 1,024 sums (a screen of cells has more), so each sum is kept here by style and
-        place: a re-sort draws the same styles at the same places again.
+        last 1,024 sums, so each sum is kept here by style and place.
         """
         stamps = self._stamps
         out: _Lines = []
@@ -334,102 +360,24 @@ class PaintedTable(DataTable[Text]):
             for seg in line:
                 style = stamps.get((seg.style, row, column))
                 if style is None:
-                    style = self._stamped_style(seg.style, row, column)
+                    meta = Style.from_meta({"row": row, "column": column})
+                    style = seg.style.clear_meta_and_links() + meta if seg.style else meta
+                    if len(stamps) >= STAMPED_CACHE_CELLS:
+                        stamps.clear()
+                    stamps[(seg.style, row, column)] = style
                 stamped_line.append(Segment(seg.text, style, seg.control))
             out.append(stamped_line)
         return out
-
-    def _stamped_style(self, style: Style | None, row: int, column: int) -> Style:
-        """``style`` with the meta of this place, kept (``_stamp``)."""
-        key = (style, row, column)
-        stamped = self._stamps.get(key)
-        if stamped is None:
-            meta = Style.from_meta({"row": row, "column": column})
-            stamped = self._placeless(style) + meta if style else meta
-            if len(self._stamps) >= STAMPED_CACHE_CELLS:
-                self._forget_stamps()
-            self._stamps[key] = stamped
-            self._unstamped[stamped] = (self._bare(style) if style is not None else None,
-                                        column)
-        return stamped
-
-    def _end_style(self, style: Style, row: int) -> Style:
-        """The style of a line's end past its last column (``style`` with the row's meta
-        and ``out_of_bounds``, as DataTable gives it), kept."""
-        key = (style, row)
-        end = self._ends.get(key)
-        if end is None:
-            if len(self._ends) >= STAMPED_CACHE_CELLS:
-                self._forget_stamps()
-            end = style + Style.from_meta({"row": row, "column": 0, "out_of_bounds": True})
-            self._ends[key] = end
-            self._unstamped[end] = (style, None)
-        return end
-
-    def _bare(self, style: Style) -> Style:
-        """``style`` less its meta (a place's ``row``/``column``, which a stamp replaces),
-        so that cells stamped for other places share one record; a style with a link is
-        kept.  Kept (Rich keeps the last 128)."""
-        bare = self._bares.get(style)
-        if bare is None:
-            bare = style.clear_meta_and_links() if style._meta and not style._link else style
-            self._bares[style] = bare
-        return bare
-
-    def _placeless(self, style: Style) -> Style:
-        """``style`` less a place's meta where that is all the meta it has (a ``row`` and
-        ``column``, which a stamp replaces): adding a place's meta to it is then a copy, not
-        a merge of two pickled dicts (Rich loads both and dumps their union), and gives the
-        same style.  Kept."""
-        found = self._placeless_styles.get(style)
-        if found is None:
-            found = style
-            if style._meta and not style._link and set(style.meta) <= {"row", "column"}:
-                found = style.clear_meta_and_links()
-            self._placeless_styles[style] = found
-        return found
-
-    def _forget_stamps(self) -> None:
-        self._placeless_styles.clear()
-        self._bares.clear()
-        self._stamps.clear()
-        self._ends.clear()
-        self._unstamped.clear()
-
-    def _restamp(self, strip: Strip, row: int) -> Strip | None:
-        """A line drawn for another row, with this row's meta: what ``_build_line`` draws
-        for a row of the same look (cells, stripe, cursor, hover, widths) at ``row``.
-
-        Every style that carries a place's meta was stamped here (``_stamped_style``,
-        ``_end_style``) or by DataTable in ``_render_cell``, so it is known what it was
-        stamped from; the same styles stamped with this row's meta keep the segments' texts
-        and the way equal neighbours were joined.  None where a style is not known (its
-        record was dropped): the line is built instead.
-        """
-        unstamped = self._unstamped
-        out = []
-        for seg in strip:
-            style = seg.style
-            if style is None or style._meta is None:
-                out.append(seg)
-                continue
-            found = unstamped.get(style)
-            if found is None:
-                return None
-            base, column = found
-            new = (self._end_style(base, row) if column is None and base is not None
-                   else self._stamped_style(base, row, column or 0))
-            out.append(Segment(seg.text, new, seg.control))
-        return Strip(out, strip.cell_length)
 
     def _line_key(self, y: int, x1: int, x2: int,
                   base_style: Style) -> tuple[tuple[object, ...], int, int] | None:
         """What a data row's line looks like (with the row's index and line), or None
         where DataTable's own render must do.
 
-        A row's line is its ``Cell``s drawn at the columns' widths, in its zebra stripe (its
-        index) with its cursor and hover state, cropped to the scroll, in the table's style
-        and pseudo-classes; the index also gives the ``row`` meta its cells carry for clicks.
+        A row's line is its ``Cell``s drawn at the columns' widths, in its zebra stripe with
+        its cursor and hover state, cropped to the scroll, in the table's style and
+        pseudo-classes: the same wherever the row is (a plain line carries no row,
+        ``_plain``).  A line DataTable draws carries its place's meta: its key is its row.
         """
         if not self._ready:
             return None
@@ -450,7 +398,12 @@ class PaintedTable(DataTable[Text]):
         hover_on: object = hover.row == row
         if look[5] != "row":  # a cell or column cursor: its column matters too
             cursor_on, hover_on = (cursor_on, cursor.column), (hover_on, hover.column)
-        key = (row, line_no, cells, x1, x2, base_style, cursor_on, hover_on, look[0],
+            place: object = ("at", row)
+        elif self._plain():
+            place = row % 2 if self.zebra_stripes else 0
+        else:
+            place = ("at", row)
+        key = (place, line_no, cells, x1, x2, base_style, cursor_on, hover_on, look[0],
                *look[3:])
         return key, row, line_no
 
@@ -458,34 +411,29 @@ class PaintedTable(DataTable[Text]):
         """DataTable's line render, cached by what the line shows (``_line_key``).
 
         A line whose key is unchanged is not rendered again, whatever else on the table
-        changed; one that is, is built by ``_build_line`` (DataTable's own steps for a row
-        cursor, no fixed columns or labels) or else by DataTable.
+        changed and wherever the row now is; one that is, is built by ``_build_line``
+        (DataTable's own steps for a row cursor, no fixed columns or labels) or else by
+        DataTable.  What is painted on each line is noted (``_painted``).
         """
         found = self._line_key(y, x1, x2, base_style)
         if found is None:
+            self._painted.pop(y, None)
             return super()._render_line(y, x1, x2, base_style)
         key, row, line_no = found
         strip = self._lines.get(key)
         if strip is None:
-            if (self.cursor_type == "row" and not self.fixed_columns and not self.fixed_rows
-                    and not (self._labelled_row_exists and self.show_row_labels)):
-                look = (row % 2, *key[1:])  # the look, wherever the row is
-                moved = self._moved.get(look)
-                strip = self._restamp(moved, row) if moved is not None else None
-                if strip is None:
-                    strip = self._build_line(row, line_no, x1, x2, base_style)
-                    self.lines_built += 1
-                    if len(self._moved) >= LINE_CACHE_LINES:
-                        self._moved.clear()
-                    self._moved[look] = strip
-                else:
-                    self.lines_restamped += 1
+            if self._plain():
+                strip = self._build_line(row, line_no, x1, x2, base_style)
             else:
                 strip = super()._render_line(y, x1, x2, base_style)
-                self.lines_built += 1
+            self.lines_built += 1
             if len(self._lines) >= LINE_CACHE_LINES:
                 self._lines.clear()
             self._lines[key] = strip
+        painted = self._painted
+        if len(painted) >= PAINTED_LINES:
+            painted.clear()
+        painted[y] = (self.scroll_offset.y, key)
         return strip
 
     def _row_style(self, row: int, base_style: Style) -> Style:
@@ -502,7 +450,8 @@ class PaintedTable(DataTable[Text]):
         """DataTable's ``_render_line`` and ``_render_line_in_row`` for a data row under a
         row cursor with no fixed rows or columns and no row labels, without the per-line
         work those do for other cases (the header's style, fixed styles, two passes over
-        the columns).  An uncropped line is joined from its cells' kept runs (``_runs``)."""
+        the columns) and without its row's meta (the mouse's row: ``_forward_event``).
+        An uncropped line is joined from its cells' kept runs (``_runs``)."""
         width = self.size.width
         row_style = self._row_style(row, base_style)
         cursor_on = row == self.cursor_coordinate.row
@@ -512,7 +461,7 @@ class PaintedTable(DataTable[Text]):
         extend_style, _ = self._get_styles_to_render_cell(
             False, False, False, hover_on, cursor_on, self.show_cursor,
             self._show_hover_cursor, False, False)
-        end = Segment(" " * remaining, self._end_style(row_style + extend_style, row))
+        end = Segment(" " * remaining, self._end_style(row_style + extend_style))
         total = remaining + sum(widths)
         if line_no == 0 and ((x1 == 0 and x2 >= width and total == width)
                              or (x1 >= 0 and x2 - x1 == width and total >= x2)):
@@ -521,9 +470,15 @@ class PaintedTable(DataTable[Text]):
             joined = self._joined_line(row, row_style, columns, widths, cursor_on, hover_on)
             if joined is not None:
                 return Strip(line_crop(_join(joined, [end]), x1, x2, total), width)
-        cells = [self._render_cell(row, index, row_style, cell_width, cursor=cursor_on,
-                                   hover=hover_on)[line_no]
-                 for index, cell_width in enumerate(widths)]
+        cells = []
+        for index, cell_width in enumerate(widths):
+            key = self._cell_key(row, index, row_style, cell_width, cursor_on, hover_on)
+            lines = (self._cell_lines(key, row, index, row_style, cell_width, cursor_on,
+                                      hover_on) if key is not None else
+                     [[Segment(s.text, self._rowless_style(s.style), s.control) for s in line]
+                      for line in DataTable._render_cell(self, row, index, row_style,
+                                                         cell_width, cursor_on, hover_on)])
+            cells.append(lines[line_no])
         cells.append([end])
         segments = line_crop(list(chain.from_iterable(cells)), x1, x2, width)
         return Strip(segments).adjust_cell_length(width, base_style).simplify()
@@ -533,16 +488,18 @@ class PaintedTable(DataTable[Text]):
                      hover_on: bool) -> list[Segment] | None:
         """A row's cells as one run of segments, equal neighbours joined (what
         ``Segment.simplify`` makes of them), each cell's run kept by its content, width and
-        place for the row's look (``_runs``): a line whose power figure changed joins its
-        other cells' runs as they were.  None where the row is not one of ``Cell``s."""
+        column for the row's look (``_runs``: its stripe, cursor and hover, not its place):
+        a line whose power figure changed joins its other cells' runs as they were, and
+        equal cells on other rows share theirs.  None where the row is not one of
+        ``Cell``s."""
         row_key = self._row_locations.get_key(row)
         cells = self._cells.get(str(row_key.value)) if row_key is not None else None
         if cells is None:
             return None
         look = (row_style, cursor_on, hover_on, self._show_hover_cursor,
-                self._pseudo_class_state, row)
+                self._pseudo_class_state)
         runs = self._runs.get(look)
-        if runs is None:
+        if runs is None or len(runs) >= RUN_CACHE_CELLS:
             if len(self._runs) >= LINE_CACHE_LINES:
                 self._runs.clear()
             runs = self._runs[look] = {}
@@ -555,11 +512,73 @@ class PaintedTable(DataTable[Text]):
             key = (cells[at], at, widths[index], index)
             run = runs.get(key)
             if run is None:
-                lines = self._render_cell(row, index, row_style, widths[index],
-                                          cursor=cursor_on, hover=hover_on)
+                cell_key = (cells[at], at, row_style, widths[index], cursor_on, hover_on,
+                            self._show_hover_cursor, self._pseudo_class_state)
+                lines = self._cell_lines(cell_key, row, index, row_style, widths[index],
+                                         cursor_on, hover_on)
                 run = runs[key] = list(Segment.simplify(lines[0]))
             _join(out, run)
         return out
+
+    def _rowless_style(self, style: Style | None) -> Style | None:
+        """``style`` as DataTable stamped it for a place, less the place's row: its
+        ``column`` (and ``out_of_bounds``) kept.  Kept (Rich keeps only 1,024 sums)."""
+        if style is None or not style._meta or style._link:
+            return style
+        found = self._rowless.get(style)
+        if found is None:
+            meta = style.meta
+            found = style
+            if "row" in meta and set(meta) <= {"row", "column", "out_of_bounds"}:
+                del meta["row"]
+                found = style.clear_meta_and_links() + Style.from_meta(meta)
+            if len(self._rowless) >= STAMPED_CACHE_CELLS:
+                self._rowless.clear()
+            self._rowless[style] = found
+        return found
+
+    def _end_style(self, style: Style) -> Style:
+        """The style of a line's end past its last column: ``style`` with the meta
+        DataTable gives it less the row (``column`` 0, ``out_of_bounds``), kept."""
+        end = self._ends.get(style)
+        if end is None:
+            if len(self._ends) >= STAMPED_CACHE_CELLS:
+                self._ends.clear()
+            end = self._ends[style] = style + Style.from_meta({"column": 0,
+                                                               "out_of_bounds": True})
+        return end
+
+    def _forward_event(self, event: events.Event) -> None:
+        """Give a mouse event over a data line the row DataTable would have stamped under
+        the pointer, beside the ``column`` the line carries, so that its click and hover
+        handlers read what they read before: a plain line carries no row
+        (``_build_line``).  Done here, where the screen hands the event over just after
+        reading the style under the pointer, as DataTable's meta was read."""
+        if isinstance(event, events.MouseEvent) and event.style._meta:
+            meta = event.style.meta
+            if "column" in meta and "row" not in meta:
+                row = self._row_at(event)
+                if row is not None:
+                    event.style = event.style + Style.from_meta({"row": row})
+        super()._forward_event(event)
+
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        """The row of the data line under the pointer, in the present order and scroll;
+        None off a data line drawn here (``_line_key``)."""
+        if not self._ready or not self._plain():
+            return None
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return None
+        header = self.get_row_height(self._header_row_key) if self.show_header else 0
+        y = offset.y + self.scroll_offset.y if offset.y >= header else offset.y
+        try:
+            row_key, _line_no = self._get_offsets(y)
+        except LookupError:
+            return None
+        if row_key is self._header_row_key or str(row_key.value) not in self._cells:
+            return None
+        return self._row_locations.get(row_key)
 
     def refresh_rows(self, keys: set[str]) -> None:
         """Repaint the lines of these rows that are on screen, and only those.
@@ -567,17 +586,57 @@ class PaintedTable(DataTable[Text]):
         Neighbouring lines go as one region (the same cells of the screen): in a busy
         fleet every line on screen changes each second, and a refresh per line was ~30 µs
         each, with as many dirty regions for the compositor to cut."""
+        ordered = self._row_locations
+
+        def wanted(index: int) -> bool:
+            row_key = ordered.get_key(index)
+            return row_key is not None and str(row_key.value) in keys
+
+        self._refresh_runs(wanted)
+
+    def refresh_changed(self) -> None:
+        """Repaint the lines on screen whose look is not what was painted on them
+        (``_painted``): after rows moved, a row that looks as the one painted there (the
+        same cells in the same stripe, cursor and hover) keeps its line.
+
+        The header is repainted too, as the whole widget was: DataTable repaints only the
+        hovered cell of a header under the pointer (``refresh_row(-1)`` does nothing), and
+        the repaint a move brought drew the rest of its hover.  One line, kept by DataTable
+        while nothing changed."""
+        header = self.header_height if self.show_header else 0
+        scroll_x, scroll_y = self.scroll_offset
+        x2 = scroll_x + self.size.width
+        if header:
+            self.refresh(Region(0, 0, max(self.size.width, 1), header))
+        painted = self._paint_look, self._paint_columns, self._paint_style
+        self._paint_style = base = self.rich_style  # the look read once for every line
+        self._paint_look = self._paint_columns = None
+        try:
+            def changed(index: int) -> bool:
+                y = index + header
+                found = self._line_key(y, scroll_x, x2, base)
+                if found is None or self._painted.get(y) != (scroll_y, found[0]):
+                    self.lines_changed += 1
+                    return True
+                return False
+
+            self._refresh_runs(changed)
+        finally:
+            self._paint_look, self._paint_columns, self._paint_style = painted
+
+    def _refresh_runs(self, wanted: Callable[[int], bool]) -> None:
+        """Refresh the rows on screen (and one either side) that ``wanted`` picks,
+        neighbours as one region.  A line off the window was not refreshed by DataTable's
+        own per-line refresh either (``_refresh_region``)."""
         top = int(self.scroll_y)
         header = self.header_height if self.show_header else 0
         width = max(self.size.width, 1)
-        ordered = self._row_locations
-        window = self.window_region  # a line off it was not refreshed (``_refresh_region``)
+        window = self.window_region
         lo = max(0, top - 1, window.y - header)
-        hi = min(len(ordered), top + self.size.height + 1, window.bottom - header)
+        hi = min(len(self._row_locations), top + self.size.height + 1, window.bottom - header)
         start = -1
         for index in range(lo, hi):
-            row_key = ordered.get_key(index)
-            if row_key is not None and str(row_key.value) in keys:
+            if wanted(index):
                 if start < 0:
                     start = index
             elif start >= 0:

@@ -12,9 +12,14 @@ counts do not depend on the machine.
 Pass kinds: ``k=0`` (nothing changed), ``k=1``, ``k=8`` and ``k=all on screen`` (rows on
 screen), ``k=N`` (every host), ``sort`` (the rows in a new order, rotated by more than a
 screen each time, so no row lands where it was drawn before), ``cursor`` (the cursor one
-row down, then up).
+row down, then up), ``resort`` (a numeric order as a tick moves it: four pairs of rows on
+screen a few places apart swap, their cells unchanged), ``resort+8`` (the same and 8 rows on
+screen with a new power figure).
 
-    python tests/bench/bench_table_paint.py [--hosts 1024] [--reps 15]
+``--tree DIR`` runs another checkout's product code (its ``probes``, ``tui``, ``widgets``
+and ``themes`` first on the path) with this script: before/after pairs in turns.
+
+    python tests/bench/bench_table_paint.py [--hosts 1024] [--reps 15] [--tree DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import sys
 import time
@@ -31,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+if "--tree" in sys.argv:
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve()))
 
 from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
@@ -137,6 +145,25 @@ async def run(n: int, reps: int) -> dict[str, Any]:
             table.hosts = tuple(hosts[cut:] + hosts[:cut])
             detail.line = table.line_at_cursor()
 
+        rng = random.Random(1)
+
+        def resort(k: int) -> Callable[[], None]:
+            def step() -> None:
+                lines = list(table.hosts)
+                top = int(table.scroll_y)
+                for _ in range(4):  # rows a few places apart change places
+                    a = top + rng.randrange(0, on_screen - 6)
+                    b = a + rng.randrange(1, 6)
+                    lines[a], lines[b] = lines[b], lines[a]
+                for _ in range(k):
+                    at = top + rng.randrange(0, on_screen)
+                    bump[0] += 1
+                    lines[at] = FleetLine(replace(lines[at].row,
+                                                  power_w=6000.0 + bump[0] % 4000))
+                table.hosts = tuple(lines)
+                detail.line = table.line_at_cursor()
+            return step
+
         def cursor() -> None:
             flip[0] = not flip[0]
             table.move_cursor(row=table.cursor_row + (1 if flip[0] else -1))
@@ -144,7 +171,8 @@ async def run(n: int, reps: int) -> dict[str, Any]:
         kinds: list[tuple[str, Callable[[], None]]] = [
             ("k=0", changed(0)), ("k=1", changed(1)), ("k=8", changed(8)),
             (f"k={on_screen} (on screen)", changed(on_screen)), (f"k={n}", changed(n)),
-            ("sort", sort), ("cursor", cursor)]
+            ("sort", sort), ("cursor", cursor), ("resort", resort(0)),
+            ("resort+8", resort(8))]
         for name, step in kinds:
             cpu: list[float] = []
             asked0, built0 = counts.asked, counts.built
@@ -166,10 +194,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--hosts", type=int, default=1024)
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--tree", type=Path, default=None,
+                   help="another checkout whose product code runs (before/after pairs)")
+    p.add_argument("--label", default="")
     args = p.parse_args()
     result = asyncio.run(run(args.hosts, args.reps))
+    product = str(Path(sys.modules[FleetTable.__module__].__file__ or "").parents[1])
     print(json.dumps({"bench": "table_paint", "hosts": args.hosts, "reps": args.reps,
-                      "size": list(SIZE), "results": result}))
+                      "size": list(SIZE), "label": args.label, "product": product,
+                      "results": result}))
     for name, r in result.items():
         print(f"{name:>22}: {r['cpu_ms_median']:7.2f} ms (max {r['cpu_ms_max']:.1f}), "
               f"lines asked {r['lines_asked']}, built {r['lines_built']}")
