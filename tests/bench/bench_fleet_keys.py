@@ -276,9 +276,10 @@ def count_tabs() -> None:
     HostScreen.action_next_panel = counted  # type: ignore[method-assign,assignment]
 
 
-def host_probe(app: RigwatchApp, key: str) -> tuple[str, str, Callable[[], bool]]:
+def host_probe(app: RigwatchApp, key: str) -> tuple[str, str, Callable[[], bool]] | None:
     """The key pressed (a scroll the body cannot make swapped for its opposite), its kind,
-    and whether the host screen shows its effect (read before it is sent)."""
+    and whether the host screen shows its effect (read before it is sent); None when the
+    key would change nothing on screen (a scroll or tab with all of the body in view)."""
     screen = app.screen
     assert isinstance(screen, HostScreen)
     body = screen.query_one("#host-body")
@@ -292,9 +293,9 @@ def host_probe(app: RigwatchApp, key: str) -> tuple[str, str, Callable[[], bool]
             return key, "tab", lambda: TABS[0] > done and body.scroll_y != y and settled(body)
         # the body is where tab would take it: nothing would change on screen
         key = "pageup" if y > 0 else "pagedown"
-        step = SCROLLS[key]
-        return key, "scroll", lambda: (body.scroll_y - y) * step > 0 and settled(body)
     if key in SCROLLS:
+        if body.max_scroll_y <= 0:
+            return None
         if (SCROLLS[key] > 0 and y >= body.max_scroll_y) or (SCROLLS[key] < 0 and y <= 0):
             key = {"down": "up", "up": "down", "pagedown": "pageup", "pageup": "pagedown"}[key]
         step = SCROLLS[key]
@@ -345,6 +346,7 @@ async def run(hosts: int, seconds: float, presses: int, seed: int,
         t_cpu, t_wall = time.process_time(), time.perf_counter()
         gap = seconds / presses
         steps: list[tuple[str, Callable[[], bool]]] = []
+        turn = 0  # the host cycle's place (keys that would change nothing are passed over)
         for i in range(presses):
             await asyncio.sleep(gap * rng.uniform(0.5, 1.5))
             if cycle == "fleet":
@@ -355,7 +357,10 @@ async def run(hosts: int, seconds: float, presses: int, seed: int,
                 key, shown = steps[i % len(steps)]
                 kind = key if key != "w" else ("w-on" if not screen_of(app).wall else "w-off")
             elif cycle == "host":
-                key, kind, shown = host_probe(app, HOST_CYCLE[i % len(HOST_CYCLE)])
+                while (step := host_probe(app, HOST_CYCLE[turn % len(HOST_CYCLE)])) is None:
+                    turn += 1
+                turn += 1
+                key, kind, shown = step
             else:
                 key = CYCLE[i % len(CYCLE)]
                 if table.cursor_row >= table.row_count - 1 or table.cursor_row == 0:
