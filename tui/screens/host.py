@@ -35,6 +35,7 @@ SCROLL_RETRY_S = 0.05
 """A panel just shown is scrolled to once laid out: after a refresh, then every 50 ms for 2 s."""
 PANELS = tuple(p.id for p in HOST_PANELS)
 """Panel ids in number-key order."""
+PANEL_OF = {p.id: p for p in HOST_PANELS}
 SHOWN_AT_START = frozenset(p.id for p in HOST_PANELS if p.at_start)
 
 
@@ -118,9 +119,17 @@ class HostScreen(DataScreen):
                 self._show_panel(p, state, ctx)
         self.query_one(EventLog).events = tuple(state.logs.events)[-EVENTS_SHOWN:]
 
-    def _redraw(self) -> None:
-        if self._fleet is not None:
-            self.show_state(self._fleet, self._now)
+    def _redraw_panel(self, name: str) -> None:
+        """Feed one panel, if shown, from the host's state: what a key that shows it or
+        changes its choice needs.  The rest of the screen is the tick's to bring up to
+        date (each second): redrawing all of it on the key (the facts, the GPU table and
+        every shown panel, their views built from the history again) was 20-40 ms of a
+        panel key's handler at 1024 hosts, and the repaint of what it changed (issue 38)."""
+        state = self._fleet.hosts.get(self.host) if self._fleet is not None else None
+        if state is None or name not in self.shown:
+            return
+        ctx = PanelContext(self.console.window_s, self.selected_gpu)
+        self._show_panel(PANEL_OF[name], state, ctx)
 
     def action_toggle_panel(self, name: str) -> None:
         """Show or hide one panel."""
@@ -128,7 +137,7 @@ class HostScreen(DataScreen):
         panel = self._panel(name)
         panel.display = name in self.shown  # not a class: see FleetScreen.action_toggle_wall
         self.query_one("#panel-keys", Label).update(key_hint(self.shown))
-        self._redraw()
+        self._redraw_panel(name)
         if name in self.shown:
             self.call_after_refresh(self._scroll_to_panel, name, SCROLL_TRIES)
 
@@ -163,4 +172,4 @@ class HostScreen(DataScreen):
     @on(MemoryGrowth.GpuPicked)
     def _pick_gpu(self, event: MemoryGrowth.GpuPicked) -> None:
         self.selected_gpu = event.index
-        self._redraw()
+        self._redraw_panel("memory")  # the one panel the picked GPU changes
