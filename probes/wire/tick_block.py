@@ -52,7 +52,8 @@ DISK_REST = ("r_s", "w_s", "rkb_s", "wkb_s")
 BLOCK_REST = ("host", "gpus", "disks")
 """After the staged part: the host's other numbers, each GPU's, each disk's."""
 COUNT_FIELDS = ("mem_used_bytes", "swap_used_bytes")
-"""The host's ``Count`` fields (ints on the wire); every other number is an ``Amount``."""
+"""The host's ``Count`` fields (ints on the wire; a reader of the block gives them back as
+``int``, exact: every one is at most 2**53); every other number is an ``Amount``."""
 
 _H = attrgetter(*HOST_STAGED)
 _HR = attrgetter(*HOST_REST)
