@@ -55,8 +55,8 @@ from probes.wire.samples import ClockFacts, Hello, HostSample, LogEvent
 from tests.analysis import fleet_state_before_s12, host_clock_before_s12, host_logs_before_s12
 from tests.analysis.test_quiet_tick import _fold, _host
 from tests.bench.bench_apply_s12 import IdleWorker
-from tests.bench.bench_ingest import TEMPLATES, template
 from tests.bench.bench_relay_decode import collector_frames
+from tests.support.templates import TEMPLATES, template
 from tests.transport.test_relay_rows import agent_stream
 
 T0 = 1_800_000_000.0

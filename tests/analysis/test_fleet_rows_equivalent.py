@@ -40,7 +40,8 @@ from probes.wire.samples import GpuInfo, GpuSample, Hello, HostSample, LogEvent
 from tests.analysis.fleet_rows_before import FleetRowsBefore, findings_before, row_before
 from tests.analysis.test_judges_read_the_row import SIM, sim_stream
 from tests.analysis.test_sample_findings_cache import _stream as cache_stream
-from tests.bench.bench_ingest import SIM_START_S, template, wire
+from tests.bench.bench_ingest import SIM_START_S, wire
+from tests.support.templates import template
 from tests.support.tui_fakes import T0, sim_items
 from tui.views.fleet_rows import FleetRows
 

@@ -37,7 +37,7 @@ from probes.wire.protocol import MessageReader
 from tests.analysis import detectors_before_s10
 from tests.analysis import sample_judge_before_s10 as before_s10
 from tests.analysis.test_quiet_tick import _events, _fold, _host, item_hosts, wire_hosts
-from tests.bench.bench_ingest import TEMPLATES, template
+from tests.support.templates import TEMPLATES, template
 
 T0 = 1_800_000_000.0
 Step = tuple[str, Any]

@@ -28,7 +28,7 @@ from probes.analysis import detectors, sample_judge
 from tests.analysis import sample_judge_before_s10c as before_s10c
 from tests.analysis import test_judges_s10 as harness
 from tests.analysis.test_judges_s10 import KINDS, T0, Step, compare, streams
-from tests.bench.bench_ingest import TEMPLATES, template
+from tests.support.templates import TEMPLATES, template
 
 GEN, UTIL = 7, 1
 """``pcie_gen`` in a ``static`` message's GPU array, ``util_pct`` in a tick's GPU row."""

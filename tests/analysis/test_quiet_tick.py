@@ -46,7 +46,7 @@ from tests.analysis.decode9_before_s9 import FleetStateBefore, _throttled_before
 from tests.analysis.test_fleet_rows_equivalent import XID, _feeds
 from tests.analysis.test_judges_changed import _exact
 from tests.analysis.test_judges_changed import stream as noisy_stream
-from tests.bench.bench_ingest import TEMPLATES, template
+from tests.support.templates import TEMPLATES, template
 from tests.transport.test_relay_rows import agent_stream
 from tests.wire.test_static_check_once import _streams as spoiled_statics
 

@@ -35,7 +35,6 @@ from probes.history.storage import HALF_MAX, Codec
 from probes.wire.samples import HostSample
 from tests.analysis.test_detectors_young import samples
 from tests.bench.bench_fold_age import HOSTS, stream
-from tests.bench.bench_ingest import TEMPLATES, template
 from tests.bench.bench_row_fold import _samples
 from tests.history import test_block_columns
 from tests.history.before_s12 import HostHistory as HostHistoryBefore
@@ -49,6 +48,7 @@ from tests.history.test_stage_row_rows import (
     feeds,  # noqa: F401  (a fixture)
 )
 from tests.history.test_tier2_matrix import _odd, _rings
+from tests.support.templates import TEMPLATES, template
 
 Case = tuple[list[HostSample], dict[str, Any]]
 COUNT: Counter[str] = Counter()

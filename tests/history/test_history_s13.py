@@ -31,7 +31,6 @@ import pytest
 from probes.history import HostHistory, block, raw, steps, tiers
 from probes.wire.samples import HostSample
 from tests.bench.bench_fold_age import HOSTS
-from tests.bench.bench_ingest import TEMPLATES, template
 from tests.bench.bench_row_fold import _samples
 from tests.history import test_block_columns
 from tests.history.before_s13 import HostHistory as HostHistoryBefore
@@ -42,6 +41,7 @@ from tests.history.test_history_s10 import _layout
 from tests.history.test_history_s12 import _aging, _hostile, _shifted, _templates
 from tests.history.test_raw_matrix import _cases, _windows
 from tests.history.test_tier2_matrix import _rings
+from tests.support.templates import TEMPLATES, template
 
 Case = tuple[list[HostSample], dict[str, Any]]
 COUNT: Counter[str] = Counter()

@@ -28,13 +28,13 @@ import pytest
 from probes.history import HostHistory, raw
 from probes.history.storage import Tier
 from probes.wire.samples import HostSample
-from tests.bench.bench_ingest import template
 from tests.bench.bench_row_fold import _samples
 from tests.history.before_s9 import HostHistory as HostHistoryBefore
 from tests.history.test_block_columns import SHORT, _digest, _random_stream
 from tests.history.test_row_fold import _decode, _streams
 from tests.history.test_tier2_matrix import _odd, _rings
 from tests.support.fingerprint import fingerprint
+from tests.support.templates import template
 
 Case = tuple[list[HostSample], dict[str, Any]]
 

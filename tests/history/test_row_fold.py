@@ -44,8 +44,8 @@ from probes.wire.clock_reasons import REASON_BITS
 from probes.wire.compact import static_gpus
 from probes.wire.protocol import MessageReader
 from probes.wire.samples import DiskStats, GpuSample, HostSample, HostStats
-from tests.bench.bench_ingest import template
 from tests.support.fingerprint import fingerprint
+from tests.support.templates import template
 from tests.wire.test_decode_rows import _mutate, _shape
 
 _new = object.__new__

@@ -42,12 +42,12 @@ from probes.wire.samples import Hello, HostSample
 from tests.analysis.test_detectors_young import random_limits, samples
 from tests.analysis.test_judges_changed import _exact
 from tests.bench.bench_fold_age import HOSTS, stream
-from tests.bench.bench_ingest import TEMPLATES, template
 from tests.history import rows_before_s11
 from tests.history.test_block_columns import _digest
 from tests.history.test_raw_matrix import _cases, _windows
 from tests.history.test_tier2_matrix import _odd
 from tests.support.fingerprint import fingerprint
+from tests.support.templates import TEMPLATES, template
 from tests.transport.test_relay_rows import agent_stream
 
 NEW = (Ring.rows_many, RawRing.rows_many)
