@@ -1,4 +1,4 @@
-"""A hello's typed decode, before and after its PCIe chains and NICs were decoded once per
+"""A hello's typed decode, before and after its PCIe chains, NICs and GPUs were decoded once per
 text (issue 38 start-up, session 14): what each host's hello costs a collector.
 
 The agent simulator's 16 hellos (``bench_ingest.template``), host *i* replaying template

@@ -1,10 +1,11 @@
-"""A hello's PCIe chains and NICs decoded once per text (issue 38, start-up, session 14).
+"""A hello's PCIe chains, NICs and GPUs decoded once per text (issue 38, start-up, s14).
 
-``_decode_chains`` and ``_decode_nic`` now keep what they decoded under the value's orjson
-text (a NIC's without its ``node_guid``, which each host has its own) while ``shared``'s
+``_decode_chains``, ``_decode_nic`` and ``_decode_gpu_info`` now keep what they decoded
+under the value's orjson text (a NIC's without its ``node_guid``, a GPU's without its
+``uuid`` and ``serial``: each host's own) while ``shared``'s
 table lasts, and hand the next equal text a copy.  Checked against the reference copy
-(``decode_fields_before_s14``) over the agent simulator's hellos with their chains and NICs
-spoiled at random (every type a host could send: ints, floats, both zeros, NaN, ±Inf,
+(``decode_fields_before_s14``) over the agent simulator's hellos with their chains, NICs
+and GPUs spoiled at random (every type a host could send: ints, floats, both zeros, NaN, ±Inf,
 huge ints, bools, lone surrogates, missing keys, other key orders), each decoded the new
 way twice (the second from the cache) and the old way once, in one process (one table):
 every field equal with its type and sign, every shared part the same object; and again
@@ -46,6 +47,11 @@ def _spoil_parts(obj: dict[str, Any], rng: random.Random, host: int,
     for n in nics:
         if isinstance(n, dict) and rng.random() < 0.8:
             n["node_guid"] = rng.choice((f"a088:c203:{host:04x}:eab8", None, 7, "x"))
+    gpus = [dict(g) if isinstance(g, dict) else g for g in obj.get("gpus") or []]
+    for g in gpus:
+        if isinstance(g, dict) and rng.random() < 0.8:
+            g["uuid"] = rng.choice((f"GPU-{host:08x}-{g.get('index')}", None, 5, ""))
+            g["serial"] = rng.choice((f"{host:013d}", None, 1.5))
     pcie = obj.get("pcie")
     pcie = {b: [dict(d) if isinstance(d, dict) else d for d in c] if isinstance(c, list) else c
             for b, c in pcie.items()} if isinstance(pcie, dict) else pcie
@@ -58,7 +64,7 @@ def _spoil_parts(obj: dict[str, Any], rng: random.Random, host: int,
                 link[rng.choice([*link, "other"])] = rng.choice(VALUES)
             else:
                 pcie[rng.choice(list(pcie))] = rng.choice(VALUES)
-        elif what < 0.8 and nics:
+        elif what < 0.6 and nics:
             n = nics[rng.randrange(len(nics))]
             if isinstance(n, dict):
                 keys = [*n, "ports", "bridges", "extra"]
@@ -68,11 +74,22 @@ def _spoil_parts(obj: dict[str, Any], rng: random.Random, host: int,
                     rng.shuffle(items)
                     n.clear()
                     n.update(items)
+        elif what < 0.8 and gpus:
+            g = gpus[rng.randrange(len(gpus))]
+            if isinstance(g, dict):
+                g[rng.choice([*g, "index", "extra"])] = rng.choice(VALUES)
+                if rng.random() < 0.2:
+                    items = list(g.items())
+                    rng.shuffle(items)
+                    g.clear()
+                    g.update(items)
+            else:
+                gpus[gpus.index(g)] = rng.choice(VALUES)
         elif what < 0.9:
             pcie = rng.choice(VALUES)
         else:
-            nics.append(rng.choice(VALUES))
-    obj["nics"], obj["pcie"] = nics, pcie
+            rng.choice((nics, gpus)).append(rng.choice(VALUES))
+    obj["nics"], obj["pcie"], obj["gpus"] = nics, pcie, gpus
     return obj
 
 
@@ -97,6 +114,8 @@ def _check_same(new: Hello | None, old: Hello | None, objects: bool = True) -> N
         assert a is not b
         for name in ("name", "kind", "address", "state", "ports", "hca_type", "bridges"):
             assert getattr(a, name) is getattr(b, name), name
+    for x, y in zip(new.facts.gpus, old.facts.gpus, strict=True):
+        assert x is not y and x.name is y.name and x.vbios is y.vbios
 
 
 def test_hellos_decode_as_before_and_share_the_same_objects() -> None:
@@ -132,15 +151,23 @@ def test_the_cache_is_taken_for_a_model_met_before(monkeypatch: pytest.MonkeyPat
         calls.append("nic")
         return nic(n)
 
+    def counted_gpu(g: Any, idx: int) -> Any:
+        calls.append("gpu")
+        return gpu(g, idx)
+
+    gpu = decode_fields._decode_gpu_info_now
     monkeypatch.setattr(decode_fields, "_decode_chains_now", counted_chains)
     monkeypatch.setattr(decode_fields, "_decode_nic_now", counted_nic)
+    monkeypatch.setattr(decode_fields, "_decode_gpu_info_now", counted_gpu)
     rng = random.Random(1)
     hellos = [decode_fields._decode_hello(_spoil_parts(bases[i % 2], rng, i, changes=False))
               for i in range(64)]
     assert all(h.nics for h in hellos)
     assert len({h.nics[0].node_guid for h in hellos}) > 3  # each host its own GUID...
+    assert len({h.facts.gpus[0].uuid for h in hellos}) > 3
     assert calls.count("pcie") <= 2  # ...and each model decoded once
     assert calls.count("nic") <= 2 * len(hellos[0].nics)
+    assert calls.count("gpu") <= 2 * len(hellos[0].facts.gpus)
 
 
 def test_a_new_table_is_not_answered_from_the_old_one(monkeypatch: pytest.MonkeyPatch) -> None:
