@@ -273,11 +273,13 @@ def _decode_chains_now(value: dict[str, Any]) -> dict[str, tuple[PcieLink, ...]]
             for bus, chain in value.items() if isinstance(bus, str)}
 
 
-PARTS_MAX = 2048
-"""Texts kept by ``_keep`` (a hello's chains ~4.5 KB, a NIC's or a GPU's ~0.4 KB): past it
-the cache starts again (a fleet whose hosts all differ gains nothing here)."""
+PARTS_MAX_BYTES = 1 << 20
+"""Bytes of text kept by ``_keep`` (a hello's chains ~4.5 KB, a NIC's or a GPU's ~0.4 KB;
+a fleet of one model keeps ~10 KB): past it the cache starts again, so a fleet whose
+hosts all differ gains nothing here and holds no more than this."""
 _parts: dict[bytes, Any] = {}
 _parts_epoch = [-1]
+_parts_bytes = [0]
 
 
 def _text_of(value: Any) -> bytes | None:
@@ -298,7 +300,7 @@ def _by_text(key: bytes) -> Any:
     """What ``_keep`` kept under ``key`` while ``shared``'s table is the one in use."""
     if _parts_epoch[0] != epoch():
         _parts.clear()
-        _parts_epoch[0] = epoch()
+        _parts_epoch[0], _parts_bytes[0] = epoch(), 0
         return None
     return _parts.get(key)
 
@@ -308,9 +310,11 @@ def _keep(key: bytes, got: T) -> T:
     unless ``shared``'s table started again during that decode (its objects would then
     not all be the ones ``shared`` returns now)."""
     if _parts_epoch[0] == epoch():
-        if len(_parts) >= PARTS_MAX:
+        if _parts_bytes[0] + len(key) > PARTS_MAX_BYTES:
             _parts.clear()
+            _parts_bytes[0] = 0
         _parts[key] = got
+        _parts_bytes[0] += len(key)
     return got
 
 

@@ -189,6 +189,26 @@ def test_a_new_table_is_not_answered_from_the_old_one(monkeypatch: pytest.Monkey
     assert shared_module.epoch() - first_epoch > 20
 
 
+def test_the_cache_holds_no_more_than_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosts whose chains all differ: the cache starts again at its bound, and decodes as
+    before across each new start."""
+    monkeypatch.setattr(decode_fields, "PARTS_MAX_BYTES", 20_000)
+    rng = random.Random(5)
+    bases = _bases()
+    most = 0
+    for i in range(300):
+        obj = _spoil_parts(bases[i % len(bases)], rng, i, changes=False)
+        if isinstance(obj.get("pcie"), dict) and obj["pcie"]:
+            bus = next(iter(obj["pcie"]))
+            obj["pcie"] = {**obj["pcie"], bus: [{"address": f"0000:{i:04x}", "width": 16}]}
+        _check_same(_decode(decode_fields._decode_hello, obj),
+                    _decode(before._decode_hello, obj))
+        held = sum(map(len, decode_fields._parts))
+        assert held == decode_fields._parts_bytes[0] <= 20_000
+        most = max(most, held)
+    assert most > 15_000
+
+
 def test_negative_control_a_key_without_quotes_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     real = decode_fields._text_of
 
