@@ -19,6 +19,8 @@ all differ gains nothing, and must not grow a table without bound)."""
 
 T = TypeVar("T")
 _table: dict[object, object] = {}
+_epoch = [0]
+"""How many times the table started again (``epoch``)."""
 
 
 def _part(v: object) -> object:
@@ -46,6 +48,7 @@ def shared(obj: T) -> T:
     if len(_table) >= SHARED_MAX:
         _table.clear()
         _known.clear()
+        _epoch[0] += 1
     _table[key] = obj
     return obj
 
@@ -69,3 +72,9 @@ def remember(key: object, obj: T) -> T:
         _known.clear()
     _known[key] = got
     return got
+
+
+def epoch() -> int:
+    """Which table is in use: a cache of objects ``shared`` returned holds them only while
+    this is unchanged (after a new start ``shared`` returns other, equal objects)."""
+    return _epoch[0]
