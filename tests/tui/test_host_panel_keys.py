@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 from textual.pilot import Pilot
@@ -101,6 +102,15 @@ FED = {"memory": "view", "thermal": "view", "topology": "topo", "iostat": "iosta
 """Each panel's reactive that ``HostPanel.show`` sets: what the panel was fed."""
 
 
+def _folded(app: RigwatchApp, due: dict[str, int]) -> bool:
+    """Each host's newest sample is the one of ``due``."""
+    for name, seq in due.items():
+        last = app.fleet.hosts[name].last
+        if last is None or last.seq != seq:
+            return False
+    return True
+
+
 def _fed(app: RigwatchApp, name: str) -> object:
     """What the panel was last fed (None when hidden)."""
     panel = app.screen.query_one(f"#panel-{name}")
@@ -130,10 +140,17 @@ async def _run(monkeypatch: pytest.MonkeyPatch, screen: ScreenClass, keys: list[
         await _settle(pilot)
         for n, key in enumerate(keys[:LATER] if moving else keys):
             if moving:
+                # the clock first, then the samples, folded before the key: a sample
+                # folded before the clock moved would read stale (on a loaded machine the
+                # fold raced the clock and the key)
+                clock.now += 60.0
+                due: dict[str, int] = {}
                 for host, groups in later.items():
                     for item in groups[n]:
                         backend.push(host, item)
-                clock.now += 60.0
+                        if isinstance(item, HostSample):
+                            due[host] = item.seq
+                await wait_until(pilot, partial(_folded, app, due))
             await _press(pilot, key, rng)
             await _settle(pilot)
             toggled = PANELS[int(key) - 1] if key.isdigit() else "memory"
