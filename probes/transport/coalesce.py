@@ -17,10 +17,9 @@ first sample ~1 s later): a loop with fewer (a small shard, a console's own few 
 paused, since a pause that finds nothing ready costs a wake of its own.  A loop with work
 ready polls with timeout 0 and is never paused.  So while busy, bytes wait in the kernel's
 socket buffers and every timer (a remote command's timeout, a stall watch, a keepalive, the
-relay's flush) fires at most ``gap_s`` (80 ms) later than asked: a dead host is detected
-after the same 15 s (keepalive, stall) give or take 80 ms, and a collector already gathers
-its entries for ``FLUSH_S`` (50 ms) before it sends them (a tick reaches the console within
-~130 ms of its arrival, against a 1-s redraw).  Idle, it is asyncio's own loop.
+relay's flush) fires at most ``gap_s`` (40 ms) later than asked: a dead host is detected
+after the same 15 s (keepalive, stall) give or take 40 ms, and a collector already gathers
+its entries for ``FLUSH_S`` (50 ms) before it sends them.  Idle, it is asyncio's own loop.
 """
 
 from __future__ import annotations
@@ -35,15 +34,16 @@ from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
-GAP_S = 0.08
+GAP_S = 0.04
 """A collector's loop wakes for I/O at most this often while it is busy (``FLUSH_S`` is 50 ms):
 at 256 hosts 10 ms saved 12 % of its CPU, 20 ms 46 %, 40 ms 60 % (RESULTS.md, session 12);
-80 ms 10-18 % less than 40 ms at 256 and 512 hosts (session 14: the ticks served ~20 a wake
-at 256 hosts; 120 ms saved a little more, each timer then up to that much late)."""
+80 ms saved 10-18 % more at 256 and 512 hosts (session 14), but at 1024 hosts a shard's
+batch then outgrew the pipe and the relay dropped ~2,500-3,000 samples a run (0 at 40 ms):
+not taken."""
 MIN_PER_GAP = 2.0
 """The loop pauses only while at least this many of its files, on average, become ready in a
 ``gap_s``: a pause that finds nothing ready costs a wake of its own (the sleep's), so a
-sparse stream (fewer than 25 ticks a second at 80 ms) is served as it comes."""
+sparse stream (fewer than 50 ticks a second at 40 ms) is served as it comes."""
 RATE_S = 1.0
 """How often the rate of ready files is judged again (a collector's hosts tick at 1 Hz)."""
 
