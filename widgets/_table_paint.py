@@ -246,15 +246,21 @@ class PaintedTable(DataTable[Text]):
         if lines is None:
             lines = self._from_template(key, width)
         if lines is None:
-            drawn = DataTable._render_cell(self, row_index, column_index, base_style, width,
-                                           cursor, hover)
-            lines = [[Segment(seg.text, self._rowless_style(seg.style), seg.control)
-                      for seg in line] for line in drawn]
+            lines = self._drawn_rowless(row_index, column_index, base_style, width, cursor,
+                                        hover)
             self._keep_template(key, width, lines)
             if len(self._rendered) >= RENDER_CACHE_CELLS:
                 self._rendered.clear()
             self._rendered[key] = lines
         return lines
+
+    def _drawn_rowless(self, row_index: int, column_index: int, base_style: Style,
+                       width: int, cursor: bool, hover: bool) -> _Lines:
+        """DataTable's own rendering of a cell, less its row's meta (``_rowless_style``)."""
+        drawn = DataTable._render_cell(self, row_index, column_index, base_style, width,
+                                       cursor, hover)
+        return [[Segment(seg.text, self._rowless_style(seg.style), seg.control)
+                 for seg in line] for line in drawn]
 
     def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
                      cursor: bool = False, hover: bool = False) -> _Lines:
@@ -475,9 +481,8 @@ class PaintedTable(DataTable[Text]):
             key = self._cell_key(row, index, row_style, cell_width, cursor_on, hover_on)
             lines = (self._cell_lines(key, row, index, row_style, cell_width, cursor_on,
                                       hover_on) if key is not None else
-                     [[Segment(s.text, self._rowless_style(s.style), s.control) for s in line]
-                      for line in DataTable._render_cell(self, row, index, row_style,
-                                                         cell_width, cursor_on, hover_on)])
+                     self._drawn_rowless(row, index, row_style, cell_width, cursor_on,
+                                         hover_on))
             cells.append(lines[line_no])
         cells.append([end])
         segments = line_crop(list(chain.from_iterable(cells)), x1, x2, width)
